@@ -1,0 +1,57 @@
+# Slipway. `make demo` runs the main job on embedded defaults; `make test` runs every test.
+SHELL := /bin/bash
+GO ?= go
+BIN := $(CURDIR)/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
+# Debian packages the tests, the demo and the benchmarks need.
+DEBS := bubblewrap docker-registry git
+FUZZTIME ?= 20s
+
+export SLIPWAY_BIN := $(BIN)/slipway
+export CRANE := $(BIN)/crane
+
+.PHONY: all build tools deps test demo bench lint fuzz clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
+
+# Peer and lint tools, pinned in tools/go.mod, built once into bin/.
+tools: $(BIN)/crane $(BIN)/staticcheck
+$(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck
+
+# Installs the Debian packages that are missing (needs root and apt-get).
+deps:
+	@missing=""; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v docker-registry >/dev/null || missing="$$missing docker-registry"; \
+	command -v git >/dev/null || missing="$$missing git"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+test: deps
+	$(GO) test -race -count=1 ./...
+
+demo: deps build
+	$(GO) run ./examples/demo
+
+bench: deps build tools
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+
+lint: tools
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(BIN)/staticcheck ./...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/ref
+	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime $(FUZZTIME) ./pkg/pin
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDependenciesPointDown keeps the layering of ../shared/DESIGN.md honest:
+// each library package may import only the Slipway packages below it, no
+// library package imports the CLI or cobra, and test helpers stay out of
+// production code.
+func TestDependenciesPointDown(t *testing.T) {
+	const mod = "github.com/slipway-dev/slipway/"
+	allowed := map[string][]string{
+		"pkg/ref":          {},
+		"pkg/resolve":      {"pkg/ref"},
+		"pkg/pin":          {"pkg/ref", "pkg/resolve"},
+		"pkg/registrytest": {},
+	}
+	forbidden := []string{"github.com/spf13/cobra", "github.com/spf13/pflag", mod + "cmd/", mod + "pkg/registrytest"}
+	for pkg, ok := range allowed {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "../../"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == mod+pkg {
+				continue
+			}
+			if strings.HasPrefix(dep, mod+"pkg/") {
+				rel := strings.TrimPrefix(dep, mod)
+				allowedDep := false
+				for _, a := range ok {
+					if rel == a {
+						allowedDep = true
+					}
+				}
+				if !allowedDep {
+					t.Errorf("%s imports %s; allowed: %v", pkg, rel, ok)
+				}
+			}
+			for _, f := range forbidden {
+				if strings.HasPrefix(dep, f) && !(pkg == "pkg/registrytest" && dep == mod+pkg) {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}

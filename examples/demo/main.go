@@ -1,0 +1,281 @@
+// Command demo runs Slipway's main job on embedded defaults: an in-process
+// registry (go-containerregistry's pkg/registry) on 127.0.0.1, a few sample
+// images pushed to it, and the sample config tree beside this file linted,
+// pinned by digest with a lock file, linted clean and re-pinned hermetically.
+//
+// It drives the real slipway binary ($SLIPWAY_BIN, default bin/slipway) so
+// that every step is a command a CI pipeline would run.
+//
+//	go run ./examples/demo [-keep]
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+func main() {
+	keep := flag.Bool("keep", false, "keep the work directory")
+	flag.Parse()
+	if err := run(context.Background(), *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, keep bool) error {
+	bin := os.Getenv("SLIPWAY_BIN")
+	if bin == "" {
+		bin = "bin/slipway"
+	}
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("slipway binary %s: %w (run `make build` first)", bin, err)
+	}
+	_, self, _, _ := runtime.Caller(0)
+	here := filepath.Dir(self)
+
+	work, err := os.MkdirTemp("", "slipway-demo-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(work)
+	}
+
+	// 1. The registry.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	host := ln.Addr().String()
+	section("registry", "go-containerregistry in-process registry at http://%s", host)
+
+	// 2. Sample images: what a sandbox platform ships.
+	for _, im := range []struct {
+		repoTag   string
+		platforms []string
+	}{
+		{"platform/control-plane:v1.4.0", nil},
+		{"platform/runner:v0.9.2", nil},
+		{"platform/workspace:2026.11", nil},
+		{"library/busybox:latest", []string{"linux/amd64", "linux/arm64"}},
+	} {
+		d, err := pushSample(host, im.repoTag, im.platforms)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  pushed %s/%s  %s\n", host, im.repoTag, d)
+	}
+
+	// 3. The sample tree, with the registry's address filled in.
+	tree := filepath.Join(work, "tree")
+	if err := copyTree(filepath.Join(here, "tree"), tree, host); err != nil {
+		return err
+	}
+	cfg := filepath.Join(here, "slipway-pin.yaml")
+	lock := filepath.Join(work, "images.lock")
+	sh := shell{bin: bin, dir: work}
+
+	section("lint", "every mutable reference, with file:line:col (exit 1: findings)")
+	if err := sh.run(1, "lint", "--config", cfg, "tree"); err != nil {
+		return err
+	}
+	section("resolve", "tags to digests; the multi-arch busybox pins its index, or one platform")
+	if err := sh.run(0, "resolve", host+"/platform/runner:v0.9.2", host+"/library/busybox"); err != nil {
+		return err
+	}
+	if err := sh.run(0, "resolve", "--platform", "linux/arm64", host+"/library/busybox"); err != nil {
+		return err
+	}
+	section("pin (dry run)", "what would change; nothing is written but the lock")
+	if err := sh.run(0, "pin", "--config", cfg, "--lock", "images.lock", "tree"); err != nil {
+		return err
+	}
+	section("pin --write", "rewrite in place, comments and layout kept")
+	if err := sh.run(0, "pin", "--write", "--config", cfg, "--lock", "images.lock", "tree"); err != nil {
+		return err
+	}
+	section("lint again", "clean (exit 0)")
+	if err := sh.run(0, "lint", "--config", cfg, "tree"); err != nil {
+		return err
+	}
+	section("hermetic re-pin", "registry stopped; only the lock is read; nothing left to change")
+	srv.Close()
+	if err := sh.run(0, "pin", "--write", "--refresh", "--hermetic", "--config", cfg, "--lock", "images.lock", "tree"); err != nil {
+		return err
+	}
+	section("a pinned file", "tree/apps/runner.yaml")
+	if err := cat(filepath.Join(tree, "apps", "runner.yaml")); err != nil {
+		return err
+	}
+	section("the lock", "images.lock")
+	if err := cat(lock); err != nil {
+		return err
+	}
+	fmt.Println("\ndemo: ok")
+	return nil
+}
+
+func section(title, format string, args ...any) {
+	fmt.Printf("\n== %s: %s\n", title, fmt.Sprintf(format, args...))
+}
+
+type shell struct{ bin, dir string }
+
+// run runs slipway with args and checks its exit code.
+func (s shell) run(wantCode int, args ...string) error {
+	fmt.Printf("$ slipway %s\n", strings.Join(args, " "))
+	cmd := exec.Command(s.bin, args...)
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = indent{os.Stdout}, indent{os.Stdout}
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		return err
+	}
+	if code != wantCode {
+		return fmt.Errorf("slipway %s exited %d, want %d", strings.Join(args, " "), code, wantCode)
+	}
+	fmt.Printf("  (exit %d)\n", code)
+	return nil
+}
+
+type indent struct{ w io.Writer }
+
+func (i indent) Write(p []byte) (int, error) {
+	s := strings.TrimSuffix(string(p), "\n")
+	_, err := fmt.Fprintf(i.w, "  %s\n", strings.ReplaceAll(s, "\n", "\n  "))
+	return len(p), err
+}
+
+func cat(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	_, err = indent{os.Stdout}.Write(b)
+	return err
+}
+
+// pushSample pushes a small, deterministic image (one index per platform list).
+func pushSample(host, repoTag string, platforms []string) (string, error) {
+	tag, err := name.NewTag(host + "/" + repoTag)
+	if err != nil {
+		return "", err
+	}
+	if len(platforms) == 0 {
+		img, err := sampleImage(repoTag, "linux/amd64")
+		if err != nil {
+			return "", err
+		}
+		if err := remote.Write(tag, img); err != nil {
+			return "", err
+		}
+		d, err := img.Digest()
+		return d.String(), err
+	}
+	var adds []mutate.IndexAddendum
+	for _, p := range platforms {
+		img, err := sampleImage(repoTag, p)
+		if err != nil {
+			return "", err
+		}
+		pl, err := v1.ParsePlatform(p)
+		if err != nil {
+			return "", err
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: pl}})
+	}
+	idx := mutate.AppendManifests(empty.Index, adds...)
+	if err := remote.WriteIndex(tag, idx); err != nil {
+		return "", err
+	}
+	d, err := idx.Digest()
+	return d.String(), err
+}
+
+func sampleImage(repoTag, platform string) (v1.Image, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	body := []byte("slipway demo image " + repoTag + " for " + platform + "\n")
+	if err := tw.WriteHeader(&tar.Header{Name: "etc/slipway-demo", Mode: 0o644, Size: int64(len(body)), ModTime: time.Unix(0, 0)}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(body); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := v1.ParsePlatform(platform)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Variant = pl.OS, pl.Architecture, pl.Variant
+	return mutate.ConfigFile(img, cf)
+}
+
+// copyTree copies the sample tree, writing the registry's address where the files say REGISTRY.
+func copyTree(src, dst, host string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(out, bytes.ReplaceAll(b, []byte("REGISTRY"), []byte(host)), 0o644)
+	})
+}

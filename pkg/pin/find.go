@@ -1,0 +1,333 @@
+package pin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// SiteKind says what kind of field holds an image.
+type SiteKind int
+
+const (
+	// Container is the image of a container, init container or ephemeral
+	// container in a pod spec.
+	Container SiteKind = iota + 1
+	// KustomizeImage is an entry of a kustomization's images list.
+	KustomizeImage
+	// Custom is a field of a custom resource named by a PinConfig.
+	Custom
+)
+
+func (k SiteKind) String() string {
+	switch k {
+	case Container:
+		return "container"
+	case KustomizeImage:
+		return "kustomize-image"
+	case Custom:
+		return "custom"
+	}
+	return "SiteKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// MarshalText renders the kind as its name.
+func (k SiteKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Site is one image reference in a file.
+type Site struct {
+	File string `json:"file"`
+	// Line and Col are 1-based, of the value as written (of the entry for a
+	// kustomization image).
+	Line int `json:"line"`
+	Col  int `json:"col"`
+	// Path is the YAML path within its document, e.g.
+	// "spec.template.spec.containers[0].image" or "images[2]".
+	Path string   `json:"path"`
+	Kind SiteKind `json:"kind"`
+	// Value is the image as written; for a kustomization entry it is composed:
+	// (newName or name)[:newTag][@digest].
+	Value string `json:"value"`
+	// PullPolicy is the container's imagePullPolicy, if any.
+	PullPolicy string `json:"pullPolicy,omitempty"`
+}
+
+// Pos is "file:line:col".
+func (s Site) Pos() string { return fmt.Sprintf("%s:%d:%d", s.File, s.Line, s.Col) }
+
+// DefaultMaxFileSize is the largest file Find reads unless WithMaxFileSize says otherwise.
+const DefaultMaxFileSize int64 = 8 << 20
+
+// Option configures Find.
+type Option func(*options) error
+
+type options struct {
+	maxFileSize int64
+	fields      []spec
+	podSpecs    []spec
+	aliasBudget int // alias hops allowed per file on top of its node count
+}
+
+// WithConfig adds the field paths and pod spec paths of c. It may be given
+// more than once.
+func WithConfig(c Config) Option {
+	return func(o *options) error {
+		fields, err := compile(c.Fields)
+		if err != nil {
+			return fmt.Errorf("%w: fields: %w", ErrConfig, err)
+		}
+		pods, err := compile(c.PodSpecs)
+		if err != nil {
+			return fmt.Errorf("%w: podSpecs: %w", ErrConfig, err)
+		}
+		o.fields = append(o.fields, fields...)
+		o.podSpecs = append(o.podSpecs, pods...)
+		return nil
+	}
+}
+
+// WithMaxFileSize refuses files larger than n bytes (default DefaultMaxFileSize).
+func WithMaxFileSize(n int64) Option {
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: max file size %d is not positive", ErrConfig, n)
+		}
+		o.maxFileSize = n
+		return nil
+	}
+}
+
+// withAliasBudget sets the alias hops allowed per file beyond its node count.
+func withAliasBudget(n int) Option {
+	return func(o *options) error { o.aliasBudget = n; return nil }
+}
+
+const defaultAliasBudget = 10_000
+
+// Tree is the files Find read, with their sites. It keeps each file's bytes
+// for Plan.
+type Tree struct {
+	Files []*File
+	// Skipped lists what walking a directory did not read, with the reason
+	// (symlinks, which are never followed, and special files).
+	Skipped []Skipped
+	opts    options
+}
+
+// File is one YAML file and the image sites in it, in document order.
+type File struct {
+	Path string
+	// Sites is a copy for the caller; Plan and Lint use their own.
+	Sites   []Site
+	sites   []Site
+	src     *source
+	mode    fs.FileMode
+	real    string   // where the file is written: a symlink given explicitly is resolved
+	targets []target // parallel to Sites
+}
+
+// Skipped is a path that walking a directory left alone.
+type Skipped struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+func (s Skipped) String() string { return s.Path + ": " + s.Reason }
+
+// Sites is every site of every file, in file order.
+func (t *Tree) Sites() []Site {
+	var out []Site
+	for _, f := range t.Files {
+		out = append(out, f.sites...)
+	}
+	return out
+}
+
+// Find reads the YAML files at paths and returns their image sites. A
+// directory is walked: only .yaml and .yml files and files named
+// Kustomization are read, hidden directories (.git) are skipped, and symlinks
+// are never followed but listed in Tree.Skipped. A file given explicitly is
+// read as given, whatever its name, through a symlink if it is one.
+//
+// A file that does not parse, is too large, is not UTF-8 or aliases too much
+// is refused (errors.Is ErrInput); the errors of all files are joined.
+func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
+	o := options{maxFileSize: DefaultMaxFileSize, aliasBudget: defaultAliasBudget}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%w: no paths given", ErrInput)
+	}
+	t := &Tree{opts: o}
+	seen := map[string]bool{}
+	var errs []error
+	for _, p := range paths {
+		cands, skipped, err := collect(ctx, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.Skipped = append(t.Skipped, skipped...)
+		for _, c := range cands {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if seen[c.real] {
+				continue
+			}
+			seen[c.real] = true
+			data, mode, err := readFile(c.path, c.real, o.maxFileSize)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			f, err := parse(c.path, data, &o)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			f.mode, f.real = mode, c.real
+			t.Files = append(t.Files, f)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return t, nil
+}
+
+// readFile reads at most limit bytes of the file at real, naming it name in errors.
+func readFile(name, real string, limit int64) ([]byte, fs.FileMode, error) {
+	f, err := os.Open(real)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w: %w", name, ErrInput, unwrapPath(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w: %w", name, ErrInput, unwrapPath(err))
+	}
+	if fi.IsDir() {
+		return nil, 0, fmt.Errorf("%s: %w: is a directory", name, ErrInput)
+	}
+	if fi.Mode().IsRegular() && fi.Size() > limit {
+		return nil, 0, fmt.Errorf("%s: %w: %d bytes, over the limit of %d", name, ErrInput, fi.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w: %w", name, ErrInput, unwrapPath(err))
+	}
+	if int64(len(data)) > limit {
+		return nil, 0, fmt.Errorf("%s: %w: over the limit of %d bytes", name, ErrInput, limit)
+	}
+	return data, fi.Mode().Perm(), nil
+}
+
+// unwrapPath drops the path an *fs.PathError repeats, since callers name the file.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// parse decodes every document of a file and finds its sites.
+func parse(name string, data []byte, o *options) (*File, error) {
+	src := newSource(name, data)
+	if !utf8.Valid(data) {
+		off := 0
+		for off < len(data) {
+			r, w := utf8.DecodeRune(data[off:])
+			if r == utf8.RuneError && w == 1 {
+				break
+			}
+			off += w
+		}
+		line, _ := src.lines.position(off)
+		return nil, fmt.Errorf("%s:%d: %w: not valid UTF-8", name, line, ErrInput)
+	}
+	w := newWalker(src, o)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := decode(dec, &doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, syntaxError(name, data, err)
+		}
+		if err := w.document(&doc); err != nil {
+			return nil, err
+		}
+	}
+	return &File{Path: name, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets}, nil
+}
+
+// decode keeps a panic in the YAML parser from crossing into the caller.
+func decode(dec *yaml.Decoder, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml parser failed: %v", r)
+		}
+	}()
+	return dec.Decode(n)
+}
+
+// syntaxError names file:line for a parser error ("yaml: line 3: …").
+func syntaxError(name string, data []byte, err error) error {
+	msg, _ := strings.CutPrefix(err.Error(), "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, after, ok := strings.Cut(rest, ": "); ok {
+			if l, perr := strconv.Atoi(n); perr == nil {
+				line, msg = l, after
+			}
+		}
+	}
+	if line == 0 {
+		line = guessLine(data, msg)
+	}
+	return fmt.Errorf("%s:%d: %w: invalid yaml: %s", name, line, ErrInput, msg)
+}
+
+// guessLine finds the line of the parser errors that do not say it.
+func guessLine(data []byte, msg string) int {
+	off := -1
+	if a, ok := strings.CutPrefix(msg, "unknown anchor '"); ok {
+		if anchor, _, ok := strings.Cut(a, "'"); ok {
+			off = bytes.Index(data, []byte("*"+anchor))
+		}
+	} else if strings.Contains(msg, "control characters") {
+		off = bytes.IndexFunc(data, func(r rune) bool {
+			return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f
+		})
+	}
+	if off < 0 {
+		return 1
+	}
+	line, _ := newLineIndex(data).position(off)
+	return line
+}
+
+func isKustomizationName(base string) bool {
+	switch base {
+	case "kustomization.yaml", "kustomization.yml", "Kustomization":
+		return true
+	}
+	return false
+}

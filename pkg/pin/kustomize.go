@@ -1,0 +1,72 @@
+package pin
+
+import (
+	"strconv"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// kustomization records each entry of a kustomization's images list.
+func (w *walker) kustomization(k *yaml.Node, path string) error {
+	lists, err := w.values(k, "images")
+	if err != nil {
+		return err
+	}
+	for _, seq := range lists {
+		if seq.Kind != yaml.SequenceNode {
+			continue
+		}
+		for i, e := range seq.Content {
+			if e, err = w.deref(e); err != nil {
+				return err
+			}
+			if e.Kind != yaml.MappingNode || w.seen[e] {
+				continue
+			}
+			w.seen[e] = true
+			t := target{entry: e}
+			for _, f := range []struct {
+				key string
+				dst **yaml.Node
+			}{{"name", &t.name}, {"newName", &t.newName}, {"newTag", &t.newTag}, {"digest", &t.digest}} {
+				vs, err := w.values(e, f.key)
+				if err != nil {
+					return err
+				}
+				for _, v := range vs {
+					if v.Kind == yaml.ScalarNode {
+						*f.dst = v
+						break
+					}
+				}
+			}
+			w.add(Site{
+				File: w.name, Line: e.Line, Col: e.Column,
+				Path:  join(path, "images") + "[" + strconv.Itoa(i) + "]",
+				Kind:  KustomizeImage,
+				Value: composeImage(scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, "")),
+			}, t)
+		}
+	}
+	return nil
+}
+
+// scalar is the value of a scalar node, or def when it is missing or null.
+func scalar(n *yaml.Node, def string) string {
+	if n == nil || n.ShortTag() == "!!null" || n.Value == "" {
+		return def
+	}
+	return n.Value
+}
+
+// composeImage is name[:tag][@digest].
+func composeImage(name, tag, digest string) string {
+	s := name
+	if tag != "" {
+		s += ":" + tag
+	}
+	if digest != "" {
+		s += "@" + digest
+	}
+	return s
+}

@@ -1,0 +1,85 @@
+package pin
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/slipway-dev/slipway/pkg/ref"
+)
+
+// Finding is a reference that can still change, or that does not parse.
+type Finding struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Col    int    `json:"col"`
+	Ref    string `json:"ref"`
+	Reason string `json:"reason"`
+}
+
+// String is "file:line:col: ref: reason".
+func (f Finding) String() string {
+	return fmt.Sprintf("%s:%d:%d: %s: %s", f.File, f.Line, f.Col, f.Ref, f.Reason)
+}
+
+// Reasons a Finding gives.
+const (
+	ReasonNoTag        = "no tag or digest: means latest, which moves; pin by digest"
+	ReasonLatest       = "tag latest without digest: it moves; pin by digest"
+	ReasonTag          = "tag without digest: tags are mutable; pin by digest"
+	ReasonPullAlways   = "tag without digest: imagePullPolicy Always is no fix, it only asks for the tag again, which may return different bytes; pin by digest"
+	ReasonKustomize    = "kustomization image without digest: newTag is mutable; pin by digest"
+	ReasonKustomizeTag = "kustomization image without digest or newTag: there is no tag to pin"
+	ReasonMalformed    = "malformed reference"
+)
+
+// Lint reports every site not pinned by digest, and every reference that
+// does not parse, sorted by file, line and column.
+func Lint(tree *Tree) []Finding {
+	var out []Finding
+	for _, f := range tree.Files {
+		for i, s := range f.sites {
+			if reason := lintSite(f, i); reason != "" {
+				out = append(out, Finding{File: s.File, Line: s.Line, Col: s.Col, Ref: s.Value, Reason: reason})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+	})
+	return out
+}
+
+func lintSite(f *File, i int) string {
+	s := f.sites[i]
+	if s.Kind == KustomizeImage {
+		t := f.targets[i]
+		if scalar(t.newName, scalar(t.name, "")) == "" {
+			return ReasonMalformed + ": images entry has neither name nor newName"
+		}
+		if _, err := ref.Parse(s.Value); err != nil {
+			return ReasonMalformed + ": " + err.Error()
+		}
+		switch {
+		case scalar(t.digest, "") != "":
+			return ""
+		case scalar(t.newTag, "") == "":
+			return ReasonKustomizeTag
+		}
+		return ReasonKustomize
+	}
+	r, err := ref.Parse(s.Value)
+	switch {
+	case err != nil:
+		return ReasonMalformed + ": " + err.Error()
+	case r.IsPinned():
+		return ""
+	case r.Tag() == "":
+		return ReasonNoTag
+	case s.PullPolicy == "Always":
+		return ReasonPullAlways
+	case r.Tag() == ref.DefaultTag:
+		return ReasonLatest
+	}
+	return ReasonTag
+}
