@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
 # Debian packages the tests, the demo and the benchmarks need.
-DEBS := bubblewrap docker-registry git
+DEBS := bubblewrap busybox-static docker-registry git
 FUZZTIME ?= 20s
 
 export SLIPWAY_BIN := $(BIN)/slipway
@@ -29,6 +29,7 @@ deps:
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v docker-registry >/dev/null || missing="$$missing docker-registry"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	test -x /bin/busybox || missing="$$missing busybox-static"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \

@@ -1,0 +1,45 @@
+// Package isolate runs one command under bubblewrap (bwrap) with declared
+// mounts, network, namespaces and resource limits.
+//
+// It is the one place Slipway sandboxes a process on a local host: the
+// workspace-template build runs build steps and smoke tests on an unpacked
+// root file system with Run, and the local sandbox backend keeps long-lived
+// sandboxes (a runner process beside the workload) with Start, which returns
+// a Process to Wait for, Signal or Kill.
+//
+// A Spec declares everything the command sees, and its zero values are the
+// locked-down choices. Every sandbox gets its own pid, ipc, uts and (where
+// the kernel has one) cgroup namespace; a network namespace holding only
+// loopback unless Spec.Network; a fresh /proc and a minimal /dev; a tmpfs at
+// /tmp unless the caller mounts one; no capabilities unless Spec.Caps keeps
+// some (see BuildCaps for package installs); exactly the environment in
+// Spec.Env; a host name (DefaultHostname) and working directory
+// (DefaultDir) that do not depend on the host. bwrap runs with
+// --die-with-parent and --new-session. Resource limits are rlimits set with
+// prlimit (util-linux); the wall-clock Timeout and context cancellation kill
+// bwrap's process group and the sandbox's pid 1, which takes its whole pid
+// namespace with it. Run and Process.Wait return only once no process of the
+// sandbox is left, including background processes of a command that exited
+// normally.
+//
+// Environment values may be secrets. They reach bwrap through a pipe
+// (--args), not its command line, so they do not show in the host's
+// /proc/<pid>/cmdline, and every rendering of a command (Result.Command,
+// Process.Command, errors, Spec.String, fmt's %v and %#v of a Spec or Env)
+// shows names only. Argv is shown as is: pass secrets through Env or a
+// mounted file.
+//
+// When the caller is root and Spec.User is unset, the command runs as host
+// root confined by the mounts and namespaces: a writable Root can receive
+// setuid-root files (and device nodes, if Caps keeps CAP_MKNOD); bind mounts
+// are nosuid and nodev inside the sandbox but not on the host, so keep Root
+// in a directory other users cannot reach. When the caller is not root, bwrap always uses a user
+// namespace and the command has no power beyond the caller's.
+//
+// It is not a security boundary against kernel exploits (no seccomp filter,
+// no LSM profile), not an aggregate resource limiter (rlimits are per
+// process; cgroup v2 limits belong to the sandbox backend where a writable
+// cgroup tree exists), and not a container runtime: it does not pull or
+// unpack images (see package rootfs) nor set up networking beyond
+// loopback-only or the host's.
+package isolate
