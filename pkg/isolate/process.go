@@ -135,6 +135,9 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, stdout, stderr
 	cmd.ExtraFiles = []*os.File{argsR, infoW} // argsFD, infoFD
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if u := s.HostUser; u != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}}
+	}
 	cmd.Cancel = p.kill
 	cmd.WaitDelay = waitDelay
 	p.cmd = cmd

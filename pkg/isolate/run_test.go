@@ -2,11 +2,13 @@ package isolate_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/slipway-dev/slipway/pkg/isolate"
@@ -218,5 +220,48 @@ func TestOutputTail(t *testing.T) {
 					len(res.Output), res.Truncated, res.Output[max(0, len(res.Output)-20):], wantLen, tc.truncated)
 			}
 		})
+	}
+}
+
+// A root caller runs the sandbox as a real unprivileged host user: its own
+// files are writable inside, root's are not, and its writes land as that uid.
+func TestHostUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to switch to another host uid")
+	}
+	requireSandbox(t)
+	root := newRootfs(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(ws, 1000, 1000)
+	os.Mkdir(filepath.Join(root, "ws"), 0o755) // mount point: the host user cannot create it
+	// The host user must reach both trees: open their test folders up to /tmp.
+	for _, d := range []string{root, filepath.Dir(root), filepath.Dir(filepath.Dir(root)), filepath.Dir(ws), filepath.Dir(filepath.Dir(ws))} {
+		os.Chmod(d, 0o755)
+	}
+	res, err := isolate.Run(context.Background(), isolate.Spec{
+		Root:     root,
+		Mounts:   []isolate.Mount{{Source: ws, Target: "/ws"}},
+		HostUser: &isolate.User{UID: 1000, GID: 1000},
+		Argv:     []string{"/bin/sh", "-c", "id -u; touch /ws/mine; touch /bin/x 2>/dev/null && echo wrote-root || echo root-refused"},
+		Env:      isolate.Env{"PATH": "/bin"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Output); res.ExitCode != 0 || got != "1000\nroot-refused\n" {
+		t.Fatalf("exit %d output %q", res.ExitCode, got)
+	}
+	fi, err := os.Stat(filepath.Join(ws, "mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1000 {
+		t.Fatalf("file owned by %d on the host", st.Uid)
+	}
+	if _, err := isolate.Run(context.Background(), isolate.Spec{Root: root, Argv: []string{"true"}, HostUser: &isolate.User{UID: 1000}, Caps: isolate.BuildCaps()}); !errors.Is(err, isolate.ErrInvalidSpec) {
+		t.Fatalf("HostUser with caps: %v", err)
 	}
 }

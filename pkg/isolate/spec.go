@@ -84,6 +84,13 @@ type Spec struct {
 	// not root, bwrap always creates a user namespace and the command runs
 	// as the caller's uid unless User says otherwise.
 	User *User
+	// HostUser, when set, starts the sandbox as this host uid and gid
+	// (unprivileged bwrap then maps the same ids in a user namespace of its
+	// own): the command is a real unprivileged user, whose own files on the
+	// host are its own inside and whose writes land as that uid. Only a root
+	// caller can set it; it excludes User and Caps. Root must be reachable
+	// by that uid.
+	HostUser *User
 	// Caps lists the capabilities the command keeps, for example
 	// "CAP_CHOWN"; empty (the default) drops them all. See BuildCaps for the
 	// set a root build step needs to install packages. Capabilities only
@@ -251,6 +258,17 @@ func (s Spec) Validate() error {
 		}
 		if u.GID < 0 || u.GID > maxID {
 			bad("User.GID", "%d is out of range", u.GID)
+		}
+	}
+	if u := s.HostUser; u != nil {
+		if u.UID < 0 || u.UID > maxID || u.GID < 0 || u.GID > maxID {
+			bad("HostUser", "%d:%d is out of range", u.UID, u.GID)
+		}
+		if s.User != nil {
+			bad("HostUser", "set either User or HostUser, not both")
+		}
+		if len(s.Caps) > 0 {
+			bad("HostUser", "an unprivileged host user keeps no capabilities; Caps must be empty")
 		}
 	}
 	for i, c := range s.Caps {
