@@ -96,7 +96,7 @@ type layerWriter struct {
 	f      *os.File
 	zw     *pgzip.Writer
 	tw     *tar.Writer
-	uhash  hash.Hash
+	uhash  *asyncHash
 	chash  hash.Hash
 	usize  countWriter
 	csize  countWriter
@@ -117,10 +117,10 @@ func newLayerWriter(o *layerOptions) (*layerWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create layer file: %w", err)
 	}
-	w := &layerWriter{f: f, uhash: sha256.New(), chash: sha256.New()}
+	w := &layerWriter{f: f, uhash: newAsyncHash(sha256.New()), chash: sha256.New()}
 	zw, err := pgzip.NewWriterLevel(io.MultiWriter(f, w.chash, &w.csize), o.level)
 	if err == nil {
-		err = zw.SetConcurrency(blockSize, max(2, runtime.GOMAXPROCS(0)))
+		err = zw.SetConcurrency(blockSize, max(4, 2*runtime.GOMAXPROCS(0)))
 	}
 	if err != nil {
 		w.abort()
@@ -148,7 +148,7 @@ func (w *layerWriter) finish(mt types.MediaType) (*FileLayer, error) {
 	return &FileLayer{
 		path:      w.f.Name(),
 		digest:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(w.chash.Sum(nil))},
-		diffID:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(w.uhash.Sum(nil))},
+		diffID:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(w.uhash.Sum())},
 		size:      w.csize.n,
 		mediaType: mt,
 	}, nil
@@ -160,6 +160,7 @@ func (w *layerWriter) abort() {
 		return
 	}
 	w.closed = true
+	w.uhash.stop()
 	if w.zw != nil {
 		_ = w.zw.Close()
 	}
