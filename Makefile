@@ -10,6 +10,7 @@ FUZZTIME ?= 20s
 
 export SLIPWAY_BIN := $(BIN)/slipway
 export CRANE := $(BIN)/crane
+export SYFT := $(BIN)/syft
 
 .PHONY: all build tools deps test demo bench lint fuzz clean
 
@@ -19,9 +20,11 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
-tools: $(BIN)/crane $(BIN)/staticcheck
+tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft
 $(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck
+$(BIN)/syft: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -ldflags '-X main.version=v1.57.1' -o $(BIN)/ github.com/anchore/syft/cmd/syft
 
 # Installs the Debian packages that are missing (needs root and apt-get).
 deps:
@@ -53,6 +56,10 @@ lint: tools
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/ref
 	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime $(FUZZTIME) ./pkg/pin
+	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME) ./pkg/pin
+	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) -fuzzminimizetime 1x ./pkg/rootfs
+	$(GO) test -run '^$$' -fuzz FuzzScanContent -fuzztime $(FUZZTIME) ./pkg/scan
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/template
 
 clean:
 	rm -rf $(BIN)

@@ -16,10 +16,30 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/ref":          {},
 		"pkg/resolve":      {"pkg/ref"},
 		"pkg/pin":          {"pkg/ref", "pkg/resolve"},
+		"pkg/rootfs":       {},
+		"pkg/isolate":      {},
+		"pkg/scan":         {},
+		"pkg/sbom":         {},
+		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
+		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template"},
 		"pkg/registrytest": {},
 	}
-	forbidden := []string{"github.com/spf13/cobra", "github.com/spf13/pflag", mod + "cmd/", mod + "pkg/registrytest"}
+	// Flags and the CLI stay under cmd/: no library package imports them itself
+	// (a dependency such as syft may use cobra internally).
+	forbiddenDirect := []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}
+	forbidden := []string{mod + "cmd/", mod + "pkg/registrytest"}
 	for pkg, ok := range allowed {
+		direct, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../../"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, direct)
+		}
+		for _, dep := range strings.Fields(string(direct)) {
+			for _, f := range forbiddenDirect {
+				if dep == f {
+					t.Errorf("%s imports %s; flags belong under cmd/", pkg, dep)
+				}
+			}
+		}
 		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "../../"+pkg).CombinedOutput()
 		if err != nil {
 			t.Fatalf("go list %s: %v\n%s", pkg, err, out)

@@ -129,8 +129,7 @@ func run(ctx context.Context, keep bool) error {
 	if err := sh.run(0, "lint", "--config", cfg, "tree"); err != nil {
 		return err
 	}
-	section("hermetic re-pin", "registry stopped; only the lock is read; nothing left to change")
-	srv.Close()
+	section("hermetic re-pin", "only the lock is read; the registry is never asked; nothing left to change")
 	if err := sh.run(0, "pin", "--write", "--refresh", "--hermetic", "--config", cfg, "--lock", "images.lock", "tree"); err != nil {
 		return err
 	}
@@ -140,6 +139,9 @@ func run(ctx context.Context, keep bool) error {
 	}
 	section("the lock", "images.lock")
 	if err := cat(lock); err != nil {
+		return err
+	}
+	if err := templates(ctx, sh, work, host, filepath.Dir(filepath.Dir(here))); err != nil {
 		return err
 	}
 	fmt.Println("\ndemo: ok")
@@ -276,6 +278,13 @@ func copyTree(src, dst, host string) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(out, bytes.ReplaceAll(b, []byte("REGISTRY"), []byte(host)), 0o644)
+		if host != "" {
+			b = bytes.ReplaceAll(b, []byte("REGISTRY"), []byte(host))
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(out, b, info.Mode().Perm())
 	})
 }

@@ -1,14 +1,23 @@
 package template
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
 	"github.com/slipway-dev/slipway/pkg/resolve"
+	"github.com/slipway-dev/slipway/pkg/rootfs"
 	"github.com/slipway-dev/slipway/pkg/scan"
 )
 
@@ -162,5 +171,28 @@ func TestBuildScrubsAndAllows(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(res.Rootfs, p)); err == nil {
 			t.Fatalf("%s shipped", p)
 		}
+	}
+}
+
+// A hostile base layer (an absolute path escaping the rootfs) refuses the
+// build naming the entry, and nothing lands outside the work directory.
+func TestBuildRefusesHostileBase(t *testing.T) {
+	e := newEnv(t)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	body := []byte("owned\n")
+	tw.WriteHeader(&tar.Header{Name: "/tmp/slipway-escape-" + filepath.Base(t.TempDir()), Mode: 0o644, Size: int64(len(body))})
+	tw.Write(body)
+	tw.Close()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	must(t, err)
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	must(t, err)
+	ref, err := Push(context.Background(), img, e.host+"/hostile")
+	must(t, err)
+	file := e.writeSpec(t, strings.Replace(minimal, "base: BASE", "base: "+ref, 1), minimalFiles)
+	_, err = e.build(t, file)
+	if !errors.Is(err, rootfs.ErrUnsafeEntry) || !strings.Contains(err.Error(), "/tmp/slipway-escape-") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -16,8 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-
-	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
 
 // env is a real registry (go-containerregistry's, in process) holding a
@@ -99,8 +97,6 @@ func (e *env) build(t *testing.T, file string, opts ...Option) (*Result, error) 
 	}
 	return res, err
 }
-
-var _ = rootfs.WithEpoch
 
 // tagBase tags the base image as host/base:latest too.
 func tagBase(e *env) error {

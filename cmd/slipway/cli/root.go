@@ -81,6 +81,8 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdResolve(g),
 		NewCmdPin(g),
 		NewCmdLint(g),
+		NewCmdTemplate(g),
+		NewCmdImage(g),
 	)
 	return root
 }

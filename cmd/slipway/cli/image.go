@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/slipway-dev/slipway/pkg/template"
+)
+
+// NewCmdImage groups image verbs.
+func NewCmdImage(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "image", Short: "Make images without a daemon"}
+	cmd.AddCommand(newCmdImageFromDir(g))
+	return cmd
+}
+
+type imageResult struct {
+	Digest string `json:"digest"`
+	Ref    string `json:"ref,omitempty"`
+	Layout string `json:"ociLayout,omitempty"`
+}
+
+func newCmdImageFromDir(g *globals) *cobra.Command {
+	var push, layoutDir, platform string
+	var env []string
+	cmd := &cobra.Command{
+		Use:   "from-dir DIR",
+		Short: "Make a reproducible single-layer image of a directory (for example a base rootfs)",
+		Example: `  fixtures/base/busybox-rootfs.sh /tmp/base
+  slipway image from-dir /tmp/base --push 127.0.0.1:5000/slipway/base`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if push == "" && layoutDir == "" {
+				return usage(fmt.Errorf("give --push REPO or --oci-layout DIR"))
+			}
+			epoch, err := sourceDateEpoch()
+			if err != nil {
+				return err
+			}
+			p, err := v1.ParsePlatform(platform)
+			if err != nil {
+				return usage(fmt.Errorf("--platform: %w", err))
+			}
+			img, done, err := template.ImageFromDir(cmd.Context(), args[0], epoch, *p, env)
+			if err != nil {
+				return usage(err)
+			}
+			defer done()
+			d, err := img.Digest()
+			if err != nil {
+				return failed(err)
+			}
+			res := imageResult{Digest: d.String()}
+			if push != "" {
+				if res.Ref, err = template.Push(cmd.Context(), img, push); err != nil {
+					return failed(err)
+				}
+			}
+			if layoutDir != "" {
+				if err := template.WriteLayout(layoutDir, img, ""); err != nil {
+					return failed(err)
+				}
+				res.Layout = layoutDir
+			}
+			if g.json() {
+				return g.printJSON(res)
+			}
+			out := res.Digest
+			if res.Ref != "" {
+				out = res.Ref
+			}
+			fmt.Fprintln(g.stdout, out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&push, "push", "", "push to this repository, by digest; the tag "+"\"latest\" is not set")
+	cmd.Flags().StringVar(&layoutDir, "oci-layout", "", "write to this OCI image layout directory")
+	cmd.Flags().StringVar(&platform, "platform", "linux/"+runtime.GOARCH, "the image's os/arch[/variant]")
+	cmd.Flags().StringArrayVar(&env, "env", []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, "image environment NAME=VALUE")
+	return cmd
+}

@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slipway-dev/slipway/pkg/release"
+	"github.com/slipway-dev/slipway/pkg/resolve"
+	"github.com/slipway-dev/slipway/pkg/scan"
+	"github.com/slipway-dev/slipway/pkg/template"
+)
+
+// NewCmdTemplate groups the workspace-template verbs.
+func NewCmdTemplate(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "template",
+		Short: "Build, scan and freeze workspace templates as release artifacts",
+	}
+	cmd.AddCommand(newCmdTemplateBuild(g), newCmdTemplateScan(g))
+	return cmd
+}
+
+// sourceDateEpoch reads SOURCE_DATE_EPOCH (the reproducible-builds convention); unset means the Unix epoch.
+func sourceDateEpoch() (time.Time, error) {
+	v := os.Getenv("SOURCE_DATE_EPOCH")
+	if v == "" {
+		return time.Unix(0, 0).UTC(), nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return time.Time{}, usage(fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a non-negative number of seconds", v))
+	}
+	return time.Unix(n, 0).UTC(), nil
+}
+
+func parseAllows(specs []string) ([]template.Allow, error) {
+	var out []template.Allow
+	for _, s := range specs {
+		a, err := scan.ParseAllow(s)
+		if err != nil {
+			return nil, usage(fmt.Errorf("--allow %q: %w", s, err))
+		}
+		out = append(out, template.Allow{Rule: string(a.Rule), Path: a.Path})
+	}
+	return out, nil
+}
+
+func newCmdTemplateBuild(g *globals) *cobra.Command {
+	var (
+		push, layoutDir, sbomDir string
+		resolveBase, keep        bool
+		allows                   []string
+		verbose                  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "build FILE",
+		Short: "Build a template: base by digest, steps in a sandbox, scrub, scan, freeze, test, publish (prints JSON)",
+		Long: `Build runs the spec's steps in an isolated build sandbox on its base image, removes
+build credentials and transient files, refuses to freeze on any secret or hygiene finding,
+freezes the change into a reproducible layer (SOURCE_DATE_EPOCH clamps timestamps), runs the
+smoke tests in a fresh sandbox of the frozen tree, writes SPDX and CycloneDX SBOMs, and
+publishes the image by digest. It prints a JSON result.`,
+		Example: `  slipway template build templates/minimal/template.yaml --push 127.0.0.1:5000/templates/minimal
+  slipway template build templates/minimal/template.yaml --oci-layout out/ --resolve-base`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			epoch, err := sourceDateEpoch()
+			if err != nil {
+				return err
+			}
+			al, err := parseAllows(allows)
+			if err != nil {
+				return err
+			}
+			opts := []template.Option{template.WithEpoch(epoch), template.WithAllow(al...)}
+			if verbose {
+				opts = append(opts, template.WithLog(g.stderr))
+			}
+			if resolveBase {
+				reg, err := resolve.NewRegistry()
+				if err != nil {
+					return usage(err)
+				}
+				opts = append(opts, template.WithResolveBase(reg))
+			}
+			res, err := release.BuildTemplate(cmd.Context(), args[0], release.TemplateOptions{
+				Build:     opts,
+				Push:      push,
+				OCILayout: layoutDir,
+				SBOMDir:   sbomDir,
+				Keep:      keep,
+			})
+			if err != nil {
+				return failed(err)
+			}
+			// JSON by default; --output text prints one line.
+			if cmd.Flags().Changed("output") && !g.json() {
+				fmt.Fprintf(g.stdout, "%s %s %s\n", res.Name, res.TemplateID, res.ContentID)
+				return nil
+			}
+			return g.printJSON(res)
+		},
+	}
+	cmd.Flags().StringVar(&push, "push", "", "push the frozen image to this repository, by digest")
+	cmd.Flags().StringVar(&layoutDir, "oci-layout", "", "write the frozen image to this OCI image layout directory")
+	cmd.Flags().StringVar(&sbomDir, "sbom-dir", "", "where the SBOMs go (default: beside --oci-layout, or the spec's folder/out)")
+	cmd.Flags().BoolVar(&resolveBase, "resolve-base", false, "accept a base given by tag: resolve it and record the pin")
+	cmd.Flags().StringArrayVar(&allows, "allow", nil, "exempt scan findings: RULE:PATH-GLOB (recorded in the result)")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the build's working directory")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log each build phase to stderr")
+	return cmd
+}
+
+func newCmdTemplateScan(g *globals) *cobra.Command {
+	var allows []string
+	cmd := &cobra.Command{
+		Use:   "scan IMAGE|DIR",
+		Short: "Scan an image (by reference) or an unpacked rootfs for secrets and hygiene problems",
+		Long: `Scan runs the template build's security scan alone: private keys, cloud and forge tokens,
+docker config auths, passwords in URLs, high-entropy secrets in config files, setuid/setgid
+files outside the allow-list, world-writable directories without the sticky bit, leftover
+host keys and machine-id. Findings name path, line and rule, never the value.
+Exit 0 clean, 1 findings, 2 usage or I/O errors.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			al, err := parseAllows(allows)
+			if err != nil {
+				return err
+			}
+			report, err := release.ScanTarget(cmd.Context(), args[0], al)
+			if err != nil {
+				return usage(err)
+			}
+			if g.json() {
+				if err := g.printJSON(report); err != nil {
+					return err
+				}
+			} else {
+				for _, f := range report.Findings {
+					fmt.Fprintln(g.stdout, f)
+				}
+				for _, f := range report.Allowed {
+					fmt.Fprintf(g.stderr, "allowed: %s\n", f)
+				}
+			}
+			if len(report.Findings) > 0 {
+				return silent(exitFailed)
+			}
+			if !g.json() {
+				fmt.Fprintf(g.stderr, "clean: %d files, %d directories scanned\n", report.Files, report.Dirs)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&allows, "allow", nil, "exempt findings: RULE:PATH-GLOB")
+	return cmd
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// busyboxBase makes a tiny rootfs from the host's busybox-static with the
+// project's fixture script and pushes it with `slipway image from-dir`.
+func busyboxBase(t *testing.T, host string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "base")
+	if out, err := exec.Command("bash", "../../../fixtures/base/busybox-rootfs.sh", dir).CombinedOutput(); err != nil {
+		t.Fatalf("busybox-rootfs.sh: %v\n%s", err, out)
+	}
+	r := run(t, "", "image", "from-dir", dir, "--push", host+"/slipway/base:busybox")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, host+"/slipway/base:busybox@sha256:") {
+		t.Fatalf("image from-dir: %+v", r)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+func TestTemplateBuildAndScan(t *testing.T) {
+	_, host, _ := registryWith(t)
+	base := busyboxBase(t, host)
+	// The sample template, with the registry's address.
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../../templates/minimal")); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "template.yaml")
+	b, _ := os.ReadFile(spec)
+	os.WriteFile(spec, []byte(strings.ReplaceAll(string(b), "127.0.0.1:5000/slipway/base:busybox", base)), 0o644)
+
+	layout := filepath.Join(t.TempDir(), "layout")
+	r := run(t, "", "template", "build", spec, "--push", host+"/templates/minimal", "--oci-layout", layout)
+	if r.code != 0 {
+		t.Fatalf("template build: %+v", r)
+	}
+	var res struct {
+		Name, TemplateID, ContentID, Ref, BaseDigest string
+		Scan                                         struct{ Findings []any }
+		Tests                                        []struct {
+			Name   string
+			Passed bool
+		}
+		SBOM struct{ Files []struct{ Path string } }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
+	}
+	if res.Name != "minimal" || !strings.HasPrefix(res.TemplateID, "sha256:") || !strings.HasPrefix(res.ContentID, "fs-") ||
+		res.Ref != host+"/templates/minimal@"+res.TemplateID || !strings.HasSuffix(base, res.BaseDigest) ||
+		len(res.Tests) != 1 || !res.Tests[0].Passed || len(res.SBOM.Files) != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	for _, f := range res.SBOM.Files {
+		if _, err := os.Stat(f.Path); err != nil {
+			t.Fatalf("sbom file: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(layout, "index.json")); err != nil {
+		t.Fatal("no OCI layout written")
+	}
+	if r := run(t, "", "template", "scan", res.Ref); r.code != 0 {
+		t.Fatalf("scan of the published image: %+v", r)
+	}
+	// A planted secret in a directory: exit 1, path and rule, no value.
+	bad := t.TempDir()
+	os.MkdirAll(filepath.Join(bad, "etc"), 0o755)
+	token := "ghp_" + strings.Repeat("aB3dE5fG7h", 4)[:36]
+	os.WriteFile(filepath.Join(bad, "etc", "tool.conf"), []byte("token = "+token+"\n"), 0o644)
+	r = run(t, "", "template", "scan", bad)
+	if r.code != 1 || !strings.Contains(r.stdout, "/etc/tool.conf:1") || strings.Contains(r.stdout+r.stderr, token) {
+		t.Fatalf("scan of a planted token: %+v", r)
+	}
+	if r := run(t, "", "template", "scan", bad, "--allow", "github-token:/etc/*.conf", "--allow", "high-entropy-secret:/etc/*.conf"); r.code != 0 {
+		t.Fatalf("allowed: %+v", r)
+	}
+	if r := run(t, "", "template", "build", filepath.Join(dir, "missing.yaml")); r.code == 0 || !strings.Contains(r.stderr, "missing.yaml") {
+		t.Fatalf("missing spec: %+v", r)
+	}
+}
