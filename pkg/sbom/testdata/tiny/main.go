@@ -1,5 +1,3 @@
-// Command tiny is built by the tests into a fixture root filesystem, so that syft finds a Go binary
-// with one dependency module in it.
 package main
 
 import (
