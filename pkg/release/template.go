@@ -56,7 +56,11 @@ func BuildTemplate(ctx context.Context, file string, o TemplateOptions) (*Templa
 		c, err := sbom.Prepare(ctx)
 		prep <- prepared{c, err}
 	}()
-	res, err := template.Build(ctx, t, o.Build...)
+	bopts := o.Build
+	if o.Keep {
+		bopts = append(append([]template.Option(nil), bopts...), template.WithKeepWorkDir())
+	}
+	res, err := template.Build(ctx, t, bopts...)
 	p := <-prep
 	if err != nil {
 		return nil, err

@@ -47,6 +47,7 @@ type Result struct {
 	Scan       *scan.Report      `json:"scan"`
 	Layer      LayerResult       `json:"layer"`
 	Tests      []TestResult      `json:"tests"`
+	WorkDir    string            `json:"workDir,omitempty"` // set when the working directory is kept
 	Started    time.Time         `json:"started"`
 	Finished   time.Time         `json:"finished"`
 
@@ -142,6 +143,9 @@ func Build(ctx context.Context, t *Template, opts ...Option) (res *Result, err e
 		res.keep = true
 	}
 	res.work, res.keep = work, res.keep || o.keep
+	if res.keep {
+		res.WorkDir = work
+	}
 	defer func() {
 		if err != nil {
 			res.Close()

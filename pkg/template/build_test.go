@@ -196,3 +196,25 @@ func TestBuildRefusesHostileBase(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestBuildKeepsWorkDirOnlyWhenAsked(t *testing.T) {
+	e := newEnv(t)
+	file := e.writeSpec(t, minimal, minimalFiles)
+	res, err := e.build(t, file, WithKeepWorkDir())
+	must(t, err)
+	res.Close()
+	if res.WorkDir == "" {
+		t.Fatal("kept work dir not reported")
+	}
+	if _, err := os.Stat(filepath.Join(res.WorkDir, "frozen", "opt/tools/hello")); err != nil {
+		t.Fatalf("kept work dir: %v", err)
+	}
+	os.RemoveAll(res.WorkDir)
+	res, err = e.build(t, file)
+	must(t, err)
+	work := filepath.Dir(res.Rootfs)
+	res.Close()
+	if _, err := os.Stat(work); !os.IsNotExist(err) || res.WorkDir != "" {
+		t.Fatalf("work dir %s left behind: %v", work, err)
+	}
+}

@@ -75,6 +75,10 @@ func WithSource(s Source) Option {
 // WithWorkDir builds under dir (which must exist) instead of a new temporary directory.
 func WithWorkDir(dir string) Option { return func(o *options) error { o.workDir = dir; return nil } }
 
+// WithKeepWorkDir keeps the build's working directory (the unpacked and the
+// frozen rootfs) for inspection; Result.WorkDir says where.
+func WithKeepWorkDir() Option { return func(o *options) error { o.keep = true; return nil } }
+
 // WithAllow adds scan exemptions to the spec's own; each use is recorded in the result.
 func WithAllow(a ...Allow) Option {
 	return func(o *options) error { o.allow = append(o.allow, a...); return nil }
