@@ -20,6 +20,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/isolate":      {},
 		"pkg/scan":         {},
 		"pkg/sbom":         {},
+		"pkg/attest":       {},
 		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
 		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template"},
 		"pkg/registrytest": {},
