@@ -21,6 +21,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/scan":         {},
 		"pkg/sbom":         {},
 		"pkg/attest":       {},
+		"pkg/sign":         {},
 		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
 		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template"},
 		"pkg/registrytest": {},

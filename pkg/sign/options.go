@@ -1,0 +1,119 @@
+package sign
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
+)
+
+// Option configures Sign and Verify.
+type Option func(*options) error
+
+// tlogMode says how a call deals with the transparency log. The zero value
+// is "not chosen", which Sign and Verify refuse.
+type tlogMode int
+
+const (
+	tlogUnset tlogMode = iota
+	// tlogOfflineNone: no transparency log at all; signatures are checked
+	// against the key only.
+	tlogOfflineNone
+)
+
+func (m tlogMode) String() string {
+	switch m {
+	case tlogOfflineNone:
+		return "offline-no-tlog"
+	default:
+		return "unset"
+	}
+}
+
+type options struct {
+	keychain    authn.Keychain
+	transport   http.RoundTripper
+	tlog        tlogMode
+	annotations map[string]any
+}
+
+func makeOptions(opts []Option) (*options, error) {
+	o := &options{keychain: authn.DefaultKeychain}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
+	if o.tlog == tlogUnset {
+		return nil, ErrTlogChoice
+	}
+	return o, nil
+}
+
+// WithOfflineNoTlog chooses to sign without uploading to a transparency log
+// and to verify against the public key alone, with no log entry, no
+// certificate and no network call for a trust root. This is what
+// "cosign sign --tlog-upload=false" and "cosign verify --insecure-ignore-tlog"
+// do. It must be chosen explicitly: without it Sign and Verify refuse to run.
+// Keyless signing and log verification are the pluggable path for later.
+func WithOfflineNoTlog() Option {
+	return func(o *options) error { o.tlog = tlogOfflineNone; return nil }
+}
+
+// WithKeychain sets where registry credentials come from (default: the
+// docker credential keychain).
+func WithKeychain(k authn.Keychain) Option {
+	return func(o *options) error {
+		if k == nil {
+			return fmt.Errorf("%w: nil keychain", ErrInput)
+		}
+		o.keychain = k
+		return nil
+	}
+}
+
+// WithTransport sets the HTTP transport used to reach the registry.
+func WithTransport(t http.RoundTripper) Option {
+	return func(o *options) error {
+		if t == nil {
+			return fmt.Errorf("%w: nil transport", ErrInput)
+		}
+		o.transport = t
+		return nil
+	}
+}
+
+// WithAnnotations adds optional claims to the signed payload ("optional" in
+// simple signing). Verify with the same option requires them to be present
+// with these values.
+func WithAnnotations(a map[string]string) Option {
+	return func(o *options) error {
+		if len(a) == 0 {
+			return nil
+		}
+		if o.annotations == nil {
+			o.annotations = make(map[string]any, len(a))
+		}
+		for k, v := range a {
+			if k == "" {
+				return fmt.Errorf("%w: empty annotation key", ErrInput)
+			}
+			o.annotations[k] = v
+		}
+		return nil
+	}
+}
+
+func (o *options) remote(ctx context.Context) []ociremote.Option {
+	ro := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(o.keychain)}
+	if o.transport != nil {
+		ro = append(ro, remote.WithTransport(o.transport))
+	}
+	return []ociremote.Option{ociremote.WithRemoteOptions(ro...)}
+}

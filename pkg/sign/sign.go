@@ -1,0 +1,150 @@
+package sign
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	cremote "github.com/sigstore/cosign/v2/pkg/cosign/remote"
+	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
+	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
+	"github.com/sigstore/cosign/v2/pkg/oci/static"
+	"github.com/sigstore/sigstore/pkg/signature"
+	sigopts "github.com/sigstore/sigstore/pkg/signature/options"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
+)
+
+// Status says what Sign did to the registry.
+type Status string
+
+const (
+	// Created: the signature was appended to the signature tag.
+	Created Status = "created"
+	// Unchanged: an identical payload signed by the same key was already
+	// attached; nothing was written.
+	Unchanged Status = "unchanged"
+)
+
+// Result reports one signing.
+type Result struct {
+	// Ref is the image that was signed.
+	Ref name.Digest
+	// SignatureTag is where the signature lives ("sha256-<hex>.sig").
+	SignatureTag name.Tag
+	// Payload is the simple-signing payload that was signed.
+	Payload []byte
+	// Status is Created or Unchanged.
+	Status Status
+	// Tlog names the transparency-log choice, e.g. "offline-no-tlog".
+	Tlog string
+	// Verified is true once Sign has read the signature back from the
+	// registry and verified it, claim included; Sign never returns a Result
+	// with Verified false.
+	Verified bool
+}
+
+// ParseDigest parses an image reference that must carry a digest
+// ("registry/repo@sha256:<hex>", a tag beside the digest is ignored). A
+// tag-only reference is refused: what is signed and verified is always a
+// digest, never what a tag points at today.
+func ParseDigest(s string) (name.Digest, error) {
+	d, err := name.NewDigest(s)
+	if err != nil {
+		return name.Digest{}, fmt.Errorf("%w: reference %q is not a digest reference (repo@sha256:...): %w", ErrInput, s, err)
+	}
+	return d, nil
+}
+
+func checkDigest(ref name.Digest) error {
+	if ref.DigestStr() == "" || ref.Context().RepositoryStr() == "" {
+		return fmt.Errorf("%w: reference %q is not a digest reference", ErrInput, ref.String())
+	}
+	return nil
+}
+
+// Sign signs the image ref with sv the way "cosign sign --key" does: a
+// simple-signing payload naming ref's repository and digest, signed, and
+// appended to the image at ref's "sha256-<hex>.sig" tag. It refuses to run
+// without a transparency-log choice (WithOfflineNoTlog), does not sign again
+// what is already signed identically by the same key, and verifies the
+// signature it reads back from the registry before returning.
+//
+// The .sig tag is read, appended to and written back: two signers racing on
+// the same digest can lose one signature. Callers signing concurrently must
+// serialise per digest.
+func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opts ...Option) (*Result, error) {
+	if err := checkDigest(ref); err != nil {
+		return nil, err
+	}
+	if sv == nil {
+		return nil, fmt.Errorf("%w: nil signer", ErrInput)
+	}
+	o, err := makeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	ropts := o.remote(ctx)
+
+	pl, err := (&payload.Cosign{Image: ref, Annotations: o.annotations}).MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("%w: payload for %s: %w", ErrInput, ref, err)
+	}
+	se, err := ociremote.SignedEntity(ref, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
+	}
+	raw, err := sv.SignMessage(bytes.NewReader(pl), sigopts.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("sign: sign payload for %s: %w", ref, err)
+	}
+	sig, err := static.NewSignature(pl, base64.StdEncoding.EncodeToString(raw))
+	if err != nil {
+		return nil, fmt.Errorf("sign: signature layer for %s: %w", ref, err)
+	}
+	tag, err := ociremote.SignatureTag(ref, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: signature tag for %s: %w", ErrInput, ref, err)
+	}
+
+	existing, err := se.Signatures()
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+	}
+	dup, err := cremote.NewDupeDetector(sv).Find(existing, sig)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+	}
+	res := &Result{Ref: ref, SignatureTag: tag, Payload: pl, Status: Unchanged, Tlog: o.tlog.String()}
+	if dup == nil {
+		signed, err := mutate.AttachSignatureToEntity(se, sig)
+		if err != nil {
+			return nil, fmt.Errorf("sign: attach signature to %s: %w", ref, err)
+		}
+		if err := ociremote.WriteSignatures(ref.Context(), signed, ropts...); err != nil {
+			return nil, fmt.Errorf("%w: write %s: %w", ErrRegistry, tag, err)
+		}
+		res.Status = Created
+	}
+
+	// Read back and verify what the registry now holds, and insist that the
+	// payload we signed is among the verified signatures.
+	want, err := sig.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("sign: signature layer for %s: %w", ref, err)
+	}
+	ver, err := verify(ctx, ref, sv, o)
+	if err != nil {
+		return nil, fmt.Errorf("sign: self-check of %s: %w", ref, err)
+	}
+	for _, s := range ver.Signatures {
+		if s.Digest == want {
+			res.Verified = true
+			return res, nil
+		}
+	}
+	return nil, fmt.Errorf("sign: self-check of %s: %w", ref,
+		errors.Join(ErrVerification, fmt.Errorf("signature %s not found among verified signatures at %s", want, tag)))
+}

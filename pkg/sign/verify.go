@@ -1,0 +1,105 @@
+package sign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/sigstore/cosign/v2/pkg/cosign"
+	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
+	"github.com/sigstore/sigstore/pkg/signature"
+)
+
+// Verification reports the signatures that verified for one digest.
+type Verification struct {
+	// Ref is the image verified.
+	Ref name.Digest
+	// SignatureTag is where the signatures were read ("sha256-<hex>.sig").
+	SignatureTag name.Tag
+	// Signatures are the signatures that verified: key, and a payload that
+	// names Ref's digest (and the annotations asked for, if any).
+	Signatures []VerifiedSignature
+	// Tlog names the transparency-log choice, e.g. "offline-no-tlog".
+	Tlog string
+}
+
+// VerifiedSignature is one signature that passed every check.
+type VerifiedSignature struct {
+	// Digest is the digest of the signed payload (the .sig layer digest).
+	Digest v1.Hash
+	// Payload is the simple-signing payload that was signed.
+	Payload []byte
+}
+
+// Verify checks the cosign signatures of ref against v, as
+// "cosign verify --key" does: at least one signature in ref's .sig tag must
+// be valid for v and its payload must name ref's digest (the claim check
+// cannot be turned off: without it a signature made for one digest, copied
+// to another's tag, would verify). It refuses to run without a
+// transparency-log choice; with WithOfflineNoTlog it makes no call but to
+// the registry.
+func Verify(ctx context.Context, ref name.Digest, v signature.Verifier, opts ...Option) (*Verification, error) {
+	if err := checkDigest(ref); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%w: nil verifier", ErrInput)
+	}
+	o, err := makeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return verify(ctx, ref, v, o)
+}
+
+func verify(ctx context.Context, ref name.Digest, v signature.Verifier, o *options) (*Verification, error) {
+	if o.tlog != tlogOfflineNone {
+		// Only one mode exists today; a new one must be wired here on purpose.
+		return nil, ErrTlogChoice
+	}
+	ropts := o.remote(ctx)
+	tag, err := ociremote.SignatureTag(ref, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: signature tag for %s: %w", ErrInput, ref, err)
+	}
+	co := &cosign.CheckOpts{
+		RegistryClientOpts: ropts,
+		SigVerifier:        v,
+		ClaimVerifier:      cosign.SimpleClaimVerifier,
+		Annotations:        o.annotations,
+		IgnoreTlog:         true,
+		IgnoreSCT:          true,
+		Offline:            true,
+	}
+	sigs, _, err := cosign.VerifyImageSignatures(ctx, ref, co)
+	if err != nil {
+		var none *cosign.ErrNoSignaturesFound
+		var nomatch *cosign.ErrNoMatchingSignatures
+		switch {
+		case errors.As(err, &none):
+			return nil, fmt.Errorf("%w: %s has no signatures at %s", ErrNoSignatures, ref, tag)
+		case errors.As(err, &nomatch):
+			return nil, fmt.Errorf("%w: %s: no signature at %s is valid for this key and names this digest: %w", ErrVerification, ref, tag, err)
+		default:
+			return nil, fmt.Errorf("%w: verify %s: %w", ErrRegistry, ref, err)
+		}
+	}
+	out := &Verification{Ref: ref, SignatureTag: tag, Tlog: o.tlog.String()}
+	for _, s := range sigs {
+		d, err := s.Digest()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: signature digest: %w", ErrVerification, ref, err)
+		}
+		p, err := s.Payload()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: signature payload: %w", ErrVerification, ref, err)
+		}
+		out.Signatures = append(out.Signatures, VerifiedSignature{Digest: d, Payload: p})
+	}
+	if len(out.Signatures) == 0 {
+		return nil, fmt.Errorf("%w: %s has no signatures at %s", ErrNoSignatures, ref, tag)
+	}
+	return out, nil
+}
