@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/slipway-dev/slipway/pkg/ref"
+	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/resolve"
 )
 
@@ -66,18 +67,7 @@ func newServer(t *testing.T, mw func(http.Handler) http.Handler) *server {
 
 func (s *server) push(t *testing.T, repoTag string, img v1.Image) string {
 	t.Helper()
-	tag, err := name.NewTag(s.host + "/" + repoTag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, img); err != nil {
-		t.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d.String()
+	return registrytest.Push(t, s.host+"/"+repoTag, img).DigestStr()
 }
 
 func parse(t *testing.T, s string) ref.Reference {

@@ -19,6 +19,7 @@ import (
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/sign"
 )
 
@@ -38,18 +39,7 @@ func pushRandom(t *testing.T, host, repo string) name.Digest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tag, err := name.NewTag(host + "/" + repo + ":latest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tag, img); err != nil {
-		t.Fatal(err)
-	}
-	h, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tag.Context().Digest(h.String())
+	return registrytest.Push(t, host+"/"+repo+":latest", img)
 }
 
 type keyPair struct {
