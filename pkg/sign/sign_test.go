@@ -4,16 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
@@ -26,9 +22,7 @@ import (
 // newRegistry starts an in-process registry and returns its host.
 func newRegistry(t *testing.T) string {
 	t.Helper()
-	s := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(s.Close)
-	return strings.TrimPrefix(s.URL, "http://")
+	return registrytest.NewInProcess(t)
 }
 
 // pushRandom pushes a random image to host/repo:tag and returns its digest

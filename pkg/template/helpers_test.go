@@ -2,9 +2,6 @@ package template
 
 import (
 	"context"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/slipway-dev/slipway/pkg/registrytest"
 )
 
 // env is a real registry (go-containerregistry's, in process) holding a
@@ -35,9 +33,7 @@ func newEnv(t *testing.T) *env {
 	if out, err := exec.Command("ldd", bb).CombinedOutput(); err == nil || !strings.Contains(string(out), "not a dynamic") {
 		t.Fatalf("need a static busybox (apt-get install busybox-static): ldd %s says %s", bb, out)
 	}
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
+	host := registrytest.NewInProcess(t)
 
 	dir := filepath.Join(t.TempDir(), "base")
 	for _, d := range []string{"bin", "etc", "root", "tmp", "workspace", "home/user", "proc", "dev", "var/tmp"} {
