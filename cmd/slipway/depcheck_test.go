@@ -14,16 +14,17 @@ func TestDependenciesPointDown(t *testing.T) {
 	const mod = "github.com/slipway-dev/slipway/"
 	allowed := map[string][]string{
 		"pkg/ref":          {},
-		"pkg/resolve":      {"pkg/ref"},
-		"pkg/pin":          {"pkg/ref", "pkg/resolve"},
+		"pkg/atomicfile":   {},
+		"pkg/resolve":      {"pkg/ref", "pkg/atomicfile"},
+		"pkg/pin":          {"pkg/ref", "pkg/resolve", "pkg/atomicfile"},
 		"pkg/rootfs":       {},
 		"pkg/isolate":      {},
 		"pkg/scan":         {},
-		"pkg/sbom":         {},
+		"pkg/sbom":         {"pkg/atomicfile"},
 		"pkg/attest":       {},
 		"pkg/sign":         {},
-		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
-		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template"},
+		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
+		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template"},
 		"pkg/registrytest": {},
 	}
 	// Flags and the CLI stay under cmd/: no library package imports them itself

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/slipway-dev/slipway/pkg/atomicfile"
 	"github.com/slipway-dev/slipway/pkg/ref"
 )
 
@@ -128,25 +128,7 @@ func WriteLock(path string, l *Lock) error {
 	if err != nil {
 		return fmt.Errorf("lock %s: %w", path, err)
 	}
-	return writeAtomic(path, b, 0o644)
-}
-
-func writeAtomic(path string, b []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(b)
-	if err := errors.Join(werr, f.Chmod(mode), f.Sync(), f.Close()); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(path, b, 0o644)
 }
 
 // ReadLock reads and validates a lock file. Errors name the file and line.

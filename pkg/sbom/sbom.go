@@ -16,6 +16,8 @@ import (
 	syftsbom "github.com/anchore/syft/syft/sbom"
 	"github.com/anchore/syft/syft/source"
 	"github.com/anchore/syft/syft/source/directorysource"
+
+	"github.com/slipway-dev/slipway/pkg/atomicfile"
 )
 
 // File names Write uses.
@@ -249,24 +251,8 @@ func writeFile(path string, data []byte) (Written, error) {
 	case !errors.Is(err, os.ErrNotExist):
 		return w, fmt.Errorf("read %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".sbom-*")
-	if err != nil {
-		return w, fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return w, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return w, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return w, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return w, fmt.Errorf("write %s: %w", path, err)
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
+		return w, err
 	}
 	return w, nil
 }
