@@ -110,13 +110,9 @@ func BuildTemplate(ctx context.Context, file string, o TemplateOptions) (*Templa
 
 // ScanTarget scans an unpacked rootfs directory, or an image (by reference,
 // pulled and unpacked into a temporary directory).
-func ScanTarget(ctx context.Context, target string, allow []template.Allow, opts ...remote.Option) (*scan.Report, error) {
-	var sa []scan.Allow
-	for _, a := range allow {
-		sa = append(sa, scan.Allow{Rule: scan.Rule(a.Rule), Path: a.Path})
-	}
+func ScanTarget(ctx context.Context, target string, allow []scan.Allow, opts ...remote.Option) (*scan.Report, error) {
 	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
-		return scan.Scan(ctx, target, scan.WithAllow(sa...))
+		return scan.Scan(ctx, target, scan.WithAllow(allow...))
 	}
 	r, err := ref.Parse(target)
 	if err != nil {
@@ -135,5 +131,5 @@ func ScanTarget(ctx context.Context, target string, allow []template.Allow, opts
 	if _, err := rootfs.Extract(ctx, img, dir); err != nil {
 		return nil, fmt.Errorf("unpack %s: %w", r, err)
 	}
-	return scan.Scan(ctx, dir, scan.WithAllow(sa...))
+	return scan.Scan(ctx, dir, scan.WithAllow(allow...))
 }

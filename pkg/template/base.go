@@ -6,19 +6,9 @@ import (
 	"github.com/slipway-dev/slipway/pkg/ref"
 )
 
-// parseBase parses spec.base. Whether a tag is acceptable is the build's
-// decision (--resolve-base), not the parser's.
-func parseBase(s string) (ref.Reference, error) {
-	r, err := ref.Parse(s)
-	if err != nil {
-		return ref.Reference{}, err
-	}
-	return r, nil
-}
-
 // BaseReference is the parsed spec.base.
 func (t *Template) BaseReference() (ref.Reference, error) {
-	r, err := parseBase(t.Spec.Base)
+	r, err := ref.Parse(t.Spec.Base) // a tag is the build's decision (--resolve-base), not the parser's
 	if err != nil {
 		return ref.Reference{}, t.fieldError("spec.base", "%v", err)
 	}

@@ -186,9 +186,8 @@ func Build(ctx context.Context, t *Template, opts ...Option) (res *Result, err e
 	res.Scrubbed = sr.Entries
 
 	logf(o.log, "scan")
-	allow := append(append([]Allow(nil), t.Spec.Allow...), o.allow...)
-	var sa []scan.Allow
-	for _, a := range allow {
+	sa := append([]scan.Allow(nil), o.allow...)
+	for _, a := range t.Spec.Allow {
 		sa = append(sa, scan.Allow{Rule: scan.Rule(a.Rule), Path: a.Path})
 	}
 	report, err := scan.Scan(ctx, tree, scan.WithAllow(sa...))

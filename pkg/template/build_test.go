@@ -153,7 +153,7 @@ func TestBuildScrubsAndAllows(t *testing.T) {
 	if _, err := e.build(t, file); !errors.Is(err, scan.ErrFindings) || !strings.Contains(err.Error(), "/opt/tools/app.conf:1") {
 		t.Fatalf("want a finding in app.conf: %v", err)
 	}
-	res, err := e.build(t, file, WithAllow(Allow{Rule: string(scan.RuleHighEntropy), Path: "/opt/tools/*.conf"}))
+	res, err := e.build(t, file, WithAllow(scan.Allow{Rule: scan.RuleHighEntropy, Path: "/opt/tools/*.conf"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/resolve"
+	"github.com/slipway-dev/slipway/pkg/scan"
 )
 
 // Source fetches a base image by digest.
@@ -36,7 +37,7 @@ type options struct {
 	source   Source
 	workDir  string
 	keep     bool
-	allow    []Allow
+	allow    []scan.Allow
 	log      io.Writer
 }
 
@@ -80,7 +81,7 @@ func WithWorkDir(dir string) Option { return func(o *options) error { o.workDir 
 func WithKeepWorkDir() Option { return func(o *options) error { o.keep = true; return nil } }
 
 // WithAllow adds scan exemptions to the spec's own; each use is recorded in the result.
-func WithAllow(a ...Allow) Option {
+func WithAllow(a ...scan.Allow) Option {
 	return func(o *options) error { o.allow = append(o.allow, a...); return nil }
 }
 

@@ -5,6 +5,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/slipway-dev/slipway/pkg/ref"
 )
 
 func (t *Template) validate() error {
@@ -21,7 +23,7 @@ func (t *Template) validate() error {
 	if s.Base == "" {
 		return t.fieldError("spec.base", "required: the base image, by digest")
 	}
-	if _, err := parseBase(s.Base); err != nil {
+	if _, err := ref.Parse(s.Base); err != nil {
 		return t.fieldError("spec.base", "%v", err)
 	}
 	if err := t.validateEnv("spec.env", s.Env); err != nil {

@@ -37,14 +37,14 @@ func sourceDateEpoch() (time.Time, error) {
 	return time.Unix(n, 0).UTC(), nil
 }
 
-func parseAllows(specs []string) ([]template.Allow, error) {
-	var out []template.Allow
+func parseAllows(specs []string) ([]scan.Allow, error) {
+	var out []scan.Allow
 	for _, s := range specs {
 		a, err := scan.ParseAllow(s)
 		if err != nil {
 			return nil, usage(fmt.Errorf("--allow %q: %w", s, err))
 		}
-		out = append(out, template.Allow{Rule: string(a.Rule), Path: a.Path})
+		out = append(out, a)
 	}
 	return out, nil
 }
