@@ -20,7 +20,17 @@
 // transparency log is always a visible, spelled-out decision and never a
 // silent default. Nothing in this package contacts anything but the registry.
 //
-// It is not an attestation library (in-toto and SLSA attestations are
-// package attest, attached later), and it does not decide which keys may sign
-// what: that is package policy. Passwords never appear in errors.
+// Attest attaches an in-toto statement (made by package attest) the way
+// "cosign attest" does: a DSSE envelope, payload type
+// application/vnd.in-toto+json, appended to the "sha256-<hex>.att" tag.
+// VerifyAttestations checks each envelope's signature, that the statement's
+// subject names the digest, and that the statement is well formed, and says
+// why each rejected entry was rejected.
+//
+// The tags are read, appended to and written back. Writers in one process
+// are serialised per tag; a writer racing another process finds its entry
+// missing on read-back and appends again.
+//
+// It does not decide which keys may sign what, nor which attestations are
+// required: that is package policy. Passwords never appear in errors.
 package sign

@@ -72,9 +72,9 @@ func checkDigest(ref name.Digest) error {
 // what is already signed identically by the same key, and verifies the
 // signature it reads back from the registry before returning.
 //
-// The .sig tag is read, appended to and written back: two signers racing on
-// the same digest can lose one signature. Callers signing concurrently must
-// serialise per digest.
+// The .sig tag is read, appended to and written back. Signers in one process
+// are serialised per tag; a signer racing a writer in another process finds
+// its signature missing on read-back and appends it again (up to 3 times).
 func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opts ...Option) (*Result, error) {
 	if err := checkDigest(ref); err != nil {
 		return nil, err
@@ -92,10 +92,6 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 	if err != nil {
 		return nil, fmt.Errorf("%w: payload for %s: %w", ErrInput, ref, err)
 	}
-	se, err := ociremote.SignedEntity(ref, ropts...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
-	}
 	raw, err := sv.SignMessage(bytes.NewReader(pl), sigopts.WithContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("sign: sign payload for %s: %w", ref, err)
@@ -104,47 +100,90 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 	if err != nil {
 		return nil, fmt.Errorf("sign: signature layer for %s: %w", ref, err)
 	}
+	want, err := sig.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("sign: signature layer for %s: %w", ref, err)
+	}
 	tag, err := ociremote.SignatureTag(ref, ropts...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: signature tag for %s: %w", ErrInput, ref, err)
 	}
 
-	existing, err := se.Signatures()
-	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
-	}
-	dup, err := cremote.NewDupeDetector(sv).Find(existing, sig)
-	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
-	}
 	res := &Result{Ref: ref, SignatureTag: tag, Payload: pl, Status: Unchanged, Tlog: o.tlog.String()}
-	if dup == nil {
+	unlock := tags.lock(tag.String())
+	defer unlock()
+	err = appendVerified(ctx, ref, tag, func() error {
+		// Reading the image (not a placeholder) also refuses to sign a
+		// digest the registry does not hold.
+		se, err := ociremote.SignedEntity(ref, ropts...)
+		if err != nil {
+			return fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
+		}
+		existing, err := se.Signatures()
+		if err != nil {
+			return fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+		}
+		dup, err := cremote.NewDupeDetector(sv).Find(existing, sig)
+		if err != nil {
+			return fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+		}
+		if dup != nil {
+			return nil
+		}
 		signed, err := mutate.AttachSignatureToEntity(se, sig)
 		if err != nil {
-			return nil, fmt.Errorf("sign: attach signature to %s: %w", ref, err)
+			return fmt.Errorf("sign: attach signature to %s: %w", ref, err)
 		}
 		if err := ociremote.WriteSignatures(ref.Context(), signed, ropts...); err != nil {
-			return nil, fmt.Errorf("%w: write %s: %w", ErrRegistry, tag, err)
+			return fmt.Errorf("%w: write %s: %w", ErrRegistry, tag, err)
 		}
 		res.Status = Created
+		return nil
+	}, func() (bool, error) {
+		// Read back what the registry now holds, verify it, and insist
+		// that the payload signed here is among the verified signatures.
+		ver, err := verify(ctx, ref, sv, o)
+		if err != nil {
+			return false, err
+		}
+		for _, s := range ver.Signatures {
+			if s.Digest == want {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	res.Verified = true
+	return res, nil
+}
 
-	// Read back and verify what the registry now holds, and insist that the
-	// payload we signed is among the verified signatures.
-	want, err := sig.Digest()
-	if err != nil {
-		return nil, fmt.Errorf("sign: signature layer for %s: %w", ref, err)
-	}
-	ver, err := verify(ctx, ref, sv, o)
-	if err != nil {
-		return nil, fmt.Errorf("sign: self-check of %s: %w", ref, err)
-	}
-	for _, s := range ver.Signatures {
-		if s.Digest == want {
-			res.Verified = true
-			return res, nil
+// maxAppends bounds how often a writer re-appends an entry that a writer in
+// another process overwrote between its read and its write.
+const maxAppends = 3
+
+// appendVerified runs write (read the tag, append if missing, write it
+// back) and then check (read back and verify that this writer's entry is
+// there). If the entry is missing, another process rewrote the tag in
+// between: read and append again, up to maxAppends times. Check errors that
+// are verification failures count as "missing"; registry errors end it.
+func appendVerified(ctx context.Context, ref name.Digest, tag name.Tag, write func() error, check func() (bool, error)) error {
+	for attempt := 1; ; attempt++ {
+		if err := write(); err != nil {
+			return err
+		}
+		ok, err := check()
+		if err != nil && !errors.Is(err, ErrVerification) {
+			return fmt.Errorf("sign: self-check of %s: %w", ref, err)
+		}
+		if ok {
+			return nil
+		}
+		if attempt == maxAppends || ctx.Err() != nil {
+			return fmt.Errorf("sign: self-check of %s: %w", ref, errors.Join(ErrVerification,
+				fmt.Errorf("the entry written is not at %s after %d attempts (concurrent writers in other processes?)", tag, attempt), err))
 		}
 	}
-	return nil, fmt.Errorf("sign: self-check of %s: %w", ref,
-		errors.Join(ErrVerification, fmt.Errorf("signature %s not found among verified signatures at %s", want, tag)))
 }

@@ -1,0 +1,331 @@
+package sign
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	intoto "github.com/in-toto/attestation/go/v1"
+	"github.com/sigstore/cosign/v2/pkg/cosign"
+	"github.com/sigstore/cosign/v2/pkg/oci"
+	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
+	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
+	"github.com/sigstore/cosign/v2/pkg/oci/static"
+	ctypes "github.com/sigstore/cosign/v2/pkg/types"
+	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/dsse"
+	sigopts "github.com/sigstore/sigstore/pkg/signature/options"
+
+	"github.com/slipway-dev/slipway/pkg/attest"
+)
+
+// ErrNoAttestations marks a digest with no attestations at all.
+var ErrNoAttestations = fmt.Errorf("%w: no attestations", ErrVerification)
+
+// AttestResult reports one attestation.
+type AttestResult struct {
+	// Ref is the image the statement is about.
+	Ref name.Digest
+	// AttestationTag is where the attestation lives ("sha256-<hex>.att").
+	AttestationTag name.Tag
+	// PredicateType is the statement's predicate type.
+	PredicateType string
+	// Envelope is the DSSE envelope (JSON) that was attached, or that was
+	// already attached when Status is Unchanged.
+	Envelope []byte
+	// Status is Created or Unchanged.
+	Status Status
+	// Tlog names the transparency-log choice, e.g. "offline-no-tlog".
+	Tlog string
+	// Verified is true once Attest has read the attestation back from the
+	// registry and verified it; Attest never returns it false.
+	Verified bool
+}
+
+// Attest signs an in-toto Statement v1 about ref as a DSSE envelope
+// (payload type application/vnd.in-toto+json) and attaches it to ref's
+// "sha256-<hex>.att" tag, as "cosign attest --key" does, so
+// "cosign verify-attestation" accepts it.
+//
+// statement must be the statement's JSON as attest.Marshal writes it
+// (protojson names); it must parse as a valid Statement v1 and one of its
+// subjects must carry ref's sha256 digest: a statement about another artifact
+// is refused, not attached. An identical statement already attached and
+// verifiable with sv's key is not attached again (Status Unchanged). Like
+// Sign, it needs a transparency-log choice and checks its own output.
+func Attest(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, statement []byte, opts ...Option) (*AttestResult, error) {
+	if err := checkDigest(ref); err != nil {
+		return nil, err
+	}
+	if sv == nil {
+		return nil, fmt.Errorf("%w: nil signer", ErrInput)
+	}
+	o, err := makeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	st, err := attest.Parse(statement)
+	if err != nil {
+		return nil, fmt.Errorf("%w: statement for %s: %w", ErrInput, ref, err)
+	}
+	if !namesDigest(st, ref) {
+		return nil, fmt.Errorf("%w: statement (%s) has no subject with digest %s", ErrInput, st.GetPredicateType(), ref.DigestStr())
+	}
+	ropts := o.remote(ctx)
+	tag, err := ociremote.AttestationTag(ref, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: attestation tag for %s: %w", ErrInput, ref, err)
+	}
+
+	env, err := dsse.WrapSigner(sv, ctypes.IntotoPayloadType).SignMessage(bytes.NewReader(statement), sigopts.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("sign: sign statement for %s: %w", ref, err)
+	}
+	att, err := static.NewAttestation(env,
+		static.WithLayerMediaType(ctypes.DssePayloadType),
+		static.WithAnnotations(map[string]string{"predicateType": st.GetPredicateType()}))
+	if err != nil {
+		return nil, fmt.Errorf("sign: attestation layer for %s: %w", ref, err)
+	}
+	want, err := att.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("sign: attestation layer for %s: %w", ref, err)
+	}
+
+	res := &AttestResult{Ref: ref, AttestationTag: tag, PredicateType: st.GetPredicateType(), Envelope: env, Status: Unchanged, Tlog: o.tlog.String()}
+	unlock := tags.lock(tag.String())
+	defer unlock()
+	err = appendVerified(ctx, ref, tag, func() error {
+		// A DSSE signature is not deterministic, so "already attached" means
+		// a verified attestation by this key carrying the same statement.
+		have, err := verifyAttestations(ctx, ref, sv, o)
+		switch {
+		case err == nil:
+			for _, a := range have.Attestations {
+				if bytes.Equal(a.Payload, statement) {
+					res.Envelope = a.Envelope
+					want = a.Digest
+					return nil
+				}
+			}
+		case !errors.Is(err, ErrVerification):
+			return err
+		}
+		se, err := ociremote.SignedEntity(ref, ropts...)
+		if err != nil {
+			return fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
+		}
+		withAtt, err := mutate.AttachAttestationToEntity(se, att)
+		if err != nil {
+			return fmt.Errorf("sign: attach attestation to %s: %w", ref, err)
+		}
+		if err := ociremote.WriteAttestations(ref.Context(), withAtt, ropts...); err != nil {
+			return fmt.Errorf("%w: write %s: %w", ErrRegistry, tag, err)
+		}
+		res.Status, res.Envelope = Created, env
+		want, _ = att.Digest()
+		return nil
+	}, func() (bool, error) {
+		ver, err := verifyAttestations(ctx, ref, sv, o)
+		if err != nil {
+			return false, err
+		}
+		for _, a := range ver.Attestations {
+			if a.Digest == want {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Verified = true
+	return res, nil
+}
+
+// namesDigest reports whether one of st's subjects carries ref's digest.
+func namesDigest(st *intoto.Statement, ref name.Digest) bool {
+	alg, hex, ok := strings.Cut(ref.DigestStr(), ":")
+	if !ok {
+		return false
+	}
+	for _, s := range st.GetSubject() {
+		if s.GetDigest()[alg] == hex {
+			return true
+		}
+	}
+	return false
+}
+
+// AttestationVerification reports the attestations that verified for one
+// digest.
+type AttestationVerification struct {
+	// Ref is the image verified.
+	Ref name.Digest
+	// AttestationTag is where the attestations were read.
+	AttestationTag name.Tag
+	// Attestations verified: DSSE signature valid for the key, payload a
+	// valid in-toto Statement v1 with a subject naming Ref's digest.
+	Attestations []VerifiedAttestation
+	// Rejected lists, one line each, why the other entries at the tag did
+	// not verify (another key, a tampered payload, another subject). It is
+	// empty when everything verified.
+	Rejected []string
+	// Tlog names the transparency-log choice.
+	Tlog string
+}
+
+// VerifiedAttestation is one attestation that passed every check.
+type VerifiedAttestation struct {
+	// Digest is the digest of the attestation layer (the envelope).
+	Digest v1.Hash
+	// PredicateType is the statement's predicate type.
+	PredicateType string
+	// Payload is the statement exactly as signed.
+	Payload []byte
+	// Statement is Payload parsed.
+	Statement *intoto.Statement
+	// Envelope is the DSSE envelope as stored.
+	Envelope []byte
+}
+
+// Predicate returns the verified attestations whose predicate type is t.
+func (v *AttestationVerification) Predicate(t string) []VerifiedAttestation {
+	var out []VerifiedAttestation
+	for _, a := range v.Attestations {
+		if a.PredicateType == t {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// VerifyAttestations verifies the attestations at ref's ".att" tag against
+// v, as "cosign verify-attestation --key" does: the DSSE signature must be
+// valid for the key, and the statement's subjects must name ref's digest.
+// It also requires the statement to be a valid in-toto Statement v1 with
+// JSON (protojson) field names. It returns every attestation that passed
+// (any predicate type; choose with Predicate) and, in Rejected, why the
+// others did not. No attestation at all is ErrNoAttestations; none that
+// verifies is ErrVerification.
+func VerifyAttestations(ctx context.Context, ref name.Digest, v signature.Verifier, opts ...Option) (*AttestationVerification, error) {
+	if err := checkDigest(ref); err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%w: nil verifier", ErrInput)
+	}
+	o, err := makeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return verifyAttestations(ctx, ref, v, o)
+}
+
+func verifyAttestations(ctx context.Context, ref name.Digest, v signature.Verifier, o *options) (*AttestationVerification, error) {
+	if o.tlog != tlogOfflineNone {
+		return nil, ErrTlogChoice
+	}
+	ropts := o.remote(ctx)
+	tag, err := ociremote.AttestationTag(ref, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: attestation tag for %s: %w", ErrInput, ref, err)
+	}
+	h, err := v1.NewHash(ref.DigestStr())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInput, ref, err)
+	}
+	sigs, err := ociremote.Signatures(tag, ropts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+	}
+	all, err := sigs.Get()
+	if err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("%w: %s has no attestations at %s", ErrNoAttestations, ref, tag)
+	}
+	co := &cosign.CheckOpts{
+		RegistryClientOpts: ropts,
+		SigVerifier:        v,
+		ClaimVerifier:      cosign.IntotoSubjectClaimVerifier,
+		IgnoreTlog:         true,
+		IgnoreSCT:          true,
+		Offline:            true,
+	}
+	out := &AttestationVerification{Ref: ref, AttestationTag: tag, Tlog: o.tlog.String()}
+	// One by one rather than cosign's batch call, so that each rejection
+	// keeps its own reason.
+	for i, s := range all {
+		a, err := verifyAttestation(ctx, s, h, co)
+		if err != nil {
+			d, _ := s.Digest()
+			out.Rejected = append(out.Rejected, fmt.Sprintf("attestation %d (%s) at %s: %v", i+1, d, tag, err))
+			continue
+		}
+		out.Attestations = append(out.Attestations, a)
+	}
+	if len(out.Attestations) == 0 {
+		return nil, fmt.Errorf("%w: %s: no attestation at %s is valid for this key and names this digest: %s",
+			ErrVerification, ref, tag, strings.Join(out.Rejected, "; "))
+	}
+	return out, nil
+}
+
+// verifyAttestation checks one attestation layer: signature, subject claim
+// and a well-formed statement.
+func verifyAttestation(ctx context.Context, s oci.Signature, h v1.Hash, co *cosign.CheckOpts) (VerifiedAttestation, error) {
+	one := &singleSignature{sig: s}
+	if _, _, err := cosign.VerifyImageAttestation(ctx, one, h, co); err != nil {
+		var nm *cosign.ErrNoMatchingAttestations
+		if errors.As(err, &nm) {
+			// cosign prefixes its reason; keep only the reason.
+			return VerifiedAttestation{}, errors.New(strings.TrimPrefix(nm.Error(), "no matching attestations: "))
+		}
+		return VerifiedAttestation{}, err
+	}
+	env, err := s.Payload()
+	if err != nil {
+		return VerifiedAttestation{}, err
+	}
+	var e struct {
+		PayloadType string `json:"payloadType"`
+		Payload     string `json:"payload"`
+	}
+	if err := json.Unmarshal(env, &e); err != nil {
+		return VerifiedAttestation{}, fmt.Errorf("envelope: %w", err)
+	}
+	if e.PayloadType != ctypes.IntotoPayloadType {
+		return VerifiedAttestation{}, fmt.Errorf("envelope payload type %q, want %q", e.PayloadType, ctypes.IntotoPayloadType)
+	}
+	payload, err := base64.StdEncoding.DecodeString(e.Payload)
+	if err != nil {
+		return VerifiedAttestation{}, fmt.Errorf("envelope payload: %w", err)
+	}
+	st, err := attest.Parse(payload)
+	if err != nil {
+		return VerifiedAttestation{}, err
+	}
+	d, err := s.Digest()
+	if err != nil {
+		return VerifiedAttestation{}, err
+	}
+	return VerifiedAttestation{Digest: d, PredicateType: st.GetPredicateType(), Payload: payload, Statement: st, Envelope: env}, nil
+}
+
+// singleSignature is an oci.Signatures of one entry, so cosign's checks run
+// on each attestation separately.
+type singleSignature struct {
+	oci.Signatures
+	sig oci.Signature
+}
+
+func (s *singleSignature) Get() ([]oci.Signature, error) { return []oci.Signature{s.sig}, nil }
