@@ -21,10 +21,12 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/isolate":      {},
 		"pkg/scan":         {},
 		"pkg/sbom":         {"pkg/atomicfile"},
+		"pkg/strictyaml":   {},
 		"pkg/attest":       {},
-		"pkg/sign":         {},
-		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
-		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template"},
+		"pkg/sign":         {"pkg/attest"},
+		"pkg/policy":       {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign"},
+		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
+		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign"},
 		"pkg/registrytest": {},
 	}
 	// Flags and the CLI stay under cmd/: no library package imports them itself

@@ -1,7 +1,6 @@
 package template
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/slipway-dev/slipway/pkg/strictyaml"
 )
 
 // Spec document identity.
@@ -39,7 +40,7 @@ type Template struct {
 	Dir  string `yaml:"-" json:"-"`
 	// Digest is the sha256 of the spec file's bytes ("sha256:<hex>").
 	Digest string `yaml:"-" json:"-"`
-	root   *yaml.Node
+	doc    *strictyaml.Doc
 }
 
 // Metadata names the template.
@@ -199,20 +200,11 @@ func dirOf(file string) string {
 // error starts with the line: "12: spec.steps[1]: …".
 func Parse(b []byte) (*Template, error) {
 	var t Template
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&t); err != nil {
-		return nil, yamlErr(err)
+	doc, err := strictyaml.Decode(b, &t)
+	if err != nil {
+		return nil, specErr(err)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, fmt.Errorf("%d: %w: one document per file", extra.Line, ErrSpec)
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, yamlErr(err)
-	}
-	t.root = &root
+	t.doc = doc
 	sum := sha256.Sum256(b)
 	t.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	if err := t.validate(); err != nil {
@@ -221,16 +213,13 @@ func Parse(b []byte) (*Template, error) {
 	return &t, nil
 }
 
-// yamlErr turns "yaml: line 3: …" into "3: …" wrapped in ErrSpec.
-func yamlErr(err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
-	if strings.HasPrefix(msg, "line ") {
-		if i := strings.IndexByte(msg, ':'); i > 0 {
-			return fmt.Errorf("%s: %w: %s", strings.TrimPrefix(msg[:i], "line "), ErrSpec, strings.TrimSpace(msg[i+1:]))
-		}
+// specErr turns a strictyaml error into "3: invalid template spec: …".
+func specErr(err error) error {
+	var e *strictyaml.Error
+	if errors.As(err, &e) && e.Line > 0 {
+		return fmt.Errorf("%d: %w: %s", e.Line, ErrSpec, e.Msg)
 	}
-	return fmt.Errorf(" %w: %s", ErrSpec, msg)
+	return fmt.Errorf(" %w: %v", ErrSpec, err)
 }
 
 var (
@@ -247,45 +236,7 @@ func (t *Template) fieldError(p string, format string, args ...any) error {
 	return fmt.Errorf("%d: %s: %w: %s", t.line(p), p, ErrSpec, fmt.Sprintf(format, args...))
 }
 
-// line finds the line of the node at a dotted path with [i] indexes; the
-// nearest existing ancestor's line when the field is absent.
-func (t *Template) line(p string) int {
-	if t.root == nil || len(t.root.Content) == 0 {
-		return 0
-	}
-	n := t.root.Content[0]
-	best := n.Line
-	for _, part := range strings.Split(p, ".") {
-		key, idx := part, -1
-		if i := strings.IndexByte(part, '['); i >= 0 {
-			key = part[:i]
-			fmt.Sscanf(part[i:], "[%d]", &idx)
-		}
-		next := mapValue(n, key)
-		if next == nil {
-			return best
-		}
-		n, best = next, next.Line
-		if idx >= 0 {
-			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
-				return best
-			}
-			n, best = n.Content[idx], n.Content[idx].Line
-		}
-	}
-	return best
-}
-
-func mapValue(n *yaml.Node, key string) *yaml.Node {
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
+// line finds the line of the field at a dotted path ("spec.steps[1].run").
+func (t *Template) line(p string) int { return t.doc.Line(p) }
 
 func cleanAbs(p string) bool { return path.IsAbs(p) && path.Clean(p) == p }
