@@ -65,8 +65,8 @@ func TestSBOMRefusals(t *testing.T) {
 		{"cyclonedx type with spdx doc", "r", good, PredicateCycloneDX, spdxDoc, "bomFormat", ErrPredicateType},
 		{"bad digest", "r", "sha256:1234", PredicateSPDX, spdxDoc, "digest", ErrValidation},
 		{"no subject", "", good, PredicateSPDX, spdxDoc, "subjectName", ErrValidation},
-		{"not an object", "r", good, PredicateSPDX, `[1,2]`, "doc", ErrValidation},
-		{"not json", "r", good, PredicateSPDX, `spdx`, "doc", ErrValidation},
+		{"not an object", "r", good, PredicateSPDX, `[1,2]`, "predicate", ErrValidation},
+		{"not json", "r", good, PredicateSPDX, `spdx`, "predicate", ErrValidation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,5 +96,20 @@ func TestParseRefusals(t *testing.T) {
 	}
 	if _, err := Marshal(nil); !errors.Is(err, ErrValidation) {
 		t.Errorf("Marshal(nil) = %v", err)
+	}
+}
+
+func TestNew(t *testing.T) {
+	good := "sha256:" + strings.Repeat("a", 64)
+	st, err := New("r", good, "https://example.com/vuln-scan/v1", []byte(`{"scanner":"x","results":[]}`))
+	if err != nil || st.GetPredicateType() != "https://example.com/vuln-scan/v1" || st.GetPredicate().GetFields()["scanner"].GetStringValue() != "x" {
+		t.Fatalf("New(custom) = %v, %v", st, err)
+	}
+	// A predicate claiming to be SLSA provenance must be one.
+	if _, err := New("r", good, PredicateSLSAProvenanceV1, []byte(`{"builder":"x"}`)); !errors.Is(err, ErrValidation) {
+		t.Errorf("New(bad provenance) err = %v, want ErrValidation", err)
+	}
+	if _, err := New("r", good, "", []byte(`{}`)); !errors.Is(err, ErrValidation) || !strings.Contains(err.Error(), "predicateType") {
+		t.Errorf("New(no type) err = %v", err)
 	}
 }

@@ -24,12 +24,16 @@ type TemplateOptions struct {
 	SBOMDir   string          // where the SBOMs are written; default beside the layout, else <spec dir>/out
 	Keep      bool            // keep the working directory
 	Remote    []remote.Option // registry options for the push
+	// Sign, if set, signs the pushed template and attaches its provenance
+	// and SBOM attestations (needs Push).
+	Sign *Signing
 }
 
 // TemplateRelease is the JSON result of `slipway template build`.
 type TemplateRelease struct {
 	*template.Result
-	SBOM SBOMResult `json:"sbom"`
+	SBOM SBOMResult  `json:"sbom"`
+	Sign *SignResult `json:"sign,omitempty"`
 }
 
 // SBOMResult names the SBOM files and the packages found.
@@ -41,6 +45,9 @@ type SBOMResult struct {
 // BuildTemplate loads the spec at file, builds it, writes its SBOMs, and
 // publishes it. Nothing is published when any step fails.
 func BuildTemplate(ctx context.Context, file string, o TemplateOptions) (*TemplateRelease, error) {
+	if o.Sign != nil && o.Push == "" {
+		return nil, fmt.Errorf("release: signing needs a registry: set Push")
+	}
 	t, err := template.Load(file)
 	if err != nil {
 		return nil, err
@@ -102,6 +109,15 @@ func BuildTemplate(ctx context.Context, file string, o TemplateOptions) (*Templa
 	}
 	if o.Push != "" {
 		if res.Ref, err = template.Push(ctx, res.Image, o.Push, o.Remote...); err != nil {
+			return nil, err
+		}
+	}
+	if o.Sign != nil {
+		s := *o.Sign
+		if s.SpecSource == "" {
+			s.SpecSource = file
+		}
+		if out.Sign, err = SignTemplate(ctx, res, doc, s); err != nil {
 			return nil, err
 		}
 	}

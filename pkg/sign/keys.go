@@ -1,12 +1,16 @@
 package sign
 
 import (
+	"context"
+	"crypto"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/kms"
 	sigopts "github.com/sigstore/sigstore/pkg/signature/options"
 )
 
@@ -64,4 +68,78 @@ func LoadVerifier(pubPEM []byte) (signature.Verifier, error) {
 		return nil, fmt.Errorf("%w: public key: %w", ErrKey, err)
 	}
 	return v, nil
+}
+
+// IsKMSRef reports whether keyRef names a KMS key ("awskms://…",
+// "gcpkms://…", "hashivault://…", or "<plugin>://…" for a sigstore KMS CLI
+// plugin) rather than a key file.
+func IsKMSRef(keyRef string) bool { return strings.Contains(keyRef, "://") }
+
+// LoadSignerRef loads the signing key keyRef: a KMS key URI through
+// sigstore's KMS signer interface (the providers and CLI plugins that are
+// configured in this binary and on PATH), or a cosign private key file
+// decrypted with the password that password returns (called only for a
+// file). A KMS URI no provider serves is an ErrKey naming the URI.
+func LoadSignerRef(ctx context.Context, keyRef string, password func() ([]byte, error)) (signature.SignerVerifier, error) {
+	if keyRef == "" {
+		return nil, fmt.Errorf("%w: no key given", ErrKey)
+	}
+	if IsKMSRef(keyRef) {
+		sv, err := kms.Get(ctx, keyRef, crypto.SHA256)
+		if err != nil {
+			return nil, fmt.Errorf("%w: KMS key %s: %w", ErrKey, keyRef, err)
+		}
+		return sv, nil
+	}
+	pem, err := os.ReadFile(keyRef)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	pw, err := password()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrKey, keyRef, err)
+	}
+	sv, err := LoadSigner(pem, pw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyRef, err)
+	}
+	return sv, nil
+}
+
+// LoadVerifierRef loads the public key keyRef: a KMS key URI (its public
+// half, from the provider) or a PEM public key file.
+func LoadVerifierRef(ctx context.Context, keyRef string) (signature.Verifier, error) {
+	if keyRef == "" {
+		return nil, fmt.Errorf("%w: no key given", ErrKey)
+	}
+	if IsKMSRef(keyRef) {
+		sv, err := kms.Get(ctx, keyRef, crypto.SHA256)
+		if err != nil {
+			return nil, fmt.Errorf("%w: KMS key %s: %w", ErrKey, keyRef, err)
+		}
+		return sv, nil
+	}
+	pem, err := os.ReadFile(keyRef)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	v, err := LoadVerifier(pem)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyRef, err)
+	}
+	return v, nil
+}
+
+// PublicKeyPEM returns the PEM public key of a signer (to write beside a
+// KMS key, or to check which key signed).
+func PublicKeyPEM(sv signature.SignerVerifier) ([]byte, error) {
+	pk, err := sv.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: public key: %w", ErrKey, err)
+	}
+	b, err := cryptoutils.MarshalPublicKeyToPEM(pk)
+	if err != nil {
+		return nil, fmt.Errorf("%w: public key: %w", ErrKey, err)
+	}
+	return b, nil
 }

@@ -83,6 +83,10 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdLint(g),
 		NewCmdTemplate(g),
 		NewCmdImage(g),
+		NewCmdKeys(g),
+		NewCmdSign(g),
+		NewCmdAttest(g),
+		NewCmdVerify(g),
 	)
 	return root
 }

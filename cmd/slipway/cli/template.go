@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/resolve"
 	"github.com/slipway-dev/slipway/pkg/scan"
+	"github.com/slipway-dev/slipway/pkg/sign"
 	"github.com/slipway-dev/slipway/pkg/template"
 )
 
@@ -55,6 +57,8 @@ func newCmdTemplateBuild(g *globals) *cobra.Command {
 		resolveBase, keep        bool
 		allows                   []string
 		verbose                  bool
+		sf                       signFlags
+		builderID                string
 	)
 	cmd := &cobra.Command{
 		Use:   "build FILE",
@@ -63,9 +67,13 @@ func newCmdTemplateBuild(g *globals) *cobra.Command {
 build credentials and transient files, refuses to freeze on any secret or hygiene finding,
 freezes the change into a reproducible layer (SOURCE_DATE_EPOCH clamps timestamps), runs the
 smoke tests in a fresh sandbox of the frozen tree, writes SPDX and CycloneDX SBOMs, and
-publishes the image by digest. It prints a JSON result.`,
+publishes the image by digest. With --sign-key it then signs the digest and attaches its
+SLSA v1 provenance and both SBOMs as attestations, each verified after writing.
+It prints a JSON result.`,
 		Example: `  slipway template build templates/minimal/template.yaml --push 127.0.0.1:5000/templates/minimal
-  slipway template build templates/minimal/template.yaml --oci-layout out/ --resolve-base`,
+  slipway template build templates/minimal/template.yaml --oci-layout out/ --resolve-base
+  COSIGN_PASSWORD=... slipway template build templates/minimal/template.yaml --push 127.0.0.1:5000/templates/minimal \
+      --sign-key cosign.key --offline-no-tlog --builder-id https://ci.example/builders/templates`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			epoch, err := sourceDateEpoch()
@@ -87,12 +95,31 @@ publishes the image by digest. It prints a JSON result.`,
 				}
 				opts = append(opts, template.WithResolveBase(reg))
 			}
+			var signing *release.Signing
+			if sf.key != "" {
+				sopts, err := sf.options("sign-key")
+				if err != nil {
+					return err
+				}
+				if push == "" {
+					return usage(errors.New("--sign-key needs --push: signatures and attestations live in the registry"))
+				}
+				if builderID == "" {
+					return usage(errors.New("--sign-key needs a builder id: --builder-id or $SLIPWAY_BUILDER_ID (the provenance's runDetails.builder.id)"))
+				}
+				sv, err := sign.LoadSignerRef(cmd.Context(), sf.key, keyPassword)
+				if err != nil {
+					return usage(err)
+				}
+				signing = &release.Signing{Signer: sv, BuilderID: builderID, Options: sopts}
+			}
 			res, err := release.BuildTemplate(cmd.Context(), args[0], release.TemplateOptions{
 				Build:     opts,
 				Push:      push,
 				OCILayout: layoutDir,
 				SBOMDir:   sbomDir,
 				Keep:      keep,
+				Sign:      signing,
 			})
 			if err != nil {
 				return failed(err)
@@ -112,6 +139,8 @@ publishes the image by digest. It prints a JSON result.`,
 	cmd.Flags().StringArrayVar(&allows, "allow", nil, "exempt scan findings: RULE:PATH-GLOB (recorded in the result)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the build's working directory")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log each build phase to stderr")
+	sf.add(cmd.Flags(), "sign-key")
+	cmd.Flags().StringVar(&builderID, "builder-id", os.Getenv("SLIPWAY_BUILDER_ID"), "the provenance's builder id (default $SLIPWAY_BUILDER_ID)")
 	return cmd
 }
 

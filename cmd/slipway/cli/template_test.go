@@ -37,9 +37,18 @@ func TestTemplateBuildAndScan(t *testing.T) {
 	os.WriteFile(spec, []byte(strings.ReplaceAll(string(b), "127.0.0.1:5000/slipway/base:busybox", base)), 0o644)
 
 	layout := filepath.Join(t.TempDir(), "layout")
-	r := run(t, "", "template", "build", spec, "--push", host+"/templates/minimal", "--oci-layout", layout)
+	keys := t.TempDir()
+	t.Setenv("COSIGN_PASSWORD", "build-key-pw")
+	if r := run(t, "", "keys", "generate", "--output-key-prefix", filepath.Join(keys, "release")); r.code != 0 {
+		t.Fatalf("keys generate: %+v", r)
+	}
+	r := run(t, "", "template", "build", spec, "--push", host+"/templates/minimal", "--oci-layout", layout,
+		"--sign-key", filepath.Join(keys, "release.key"), "--offline-no-tlog", "--builder-id", "https://ci.example/builders/t")
 	if r.code != 0 {
 		t.Fatalf("template build: %+v", r)
+	}
+	if strings.Contains(r.stdout+r.stderr, "build-key-pw") {
+		t.Fatal("the key password was printed")
 	}
 	var res struct {
 		Name, TemplateID, ContentID, Ref, BaseDigest string
@@ -49,6 +58,11 @@ func TestTemplateBuildAndScan(t *testing.T) {
 			Passed bool
 		}
 		SBOM struct{ Files []struct{ Path string } }
+		Sign struct {
+			Ref          string
+			Signature    struct{ Tag, Status string }
+			Attestations []struct{ PredicateType, Status string }
+		}
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, r.stdout)
@@ -57,6 +71,29 @@ func TestTemplateBuildAndScan(t *testing.T) {
 		res.Ref != host+"/templates/minimal@"+res.TemplateID || !strings.HasSuffix(base, res.BaseDigest) ||
 		len(res.Tests) != 1 || !res.Tests[0].Passed || len(res.SBOM.Files) != 2 {
 		t.Fatalf("result %+v", res)
+	}
+	if res.Sign.Ref != res.Ref || res.Sign.Signature.Status != "created" || len(res.Sign.Attestations) != 3 {
+		t.Fatalf("sign result %+v", res.Sign)
+	}
+	// The published template verifies against a policy requiring the key,
+	// the builder, the build type and an SBOM.
+	pol := filepath.Join(keys, "policy.yaml")
+	os.WriteFile(pol, []byte(`apiVersion: slipway.dev/v1alpha1
+kind: VerificationPolicy
+metadata: {name: templates}
+spec:
+  transparencyLog: none
+  keys: [{name: release, publicKeyFile: release.pub}]
+  rules:
+    - name: templates
+      match: {kinds: [workspace-template]}
+      signatures: {keys: [release]}
+      attestations:
+        - {type: slsaprovenance, builderID: "https://ci.example/builders/t", buildType: "https://slipway.dev/template-build/v1"}
+        - {type: sbom}
+`), 0o644)
+	if r := run(t, "", "verify", res.Ref, "--policy", pol, "--kind", "workspace-template"); r.code != 0 || !strings.HasPrefix(r.stdout, "verified ") {
+		t.Fatalf("verify: %+v", r)
 	}
 	for _, f := range res.SBOM.Files {
 		if _, err := os.Stat(f.Path); err != nil {
