@@ -69,6 +69,12 @@ func run(ctx context.Context, keep bool) error {
 		defer os.RemoveAll(work)
 	}
 
+	// The demo's key password, for the slipway processes it runs (a CI job
+	// takes it from its secret store the same way).
+	if _, ok := os.LookupEnv("COSIGN_PASSWORD"); !ok {
+		os.Setenv("COSIGN_PASSWORD", "demo-only-password")
+	}
+
 	// 1. The registry.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

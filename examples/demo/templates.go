@@ -21,14 +21,30 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) error
 	if err != nil {
 		return fmt.Errorf("busybox-rootfs.sh: %v\n%s", err, out)
 	}
-	if err := sh.run(0, "image", "from-dir", base, "--push", host+"/slipway/base:busybox"); err != nil {
+	b, err := sh.capture("image", "from-dir", base, "--push", host+"/slipway/base:busybox")
+	if err != nil {
 		return err
 	}
+	baseRef := strings.TrimSpace(string(b))
+	fmt.Printf("  %s\n", baseRef)
 	tdir := filepath.Join(work, "templates")
 	if err := copyTree(filepath.Join(repoRoot, "templates"), tdir, ""); err != nil {
 		return err
 	}
 	if err := replaceAll(tdir, "127.0.0.1:5000", host); err != nil {
+		return err
+	}
+
+	section("keys generate", "a cosign-compatible key pair; the password comes from COSIGN_PASSWORD")
+	keys := filepath.Join(work, "policies")
+	if err := os.MkdirAll(keys, 0o755); err != nil {
+		return err
+	}
+	if err := sh.run(0, "keys", "generate", "--output-key-prefix", filepath.Join("policies", "release")); err != nil {
+		return err
+	}
+	policy := filepath.Join("policies", "verification.yaml")
+	if err := copyFile(filepath.Join(repoRoot, "examples", "demo", "verification.yaml"), filepath.Join(work, policy)); err != nil {
 		return err
 	}
 
@@ -38,10 +54,12 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) error
 		return err
 	}
 	var ids []string
+	var agentTools string
 	for _, name := range []string{"minimal", "agent-tools", "minimal"} {
-		section("template build", "%s: steps in bubblewrap, scrub, scan, freeze, smoke tests, SBOM, push by digest", name)
+		section("template build", "%s: steps in bubblewrap, scrub, scan, freeze, smoke tests, SBOM, push by digest, sign, attest", name)
 		b, err := sh.capture("template", "build", filepath.Join("templates", name, "template.yaml"),
-			"--resolve-base", "--push", host+"/templates/"+name, "--oci-layout", "layout")
+			"--resolve-base", "--push", host+"/templates/"+name+":demo", "--oci-layout", "layout",
+			"--sign-key", filepath.Join("policies", "release.key"), "--offline-no-tlog", "--builder-id", "https://slipway.dev/builders/demo")
 		if err != nil {
 			return err
 		}
@@ -56,6 +74,11 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) error
 			SBOM struct {
 				Files    []struct{ Path string }
 				Packages []struct{ Name, Version, Type string }
+			}
+			Sign struct {
+				Signature    struct{ Tag, Status string }
+				Attestations []struct{ PredicateType, Status string }
+				Tlog         string
 			}
 		}
 		if err := json.Unmarshal(b, &r); err != nil {
@@ -73,8 +96,15 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) error
 		fmt.Printf("  name        %s\n  templateID  %s\n  contentID   %s\n  ref         %s\n  base        %s\n", r.Name, r.TemplateID, r.ContentID, r.Ref, r.BaseDigest)
 		fmt.Printf("  scrubbed    %s\n  scan        clean: %d files, %d dirs\n  tests       %s\n", strings.Join(scrubbed, " "), r.Scan.Files, r.Scan.Dirs, strings.Join(tests, " "))
 		fmt.Printf("  sbom        %d packages in %d files\n", len(r.SBOM.Packages), len(r.SBOM.Files))
+		fmt.Printf("  signature   %s (%s, %s)\n", r.Sign.Signature.Tag, r.Sign.Signature.Status, r.Sign.Tlog)
+		for _, a := range r.Sign.Attestations {
+			fmt.Printf("  attestation %s (%s)\n", a.PredicateType, a.Status)
+		}
 		if name == "minimal" {
 			ids = append(ids, r.TemplateID)
+		}
+		if name == "agent-tools" {
+			agentTools = r.Ref
 		}
 	}
 	section("reproducible", "minimal built twice")
@@ -84,7 +114,28 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) error
 	fmt.Printf("  same digest both times: %s\n", ids[0])
 
 	section("template scan", "the published image, scanned alone")
-	return sh.run(0, "template", "scan", host+"/templates/minimal@"+ids[0])
+	if err := sh.run(0, "template", "scan", host+"/templates/minimal@"+ids[0]); err != nil {
+		return err
+	}
+
+	section("verify", "agent-tools against the policy: key, provenance builder and build type, SBOM (exit 0)")
+	if err := sh.run(0, "verify", agentTools, "--policy", policy, "--kind", "workspace-template"); err != nil {
+		return err
+	}
+	section("verify", "the same template by tag: mutable references are refused (exit 1)")
+	if err := sh.run(1, "verify", host+"/templates/agent-tools:demo", "--policy", policy, "--kind", "workspace-template"); err != nil {
+		return err
+	}
+	section("verify", "the unsigned base image as if it were a template: every missing check is named (exit 1)")
+	return sh.run(1, "verify", baseRef, "--policy", policy, "--kind", "workspace-template")
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }
 
 // capture runs slipway and returns its stdout; stderr is shown indented.
