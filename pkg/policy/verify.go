@@ -211,7 +211,7 @@ func (v *verifier) signature(ctx context.Context, rl Rule) (Check, error) {
 			c.Passed, c.Reason = true, fmt.Sprintf("%s is signed by key %s", v.ref.DigestStr(), k)
 			return c, nil
 		case isRefusal(err):
-			reasons = append(reasons, fmt.Sprintf("key %s: %v", k, err))
+			reasons = append(reasons, fmt.Sprintf("key %s: %s", k, refusalText(err)))
 		default:
 			return c, fmt.Errorf("policy: %w", err)
 		}
@@ -236,7 +236,7 @@ func (v *verifier) attestation(ctx context.Context, rl Rule, a Attestation) (Che
 			if !isRefusal(err) {
 				return c, fmt.Errorf("policy: %w", err)
 			}
-			reasons = append(reasons, fmt.Sprintf("key %s: %v", k, err))
+			reasons = append(reasons, fmt.Sprintf("key %s: %s", k, refusalText(err)))
 			continue
 		}
 		found := false
@@ -294,6 +294,18 @@ func (v *verifier) attestations(ctx context.Context, k string) (*sign.Attestatio
 	got, err := sign.VerifyAttestations(ctx, v.ref, v.p.verifiers[k], v.opts...)
 	v.atts[k] = &attResult{got, err}
 	return got, err
+}
+
+// refusalText is a refusal's message without package sign's family
+// prefixes (the check's name already says what failed).
+func refusalText(err error) string {
+	msg := err.Error()
+	for _, e := range []error{sign.ErrNoSignatures, sign.ErrNoAttestations, sign.ErrVerification} {
+		if rest, ok := strings.CutPrefix(msg, e.Error()+": "); ok {
+			return rest
+		}
+	}
+	return msg
 }
 
 // isRefusal tells a verification that failed (the artifact lacks
