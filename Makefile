@@ -11,6 +11,7 @@ FUZZTIME ?= 20s
 export SLIPWAY_BIN := $(BIN)/slipway
 export CRANE := $(BIN)/crane
 export SYFT := $(BIN)/syft
+export COSIGN := $(BIN)/cosign
 
 .PHONY: all build tools deps test demo bench lint fuzz clean
 
@@ -20,11 +21,13 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
-tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft
+tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign
 $(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck
 $(BIN)/syft: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -ldflags '-X main.version=v1.57.1' -o $(BIN)/ github.com/anchore/syft/cmd/syft
+$(BIN)/cosign: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -ldflags '-X sigs.k8s.io/release-utils/version.gitVersion=v2.6.5' -o $(BIN)/ github.com/sigstore/cosign/v2/cmd/cosign
 
 # Installs the Debian packages that are missing (needs root and apt-get).
 deps:
@@ -39,7 +42,8 @@ deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-test: deps
+# The sign interop tests run the cosign CLI ($COSIGN).
+test: deps $(BIN)/cosign
 	$(GO) test -race -count=1 ./...
 
 demo: deps build

@@ -22,6 +22,10 @@ const (
 
 	// StatementType is the in-toto Statement v1 "_type".
 	StatementType = intoto.StatementTypeUri
+	// StatementTypeV01 is the older "_type" that the cosign CLI still
+	// writes (even around SLSA v1 predicates). Its layout is the same as
+	// v1's, so Parse accepts it and reads it as v1.
+	StatementTypeV01 = "https://in-toto.io/Statement/v0.1"
 )
 
 // Errors. Every refusal of input wraps ErrValidation, so one errors.Is covers
@@ -86,7 +90,8 @@ func canonical(raw []byte) ([]byte, error) {
 var snakeKeys = []string{"predicate_type", "type"}
 
 // Parse decodes an in-toto Statement v1 written with JSON names and validates
-// it. Unknown fields are ignored, as the in-toto spec asks of consumers; a
+// it. A v0.1 "_type" (what the cosign CLI writes) is read as v1: the two
+// layouts are the same. Unknown fields are ignored, as the in-toto spec asks of consumers; a
 // top-level "predicate_type" or "type" key (the signature of a statement
 // serialised with encoding/json instead of protojson) is refused.
 func Parse(b []byte) (*intoto.Statement, error) {
@@ -102,6 +107,9 @@ func Parse(b []byte) (*intoto.Statement, error) {
 	st := &intoto.Statement{}
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, st); err != nil {
 		return nil, fmt.Errorf("%w: statement: %w", ErrValidation, err)
+	}
+	if st.GetType() == StatementTypeV01 {
+		st.Type = StatementType
 	}
 	if err := st.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: statement: %w", ErrValidation, err)

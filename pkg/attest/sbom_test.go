@@ -84,7 +84,7 @@ func TestSBOMRefusals(t *testing.T) {
 func TestParseRefusals(t *testing.T) {
 	for name, in := range map[string]string{
 		"not json":       `{`,
-		"wrong type":     `{"_type":"https://in-toto.io/Statement/v0.1","subject":[{"name":"x","digest":{"sha256":"` + hexOf('a') + `"}}],"predicateType":"p","predicate":{}}`,
+		"wrong type":     `{"_type":"https://in-toto.io/Statement/v0.2","subject":[{"name":"x","digest":{"sha256":"` + hexOf('a') + `"}}],"predicateType":"p","predicate":{}}`,
 		"no subject":     `{"_type":"https://in-toto.io/Statement/v1","predicateType":"p","predicate":{}}`,
 		"short digest":   `{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"x","digest":{"sha256":"abc"}}],"predicateType":"p","predicate":{}}`,
 		"no predicate":   `{"_type":"https://in-toto.io/Statement/v1","subject":[{"name":"x","digest":{"sha256":"` + hexOf('a') + `"}}],"predicateType":"p"}`,
@@ -111,5 +111,14 @@ func TestNew(t *testing.T) {
 	}
 	if _, err := New("r", good, "", []byte(`{}`)); !errors.Is(err, ErrValidation) || !strings.Contains(err.Error(), "predicateType") {
 		t.Errorf("New(no type) err = %v", err)
+	}
+}
+
+// TestParseV01 reads a statement with the v0.1 "_type" the cosign CLI
+// writes, as v1.
+func TestParseV01(t *testing.T) {
+	st, err := Parse([]byte(`{"_type":"https://in-toto.io/Statement/v0.1","subject":[{"name":"x","digest":{"sha256":"` + hexOf('a') + `"}}],"predicateType":"p","predicate":{"k":1}}`))
+	if err != nil || st.GetType() != StatementType || st.GetPredicateType() != "p" {
+		t.Fatalf("Parse(v0.1) = %v, %v", st, err)
 	}
 }
