@@ -1,0 +1,73 @@
+package gitops
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+)
+
+// Environment variables read for credentials when no WithAuth is given.
+const (
+	// EnvToken is an HTTPS token (sent as basic auth, user EnvUsername or
+	// "slipway"), as forges accept for git over HTTPS.
+	EnvToken = "SLIPWAY_GIT_TOKEN"
+	// EnvUsername and EnvPassword are HTTPS basic auth.
+	EnvUsername = "SLIPWAY_GIT_USERNAME"
+	EnvPassword = "SLIPWAY_GIT_PASSWORD"
+	// EnvSSHKey is a private key file for ssh:// (default: the SSH agent).
+	EnvSSHKey = "SLIPWAY_GIT_SSH_KEY"
+)
+
+// authFromEnv picks credentials for u from the environment: user info in
+// an http(s) URL, then the token or basic-auth variables; for ssh, a key
+// file or the SSH agent. file:// needs none.
+func authFromEnv(u string) (transport.AuthMethod, error) {
+	switch {
+	case strings.HasPrefix(u, "http://"), strings.HasPrefix(u, "https://"):
+		pu, err := url.Parse(u)
+		if err != nil {
+			return nil, fmt.Errorf("gitops: repository URL: %w", redact(err, u))
+		}
+		if pu.User != nil {
+			pw, _ := pu.User.Password()
+			return &githttp.BasicAuth{Username: pu.User.Username(), Password: pw}, nil
+		}
+		if tok := os.Getenv(EnvToken); tok != "" {
+			user := os.Getenv(EnvUsername)
+			if user == "" {
+				user = "slipway"
+			}
+			return &githttp.BasicAuth{Username: user, Password: tok}, nil
+		}
+		if user := os.Getenv(EnvUsername); user != "" {
+			return &githttp.BasicAuth{Username: user, Password: os.Getenv(EnvPassword)}, nil
+		}
+		return nil, nil
+	case strings.HasPrefix(u, "ssh://"), isSCPLike(u):
+		user := "git"
+		if pu, err := url.Parse(u); err == nil && pu.User != nil {
+			user = pu.User.Username()
+		} else if at := strings.Index(u, "@"); at > 0 && !strings.Contains(u, "://") {
+			user = u[:at]
+		}
+		if key := os.Getenv(EnvSSHKey); key != "" {
+			a, err := gitssh.NewPublicKeysFromFile(user, key, os.Getenv("SLIPWAY_GIT_SSH_KEY_PASSWORD"))
+			if err != nil {
+				return nil, fmt.Errorf("gitops: ssh key %s: %w", key, err)
+			}
+			return a, nil
+		}
+		a, err := gitssh.NewSSHAgentAuth(user)
+		if err != nil {
+			return nil, fmt.Errorf("gitops: ssh: no %s and no SSH agent: %w", EnvSSHKey, err)
+		}
+		return a, nil
+	default:
+		return nil, nil
+	}
+}

@@ -1,0 +1,189 @@
+package gittest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Server serves the bare repositories under Root over smart HTTP.
+type Server struct {
+	Root string
+	url  string
+	srv  *http.Server
+
+	mu       sync.Mutex
+	deny     map[string]bool // repo names refusing pushes (read-only)
+	hook     func()          // runs before each receive-pack POST
+	requests atomic.Int64
+	pushes   atomic.Int64
+}
+
+// NewServer starts git http-backend for the repositories under a fresh
+// temporary root. It is stopped when the test ends.
+func NewServer(tb testing.TB) *Server {
+	tb.Helper()
+	backend, err := backendPath()
+	if err != nil {
+		tb.Skipf("git http-backend not available: %v (apt-get install git)", err)
+	}
+	s := &Server{Root: tb.TempDir(), deny: map[string]bool{}}
+	h := &cgi.Handler{
+		Path:   backend,
+		Root:   "/",
+		Stderr: io.Discard, // refusals reach the client; keep test logs quiet
+		Env: []string{
+			"GIT_PROJECT_ROOT=" + s.Root,
+			"GIT_HTTP_EXPORT_ALL=1",
+			"HOME=" + s.Root,
+			"GIT_CONFIG_NOSYSTEM=1",
+		},
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.url = "http://" + ln.Addr().String()
+	s.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		push := strings.HasSuffix(r.URL.Path, "/git-receive-pack") || r.URL.Query().Get("service") == "git-receive-pack"
+		if push {
+			repo := strings.TrimPrefix(r.URL.Path, "/")
+			repo = repo[:strings.Index(repo+"/info", "/info")]
+			repo = strings.TrimSuffix(repo, "/git-receive-pack")
+			s.mu.Lock()
+			denied := s.deny[repo]
+			s.mu.Unlock()
+			if denied {
+				http.Error(w, "read-only repository", http.StatusForbidden)
+				return
+			}
+			if strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+				s.pushes.Add(1)
+				s.mu.Lock()
+				hook := s.hook
+				s.mu.Unlock()
+				if hook != nil {
+					hook()
+					if r.Context().Err() != nil {
+						return // the client went away while held
+					}
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})}
+	go s.srv.Serve(ln)
+	tb.Cleanup(func() { s.srv.Close() })
+	return s
+}
+
+func backendPath() (string, error) {
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// URL returns the clone URL of repository name.
+func (s *Server) URL(name string) string { return s.url + "/" + name }
+
+// Dir returns the path of repository name on disk.
+func (s *Server) Dir(name string) string { return filepath.Join(s.Root, name) }
+
+// Requests counts the HTTP requests served.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+// Pushes counts the receive-pack POSTs (push attempts that sent data).
+func (s *Server) Pushes() int64 { return s.pushes.Load() }
+
+// ReadOnly makes repository name refuse pushes (HTTP 403), or accept them again.
+func (s *Server) ReadOnly(name string, ro bool) {
+	s.mu.Lock()
+	s.deny[name] = ro
+	s.mu.Unlock()
+}
+
+// BeforeReceivePack runs f before each push's data is handed to git (nil
+// removes it). A test can hold a push there, or kill its client.
+func (s *Server) BeforeReceivePack(f func()) {
+	s.mu.Lock()
+	s.hook = f
+	s.mu.Unlock()
+}
+
+// InitBare creates an empty bare repository name whose HEAD is branch and
+// which accepts pushes over HTTP; it returns its clone URL.
+func (s *Server) InitBare(tb testing.TB, name, branch string) string {
+	tb.Helper()
+	dir := s.Dir(name)
+	Git(tb, "", "init", "--quiet", "--bare", "--initial-branch="+branch, dir)
+	Git(tb, dir, "config", "http.receivepack", "true")
+	return s.URL(name)
+}
+
+// Seed creates repository name with one commit holding files (path to
+// content) on branch, made by the git CLI, and returns its clone URL.
+func (s *Server) Seed(tb testing.TB, name, branch string, files map[string]string) string {
+	tb.Helper()
+	url := s.InitBare(tb, name, branch)
+	work := tb.TempDir()
+	Git(tb, "", "init", "--quiet", "--initial-branch="+branch, work)
+	for p, body := range files {
+		full := filepath.Join(work, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	Git(tb, work, "add", "-A")
+	Git(tb, work, "commit", "--quiet", "-m", "seed")
+	Git(tb, work, "push", "--quiet", s.Dir(name), branch)
+	return url
+}
+
+// Git runs the git CLI in dir (with a fixed identity and no user or
+// system configuration) and returns its trimmed standard output.
+func Git(tb testing.TB, dir string, args ...string) string {
+	tb.Helper()
+	out, err := Run(dir, args...)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	return out
+}
+
+// Run is Git returning the error instead of failing the test.
+func Run(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=gittest", "GIT_AUTHOR_EMAIL=gittest@example.invalid",
+		"GIT_COMMITTER_NAME=gittest", "GIT_COMMITTER_EMAIL=gittest@example.invalid",
+		"GIT_TERMINAL_PROMPT=0")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}
