@@ -44,8 +44,12 @@ type AttestResult struct {
 	// Tlog names the transparency-log choice, e.g. "offline-no-tlog".
 	Tlog string
 	// Verified is true once Attest has read the attestation back from the
-	// registry and verified it; Attest never returns it false.
+	// registry and verified it (and the bundle too, with WithBundle);
+	// Attest never returns it false.
 	Verified bool
+	// Bundle reports the Sigstore bundle stored as a referrer; nil without
+	// WithBundle.
+	Bundle *BundleResult
 }
 
 // Attest signs an in-toto Statement v1 about ref as a DSSE envelope
@@ -59,6 +63,9 @@ type AttestResult struct {
 // is refused, not attached. An identical statement already attached and
 // verifiable with sv's key is not attached again (Status Unchanged). Like
 // Sign, it needs a transparency-log choice and checks its own output.
+//
+// With WithBundle it then also stores the statement as a Sigstore bundle
+// referrer of ref, as "cosign attest --new-bundle-format --key" does.
 func Attest(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, statement []byte, opts ...Option) (*AttestResult, error) {
 	if err := checkDigest(ref); err != nil {
 		return nil, err
@@ -100,22 +107,19 @@ func Attest(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, s
 
 	res := &AttestResult{Ref: ref, AttestationTag: tag, PredicateType: st.GetPredicateType(), Envelope: env, Status: Unchanged, Tlog: o.tlog.String()}
 	unlock := tags.lock(tag.String())
-	defer unlock()
 	err = appendVerified(ctx, ref, tag, func() error {
 		// A DSSE signature is not deterministic, so "already attached" means
 		// a verified attestation by this key carrying the same statement.
-		have, err := verifyAttestations(ctx, ref, sv, o)
-		switch {
-		case err == nil:
-			for _, a := range have.Attestations {
-				if bytes.Equal(a.Payload, statement) {
-					res.Envelope = a.Envelope
-					want = a.Digest
-					return nil
-				}
-			}
-		case !errors.Is(err, ErrVerification):
+		have, _, err := tagAttestations(ctx, ref, sv, o)
+		if err != nil {
 			return err
+		}
+		for _, a := range have.Attestations {
+			if bytes.Equal(a.Payload, statement) {
+				res.Envelope = a.Envelope
+				want = a.Digest
+				return nil
+			}
 		}
 		se, err := ociremote.SignedEntity(ref, ropts...)
 		if err != nil {
@@ -132,7 +136,7 @@ func Attest(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, s
 		want, _ = att.Digest()
 		return nil
 	}, func() (bool, error) {
-		ver, err := verifyAttestations(ctx, ref, sv, o)
+		ver, _, err := tagAttestations(ctx, ref, sv, o)
 		if err != nil {
 			return false, err
 		}
@@ -143,8 +147,14 @@ func Attest(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, s
 		}
 		return false, nil
 	})
+	unlock()
 	if err != nil {
 		return nil, err
+	}
+	if o.bundle {
+		if res.Bundle, err = storeBundle(ctx, ref, sv, statement, st.GetPredicateType(), bundleAttestations, o); err != nil {
+			return nil, err
+		}
 	}
 	res.Verified = true
 	return res, nil
@@ -169,14 +179,15 @@ func namesDigest(st *intoto.Statement, ref name.Digest) bool {
 type AttestationVerification struct {
 	// Ref is the image verified.
 	Ref name.Digest
-	// AttestationTag is where the attestations were read.
+	// AttestationTag is where the tag attestations were read; bundles are
+	// read from the digest's referrers.
 	AttestationTag name.Tag
 	// Attestations verified: DSSE signature valid for the key, payload a
 	// valid in-toto Statement v1 with a subject naming Ref's digest.
 	Attestations []VerifiedAttestation
-	// Rejected lists, one line each, why the other entries at the tag did
-	// not verify (another key, a tampered payload, another subject). It is
-	// empty when everything verified.
+	// Rejected lists, one line each, why the other entries at the tag or
+	// among the bundles did not verify (another key, a tampered payload,
+	// another subject). It is empty when everything verified.
 	Rejected []string
 	// Tlog names the transparency-log choice.
 	Tlog string
@@ -184,7 +195,12 @@ type AttestationVerification struct {
 
 // VerifiedAttestation is one attestation that passed every check.
 type VerifiedAttestation struct {
-	// Digest is the digest of the attestation layer (the envelope).
+	// Source says where the attestation was stored: SourceTag (the .att
+	// tag) or SourceBundle (a Sigstore bundle referrer).
+	Source Source
+	// Digest is, for SourceTag, the digest of the attestation layer (the
+	// envelope); for SourceBundle, the digest of the referrer manifest
+	// holding the bundle.
 	Digest v1.Hash
 	// PredicateType is the statement's predicate type.
 	PredicateType string
@@ -192,7 +208,8 @@ type VerifiedAttestation struct {
 	Payload []byte
 	// Statement is Payload parsed.
 	Statement *intoto.Statement
-	// Envelope is the DSSE envelope as stored.
+	// Envelope is the DSSE envelope: as stored for SourceTag, taken out of
+	// the bundle (JSON, payload base64) for SourceBundle.
 	Envelope []byte
 }
 
@@ -215,6 +232,14 @@ func (v *AttestationVerification) Predicate(t string) []VerifiedAttestation {
 // (any predicate type; choose with Predicate) and, in Rejected, why the
 // others did not. No attestation at all is ErrNoAttestations; none that
 // verifies is ErrVerification.
+//
+// It also lists ref's referrers and verifies the Sigstore attestation
+// bundles among them ("cosign attest --new-bundle-format") with the same
+// checks; each VerifiedAttestation says its Source. Unlike Verify, it
+// reads the bundles even when the tag verified: callers choose by
+// predicate type after the call, so "the tag holds a valid provenance"
+// says nothing about an SBOM that exists only as a bundle. With WithBundle
+// at least one bundle must verify.
 func VerifyAttestations(ctx context.Context, ref name.Digest, v signature.Verifier, opts ...Option) (*AttestationVerification, error) {
 	if err := checkDigest(ref); err != nil {
 		return nil, err
@@ -230,28 +255,58 @@ func VerifyAttestations(ctx context.Context, ref name.Digest, v signature.Verifi
 }
 
 func verifyAttestations(ctx context.Context, ref name.Digest, v signature.Verifier, o *options) (*AttestationVerification, error) {
+	out, n, err := tagAttestations(ctx, ref, v, o)
+	if err != nil {
+		return nil, err
+	}
+	var tagErr error
+	switch {
+	case n == 0:
+		tagErr = fmt.Errorf("%w: %s has no attestations at %s", ErrNoAttestations, ref, out.AttestationTag)
+	case len(out.Attestations) == 0:
+		tagErr = fmt.Errorf("%w: %s: no attestation at %s is valid for this key and names this digest: %s",
+			ErrVerification, ref, out.AttestationTag, strings.Join(out.Rejected, "; "))
+	}
+	set, err := verifyBundles(ctx, ref, v, o, bundleAttestations)
+	if err != nil {
+		return nil, err
+	}
+	if len(set.ok) == 0 && (tagErr != nil || o.bundle) {
+		return nil, bundleRefusal(ref, out.AttestationTag, bundleAttestations, ErrNoAttestations, tagErr, n == 0, set, o.bundle)
+	}
+	for _, b := range set.ok {
+		out.Attestations = append(out.Attestations, VerifiedAttestation{
+			Source: SourceBundle, Digest: b.referrer, PredicateType: b.statement.GetPredicateType(),
+			Payload: b.payload, Statement: b.statement, Envelope: b.envelope,
+		})
+	}
+	out.Rejected = append(out.Rejected, set.rejected...)
+	return out, nil
+}
+
+// tagAttestations verifies the attestations at ref's .att tag only. It
+// returns those that verified, why the others did not, and how many there
+// were; the error is for input and registry failures only.
+func tagAttestations(ctx context.Context, ref name.Digest, v signature.Verifier, o *options) (*AttestationVerification, int, error) {
 	if o.tlog != tlogOfflineNone {
-		return nil, ErrTlogChoice
+		return nil, 0, ErrTlogChoice
 	}
 	ropts := o.remote(ctx)
 	tag, err := ociremote.AttestationTag(ref, ropts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: attestation tag for %s: %w", ErrInput, ref, err)
+		return nil, 0, fmt.Errorf("%w: attestation tag for %s: %w", ErrInput, ref, err)
 	}
 	h, err := v1.NewHash(ref.DigestStr())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrInput, ref, err)
+		return nil, 0, fmt.Errorf("%w: %s: %w", ErrInput, ref, err)
 	}
 	sigs, err := ociremote.Signatures(tag, ropts...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+		return nil, 0, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
 	}
 	all, err := sigs.Get()
 	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
-	}
-	if len(all) == 0 {
-		return nil, fmt.Errorf("%w: %s has no attestations at %s", ErrNoAttestations, ref, tag)
+		return nil, 0, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
 	}
 	co := &cosign.CheckOpts{
 		RegistryClientOpts: ropts,
@@ -273,11 +328,7 @@ func verifyAttestations(ctx context.Context, ref name.Digest, v signature.Verifi
 		}
 		out.Attestations = append(out.Attestations, a)
 	}
-	if len(out.Attestations) == 0 {
-		return nil, fmt.Errorf("%w: %s: no attestation at %s is valid for this key and names this digest: %s",
-			ErrVerification, ref, tag, strings.Join(out.Rejected, "; "))
-	}
-	return out, nil
+	return out, len(all), nil
 }
 
 // verifyAttestation checks one attestation layer: signature, subject claim
@@ -318,7 +369,7 @@ func verifyAttestation(ctx context.Context, s oci.Signature, h v1.Hash, co *cosi
 	if err != nil {
 		return VerifiedAttestation{}, err
 	}
-	return VerifiedAttestation{Digest: d, PredicateType: st.GetPredicateType(), Payload: payload, Statement: st, Envelope: env}, nil
+	return VerifiedAttestation{Source: SourceTag, Digest: d, PredicateType: st.GetPredicateType(), Payload: payload, Statement: st, Envelope: env}, nil
 }
 
 // singleSignature is an oci.Signatures of one entry, so cosign's checks run

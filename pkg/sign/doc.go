@@ -27,9 +27,29 @@
 // subject names the digest, and that the statement is well formed, and says
 // why each rejected entry was rejected.
 //
-// The tags are read, appended to and written back. Writers in one process
-// are serialised per tag; a writer racing another process finds its entry
-// missing on read-back and appends again.
+// WithBundle adds the format the ecosystem is moving to: a Sigstore bundle
+// v0.3 (DSSE envelope, the key's hint, no transparency-log entry) stored as
+// an OCI referrer of the digest, as "cosign sign/attest --new-bundle-format
+// --key" writes it; the classic tags are still written. Registries with the
+// OCI 1.1 referrers API list the referrer themselves; on those without it
+// (Debian's docker-registry 2.8) go-containerregistry keeps the referrers
+// tag schema's index, the tag "sha256-<hex>". Verify reads bundles when the
+// .sig tag yields no valid signature; VerifyAttestations always reads them
+// beside the .att tag. Bundles get the same checks as tags (key, subject
+// digest, well-formed statement) and every verified entry says its Source.
+// What Sign and Attest write as bundles, "cosign verify --new-bundle-format"
+// and "cosign verify-attestation --new-bundle-format" accept (with --key,
+// --insecure-ignore-tlog and a --trusted-root, which may be empty).
+//
+// The tags, and the referrers index where the registry has no referrers
+// API, are read, appended to and written back, with no conditional request
+// to make that atomic. Writers in one process are serialised per tag (per
+// digest for referrers); a writer racing another process finds its entry
+// missing on read-back and writes again. That narrows the race but cannot
+// close it: a writer in another process that read the index before this
+// writer's entry landed and writes it back after this writer's read-back
+// still drops the entry. Only the referrers API (or one writer per digest)
+// closes it.
 //
 // It does not decide which keys may sign what, nor which attestations are
 // required: that is package policy. Passwords never appear in errors.

@@ -38,6 +38,7 @@ type options struct {
 	transport   http.RoundTripper
 	tlog        tlogMode
 	annotations map[string]any
+	bundle      bool
 }
 
 func makeOptions(opts []Option) (*options, error) {
@@ -64,6 +65,28 @@ func makeOptions(opts []Option) (*options, error) {
 // Keyless signing and log verification are the pluggable path for later.
 func WithOfflineNoTlog() Option {
 	return func(o *options) error { o.tlog = tlogOfflineNone; return nil }
+}
+
+// WithBundle adds the Sigstore bundle v0.3, stored as an OCI referrer of the
+// digest, beside cosign's classic tags.
+//
+// Sign and Attest with it also store their result as a bundle (DSSE over an
+// in-toto statement, the key's hint as verification material, no
+// transparency-log entry) in a manifest whose subject is the digest, as
+// "cosign sign/attest --new-bundle-format --key" does; the tag write
+// happens as before. A repeat call stores nothing when a bundle that
+// verifies with the same key is already there (for Attest: one carrying
+// the same statement) and reports it Unchanged. Where the registry has the
+// OCI 1.1 referrers API the registry lists the bundle; elsewhere (Debian's
+// docker-registry 2.8) the referrers tag schema "sha256-<hex>" lists it.
+//
+// Verify and VerifyAttestations with it require at least one bundle that
+// verifies, and return the tag's entries beside it. Without it they still
+// read bundles (see Verify and VerifyAttestations). Signatures in bundles
+// carry no annotations, so WithBundle and WithAnnotations together are
+// refused by Sign and Verify.
+func WithBundle() Option {
+	return func(o *options) error { o.bundle = true; return nil }
 }
 
 // WithKeychain sets where registry credentials come from (default: the
@@ -108,6 +131,15 @@ func WithAnnotations(a map[string]string) Option {
 		}
 		return nil
 	}
+}
+
+// bundleWithoutAnnotations refuses WithBundle together with WithAnnotations
+// for signatures: a signature bundle's statement has no place for them.
+func (o *options) bundleWithoutAnnotations() error {
+	if o.bundle && len(o.annotations) > 0 {
+		return fmt.Errorf("%w: WithBundle and WithAnnotations: signatures in bundles carry no annotations", ErrInput)
+	}
+	return nil
 }
 
 func (o *options) remote(ctx context.Context) []ociremote.Option {

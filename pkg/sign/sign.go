@@ -12,6 +12,7 @@ import (
 	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 	"github.com/sigstore/cosign/v2/pkg/oci/static"
+	ctypes "github.com/sigstore/cosign/v2/pkg/types"
 	"github.com/sigstore/sigstore/pkg/signature"
 	sigopts "github.com/sigstore/sigstore/pkg/signature/options"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
@@ -41,9 +42,12 @@ type Result struct {
 	// Tlog names the transparency-log choice, e.g. "offline-no-tlog".
 	Tlog string
 	// Verified is true once Sign has read the signature back from the
-	// registry and verified it, claim included; Sign never returns a Result
-	// with Verified false.
+	// registry and verified it, claim included (and the bundle too, with
+	// WithBundle); Sign never returns a Result with Verified false.
 	Verified bool
+	// Bundle reports the Sigstore bundle stored as a referrer; nil without
+	// WithBundle.
+	Bundle *BundleResult
 }
 
 // ParseDigest parses an image reference that must carry a digest
@@ -72,6 +76,11 @@ func checkDigest(ref name.Digest) error {
 // what is already signed identically by the same key, and verifies the
 // signature it reads back from the registry before returning.
 //
+// With WithBundle it then also stores the signature as a Sigstore bundle
+// referrer of ref, as "cosign sign --new-bundle-format --key" does: an
+// in-toto statement naming the digest, predicate type
+// https://sigstore.dev/cosign/sign/v1, in a DSSE envelope.
+//
 // The .sig tag is read, appended to and written back. Signers in one process
 // are serialised per tag; a signer racing a writer in another process finds
 // its signature missing on read-back and appends it again (up to 3 times).
@@ -84,6 +93,9 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 	}
 	o, err := makeOptions(opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := o.bundleWithoutAnnotations(); err != nil {
 		return nil, err
 	}
 	ropts := o.remote(ctx)
@@ -111,7 +123,6 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 
 	res := &Result{Ref: ref, SignatureTag: tag, Payload: pl, Status: Unchanged, Tlog: o.tlog.String()}
 	unlock := tags.lock(tag.String())
-	defer unlock()
 	err = appendVerified(ctx, ref, tag, func() error {
 		// Reading the image (not a placeholder) also refuses to sign a
 		// digest the registry does not hold.
@@ -142,7 +153,7 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 	}, func() (bool, error) {
 		// Read back what the registry now holds, verify it, and insist
 		// that the payload signed here is among the verified signatures.
-		ver, err := verify(ctx, ref, sv, o)
+		ver, err := verifyTag(ctx, ref, sv, o)
 		if err != nil {
 			return false, err
 		}
@@ -153,8 +164,18 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 		}
 		return false, nil
 	})
+	unlock()
 	if err != nil {
 		return nil, err
+	}
+	if o.bundle {
+		st, err := signStatement(ref)
+		if err != nil {
+			return nil, err
+		}
+		if res.Bundle, err = storeBundle(ctx, ref, sv, st, ctypes.CosignSignPredicateType, bundleSignatures, o); err != nil {
+			return nil, err
+		}
 	}
 	res.Verified = true
 	return res, nil
@@ -166,10 +187,11 @@ const maxAppends = 3
 
 // appendVerified runs write (read the tag, append if missing, write it
 // back) and then check (read back and verify that this writer's entry is
-// there). If the entry is missing, another process rewrote the tag in
-// between: read and append again, up to maxAppends times. Check errors that
+// there). If the entry is missing, another process rewrote the tag (or the
+// referrers fallback index) in between: write again, up to maxAppends
+// times. Check errors that
 // are verification failures count as "missing"; registry errors end it.
-func appendVerified(ctx context.Context, ref name.Digest, tag name.Tag, write func() error, check func() (bool, error)) error {
+func appendVerified(ctx context.Context, ref name.Digest, where fmt.Stringer, write func() error, check func() (bool, error)) error {
 	for attempt := 1; ; attempt++ {
 		if err := write(); err != nil {
 			return err
@@ -183,7 +205,7 @@ func appendVerified(ctx context.Context, ref name.Digest, tag name.Tag, write fu
 		}
 		if attempt == maxAppends || ctx.Err() != nil {
 			return fmt.Errorf("sign: self-check of %s: %w", ref, errors.Join(ErrVerification,
-				fmt.Errorf("the entry written is not at %s after %d attempts (concurrent writers in other processes?)", tag, attempt), err))
+				fmt.Errorf("the entry written is not in %s after %d attempts (concurrent writers in other processes?)", where, attempt), err))
 		}
 	}
 }

@@ -27,9 +27,16 @@ type Verification struct {
 
 // VerifiedSignature is one signature that passed every check.
 type VerifiedSignature struct {
-	// Digest is the digest of the signed payload (the .sig layer digest).
+	// Source says where the signature was stored: SourceTag (the .sig
+	// tag) or SourceBundle (a Sigstore bundle referrer).
+	Source Source
+	// Digest is, for SourceTag, the digest of the signed payload (the .sig
+	// layer digest); for SourceBundle, the digest of the referrer manifest
+	// holding the bundle.
 	Digest v1.Hash
-	// Payload is the simple-signing payload that was signed.
+	// Payload is what was signed: for SourceTag the simple-signing
+	// payload, for SourceBundle the in-toto statement (predicate type
+	// https://sigstore.dev/cosign/sign/v1) naming the digest.
 	Payload []byte
 }
 
@@ -40,6 +47,15 @@ type VerifiedSignature struct {
 // to another's tag, would verify). It refuses to run without a
 // transparency-log choice; with WithOfflineNoTlog it makes no call but to
 // the registry.
+//
+// The tag is read first, as it is the cheaper read. Only when it yields no
+// signature that verifies does Verify list ref's referrers and verify the
+// Sigstore signature bundles among them ("cosign sign
+// --new-bundle-format"): DSSE signature by v, a statement of predicate type
+// https://sigstore.dev/cosign/sign/v1 whose subject carries ref's digest.
+// With WithAnnotations it does not look at bundles, which carry none. With
+// WithBundle it reads both and requires a bundle that verifies. Each
+// VerifiedSignature says its Source.
 func Verify(ctx context.Context, ref name.Digest, v signature.Verifier, opts ...Option) (*Verification, error) {
 	if err := checkDigest(ref); err != nil {
 		return nil, err
@@ -55,6 +71,40 @@ func Verify(ctx context.Context, ref name.Digest, v signature.Verifier, opts ...
 }
 
 func verify(ctx context.Context, ref name.Digest, v signature.Verifier, o *options) (*Verification, error) {
+	if err := o.bundleWithoutAnnotations(); err != nil {
+		return nil, err
+	}
+	out, tagErr := verifyTag(ctx, ref, v, o)
+	switch {
+	case tagErr != nil && !errors.Is(tagErr, ErrVerification):
+		return nil, tagErr
+	case tagErr == nil && !o.bundle:
+		return out, nil
+	case tagErr != nil && len(o.annotations) > 0:
+		return nil, tagErr
+	}
+	tag, err := ociremote.SignatureTag(ref, o.remote(ctx)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: signature tag for %s: %w", ErrInput, ref, err)
+	}
+	set, err := verifyBundles(ctx, ref, v, o, bundleSignatures)
+	if err != nil {
+		return nil, err
+	}
+	if len(set.ok) == 0 {
+		return nil, bundleRefusal(ref, tag, bundleSignatures, ErrNoSignatures, tagErr, errors.Is(tagErr, ErrNoSignatures), set, o.bundle)
+	}
+	if out == nil {
+		out = &Verification{Ref: ref, SignatureTag: tag, Tlog: o.tlog.String()}
+	}
+	for _, b := range set.ok {
+		out.Signatures = append(out.Signatures, VerifiedSignature{Source: SourceBundle, Digest: b.referrer, Payload: b.payload})
+	}
+	return out, nil
+}
+
+// verifyTag verifies the signatures at ref's .sig tag only.
+func verifyTag(ctx context.Context, ref name.Digest, v signature.Verifier, o *options) (*Verification, error) {
 	if o.tlog != tlogOfflineNone {
 		// Only one mode exists today; a new one must be wired here on purpose.
 		return nil, ErrTlogChoice
@@ -96,7 +146,7 @@ func verify(ctx context.Context, ref name.Digest, v signature.Verifier, o *optio
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: signature payload: %w", ErrVerification, ref, err)
 		}
-		out.Signatures = append(out.Signatures, VerifiedSignature{Digest: d, Payload: p})
+		out.Signatures = append(out.Signatures, VerifiedSignature{Source: SourceTag, Digest: d, Payload: p})
 	}
 	if len(out.Signatures) == 0 {
 		return nil, fmt.Errorf("%w: %s has no signatures at %s", ErrNoSignatures, ref, tag)
