@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/uuid"
 	"github.com/sigstore/sigstore/pkg/signature"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/slipway-dev/slipway/pkg/attest"
 	"github.com/slipway-dev/slipway/pkg/sbom"
@@ -54,9 +53,9 @@ type ProvenanceSummary struct {
 
 // SignTemplate signs the published template res (res.Ref must be a digest
 // reference) and attaches its SLSA v1 provenance and its SBOMs (SPDX and
-// CycloneDX) as attestations. The signature and the attestations go to
-// different tags and are written concurrently; each is read back and
-// verified by package sign before this returns.
+// CycloneDX) as attestations, with sign.SignAndAttest: the signature and
+// the attestations go to different tags and are written concurrently; each
+// is read back and verified by package sign before this returns.
 func SignTemplate(ctx context.Context, res *template.Result, doc *sbom.SBOM, s Signing) (*SignResult, error) {
 	if s.Signer == nil {
 		return nil, fmt.Errorf("release: sign %s: no signer", res.Name)
@@ -73,32 +72,15 @@ func SignTemplate(ctx context.Context, res *template.Result, doc *sbom.SBOM, s S
 		return nil, err
 	}
 	out := &SignResult{Ref: d.String(), Provenance: sum}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		r, err := sign.Sign(gctx, d, s.Signer, s.Options...)
-		if err != nil {
-			return err
-		}
-		out.Signature = Attached{Tag: r.SignatureTag.String(), Status: string(r.Status)}
-		out.Tlog = r.Tlog
-		return nil
-	})
-	atts := make([]Attached, len(statements))
-	g.Go(func() error {
-		// One tag: these are serialised by package sign anyway.
-		for i, st := range statements {
-			r, err := sign.Attest(gctx, d, s.Signer, st, s.Options...)
-			if err != nil {
-				return err
-			}
-			atts[i] = Attached{PredicateType: r.PredicateType, Tag: r.AttestationTag.String(), Status: string(r.Status)}
-		}
-		return nil
-	})
-	if err := g.Wait(); err != nil {
+	sres, ares, err := sign.SignAndAttest(ctx, d, s.Signer, statements, s.Options...)
+	if err != nil {
 		return nil, fmt.Errorf("release: sign %s: %w", res.Name, err)
 	}
-	out.Attestations = atts
+	out.Signature = Attached{Tag: sres.SignatureTag.String(), Status: string(sres.Status)}
+	out.Tlog = sres.Tlog
+	for _, r := range ares {
+		out.Attestations = append(out.Attestations, Attached{PredicateType: r.PredicateType, Tag: r.AttestationTag.String(), Status: string(r.Status)})
+	}
 	return out, nil
 }
 

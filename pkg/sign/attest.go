@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	"github.com/sigstore/cosign/v2/pkg/oci"
@@ -21,6 +22,8 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/dsse"
 	sigopts "github.com/sigstore/sigstore/pkg/signature/options"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/slipway-dev/slipway/pkg/attest"
 )
@@ -67,97 +70,180 @@ type AttestResult struct {
 // With WithBundle it then also stores the statement as a Sigstore bundle
 // referrer of ref, as "cosign attest --new-bundle-format --key" does.
 func Attest(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, statement []byte, opts ...Option) (*AttestResult, error) {
+	res, err := AttestAll(ctx, ref, sv, [][]byte{statement}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// pendingAttestation is one statement on its way to the .att tag.
+type pendingAttestation struct {
+	statement []byte
+	st        *intoto.Statement
+	layer     oci.Signature
+	want      v1.Hash
+	res       *AttestResult
+}
+
+// AttestAll is Attest for several statements about ref: the ones not
+// already attached are appended in one write of the .att tag, read back
+// and verified once. Results are in the order of statements.
+func AttestAll(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, statements [][]byte, opts ...Option) ([]*AttestResult, error) {
 	if err := checkDigest(ref); err != nil {
 		return nil, err
 	}
 	if sv == nil {
 		return nil, fmt.Errorf("%w: nil signer", ErrInput)
 	}
+	if len(statements) == 0 {
+		return nil, fmt.Errorf("%w: no statements", ErrInput)
+	}
 	o, err := makeOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	st, err := attest.Parse(statement)
-	if err != nil {
-		return nil, fmt.Errorf("%w: statement for %s: %w", ErrInput, ref, err)
-	}
-	if !namesDigest(st, ref) {
-		return nil, fmt.Errorf("%w: statement (%s) has no subject with digest %s", ErrInput, st.GetPredicateType(), ref.DigestStr())
-	}
-	ropts := o.remote(ctx)
-	tag, err := ociremote.AttestationTag(ref, ropts...)
+	tag, err := ociremote.AttestationTag(ref, o.remote(ctx)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: attestation tag for %s: %w", ErrInput, ref, err)
 	}
+	pending := make([]*pendingAttestation, len(statements))
+	for i, statement := range statements {
+		st, err := attest.Parse(statement)
+		if err != nil {
+			return nil, fmt.Errorf("%w: statement for %s: %w", ErrInput, ref, err)
+		}
+		if !namesDigest(st, ref) {
+			return nil, fmt.Errorf("%w: statement (%s) has no subject with digest %s", ErrInput, st.GetPredicateType(), ref.DigestStr())
+		}
+		env, err := dsse.WrapSigner(sv, ctypes.IntotoPayloadType).SignMessage(bytes.NewReader(statement), sigopts.WithContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("sign: sign statement for %s: %w", ref, err)
+		}
+		layer, err := static.NewAttestation(env,
+			static.WithLayerMediaType(ctypes.DssePayloadType),
+			static.WithAnnotations(map[string]string{"predicateType": st.GetPredicateType()}))
+		if err != nil {
+			return nil, fmt.Errorf("sign: attestation layer for %s: %w", ref, err)
+		}
+		pending[i] = &pendingAttestation{statement: statement, st: st, layer: layer,
+			res: &AttestResult{Ref: ref, AttestationTag: tag, PredicateType: st.GetPredicateType(), Envelope: env, Status: Unchanged, Tlog: o.tlog.String()}}
+	}
+	// Refuse to attest a digest the registry does not hold.
+	if _, err := remote.Head(ref, o.ggcr(ctx)...); err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
+	}
 
-	env, err := dsse.WrapSigner(sv, ctypes.IntotoPayloadType).SignMessage(bytes.NewReader(statement), sigopts.WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("sign: sign statement for %s: %w", ref, err)
-	}
-	att, err := static.NewAttestation(env,
-		static.WithLayerMediaType(ctypes.DssePayloadType),
-		static.WithAnnotations(map[string]string{"predicateType": st.GetPredicateType()}))
-	if err != nil {
-		return nil, fmt.Errorf("sign: attestation layer for %s: %w", ref, err)
-	}
-	want, err := att.Digest()
-	if err != nil {
-		return nil, fmt.Errorf("sign: attestation layer for %s: %w", ref, err)
-	}
-
-	res := &AttestResult{Ref: ref, AttestationTag: tag, PredicateType: st.GetPredicateType(), Envelope: env, Status: Unchanged, Tlog: o.tlog.String()}
 	unlock := tags.lock(tag.String())
 	err = appendVerified(ctx, ref, tag, func() error {
 		// A DSSE signature is not deterministic, so "already attached" means
 		// a verified attestation by this key carrying the same statement.
-		have, _, err := tagAttestations(ctx, ref, sv, o)
+		have, existing, err := tagAttestationsRaw(ctx, ref, sv, o)
 		if err != nil {
 			return err
 		}
-		for _, a := range have.Attestations {
-			if bytes.Equal(a.Payload, statement) {
-				res.Envelope = a.Envelope
-				want = a.Digest
-				return nil
+		var add []oci.Signature
+		for _, p := range pending {
+			found := false
+			for _, a := range have.Attestations {
+				if bytes.Equal(a.Payload, p.statement) {
+					p.res.Envelope, p.want, found = a.Envelope, a.Digest, true
+					break
+				}
+			}
+			if !found {
+				if p.want, err = p.layer.Digest(); err != nil {
+					return err
+				}
+				add = append(add, p.layer)
+				p.res.Status = Created
 			}
 		}
-		se, err := ociremote.SignedEntity(ref, ropts...)
-		if err != nil {
-			return fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
+		if len(add) == 0 {
+			return nil
 		}
-		withAtt, err := mutate.AttachAttestationToEntity(se, att)
+		// What "cosign attest" writes: the tag's image with more layers.
+		withAtt, err := mutate.AppendSignatures(existing, false, add...)
 		if err != nil {
-			return fmt.Errorf("sign: attach attestation to %s: %w", ref, err)
+			return fmt.Errorf("sign: attach attestations to %s: %w", ref, err)
 		}
-		if err := ociremote.WriteAttestations(ref.Context(), withAtt, ropts...); err != nil {
+		if err := remote.Write(tag, withAtt, o.ggcr(ctx)...); err != nil {
 			return fmt.Errorf("%w: write %s: %w", ErrRegistry, tag, err)
 		}
-		res.Status, res.Envelope = Created, env
-		want, _ = att.Digest()
 		return nil
 	}, func() (bool, error) {
 		ver, _, err := tagAttestations(ctx, ref, sv, o)
 		if err != nil {
 			return false, err
 		}
-		for _, a := range ver.Attestations {
-			if a.Digest == want {
-				return true, nil
+		for _, p := range pending {
+			found := false
+			for _, a := range ver.Attestations {
+				if a.Digest == p.want {
+					found = true
+					break
+				}
+			}
+			if !found {
+				return false, nil
 			}
 		}
-		return false, nil
+		return true, nil
 	})
 	unlock()
 	if err != nil {
 		return nil, err
 	}
-	if o.bundle {
-		if res.Bundle, err = storeBundle(ctx, ref, sv, statement, st.GetPredicateType(), bundleAttestations, o); err != nil {
-			return nil, err
+	out := make([]*AttestResult, len(pending))
+	for i, p := range pending {
+		if o.bundle {
+			if p.res.Bundle, err = storeBundle(ctx, ref, sv, p.statement, p.st.GetPredicateType(), bundleAttestations, o); err != nil {
+				return nil, err
+			}
+		}
+		p.res.Verified = true
+		out[i] = p.res
+	}
+	return out, nil
+}
+
+// SignAndAttest signs ref and attaches statements, concurrently (the
+// signature and the attestations live in different tags) and over one
+// registry session: what a release step does after publishing. It is Sign
+// and AttestAll, with their checks.
+func SignAndAttest(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, statements [][]byte, opts ...Option) (*Result, []*AttestResult, error) {
+	if _, err := makeOptions(opts); err != nil {
+		return nil, nil, err
+	}
+	shared := append(append([]Option(nil), opts...), nil)
+	if !hasSession(opts) {
+		s, err := NewSession(opts...)
+		if err != nil {
+			return nil, nil, err
+		}
+		shared[len(shared)-1] = WithSession(s)
+	}
+	var sres *Result
+	var ares []*AttestResult
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { sres, err = Sign(gctx, ref, sv, shared...); return err })
+	if len(statements) > 0 {
+		g.Go(func() (err error) { ares, err = AttestAll(gctx, ref, sv, statements, shared...); return err })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	return sres, ares, nil
+}
+
+func hasSession(opts []Option) bool {
+	o := &options{}
+	for _, opt := range opts {
+		if opt != nil {
+			_ = opt(o)
 		}
 	}
-	res.Verified = true
-	return res, nil
+	return o.session != nil
 }
 
 // namesDigest reports whether one of st's subjects carries ref's digest.
@@ -288,25 +374,39 @@ func verifyAttestations(ctx context.Context, ref name.Digest, v signature.Verifi
 // returns those that verified, why the others did not, and how many there
 // were; the error is for input and registry failures only.
 func tagAttestations(ctx context.Context, ref name.Digest, v signature.Verifier, o *options) (*AttestationVerification, int, error) {
+	out, sigs, err := tagAttestationsRaw(ctx, ref, v, o)
+	if err != nil {
+		return nil, 0, err
+	}
+	all, err := sigs.Get()
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: read %s: %w", ErrRegistry, out.AttestationTag, err)
+	}
+	return out, len(all), nil
+}
+
+// tagAttestationsRaw is tagAttestations returning the tag's content as read
+// (to append to without reading it again).
+func tagAttestationsRaw(ctx context.Context, ref name.Digest, v signature.Verifier, o *options) (*AttestationVerification, oci.Signatures, error) {
 	if o.tlog != tlogOfflineNone {
-		return nil, 0, ErrTlogChoice
+		return nil, nil, ErrTlogChoice
 	}
 	ropts := o.remote(ctx)
 	tag, err := ociremote.AttestationTag(ref, ropts...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: attestation tag for %s: %w", ErrInput, ref, err)
+		return nil, nil, fmt.Errorf("%w: attestation tag for %s: %w", ErrInput, ref, err)
 	}
 	h, err := v1.NewHash(ref.DigestStr())
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %s: %w", ErrInput, ref, err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrInput, ref, err)
 	}
 	sigs, err := ociremote.Signatures(tag, ropts...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+		return nil, nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
 	}
 	all, err := sigs.Get()
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
+		return nil, nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
 	}
 	co := &cosign.CheckOpts{
 		RegistryClientOpts: ropts,
@@ -328,7 +428,7 @@ func tagAttestations(ctx context.Context, ref name.Digest, v signature.Verifier,
 		}
 		out.Attestations = append(out.Attestations, a)
 	}
-	return out, len(all), nil
+	return out, sigs, nil
 }
 
 // verifyAttestation checks one attestation layer: signature, subject claim

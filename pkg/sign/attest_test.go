@@ -235,3 +235,37 @@ func TestConcurrentSigners(t *testing.T) {
 		}
 	}
 }
+
+// TestSignAndAttest signs and attaches two statements in one call: one
+// write of the .att tag, both verified; a repeat changes nothing.
+func TestSignAndAttest(t *testing.T) {
+	ctx := context.Background()
+	host := newRegistry(t)
+	ref := pushRandom(t, host, "tmpl")
+	k := newKeys(t, "pw")
+	off := sign.WithOfflineNoTlog()
+	sbom, err := attest.SBOM(ref.Context().Name(), ref.DigestStr(), attest.PredicateSPDX, []byte(`{"spdxVersion":"SPDX-2.3"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := attest.Marshal(sbom)
+	stmts := [][]byte{provenance(t, ref, "b"), sb}
+	sres, ares, err := sign.SignAndAttest(ctx, ref, k.sv, stmts, off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sres.Status != sign.Created || len(ares) != 2 || ares[0].Status != sign.Created || ares[1].PredicateType != attest.PredicateSPDX {
+		t.Fatalf("results %+v %+v", sres, ares)
+	}
+	ver, err := sign.VerifyAttestations(ctx, ref, k.v, off)
+	if err != nil || len(ver.Attestations) != 2 {
+		t.Fatalf("verify: %+v, %v", ver, err)
+	}
+	sres, ares, err = sign.SignAndAttest(ctx, ref, k.sv, stmts, off)
+	if err != nil || sres.Status != sign.Unchanged || ares[0].Status != sign.Unchanged || ares[1].Status != sign.Unchanged {
+		t.Fatalf("repeat: %+v %+v %v", sres, ares, err)
+	}
+	if _, _, err := sign.SignAndAttest(ctx, ref, k.sv, stmts); !errors.Is(err, sign.ErrTlogChoice) {
+		t.Errorf("no tlog choice: %v", err)
+	}
+}

@@ -102,7 +102,8 @@ func BenchmarkB3SignAttestVerify(b *testing.B) {
 	cosRef, _, cosPred := newTarget("bench/sign-cosign")
 	proxy.SetLatency(latency)
 
-	// (a) Slipway, in process: Sign, then Attest.
+	// (a) Slipway, in process: SignAndAttest (what a release step calls:
+	// signature and attestation written concurrently over one session).
 	var libTime time.Duration
 	var libReqs int
 	var libKinds map[string]int
@@ -112,11 +113,8 @@ func BenchmarkB3SignAttestVerify(b *testing.B) {
 		proxy.ResetStats()
 		b.StartTimer()
 		start := time.Now()
-		if _, err := sign.Sign(ctx, ref, k.sv, opts...); err != nil {
-			b.Fatalf("sign.Sign: %v", err)
-		}
-		if _, err := sign.Attest(ctx, ref, k.sv, stmt, opts...); err != nil {
-			b.Fatalf("sign.Attest: %v", err)
+		if _, _, err := sign.SignAndAttest(ctx, ref, k.sv, [][]byte{stmt}, opts...); err != nil {
+			b.Fatalf("sign.SignAndAttest: %v", err)
 		}
 		libTime = time.Since(start)
 		b.StopTimer()
@@ -124,22 +122,40 @@ func BenchmarkB3SignAttestVerify(b *testing.B) {
 		checkSignedAndAttested(b, ctx, ref, k.v)
 		b.StartTimer()
 	}
+	// For comparison: Sign, then Attest, one after the other.
+	seqRef, seqStmt, _ := newTarget("bench/sign-slipway-seq")
+	proxy.ResetStats()
+	start := time.Now()
+	if _, err := sign.Sign(ctx, seqRef, k.sv, opts...); err != nil {
+		b.Fatalf("sign.Sign: %v", err)
+	}
+	if _, err := sign.Attest(ctx, seqRef, k.sv, seqStmt, opts...); err != nil {
+		b.Fatalf("sign.Attest: %v", err)
+	}
+	seqTime, seqReqs := time.Since(start), proxy.Requests()
 
-	// (a) Slipway CLI: "slipway sign", then "slipway attest".
+	// (a) Slipway CLI: one "slipway sign --attest" run; and, for
+	// comparison, "slipway sign" then "slipway attest".
 	cliTime, cliReqs, cliKinds, cliErr := time.Duration(0), 0, map[string]int(nil), slipwayHasSignVerbs(slipwayBin, cos.env)
+	var cli2Time time.Duration
 	if cliErr == nil {
 		proxy.ResetStats()
 		start := time.Now()
-		runTool(b, slipwayBin, cos.env, "sign", cliRef.String(), "--key", keyPath, "--offline-no-tlog")
-		runTool(b, slipwayBin, cos.env, "attest", cliRef.String(), "--key", keyPath, "--type", "slsaprovenance", "--predicate", cliPred, "--offline-no-tlog")
+		runTool(b, slipwayBin, cos.env, "sign", cliRef.String(), "--key", keyPath, "--offline-no-tlog", "--attest", "slsaprovenance="+cliPred)
 		cliTime = time.Since(start)
 		cliReqs, cliKinds = proxy.Requests(), requestKinds(proxy.Log())
 		checkSignedAndAttested(b, ctx, cliRef, k.v)
+
+		cli2Ref, _, cli2Pred := newTarget("bench/sign-slipway-cli2")
+		start = time.Now()
+		runTool(b, slipwayBin, cos.env, "sign", cli2Ref.String(), "--key", keyPath, "--offline-no-tlog")
+		runTool(b, slipwayBin, cos.env, "attest", cli2Ref.String(), "--key", keyPath, "--type", "slsaprovenance", "--predicate", cli2Pred, "--offline-no-tlog")
+		cli2Time = time.Since(start)
 	}
 
 	// (a) cosign CLI: "cosign sign", then "cosign attest", same key.
 	proxy.ResetStats()
-	start := time.Now()
+	start = time.Now()
 	runTool(b, cos.bin, cos.env, args([]string{"sign", "--key", keyPath, "--tlog-upload=false", "--yes"}, registryFlags, []string{cosRef.String()})...)
 	runTool(b, cos.bin, cos.env, args([]string{"attest", "--key", keyPath, "--type", "slsaprovenance1", "--predicate", cosPred, "--tlog-upload=false", "--yes"}, registryFlags, []string{cosRef.String()})...)
 	cosTime := time.Since(start)
@@ -191,9 +207,11 @@ func BenchmarkB3SignAttestVerify(b *testing.B) {
 	b.ReportMetric(verTime.Seconds()/ideal.Seconds(), "b-x-ideal")
 
 	fmt.Printf("B3a: sign + attest one digest (SLSA v1 provenance), %v per request\n", latency)
-	fmt.Printf("B3a: slipway library   %8.3fs  %3d requests  (%.2fx cosign; target <= 0.5x) %s\n", libTime.Seconds(), libReqs, libTime.Seconds()/cosTime.Seconds(), verdict(libTime.Seconds()/cosTime.Seconds() <= 0.5))
+	fmt.Printf("B3a: slipway library   %8.3fs  %3d requests  (%.2fx cosign; target <= 0.5x) %s  [sign.SignAndAttest]\n", libTime.Seconds(), libReqs, libTime.Seconds()/cosTime.Seconds(), verdict(libTime.Seconds()/cosTime.Seconds() <= 0.5))
+	fmt.Printf("B3a: slipway lib, seq  %8.3fs  %3d requests  (%.2fx cosign)  [sign.Sign, then sign.Attest]\n", seqTime.Seconds(), seqReqs, seqTime.Seconds()/cosTime.Seconds())
 	if cliErr == nil {
-		fmt.Printf("B3a: slipway CLI       %8.3fs  %3d requests  (%.2fx cosign; target <= 0.5x) %s\n", cliTime.Seconds(), cliReqs, cliTime.Seconds()/cosTime.Seconds(), verdict(cliTime.Seconds()/cosTime.Seconds() <= 0.5))
+		fmt.Printf("B3a: slipway CLI       %8.3fs  %3d requests  (%.2fx cosign; target <= 0.5x) %s  [slipway sign --attest]\n", cliTime.Seconds(), cliReqs, cliTime.Seconds()/cosTime.Seconds(), verdict(cliTime.Seconds()/cosTime.Seconds() <= 0.5))
+		fmt.Printf("B3a: slipway CLI x2    %8.3fs                (%.2fx cosign)  [slipway sign, then slipway attest]\n", cli2Time.Seconds(), cli2Time.Seconds()/cosTime.Seconds())
 	} else {
 		fmt.Printf("B3a: slipway CLI       CLI verbs missing (%v)\n", cliErr)
 	}

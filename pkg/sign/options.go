@@ -39,6 +39,7 @@ type options struct {
 	tlog        tlogMode
 	annotations map[string]any
 	bundle      bool
+	session     *Session
 }
 
 func makeOptions(opts []Option) (*options, error) {
@@ -54,7 +55,65 @@ func makeOptions(opts []Option) (*options, error) {
 	if o.tlog == tlogUnset {
 		return nil, ErrTlogChoice
 	}
+	if o.session == nil {
+		s, err := newSession(o)
+		if err != nil {
+			return nil, err
+		}
+		o.session = s
+	}
 	return o, nil
+}
+
+// Session shares registry clients across calls: one ping and one token per
+// registry and repository instead of one per request. Calls without
+// WithSession make a session of their own, shared by the reads and writes
+// of that call.
+type Session struct {
+	puller *remote.Puller
+	pusher *remote.Pusher
+}
+
+// NewSession makes a session with the keychain and transport of opts
+// (other options are ignored here).
+func NewSession(opts ...Option) (*Session, error) {
+	o := &options{keychain: authn.DefaultKeychain}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
+	return newSession(o)
+}
+
+func newSession(o *options) (*Session, error) {
+	ro := []remote.Option{remote.WithAuthFromKeychain(o.keychain)}
+	if o.transport != nil {
+		ro = append(ro, remote.WithTransport(o.transport))
+	}
+	pl, err := remote.NewPuller(ro...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: registry client: %w", ErrInput, err)
+	}
+	ps, err := remote.NewPusher(ro...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: registry client: %w", ErrInput, err)
+	}
+	return &Session{puller: pl, pusher: ps}, nil
+}
+
+// WithSession makes calls share s's registry clients (see Session).
+func WithSession(s *Session) Option {
+	return func(o *options) error {
+		if s == nil {
+			return fmt.Errorf("%w: nil session", ErrInput)
+		}
+		o.session = s
+		return nil
+	}
 }
 
 // WithOfflineNoTlog chooses to sign without uploading to a transparency log
@@ -143,9 +202,11 @@ func (o *options) bundleWithoutAnnotations() error {
 }
 
 func (o *options) remote(ctx context.Context) []ociremote.Option {
-	ro := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(o.keychain)}
-	if o.transport != nil {
-		ro = append(ro, remote.WithTransport(o.transport))
-	}
-	return []ociremote.Option{ociremote.WithRemoteOptions(ro...)}
+	return []ociremote.Option{ociremote.WithRemoteOptions(o.ggcr(ctx)...)}
+}
+
+// ggcr returns go-containerregistry options for one call: the session's
+// clients (auth and transport are theirs) and the call's context.
+func (o *options) ggcr(ctx context.Context) []remote.Option {
+	return []remote.Option{remote.WithContext(ctx), remote.Reuse(o.session.puller), remote.Reuse(o.session.pusher)}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	cremote "github.com/sigstore/cosign/v2/pkg/cosign/remote"
 	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
@@ -122,15 +123,13 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 	}
 
 	res := &Result{Ref: ref, SignatureTag: tag, Payload: pl, Status: Unchanged, Tlog: o.tlog.String()}
+	// Refuse to sign a digest the registry does not hold.
+	if _, err := remote.Head(ref, o.ggcr(ctx)...); err != nil {
+		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
+	}
 	unlock := tags.lock(tag.String())
 	err = appendVerified(ctx, ref, tag, func() error {
-		// Reading the image (not a placeholder) also refuses to sign a
-		// digest the registry does not hold.
-		se, err := ociremote.SignedEntity(ref, ropts...)
-		if err != nil {
-			return fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
-		}
-		existing, err := se.Signatures()
+		existing, err := ociremote.Signatures(tag, ropts...)
 		if err != nil {
 			return fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
 		}
@@ -141,11 +140,12 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 		if dup != nil {
 			return nil
 		}
-		signed, err := mutate.AttachSignatureToEntity(se, sig)
+		// What "cosign sign" writes: the tag's image with one more layer.
+		signed, err := mutate.AppendSignatures(existing, false, sig)
 		if err != nil {
 			return fmt.Errorf("sign: attach signature to %s: %w", ref, err)
 		}
-		if err := ociremote.WriteSignatures(ref.Context(), signed, ropts...); err != nil {
+		if err := remote.Write(tag, signed, o.ggcr(ctx)...); err != nil {
 			return fmt.Errorf("%w: write %s: %w", ErrRegistry, tag, err)
 		}
 		res.Status = Created

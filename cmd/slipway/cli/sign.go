@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -111,15 +112,18 @@ func newCmdKeysGenerate(g *globals) *cobra.Command {
 // NewCmdSign signs an image digest.
 func NewCmdSign(g *globals) *cobra.Command {
 	var sf signFlags
-	var annotations []string
+	var annotations, attests []string
 	cmd := &cobra.Command{
 		Use:   "sign REF@DIGEST",
 		Short: "Sign an image by digest with a cosign key, the way cosign does (sha256-<hex>.sig)",
 		Long: `Sign appends a cosign signature for the digest to the image's sha256-<hex>.sig tag,
 does nothing if this key already signed it, and reads the signature back and
-verifies it before it exits. Only digest references are signed: pin tags first.`,
-		Example: `  COSIGN_PASSWORD=... slipway sign 127.0.0.1:5000/templates/minimal@sha256:... --key cosign.key --offline-no-tlog`,
-		Args:    cobra.ExactArgs(1),
+verifies it before it exits. Only digest references are signed: pin tags first.
+--attest TYPE=FILE also attaches attestations (as "slipway attest" does) in the same run,
+concurrently with the signature.`,
+		Example: `  COSIGN_PASSWORD=... slipway sign 127.0.0.1:5000/templates/minimal@sha256:... --key cosign.key --offline-no-tlog
+  COSIGN_PASSWORD=... slipway sign REF@sha256:... --key cosign.key --offline-no-tlog --attest slsaprovenance=provenance.json`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := sf.options("key")
 			if err != nil {
@@ -133,23 +137,47 @@ verifies it before it exits. Only digest references are signed: pin tags first.`
 			if err != nil {
 				return err
 			}
+			var stmts [][]byte
+			for _, a := range attests {
+				typ, file, ok := strings.Cut(a, "=")
+				if !ok {
+					return usage(fmt.Errorf("--attest %q: want TYPE=FILE", a))
+				}
+				st, err := statementFor(d, typ, file)
+				if err != nil {
+					return err
+				}
+				stmts = append(stmts, st)
+			}
 			sv, err := sign.LoadSignerRef(cmd.Context(), sf.key, keyPassword)
 			if err != nil {
 				return usage(err)
 			}
-			res, err := sign.Sign(cmd.Context(), d, sv, append(opts, sign.WithAnnotations(ann))...)
+			res, atts, err := sign.SignAndAttest(cmd.Context(), d, sv, stmts, append(opts, sign.WithAnnotations(ann))...)
 			if err != nil {
 				return signError(err)
 			}
 			if g.json() {
-				return g.printJSON(map[string]any{"ref": res.Ref.String(), "signatureTag": res.SignatureTag.String(), "status": res.Status, "tlog": res.Tlog, "verified": res.Verified})
+				out := map[string]any{"ref": res.Ref.String(), "signatureTag": res.SignatureTag.String(), "status": res.Status, "tlog": res.Tlog, "verified": res.Verified}
+				var aj []map[string]any
+				for _, a := range atts {
+					aj = append(aj, map[string]any{"attestationTag": a.AttestationTag.String(), "predicateType": a.PredicateType, "status": a.Status, "verified": a.Verified})
+				}
+				if len(aj) > 0 {
+					out["attestations"] = aj
+				}
+				return g.printJSON(out)
 			}
 			fmt.Fprintf(g.stdout, "%s %s %s\n", res.Status, res.Ref, res.SignatureTag)
+			for _, a := range atts {
+				fmt.Fprintf(g.stdout, "%s %s %s %s\n", a.Status, a.Ref, a.PredicateType, a.AttestationTag)
+			}
 			return nil
 		},
 	}
 	sf.add(cmd.Flags(), "key")
 	cmd.Flags().StringArrayVarP(&annotations, "annotation", "a", nil, "extra claim in the signed payload: KEY=VALUE")
+	cmd.Flags().StringArrayVar(&attests, "attest", nil, "also attach an attestation: TYPE=FILE (slsaprovenance, spdx, cyclonedx or a URI; a predicate JSON file)")
 	return cmd
 }
 
@@ -184,6 +212,34 @@ var predicateTypes = map[string]string{
 	"cyclonedx":       attest.PredicateCycloneDX,
 }
 
+// statementFor reads the predicate file and wraps it in an in-toto
+// statement about d; typ is a --type value.
+func statementFor(d name.Digest, typ, predicate string) ([]byte, error) {
+	pt, ok := predicateTypes[typ]
+	if !ok {
+		if !strings.Contains(typ, "://") {
+			return nil, usage(fmt.Errorf("type %q: want slsaprovenance, spdx, cyclonedx or a predicate type URI", typ))
+		}
+		pt = typ
+	}
+	if predicate == "" {
+		return nil, usage(errors.New("a predicate file is required"))
+	}
+	body, err := os.ReadFile(predicate)
+	if err != nil {
+		return nil, usage(err)
+	}
+	st, err := attest.New(d.Context().Name(), d.DigestStr(), pt, body)
+	if err != nil {
+		return nil, usage(fmt.Errorf("%s: %w", predicate, err))
+	}
+	stmt, err := attest.Marshal(st)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return stmt, nil
+}
+
 // NewCmdAttest attaches an in-toto attestation.
 func NewCmdAttest(g *globals) *cobra.Command {
 	var sf signFlags
@@ -206,27 +262,9 @@ the predicate is checked against its type. The attestation is read back and veri
 			if err != nil {
 				return usage(err)
 			}
-			pt, ok := predicateTypes[typ]
-			if !ok {
-				if !strings.Contains(typ, "://") {
-					return usage(fmt.Errorf("--type %q: want slsaprovenance, spdx, cyclonedx or a predicate type URI", typ))
-				}
-				pt = typ
-			}
-			if predicate == "" {
-				return usage(errors.New("--predicate is required"))
-			}
-			body, err := os.ReadFile(predicate)
+			stmt, err := statementFor(d, typ, predicate)
 			if err != nil {
-				return usage(err)
-			}
-			st, err := attest.New(d.Context().Name(), d.DigestStr(), pt, body)
-			if err != nil {
-				return usage(fmt.Errorf("%s: %w", predicate, err))
-			}
-			stmt, err := attest.Marshal(st)
-			if err != nil {
-				return usage(err)
+				return err
 			}
 			sv, err := sign.LoadSignerRef(cmd.Context(), sf.key, keyPassword)
 			if err != nil {

@@ -46,6 +46,15 @@ func TestSignAttestVerify(t *testing.T) {
 	pred := filepath.Join(dir, "sbom.json")
 	os.WriteFile(pred, []byte(`{"spdxVersion":"SPDX-2.3","name":"agent"}`), 0o644)
 	check(run(t, "", "attest", signed, "--key", key, "--type", "spdx", "--predicate", pred, "--offline-no-tlog"), 0, "attest")
+	// Sign and attest in one run: the signature is there already, the
+	// CycloneDX attestation is new.
+	cdx := filepath.Join(dir, "bom.json")
+	os.WriteFile(cdx, []byte(`{"bomFormat":"CycloneDX","specVersion":"1.5"}`), 0o644)
+	r = check(run(t, "", "sign", signed, "--key", key, "--offline-no-tlog", "--attest", "cyclonedx="+cdx), 0, "sign --attest")
+	if !strings.Contains(r.stdout, "unchanged "+signed) || !strings.Contains(r.stdout, "created "+signed+" https://cyclonedx.org/bom") {
+		t.Errorf("sign --attest output:\n%s", r.stdout)
+	}
+	check(run(t, "", "sign", signed, "--key", key, "--offline-no-tlog", "--attest", "cyclonedx"), 2, "sign --attest without a file")
 
 	pol := filepath.Join(dir, "policy.yaml")
 	os.WriteFile(pol, []byte(`apiVersion: slipway.dev/v1alpha1
