@@ -143,7 +143,14 @@ func (p *Policy) Verify(ctx context.Context, t Target, opts ...Option) (*Result,
 	}
 	res.add(Check{Name: "rules", Passed: true, Reason: "applied: " + strings.Join(names, ", ")})
 
-	v := &verifier{p: p, ref: d, opts: append(append([]sign.Option{}, o.sign...), sign.WithOfflineNoTlog()), atts: map[string]*attResult{}}
+	// One registry session for every check of this target, unless the
+	// caller shares one across targets (WithSignOptions(sign.WithSession)).
+	session, err := sign.NewSession(o.sign...)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	sopts := append([]sign.Option{sign.WithSession(session)}, o.sign...)
+	v := &verifier{p: p, ref: d, opts: append(sopts, sign.WithOfflineNoTlog()), atts: map[string]*attResult{}}
 	for _, rl := range rules {
 		if rl.AllowUnverified {
 			res.add(Check{Name: "unverified", Rule: rl.Name, Passed: true, Reason: fmt.Sprintf("rule %s allows %s without signatures or attestations", rl.Name, digest)})

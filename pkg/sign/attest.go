@@ -107,6 +107,10 @@ func AttestAll(ctx context.Context, ref name.Digest, sv signature.SignerVerifier
 	if err != nil {
 		return nil, fmt.Errorf("%w: attestation tag for %s: %w", ErrInput, ref, err)
 	}
+	h, err := v1.NewHash(ref.DigestStr())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInput, ref, err)
+	}
 	pending := make([]*pendingAttestation, len(statements))
 	for i, statement := range statements {
 		st, err := attest.Parse(statement)
@@ -126,19 +130,28 @@ func AttestAll(ctx context.Context, ref name.Digest, sv signature.SignerVerifier
 		if err != nil {
 			return nil, fmt.Errorf("sign: attestation layer for %s: %w", ref, err)
 		}
+		// Check it before it leaves, as VerifyAttestations will.
+		if _, err := verifyAttestation(ctx, layer, h, &cosign.CheckOpts{SigVerifier: sv, ClaimVerifier: cosign.IntotoSubjectClaimVerifier,
+			IgnoreTlog: true, IgnoreSCT: true, Offline: true}); err != nil {
+			return nil, fmt.Errorf("sign: self-check of %s: %w", ref, errors.Join(ErrVerification, err))
+		}
 		pending[i] = &pendingAttestation{statement: statement, st: st, layer: layer,
 			res: &AttestResult{Ref: ref, AttestationTag: tag, PredicateType: st.GetPredicateType(), Envelope: env, Status: Unchanged, Tlog: o.tlog.String()}}
 	}
-	// Refuse to attest a digest the registry does not hold.
-	if _, err := remote.Head(ref, o.ggcr(ctx)...); err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
-	}
+	// Refuse to attest a digest the registry does not hold (asked while the
+	// attestation tag is read).
+	exists := existsCheck(ctx, ref, o)
+	var written v1.Hash
 
 	unlock := tags.lock(tag.String())
 	err = appendVerified(ctx, ref, tag, func() error {
 		// A DSSE signature is not deterministic, so "already attached" means
 		// a verified attestation by this key carrying the same statement.
+		written = v1.Hash{}
 		have, existing, err := tagAttestationsRaw(ctx, ref, sv, o)
+		if err := exists(); err != nil {
+			return err
+		}
 		if err != nil {
 			return err
 		}
@@ -170,8 +183,14 @@ func AttestAll(ctx context.Context, ref name.Digest, sv signature.SignerVerifier
 		if err := remote.Write(tag, withAtt, o.ggcr(ctx)...); err != nil {
 			return fmt.Errorf("%w: write %s: %w", ErrRegistry, tag, err)
 		}
-		return nil
+		written, err = withAtt.Digest()
+		return err
 	}, func() (bool, error) {
+		// The tag serves exactly what was written (checked before
+		// writing)? Otherwise read it back and verify.
+		if ok, err := tagHolds(ctx, tag, written, o); ok || err != nil {
+			return ok, err
+		}
 		ver, _, err := tagAttestations(ctx, ref, sv, o)
 		if err != nil {
 			return false, err

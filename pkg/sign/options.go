@@ -65,14 +65,17 @@ func makeOptions(opts []Option) (*options, error) {
 	return o, nil
 }
 
-// Session shares registry clients across calls: one ping and one token per
-// registry and repository instead of one per request. Calls without
+// Session shares registry clients across calls: one ping per registry and
+// one token per repository, instead of one of each per request. Calls without
 // WithSession make a session of their own, shared by the reads and writes
 // of that call.
 type Session struct {
 	puller *remote.Puller
 	pusher *remote.Pusher
 }
+
+// sessionJobs bounds a session's concurrent blob reads and uploads.
+const sessionJobs = 64
 
 // NewSession makes a session with the keychain and transport of opts
 // (other options are ignored here).
@@ -90,10 +93,14 @@ func NewSession(opts ...Option) (*Session, error) {
 }
 
 func newSession(o *options) (*Session, error) {
-	ro := []remote.Option{remote.WithAuthFromKeychain(o.keychain)}
-	if o.transport != nil {
-		ro = append(ro, remote.WithTransport(o.transport))
+	base := o.transport
+	if base == nil {
+		base = remote.DefaultTransport
 	}
+	// go-containerregistry lets a client read 4 blobs at a time (WithJobs);
+	// a session is shared by many concurrent calls, whose callers bound
+	// their own concurrency, so the client must not be the bottleneck.
+	ro := []remote.Option{remote.WithAuthFromKeychain(o.keychain), remote.WithTransport(newPingCache(base)), remote.WithJobs(sessionJobs)}
 	pl, err := remote.NewPuller(ro...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: registry client: %w", ErrInput, err)

@@ -8,8 +8,11 @@ import (
 	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/sigstore/cosign/v2/pkg/cosign"
 	cremote "github.com/sigstore/cosign/v2/pkg/cosign/remote"
+	"github.com/sigstore/cosign/v2/pkg/oci"
 	"github.com/sigstore/cosign/v2/pkg/oci/mutate"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 	"github.com/sigstore/cosign/v2/pkg/oci/static"
@@ -123,13 +126,21 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 	}
 
 	res := &Result{Ref: ref, SignatureTag: tag, Payload: pl, Status: Unchanged, Tlog: o.tlog.String()}
-	// Refuse to sign a digest the registry does not hold.
-	if _, err := remote.Head(ref, o.ggcr(ctx)...); err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, err)
+	// Check the signature before it leaves: key and claim, as Verify will.
+	if err := checkOwnSignature(ctx, ref, sig, sv, o); err != nil {
+		return nil, err
 	}
+	// Refuse to sign a digest the registry does not hold (asked while the
+	// signature tag is read).
+	exists := existsCheck(ctx, ref, o)
+	var written v1.Hash
 	unlock := tags.lock(tag.String())
 	err = appendVerified(ctx, ref, tag, func() error {
+		written = v1.Hash{}
 		existing, err := ociremote.Signatures(tag, ropts...)
+		if err := exists(); err != nil {
+			return err
+		}
 		if err != nil {
 			return fmt.Errorf("%w: read %s: %w", ErrRegistry, tag, err)
 		}
@@ -148,11 +159,20 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 		if err := remote.Write(tag, signed, o.ggcr(ctx)...); err != nil {
 			return fmt.Errorf("%w: write %s: %w", ErrRegistry, tag, err)
 		}
+		if written, err = signed.Digest(); err != nil {
+			return err
+		}
 		res.Status = Created
 		return nil
 	}, func() (bool, error) {
-		// Read back what the registry now holds, verify it, and insist
-		// that the payload signed here is among the verified signatures.
+		// The registry serves at the tag exactly the manifest written here
+		// (whose signature was checked before writing)? Then it is there.
+		if ok, err := tagHolds(ctx, tag, written, o); ok || err != nil {
+			return ok, err
+		}
+		// Otherwise read back what the registry now holds, verify it, and
+		// insist that the payload signed here is among the verified
+		// signatures.
 		ver, err := verifyTag(ctx, ref, sv, o)
 		if err != nil {
 			return false, err
@@ -179,6 +199,48 @@ func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opt
 	}
 	res.Verified = true
 	return res, nil
+}
+
+// checkOwnSignature verifies a signature made here, before writing it, with
+// the checks Verify makes (key, and a payload naming ref's digest).
+func checkOwnSignature(ctx context.Context, ref name.Digest, sig oci.Signature, v signature.Verifier, o *options) error {
+	h, err := v1.NewHash(ref.DigestStr())
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInput, ref, err)
+	}
+	co := &cosign.CheckOpts{SigVerifier: v, ClaimVerifier: cosign.SimpleClaimVerifier, Annotations: o.annotations,
+		IgnoreTlog: true, IgnoreSCT: true, Offline: true}
+	if _, err := cosign.VerifyImageSignature(ctx, sig, h, co); err != nil {
+		return fmt.Errorf("sign: self-check of %s: %w", ref, errors.Join(ErrVerification, err))
+	}
+	return nil
+}
+
+// existsCheck starts a HEAD of ref and returns a function that waits for
+// its answer (the same answer on every call).
+func existsCheck(ctx context.Context, ref name.Digest, o *options) func() error {
+	done := make(chan struct{})
+	var err error
+	go func() {
+		defer close(done)
+		if _, herr := remote.Head(ref, o.ggcr(ctx)...); herr != nil {
+			err = fmt.Errorf("%w: read %s: %w", ErrRegistry, ref, herr)
+		}
+	}()
+	return func() error { <-done; return err }
+}
+
+// tagHolds reports whether tag now names the manifest digest written (zero:
+// nothing was written, so no).
+func tagHolds(ctx context.Context, tag name.Tag, written v1.Hash, o *options) (bool, error) {
+	if written == (v1.Hash{}) {
+		return false, nil
+	}
+	desc, err := remote.Head(tag, o.ggcr(ctx)...)
+	if err != nil {
+		return false, fmt.Errorf("%w: read back %s: %w", ErrRegistry, tag, err)
+	}
+	return desc.Digest == written, nil
 }
 
 // maxAppends bounds how often a writer re-appends an entry that a writer in

@@ -295,3 +295,46 @@ func TestOfflineTalksOnlyToTheRegistry(t *testing.T) {
 		t.Error("the transport saw no requests; WithTransport is not used")
 	}
 }
+
+// TestSessionPingsOnce: verifying several repositories of one registry in a
+// session pings the registry once, not once per repository.
+func TestSessionPingsOnce(t *testing.T) {
+	ctx := context.Background()
+	host := newRegistry(t)
+	k := newKeys(t, "pw")
+	var refs []name.Digest
+	for _, repo := range []string{"a", "b", "c"} {
+		r := pushRandom(t, host, repo)
+		if _, err := sign.Sign(ctx, r, k.sv, sign.WithOfflineNoTlog()); err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, r)
+	}
+	pings := &countPings{next: http.DefaultTransport}
+	s, err := sign.NewSession(sign.WithTransport(pings))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		if _, err := sign.Verify(ctx, r, k.v, sign.WithOfflineNoTlog(), sign.WithSession(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// go-containerregistry tries https first on 127.0.0.1, then http: one
+	// attempt of each, then the session knows.
+	if n := pings.n.Load(); n != 2 {
+		t.Errorf("%d pings for 3 repositories in one session, want 2 (https refused, http)", n)
+	}
+}
+
+type countPings struct {
+	next http.RoundTripper
+	n    atomic.Int64
+}
+
+func (c *countPings) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/v2/" {
+		c.n.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
