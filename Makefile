@@ -64,6 +64,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) -fuzzminimizetime 1x ./pkg/rootfs
 	$(GO) test -run '^$$' -fuzz FuzzScanContent -fuzztime $(FUZZTIME) ./pkg/scan
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/template
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime 1x ./pkg/generation
 
 clean:
 	rm -rf $(BIN)

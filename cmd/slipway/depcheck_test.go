@@ -22,6 +22,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/scan":         {},
 		"pkg/sbom":         {"pkg/atomicfile"},
 		"pkg/strictyaml":   {},
+		"pkg/generation":   {"pkg/ref", "pkg/strictyaml"},
 		"pkg/attest":       {},
 		"pkg/sign":         {"pkg/attest"},
 		"pkg/policy":       {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign"},
