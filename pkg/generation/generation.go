@@ -189,6 +189,10 @@ func Load(file string) (*Generation, error) {
 // know the pool's required kinds: see Validate.
 func Parse(b []byte) (*Generation, error) { return parse(b, "") }
 
+// ParseNamed is Parse with name (a path in a config repository, say) in
+// its errors.
+func ParseNamed(b []byte, name string) (*Generation, error) { return parse(b, name) }
+
 func parse(b []byte, file string) (*Generation, error) {
 	if len(b) > MaxSize {
 		return nil, fmt.Errorf("%s: %w: %d bytes, over the limit of %d", displayName(file), ErrInvalid, len(b), MaxSize)

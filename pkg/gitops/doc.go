@@ -14,8 +14,9 @@
 // exponential backoff and jitter up to a bound. The Edit decides what a real
 // conflict is (for example a newer generation already promoted) by
 // returning an error wrapping ErrConflict, which stops the retries. An Edit
-// that changes nothing makes no commit (Unchanged). Writers in one process
-// are serialised per remote branch.
+// that changes nothing makes no commit (Unchanged). Writers sharing a cache
+// folder in one process are serialised; writers with their own store race
+// like separate processes do, through the push.
 //
 // A push whose answer is lost (the connection cut, the writer killed) is
 // recognised on the next look at the remote: if the branch holds the commit,

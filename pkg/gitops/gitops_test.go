@@ -106,8 +106,8 @@ func TestFirstCommitIntoEmptyRepo(t *testing.T) {
 	}
 }
 
-// TestConcurrentWriters races 10 writers (as if separate processes: no
-// in-process lock) over HTTP into one branch. Each appends its own line to a
+// TestConcurrentWriters races 10 writers (each with its own store, as
+// separate processes are) over HTTP into one branch. Each appends its own line to a
 // shared file (read-modify-write) and adds its own file. Every line and file
 // must land exactly once, and the history must stay linear.
 func TestConcurrentWriters(t *testing.T) {
@@ -122,7 +122,7 @@ func TestConcurrentWriters(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := Open(ctx, url, withoutProcessLock(), WithRetry(30, 20*time.Millisecond))
+			r, err := Open(ctx, url, WithRetry(30, 20*time.Millisecond))
 			if err != nil {
 				errs[i] = err
 				return

@@ -19,7 +19,6 @@ type options struct {
 	maxBackoff time.Duration
 	author     Signature
 	now        func() time.Time
-	lock       bool
 }
 
 func defaultOptions() options {
@@ -30,7 +29,6 @@ func defaultOptions() options {
 		maxBackoff: 16 * 50 * time.Millisecond,
 		author:     Signature{Name: "slipway", Email: "slipway@localhost"},
 		now:        time.Now,
-		lock:       true,
 	}
 }
 
@@ -80,10 +78,4 @@ func WithAuthor(s Signature) Option {
 		o.author = s
 		return nil
 	}
-}
-
-// withoutProcessLock lets tests race writers inside one process as if they
-// were separate processes.
-func withoutProcessLock() Option {
-	return func(o *options) error { o.lock = false; return nil }
 }

@@ -245,12 +245,14 @@ func redact(err error, rawURL string) error {
 	return errors.New(msg)
 }
 
-// branchLocks serialises updates of one remote branch within this process
-// (writers in other processes are handled by push, re-read and retry).
-var branchLocks sync.Map // string -> *sync.Mutex
+// cacheLocks serialises updates through one cache folder within this
+// process: its object store and refs are shared. Writers with their own
+// (in-memory) store are independent, like writers in other processes, and
+// are handled by push, re-read and retry.
+var cacheLocks sync.Map // string -> *sync.Mutex
 
-func lockBranch(key string) func() {
-	m, _ := branchLocks.LoadOrStore(key, &sync.Mutex{})
+func lockCache(key string) func() {
+	m, _ := cacheLocks.LoadOrStore(key, &sync.Mutex{})
 	mu := m.(*sync.Mutex)
 	mu.Lock()
 	return mu.Unlock
@@ -275,8 +277,12 @@ func (r *Repo) Update(ctx context.Context, req Request) (*Result, error) {
 	if push == "" {
 		push = req.Branch
 	}
-	if r.o.lock {
-		unlock := lockBranch(r.url + "#" + push)
+	if r.o.cacheDir != "" {
+		abs, err := filepath.Abs(r.o.cacheDir)
+		if err != nil {
+			return nil, err
+		}
+		unlock := lockCache(abs)
 		defer unlock()
 	}
 	var lastErr error
@@ -483,4 +489,43 @@ func isTransient(err error) bool {
 		}
 	}
 	return false
+}
+
+// Snapshot fetches branch and returns its head's tree, read-only (edits
+// made to it are never committed), and the head commit ("" for a branch
+// that does not exist yet).
+func (r *Repo) Snapshot(ctx context.Context, branch string) (*Tree, string, error) {
+	base, err := r.fetch(ctx, branch)
+	if err != nil {
+		return nil, "", err
+	}
+	if base.IsZero() {
+		return newTree(r.repo.Storer, nil), "", nil
+	}
+	c, err := r.repo.CommitObject(base)
+	if err != nil {
+		return nil, "", fmt.Errorf("gitops: %s: read %s: %w", r.display, base, err)
+	}
+	tr, err := c.Tree()
+	if err != nil {
+		return nil, "", fmt.Errorf("gitops: %s: read tree of %s: %w", r.display, base, err)
+	}
+	return newTree(r.repo.Storer, tr), base.String(), nil
+}
+
+// InitBare creates an empty bare repository at dir whose HEAD names
+// branch, for a config repository kept on this machine.
+func InitBare(dir, branch string) error {
+	if branch == "" {
+		branch = "main"
+	}
+	repo, err := git.PlainInit(dir, true)
+	if err != nil {
+		return fmt.Errorf("gitops: init %s: %w", dir, err)
+	}
+	head := plumbing.NewSymbolicReference(plumbing.HEAD, plumbing.NewBranchReferenceName(branch))
+	if err := repo.Storer.SetReference(head); err != nil {
+		return fmt.Errorf("gitops: init %s: %w", dir, err)
+	}
+	return nil
 }

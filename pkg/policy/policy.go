@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -58,9 +60,13 @@ type Policy struct {
 
 	// File is where the policy was read from ("" when parsed from bytes).
 	File string `yaml:"-" json:"-"`
+	// Digest is the sha256 of the policy's bytes ("sha256:<hex>"): which
+	// revision of the policy a verification used.
+	Digest string `yaml:"-" json:"-"`
 
 	doc       *strictyaml.Doc
 	verifiers map[string]signature.Verifier
+	readKey   func(name string) ([]byte, error)
 }
 
 // Metadata names the policy.
@@ -167,15 +173,23 @@ func Load(file string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	return parse(b, file)
+	return parse(b, file, nil)
 }
 
 // Parse decodes and validates a policy from bytes. Key files are resolved
 // against the working directory.
-func Parse(b []byte) (*Policy, error) { return parse(b, "") }
+func Parse(b []byte) (*Policy, error) { return parse(b, "", nil) }
 
-func parse(b []byte, file string) (*Policy, error) {
-	p := &Policy{File: file}
+// ParseFrom decodes and validates a policy that lives somewhere other than
+// the local disk (a config repository): name labels errors, and readKey
+// returns the content of a publicKeyFile (as written in the policy, relative
+// to the policy's folder).
+func ParseFrom(b []byte, name string, readKey func(file string) ([]byte, error)) (*Policy, error) {
+	return parse(b, name, readKey)
+}
+
+func parse(b []byte, file string, readKey func(string) ([]byte, error)) (*Policy, error) {
+	p := &Policy{File: file, readKey: readKey}
 	doc, err := strictyaml.Decode(b, p)
 	if err != nil {
 		var e *strictyaml.Error
@@ -185,6 +199,8 @@ func parse(b []byte, file string) (*Policy, error) {
 		return nil, fmt.Errorf("%s: %w: %v", displayName(file), ErrPolicy, err)
 	}
 	p.doc = doc
+	sum := sha256.Sum256(b)
+	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
@@ -260,11 +276,17 @@ func (p *Policy) loadKey(f string, k Key) (signature.Verifier, error) {
 		pem = []byte(k.PublicKey)
 		f += ".publicKey"
 	case k.PublicKeyFile != "":
-		file := k.PublicKeyFile
-		if !filepath.IsAbs(file) && p.File != "" {
-			file = filepath.Join(filepath.Dir(p.File), file)
+		var b []byte
+		var err error
+		if p.readKey != nil {
+			b, err = p.readKey(k.PublicKeyFile)
+		} else {
+			file := k.PublicKeyFile
+			if !filepath.IsAbs(file) && p.File != "" {
+				file = filepath.Join(filepath.Dir(p.File), file)
+			}
+			b, err = os.ReadFile(file)
 		}
-		b, err := os.ReadFile(file)
 		if err != nil {
 			return nil, p.fieldError(f+".publicKeyFile", "%v", err)
 		}

@@ -39,12 +39,23 @@ type Check struct {
 // Result is a verification's outcome. Verified is true only when every
 // check passed; Failed lists the checks that did not.
 type Result struct {
-	Ref      string  `json:"ref"`
-	Digest   string  `json:"digest,omitempty"`
-	Kind     string  `json:"kind,omitempty"`
-	Policy   string  `json:"policy"`
-	Verified bool    `json:"verified"`
-	Checks   []Check `json:"checks"`
+	Ref          string  `json:"ref"`
+	Digest       string  `json:"digest,omitempty"`
+	Kind         string  `json:"kind,omitempty"`
+	Policy       string  `json:"policy"`
+	PolicyDigest string  `json:"policyDigest,omitempty"`
+	Verified     bool    `json:"verified"`
+	Checks       []Check `json:"checks"`
+	// Signatures and Attestations are the entries that passed checks, by
+	// digest: what a generation records as verified.
+	Signatures   []string   `json:"signatures,omitempty"`
+	Attestations []Evidence `json:"attestations,omitempty"`
+}
+
+// Evidence is one verified attestation.
+type Evidence struct {
+	PredicateType string `json:"predicateType"`
+	Digest        string `json:"digest"`
 }
 
 // Failed returns the checks that did not pass.
@@ -94,7 +105,7 @@ func (p *Policy) Verify(ctx context.Context, t Target, opts ...Option) (*Result,
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
-	res := &Result{Ref: t.Ref, Kind: t.Kind, Policy: p.Metadata.Name}
+	res := &Result{Ref: t.Ref, Kind: t.Kind, Policy: p.Metadata.Name, PolicyDigest: p.Digest}
 	defer func() { res.Verified = len(res.Checks) > 0 && len(res.Failed()) == 0 }()
 
 	// Always by digest: a tag is refused, or resolved once, here, and the
@@ -171,6 +182,7 @@ func (p *Policy) Verify(ctx context.Context, t Target, opts ...Option) (*Result,
 			res.add(c)
 		}
 	}
+	res.Signatures, res.Attestations = v.signatures, v.evidence
 	return res, nil
 }
 
@@ -200,6 +212,9 @@ type verifier struct {
 
 	mu   sync.Mutex
 	atts map[string]*attResult
+
+	signatures []string
+	evidence   []Evidence
 }
 
 type attResult struct {
@@ -212,10 +227,13 @@ func (v *verifier) signature(ctx context.Context, rl Rule) (Check, error) {
 	c := Check{Name: "signature", Rule: rl.Name}
 	var reasons []string
 	for _, k := range rl.Signatures.Keys {
-		_, err := sign.Verify(ctx, v.ref, v.p.verifiers[k], v.opts...)
+		ver, err := sign.Verify(ctx, v.ref, v.p.verifiers[k], v.opts...)
 		switch {
 		case err == nil:
 			c.Passed, c.Reason = true, fmt.Sprintf("%s is signed by key %s", v.ref.DigestStr(), k)
+			for _, s := range ver.Signatures {
+				v.signatures = append(v.signatures, s.Digest.String())
+			}
 			return c, nil
 		case isRefusal(err):
 			reasons = append(reasons, fmt.Sprintf("key %s: %s", k, refusalText(err)))
@@ -257,6 +275,7 @@ func (v *verifier) attestation(ctx context.Context, rl Rule, a Attestation) (Che
 				continue
 			}
 			c.Passed = true
+			v.evidence = append(v.evidence, Evidence{PredicateType: va.PredicateType, Digest: va.Digest.String()})
 			c.Reason = fmt.Sprintf("%s has a %s attestation (%s) by key %s", v.ref.DigestStr(), va.PredicateType, va.Digest, k)
 			if a.BuilderID != "" || a.BuildType != "" {
 				c.Reason += fmt.Sprintf(" with builder.id %q and buildType %q", a.BuilderID, a.BuildType)

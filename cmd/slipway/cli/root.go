@@ -87,6 +87,9 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdSign(g),
 		NewCmdAttest(g),
 		NewCmdVerify(g),
+		NewCmdGeneration(g),
+		NewCmdPromote(g),
+		NewCmdConfig(g),
 	)
 	return root
 }

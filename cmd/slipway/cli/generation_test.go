@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestGenerationPromoteCLI(t *testing.T) {
+	_, host, digests := registryWith(t, "platform/cp:v1", "platform/runner:v1", "platform/runner:v2", "templates/tools:v1", "platform/runner:evil")
+	dir := t.TempDir()
+	t.Setenv("COSIGN_PASSWORD", "pw")
+	key := filepath.Join(dir, "keys", "release.key")
+	if r := run(t, "", "keys", "generate", "--output-key-prefix", filepath.Join(dir, "keys", "release")); r.code != 0 {
+		t.Fatal(r)
+	}
+	img := func(rt string) string {
+		repo, _, _ := strings.Cut(rt, ":")
+		return host + "/" + repo + "@" + digests[rt]
+	}
+	for _, rt := range []string{"platform/cp:v1", "platform/runner:v1", "platform/runner:v2", "templates/tools:v1"} {
+		if r := run(t, "", "sign", img(rt), "--key", key, "--offline-no-tlog"); r.code != 0 {
+			t.Fatal(r)
+		}
+	}
+	pol := filepath.Join(dir, "keys", "verification.yaml")
+	os.WriteFile(pol, []byte(`apiVersion: slipway.dev/v1alpha1
+kind: VerificationPolicy
+metadata: {name: agents}
+spec:
+  transparencyLog: none
+  keys: [{name: release, publicKeyFile: release.pub}]
+  rules: [{name: images, signatures: {keys: [release]}}]
+`), 0o644)
+
+	// A config repository seeded with the policy and its key.
+	repo := filepath.Join(dir, "config.git")
+	if r := run(t, "", "config", "init", repo, "--pool", "agents", "--policy", pol); r.code != 0 || !strings.HasPrefix(r.stdout, "committed ") {
+		t.Fatalf("config init: %+v", r)
+	}
+	if r := run(t, "", "config", "init", repo, "--pool", "agents", "--policy", pol); r.code != 0 || !strings.HasPrefix(r.stdout, "unchanged ") {
+		t.Fatalf("config init again: %+v", r)
+	}
+	out, err := exec.Command("git", "-C", repo, "show", "main:policies/release.pub").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "PUBLIC KEY") {
+		t.Fatalf("key not in the repository: %v %s", err, out)
+	}
+
+	g1 := filepath.Join(dir, "g1.yaml")
+	r := run(t, "", "generation", "create", "--pool", "agents", "--policy", pol, "--output", g1,
+		"--pin", "controlPlane="+img("platform/cp:v1"), "--pin", "runner="+img("platform/runner:v1"),
+		"--pin", "workspaceTemplate="+img("templates/tools:v1"), "--pin", "secretVersion=vault://kv/agents/token#7",
+		"--control-plane-protocol", "1-2", "--runner-protocol", "1")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "g-") {
+		t.Fatalf("generation create: %+v", r)
+	}
+	id1 := strings.TrimSpace(r.stdout)
+
+	// Refusals: a tag (2), an unsigned image (1, naming pin and check).
+	r = run(t, "", "generation", "create", "--pool", "agents", "--policy", pol, "--output", filepath.Join(dir, "x.yaml"), "--from", g1, "--pin", "runner="+host+"/platform/runner:v2")
+	if r.code != 2 || !strings.Contains(r.stderr, "is a tag") {
+		t.Fatalf("tag pin: %+v", r)
+	}
+	r = run(t, "", "generation", "create", "--pool", "agents", "--policy", pol, "--output", filepath.Join(dir, "x.yaml"), "--from", g1, "--pin", "runner="+img("platform/runner:evil"))
+	if r.code != 1 || !strings.Contains(r.stderr, "runner "+host+"/platform/runner") || !strings.Contains(r.stderr, "images/signature") {
+		t.Fatalf("unsigned pin: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.yaml")); err == nil {
+		t.Fatal("a refused generation was written")
+	}
+
+	r = run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", g1, "--activate")
+	if r.code != 0 || !strings.Contains(r.stdout, id1) {
+		t.Fatalf("promote g1: %+v", r)
+	}
+	g2 := filepath.Join(dir, "g2.yaml")
+	r = run(t, "", "generation", "create", "--pool", "agents", "--policy", pol, "--output", g2, "--from", g1, "--pin", "runner="+img("platform/runner:v2"))
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	id2 := strings.TrimSpace(r.stdout)
+	// The repository's policy is used: no --policy needed.
+	if r = run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", g2, "-o", "json"); r.code != 0 {
+		t.Fatalf("promote g2: %+v", r)
+	}
+	var pj struct{ Status, Commit, Generation, Previous, PolicyFrom string }
+	if err := json.Unmarshal([]byte(r.stdout), &pj); err != nil || pj.Status != "committed" || pj.Previous != id1 || pj.PolicyFrom != "policies/verification.yaml" {
+		t.Fatalf("promote JSON %+v %v\n%s", pj, err, r.stdout)
+	}
+	r = run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", g1)
+	if r.code != 1 || !strings.Contains(r.stderr, "--rollback") {
+		t.Fatalf("older generation: %+v", r)
+	}
+
+	// show and diff by id, read from the repository.
+	r = run(t, "", "generation", "show", id1, "--repo", repo, "--pool", "agents")
+	if r.code != 0 || !strings.Contains(r.stdout, "id: "+id1) {
+		t.Fatalf("show: %+v", r)
+	}
+	r = run(t, "", "generation", "diff", id1, id2, "--repo", repo, "--pool", "agents")
+	if r.code != 0 || !strings.Contains(r.stdout, "runner: "+host+"/platform/runner@") || strings.Contains(r.stdout, "controlPlane") {
+		t.Fatalf("diff: %+v", r)
+	}
+	if out, err := exec.Command("git", "-C", repo, "fsck", "--strict").CombinedOutput(); err != nil {
+		t.Fatalf("git fsck: %v\n%s", err, out)
+	}
+}

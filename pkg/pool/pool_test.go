@@ -1,0 +1,76 @@
+package pool_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/pool"
+)
+
+func TestDefaultRoundTrip(t *testing.T) {
+	b, err := pool.Marshal(pool.Default("agents"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.ParsePool(b, "pool.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if p.Metadata.Name != "agents" || p.Spec.ReadyTimeout.Duration != 30*time.Second || p.Spec.Network.Mode != "deny" || len(p.Spec.RequiredKinds) != 3 {
+		t.Errorf("parsed %+v", p)
+	}
+	again, _ := pool.Marshal(p)
+	if string(again) != string(b) {
+		t.Errorf("not stable:\n%s\n---\n%s", b, again)
+	}
+	s := pool.NewState("agents")
+	sb, _ := pool.Marshal(s)
+	if _, err := pool.ParseState(sb, "desired.yaml"); err != nil {
+		t.Fatalf("%v\n%s", err, sb)
+	}
+}
+
+func TestPoolRefusals(t *testing.T) {
+	good, _ := pool.Marshal(pool.Default("agents"))
+	for name, tc := range map[string]struct {
+		from, to string
+		line     int
+		msg      string
+	}{
+		"unknown field":  {"warmSize: 2", "warmSize: 2\n  warmsize: 3", 0, "field warmsize not found"},
+		"bad kind":       {"- controlPlane", "- controlplane", 0, `unknown kind "controlplane"`},
+		"bad duration":   {"readyTimeout: 30s", "readyTimeout: soon", 0, "not a duration"},
+		"bad drain mode": {"onDrainDeadline: wait", "onDrainDeadline: maybe", 0, "want wait or stop"},
+		"bad proof":      {"- cleanup", "- vibes", 0, `unknown proof "vibes"`},
+		"bad name":       {"name: agents", "name: Agents", 0, "not a pool name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := strings.Replace(string(good), tc.from, tc.to, 1)
+			if in == string(good) {
+				t.Fatalf("%q not in\n%s", tc.from, good)
+			}
+			_, err := pool.ParsePool([]byte(in), "pools/agents/pool.yaml")
+			if !errors.Is(err, pool.ErrInvalid) || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), "pools/agents/pool.yaml:") {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+func TestStateRefusals(t *testing.T) {
+	base := "apiVersion: slipway.dev/v1alpha1\nkind: PoolState\npool: agents\ngenerations:\n"
+	for name, tc := range map[string]struct{ body, msg string }{
+		"two active": {base + "  - {id: g-a, sequence: 1, state: active, warmSize: 1, since: 2026-11-29T00:00:00Z}\n  - {id: g-b, sequence: 2, state: active, warmSize: 1, since: 2026-11-29T00:00:00Z}\n", "at most one"},
+		"bad state":  {base + "  - {id: g-a, sequence: 1, state: live, warmSize: 1, since: 2026-11-29T00:00:00Z}\n", `"live"`},
+		"bad id":     {base + "  - {id: a, sequence: 1, state: active, warmSize: 1, since: 2026-11-29T00:00:00Z}\n", "not a generation id"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := pool.ParseState([]byte(tc.body), "desired.yaml")
+			if !errors.Is(err, pool.ErrInvalid) || !strings.Contains(err.Error(), tc.msg) || !strings.HasPrefix(err.Error(), "desired.yaml:5:") {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}

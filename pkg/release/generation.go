@@ -1,0 +1,114 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/generation"
+	"github.com/slipway-dev/slipway/pkg/policy"
+)
+
+// ErrRefused marks an artifact the verification policy refused: nothing
+// was written. The message names the pin and the failed checks.
+var ErrRefused = errors.New("refused by the verification policy")
+
+// Verifier checks image pins before they are written anywhere. A nil
+// Policy with Skip set is the visibly named --insecure-skip-verify.
+type Verifier struct {
+	Policy *policy.Policy
+	Skip   bool
+	// Options pass registry options to the policy (sessions, transports).
+	Options []policy.Option
+	// Now stamps the verification record (default time.Now).
+	Now func() time.Time
+}
+
+// VerifyPins checks every image pin of g against the policy and returns
+// the verification record to store in g. A refusal is an error wrapping
+// ErrRefused that names each refused pin with its failed checks.
+func (v Verifier) VerifyPins(ctx context.Context, g *generation.Generation) (*generation.Verification, error) {
+	if v.Policy == nil {
+		if v.Skip {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("release: no verification policy: give one (or skip verification explicitly)")
+	}
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	rec := &generation.Verification{
+		Policy:     generation.PolicyRecord{Name: v.Policy.Metadata.Name, Digest: v.Policy.Digest},
+		VerifiedAt: now().UTC().Truncate(time.Second),
+	}
+	var refusals []string
+	for _, k := range generation.Kinds() {
+		pin, ok := g.Pins[k]
+		if !ok || pin.Form() != generation.FormImage {
+			continue
+		}
+		res, err := v.Policy.Verify(ctx, policy.Target{Ref: pin.Image, Kind: k.ArtifactKind()}, v.Options...)
+		if err != nil {
+			return nil, fmt.Errorf("release: verify %s %s: %w", k, pin.Image, err)
+		}
+		if !res.Verified {
+			var failed []string
+			for _, c := range res.Failed() {
+				name := c.Name
+				if c.Rule != "" {
+					name = c.Rule + "/" + c.Name
+				}
+				failed = append(failed, name+": "+c.Reason)
+			}
+			refusals = append(refusals, fmt.Sprintf("%s %s:\n    %s", k, pin.Image, strings.Join(failed, "\n    ")))
+			continue
+		}
+		a := generation.VerifiedArtifact{Kind: k, Digest: res.Digest, Signatures: res.Signatures}
+		for _, e := range res.Attestations {
+			a.Attestations = append(a.Attestations, generation.AttestationRecord{PredicateType: e.PredicateType, Digest: e.Digest})
+		}
+		rec.Artifacts = append(rec.Artifacts, a)
+	}
+	if len(refusals) > 0 {
+		return nil, fmt.Errorf("%w (policy %s):\n  %s", ErrRefused, v.Policy.Metadata.Name, strings.Join(refusals, "\n  "))
+	}
+	return rec, nil
+}
+
+// NewGeneration is what `slipway generation create` builds.
+type NewGeneration struct {
+	Pool     string
+	From     *generation.Generation
+	Pins     map[generation.Kind]generation.Pin
+	Compat   *generation.Compatibility
+	Required []generation.Kind
+	Verify   Verifier
+}
+
+// CreateGeneration builds the generation (copying unchanged pins from
+// From), checks the required kinds, and verifies every image pin against
+// the policy before anything is written; the verification record goes into
+// the generation.
+func CreateGeneration(ctx context.Context, n NewGeneration) (*generation.Generation, error) {
+	g, err := generation.New(n.Pool, n.From, n.Pins, n.Compat)
+	if err != nil {
+		return nil, err
+	}
+	if len(n.Required) > 0 {
+		if err := g.Validate(n.Required); err != nil {
+			return nil, err
+		}
+	}
+	rec, err := n.Verify.VerifyPins(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	g.Verification = rec
+	if g.ID, err = generation.ComputeID(g); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
