@@ -306,4 +306,3 @@ func TestConcurrentPromotions(t *testing.T) {
 	}
 	t.Logf("%d of %d landed; newest sequence %d", len(landed), n, newest.Sequence)
 }
-
