@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,7 @@ type Server struct {
 	mu       sync.Mutex
 	deny     map[string]bool // repo names refusing pushes (read-only)
 	hook     func()          // runs before each receive-pack POST
+	after    func()          // runs after git handled a receive-pack POST, before the answer
 	requests atomic.Int64
 	pushes   atomic.Int64
 }
@@ -79,6 +81,21 @@ func NewServer(tb testing.TB) *Server {
 						return // the client went away while held
 					}
 				}
+				s.mu.Lock()
+				after := s.after
+				s.mu.Unlock()
+				if after != nil {
+					// Let git do the push, then hold its answer.
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, r)
+					after()
+					for k, v := range rec.Header() {
+						w.Header()[k] = v
+					}
+					w.WriteHeader(rec.Code)
+					w.Write(rec.Body.Bytes())
+					return
+				}
 			}
 		}
 		h.ServeHTTP(w, r)
@@ -124,6 +141,15 @@ func (s *Server) ReadOnly(name string, ro bool) {
 func (s *Server) BeforeReceivePack(f func()) {
 	s.mu.Lock()
 	s.hook = f
+	s.mu.Unlock()
+}
+
+// AfterReceivePack runs f after git has handled a push and before its
+// answer goes back (nil removes it): the push has landed, the client does
+// not know yet. A test can kill the client there.
+func (s *Server) AfterReceivePack(f func()) {
+	s.mu.Lock()
+	s.after = f
 	s.mu.Unlock()
 }
 

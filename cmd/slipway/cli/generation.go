@@ -231,14 +231,22 @@ func kindNames() string {
 // repoFlags name the config repository and pool for commands that read
 // generations from it.
 type repoFlags struct {
-	repo, pool, branch string
+	repo, pool, branch, cacheDir string
 }
 
 func (f *repoFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.repo, "repo", "", "config repository (path, file://, http(s)://, ssh://)")
+	cmd.Flags().StringVar(&f.repo, "repo", "", "config repository (path, file://, http(s)://, ssh://; credentials from $SLIPWAY_GIT_TOKEN or $SLIPWAY_GIT_USERNAME/$SLIPWAY_GIT_PASSWORD, ssh from $SLIPWAY_GIT_SSH_KEY or the agent)")
 	cmd.Flags().StringVar(&f.repo, "config-repo", "", "synonym of --repo")
 	cmd.Flags().StringVar(&f.pool, "pool", "", "the pool")
 	cmd.Flags().StringVar(&f.branch, "branch", "main", "the config repository's branch")
+	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "keep a bare clone here between runs and fetch into it (default: a shallow clone in memory)")
+}
+
+func (f *repoFlags) options() []gitops.Option {
+	if f.cacheDir == "" {
+		return nil
+	}
+	return []gitops.Option{gitops.WithCacheDir(f.cacheDir)}
 }
 
 // loadGeneration reads a generation from a file, or by id from the config
@@ -261,7 +269,7 @@ func (f *repoFlags) loadGeneration(cmd *cobra.Command, arg string) (*generation.
 		}
 		return nil, usage(fmt.Errorf("%s: give --repo and --pool to read a generation by id, or a file", arg))
 	}
-	repo, err := gitops.Open(cmd.Context(), f.repo)
+	repo, err := gitops.Open(cmd.Context(), f.repo, f.options()...)
 	if err != nil {
 		return nil, usage(err)
 	}
@@ -406,6 +414,7 @@ Exit 0 promoted (or already the target), 1 refused or in conflict, 2 usage or I/
 			res, err := release.Promote(cmd.Context(), release.Promotion{
 				Repo: rf.repo, Branch: rf.branch, ReviewBranch: review, Generation: gen,
 				Rollback: rollback, Activate: activate, Policy: pol, SkipVerify: vf.skip,
+				RepoOptions: rf.options(),
 			})
 			if err != nil {
 				return releaseError(err)

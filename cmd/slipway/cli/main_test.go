@@ -1,0 +1,17 @@
+package cli
+
+import (
+	"os"
+	"testing"
+)
+
+// envRunMain makes the test binary behave as the slipway command, so that
+// tests can run it as a separate process (and kill it).
+const envRunMain = "SLIPWAY_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
