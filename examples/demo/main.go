@@ -147,7 +147,11 @@ func run(ctx context.Context, keep bool) error {
 	if err := cat(lock); err != nil {
 		return err
 	}
-	if err := templates(ctx, sh, work, host, filepath.Dir(filepath.Dir(here))); err != nil {
+	tmpl, err := templates(ctx, sh, work, host, filepath.Dir(filepath.Dir(here)))
+	if err != nil {
+		return err
+	}
+	if err := generations(sh, work, host, tmpl); err != nil {
 		return err
 	}
 	fmt.Println("\ndemo: ok")

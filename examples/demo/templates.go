@@ -14,54 +14,57 @@ import (
 // templates builds a base image from Debian's busybox-static, then the two
 // sample templates: refused without a pinned base, built, scrubbed, scanned,
 // tested, frozen reproducibly and published by digest, with SBOMs.
-func templates(ctx context.Context, sh shell, work, host, repoRoot string) error {
+// built names the published templates, by reference with digest.
+type built struct{ agentTools, minimal string }
+
+func templates(ctx context.Context, sh shell, work, host, repoRoot string) (*built, error) {
 	section("base image", "Debian's busybox-static unpacked, made an OCI image by slipway itself")
 	base := filepath.Join(work, "base-rootfs")
 	out, err := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot, "fixtures/base/busybox-rootfs.sh"), base).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("busybox-rootfs.sh: %v\n%s", err, out)
+		return nil, fmt.Errorf("busybox-rootfs.sh: %v\n%s", err, out)
 	}
 	b, err := sh.capture("image", "from-dir", base, "--push", host+"/slipway/base:busybox")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	baseRef := strings.TrimSpace(string(b))
 	fmt.Printf("  %s\n", baseRef)
 	tdir := filepath.Join(work, "templates")
 	if err := copyTree(filepath.Join(repoRoot, "templates"), tdir, ""); err != nil {
-		return err
+		return nil, err
 	}
 	if err := replaceAll(tdir, "127.0.0.1:5000", host); err != nil {
-		return err
+		return nil, err
 	}
 
 	section("keys generate", "a cosign-compatible key pair; the password comes from COSIGN_PASSWORD")
 	keys := filepath.Join(work, "policies")
 	if err := os.MkdirAll(keys, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	if err := sh.run(0, "keys", "generate", "--output-key-prefix", filepath.Join("policies", "release")); err != nil {
-		return err
+		return nil, err
 	}
 	policy := filepath.Join("policies", "verification.yaml")
 	if err := copyFile(filepath.Join(repoRoot, "examples", "demo", "verification.yaml"), filepath.Join(work, policy)); err != nil {
-		return err
+		return nil, err
 	}
 
 	section("template build", "a base given by tag is refused unless --resolve-base pins it (exit 1)")
 	minimal := filepath.Join("templates", "minimal", "template.yaml")
 	if err := sh.run(1, "template", "build", minimal); err != nil {
-		return err
+		return nil, err
 	}
 	var ids []string
-	var agentTools string
+	var agentTools, minimalRef string
 	for _, name := range []string{"minimal", "agent-tools", "minimal"} {
 		section("template build", "%s: steps in bubblewrap, scrub, scan, freeze, smoke tests, SBOM, push by digest, sign, attest", name)
 		b, err := sh.capture("template", "build", filepath.Join("templates", name, "template.yaml"),
 			"--resolve-base", "--push", host+"/templates/"+name+":demo", "--oci-layout", "layout",
 			"--sign-key", filepath.Join("policies", "release.key"), "--offline-no-tlog", "--builder-id", "https://slipway.dev/builders/demo")
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var r struct {
 			Name, TemplateID, ContentID, Ref, BaseDigest string
@@ -82,7 +85,7 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) error
 			}
 		}
 		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("template build printed no JSON: %v\n%s", err, b)
+			return nil, fmt.Errorf("template build printed no JSON: %v\n%s", err, b)
 		}
 		var scrubbed, tests []string
 		for _, s := range r.Scrubbed {
@@ -106,28 +109,34 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) error
 		if name == "agent-tools" {
 			agentTools = r.Ref
 		}
+		if name == "minimal" {
+			minimalRef = r.Ref
+		}
 	}
 	section("reproducible", "minimal built twice")
 	if ids[0] != ids[1] {
-		return fmt.Errorf("minimal built twice gave %s and %s", ids[0], ids[1])
+		return nil, fmt.Errorf("minimal built twice gave %s and %s", ids[0], ids[1])
 	}
 	fmt.Printf("  same digest both times: %s\n", ids[0])
 
 	section("template scan", "the published image, scanned alone")
 	if err := sh.run(0, "template", "scan", host+"/templates/minimal@"+ids[0]); err != nil {
-		return err
+		return nil, err
 	}
 
 	section("verify", "agent-tools against the policy: key, provenance builder and build type, SBOM (exit 0)")
 	if err := sh.run(0, "verify", agentTools, "--policy", policy, "--kind", "workspace-template"); err != nil {
-		return err
+		return nil, err
 	}
 	section("verify", "the same template by tag: mutable references are refused (exit 1)")
 	if err := sh.run(1, "verify", host+"/templates/agent-tools:demo", "--policy", policy, "--kind", "workspace-template"); err != nil {
-		return err
+		return nil, err
 	}
 	section("verify", "the unsigned base image as if it were a template: every missing check is named (exit 1)")
-	return sh.run(1, "verify", baseRef, "--policy", policy, "--kind", "workspace-template")
+	if err := sh.run(1, "verify", baseRef, "--policy", policy, "--kind", "workspace-template"); err != nil {
+		return nil, err
+	}
+	return &built{agentTools: agentTools, minimal: minimalRef}, nil
 }
 
 func copyFile(src, dst string) error {

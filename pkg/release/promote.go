@@ -64,7 +64,7 @@ type PromoteResult struct {
 
 // ErrRollbackNeeded marks a promotion of a sequence at or below the
 // pool's highest without Rollback.
-var ErrRollbackNeeded = fmt.Errorf("%w: an older generation needs --rollback", gitops.ErrConflict)
+var ErrRollbackNeeded = fmt.Errorf("%w: rollback needed", gitops.ErrConflict)
 
 // Promote adds the generation document to pools/<pool>/generations/ and
 // makes it the pool's target in one commit, creating the pool's folder on

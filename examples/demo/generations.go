@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// generations pins the platform images and the templates into
+// generations, verified against the policy, and promotes them into a
+// config repository on this machine: first promotion, a second generation,
+// their diff, and a rollback refused without --rollback.
+func generations(sh shell, work, host string, tmpl *built) error {
+	section("sign", "the control plane and the runner (a generation pins only verified images)")
+	pinned := map[string]string{}
+	for _, rt := range []string{"platform/control-plane:v1.4.0", "platform/runner:v0.9.2"} {
+		b, err := sh.capture("resolve", host+"/"+rt)
+		if err != nil {
+			return err
+		}
+		ref := strings.TrimSpace(string(b))
+		pinned[rt] = ref
+		if err := sh.run(0, "sign", ref, "--key", filepath.Join("policies", "release.key"), "--offline-no-tlog"); err != nil {
+			return err
+		}
+	}
+
+	section("config init", "a bare config repository for pool agents, with the verification policy and its key")
+	if err := sh.run(0, "config", "init", "config.git", "--pool", "agents", "--policy", filepath.Join("policies", "verification.yaml")); err != nil {
+		return err
+	}
+
+	base := []string{"generation", "create", "--pool", "agents", "--policy", filepath.Join("policies", "verification.yaml")}
+	section("generation create", "g1: control plane, runner, agent-tools template, a secret version; every image verified")
+	b, err := sh.capture(append(base, "--output", "g1.yaml",
+		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
+		"--pin", "runner="+pinned["platform/runner:v0.9.2"],
+		"--pin", "workspaceTemplate="+tmpl.agentTools,
+		"--pin", "secretVersion=vault://kv/agents/api-token#3",
+		"--control-plane-protocol", "1-2", "--runner-protocol", "1")...)
+	if err != nil {
+		return err
+	}
+	g1 := strings.TrimSpace(string(b))
+	fmt.Printf("  %s\n", g1)
+
+	section("generation create", "an unsigned image is never pinned: the multi-arch busybox as the runner (exit 1)")
+	if err := sh.run(1, append(base, "--output", "refused.yaml", "--from", "g1.yaml", "--pin", "runner="+host+"/library/busybox@"+digestOf(sh, host+"/library/busybox:latest"))...); err != nil {
+		return err
+	}
+
+	section("promote", "g1 into the config repository, active at once (the pool's first generation)")
+	if err := sh.run(0, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g1.yaml", "--activate"); err != nil {
+		return err
+	}
+	if err := gitLog(work); err != nil {
+		return err
+	}
+
+	section("generation create", "g2: the minimal template instead; every other pin copied from g1")
+	b, err = sh.capture(append(base, "--output", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+tmpl.minimal)...)
+	if err != nil {
+		return err
+	}
+	g2 := strings.TrimSpace(string(b))
+	fmt.Printf("  %s\n", g2)
+	section("promote", "g2 becomes the target (a rollout, later, makes it active)")
+	if err := sh.run(0, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g2.yaml"); err != nil {
+		return err
+	}
+	section("generation diff", "g1 and g2, read back by id from the config repository")
+	if err := sh.run(0, "generation", "diff", g1, g2, "--repo", "config.git", "--pool", "agents"); err != nil {
+		return err
+	}
+	section("promote", "g1 again: an older generation needs --rollback, so a re-run never undoes anything (exit 1)")
+	if err := sh.run(1, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g1.yaml"); err != nil {
+		return err
+	}
+	return gitLog(work)
+}
+
+// digestOf resolves ref with slipway and returns its digest ("" on error:
+// the caller's command then fails visibly).
+func digestOf(sh shell, ref string) string {
+	b, err := exec.Command(sh.bin, "resolve", ref).Output()
+	if err != nil {
+		return ""
+	}
+	_, d, _ := strings.Cut(strings.TrimSpace(string(b)), "@")
+	return d
+}
+
+// gitLog shows the config repository's history with the git CLI.
+func gitLog(work string) error {
+	out, err := exec.Command("git", "-C", filepath.Join(work, "config.git"), "log", "--format=  %h %s%n    %(trailers:only,unfold,separator=%x2C )", "main").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("git log: %v\n%s", err, out)
+	}
+	fmt.Printf("$ git -C config.git log\n%s", out)
+	return nil
+}
