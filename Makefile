@@ -12,6 +12,7 @@ export SLIPWAY_BIN := $(BIN)/slipway
 export CRANE := $(BIN)/crane
 export SYFT := $(BIN)/syft
 export COSIGN := $(BIN)/cosign
+export KUSTOMIZE := $(BIN)/kustomize
 
 .PHONY: all build tools deps test demo bench lint fuzz clean
 
@@ -21,13 +22,15 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
-tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign
+tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize
 $(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck
 $(BIN)/syft: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -ldflags '-X main.version=v1.57.1' -o $(BIN)/ github.com/anchore/syft/cmd/syft
 $(BIN)/cosign: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -ldflags '-X sigs.k8s.io/release-utils/version.gitVersion=v2.6.5' -o $(BIN)/ github.com/sigstore/cosign/v2/cmd/cosign
+$(BIN)/kustomize: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $(BIN)/ sigs.k8s.io/kustomize/kustomize/v5
 
 # Installs the Debian packages that are missing (needs root and apt-get).
 deps:

@@ -291,6 +291,13 @@ func TestOfflineTalksOnlyToTheRegistry(t *testing.T) {
 	if _, err := sign.Verify(ctx, ref, k.v, opts...); err != nil {
 		t.Fatal(err)
 	}
+	// Attestations too: attach, read back, verify.
+	if _, err := sign.Attest(ctx, ref, k.sv, provenance(t, ref, "https://b"), opts...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sign.VerifyAttestations(ctx, ref, k.v, opts...); err != nil {
+		t.Fatal(err)
+	}
 	if tr.n.Load() == 0 {
 		t.Error("the transport saw no requests; WithTransport is not used")
 	}
