@@ -48,6 +48,16 @@ type Promotion struct {
 	RepoOptions []gitops.Option
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Forge, with ReviewBranch, opens a pull request for the review branch
+	// once it is pushed. None is built in yet (GitHub comes later).
+	Forge Forge
+}
+
+// Forge opens pull requests on a git hosting service.
+type Forge interface {
+	// OpenPullRequest asks to merge head into base in repo and returns the
+	// request's address.
+	OpenPullRequest(ctx context.Context, repo, head, base, title, body string) (string, error)
 }
 
 // PromoteResult reports a promotion.
@@ -60,6 +70,8 @@ type PromoteResult struct {
 	Rollback   bool   `json:"rollback,omitempty"`
 	Activated  bool   `json:"activated,omitempty"`
 	PolicyFrom string `json:"policyFrom,omitempty"`
+	// PullRequest is the review request opened by the Forge, if any.
+	PullRequest string `json:"pullRequest,omitempty"`
 }
 
 // ErrRollbackNeeded marks a promotion of a sequence at or below the
@@ -108,6 +120,12 @@ func Promote(ctx context.Context, p Promotion) (*PromoteResult, error) {
 		return nil, err
 	}
 	out.Result = res
+	if p.Forge != nil && p.ReviewBranch != "" && res.Status == gitops.Committed {
+		title, body, _ := strings.Cut(res.Message, "\n")
+		if out.PullRequest, err = p.Forge.OpenPullRequest(ctx, repo.URL(), p.ReviewBranch, p.Branch, title, strings.TrimSpace(body)); err != nil {
+			return out, fmt.Errorf("release: %s pushed to %s, but the pull request was not opened: %w", g.ID, p.ReviewBranch, err)
+		}
+	}
 	return out, nil
 }
 

@@ -306,3 +306,41 @@ func TestConcurrentPromotions(t *testing.T) {
 	}
 	t.Logf("%d of %d landed; newest sequence %d", len(landed), n, newest.Sequence)
 }
+
+// recordingForge stands in for a forge (none is reachable here): it records
+// the pull request it was asked to open.
+type recordingForge struct{ repo, head, base, title string }
+
+func (f *recordingForge) OpenPullRequest(_ context.Context, repo, head, base, title, _ string) (string, error) {
+	f.repo, f.head, f.base, f.title = repo, head, base, title
+	return "https://forge.example/pr/1", nil
+}
+
+func TestPromoteReviewBranch(t *testing.T) {
+	w := newWorld(t)
+	dir := w.git.Dir("config.git")
+	g1 := w.gen(nil, map[generation.Kind]string{
+		generation.ControlPlane:      w.image("platform/cp", "v1", true),
+		generation.Runner:            w.image("platform/runner", "v1", true),
+		generation.WorkspaceTemplate: w.image("templates/tools", "v1", true),
+	})
+	if _, err := w.promote(g1, nil); err != nil {
+		t.Fatal(err)
+	}
+	main := gittest.Git(t, dir, "rev-parse", "main")
+	g2 := w.gen(g1, map[generation.Kind]string{generation.Runner: w.image("platform/runner", "v2", true)})
+	f := &recordingForge{}
+	res, err := w.promote(g2, func(p *release.Promotion) { p.ReviewBranch = "promote/" + g2.ID[:10]; p.Forge = f })
+	if err != nil || res.PullRequest != "https://forge.example/pr/1" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if got := gittest.Git(t, dir, "rev-parse", "main"); got != main {
+		t.Error("main moved")
+	}
+	if got := gittest.Git(t, dir, "rev-parse", "promote/"+g2.ID[:10]+"^"); got != main {
+		t.Errorf("review branch is not on main: parent %s", got)
+	}
+	if f.head != "promote/"+g2.ID[:10] || f.base != "main" || !strings.Contains(f.title, g2.ID) {
+		t.Errorf("forge asked %+v", f)
+	}
+}

@@ -234,11 +234,16 @@ type repoFlags struct {
 	repo, pool, branch, cacheDir string
 }
 
-func (f *repoFlags) add(cmd *cobra.Command) {
+// branchFlag is the tracked branch's flag name: "branch" where a command
+// only reads, "base" for promote (whose --branch names a review branch).
+
+func (f *repoFlags) add(cmd *cobra.Command) { f.addNamed(cmd, "branch") }
+
+func (f *repoFlags) addNamed(cmd *cobra.Command, branchFlag string) {
 	cmd.Flags().StringVar(&f.repo, "repo", "", "config repository (path, file://, http(s)://, ssh://; credentials from $SLIPWAY_GIT_TOKEN or $SLIPWAY_GIT_USERNAME/$SLIPWAY_GIT_PASSWORD, ssh from $SLIPWAY_GIT_SSH_KEY or the agent)")
 	cmd.Flags().StringVar(&f.repo, "config-repo", "", "synonym of --repo")
 	cmd.Flags().StringVar(&f.pool, "pool", "", "the pool")
-	cmd.Flags().StringVar(&f.branch, "branch", "main", "the config repository's branch")
+	cmd.Flags().StringVar(&f.branch, branchFlag, "main", "the config repository's branch")
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "keep a bare clone here between runs and fetch into it (default: a shallow clone in memory)")
 }
 
@@ -391,7 +396,8 @@ pools/<pool>/generations/<id>.yaml (never rewritten), sets the pool's target in
 desired.yaml, pins the pool's kustomization images by digest, and commits with
 Slipway-Pool, Slipway-Generation and Slipway-Step trailers, retrying on a race with other
 writers. A generation older than the pool's newest needs --rollback. --branch NAME
-pushes to a new branch for review instead of the tracked branch.
+pushes to a new branch for review instead of the tracked branch (--base, default main);
+opening the pull request is left to a forge integration.
 Exit 0 promoted (or already the target), 1 refused or in conflict, 2 usage or I/O.`,
 		Example: `  slipway promote --repo ./config.git --pool agents --generation g1.yaml --activate
   slipway promote --repo https://git.example/config.git --pool agents --generation g2.yaml --branch promote/g2`,
@@ -426,10 +432,10 @@ Exit 0 promoted (or already the target), 1 refused or in conflict, 2 usage or I/
 			return nil
 		},
 	}
-	rf.add(cmd)
-	cmd.Flags().Lookup("branch").Usage = "the config repository's tracked branch"
+	rf.addNamed(cmd, "base")
+	cmd.Flags().Lookup("base").Usage = "the config repository's tracked branch, read and (without --branch) written"
 	cmd.Flags().StringVar(&genFile, "generation", "", "the Generation document")
-	cmd.Flags().StringVar(&review, "review-branch", "", "push the commit to this new branch for review instead")
+	cmd.Flags().StringVar(&review, "branch", "", "push the commit to this new branch for review instead of the tracked branch")
 	cmd.Flags().BoolVar(&rollback, "rollback", false, "allow a generation older than the pool's newest")
 	cmd.Flags().BoolVar(&activate, "activate", false, "make it active at once (only a pool with no active generation)")
 	vf.add(cmd)
