@@ -236,9 +236,10 @@ func TestKilledMidPush(t *testing.T) {
 	held := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	s.BeforeReceivePack(func() {
+	s.BeforeReceivePack(func() bool {
 		once.Do(func() { close(held) })
 		<-release
+		return false // the writer died: its push never reaches git
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	r, _ := Open(ctx, url)

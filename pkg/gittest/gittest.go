@@ -25,7 +25,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	deny     map[string]bool // repo names refusing pushes (read-only)
-	hook     func()          // runs before each receive-pack POST
+	hook     func() bool     // runs before each receive-pack POST; false drops it
 	after    func()          // runs after git handled a receive-pack POST, before the answer
 	requests atomic.Int64
 	pushes   atomic.Int64
@@ -75,11 +75,11 @@ func NewServer(tb testing.TB) *Server {
 				s.mu.Lock()
 				hook := s.hook
 				s.mu.Unlock()
-				if hook != nil {
-					hook()
-					if r.Context().Err() != nil {
-						return // the client went away while held
-					}
+				if hook != nil && (!hook() || r.Context().Err() != nil) {
+					// Dropped, or the client went away while held: git
+					// never sees this push.
+					http.Error(w, "push dropped", http.StatusBadGateway)
+					return
 				}
 				s.mu.Lock()
 				after := s.after
@@ -137,8 +137,9 @@ func (s *Server) ReadOnly(name string, ro bool) {
 }
 
 // BeforeReceivePack runs f before each push's data is handed to git (nil
-// removes it). A test can hold a push there, or kill its client.
-func (s *Server) BeforeReceivePack(f func()) {
+// removes it); when f returns false the push is dropped and git never sees
+// it. A test can hold a push there, kill its client, and drop it.
+func (s *Server) BeforeReceivePack(f func() bool) {
 	s.mu.Lock()
 	s.hook = f
 	s.mu.Unlock()
