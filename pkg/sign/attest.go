@@ -90,18 +90,12 @@ type pendingAttestation struct {
 // already attached are appended in one write of the .att tag, read back
 // and verified once. Results are in the order of statements.
 func AttestAll(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, statements [][]byte, opts ...Option) ([]*AttestResult, error) {
-	if err := checkDigest(ref); err != nil {
+	o, err := begin(ref, sv == nil, "signer", opts)
+	if err != nil {
 		return nil, err
-	}
-	if sv == nil {
-		return nil, fmt.Errorf("%w: nil signer", ErrInput)
 	}
 	if len(statements) == 0 {
 		return nil, fmt.Errorf("%w: no statements", ErrInput)
-	}
-	o, err := makeOptions(opts)
-	if err != nil {
-		return nil, err
 	}
 	tag, err := ociremote.AttestationTag(ref, o.remote(ctx)...)
 	if err != nil {
@@ -346,13 +340,7 @@ func (v *AttestationVerification) Predicate(t string) []VerifiedAttestation {
 // says nothing about an SBOM that exists only as a bundle. With WithBundle
 // at least one bundle must verify.
 func VerifyAttestations(ctx context.Context, ref name.Digest, v signature.Verifier, opts ...Option) (*AttestationVerification, error) {
-	if err := checkDigest(ref); err != nil {
-		return nil, err
-	}
-	if v == nil {
-		return nil, fmt.Errorf("%w: nil verifier", ErrInput)
-	}
-	o, err := makeOptions(opts)
+	o, err := begin(ref, v == nil, "verifier", opts)
 	if err != nil {
 		return nil, err
 	}

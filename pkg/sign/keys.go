@@ -81,26 +81,15 @@ func IsKMSRef(keyRef string) bool { return strings.Contains(keyRef, "://") }
 // decrypted with the password that password returns (called only for a
 // file). A KMS URI no provider serves is an ErrKey naming the URI.
 func LoadSignerRef(ctx context.Context, keyRef string, password func() ([]byte, error)) (signature.SignerVerifier, error) {
-	if keyRef == "" {
-		return nil, fmt.Errorf("%w: no key given", ErrKey)
-	}
-	if IsKMSRef(keyRef) {
-		sv, err := kms.Get(ctx, keyRef, crypto.SHA256)
-		if err != nil {
-			return nil, fmt.Errorf("%w: KMS key %s: %w", ErrKey, keyRef, err)
-		}
-		return sv, nil
-	}
-	pem, err := os.ReadFile(keyRef)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	sv, pem, err := openKeyRef(ctx, keyRef)
+	if sv != nil || err != nil {
+		return sv, err
 	}
 	pw, err := password()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrKey, keyRef, err)
 	}
-	sv, err := LoadSigner(pem, pw)
-	if err != nil {
+	if sv, err = LoadSigner(pem, pw); err != nil {
 		return nil, fmt.Errorf("%s: %w", keyRef, err)
 	}
 	return sv, nil
@@ -109,25 +98,35 @@ func LoadSignerRef(ctx context.Context, keyRef string, password func() ([]byte, 
 // LoadVerifierRef loads the public key keyRef: a KMS key URI (its public
 // half, from the provider) or a PEM public key file.
 func LoadVerifierRef(ctx context.Context, keyRef string) (signature.Verifier, error) {
-	if keyRef == "" {
-		return nil, fmt.Errorf("%w: no key given", ErrKey)
-	}
-	if IsKMSRef(keyRef) {
-		sv, err := kms.Get(ctx, keyRef, crypto.SHA256)
-		if err != nil {
-			return nil, fmt.Errorf("%w: KMS key %s: %w", ErrKey, keyRef, err)
-		}
-		return sv, nil
-	}
-	pem, err := os.ReadFile(keyRef)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrKey, err)
+	sv, pem, err := openKeyRef(ctx, keyRef)
+	if sv != nil || err != nil {
+		return sv, err
 	}
 	v, err := LoadVerifier(pem)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", keyRef, err)
 	}
 	return v, nil
+}
+
+// openKeyRef returns the KMS signer keyRef names, or the bytes of the key
+// file it names.
+func openKeyRef(ctx context.Context, keyRef string) (signature.SignerVerifier, []byte, error) {
+	if keyRef == "" {
+		return nil, nil, fmt.Errorf("%w: no key given", ErrKey)
+	}
+	if IsKMSRef(keyRef) {
+		sv, err := kms.Get(ctx, keyRef, crypto.SHA256)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: KMS key %s: %w", ErrKey, keyRef, err)
+		}
+		return sv, nil, nil
+	}
+	pem, err := os.ReadFile(keyRef)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	return nil, pem, nil
 }
 
 // PublicKeyPEM returns the PEM public key of a signer (to write beside a

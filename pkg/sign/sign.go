@@ -66,6 +66,18 @@ func ParseDigest(s string) (name.Digest, error) {
 	return d, nil
 }
 
+// begin checks what every call needs before any work: a digest reference,
+// a key (noKey names what is missing) and a transparency-log choice.
+func begin(ref name.Digest, noKey bool, key string, opts []Option) (*options, error) {
+	if err := checkDigest(ref); err != nil {
+		return nil, err
+	}
+	if noKey {
+		return nil, fmt.Errorf("%w: nil %s", ErrInput, key)
+	}
+	return makeOptions(opts)
+}
+
 func checkDigest(ref name.Digest) error {
 	if ref.DigestStr() == "" || ref.Context().RepositoryStr() == "" {
 		return fmt.Errorf("%w: reference %q is not a digest reference", ErrInput, ref.String())
@@ -89,13 +101,7 @@ func checkDigest(ref name.Digest) error {
 // are serialised per tag; a signer racing a writer in another process finds
 // its signature missing on read-back and appends it again (up to 3 times).
 func Sign(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, opts ...Option) (*Result, error) {
-	if err := checkDigest(ref); err != nil {
-		return nil, err
-	}
-	if sv == nil {
-		return nil, fmt.Errorf("%w: nil signer", ErrInput)
-	}
-	o, err := makeOptions(opts)
+	o, err := begin(ref, sv == nil, "signer", opts)
 	if err != nil {
 		return nil, err
 	}

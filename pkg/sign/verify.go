@@ -57,13 +57,7 @@ type VerifiedSignature struct {
 // WithBundle it reads both and requires a bundle that verifies. Each
 // VerifiedSignature says its Source.
 func Verify(ctx context.Context, ref name.Digest, v signature.Verifier, opts ...Option) (*Verification, error) {
-	if err := checkDigest(ref); err != nil {
-		return nil, err
-	}
-	if v == nil {
-		return nil, fmt.Errorf("%w: nil verifier", ErrInput)
-	}
-	o, err := makeOptions(opts)
+	o, err := begin(ref, v == nil, "verifier", opts)
 	if err != nil {
 		return nil, err
 	}
