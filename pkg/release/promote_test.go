@@ -95,6 +95,17 @@ func (w *world) gen(from *generation.Generation, pins map[generation.Kind]string
 	return g
 }
 
+// first is the pool's first generation: control plane, runner and template,
+// all signed.
+func (w *world) first() *generation.Generation {
+	w.t.Helper()
+	return w.gen(nil, map[generation.Kind]string{
+		generation.ControlPlane:      w.image("platform/cp", "v1", true),
+		generation.Runner:            w.image("platform/runner", "v1", true),
+		generation.WorkspaceTemplate: w.image("templates/tools", "v1", true),
+	})
+}
+
 func (w *world) promote(g *generation.Generation, mod func(*release.Promotion)) (*release.PromoteResult, error) {
 	p := release.Promotion{Repo: w.repo, Generation: g, Policy: w.policy, Author: gitops.Signature{Name: "ci", Email: "ci@example.invalid"}}
 	if mod != nil {
@@ -106,11 +117,7 @@ func (w *world) promote(g *generation.Generation, mod func(*release.Promotion)) 
 func TestPromoteFlow(t *testing.T) {
 	w := newWorld(t)
 	dir := w.git.Dir("config.git")
-	g1 := w.gen(nil, map[generation.Kind]string{
-		generation.ControlPlane:      w.image("platform/cp", "v1", true),
-		generation.Runner:            w.image("platform/runner", "v1", true),
-		generation.WorkspaceTemplate: w.image("templates/tools", "v1", true),
-	})
+	g1 := w.first()
 	if g1.Verification == nil || len(g1.Verification.Artifacts) != 3 || g1.Verification.Policy.Digest != w.policy.Digest {
 		t.Fatalf("verification record %+v", g1.Verification)
 	}
@@ -187,11 +194,7 @@ func TestPromoteFlow(t *testing.T) {
 func TestPromoteRefusedWritesNothing(t *testing.T) {
 	w := newWorld(t)
 	dir := w.git.Dir("config.git")
-	g1 := w.gen(nil, map[generation.Kind]string{
-		generation.ControlPlane:      w.image("platform/cp", "v1", true),
-		generation.Runner:            w.image("platform/runner", "v1", true),
-		generation.WorkspaceTemplate: w.image("templates/tools", "v1", true),
-	})
+	g1 := w.first()
 	if _, err := w.promote(g1, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -241,11 +244,7 @@ func TestPromoteRefusedWritesNothing(t *testing.T) {
 func TestConcurrentPromotions(t *testing.T) {
 	w := newWorld(t)
 	dir := w.git.Dir("config.git")
-	g1 := w.gen(nil, map[generation.Kind]string{
-		generation.ControlPlane:      w.image("platform/cp", "v1", true),
-		generation.Runner:            w.image("platform/runner", "v1", true),
-		generation.WorkspaceTemplate: w.image("templates/tools", "v1", true),
-	})
+	g1 := w.first()
 	if _, err := w.promote(g1, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +318,7 @@ func (f *recordingForge) OpenPullRequest(_ context.Context, repo, head, base, ti
 func TestPromoteReviewBranch(t *testing.T) {
 	w := newWorld(t)
 	dir := w.git.Dir("config.git")
-	g1 := w.gen(nil, map[generation.Kind]string{
-		generation.ControlPlane:      w.image("platform/cp", "v1", true),
-		generation.Runner:            w.image("platform/runner", "v1", true),
-		generation.WorkspaceTemplate: w.image("templates/tools", "v1", true),
-	})
+	g1 := w.first()
 	if _, err := w.promote(g1, nil); err != nil {
 		t.Fatal(err)
 	}
