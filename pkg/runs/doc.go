@@ -1,0 +1,36 @@
+// Package runs keeps run manifests, the immutable records of everything a
+// run used, and answers the operator's two questions from them: which
+// control plane, runner, node image, workspace template, policy revision and
+// secret versions produced run r-123; and which runs used this template,
+// runner, node image, policy revision or generation, or a template that
+// contains openssl@3.0.7.
+//
+// The runtime creates a Manifest when it grants a claim, updates it while
+// the claim lives (sandbox assigned, ready, runner awakened, a move to a new
+// sandbox under the next allocation attempt) and finalises it once when the
+// claim ends (completed, failed or released); a final manifest is a record
+// and Update refuses it (ErrCompleted). Credentials appear only as receipts
+// {issuer, secret_version, sha256_fingerprint, issued_at, expires_at}; a
+// receipt cannot hold anything else, and values that look like tokens are
+// refused.
+//
+//	s, err := runs.OpenSQLite(ctx, "/var/lib/slipway/runs.db")
+//	err = s.Create(ctx, &runs.Manifest{RunID: "r-123", WorkspaceTemplateID: "sha256:…", …})
+//	err = s.Update(ctx, "r-123", func(m *runs.Manifest) error {
+//		m.Status, m.Lifecycle.ResourcesReleased = runs.StatusCompleted, now
+//		return nil
+//	})
+//	m, err := s.Get(ctx, "r-123")
+//	_, err = s.RecordPackages(ctx, "sha256:…", pkgs) // from the template's SBOM attestation
+//	ids, err := s.Query(ctx, runs.Query{Package: "openssl@3.0.7"})
+//
+// Store is the interface; SQLite (modernc.org/sqlite, pure Go) is its
+// implementation for one runtime, durable once a call returns (WAL,
+// synchronous=FULL) and safe for concurrent use. Query returns run ids,
+// sorted; Get gives the manifest of each.
+//
+// It does not decide anything about a run (the runtime does), it does not
+// fetch or verify SBOM attestations (the runtime verifies them and hands the
+// package list to RecordPackages), and it keeps no secret: there is none in
+// a manifest.
+package runs

@@ -1,0 +1,356 @@
+package runs
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Status is where a run stands. A manifest is written as granted, may move
+// between granted and running while the claim lives (a claim moved to a new
+// sandbox is granted again under the next allocation attempt), and is
+// finalised once, when the claim ends, as completed, failed or released.
+// A final manifest is a record and never changes again.
+type Status string
+
+const (
+	// StatusGranted: the claim was granted a sandbox (warm or cold); the run
+	// has not started.
+	StatusGranted Status = "granted"
+	// StatusRunning: the runner was awakened and the workload is running.
+	StatusRunning Status = "running"
+	// StatusCompleted: the run ended and its result was published. Final.
+	StatusCompleted Status = "completed"
+	// StatusFailed: the run ended without a usable result (exit code, deadline,
+	// lost sandbox). Final.
+	StatusFailed Status = "failed"
+	// StatusReleased: the claim was released before the run produced a result
+	// (cancelled, or never started). Final.
+	StatusReleased Status = "released"
+)
+
+// Final reports whether s ends a run: a manifest with a final status is
+// immutable.
+func (s Status) Final() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusReleased
+}
+
+func (s Status) valid() bool {
+	return s == StatusGranted || s == StatusRunning || s.Final()
+}
+
+// Manifest is the record of everything a run used: the identities of the
+// software (by digest or immutable id, never by tag), where it ran, the
+// credentials it was issued (as receipts) and when each step of its life
+// happened. The JSON names are the seed's snake_case ones.
+//
+// Every field of the seed's example is always present in the JSON (an
+// unknown value is ""), so consumers see one shape; exit_code and the
+// lifecycle timestamps are left out until they are known.
+type Manifest struct {
+	RunID                 string `json:"run_id"`
+	SessionID             string `json:"session_id"`
+	AllocationAttempt     int    `json:"allocation_attempt"`
+	SandboxID             string `json:"sandbox_id"`
+	Cluster               string `json:"cluster"`
+	Namespace             string `json:"namespace"`
+	NodeID                string `json:"node_id"`
+	NodeImageID           string `json:"node_image_id"`
+	RuntimeClass          string `json:"runtime_class"`
+	ControlPlaneDigest    string `json:"control_plane_digest"`
+	RunnerDigest          string `json:"runner_digest"`
+	WorkspaceTemplateID   string `json:"workspace_template_id"`
+	WorkspaceCheckpointID string `json:"workspace_checkpoint_id"`
+	PolicyRevision        string `json:"policy_revision"`
+	ModelID               string `json:"model_id"`
+	PromptBundleID        string `json:"prompt_bundle_id"`
+	// CredentialIssuances are receipts of the credentials issued to the run;
+	// never the credentials themselves. Stored manifests always carry a list
+	// (empty when none were issued).
+	CredentialIssuances []Receipt `json:"credential_issuances"`
+
+	// Generation is the id (g-…) of the generation the sandbox belonged to.
+	Generation string `json:"generation"`
+	Pool       string `json:"pool"`
+	Tenant     string `json:"tenant"`
+	// Warm is true when the claim got a member of the warm pool, false for a
+	// cold start.
+	Warm bool `json:"warm"`
+	// ConfigRevision is the config repository commit the runtime had when it
+	// granted the claim.
+	ConfigRevision string `json:"config_revision"`
+	// Status is empty only before Create, which records it as granted.
+	Status    Status    `json:"status"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	Lifecycle Lifecycle `json:"lifecycle"`
+}
+
+// Lifecycle holds the times of a run's steps, in the order they happen.
+// Unset times are zero and left out of the JSON; stored times are UTC with
+// nanoseconds (RFC 3339).
+type Lifecycle struct {
+	RequestReceived   time.Time `json:"request_received,omitzero"`
+	AdmissionAccepted time.Time `json:"admission_accepted,omitzero"`
+	ClaimCreated      time.Time `json:"claim_created,omitzero"`
+	SandboxAssigned   time.Time `json:"sandbox_assigned,omitzero"`
+	Ready             time.Time `json:"ready,omitzero"`
+	RunnerAwakened    time.Time `json:"runner_awakened,omitzero"`
+	FirstOutput       time.Time `json:"first_output,omitzero"`
+	ResultPublished   time.Time `json:"result_published,omitzero"`
+	ResourcesReleased time.Time `json:"resources_released,omitzero"`
+}
+
+// Receipt records that a credential was issued, without the credential: who
+// issued it, for which pinned secret version, the SHA-256 fingerprint of the
+// token, and when it was issued and expires. These five fields are all a
+// receipt can hold; ParseManifest refuses any other.
+type Receipt struct {
+	Issuer        string `json:"issuer"`
+	SecretVersion string `json:"secret_version"`
+	// SHA256Fingerprint is "sha256:" and 64 lower-case hex digits.
+	SHA256Fingerprint string    `json:"sha256_fingerprint"`
+	IssuedAt          time.Time `json:"issued_at"`
+	ExpiresAt         time.Time `json:"expires_at"`
+}
+
+// ParseManifest decodes a manifest strictly: unknown fields (a token beside a
+// receipt, a misspelt name) and trailing data are refused, and the result
+// must pass the same checks Create applies. Errors wrap ErrInvalid.
+func ParseManifest(data []byte) (*Manifest, error) {
+	m, err := decodeManifest(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func decodeManifest(data []byte) (*Manifest, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: manifest: %w", ErrInvalid, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: manifest: data after the JSON object", ErrInvalid)
+	}
+	return &m, nil
+}
+
+// clone returns a deep copy of m.
+func (m *Manifest) clone() *Manifest {
+	c := *m
+	if m.CredentialIssuances != nil {
+		c.CredentialIssuances = append([]Receipt(nil), m.CredentialIssuances...)
+	}
+	if m.ExitCode != nil {
+		e := *m.ExitCode
+		c.ExitCode = &e
+	}
+	return &c
+}
+
+// normalize puts m in its stored form: times in UTC (without a monotonic
+// reading), a status (granted when none is set) and a non-nil receipt list.
+func (m *Manifest) normalize() {
+	if m.Status == "" {
+		m.Status = StatusGranted
+	}
+	if m.CredentialIssuances == nil {
+		m.CredentialIssuances = []Receipt{}
+	}
+	for i := range m.CredentialIssuances {
+		r := &m.CredentialIssuances[i]
+		r.IssuedAt, r.ExpiresAt = utc(r.IssuedAt), utc(r.ExpiresAt)
+	}
+	l := &m.Lifecycle
+	for _, t := range []*time.Time{&l.RequestReceived, &l.AdmissionAccepted, &l.ClaimCreated, &l.SandboxAssigned,
+		&l.Ready, &l.RunnerAwakened, &l.FirstOutput, &l.ResultPublished, &l.ResourcesReleased} {
+		*t = utc(*t)
+	}
+}
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// maxField bounds every string of a manifest: ids and digests are short, and a
+// bound keeps a runaway value (a log line, a whole document) out of the record.
+const maxField = 512
+
+// validate checks a manifest as it would be stored. Errors wrap ErrInvalid
+// and name the field at fault, never a value that might be a secret.
+func (m *Manifest) validate() error {
+	if m.RunID == "" {
+		return fmt.Errorf("%w: run_id: required", ErrInvalid)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"run_id", m.RunID}, {"session_id", m.SessionID}, {"sandbox_id", m.SandboxID},
+		{"cluster", m.Cluster}, {"namespace", m.Namespace}, {"node_id", m.NodeID},
+		{"node_image_id", m.NodeImageID}, {"runtime_class", m.RuntimeClass},
+		{"control_plane_digest", m.ControlPlaneDigest}, {"runner_digest", m.RunnerDigest},
+		{"workspace_template_id", m.WorkspaceTemplateID}, {"workspace_checkpoint_id", m.WorkspaceCheckpointID},
+		{"policy_revision", m.PolicyRevision}, {"model_id", m.ModelID}, {"prompt_bundle_id", m.PromptBundleID},
+		{"generation", m.Generation}, {"pool", m.Pool}, {"tenant", m.Tenant}, {"config_revision", m.ConfigRevision},
+	} {
+		if err := checkID(f.v); err != nil {
+			return fmt.Errorf("%w: %s (run %s): %s", ErrInvalid, f.name, safeID(m.RunID), err)
+		}
+	}
+	if m.AllocationAttempt < 0 {
+		return fmt.Errorf("%w: allocation_attempt (run %s): %d is negative", ErrInvalid, safeID(m.RunID), m.AllocationAttempt)
+	}
+	if m.Status != "" && !m.Status.valid() {
+		return fmt.Errorf("%w: status (run %s): %q is not granted, running, completed, failed or released",
+			ErrInvalid, safeID(m.RunID), safeID(string(m.Status)))
+	}
+	for i, r := range m.CredentialIssuances {
+		if err := r.validate(); err != nil {
+			return fmt.Errorf("%w: credential_issuances[%d] (run %s): %s", ErrInvalid, i, safeID(m.RunID), err)
+		}
+	}
+	return nil
+}
+
+// checkID accepts the printable, single-line values ids and digests are.
+func checkID(v string) error {
+	if len(v) > maxField {
+		return fmt.Errorf("longer than %d bytes", maxField)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("not UTF-8")
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("contains white space or a control character")
+		}
+	}
+	return nil
+}
+
+// safeID is v for an error message if it is short and plain, else a
+// placeholder: messages name the run at fault without echoing arbitrary input.
+func safeID(v string) string {
+	if checkID(v) != nil || len(v) > 128 {
+		return "(unprintable)"
+	}
+	return v
+}
+
+func (r Receipt) validate() error {
+	if r.Issuer == "" {
+		return fmt.Errorf("issuer: required")
+	}
+	if r.SecretVersion == "" {
+		return fmt.Errorf("secret_version: required")
+	}
+	for _, f := range []struct{ name, v string }{{"issuer", r.Issuer}, {"secret_version", r.SecretVersion}} {
+		if err := checkID(f.v); err != nil {
+			return fmt.Errorf("%s: %s", f.name, err)
+		}
+		if len(f.v) > 256 {
+			return fmt.Errorf("%s: longer than 256 bytes", f.name)
+		}
+		if why := looksLikeSecret(f.v); why != "" {
+			return fmt.Errorf("%s: looks like a secret value (%s), not a name or version; receipts never hold secrets", f.name, why)
+		}
+	}
+	if !isSHA256Digest(r.SHA256Fingerprint) {
+		return fmt.Errorf("sha256_fingerprint: not sha256:<64 lower-case hex>")
+	}
+	if r.IssuedAt.IsZero() {
+		return fmt.Errorf("issued_at: required")
+	}
+	if r.ExpiresAt.IsZero() {
+		return fmt.Errorf("expires_at: required")
+	}
+	if !r.ExpiresAt.After(r.IssuedAt) {
+		return fmt.Errorf("expires_at: not after issued_at")
+	}
+	return nil
+}
+
+func isSHA256Digest(s string) bool {
+	hex, ok := strings.CutPrefix(s, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for i := 0; i < len(hex); i++ {
+		c := hex[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// secretPrefixes are the fixed beginnings of well-known token formats; a
+// value that starts with one and goes on with 16 or more token characters
+// (letters, digits, '_' and '-') is taken for a token.
+var secretPrefixes = []string{
+	"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", // GitHub, GitLab
+	"xoxb-", "xoxp-", "xoxa-", "xoxs-", // Slack
+	"sk-", "sk_live_", "rk_live_", // OpenAI-style, Stripe
+	"AIza",         // Google API keys
+	"hvs.", "hvb.", // Vault tokens
+}
+
+// looksLikeSecret says why v looks like a credential rather than an issuer
+// name or a secret version ("" when it does not): a well-known token prefix,
+// an AWS access key id, a JSON Web Token, or a long random-looking word that
+// no name or version has. It is a guard against a broker that hands the
+// token where the receipt wants its version; it cannot prove a value is
+// harmless. (PEM blocks and other multi-line values fail earlier: ids hold
+// no white space.)
+func looksLikeSecret(v string) string {
+	for _, p := range secretPrefixes {
+		if rest, ok := strings.CutPrefix(v, p); ok && len(rest) >= 16 && strings.Trim(rest, tokenChars) == "" {
+			return "well-known token prefix"
+		}
+	}
+	if len(v) == 20 && (strings.HasPrefix(v, "AKIA") || strings.HasPrefix(v, "ASIA")) &&
+		strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == "" {
+		return "AWS access key id"
+	}
+	if parts := strings.Split(v, "."); len(parts) == 3 && strings.HasPrefix(v, "eyJ") {
+		return "JSON Web Token"
+	}
+	// a long random-looking word: 40 or more letters and digits in a row with
+	// the mix of a random base62 or base64 string (a quarter or more upper
+	// case, a tenth or more digits), which names and versions do not have
+	run, upper, digit := 0, 0, 0
+	for i := 0; i <= len(v); i++ {
+		if i < len(v) && isAlnum(v[i]) {
+			run++
+			switch c := v[i]; {
+			case c >= 'A' && c <= 'Z':
+				upper++
+			case c >= '0' && c <= '9':
+				digit++
+			}
+			continue
+		}
+		if run >= 40 && upper*4 >= run && digit*10 >= run && upper+digit < run {
+			return "long random-looking word"
+		}
+		run, upper, digit = 0, 0, 0
+	}
+	return ""
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+const tokenChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"

@@ -1,0 +1,143 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Errors. Every refusal of input wraps ErrInvalid; the others say what the
+// store holds. Messages name the run, template or package at fault.
+var (
+	// ErrInvalid marks a manifest, receipt, query or package the store
+	// refuses (a missing run_id, a receipt without a fingerprint, ...).
+	ErrInvalid = errors.New("runs: invalid input")
+	// ErrNotFound: no manifest has that run id.
+	ErrNotFound = errors.New("runs: run not found")
+	// ErrExists: a manifest with that run id was created before. Run ids
+	// name one run each; Create never overwrites.
+	ErrExists = errors.New("runs: run exists")
+	// ErrCompleted: the manifest is final (completed, failed or released)
+	// and is a record now; Update refuses to change it.
+	ErrCompleted = errors.New("runs: run is final")
+	// ErrSchema: the database was written by a newer Slipway (its schema
+	// version is above the one this build knows).
+	ErrSchema = errors.New("runs: unknown schema version")
+)
+
+// Store keeps run manifests and the package index of workspace templates,
+// and answers the operator's questions: what did run r use, and which runs
+// used this artifact or a template containing this package.
+//
+// Implementations are safe for concurrent use. SQLite is the store of a
+// single runtime; another database (PostgreSQL) implements the same
+// interface.
+type Store interface {
+	// Create records a new manifest (normally as granted, when the claim is
+	// granted). It returns ErrExists if the run id was created before, and
+	// ErrInvalid if the manifest fails validation. An empty Status is stored
+	// as granted. When Create returns nil the manifest is durable.
+	Create(ctx context.Context, m *Manifest) error
+	// Update reads the manifest of runID, calls fn on a copy and stores what
+	// fn left, all in one transaction: concurrent Updates of one run do not
+	// lose each other's changes. An error from fn aborts the update and is
+	// returned (wrapped). It returns ErrNotFound for an unknown run, and
+	// ErrCompleted if the stored manifest is already final: finalise a run
+	// once, when its claim ends, with everything it recorded. fn must not
+	// change run_id or lower allocation_attempt (ErrInvalid).
+	Update(ctx context.Context, runID string, fn func(*Manifest) error) error
+	// Get returns the manifest of runID, or ErrNotFound.
+	Get(ctx context.Context, runID string) (*Manifest, error)
+	// Query returns the ids of the runs matching every criterion set in q,
+	// sorted, at most q.Limit of them when q.Limit > 0. A query with no
+	// criterion is refused (ErrInvalid): it would list every run.
+	Query(ctx context.Context, q Query) ([]string, error)
+	// RecordPackages sets the package index of a workspace template (from
+	// the SBOM attestation verified at build or pull time). Recording the
+	// same set again changes nothing (Unchanged); a different set replaces
+	// the old one (Updated). Runs whose template has no recorded packages
+	// are never found by a package query.
+	RecordPackages(ctx context.Context, templateID string, pkgs []Package) (Change, error)
+	// Close releases the store. It does not lose anything Create or Update
+	// returned nil for.
+	Close() error
+}
+
+// Query selects runs by the artifacts they used. Every non-empty field must
+// match (they combine with AND). Each is an exact identity as the manifest
+// records it (a digest, an id, a revision), never a tag.
+type Query struct {
+	// Template matches workspace_template_id.
+	Template string
+	// Runner matches runner_digest.
+	Runner string
+	// NodeImage matches node_image_id.
+	NodeImage string
+	// Policy matches policy_revision.
+	Policy string
+	// Generation matches generation.
+	Generation string
+	// Package ("name@version", as in the template SBOMs) matches runs whose
+	// workspace template contains that package.
+	Package string
+	// Limit caps the number of run ids returned; 0 means all.
+	Limit int
+}
+
+func (q Query) empty() bool {
+	return q.Template == "" && q.Runner == "" && q.NodeImage == "" && q.Policy == "" && q.Generation == "" && q.Package == ""
+}
+
+// Package is one package of a workspace template's SBOM, as the package
+// query names it.
+type Package struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// String is "name@version".
+func (p Package) String() string { return p.Name + "@" + p.Version }
+
+// ParsePackage parses "name@version". The version is what follows the last
+// '@', so scoped npm names work: "@babel/core@7.24.0" is @babel/core at 7.24.0.
+// Errors wrap ErrInvalid.
+func ParsePackage(s string) (Package, error) {
+	i := strings.LastIndexByte(s, '@')
+	if i <= 0 || i == len(s)-1 {
+		return Package{}, fmt.Errorf("%w: package %q: want name@version", ErrInvalid, safeID(s))
+	}
+	p := Package{Name: s[:i], Version: s[i+1:]}
+	if err := p.validate(); err != nil {
+		return Package{}, err
+	}
+	return p, nil
+}
+
+func (p Package) validate() error {
+	if p.Name == "" || p.Version == "" {
+		return fmt.Errorf("%w: package %q: name and version are required", ErrInvalid, safeID(p.String()))
+	}
+	if strings.ContainsRune(p.Version, '@') {
+		return fmt.Errorf("%w: package %q: the version holds '@'", ErrInvalid, safeID(p.String()))
+	}
+	// names may hold spaces (some SBOM catalogers make such names), never
+	// control characters
+	for _, v := range []string{p.Name, p.Version} {
+		if len(v) > maxField || !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+			return fmt.Errorf("%w: package %q: not a printable name or version of at most %d bytes", ErrInvalid, safeID(p.String()), maxField)
+		}
+	}
+	return nil
+}
+
+// Change says what a write did.
+type Change string
+
+const (
+	Created   Change = "created"
+	Updated   Change = "updated"
+	Unchanged Change = "unchanged"
+)
