@@ -3,11 +3,15 @@
 //
 // Open names a remote (a local path, file://, http(s):// with a token or
 // basic auth from the environment, ssh://). Update fetches the branch head
-// (depth 1 by default, into memory or a cache folder), runs an Edit on that
-// head's tree, builds the new trees in the object store (only the trees on
-// the changed paths are written: no worktree, no status over the whole
-// repository), commits with an author, a message and trailers, and pushes
-// with a compare-and-swap on the branch, never forcing.
+// (depth 1 by default, into memory or a cache folder; a store that already
+// holds an earlier head, a cache folder or a retry, fetches only the commits
+// since), runs an Edit on that head's tree, builds the new trees in the
+// object store (only the trees on the changed paths are written: no
+// worktree, no status over the whole repository), commits with an author, a
+// message and trailers, and pushes the objects the edit wrote with a
+// compare-and-swap on the branch, never forcing. Nothing walks the whole
+// tree, so an update costs what the edit touches, not what the repository
+// holds, apart from the first fetch.
 //
 // When the push loses a race (another writer moved the branch), Update
 // fetches again and re-applies the Edit to the new head, retrying with

@@ -358,14 +358,16 @@ func (r *Repo) attempt(ctx context.Context, req Request, push string) (*Result, 
 			return res, false, nil
 		}
 	}
+	var objects []plumbing.Hash // what the remote lacks: the commit and what the edit wrote
 	if res.Status != Unchanged {
 		commit, err := r.commit(treeHash, base, c, req.Author)
 		if err != nil {
 			return nil, false, err
 		}
 		res.Status, res.Commit, res.Message = Committed, commit.String(), c.Message()
+		objects = append([]plumbing.Hash{commit}, t.written...)
 	}
-	if err := r.push(ctx, plumbing.NewHash(res.Commit), push, req.Branch == push, base); err != nil {
+	if err := r.push(ctx, plumbing.NewHash(res.Commit), objects, push, req.Branch == push, base); err != nil {
 		landed, moved := r.check(ctx, push, plumbing.NewHash(res.Commit), base)
 		switch {
 		case landed:
@@ -377,38 +379,6 @@ func (r *Repo) attempt(ctx context.Context, req Request, push string) (*Result, 
 		}
 	}
 	return res, false, nil
-}
-
-// fetch brings the head of branch into the store and returns it (zero for
-// a branch, or a repository, that does not exist yet).
-func (r *Repo) fetch(ctx context.Context, branch string) (plumbing.Hash, error) {
-	remoteRef := plumbing.NewRemoteReferenceName("origin", branch)
-	err := r.repo.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: "origin",
-		RefSpecs:   []config.RefSpec{config.RefSpec("+refs/heads/" + branch + ":" + remoteRef.String())},
-		Depth:      r.o.depth,
-		Auth:       r.o.auth,
-		Tags:       git.NoTags,
-		Force:      true,
-	})
-	switch {
-	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
-	case errors.Is(err, transport.ErrEmptyRemoteRepository), isNoMatchingRef(err):
-		_ = r.repo.Storer.RemoveReference(remoteRef)
-		return plumbing.ZeroHash, nil
-	default:
-		return plumbing.ZeroHash, fmt.Errorf("%w: %s: fetch %s: %w", ErrRemote, r.display, branch, redact(err, r.url))
-	}
-	ref, err := r.repo.Reference(remoteRef, true)
-	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("gitops: %s: %s: %w", r.display, remoteRef, err)
-	}
-	return ref.Hash(), nil
-}
-
-func isNoMatchingRef(err error) bool {
-	var nm git.NoMatchingRefSpecError
-	return errors.As(err, &nm) || strings.Contains(err.Error(), "couldn't find remote ref")
 }
 
 func (r *Repo) commit(tree, parent plumbing.Hash, c *Commit, author Signature) (plumbing.Hash, error) {
@@ -426,32 +396,6 @@ func (r *Repo) commit(tree, parent plumbing.Hash, c *Commit, author Signature) (
 		return plumbing.ZeroHash, fmt.Errorf("gitops: encode commit: %w", err)
 	}
 	return r.repo.Storer.SetEncodedObject(obj)
-}
-
-// push sends commit to branch, requiring the remote branch to still be at
-// base (never forcing).
-func (r *Repo) push(ctx context.Context, commit plumbing.Hash, branch string, tracked bool, base plumbing.Hash) error {
-	local := plumbing.ReferenceName("refs/slipway/push/" + branch)
-	if err := r.repo.Storer.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
-		return err
-	}
-	defer r.repo.Storer.RemoveReference(local)
-	po := &git.PushOptions{
-		RemoteName: "origin",
-		RefSpecs:   []config.RefSpec{config.RefSpec(local.String() + ":refs/heads/" + branch)},
-		Auth:       r.o.auth,
-		Force:      false,
-	}
-	if tracked && !base.IsZero() {
-		// Compare-and-swap: refuse to update unless the branch is still
-		// where the edit was applied.
-		po.RequireRemoteRefs = []config.RefSpec{config.RefSpec(base.String() + ":refs/heads/" + branch)}
-	}
-	err := r.repo.PushContext(ctx, po)
-	if errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return nil
-	}
-	return err
 }
 
 // check lists the remote after a failed push: landed when branch holds

@@ -24,6 +24,9 @@ type Tree struct {
 	store   storer.EncodedObjectStorer
 	base    *object.Tree // nil for an empty repository
 	changes map[string]*[]byte
+	// written lists the objects write stored that the base does not
+	// hold: what a push of the edit must send.
+	written []plumbing.Hash
 }
 
 func newTree(s storer.EncodedObjectStorer, base *object.Tree) *Tree {
@@ -182,6 +185,7 @@ func (t *Tree) write() (plumbing.Hash, bool, error) {
 		if h, err = t.store.SetEncodedObject(obj); err != nil {
 			return plumbing.ZeroHash, false, err
 		}
+		t.written = append(t.written, h)
 	}
 	if t.base == nil {
 		return h, h != emptyTree, nil
@@ -257,8 +261,12 @@ func (t *Tree) writeDir(treeHash plumbing.Hash, prefix string, changes map[strin
 		if err != nil {
 			return plumbing.ZeroHash, err
 		}
+		e, ok := entries[name]
+		if !ok || e.Hash != h {
+			t.written = append(t.written, h)
+		}
 		mode := filemode.Regular
-		if e, ok := entries[name]; ok && e.Mode == filemode.Executable {
+		if ok && e.Mode == filemode.Executable {
 			mode = filemode.Executable // keep the executable bit of an existing file
 		}
 		entries[name] = object.TreeEntry{Name: name, Mode: mode, Hash: h}
@@ -278,7 +286,12 @@ func (t *Tree) writeDir(treeHash plumbing.Hash, prefix string, changes map[strin
 	if obj.Hash() == treeHash {
 		return treeHash, nil // unchanged: nothing to store
 	}
-	return t.store.SetEncodedObject(obj)
+	h, err := t.store.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	t.written = append(t.written, h)
+	return h, nil
 }
 
 // sortName is git's tree order: folders compare as if their name ended in "/".
