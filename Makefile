@@ -18,8 +18,13 @@ export KUSTOMIZE := $(BIN)/kustomize
 
 all: build
 
-build:
+build: $(BIN)/slipway-runner
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
+
+# The runner artifact: static (no cgo), it runs inside every sandbox.
+.PHONY: $(BIN)/slipway-runner
+$(BIN)/slipway-runner:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/slipway-runner
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
 tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize

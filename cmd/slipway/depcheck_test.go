@@ -32,6 +32,15 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/registrytest": {},
 		"pkg/gittest":      {},
 		"pkg/gitops":       {},
+		"pkg/runs":         {},
+
+		// Sandboxes: the runner protocol at the bottom, the Backend interface
+		// over rootfs, the local backend over rootfs and isolate. The runner
+		// artifact stays small: the protocol package and nothing else of Slipway's.
+		"pkg/sandbox/runner": {},
+		"pkg/sandbox":        {"pkg/rootfs", "pkg/sandbox/runner"},
+		"pkg/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/atomicfile", "pkg/sandbox", "pkg/sandbox/runner"},
+		"cmd/slipway-runner": {"pkg/sandbox/runner"},
 	}
 	// Flags and the CLI stay under cmd/: no library package imports them itself
 	// (a dependency such as syft may use cobra internally).

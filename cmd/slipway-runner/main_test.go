@@ -1,0 +1,54 @@
+package main
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+)
+
+// Built as the Makefile builds it, the runner is a static executable (it
+// runs on any template, with or without a libc) that knows its own digest.
+func TestStaticAndKnowsItself(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "slipway-runner")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("the runner is dynamically linked")
+		}
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		RunnerDigest    string `json:"runnerDigest"`
+		ProtocolVersion int    `json:"protocolVersion"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := runner.FileDigest(bin)
+	if v.RunnerDigest != want || v.ProtocolVersion != runner.ProtocolVersion {
+		t.Errorf("version = %s, want digest %s", out, want)
+	}
+	for _, args := range [][]string{nil, {"bogus"}, {"serve", "--listen-fd", "99"}} {
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err == nil || !strings.HasPrefix(string(out), "slipway-runner: ") {
+			t.Errorf("%v: %v %q", args, err, out)
+		}
+	}
+}

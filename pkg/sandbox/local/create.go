@@ -1,0 +1,280 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/isolate"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+)
+
+// Create makes a sandbox: the template unpacked once per digest and
+// mounted read-only as /, a private writable workspace (seeded from the
+// template's working directory) at that directory, the runner read-only at
+// sandbox.RunnerPath, a fresh machine id and whatever else the template's
+// refresh label asks for, a tmpfs at /tmp, no network, pid, ipc and uts
+// namespaces of its own, and spec.Limits. It returns once the runner has
+// answered with the expected digest, generation and sandbox id, and the
+// host has checked that the process answering runs the expected binary.
+// The sandbox outlives ctx, which bounds only its creation.
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
+	if err := b.open(); err != nil {
+		return nil, err
+	}
+	if err := validate(&spec); err != nil {
+		return nil, err
+	}
+	digest, err := spec.Template.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("local: template digest: %w", err)
+	}
+	if spec.TemplateID != "" && spec.TemplateID != digest.String() {
+		return nil, fmt.Errorf("%w: TemplateID is %s but the image is %s", sandbox.ErrInvalidSpec, spec.TemplateID, digest)
+	}
+	runnerPath, err := b.runnerBinary(spec.Runner)
+	if err != nil {
+		return nil, err
+	}
+	t, err := b.template(ctx, spec.Template, digest)
+	if err != nil {
+		return nil, err
+	}
+
+	id := newID()
+	b.mu.Lock()
+	b.creating[id] = true
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.creating, id)
+		b.mu.Unlock()
+	}()
+	s, err := b.start(ctx, id, spec, t, runnerPath, digest.String())
+	if err != nil {
+		// Nothing of a failed sandbox is left behind.
+		if derr := b.Delete(context.WithoutCancel(ctx), id); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, fmt.Errorf("local: create sandbox %s: %w", id, err)
+	}
+	return s, nil
+}
+
+func validate(spec *sandbox.Spec) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s", sandbox.ErrInvalidSpec, field, fmt.Sprintf(format, args...)))
+	}
+	if spec.Pool == "" {
+		bad("Pool", "required")
+	}
+	if spec.Generation == "" {
+		bad("Generation", "required")
+	}
+	if spec.Owner == "" {
+		spec.Owner = sandbox.OwnerWarm
+	}
+	if spec.Template == nil {
+		bad("Template", "required")
+	}
+	if spec.Runner.Path == "" || !filepath.IsAbs(spec.Runner.Path) {
+		bad("Runner.Path", "%q is not an absolute path", spec.Runner.Path)
+	}
+	if spec.Network != "" && spec.Network != sandbox.NetworkDeny {
+		bad("Network", "%q: the local backend offers only %q", spec.Network, sandbox.NetworkDeny)
+	}
+	for k := range spec.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			bad("Env", "name %q is empty or contains '=' or NUL", k)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// start does the part of Create that leaves things to clean up.
+func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tmpl, runnerPath, templateID string) (*sandbox.Sandbox, error) {
+	dir := b.sandboxDir(id)
+	if err := mkdirs(dir); err != nil {
+		return nil, err
+	}
+	rec := &record{
+		ID: id, Pool: spec.Pool, Generation: spec.Generation, Owner: spec.Owner,
+		TemplateID: templateID, RunnerDigest: spec.Runner.Digest,
+		Created: time.Now().UTC().Truncate(time.Millisecond), Workdir: t.workdir, BootID: b.boot,
+	}
+	if err := b.writeRecord(rec); err != nil {
+		return nil, err
+	}
+
+	ws := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return nil, err
+	}
+	if err := seedWorkspace(t, ws); err != nil {
+		return nil, err
+	}
+	refreshDir := filepath.Join(dir, "refresh")
+	if err := mkdirs(refreshDir); err != nil {
+		return nil, err
+	}
+	mounts, results, err := refresh(ctx, t, refreshDir)
+	if err != nil {
+		return nil, err
+	}
+	rec.Refresh = results
+	mounts = append(mounts,
+		isolate.Mount{Source: ws, Target: t.workdir},
+		isolate.Mount{Source: runnerPath, Target: sandbox.RunnerPath, ReadOnly: true})
+
+	ln, err := listenUnix(b.socketPath(id))
+	if err != nil {
+		return nil, err
+	}
+	defer ln.Close() // the sandbox has its own copy once started
+	is := isolate.Spec{
+		Root:         t.root,
+		ReadOnlyRoot: true,
+		Mounts:       mounts,
+		Env:          sandboxEnv(t, spec.Env),
+		Dir:          t.workdir,
+		Hostname:     id,
+		Argv: []string{sandbox.RunnerPath, "serve", "--listen-fd", "0",
+			"--generation", spec.Generation, "--sandbox", id, "--workdir", t.workdir},
+		Stdin: ln, // an *os.File: bwrap and the runner get the descriptor itself
+		Limits: isolate.Limits{
+			NoFile: spec.Limits.NoFile, NProc: spec.Limits.NProc, AddressSpace: spec.Limits.AddressSpace,
+			CPUSeconds: spec.Limits.CPUSeconds, FileSize: spec.Limits.FileSize,
+		},
+	}
+	if t.user != nil {
+		if os.Geteuid() == 0 {
+			is.HostUser = t.user // a real unprivileged uid, as the template's tests ran
+		} else {
+			is.User = t.user
+		}
+	}
+	log := &tailBuffer{max: logTail}
+	p, err := isolate.Start(context.Background(), is, log, log)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.procs[id] = p
+	b.mu.Unlock()
+	rec.Bwrap, _ = refOf(p.Pid())
+	rec.Init, _ = refOf(p.SandboxPid())
+	if err := b.writeRecord(rec); err != nil {
+		return nil, err
+	}
+
+	client := runner.NewClient(dialUnix(b.socketPath(id)))
+	if err := b.proveIdentity(ctx, p, log, client, rec); err != nil {
+		return nil, err
+	}
+	rec.Ready = time.Now().UTC().Truncate(time.Millisecond)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.writeRecord(rec); err != nil {
+		return nil, err
+	}
+	delete(b.creating, id)
+	return b.view(rec), nil
+}
+
+// proveIdentity waits for the runner to answer and checks what it says
+// against what was started, and, from the host, the binary the answering
+// process runs.
+func (b *Backend) proveIdentity(ctx context.Context, p *isolate.Process, log *tailBuffer, client *runner.Client, rec *record) error {
+	ctx, cancel := context.WithTimeout(ctx, b.o.readyTimeout)
+	defer cancel()
+	type answer struct {
+		id  *runner.Identity
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		id, err := client.Identity(ctx)
+		ch <- answer{id, err}
+	}()
+	var a answer
+	ended := false
+	select {
+	case a = <-ch:
+	case <-p.Done():
+		ended = true
+		cancel()
+		a = <-ch
+	}
+	if a.err != nil && !ended {
+		// A runner that died takes its listening socket with it; give
+		// the Process a moment to say so.
+		select {
+		case <-p.Done():
+			ended = true
+		case <-time.After(time.Second):
+		}
+	}
+	if ended && (a.err != nil || a.id == nil) {
+		res, _ := p.Wait()
+		return fmt.Errorf("the sandbox ended (exit %d) before its runner answered; output: %q", res.ExitCode, log.String())
+	}
+	if a.err != nil {
+		return fmt.Errorf("the runner did not prove its identity (ready timeout %s): %w; output: %q", b.o.readyTimeout, a.err, log.String())
+	}
+	id := a.id
+	var errs []error
+	if id.RunnerDigest != rec.RunnerDigest {
+		errs = append(errs, fmt.Errorf("%w: the runner says it is %s, the spec wants %s", sandbox.ErrIdentity, id.RunnerDigest, rec.RunnerDigest))
+	}
+	if id.Generation != rec.Generation {
+		errs = append(errs, fmt.Errorf("%w: the runner says generation %q, the spec wants %q", sandbox.ErrIdentity, id.Generation, rec.Generation))
+	}
+	if id.SandboxID != rec.ID {
+		errs = append(errs, fmt.Errorf("%w: the runner says sandbox %q, want %q", sandbox.ErrIdentity, id.SandboxID, rec.ID))
+	}
+	if errs != nil {
+		return errors.Join(errs...)
+	}
+	// The runner's word is checked from the host: the process that answered
+	// (by its pid inside the sandbox) runs a binary with the expected hash.
+	hostPid, ok := findInSandbox(rec.Init.Pid, id.Pid)
+	if !ok {
+		return fmt.Errorf("%w: no process with pid %d in the sandbox", sandbox.ErrIdentity, id.Pid)
+	}
+	got, err := runner.FileDigest(fmt.Sprintf("/proc/%d/exe", hostPid))
+	if err != nil {
+		return fmt.Errorf("%w: read the runner's executable from the host: %w", sandbox.ErrIdentity, err)
+	}
+	if got != rec.RunnerDigest {
+		return fmt.Errorf("%w: the runner process runs %s, the spec wants %s", sandbox.ErrIdentity, got, rec.RunnerDigest)
+	}
+	return nil
+}
+
+// sandboxEnv is the template's environment with spec's over it, and PATH
+// and HOME (the workspace: the rest of the file system is read-only)
+// when neither sets them.
+func sandboxEnv(t *tmpl, add map[string]string) isolate.Env {
+	env := isolate.Env{}
+	for _, kv := range t.env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			env[k] = v
+		}
+	}
+	for k, v := range add {
+		env[k] = v
+	}
+	if _, ok := env["PATH"]; !ok {
+		env["PATH"] = defaultPath
+	}
+	if _, ok := env["HOME"]; !ok {
+		env["HOME"] = t.workdir
+	}
+	return env
+}

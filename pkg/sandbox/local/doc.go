@@ -1,0 +1,72 @@
+// Package local is the sandbox backend for one host: each sandbox is a
+// long-lived bubblewrap sandbox (package isolate) running the runner, with
+// its durable state in a directory.
+//
+// # What a sandbox is
+//
+// The template image is unpacked once per digest (package rootfs; callers
+// creating sandboxes of the same template at once wait for the one
+// extraction) and mounted read-only as / of every sandbox of that template.
+// Each sandbox gets a private writable workspace at the template's working
+// directory (DefaultWorkdir when it names none), seeded with that
+// directory's contents and owned by the sandbox's user; a tmpfs at /tmp;
+// the runner binary read-only at sandbox.RunnerPath; no network (a network
+// namespace with only loopback); pid, ipc and uts namespaces of its own
+// (the host's processes are invisible, the host name is the sandbox id); no
+// capabilities; and the Spec's rlimits. A template whose config names a
+// user ("uid[:gid]") runs as that uid for real when the backend runs as
+// root (an unprivileged bubblewrap), as the template's tests did.
+// Everything outside the workspace and /tmp is read-only.
+//
+// The refresh phase runs before the runner starts: a fresh /etc/machine-id
+// for every sandbox (and /var/lib/dbus/machine-id when the template has
+// one), a fresh random seed when the template's refresh label asks and it
+// has /var/lib/systemd/random-seed, and new ssh host keys when it asks and
+// has ssh-keygen and /etc/ssh: the template's own ssh-keygen -A runs under
+// bubblewrap on a private copy of /etc/ssh, mounted read-only over it
+// afterwards. What was done, or skipped and why, is in Sandbox.Refresh.
+//
+// # Runner and identity
+//
+// The backend binds the runner's unix socket itself, at
+// sandboxes/<id>/runner.sock in the state directory (outside every
+// sandbox), and hands the listening descriptor to the runner as its
+// standard input: nothing inside the sandbox can replace the socket, and
+// the socket outlives a restart of the Backend. Create returns once the
+// runner has answered with the expected digest, generation and sandbox id
+// and the host has hashed the executable of the process that answered.
+//
+// # Durable state
+//
+//	<dir>/lock                          held (flock) by the one Backend using <dir>
+//	<dir>/templates/<hex>/rootfs        an unpacked template, shared read-only
+//	<dir>/runners/<hex>/slipway-runner  a runner binary, checked against its digest
+//	<dir>/sandboxes/<id>/sandbox.json   pool, generation, owner, pins, pids, refresh results
+//	<dir>/sandboxes/<id>/workspace/     the sandbox's writable workspace
+//	<dir>/sandboxes/<id>/refresh/       machine-id and friends, mounted read-only
+//	<dir>/sandboxes/<id>/runner.sock    the runner's socket
+//
+// sandbox.json is written atomically before the sandbox starts and again
+// with the host pids and start times of bwrap and of the sandbox's pid 1
+// (and the boot id), so that a new Backend tells a running sandbox from a
+// dead one whose pid was reused. A new Backend on the same directory finds
+// running sandboxes (and can use and delete them) and dead ones (which
+// sandbox.Reap deletes). Delete kills the sandbox's pid 1, which takes its
+// whole pid namespace, and bwrap's process group, waits until they are
+// gone, then removes the directory; a deletion a crash interrupted is
+// finished by the next New.
+//
+// # Limits
+//
+// bwrap runs with --die-with-parent: sandboxes do not outlive the process
+// that created them, so a runtime killed with SIGKILL leaks no sandbox, and
+// the next Backend finds them dead. Limits are rlimits (per process; NProc
+// counts the uid's processes host-wide); there is no aggregate memory or
+// CPU limit without a writable cgroup v2, which this backend does not use
+// yet. The listening socket is inherited by bwrap's pid 1 inside the
+// sandbox (bwrap keeps standard input there), so a workload of the
+// sandbox's uid could take it with pidfd_getfd and answer in the runner's
+// place after Create: treat the runner's later answers as the sandbox's
+// word. A workload can always signal its own runner. Templates are never
+// removed from the state directory yet.
+package local

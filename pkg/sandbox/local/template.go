@@ -1,0 +1,239 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/slipway-dev/slipway/pkg/isolate"
+	"github.com/slipway-dev/slipway/pkg/rootfs"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+)
+
+// Labels and refresh kinds of a workspace template, as package template
+// writes them (a test keeps the two in step; this package sits beside
+// template, not above it).
+const (
+	labelTemplateRefresh = "dev.slipway.template.refresh"
+	refreshMachineID     = "machine-id"
+	refreshSSHHostKeys   = "ssh-host-keys"
+	refreshRandomSeed    = "random-seed"
+)
+
+// DefaultWorkdir is the workspace inside a sandbox when the template names
+// no working directory (or names /).
+const DefaultWorkdir = "/workspace"
+
+// defaultPath is PATH when neither the template nor the Spec sets one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// tmpl is an unpacked template: its shared read-only root file system and
+// what its image config says about running it.
+type tmpl struct {
+	digest  v1.Hash
+	root    string        // templates/<hex>/rootfs
+	workdir string        // inside
+	user    *isolate.User // nil: root
+	env     []string      // the image's, NAME=value
+	refresh []string      // the template's refresh label
+}
+
+// keyedMutex serialises work per key (one extraction per template digest,
+// one copy per runner digest).
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*sync.Mutex{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &sync.Mutex{}
+		k.locks[key] = l
+	}
+	k.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// template returns img unpacked under the state directory, extracting it
+// the first time its digest is seen (concurrent callers wait for the one
+// extraction) and reusing it afterwards.
+func (b *Backend) template(ctx context.Context, img v1.Image, digest v1.Hash) (*tmpl, error) {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("template %s: config: %w", digest, err)
+	}
+	t := &tmpl{digest: digest, env: cf.Config.Env, workdir: path.Clean("/" + cf.Config.WorkingDir)}
+	if t.workdir == "/" {
+		t.workdir = DefaultWorkdir
+	}
+	if t.user, err = parseUser(cf.Config.User); err != nil {
+		return nil, fmt.Errorf("%w: template %s: user %q: %v", sandbox.ErrInvalidSpec, digest, cf.Config.User, err)
+	}
+	if r := cf.Config.Labels[labelTemplateRefresh]; r != "" {
+		t.refresh = strings.Split(r, ",")
+	}
+	dir := filepath.Join(b.dir, "templates", digest.Hex)
+	t.root = filepath.Join(dir, "rootfs")
+
+	unlock := b.templates.lock(digest.Hex)
+	defer unlock()
+	if fi, err := os.Stat(t.root); err == nil && fi.IsDir() {
+		return t, nil
+	}
+	if err := mkdirs(dir); err != nil {
+		return nil, err
+	}
+	tmp := filepath.Join(dir, ".extract-"+randomHex(6))
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	b.extractions.Add(1)
+	if _, err := rootfs.Extract(ctx, img, tmp); err != nil {
+		_ = removeAll(tmp)
+		return nil, fmt.Errorf("template %s: unpack: %w", digest, err)
+	}
+	if err := prepareMountPoints(tmp, t.workdir); err != nil {
+		_ = removeAll(tmp)
+		return nil, fmt.Errorf("template %s: %w", digest, err)
+	}
+	if err := os.Rename(tmp, t.root); err != nil {
+		_ = removeAll(tmp)
+		return nil, err
+	}
+	return t, nil
+}
+
+// prepareMountPoints adds to an unpacked template what a read-only root
+// needs for the mounts of every sandbox: /proc, /dev, /tmp, the workspace
+// directory, and empty files at RunnerPath and /etc/machine-id. Nothing is
+// added where the template has something already. Paths are resolved inside
+// the tree (os.Root), never through a symlink out of it.
+func prepareMountPoints(dir, workdir string) error {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, d := range []string{"proc", "dev", "tmp", strings.TrimPrefix(workdir, "/")} {
+		if err := r.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("mount point /%s: %w", d, err)
+		}
+	}
+	for _, f := range []string{strings.TrimPrefix(sandbox.RunnerPath, "/"), "etc/machine-id"} {
+		fi, err := r.Stat(f)
+		switch {
+		case err == nil && fi.Mode().IsRegular():
+			continue
+		case err == nil:
+			return fmt.Errorf("mount point /%s: %s is not a regular file", f, fi.Mode().Type())
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("mount point /%s: %w", f, err)
+		}
+		if err := r.MkdirAll(path.Dir(f), 0o755); err != nil {
+			return fmt.Errorf("mount point /%s: %w", f, err)
+		}
+		fh, err := r.OpenFile(f, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+		if err != nil {
+			return fmt.Errorf("mount point /%s: %w", f, err)
+		}
+		if err := fh.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runnerBinary returns the state directory's copy of the runner binary,
+// copying it the first time its digest is seen and checking that the copy
+// has the digest the Spec promises.
+func (b *Backend) runnerBinary(rb sandbox.RunnerBinary) (string, error) {
+	hexd, ok := strings.CutPrefix(rb.Digest, "sha256:")
+	if !ok || len(hexd) != 64 || strings.Trim(hexd, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("%w: Runner.Digest %q is not sha256:<hex>", sandbox.ErrInvalidSpec, rb.Digest)
+	}
+	dir := filepath.Join(b.dir, "runners", hexd)
+	dst := filepath.Join(dir, "slipway-runner")
+	unlock := b.runners.lock(hexd)
+	defer unlock()
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	if err := mkdirs(dir); err != nil {
+		return "", err
+	}
+	in, err := os.ReadFile(rb.Path)
+	if err != nil {
+		return "", fmt.Errorf("%w: Runner.Path: %w", sandbox.ErrInvalidSpec, err)
+	}
+	if got := sha256Hex(in); got != hexd {
+		return "", fmt.Errorf("%w: runner %s is sha256:%s, the spec says %s", sandbox.ErrIdentity, rb.Path, got, rb.Digest)
+	}
+	tmp := filepath.Join(dir, ".copy-"+randomHex(6))
+	if err := os.WriteFile(tmp, in, 0o555); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o555); err != nil { // umask
+		return "", err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	return dst, nil
+}
+
+// parseUser turns an image config's "uid[:gid]" into a User; names are
+// refused (they would need the template's /etc/passwd on the host).
+func parseUser(s string) (*isolate.User, error) {
+	if s == "" {
+		return nil, nil
+	}
+	u, g, hasGID := strings.Cut(s, ":")
+	uid, err := strconv.Atoi(u)
+	if err != nil || uid < 0 {
+		return nil, fmt.Errorf("want uid[:gid] in numbers")
+	}
+	gid := uid
+	if hasGID {
+		if gid, err = strconv.Atoi(g); err != nil || gid < 0 {
+			return nil, fmt.Errorf("want uid[:gid] in numbers")
+		}
+	}
+	if uid == 0 && gid == 0 {
+		return nil, nil
+	}
+	return &isolate.User{UID: uid, GID: gid}, nil
+}
+
+// mkdirs makes dir and its missing parents with mode 0711: a sandbox of a
+// template with a user runs bwrap as that user, who must reach the
+// template's root, the runner and its workspace, but not list the state.
+func mkdirs(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o711)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

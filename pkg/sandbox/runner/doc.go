@@ -1,0 +1,45 @@
+// Package runner is the protocol between the runtime and the runner, the
+// small static program (cmd/slipway-runner) that runs inside every sandbox:
+// its wire types, the server the runner runs (Serve) and the client the
+// runtime uses (Client). Both sides import this package, so they agree by
+// construction; ProtocolVersion numbers what they agree on.
+//
+// # Wire format
+//
+// The runner accepts connections on a unix socket. Each line either way is
+// one JSON object. A client sends a Request ({"v":1,"op":...}); the runner
+// answers with Frames:
+//
+//	identity  ->  {"type":"identity","identity":{runnerDigest, generation, sandboxId, protocolVersion, ...}}
+//	ping      ->  {"type":"pong","pong":{time, running}}
+//	exec      ->  {"type":"output","stream":"stdout"|"stderr","data":<base64>} ...
+//	              then {"type":"exit","exit":{exitCode, signal, timedOut, cancelled, truncated, outputBytes, durationMs}}
+//	anything  ->  {"type":"error","error":{code, message}} when refused
+//
+// Identity and ping may repeat on one connection; an exec takes its
+// connection over and the runner closes it after the exit frame. Closing
+// the connection (or sending {"op":"cancel"}) during an exec kills the
+// command's process group. Output is streamed as it comes, at most
+// ExecRequest.MaxOutput bytes of stdout and stderr together; the rest is
+// counted and dropped and the exit says Truncated. A command that exits
+// leaves its background processes running (they are the sandbox's), but
+// the exec ends at most outputGrace after the command did.
+//
+// A client opens a connection per call, so a heartbeat runs beside a long
+// exec, and a request that fails leaves nothing half-read behind.
+//
+// # Identity
+//
+// The runner hashes its own executable through /proc/self/exe when it
+// starts and reports that digest with the generation and sandbox it was
+// started for. That is the runner's word; the sandbox backend checks it
+// from the host as well (the hash of /proc/<pid>/exe of the process that
+// answered). The runner makes itself non-dumpable (Harden), so a workload
+// of the same uid cannot trace it or take its descriptors (the listening
+// socket among them; a backend must not leave a copy with another process
+// of the sandbox either). The workload can still signal it: a runner is no
+// stronger a boundary than its sandbox.
+//
+// It is not the sandbox (package isolate and the backends make that), and
+// it knows nothing of pools, claims or generations beyond echoing one.
+package runner

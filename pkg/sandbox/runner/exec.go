@@ -1,0 +1,254 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// outputGrace bounds how long an exec waits, after its command exited, for
+// the output pipes to close: a background process the command left behind
+// may hold them open, and keeps running.
+const outputGrace = 2 * time.Second
+
+// Cancellation causes.
+var (
+	errTimeout   = errors.New("runner: exec timeout")
+	errCancelled = errors.New("runner: exec cancelled")
+)
+
+// exec runs one command and streams its output as frames on fw. r is the
+// rest of the connection: an OpCancel line, the connection's end or a read
+// error cancels the command.
+func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req *ExecRequest) {
+	if len(req.Argv) == 0 || req.Argv[0] == "" {
+		fw.fail(ErrCodeBadRequest, "exec: argv is empty")
+		return
+	}
+	if req.TimeoutMs < 0 || req.MaxOutput < 0 || req.MaxOutput > MaxOutputLimit {
+		fw.fail(ErrCodeBadRequest, "exec: timeoutMs %d or maxOutput %d out of range (maxOutput at most %d)", req.TimeoutMs, req.MaxOutput, MaxOutputLimit)
+		return
+	}
+	max := req.MaxOutput
+	if max == 0 {
+		max = DefaultMaxOutput
+	}
+	env := mergeEnv(s.cfg.Env, req.Env)
+	dir := req.Dir
+	if dir == "" {
+		dir = s.cfg.Workdir
+	}
+	path, err := lookPath(req.Argv[0], envValue(env, "PATH"), dir)
+	if err != nil {
+		fw.fail(ErrCodeStart, "%v", err)
+		return
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if req.TimeoutMs > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, errTimeout)
+		defer stop()
+	}
+	go watchConn(r, cancel)
+
+	out := &outputLimiter{fw: fw, max: max, cancel: cancel}
+	cmd := exec.CommandContext(ctx, path, req.Argv[1:]...)
+	cmd.Args[0] = req.Argv[0]
+	cmd.Env = env
+	cmd.Dir = dir
+	if len(req.Stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(req.Stdin)
+	}
+	cmd.Stdout = out.stream(StreamStdout)
+	cmd.Stderr = out.stream(StreamStderr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// The whole process group: the command and what it started.
+		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	cmd.WaitDelay = outputGrace
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		fw.fail(ErrCodeStart, "start %s: %v", req.Argv[0], err)
+		return
+	}
+	s.mu.Lock()
+	s.running++
+	s.mu.Unlock()
+	werr := cmd.Wait()
+	s.mu.Lock()
+	s.running--
+	s.mu.Unlock()
+
+	st := &ExitStatus{ExitCode: -1, DurationMs: time.Since(start).Milliseconds()}
+	if ps := cmd.ProcessState; ps != nil {
+		st.ExitCode = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Signal = ws.Signal().String()
+		}
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errTimeout):
+		st.TimedOut = true
+	case errors.Is(cause, errCancelled), ctx.Err() != nil:
+		st.Cancelled = true
+	}
+	var exitErr *exec.ExitError
+	if werr != nil && !errors.As(werr, &exitErr) && !errors.Is(werr, exec.ErrWaitDelay) && ctx.Err() == nil {
+		fw.fail(ErrCodeInternal, "wait for %s: %v", req.Argv[0], werr)
+		return
+	}
+	st.Truncated, st.OutputBytes = out.result()
+	fw.write(&Frame{Type: FrameExit, Exit: st})
+}
+
+// watchConn cancels the exec when the client sends OpCancel or the
+// connection ends; other lines are ignored.
+func watchConn(r *bufio.Reader, cancel context.CancelCauseFunc) {
+	defer cancel(errCancelled)
+	for {
+		line, err := readLine(r, MaxRequestBytes)
+		if err != nil {
+			return
+		}
+		var req Request
+		if json.Unmarshal(line, &req) == nil && req.Op == OpCancel {
+			return
+		}
+	}
+}
+
+// outputLimiter streams the first max bytes of stdout and stderr together
+// as output frames and counts, then drops, the rest.
+type outputLimiter struct {
+	fw     *frameWriter
+	max    int64
+	cancel context.CancelCauseFunc
+
+	mu    sync.Mutex
+	total int64
+}
+
+func (o *outputLimiter) stream(name string) *streamWriter { return &streamWriter{o: o, name: name} }
+
+func (o *outputLimiter) result() (truncated bool, total int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.total > o.max, o.total
+}
+
+type streamWriter struct {
+	o    *outputLimiter
+	name string
+}
+
+// Write never fails: a command whose client went away is cancelled, not
+// made to die of a broken pipe.
+func (w *streamWriter) Write(p []byte) (int, error) {
+	o := w.o
+	o.mu.Lock()
+	room := max(o.max-o.total, 0)
+	o.total += int64(len(p))
+	send := p[:min(int64(len(p)), room)]
+	o.mu.Unlock()
+	for len(send) > 0 {
+		n := min(len(send), ChunkBytes)
+		if !o.fw.write(&Frame{Type: FrameOutput, Stream: w.name, Data: send[:n]}) {
+			o.cancel(errCancelled)
+			break
+		}
+		send = send[n:]
+	}
+	return len(p), nil
+}
+
+// mergeEnv sets add over base, keeping base's order, then add's new names
+// sorted.
+func mergeEnv(base []string, add map[string]string) []string {
+	out := make([]string, 0, len(base)+len(add))
+	seen := map[string]bool{}
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if v, ok := add[k]; ok {
+			kv = k + "=" + v
+		}
+		out = append(out, kv)
+	}
+	var names []string
+	for k := range add {
+		if !seen[k] {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		out = append(out, k+"="+add[k])
+	}
+	return out
+}
+
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath finds file in path (the command's PATH, not the runner's). A
+// name with a slash is used as is, relative to dir.
+func lookPath(file, path, dir string) (string, error) {
+	if strings.Contains(file, "/") {
+		p := file
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("%s: %w", file, err)
+		}
+		return p, nil
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		p := filepath.Join(d, file)
+		if executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found in PATH %q", file, path)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+)
+
+// Backend creates, finds and deletes sandboxes on one medium (the local
+// host with bubblewrap today, Kubernetes later). Its methods are safe for
+// concurrent use.
+type Backend interface {
+	// Create makes a sandbox from spec and returns it once its runner has
+	// proved its identity (the expected runner digest, generation and
+	// sandbox id). On error nothing of the sandbox is left.
+	Create(ctx context.Context, spec Spec) (*Sandbox, error)
+	// List returns the sandboxes the backend's durable state knows, dead
+	// ones included (State says which), that match filter, oldest first.
+	List(ctx context.Context, filter Filter) ([]*Sandbox, error)
+	// SetOwner hands a running sandbox from owner from to owner to (a warm
+	// sandbox to a claim), durably; ErrOwnerConflict when its owner is not
+	// from, so two claims cannot take the same sandbox.
+	SetOwner(ctx context.Context, id, from, to string) (*Sandbox, error)
+	// Delete kills the sandbox and everything in it and removes its state
+	// and workspace. Deleting a sandbox that does not exist (any more) does
+	// nothing: Delete is repeat-safe.
+	Delete(ctx context.Context, id string) error
+	// Health reports whether the backend can create sandboxes now.
+	Health(ctx context.Context) error
+}
+
+// Spec is what a sandbox is made from.
+type Spec struct {
+	// Pool, Generation and Owner are recorded with the sandbox and come back
+	// from List after a restart. Owner is who holds it: OwnerWarm or a
+	// claim id. Generation is also what the runner proves it was started
+	// for.
+	Pool       string
+	Generation string
+	Owner      string
+	// Template is the workspace-template image, already verified by the
+	// caller. TemplateID is its manifest digest from the generation's pin;
+	// the backend refuses an image whose digest differs.
+	Template   v1.Image
+	TemplateID string
+	// Runner is the runner binary on the host (see UnpackRunner).
+	Runner RunnerBinary
+	// Network is the sandbox's network; NetworkDeny (or empty) is the only
+	// one a local backend offers.
+	Network Network
+	// Limits bound every process in the sandbox.
+	Limits Limits
+	// Env is added over the template's environment for the runner and
+	// every command it runs.
+	Env map[string]string
+}
+
+// OwnerWarm is the owner of a sandbox waiting in a warm pool.
+const OwnerWarm = "warm"
+
+// Network says what a sandbox may reach.
+type Network string
+
+// Networks.
+const (
+	// NetworkDeny is a network namespace of the sandbox's own with only
+	// loopback.
+	NetworkDeny Network = "deny"
+)
+
+// Limits are per-process resource limits (setrlimit) for everything in a
+// sandbox. Zero leaves a limit as the backend's process has it. NProc
+// counts processes of the sandbox's uid across the whole host.
+type Limits struct {
+	NoFile       uint64 `json:"noFile,omitempty"`
+	NProc        uint64 `json:"nproc,omitempty"`
+	AddressSpace uint64 `json:"addressSpace,omitempty"`
+	CPUSeconds   uint64 `json:"cpuSeconds,omitempty"`
+	FileSize     uint64 `json:"fileSize,omitempty"`
+}
+
+// RunnerBinary is a runner executable on the host and its identity.
+type RunnerBinary struct {
+	// Path is the file; the backend copies it and checks its digest.
+	Path string `json:"path"`
+	// Digest is "sha256:<hex>" of the file, as the runner image's
+	// LabelRunnerSHA256 records it.
+	Digest string `json:"digest"`
+	// Protocol is the runner protocol version from the image's
+	// LabelRunnerProtocol (0 when unknown).
+	Protocol int `json:"protocol,omitempty"`
+}
+
+// Filter selects sandboxes; empty fields match everything.
+type Filter struct {
+	Pool       string
+	Generation string
+	Owner      string
+	State      State
+}
+
+// Match reports whether s passes the filter.
+func (f Filter) Match(s *Sandbox) bool {
+	return (f.Pool == "" || f.Pool == s.Pool) &&
+		(f.Generation == "" || f.Generation == s.Generation) &&
+		(f.Owner == "" || f.Owner == s.Owner) &&
+		(f.State == "" || f.State == s.State)
+}
+
+// State is where a sandbox is in its life.
+type State string
+
+// States.
+const (
+	// StateStarting: its process runs but its runner has not proved its
+	// identity yet (Create has not returned).
+	StateStarting State = "starting"
+	// StateRunning: it runs and its runner proved its identity.
+	StateRunning State = "running"
+	// StateDead: its process is gone (it crashed, was killed, or died with
+	// the process that ran it). Only Delete is left to do.
+	StateDead State = "dead"
+)
+
+// Sandbox is one sandbox as its backend's durable state records it, and a
+// way to talk to its runner.
+type Sandbox struct {
+	ID           string    `json:"id"`
+	Pool         string    `json:"pool"`
+	Generation   string    `json:"generation"`
+	Owner        string    `json:"owner"`
+	TemplateID   string    `json:"templateId"`
+	RunnerDigest string    `json:"runnerDigest"`
+	State        State     `json:"state"`
+	Created      time.Time `json:"created"`
+	// Ready is when the runner proved its identity; zero before.
+	Ready time.Time `json:"ready,omitzero"`
+	// Workdir is the workspace's path inside the sandbox.
+	Workdir string `json:"workdir"`
+	// Refresh says what the refresh phase did at start.
+	Refresh []RefreshResult `json:"refresh,omitempty"`
+
+	// Runner reaches the sandbox's runner; nil for a dead sandbox.
+	Runner *runner.Client `json:"-"`
+}
+
+// RefreshResult is one per-clone value the refresh phase regenerated (or
+// why it did not).
+type RefreshResult struct {
+	Kind string `json:"kind"` // machine-id, ssh-host-keys, random-seed
+	Done bool   `json:"done"`
+	// Detail says what was made, or why nothing was.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Identity asks the sandbox's runner who it is.
+func (s *Sandbox) Identity(ctx context.Context) (*runner.Identity, error) {
+	if s.Runner == nil {
+		return nil, s.notRunning()
+	}
+	return s.Runner.Identity(ctx)
+}
+
+// Ping is a heartbeat to the sandbox's runner.
+func (s *Sandbox) Ping(ctx context.Context) (*runner.Pong, error) {
+	if s.Runner == nil {
+		return nil, s.notRunning()
+	}
+	return s.Runner.Ping(ctx)
+}
+
+// Exec runs a command in the sandbox through its runner; see
+// runner.Client.Exec.
+func (s *Sandbox) Exec(ctx context.Context, req runner.ExecRequest, stdout, stderr io.Writer) (*runner.ExitStatus, error) {
+	if s.Runner == nil {
+		return nil, s.notRunning()
+	}
+	return s.Runner.Exec(ctx, req, stdout, stderr)
+}
+
+func (s *Sandbox) notRunning() error {
+	return fmt.Errorf("%w: sandbox %s is %s", ErrNotRunning, s.ID, s.State)
+}
+
+// Error families: one errors.Is covers a class.
+var (
+	// ErrInvalidSpec: a Spec a backend refuses; the message names the field.
+	ErrInvalidSpec = errors.New("sandbox: invalid spec")
+	// ErrNotFound: no sandbox has that id.
+	ErrNotFound = errors.New("sandbox: not found")
+	// ErrNotRunning: the sandbox is dead or not ready.
+	ErrNotRunning = errors.New("sandbox: not running")
+	// ErrOwnerConflict: SetOwner found another owner than expected.
+	ErrOwnerConflict = errors.New("sandbox: owner conflict")
+	// ErrIdentity: a runner did not prove the identity expected of it (its
+	// digest, generation or sandbox id), or a runner image's label does not
+	// match its binary.
+	ErrIdentity = errors.New("sandbox: runner identity mismatch")
+	// ErrUnavailable: the backend cannot create sandboxes here.
+	ErrUnavailable = errors.New("sandbox: backend unavailable")
+)
+
+// Reap deletes every dead sandbox b knows (after a crash or restart of the
+// process that ran them) and returns their ids. It is repeat-safe.
+func Reap(ctx context.Context, b Backend) ([]string, error) {
+	dead, err := b.List(ctx, Filter{State: StateDead})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	var errs []error
+	for _, s := range dead {
+		if err := b.Delete(ctx, s.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ids = append(ids, s.ID)
+	}
+	return ids, errors.Join(errs...)
+}
