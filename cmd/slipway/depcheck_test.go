@@ -24,7 +24,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/strictyaml":   {},
 		"pkg/generation":   {"pkg/ref", "pkg/strictyaml"},
 		"pkg/attest":       {},
-		"pkg/sign":         {"pkg/attest"},
+		"pkg/sign":         {"pkg/attest", "pkg/resolve", "pkg/ref", "pkg/atomicfile"},
 		"pkg/policy":       {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign"},
 		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
 		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/gitops", "pkg/policy", "pkg/pool"},

@@ -127,7 +127,8 @@ func NewRegistry(opts ...Option) (*Registry, error) {
 	}
 	ropts := []remote.Option{
 		remote.WithAuthFromKeychain(o.keychain),
-		remote.WithTransport(newRetryTransport(o.transport, o.retry)),
+		// One ping per registry, not one per repository.
+		remote.WithTransport(newRetryTransport(NewPingCache(o.transport), o.retry)),
 		// Retries are ours (Retry-After, per-host cool-down, bounded attempts): switch go-containerregistry's off.
 		remote.WithRetryStatusCodes(),
 		remote.WithRetryPredicate(func(error) bool { return false }),

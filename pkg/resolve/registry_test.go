@@ -356,3 +356,47 @@ func TestDedupeAndCacheShareOneLookup(t *testing.T) {
 		t.Fatalf("%d manifest requests for one reference, want 1", got)
 	}
 }
+
+// countPaths counts requests per URL path.
+type countPaths struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *countPaths) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.n[r.URL.Scheme+" "+r.URL.Path]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestOnePingPerRegistry: resolving references in several repositories of
+// one registry pings it once (after one https attempt on a plain-HTTP
+// registry), not once per repository.
+func TestOnePingPerRegistry(t *testing.T) {
+	host := registrytest.NewInProcess(t)
+	for _, repo := range []string{"a", "b", "c", "d"} {
+		img, err := random.Image(64, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		registrytest.Push(t, host+"/"+repo+":v1", img)
+	}
+	c := &countPaths{n: map[string]int{}}
+	reg, err := resolve.NewRegistry(resolve.WithTransport(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, repo := range []string{"a", "b", "c", "d"} {
+		r, err := ref.Parse(host + "/" + repo + ":v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Resolve(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.n["http /v2/"] + c.n["https /v2/"]; got != 2 {
+		t.Errorf("pings %v, want one https attempt and one http ping", c.n)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
+
+	"github.com/slipway-dev/slipway/pkg/resolve"
 )
 
 // Option configures Sign and Verify.
@@ -100,7 +102,7 @@ func newSession(o *options) (*Session, error) {
 	// go-containerregistry lets a client read 4 blobs at a time (WithJobs);
 	// a session is shared by many concurrent calls, whose callers bound
 	// their own concurrency, so the client must not be the bottleneck.
-	ro := []remote.Option{remote.WithAuthFromKeychain(o.keychain), remote.WithTransport(newPingCache(base)), remote.WithJobs(sessionJobs)}
+	ro := []remote.Option{remote.WithAuthFromKeychain(o.keychain), remote.WithTransport(resolve.NewPingCache(base)), remote.WithJobs(sessionJobs)}
 	pl, err := remote.NewPuller(ro...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: registry client: %w", ErrInput, err)

@@ -1,4 +1,4 @@
-package sign
+package resolve
 
 import (
 	"bytes"
@@ -9,8 +9,8 @@ import (
 	"sync"
 )
 
-// pingCache answers registry pings ("GET /v2/") from the first answer per
-// scheme and host, for the life of a Session. go-containerregistry pings
+// NewPingCache returns a transport that answers registry pings ("GET /v2/")
+// from the first answer per scheme and host, for its own lifetime. go-containerregistry pings
 // once per repository to learn how the registry wants to be spoken to (the
 // scheme, and the auth challenge); the answer is the registry's, not the
 // repository's, so a session verifying many repositories of one registry
@@ -36,7 +36,7 @@ type cachedPing struct {
 // a short JSON error).
 const maxPingBody = 64 << 10
 
-func newPingCache(next http.RoundTripper) *pingCache {
+func NewPingCache(next http.RoundTripper) http.RoundTripper {
 	return &pingCache{next: next, seen: map[string]*cachedPing{}}
 }
 
