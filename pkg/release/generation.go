@@ -2,9 +2,7 @@ package release
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/generation"
@@ -13,7 +11,7 @@ import (
 
 // ErrRefused marks an artifact the verification policy refused: nothing
 // was written. The message names the pin and the failed checks.
-var ErrRefused = errors.New("refused by the verification policy")
+var ErrRefused = policy.ErrRefused
 
 // Verifier checks image pins before they are written anywhere. A nil
 // Policy with Skip set is the visibly named --insecure-skip-verify.
@@ -27,8 +25,7 @@ type Verifier struct {
 }
 
 // VerifyPins checks every image pin of g against the policy and returns
-// the verification record to store in g. A refusal is an error wrapping
-// ErrRefused that names each refused pin with its failed checks.
+// the verification record to store in g (policy.VerifyGeneration).
 func (v Verifier) VerifyPins(ctx context.Context, g *generation.Generation) (*generation.Verification, error) {
 	if v.Policy == nil {
 		if v.Skip {
@@ -40,42 +37,7 @@ func (v Verifier) VerifyPins(ctx context.Context, g *generation.Generation) (*ge
 	if v.Now != nil {
 		now = v.Now
 	}
-	rec := &generation.Verification{
-		Policy:     generation.PolicyRecord{Name: v.Policy.Metadata.Name, Digest: v.Policy.Digest},
-		VerifiedAt: now().UTC().Truncate(time.Second),
-	}
-	var refusals []string
-	for _, k := range generation.Kinds() {
-		pin, ok := g.Pins[k]
-		if !ok || pin.Form() != generation.FormImage {
-			continue
-		}
-		res, err := v.Policy.Verify(ctx, policy.Target{Ref: pin.Image, Kind: k.ArtifactKind()}, v.Options...)
-		if err != nil {
-			return nil, fmt.Errorf("release: verify %s %s: %w", k, pin.Image, err)
-		}
-		if !res.Verified {
-			var failed []string
-			for _, c := range res.Failed() {
-				name := c.Name
-				if c.Rule != "" {
-					name = c.Rule + "/" + c.Name
-				}
-				failed = append(failed, name+": "+c.Reason)
-			}
-			refusals = append(refusals, fmt.Sprintf("%s %s:\n    %s", k, pin.Image, strings.Join(failed, "\n    ")))
-			continue
-		}
-		a := generation.VerifiedArtifact{Kind: k, Digest: res.Digest, Signatures: res.Signatures}
-		for _, e := range res.Attestations {
-			a.Attestations = append(a.Attestations, generation.AttestationRecord{PredicateType: e.PredicateType, Digest: e.Digest})
-		}
-		rec.Artifacts = append(rec.Artifacts, a)
-	}
-	if len(refusals) > 0 {
-		return nil, fmt.Errorf("%w (policy %s):\n  %s", ErrRefused, v.Policy.Metadata.Name, strings.Join(refusals, "\n  "))
-	}
-	return rec, nil
+	return v.Policy.VerifyGeneration(ctx, g, now(), v.Options...)
 }
 
 // NewGeneration is what `slipway generation create` builds.

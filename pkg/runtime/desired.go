@@ -1,0 +1,310 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/generation"
+	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/policy"
+	"github.com/slipway-dev/slipway/pkg/pool"
+)
+
+// Desired is the config repository's desired state at one revision: every
+// pool's settings, state, and the generations it wants warm.
+type Desired struct {
+	// Revision is the config repository commit this was read from.
+	Revision string
+	// Pools by name.
+	Pools map[string]*PoolDesired
+}
+
+// PoolDesired is one pool's desired state.
+type PoolDesired struct {
+	Pool  *pool.Pool
+	State *pool.State
+	// Generations holds the documents of the generations the state lists
+	// as warming, active or draining, verified against the policy.
+	Generations map[string]*generation.Generation
+	// Refused lists generations the state names that did not verify (or
+	// could not be read), with the reason: the runtime never unpacks them.
+	Refused map[string]string
+}
+
+// Active returns the pool's active generation, if it has one that
+// verified.
+func (p *PoolDesired) Active() (*generation.Generation, bool) {
+	a, ok := p.State.Active()
+	if !ok {
+		return nil, false
+	}
+	g, ok := p.Generations[a.ID]
+	return g, ok
+}
+
+// Warm returns the generations whose warm members the runtime keeps, in
+// the state's order: warming and active ones that verified.
+func (p *PoolDesired) Warm() []*generation.Generation {
+	var out []*generation.Generation
+	for _, e := range p.State.Generations {
+		if e.State != pool.Warming && e.State != pool.Active {
+			continue
+		}
+		if g, ok := p.Generations[e.ID]; ok {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Verify says how the runtime checks generations before it unpacks them:
+// with policies/verification.yaml from the config repository (the
+// default), with Policy when the repository has none, or not at all with
+// the visibly named Skip.
+type Verify struct {
+	Policy  *policy.Policy
+	Skip    bool
+	Options []policy.Option
+}
+
+// verifyCache remembers which generation verified under which policy
+// revision, so a poll does not verify again what did not change.
+type verifyCache struct {
+	mu   sync.Mutex
+	seen map[string]error // policy digest + generation id
+}
+
+// Load reads the desired state from t, the tree of the config repository
+// at revision, and verifies the generations it names.
+func Load(ctx context.Context, t *gitops.Tree, revision string, v Verify) (*Desired, error) {
+	return load(ctx, t, revision, v, &verifyCache{seen: map[string]error{}})
+}
+
+func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache *verifyCache) (*Desired, error) {
+	pol, err := repoPolicy(t, v)
+	if err != nil {
+		return nil, err
+	}
+	names, err := t.List("pools")
+	if err != nil {
+		return nil, err
+	}
+	d := &Desired{Revision: revision, Pools: map[string]*PoolDesired{}}
+	for _, name := range names {
+		if !pool.ValidName(name) || !t.Exists(pool.PoolFile(name)) {
+			continue
+		}
+		pd, err := loadPool(ctx, t, name, pol, v, cache)
+		if err != nil {
+			return nil, err
+		}
+		d.Pools[name] = pd
+	}
+	return d, nil
+}
+
+// repoPolicy returns the verification policy at this revision.
+func repoPolicy(t *gitops.Tree, v Verify) (*policy.Policy, error) {
+	b, err := t.ReadFile(pool.PolicyPath)
+	switch {
+	case err == nil:
+		return policy.ParseFrom(b, pool.PolicyPath, func(f string) ([]byte, error) {
+			return t.ReadFile(path.Join(path.Dir(pool.PolicyPath), f))
+		})
+	case errors.Is(err, gitops.ErrNotExist) && v.Policy != nil:
+		return v.Policy, nil
+	case errors.Is(err, gitops.ErrNotExist) && v.Skip:
+		return nil, nil
+	case errors.Is(err, gitops.ErrNotExist):
+		return nil, fmt.Errorf("runtime: the config repository holds no %s: give a policy (or skip verification explicitly)", pool.PolicyPath)
+	default:
+		return nil, err
+	}
+}
+
+func loadPool(ctx context.Context, t *gitops.Tree, name string, pol *policy.Policy, v Verify, cache *verifyCache) (*PoolDesired, error) {
+	b, err := t.ReadFile(pool.PoolFile(name))
+	if err != nil {
+		return nil, err
+	}
+	pl, err := pool.ParsePool(b, pool.PoolFile(name))
+	if err != nil {
+		return nil, err
+	}
+	state := pool.NewState(name)
+	if b, err := t.ReadFile(pool.StateFile(name)); err == nil {
+		if state, err = pool.ParseState(b, pool.StateFile(name)); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, gitops.ErrNotExist) {
+		return nil, err
+	}
+	pd := &PoolDesired{Pool: pl, State: state, Generations: map[string]*generation.Generation{}, Refused: map[string]string{}}
+	for _, e := range state.Generations {
+		if e.State == pool.Retained {
+			continue
+		}
+		file := pool.GenerationFile(name, e.ID)
+		b, err := t.ReadFile(file)
+		if err != nil {
+			pd.Refused[e.ID] = fmt.Sprintf("%s: %v", file, err)
+			continue
+		}
+		g, err := generation.ParseNamed(b, file)
+		if err == nil && g.ID != e.ID {
+			err = fmt.Errorf("%s holds %s", file, g.ID)
+		}
+		if err == nil {
+			err = g.Validate(pl.Spec.RequiredKinds)
+		}
+		if err == nil && pol != nil {
+			err = cache.verify(ctx, pol, g, v.Options)
+		}
+		if err != nil {
+			pd.Refused[e.ID] = err.Error()
+			continue
+		}
+		pd.Generations[e.ID] = g
+	}
+	return pd, nil
+}
+
+func (c *verifyCache) verify(ctx context.Context, pol *policy.Policy, g *generation.Generation, opts []policy.Option) error {
+	key := pol.Digest + " " + g.ID
+	c.mu.Lock()
+	err, ok := c.seen[key]
+	c.mu.Unlock()
+	if ok {
+		return err
+	}
+	_, err = pol.VerifyGeneration(ctx, g, time.Now(), opts...)
+	if err != nil && !errors.Is(err, policy.ErrRefused) {
+		return err // could not verify (registry down): ask again next time
+	}
+	c.mu.Lock()
+	c.seen[key] = err
+	c.mu.Unlock()
+	return err
+}
+
+// Summary is one line per pool, for logs.
+func (d *Desired) Summary() string {
+	names := make([]string, 0, len(d.Pools))
+	for n := range d.Pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		p := d.Pools[n]
+		a := "none"
+		if g, ok := p.Active(); ok {
+			a = g.ID
+		}
+		parts = append(parts, fmt.Sprintf("%s: active %s, %d warm, %d refused", n, a, len(p.Warm()), len(p.Refused)))
+	}
+	return d.Revision + ": " + strings.Join(parts, "; ")
+}
+
+// Syncer follows the config repository: it polls the branch, loads the
+// desired state of each new revision, and keeps the last one that loaded.
+type Syncer struct {
+	repo     *gitops.Repo
+	branch   string
+	verify   Verify
+	interval time.Duration
+	now      func() time.Time
+
+	cache *verifyCache
+	mu    sync.Mutex
+	cur   *Desired
+	at    time.Time // when cur was last confirmed current
+	err   error     // the last sync's error, if it failed
+	kick  chan struct{}
+}
+
+// NewSyncer follows branch of repo, every interval (default 2s).
+func NewSyncer(repo *gitops.Repo, branch string, v Verify, interval time.Duration) *Syncer {
+	if branch == "" {
+		branch = "main"
+	}
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	return &Syncer{repo: repo, branch: branch, verify: v, interval: interval, now: time.Now,
+		cache: &verifyCache{seen: map[string]error{}}, kick: make(chan struct{}, 1)}
+}
+
+// Sync reads the branch now. A revision already loaded is not loaded
+// again; a failure keeps the last good state (and is returned).
+func (s *Syncer) Sync(ctx context.Context) (*Desired, error) {
+	t, rev, err := s.repo.Snapshot(ctx, s.branch)
+	if err == nil {
+		s.mu.Lock()
+		same := s.cur != nil && s.cur.Revision == rev
+		s.mu.Unlock()
+		if same {
+			s.mu.Lock()
+			s.at, s.err = s.now(), nil
+			d := s.cur
+			s.mu.Unlock()
+			return d, nil
+		}
+		var d *Desired
+		if d, err = load(ctx, t, rev, s.verify, s.cache); err == nil {
+			s.mu.Lock()
+			s.cur, s.at, s.err = d, s.now(), nil
+			s.mu.Unlock()
+			return d, nil
+		}
+	}
+	s.mu.Lock()
+	s.err = err
+	d := s.cur
+	s.mu.Unlock()
+	return d, err
+}
+
+// Kick asks Run to sync now (POST /v1/sync).
+func (s *Syncer) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs every interval, and on Kick, until ctx ends.
+func (s *Syncer) Run(ctx context.Context) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		_, _ = s.Sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+	}
+}
+
+// Current returns the last desired state that loaded (nil before the
+// first), when it was last confirmed current, and the last sync's error.
+func (s *Syncer) Current() (*Desired, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur, s.at, s.err
+}
+
+// Stale reports whether the runtime's view is older than max (or absent):
+// claims are refused then (503), rather than served from an old view.
+func (s *Syncer) Stale(max time.Duration) bool {
+	d, at, _ := s.Current()
+	return d == nil || s.now().Sub(at) > max
+}
