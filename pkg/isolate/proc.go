@@ -65,6 +65,11 @@ func (r procRef) waitGone(limit time.Duration) error {
 	return nil
 }
 
+// ProcStat returns the start time (in clock ticks since boot) and the state
+// letter of process pid, from /proc/<pid>/stat: with the pid, the start
+// time tells a process from a later one that reuses its pid.
+func ProcStat(pid int) (start uint64, state byte, err error) { return readStat(pid) }
+
 // readStat returns the start time and state of pid from /proc/<pid>/stat.
 func readStat(pid int) (start uint64, state byte, err error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

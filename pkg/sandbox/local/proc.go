@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/isolate"
 )
 
 // procRef names a host process by pid and start time (clock ticks after
@@ -56,27 +57,8 @@ func (r procRef) kill(group bool) error {
 	return nil
 }
 
-// readStat returns the start time and state of pid from /proc/<pid>/stat.
-func readStat(pid int) (start uint64, state byte, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold anything.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	f := bytes.Fields(b[i+1:]) // f[0] is field 3 (state)
-	if len(f) < 20 || len(f[0]) != 1 {
-		return 0, 0, fmt.Errorf("malformed /proc/%d/stat", pid)
-	}
-	start, err = strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return start, f[0][0], nil
-}
+// readStat is isolate's reading of /proc/<pid>/stat.
+func readStat(pid int) (uint64, byte, error) { return isolate.ProcStat(pid) }
 
 // bootID identifies this boot of the host: a recorded pid and start time
 // mean nothing after a reboot.

@@ -1,8 +1,3 @@
-// Command liar is a test runner that claims a digest it does not have:
-//
-//	liar CLAIM-FILE serve --listen-fd 0 --generation G --sandbox ID --workdir W
-//
-// It answers identity requests with the digest written in CLAIM-FILE.
 package main
 
 import (
