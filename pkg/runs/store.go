@@ -141,3 +141,6 @@ const (
 	Updated   Change = "updated"
 	Unchanged Change = "unchanged"
 )
+
+// StateFile is where a runtime's state directory keeps its run manifests.
+const StateFile = "runs.db"

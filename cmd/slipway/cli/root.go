@@ -90,6 +90,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdGeneration(g),
 		NewCmdPromote(g),
 		NewCmdConfig(g),
+		NewCmdRuns(g),
 	)
 	return root
 }

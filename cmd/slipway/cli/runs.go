@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slipway-dev/slipway/pkg/runs"
+)
+
+// NewCmdRuns groups the run manifest queries.
+func NewCmdRuns(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "runs", Short: "Which artifacts produced a run, and which runs used an artifact"}
+	cmd.AddCommand(newCmdRunsShow(g), newCmdRunsQuery(g))
+	return cmd
+}
+
+// stateFlags name where run manifests are read from.
+type stateFlags struct{ state string }
+
+func (f *stateFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.state, "state", "", "the runtime's state directory (runs are read from its "+runs.StateFile+")")
+}
+
+func (f *stateFlags) open(cmd *cobra.Command) (*runs.SQLite, error) {
+	if f.state == "" {
+		// The runtime's HTTP API (--server) comes with `slipway runtime serve`.
+		return nil, usage(errors.New("--state DIR is required"))
+	}
+	file := filepath.Join(f.state, runs.StateFile)
+	if _, err := os.Stat(file); err != nil {
+		return nil, usage(fmt.Errorf("no run manifests at %s: %w", file, err))
+	}
+	s, err := runs.OpenSQLite(cmd.Context(), file)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return s, nil
+}
+
+func newCmdRunsShow(g *globals) *cobra.Command {
+	var sf stateFlags
+	cmd := &cobra.Command{
+		Use:   "show RUN_ID",
+		Short: "Print a run manifest (JSON, the seed's snake_case fields)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := sf.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			m, err := s.Get(cmd.Context(), args[0])
+			if errors.Is(err, runs.ErrNotFound) {
+				return failed(err)
+			}
+			if err != nil {
+				return usage(err)
+			}
+			return g.printJSON(m)
+		},
+	}
+	sf.add(cmd)
+	return cmd
+}
+
+func newCmdRunsQuery(g *globals) *cobra.Command {
+	var (
+		sf stateFlags
+		q  runs.Query
+	)
+	cmd := &cobra.Command{
+		Use:   "query --template ID | --runner DIGEST | --policy REV | --generation ID | --node-image ID | --package NAME@VERSION",
+		Short: "List the runs that used an artifact, or whose template contains a package (one run id per line)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if q == (runs.Query{}) {
+				return usage(errors.New("give at least one of --template, --runner, --policy, --generation, --node-image, --package"))
+			}
+			s, err := sf.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ids, err := s.Query(cmd.Context(), q)
+			if err != nil {
+				return usage(err)
+			}
+			if g.json() {
+				if ids == nil {
+					ids = []string{}
+				}
+				return g.printJSON(map[string]any{"runs": ids})
+			}
+			for _, id := range ids {
+				fmt.Fprintln(g.stdout, id)
+			}
+			return nil
+		},
+	}
+	sf.add(cmd)
+	cmd.Flags().StringVar(&q.Template, "template", "", "workspace template id (its digest)")
+	cmd.Flags().StringVar(&q.Runner, "runner", "", "runner digest")
+	cmd.Flags().StringVar(&q.Policy, "policy", "", "policy revision (here a revision, not a VerificationPolicy file)")
+	cmd.Flags().StringVar(&q.Generation, "generation", "", "generation id")
+	cmd.Flags().StringVar(&q.NodeImage, "node-image", "", "node image id")
+	cmd.Flags().StringVar(&q.Package, "package", "", "NAME@VERSION in the template's SBOM")
+	cmd.Flags().IntVar(&q.Limit, "limit", 0, "at most this many run ids (0: all)")
+	return cmd
+}

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/runs"
+)
+
+func TestRunsShowQuery(t *testing.T) {
+	state := t.TempDir()
+	ctx := context.Background()
+	s, err := runs.OpenSQLite(ctx, filepath.Join(state, runs.StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := "sha256:" + strings.Repeat("3", 64)
+	if _, err := s.RecordPackages(ctx, tmpl, []runs.Package{{Name: "openssl", Version: "3.0.7"}}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	if err := s.Create(ctx, &runs.Manifest{RunID: "r-123", AllocationAttempt: 1, SandboxID: "sb-1", WorkspaceTemplateID: tmpl,
+		RunnerDigest: "sha256:" + strings.Repeat("2", 64), Generation: "g-1", Pool: "agents", Warm: true,
+		Lifecycle: runs.Lifecycle{RequestReceived: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	r := run(t, "", "runs", "show", "r-123", "--state", state)
+	var m map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil || m["run_id"] != "r-123" || m["workspace_template_id"] != tmpl || m["allocation_attempt"] != 1.0 {
+		t.Fatalf("runs show: %+v", r)
+	}
+	if _, ok := m["credential_issuances"]; !ok {
+		t.Errorf("credential_issuances missing from %s", r.stdout)
+	}
+	if r := run(t, "", "runs", "query", "--package", "openssl@3.0.7", "--state", state); r.code != 0 || strings.TrimSpace(r.stdout) != "r-123" {
+		t.Fatalf("query by package: %+v", r)
+	}
+	if r := run(t, "", "runs", "query", "--template", tmpl, "--state", state, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"r-123"`) {
+		t.Fatalf("query by template: %+v", r)
+	}
+	if r := run(t, "", "runs", "query", "--package", "zlib@1.0", "--state", state); r.code != 0 || r.stdout != "" {
+		t.Fatalf("query with no match: %+v", r)
+	}
+	if r := run(t, "", "runs", "show", "r-404", "--state", state); r.code != 1 {
+		t.Fatalf("unknown run: %+v", r)
+	}
+	if r := run(t, "", "runs", "query", "--state", state); r.code != 2 {
+		t.Fatalf("query without a criterion: %+v", r)
+	}
+	if r := run(t, "", "runs", "show", "r-123", "--state", t.TempDir()); r.code != 2 || !strings.Contains(r.stderr, "runs.db") {
+		t.Fatalf("state without runs: %+v", r)
+	}
+}
