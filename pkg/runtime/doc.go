@@ -12,4 +12,17 @@
 // polls the branch (every 2 s by default, and on Kick), keeps the last
 // state that loaded with the time it was last confirmed current, and says
 // when that view is too old to serve claims from (Stale).
+//
+// Warm keeps the warm pools on a sandbox.Backend: WarmSize ready members of
+// each generation the state wants warm, created within the pool's refill
+// rate and counting its own creates in flight, so concurrent reconciles
+// never over-create. Members of a generation no longer warm are deleted,
+// never changed in place. A claim takes a ready member of the pool's
+// active generation, checked against the desired state at claim time,
+// with a compare-and-swap of its owner; with none ready it cold-starts one.
+// Release deletes the claim's sandbox: it never returns to the pool.
+// RegistryArtifacts fetches templates and runners by the pinned digests.
+//
+// Still to come: fencing tokens and allocation attempts, run manifests,
+// the credential broker, the HTTP API and its client.
 package runtime
