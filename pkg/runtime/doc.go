@@ -23,6 +23,15 @@
 // Release deletes the claim's sandbox: it never returns to the pool.
 // RegistryArtifacts fetches templates and runners by the pinned digests.
 //
-// Still to come: fencing tokens and allocation attempts, run manifests,
-// the credential broker, the HTTP API and its client.
+// Runtime grants claims (refused with ErrStale when its view of the config
+// repository is older than the maximum staleness) and records each claim's
+// run manifest: every artifact of the generation, the config revision,
+// the sandbox, warm or cold, and the lifecycle times. Each allocation
+// attempt has a fencing token: Move gives a claim a new sandbox (attempt
+// plus one, the old sandbox killed) and from then on requests carrying the
+// old token are refused (ErrFenced). Release deletes the sandbox and
+// completes the manifest.
+//
+// Still to come: moving on missed heartbeats and the ready timeout by
+// itself, the credential broker, the HTTP API and its client.
 package runtime
