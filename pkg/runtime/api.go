@@ -1,0 +1,342 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+)
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// Server is the runtime's HTTP API (JSON, bearer-token auth):
+//
+//	POST /v1/pools/{pool}/claims      claim a sandbox        -> Grant
+//	POST /v1/claims/{run}/exec        run a command           -> ExecResult
+//	POST /v1/claims/{run}/release     end the claim
+//	GET  /v1/runs/{run}               the run manifest
+//	GET  /v1/pools/{pool}             per generation: warm ready, claimed
+//	GET  /v1/info                     observed revision, protocols, limits
+//	POST /v1/sync                     read the config repository now
+//	GET  /metrics                     Prometheus (bounded labels only)
+//	GET  /healthz                     no token needed
+type Server struct {
+	rt      *Runtime
+	sync    *Syncer
+	backend sandbox.Backend
+	token   []byte
+	mux     *http.ServeMux
+
+	claims  *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+	sizes   *prometheus.GaugeVec
+	reg     *prometheus.Registry
+}
+
+// NewServer serves rt to clients presenting token; sync (nil for a runtime
+// that does not follow a config repository) serves /v1/sync.
+func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string) (*Server, error) {
+	if len(token) < 16 {
+		return nil, errors.New("runtime: the API token must have at least 16 characters")
+	}
+	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), reg: prometheus.NewRegistry()}
+	s.claims = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "slipway_claims_total", Help: "Claims granted, by warm hit or cold start."}, []string{"pool", "start"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "slipway_claim_seconds", Help: "Claim latency, by warm hit or cold start.",
+		Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"pool", "start"})
+	s.sizes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "slipway_pool_sandboxes", Help: "Sandboxes per pool by owner class."}, []string{"pool", "class"})
+	s.reg.MustRegister(s.claims, s.latency, s.sizes)
+
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := backend.Health(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	s.mux.Handle("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request) {
+		s.observeSizes(r.Context())
+		promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+	}))
+	s.mux.Handle("POST /v1/pools/{pool}/claims", s.auth(s.claim))
+	s.mux.Handle("POST /v1/claims/{run}/exec", s.auth(s.exec))
+	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))
+	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
+	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))
+	s.mux.Handle("GET /v1/info", s.auth(s.info))
+	s.mux.Handle("POST /v1/sync", s.auth(func(w http.ResponseWriter, r *http.Request) {
+		if s.sync == nil {
+			writeError(w, http.StatusNotImplemented, errors.New("this runtime does not follow a config repository"))
+			return
+		}
+		d, err := s.sync.Sync(r.Context())
+		if err != nil {
+			writeError(w, http.StatusBadGateway, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"observedRevision": d.Revision})
+	}))
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// auth refuses requests without the bearer token: 401 and nothing else.
+func (s *Server) auth(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="slipway"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		h(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// decode reads a JSON body strictly: 400 with a reason otherwise.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, errors.New("request body: one JSON object expected"))
+		return false
+	}
+	return true
+}
+
+// ClaimBody is the body of POST /v1/pools/{pool}/claims.
+type ClaimBody struct {
+	Tenant          string  `json:"tenant,omitempty"`
+	SessionID       string  `json:"sessionId,omitempty"`
+	DeadlineSeconds float64 `json:"deadlineSeconds,omitempty"`
+}
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	var b ClaimBody
+	if !decode(w, r, &b) {
+		return
+	}
+	if b.DeadlineSeconds < 0 {
+		writeError(w, http.StatusBadRequest, errors.New("deadlineSeconds < 0"))
+		return
+	}
+	req := ClaimRequest{Pool: r.PathValue("pool"), Tenant: b.Tenant, SessionID: b.SessionID}
+	if b.DeadlineSeconds > 0 {
+		req.Deadline = time.Now().Add(time.Duration(b.DeadlineSeconds * float64(time.Second)))
+	}
+	start := time.Now()
+	g, err := s.rt.Claim(r.Context(), req)
+	switch {
+	case errors.Is(err, ErrStale):
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	case errors.Is(err, ErrNoActive):
+		writeError(w, http.StatusConflict, err)
+		return
+	case err != nil && strings.Contains(err.Error(), "no pool"):
+		writeError(w, http.StatusNotFound, err)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	kind := "cold"
+	if g.Warm {
+		kind = "warm"
+	}
+	// Pools come from the config repository, not the client: a bounded set.
+	s.claims.WithLabelValues(req.Pool, kind).Inc()
+	s.latency.WithLabelValues(req.Pool, kind).Observe(time.Since(start).Seconds())
+	writeJSON(w, http.StatusCreated, g)
+}
+
+// ExecBody is the body of POST /v1/claims/{run}/exec.
+type ExecBody struct {
+	Token          string            `json:"token"`
+	Argv           []string          `json:"argv"`
+	Env            map[string]string `json:"env,omitempty"`
+	Dir            string            `json:"dir,omitempty"`
+	TimeoutSeconds float64           `json:"timeoutSeconds,omitempty"`
+	MaxOutput      int64             `json:"maxOutput,omitempty"`
+}
+
+// ExecResult answers an exec.
+type ExecResult struct {
+	ExitCode  int    `json:"exitCode"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated"`
+	TimedOut  bool   `json:"timedOut"`
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var b ExecBody
+	if !decode(w, r, &b) {
+		return
+	}
+	if len(b.Argv) == 0 {
+		writeError(w, http.StatusBadRequest, errors.New("argv: required"))
+		return
+	}
+	req := runner.ExecRequest{Argv: b.Argv, Env: b.Env, Dir: b.Dir, MaxOutput: b.MaxOutput}
+	if b.TimeoutSeconds > 0 {
+		req.TimeoutMs = int64(b.TimeoutSeconds * 1000)
+	}
+	var out, errb bytes.Buffer
+	st, err := s.rt.Exec(r.Context(), r.PathValue("run"), b.Token, req, &out, &errb)
+	if err != nil {
+		writeError(w, claimStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(), Truncated: st.Truncated, TimedOut: st.TimedOut})
+}
+
+func claimStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrNoClaim):
+		return http.StatusNotFound
+	case errors.Is(err, ErrFenced):
+		return http.StatusConflict
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// ReleaseBody is the body of POST /v1/claims/{run}/release.
+type ReleaseBody struct {
+	Token    string `json:"token"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	var b ReleaseBody
+	if !decode(w, r, &b) {
+		return
+	}
+	if err := s.rt.Release(r.Context(), r.PathValue("run"), b.Token, b.ExitCode); err != nil {
+		writeError(w, claimStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"released": r.PathValue("run")})
+}
+
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	m, err := s.rt.store.Get(r.Context(), r.PathValue("run"))
+	if errors.Is(err, runs.ErrNotFound) {
+		writeError(w, http.StatusNotFound, err)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// GenerationStatus is one generation's sandboxes in a pool.
+type GenerationStatus struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Ready   int    `json:"warmReady"`
+	Warming int    `json:"warming"`
+	Claimed int    `json:"claimed"`
+}
+
+func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("pool")
+	d, _ := s.rt.desired()
+	if d == nil || d.Pools[name] == nil {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no pool %q", name))
+		return
+	}
+	all, err := s.backend.List(r.Context(), sandbox.Filter{Pool: name})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	var out []GenerationStatus
+	for _, e := range d.Pools[name].State.Generations {
+		gs := GenerationStatus{ID: e.ID, State: e.State}
+		for _, sb := range all {
+			switch {
+			case sb.Generation != e.ID || sb.State == sandbox.StateDead:
+			case sb.Owner != sandbox.OwnerWarm:
+				gs.Claimed++
+			case sb.State == sandbox.StateRunning:
+				gs.Ready++
+			default:
+				gs.Warming++
+			}
+		}
+		out = append(out, gs)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"pool": name, "observedRevision": d.Revision, "generations": out})
+}
+
+func (s *Server) observeSizes(ctx context.Context) {
+	all, err := s.backend.List(ctx, sandbox.Filter{})
+	if err != nil {
+		return
+	}
+	counts := map[[2]string]float64{}
+	for _, sb := range all {
+		class := "claimed"
+		if sb.Owner == sandbox.OwnerWarm {
+			class = "warm"
+		}
+		if sb.State == sandbox.StateDead {
+			class = "dead"
+		}
+		counts[[2]string{sb.Pool, class}]++
+	}
+	s.sizes.Reset()
+	for k, n := range counts {
+		s.sizes.WithLabelValues(k[0], k[1]).Set(n)
+	}
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	d, at := s.rt.desired()
+	out := map[string]any{
+		"runnerProtocol": map[string]int{"min": runner.MinProtocolVersion, "max": runner.ProtocolVersion},
+		"limits":         "setrlimit and a wall-clock deadline per command; cgroup v2 not used",
+		"network":        "deny (own network namespace, loopback only)",
+	}
+	if d != nil {
+		out["observedRevision"], out["observedAt"] = d.Revision, at.UTC()
+	}
+	if s.sync != nil {
+		if _, _, err := s.sync.Current(); err != nil {
+			out["lastSyncError"] = err.Error()
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,122 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/local"
+)
+
+const apiToken = "test-token-0123456789abcdef"
+
+func TestAPI(t *testing.T) {
+	w := newWarmWorld(t)
+	ctx := context.Background()
+	be, err := local.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		all, _ := be.List(ctx, sandbox.Filter{})
+		for _, s := range all {
+			be.Delete(ctx, s.ID)
+		}
+		be.Close()
+	})
+	store, err := runs.OpenSQLite(ctx, filepath.Join(t.TempDir(), runs.StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	g1 := w.generation(t, nil)
+	d := w.desired(t, "rev-1", 1, g1)
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, store, time.Minute)
+	warm.Reconcile(ctx, d)
+	srv, err := runtime.NewServer(rt, nil, be, apiToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+
+	call := func(method, path, token, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, hs.URL+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	// Bad tokens: 401 and nothing else.
+	for _, tok := range []string{"", "wrong-token-wrong-token"} {
+		if code, body := call("POST", "/v1/pools/agents/claims", tok, `{}`); code != 401 || body != "" {
+			t.Errorf("token %q: %d %q", tok, code, body)
+		}
+	}
+	// Malformed requests: 400 with a reason.
+	if code, body := call("POST", "/v1/pools/agents/claims", apiToken, `{"tenant":`); code != 400 || !strings.Contains(body, "request body") {
+		t.Errorf("malformed: %d %s", code, body)
+	}
+	if code, body := call("POST", "/v1/pools/agents/claims", apiToken, `{"tennant":"x"}`); code != 400 || !strings.Contains(body, "tennant") {
+		t.Errorf("unknown field: %d %s", code, body)
+	}
+	if code, _ := call("POST", "/v1/pools/nope/claims", apiToken, `{}`); code != 404 {
+		t.Errorf("unknown pool: %d", code)
+	}
+
+	code, body := call("POST", "/v1/pools/agents/claims", apiToken, `{"tenant":"acme"}`)
+	var g runtime.Grant
+	if code != 201 || json.Unmarshal([]byte(body), &g) != nil || !g.Warm || g.Generation != g1.ID {
+		t.Fatalf("claim: %d %s", code, body)
+	}
+	code, body = call("POST", "/v1/claims/"+g.RunID+"/exec", apiToken, `{"token":"`+g.Token+`","argv":["sh","-c","echo out; echo err >&2; exit 3"]}`)
+	var ex runtime.ExecResult
+	if code != 200 || json.Unmarshal([]byte(body), &ex) != nil || ex.ExitCode != 3 || ex.Stdout != "out\n" || ex.Stderr != "err\n" {
+		t.Fatalf("exec: %d %s", code, body)
+	}
+	if code, _ := call("POST", "/v1/claims/"+g.RunID+"/exec", apiToken, `{"token":"old","argv":["true"]}`); code != 409 {
+		t.Errorf("exec with a wrong claim token: %d, want 409", code)
+	}
+	if code, body := call("GET", "/v1/pools/agents", apiToken, ""); code != 200 || !strings.Contains(body, `"claimed":1`) {
+		t.Errorf("pool status: %d %s", code, body)
+	}
+	if code, body := call("GET", "/v1/info", apiToken, ""); code != 200 || !strings.Contains(body, `"observedRevision":"rev-1"`) {
+		t.Errorf("info: %d %s", code, body)
+	}
+	if code, body = call("POST", "/v1/claims/"+g.RunID+"/release", apiToken, `{"token":"`+g.Token+`","exitCode":3}`); code != 200 {
+		t.Fatalf("release: %d %s", code, body)
+	}
+	code, body = call("GET", "/v1/runs/"+g.RunID, apiToken, "")
+	var m map[string]any
+	if code != 200 || json.Unmarshal([]byte(body), &m) != nil || m["status"] != "failed" || m["exit_code"] != 3.0 || m["runner_digest"] == "" {
+		t.Fatalf("run manifest: %d %s", code, body)
+	}
+	code, body = call("GET", "/metrics", apiToken, "")
+	if code != 200 || !strings.Contains(body, `slipway_claims_total{pool="agents",start="warm"} 1`) || strings.Contains(body, g.RunID) {
+		t.Fatalf("metrics: %d\n%s", code, body)
+	}
+	if code, _ := call("GET", "/metrics", "", ""); code != 401 {
+		t.Errorf("metrics without a token: %d", code)
+	}
+	if code, _ := call("GET", "/healthz", "", ""); code != 200 {
+		t.Errorf("healthz: %d", code)
+	}
+}
