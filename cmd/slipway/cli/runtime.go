@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slipway-dev/slipway/pkg/runtime"
+)
+
+// readToken reads a bearer token from a file (trailing newline dropped).
+func readToken(file string) (string, error) {
+	if file == "" {
+		return "", usage(errors.New("--token-file is required"))
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", usage(err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", usage(fmt.Errorf("%s is empty", file))
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return "", usage(fmt.Errorf("%s: a token is one line without spaces", file))
+	}
+	return tok, nil
+}
+
+// NewCmdRuntime groups the runtime verbs.
+func NewCmdRuntime(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "runtime", Short: "Run the thin runtime: warm sandboxes per generation, claims, run manifests"}
+	cmd.AddCommand(newCmdRuntimeServe(g))
+	return cmd
+}
+
+func newCmdRuntimeServe(g *globals) *cobra.Command {
+	var (
+		c         runtime.Config
+		tokenFile string
+		vf        verifierFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --config-repo URL --state DIR --listen ADDR --token-file FILE",
+		Short: "Follow the config repository, keep warm pools, and serve the claims API",
+		Long: `Serve polls the config repository (every 2 s, and on POST /v1/sync), verifies each generation
+the pools want against the repository's policies/verification.yaml before unpacking it, keeps
+each warming and active generation's warm sandboxes (bubblewrap, no network), grants claims on
+the active generation, and records a run manifest for every claim in DIR/runs.db.
+Claims get 503 while its view of the repository is older than --max-staleness.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.Repo == "" || c.State == "" || c.Listen == "" {
+				return usage(errors.New("--config-repo, --state and --listen are required"))
+			}
+			tok, err := readToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			c.Token = tok
+			if c.Verify.Policy, err = vf.load(); err != nil {
+				return err
+			}
+			c.Verify.Skip = vf.skip
+			c.Log = g.stderr
+			err = runtime.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
+			if err != nil {
+				return usage(err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&c.Repo, "config-repo", "", "the config repository (path, file://, http(s)://, ssh://)")
+	cmd.Flags().StringVar(&c.Repo, "repo", "", "synonym of --config-repo")
+	cmd.Flags().StringVar(&c.Branch, "branch", "main", "its branch")
+	cmd.Flags().StringVar(&c.State, "state", "", "state directory (sandboxes, run manifests, caches)")
+	cmd.Flags().StringVar(&c.Listen, "listen", "", "address of the API, e.g. 127.0.0.1:7070")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API's bearer token")
+	cmd.Flags().DurationVar(&c.MaxStaleness, "max-staleness", 30*time.Second, "refuse claims (503) when the view of the config repository is older")
+	cmd.Flags().DurationVar(&c.SyncInterval, "sync-interval", 2*time.Second, "how often the config repository is read")
+	vf.add(cmd)
+	cmd.Flags().Lookup("policy").Usage = "VerificationPolicy for when the config repository holds none"
+	return cmd
+}
+
+// NewCmdClaim runs a command in a fresh claim.
+func NewCmdClaim(g *globals) *cobra.Command {
+	var server, tokenFile, pool, tenant string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "claim --server URL --token-file FILE --pool P [--tenant T] -- CMD...",
+		Short: "Claim a sandbox, run a command in it, release it, and print the result as JSON",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if server == "" || pool == "" {
+				return usage(errors.New("--server and --pool are required"))
+			}
+			tok, err := readToken(tokenFile)
+			if err != nil {
+				return err
+			}
+			c, err := runtime.NewClient(server, tok)
+			if err != nil {
+				return usage(err)
+			}
+			ctx := cmd.Context()
+			gr, err := c.Claim(ctx, pool, runtime.ClaimBody{Tenant: tenant})
+			if err != nil {
+				return failed(err)
+			}
+			res, err := c.Exec(ctx, gr.RunID, runtime.ExecBody{Token: gr.Token, Argv: args, TimeoutSeconds: timeout.Seconds()})
+			code := -1
+			if res != nil {
+				code = res.ExitCode
+			}
+			if rerr := c.Release(ctx, gr.RunID, runtime.ReleaseBody{Token: gr.Token, ExitCode: &code}); rerr != nil && err == nil {
+				err = rerr
+			}
+			if err != nil {
+				return failed(err)
+			}
+			return g.printJSON(map[string]any{
+				"runId": gr.RunID, "sandboxId": gr.SandboxID, "generation": gr.Generation, "warm": gr.Warm,
+				"allocationAttempt": gr.AllocationAttempt, "exitCode": res.ExitCode, "output": res.Stdout + res.Stderr,
+				"stdout": res.Stdout, "stderr": res.Stderr, "truncated": res.Truncated,
+			})
+		},
+	}
+	cmd.Flags().StringVar(&server, "server", "", "the runtime's API, e.g. http://127.0.0.1:7070")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API's bearer token")
+	cmd.Flags().StringVar(&pool, "pool", "", "the pool")
+	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant the run is for")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long")
+	return cmd
+}

@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/template"
+)
+
+// push writes img to ref and returns ref's repository @ digest.
+func push(t *testing.T, ref string, img v1.Image) string {
+	t.Helper()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	return tag.Context().String() + "@" + d.String()
+}
+
+// TestRuntimeServeAndClaim runs the whole loop through the CLI: a
+// generation of a real runner and a busybox template is promoted into a
+// config repository, `runtime serve` (a separate process) follows it and
+// keeps warm sandboxes, `claim` runs a command, `runs show` prints its
+// manifest.
+func TestRuntimeServeAndClaim(t *testing.T) {
+	_, host, digests := registryWith(t, "platform/cp:v1")
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	bin := filepath.Join(dir, "slipway-runner")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../slipway-runner")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build runner: %v\n%s", err, out)
+	}
+	rimg, closeR, err := sandbox.RunnerImage(ctx, bin, time.Unix(0, 0), v1.Platform{OS: "linux", Architecture: "amd64"}, runner.ProtocolVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeR()
+	runnerRef := push(t, host+"/platform/runner:v1", rimg)
+	base := filepath.Join(dir, "base")
+	if out, err := exec.Command("bash", "../../../fixtures/base/busybox-rootfs.sh", base).CombinedOutput(); err != nil {
+		t.Fatalf("busybox-rootfs.sh: %v\n%s", err, out)
+	}
+	timg, closeT, err := template.ImageFromDir(ctx, base, time.Unix(0, 0), v1.Platform{OS: "linux", Architecture: "amd64"}, []string{"PATH=/bin:/usr/bin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeT()
+	cfg, _ := timg.ConfigFile()
+	cc := cfg.Config
+	cc.WorkingDir = "/workspace"
+	if timg, err = mutate.Config(timg, cc); err != nil {
+		t.Fatal(err)
+	}
+	templateRef := push(t, host+"/templates/busybox:v1", timg)
+
+	repo := filepath.Join(dir, "config.git")
+	if r := run(t, "", "config", "init", repo, "--pool", "agents"); r.code != 0 {
+		t.Fatal(r)
+	}
+	gen := filepath.Join(dir, "g1.yaml")
+	if r := run(t, "", "generation", "create", "--pool", "agents", "--insecure-skip-verify", "--output", gen,
+		"--pin", "controlPlane="+host+"/platform/cp@"+digests["platform/cp:v1"], "--pin", "runner="+runnerRef,
+		"--pin", "workspaceTemplate="+templateRef, "--control-plane-protocol", "1", "--runner-protocol", "1"); r.code != 0 {
+		t.Fatal(r)
+	}
+	if r := run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", gen, "--activate", "--insecure-skip-verify"); r.code != 0 {
+		t.Fatal(r)
+	}
+
+	tokenFile := filepath.Join(dir, "token")
+	os.WriteFile(tokenFile, []byte("runtime-test-token-0123456789\n"), 0o600)
+	state := filepath.Join(dir, "state")
+	self, _ := os.Executable()
+	srv := exec.Command(self, "runtime", "serve", "--config-repo", repo, "--state", state, "--listen", "127.0.0.1:0",
+		"--token-file", tokenFile, "--insecure-skip-verify", "--sync-interval", "200ms")
+	srv.Env = append(os.Environ(), envRunMain+"=1")
+	stderr, _ := srv.StderrPipe()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "serving on "); ok {
+				addr <- a
+			}
+			t.Log("serve: " + sc.Text())
+		}
+	}()
+	var server string
+	select {
+	case a := <-addr:
+		server = "http://" + a
+	case <-time.After(60 * time.Second):
+		t.Fatal("runtime serve did not start")
+	}
+
+	var res struct {
+		RunID, SandboxID, Generation, Output string
+		Warm                                 bool
+		ExitCode                             int
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := run(t, "", "claim", "--server", server, "--token-file", tokenFile, "--pool", "agents", "--tenant", "acme", "--", "sh", "-c", "echo hello from $(cat /etc/hostname 2>/dev/null || echo sandbox)")
+		if r.code == 0 {
+			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+				t.Fatalf("claim output: %v\n%s", err, r.stdout)
+			}
+			if res.Warm || time.Now().After(deadline) {
+				break
+			}
+			continue // a cold start before the pool was warm: claim again
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claim: %+v", r)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.HasPrefix(res.Output, "hello from") || res.ExitCode != 0 || !strings.HasPrefix(res.RunID, "r-") {
+		t.Fatalf("claim result %+v", res)
+	}
+	r := run(t, "", "runs", "show", res.RunID, "--state", state)
+	var m map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil || m["generation"] != res.Generation || m["status"] != "completed" || m["tenant"] != "acme" {
+		t.Fatalf("runs show: %+v", r)
+	}
+	if !strings.HasSuffix(runnerRef, m["runner_digest"].(string)) {
+		t.Errorf("runner_digest %v, want the pinned %s", m["runner_digest"], runnerRef)
+	}
+	wrong := filepath.Join(dir, "wrong-token")
+	os.WriteFile(wrong, []byte("not-the-runtime-token-at-all\n"), 0o600)
+	if r := run(t, "", "claim", "--server", server, "--token-file", wrong, "--pool", "agents", "--", "true"); r.code != 1 || !strings.Contains(r.stderr, "401") {
+		t.Errorf("a wrong token: %+v", r)
+	}
+	if r := run(t, "", "claim", "--server", server, "--token-file", gen, "--pool", "agents", "--", "true"); r.code != 2 || !strings.Contains(r.stderr, "one line") {
+		t.Errorf("a token file of many lines: %+v", r)
+	}
+}
