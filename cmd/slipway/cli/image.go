@@ -8,13 +8,15 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+	sandboxrunner "github.com/slipway-dev/slipway/pkg/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/template"
 )
 
 // NewCmdImage groups image verbs.
 func NewCmdImage(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "image", Short: "Make images without a daemon"}
-	cmd.AddCommand(newCmdImageFromDir(g))
+	cmd.AddCommand(newCmdImageFromDir(g), newCmdImageRunner(g))
 	return cmd
 }
 
@@ -81,5 +83,50 @@ func newCmdImageFromDir(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&layoutDir, "oci-layout", "", "write to this OCI image layout directory")
 	cmd.Flags().StringVar(&platform, "platform", "linux/"+runtime.GOARCH, "the image's os/arch[/variant]")
 	cmd.Flags().StringArrayVar(&env, "env", []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, "image environment NAME=VALUE")
+	return cmd
+}
+
+func newCmdImageRunner(g *globals) *cobra.Command {
+	var push, platform string
+	cmd := &cobra.Command{
+		Use:   "runner BINARY --push REPO[:TAG]",
+		Short: "Make the runner image from a slipway-runner binary (its sha256 in a label) and push it by digest",
+		Long: `The runner image holds the binary at /usr/local/bin/slipway-runner and records its sha256 and
+protocol version in the labels dev.slipway.runner.sha256 and dev.slipway.runner.protocol, so
+that a generation pins the runner apart from the template and the runtime checks that the
+process it talks to runs exactly that binary.`,
+		Example: `  make build && slipway image runner bin/slipway-runner --push 127.0.0.1:5000/platform/runner:v1`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if push == "" {
+				return usage(fmt.Errorf("--push REPO is required"))
+			}
+			epoch, err := sourceDateEpoch()
+			if err != nil {
+				return err
+			}
+			p, err := v1.ParsePlatform(platform)
+			if err != nil {
+				return usage(fmt.Errorf("--platform: %w", err))
+			}
+			img, done, err := sandbox.RunnerImage(cmd.Context(), args[0], epoch, *p, sandboxrunner.ProtocolVersion)
+			if err != nil {
+				return usage(err)
+			}
+			defer done()
+			ref, err := template.Push(cmd.Context(), img, push)
+			if err != nil {
+				return failed(err)
+			}
+			d, _ := img.Digest()
+			if g.json() {
+				return g.printJSON(imageResult{Digest: d.String(), Ref: ref})
+			}
+			fmt.Fprintln(g.stdout, ref)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&push, "push", "", "push to this repository, by digest (and the tag, if given)")
+	cmd.Flags().StringVar(&platform, "platform", "linux/"+runtime.GOARCH, "the image's os/arch[/variant]")
 	return cmd
 }

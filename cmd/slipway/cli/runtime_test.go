@@ -16,8 +16,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/template"
 )
 
@@ -51,12 +49,11 @@ func TestRuntimeServeAndClaim(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build runner: %v\n%s", err, out)
 	}
-	rimg, closeR, err := sandbox.RunnerImage(ctx, bin, time.Unix(0, 0), v1.Platform{OS: "linux", Architecture: "amd64"}, runner.ProtocolVersion)
-	if err != nil {
-		t.Fatal(err)
+	r := run(t, "", "image", "runner", bin, "--push", host+"/platform/runner:v1")
+	if r.code != 0 || !strings.Contains(r.stdout, "/platform/runner:v1@sha256:") {
+		t.Fatalf("image runner: %+v", r)
 	}
-	defer closeR()
-	runnerRef := push(t, host+"/platform/runner:v1", rimg)
+	runnerRef := strings.TrimSpace(r.stdout)
 	base := filepath.Join(dir, "base")
 	if out, err := exec.Command("bash", "../../../fixtures/base/busybox-rootfs.sh", base).CombinedOutput(); err != nil {
 		t.Fatalf("busybox-rootfs.sh: %v\n%s", err, out)
@@ -143,7 +140,7 @@ func TestRuntimeServeAndClaim(t *testing.T) {
 	if !strings.HasPrefix(res.Output, "hello from") || res.ExitCode != 0 || !strings.HasPrefix(res.RunID, "r-") {
 		t.Fatalf("claim result %+v", res)
 	}
-	r := run(t, "", "runs", "show", res.RunID, "--state", state)
+	r = run(t, "", "runs", "show", res.RunID, "--state", state)
 	var m map[string]any
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil || m["generation"] != res.Generation || m["status"] != "completed" || m["tenant"] != "acme" {
 		t.Fatalf("runs show: %+v", r)
