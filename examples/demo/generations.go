@@ -11,10 +11,16 @@ import (
 // generations, verified against the policy, and promotes them into a
 // config repository on this machine: first promotion, a second generation,
 // their diff, and a rollback refused without --rollback.
-func generations(sh shell, work, host string, tmpl *built) error {
+func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
+	section("image runner", "the runner artifact: bin/slipway-runner in its own image, its sha256 in a label")
+	b, err := sh.capture("image", "runner", runnerBin, "--push", host+"/platform/runner:v1.0.0")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  %s", b)
 	section("sign", "the control plane and the runner (a generation pins only verified images)")
 	pinned := map[string]string{}
-	for _, rt := range []string{"platform/control-plane:v1.4.0", "platform/runner:v0.9.2"} {
+	for _, rt := range []string{"platform/control-plane:v1.4.0", "platform/runner:v1.0.0"} {
 		b, err := sh.capture("resolve", host+"/"+rt)
 		if err != nil {
 			return err
@@ -33,9 +39,9 @@ func generations(sh shell, work, host string, tmpl *built) error {
 
 	base := []string{"generation", "create", "--pool", "agents", "--policy", filepath.Join("policies", "verification.yaml")}
 	section("generation create", "g1: control plane, runner, agent-tools template, a secret version; every image verified")
-	b, err := sh.capture(append(base, "--output", "g1.yaml",
+	b, err = sh.capture(append(base, "--output", "g1.yaml",
 		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
-		"--pin", "runner="+pinned["platform/runner:v0.9.2"],
+		"--pin", "runner="+pinned["platform/runner:v1.0.0"],
 		"--pin", "workspaceTemplate="+tmpl.agentTools,
 		"--pin", "secretVersion=vault://kv/agents/api-token#3",
 		"--control-plane-protocol", "1-2", "--runner-protocol", "1")...)
@@ -55,6 +61,9 @@ func generations(sh shell, work, host string, tmpl *built) error {
 		return err
 	}
 	if err := gitLog(work); err != nil {
+		return err
+	}
+	if err := runtimeDemo(sh, work); err != nil {
 		return err
 	}
 

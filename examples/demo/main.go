@@ -151,7 +151,8 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	if err := generations(sh, work, host, tmpl); err != nil {
+	// The runner artifact is built beside slipway (make build).
+	if err := generations(sh, work, host, filepath.Join(filepath.Dir(bin), "slipway-runner"), tmpl); err != nil {
 		return err
 	}
 	fmt.Println("\ndemo: ok")

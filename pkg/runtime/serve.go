@@ -44,7 +44,17 @@ func Serve(ctx context.Context, c Config, ready func(addr string)) error {
 	if c.MaxStaleness <= 0 {
 		c.MaxStaleness = 30 * time.Second
 	}
-	if err := os.MkdirAll(c.State, 0o700); err != nil {
+	state, err := filepath.Abs(c.State)
+	if err != nil {
+		return err
+	}
+	c.State = state
+	// Traversable (not listable) by the users templates run as: their
+	// sandboxes' roots live below it.
+	if err := os.MkdirAll(c.State, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(c.State, 0o711); err != nil {
 		return err
 	}
 	repo, err := gitops.Open(ctx, c.Repo, gitops.WithCacheDir(filepath.Join(c.State, "config-cache")))
