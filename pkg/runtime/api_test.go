@@ -13,8 +13,6 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
-	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/local"
 )
 
 const apiToken = "test-token-0123456789abcdef"
@@ -22,17 +20,7 @@ const apiToken = "test-token-0123456789abcdef"
 func TestAPI(t *testing.T) {
 	w := newWarmWorld(t)
 	ctx := context.Background()
-	be, err := local.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		all, _ := be.List(ctx, sandbox.Filter{})
-		for _, s := range all {
-			be.Delete(ctx, s.ID)
-		}
-		be.Close()
-	})
+	be := newLocalBackend(t)
 	store, err := runs.OpenSQLite(ctx, filepath.Join(t.TempDir(), runs.StateFile))
 	if err != nil {
 		t.Fatal(err)

@@ -106,20 +106,29 @@ func (w *warmWorld) generation(t *testing.T, from *generation.Generation) *gener
 	return g
 }
 
-func TestWarmPoolsAndClaims(t *testing.T) {
-	w := newWarmWorld(t)
-	ctx := context.Background()
+// newLocalBackend is a bubblewrap backend whose sandboxes are all deleted
+// when the test ends.
+func newLocalBackend(t *testing.T) *local.Backend {
+	t.Helper()
 	be, err := local.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		ctx := context.Background()
 		all, _ := be.List(ctx, sandbox.Filter{})
 		for _, s := range all {
 			be.Delete(ctx, s.ID)
 		}
 		be.Close()
 	})
+	return be
+}
+
+func TestWarmPoolsAndClaims(t *testing.T) {
+	w := newWarmWorld(t)
+	ctx := context.Background()
+	be := newLocalBackend(t)
 	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
 	g1 := w.generation(t, nil)
 	d := w.desired(t, "r1", 2, g1)
