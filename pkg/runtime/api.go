@@ -161,7 +161,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrNoActive):
 		writeError(w, http.StatusConflict, err)
 		return
-	case err != nil && strings.Contains(err.Error(), "no pool"):
+	case errors.Is(err, ErrNoPool):
 		writeError(w, http.StatusNotFound, err)
 		return
 	case err != nil:
@@ -274,7 +274,7 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("pool")
 	d, _ := s.rt.desired()
 	if d == nil || d.Pools[name] == nil {
-		writeError(w, http.StatusNotFound, fmt.Errorf("no pool %q", name))
+		writeError(w, http.StatusNotFound, fmt.Errorf("%w: %q", ErrNoPool, name))
 		return
 	}
 	all, err := s.backend.List(r.Context(), sandbox.Filter{Pool: name})

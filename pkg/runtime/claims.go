@@ -104,7 +104,7 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	}
 	p, ok := d.Pools[req.Pool]
 	if !ok {
-		return nil, fmt.Errorf("runtime: no pool %q", req.Pool)
+		return nil, fmt.Errorf("%w: %q", ErrNoPool, req.Pool)
 	}
 	g, ok := p.Active()
 	if !ok {

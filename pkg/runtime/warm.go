@@ -25,6 +25,9 @@ type Artifacts interface {
 	Runner(ctx context.Context, g *generation.Generation) (sandbox.RunnerBinary, error)
 }
 
+// ErrNoPool marks a claim on a pool the desired state does not have.
+var ErrNoPool = errors.New("runtime: no such pool")
+
 // ErrNoActive marks a claim on a pool with no active generation.
 var ErrNoActive = errors.New("runtime: the pool has no active generation")
 
@@ -95,8 +98,8 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 		size := p.Pool.Spec.WarmSize
 		for _, g := range p.Warm() {
 			key := name + "/" + g.ID
-			if e, ok := stateEntry(p, g.ID); ok && e.WarmSize > 0 {
-				size = e.WarmSize
+			if n := stateWarmSize(p, g.ID); n > 0 {
+				size = n
 			}
 			for n := w.claimSlots(key, name, size-have[key], p.Pool.Spec.RefillPerSecond); n > 0; n-- {
 				wg.Add(1)
@@ -119,13 +122,15 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	return rep
 }
 
-func stateEntry(p *PoolDesired, id string) (e struct{ WarmSize int }, ok bool) {
+// stateWarmSize is the warm size the pool state gives generation id (0:
+// the pool's default).
+func stateWarmSize(p *PoolDesired, id string) int {
 	for _, s := range p.State.Generations {
 		if s.ID == id {
-			return struct{ WarmSize int }{s.WarmSize}, true
+			return s.WarmSize
 		}
 	}
-	return e, false
+	return 0
 }
 
 // bucket is a token bucket: rate tokens a second, holding at most
@@ -190,7 +195,7 @@ func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation
 func (w *Warm) Claim(ctx context.Context, d *Desired, pool, claimID string) (s *sandbox.Sandbox, warm bool, err error) {
 	p, ok := d.Pools[pool]
 	if !ok {
-		return nil, false, fmt.Errorf("runtime: no pool %q", pool)
+		return nil, false, fmt.Errorf("%w: %q", ErrNoPool, pool)
 	}
 	g, ok := p.Active()
 	if !ok {

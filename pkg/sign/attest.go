@@ -225,16 +225,17 @@ func AttestAll(ctx context.Context, ref name.Digest, sv signature.SignerVerifier
 // registry session: what a release step does after publishing. It is Sign
 // and AttestAll, with their checks.
 func SignAndAttest(ctx context.Context, ref name.Digest, sv signature.SignerVerifier, statements [][]byte, opts ...Option) (*Result, []*AttestResult, error) {
-	if _, err := makeOptions(opts); err != nil {
+	o, err := parseOptions(opts)
+	if err != nil {
 		return nil, nil, err
 	}
-	shared := append(append([]Option(nil), opts...), nil)
-	if !hasSession(opts) {
-		s, err := NewSession(opts...)
+	shared := opts
+	if o.session == nil {
+		s, err := newSession(o)
 		if err != nil {
 			return nil, nil, err
 		}
-		shared[len(shared)-1] = WithSession(s)
+		shared = append(append([]Option(nil), opts...), WithSession(s))
 	}
 	var sres *Result
 	var ares []*AttestResult
@@ -247,16 +248,6 @@ func SignAndAttest(ctx context.Context, ref name.Digest, sv signature.SignerVeri
 		return nil, nil, err
 	}
 	return sres, ares, nil
-}
-
-func hasSession(opts []Option) bool {
-	o := &options{}
-	for _, opt := range opts {
-		if opt != nil {
-			_ = opt(o)
-		}
-	}
-	return o.session != nil
 }
 
 // namesDigest reports whether one of st's subjects carries ref's digest.

@@ -45,6 +45,23 @@ type options struct {
 }
 
 func makeOptions(opts []Option) (*options, error) {
+	o, err := parseOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.session == nil {
+		s, err := newSession(o)
+		if err != nil {
+			return nil, err
+		}
+		o.session = s
+	}
+	return o, nil
+}
+
+// parseOptions applies opts and checks the transparency-log choice; it
+// makes no session.
+func parseOptions(opts []Option) (*options, error) {
 	o := &options{keychain: authn.DefaultKeychain}
 	for _, opt := range opts {
 		if opt == nil {
@@ -56,13 +73,6 @@ func makeOptions(opts []Option) (*options, error) {
 	}
 	if o.tlog == tlogUnset {
 		return nil, ErrTlogChoice
-	}
-	if o.session == nil {
-		s, err := newSession(o)
-		if err != nil {
-			return nil, err
-		}
-		o.session = s
 	}
 	return o, nil
 }
