@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +76,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string)
 	s.mux.Handle("POST /v1/claims/{run}/exec", s.auth(s.exec))
 	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
+	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
 	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))
 	s.mux.Handle("GET /v1/info", s.auth(s.info))
 	s.mux.Handle("POST /v1/sync", s.auth(func(w http.ResponseWriter, r *http.Request) {
@@ -259,6 +262,58 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, m)
+}
+
+// QueryParams are the query parameters of GET /v1/runs, each a field of
+// runs.Query; any other parameter is refused.
+var QueryParams = []string{"template", "runner", "node_image", "policy", "generation", "package", "limit"}
+
+// queryRuns lists the runs matching the query parameters (at least one
+// artifact criterion): {"runs": [ids]}.
+func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	ids, err := s.rt.store.Query(r.Context(), q)
+	if errors.Is(err, runs.ErrInvalid) {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"runs": ids})
+}
+
+func parseQuery(v url.Values) (runs.Query, error) {
+	var q runs.Query
+	fields := map[string]*string{"template": &q.Template, "runner": &q.Runner, "node_image": &q.NodeImage,
+		"policy": &q.Policy, "generation": &q.Generation, "package": &q.Package}
+	for k, vals := range v {
+		if len(vals) != 1 {
+			return q, fmt.Errorf("query parameter %q given %d times, want once", k, len(vals))
+		}
+		if k == "limit" {
+			n, err := strconv.Atoi(vals[0])
+			if err != nil || n < 0 {
+				return q, fmt.Errorf("limit %q is not a count", vals[0])
+			}
+			q.Limit = n
+			continue
+		}
+		f, ok := fields[k]
+		if !ok {
+			return q, fmt.Errorf("unknown query parameter %q (want %s)", k, strings.Join(QueryParams, ", "))
+		}
+		*f = vals[0]
+	}
+	return q, nil
 }
 
 // GenerationStatus is one generation's sandboxes in a pool.

@@ -66,6 +66,11 @@ func TestAPI(t *testing.T) {
 	if code, body := call("POST", "/v1/pools/agents/claims", apiToken, `{"tennant":"x"}`); code != 400 || !strings.Contains(body, "tennant") {
 		t.Errorf("unknown field: %d %s", code, body)
 	}
+	for q, want := range map[string]string{"?templat=x": "templat", "": "no criterion", "?template=a&template=b": "2 times", "?package=nope": "name@version", "?template=x&limit=-1": "limit"} {
+		if code, body := call("GET", "/v1/runs"+q, apiToken, ""); code != 400 || !strings.Contains(body, want) {
+			t.Errorf("GET /v1/runs%s: %d %s, want 400 naming %q", q, code, body, want)
+		}
+	}
 	if code, _ := call("POST", "/v1/pools/nope/claims", apiToken, `{}`); code != 404 {
 		t.Errorf("unknown pool: %d", code)
 	}

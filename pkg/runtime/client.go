@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/slipway-dev/slipway/pkg/runs"
@@ -107,4 +108,25 @@ func (c *Client) Run(ctx context.Context, runID string) (*runs.Manifest, error) 
 		return nil, err
 	}
 	return &m, nil
+}
+
+// Query lists the run ids matching q (see runs.Store's Query).
+func (c *Client) Query(ctx context.Context, q runs.Query) ([]string, error) {
+	v := url.Values{}
+	for k, val := range map[string]string{"template": q.Template, "runner": q.Runner, "node_image": q.NodeImage,
+		"policy": q.Policy, "generation": q.Generation, "package": q.Package} {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out struct {
+		Runs []string `json:"runs"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/runs?"+v.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Runs, nil
 }

@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/runtime"
 )
 
 // NewCmdRuns groups the run manifest queries.
@@ -18,17 +21,41 @@ func NewCmdRuns(g *globals) *cobra.Command {
 	return cmd
 }
 
+// runSource is where run manifests are read from: the state directory's
+// store, or a runtime's API.
+type runSource interface {
+	Get(ctx context.Context, runID string) (*runs.Manifest, error)
+	Query(ctx context.Context, q runs.Query) ([]string, error)
+	Close() error
+}
+
 // stateFlags name where run manifests are read from.
-type stateFlags struct{ state string }
+type stateFlags struct{ state, server, tokenFile string }
 
 func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.state, "state", "", "the runtime's state directory (runs are read from its "+runs.StateFile+")")
+	cmd.Flags().StringVar(&f.server, "server", "", "a runtime's API (http://host:port), instead of --state")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the API's bearer token (with --server)")
 }
 
-func (f *stateFlags) open(cmd *cobra.Command) (*runs.SQLite, error) {
-	if f.state == "" {
-		// The runtime's HTTP API (--server) comes with `slipway runtime serve`.
-		return nil, usage(errors.New("--state DIR is required"))
+func (f *stateFlags) open(cmd *cobra.Command) (runSource, error) {
+	switch {
+	case f.state != "" && f.server != "":
+		return nil, usage(errors.New("give --state DIR or --server URL, not both"))
+	case f.server != "":
+		tok, err := readToken(f.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		c, err := runtime.NewClient(f.server, tok)
+		if err != nil {
+			return nil, usage(err)
+		}
+		return apiRuns{c}, nil
+	case f.state == "":
+		return nil, usage(errors.New("--state DIR or --server URL is required"))
+	case f.tokenFile != "":
+		return nil, usage(errors.New("--token-file goes with --server"))
 	}
 	file := filepath.Join(f.state, runs.StateFile)
 	if _, err := os.Stat(file); err != nil {
@@ -39,6 +66,35 @@ func (f *stateFlags) open(cmd *cobra.Command) (*runs.SQLite, error) {
 		return nil, usage(err)
 	}
 	return s, nil
+}
+
+// apiRuns reads run manifests from a runtime's API; an unknown run is
+// runs.ErrNotFound, a refused query runs.ErrInvalid, as from a store.
+type apiRuns struct{ c *runtime.Client }
+
+func (a apiRuns) Get(ctx context.Context, runID string) (*runs.Manifest, error) {
+	m, err := a.c.Run(ctx, runID)
+	return m, apiErr(err)
+}
+
+func (a apiRuns) Query(ctx context.Context, q runs.Query) ([]string, error) {
+	ids, err := a.c.Query(ctx, q)
+	return ids, apiErr(err)
+}
+
+func (apiRuns) Close() error { return nil }
+
+func apiErr(err error) error {
+	var ae *runtime.APIError
+	if errors.As(err, &ae) {
+		switch ae.Status {
+		case http.StatusNotFound:
+			return fmt.Errorf("%w: %s", runs.ErrNotFound, ae.Reason)
+		case http.StatusBadRequest:
+			return fmt.Errorf("%w: %s", runs.ErrInvalid, ae.Reason)
+		}
+	}
+	return err
 }
 
 func newCmdRunsShow(g *globals) *cobra.Command {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,25 @@ func TestRuntimeServeAndClaim(t *testing.T) {
 	}
 	if !strings.HasSuffix(runnerRef, m["runner_digest"].(string)) {
 		t.Errorf("runner_digest %v, want the pinned %s", m["runner_digest"], runnerRef)
+	}
+	// The same answers from the runtime's API.
+	r = run(t, "", "runs", "show", res.RunID, "--server", server, "--token-file", tokenFile)
+	var m2 map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m2) != nil || m2["run_id"] != res.RunID || m2["status"] != "completed" {
+		t.Fatalf("runs show --server: %+v", r)
+	}
+	tid, _ := m["workspace_template_id"].(string)
+	for _, src := range [][]string{{"--state", state}, {"--server", server, "--token-file", tokenFile}} {
+		r = run(t, "", append([]string{"runs", "query", "--template", tid}, src...)...)
+		if r.code != 0 || !slices.Contains(strings.Fields(r.stdout), res.RunID) {
+			t.Errorf("runs query --template %s %v: %+v", tid, src[0], r)
+		}
+		if r = run(t, "", append([]string{"runs", "query", "--package", "nope"}, src...)...); r.code != 2 || !strings.Contains(r.stderr, "name@version") {
+			t.Errorf("runs query --package nope %v: %+v", src[0], r)
+		}
+	}
+	if r = run(t, "", "runs", "show", "r-404", "--server", server, "--token-file", tokenFile); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("runs show --server of an unknown run: %+v", r)
 	}
 	wrong := filepath.Join(dir, "wrong-token")
 	os.WriteFile(wrong, []byte("not-the-runtime-token-at-all\n"), 0o600)
