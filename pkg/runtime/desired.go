@@ -23,6 +23,10 @@ type Desired struct {
 	Revision string
 	// Pools by name.
 	Pools map[string]*PoolDesired
+	// Packages says, for each workspace template of a verified generation,
+	// what the package index holds (with Verify.Packages set): how many
+	// packages from which SBOM attestation, or why none.
+	Packages map[string]string
 }
 
 // PoolDesired is one pool's desired state.
@@ -71,19 +75,28 @@ type Verify struct {
 	Policy  *policy.Policy
 	Skip    bool
 	Options []policy.Option
+	// Packages, if set, indexes the packages of every verified
+	// generation's workspace template from its SBOM attestation (verified
+	// with a key the policy trusts for templates), once per template.
+	Packages PackageIndex
 }
 
 // verifyCache remembers which generation verified under which policy
 // revision, so a poll does not verify again what did not change.
 type verifyCache struct {
-	mu   sync.Mutex
-	seen map[string]error // policy digest + generation id
+	mu       sync.Mutex
+	seen     map[string]error // policy digest + generation id
+	packages packages
+}
+
+func newVerifyCache(v Verify) *verifyCache {
+	return &verifyCache{seen: map[string]error{}, packages: packages{index: v.Packages, done: map[string]string{}}}
 }
 
 // Load reads the desired state from t, the tree of the config repository
 // at revision, and verifies the generations it names.
 func Load(ctx context.Context, t *gitops.Tree, revision string, v Verify) (*Desired, error) {
-	return load(ctx, t, revision, v, &verifyCache{seen: map[string]error{}})
+	return load(ctx, t, revision, v, newVerifyCache(v))
 }
 
 func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache *verifyCache) (*Desired, error) {
@@ -95,7 +108,7 @@ func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache 
 	if err != nil {
 		return nil, err
 	}
-	d := &Desired{Revision: revision, Pools: map[string]*PoolDesired{}}
+	d := &Desired{Revision: revision, Pools: map[string]*PoolDesired{}, Packages: map[string]string{}}
 	for _, name := range names {
 		if !pool.ValidName(name) || !t.Exists(pool.PoolFile(name)) {
 			continue
@@ -105,6 +118,14 @@ func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache 
 			return nil, err
 		}
 		d.Pools[name] = pd
+		if v.Packages == nil || pol == nil {
+			continue
+		}
+		for _, g := range pd.Generations {
+			if out := cache.packages.indexTemplate(ctx, pol, g, v.Options); out != "" {
+				d.Packages[g.Pins[generation.WorkspaceTemplate].Identity()] = out
+			}
+		}
 	}
 	return d, nil
 }
@@ -209,6 +230,14 @@ func (d *Desired) Summary() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s: active %s, %d warm, %d refused", n, a, len(p.Warm()), len(p.Refused)))
 	}
+	tids := make([]string, 0, len(d.Packages))
+	for id := range d.Packages {
+		tids = append(tids, id)
+	}
+	sort.Strings(tids)
+	for _, id := range tids {
+		parts = append(parts, fmt.Sprintf("template %s: %s", id, d.Packages[id]))
+	}
 	return d.Revision + ": " + strings.Join(parts, "; ")
 }
 
@@ -238,7 +267,7 @@ func NewSyncer(repo *gitops.Repo, branch string, v Verify, interval time.Duratio
 		interval = 2 * time.Second
 	}
 	return &Syncer{repo: repo, branch: branch, verify: v, interval: interval, now: time.Now,
-		cache: &verifyCache{seen: map[string]error{}}, kick: make(chan struct{}, 1)}
+		cache: newVerifyCache(v), kick: make(chan struct{}, 1)}
 }
 
 // Sync reads the branch now. A revision already loaded is not loaded
