@@ -332,3 +332,40 @@ func TestTreeEdits(t *testing.T) {
 		t.Errorf("tree:\n%s", got)
 	}
 }
+
+// TestContains: a reader at a later commit has seen an earlier one, not
+// the other way round; a commit this store has not fetched yet (pushed by
+// another writer) is fetched first.
+func TestContains(t *testing.T) {
+	s := gittest.NewServer(t)
+	url := s.Seed(t, "config.git", "main", map[string]string{"README.md": "config\n"})
+	ctx := context.Background()
+	r, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.Update(ctx, Request{Branch: "main", Author: author, Edit: setFile("a", "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := other.Update(ctx, Request{Branch: "main", Author: author, Edit: setFile("a", "2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := r.Contains(ctx, "main", second.Commit, first.Commit); err != nil || !ok {
+		t.Errorf("second contains first: %v %v", ok, err)
+	}
+	if ok, err := r.Contains(ctx, "main", first.Commit, second.Commit); err != nil || ok {
+		t.Errorf("first contains second: %v %v", ok, err)
+	}
+	if ok, err := r.Contains(ctx, "main", first.Commit, first.Commit); err != nil || !ok {
+		t.Errorf("a commit contains itself: %v %v", ok, err)
+	}
+	if _, err := r.Contains(ctx, "main", "main", first.Commit); err == nil {
+		t.Error("a branch name was taken for a commit id")
+	}
+}

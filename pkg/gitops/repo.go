@@ -473,3 +473,20 @@ func InitBare(dir, branch string) error {
 	}
 	return nil
 }
+
+// Contains reports whether commit is ancestor or one of its descendants on
+// branch: whether a reader at commit (a runtime's observed revision) has
+// seen ancestor (a step's commit). Branch is fetched first when commit is
+// not in the local store yet.
+func (r *Repo) Contains(ctx context.Context, branch, commit, ancestor string) (bool, error) {
+	c, a := plumbing.NewHash(commit), plumbing.NewHash(ancestor)
+	if c.IsZero() || a.IsZero() || c.String() != commit || a.String() != ancestor {
+		return false, fmt.Errorf("gitops: %q or %q is not a commit id", commit, ancestor)
+	}
+	if !r.hasCommit(c) {
+		if _, err := r.fetch(ctx, branch); err != nil {
+			return false, err
+		}
+	}
+	return r.isAncestor(a, c), nil
+}

@@ -203,7 +203,7 @@ type State struct {
 	Pool        string         `yaml:"pool" json:"pool"`
 	Generations []GenState     `yaml:"generations" json:"generations"`
 	Target      string         `yaml:"target,omitempty" json:"target,omitempty"`
-	Rollout     *RolloutLease  `yaml:"rollout,omitempty" json:"rollout,omitempty"`
+	Rollout     *Rollout       `yaml:"rollout,omitempty" json:"rollout,omitempty"`
 	History     []HistoryEntry `yaml:"history,omitempty" json:"history,omitempty"`
 }
 
@@ -216,12 +216,49 @@ type GenState struct {
 	Since    time.Time `yaml:"since" json:"since"`
 }
 
-// RolloutLease is the rollout in progress and who drives it until when.
-type RolloutLease struct {
-	ID         string    `yaml:"id" json:"id"`
-	Phase      string    `yaml:"phase" json:"phase"`
-	Holder     string    `yaml:"holder" json:"holder"`
-	LeaseUntil time.Time `yaml:"leaseUntil" json:"leaseUntil"`
+// Rollout is the pool's rollout, in progress or the last one: which
+// generation moves to which, the phase, how it ended, and who drives it
+// until when (the lease). Each change is one commit (Slipway-Step
+// trailers); a crashed driver resumes from here.
+type Rollout struct {
+	ID string `yaml:"id" json:"id"`
+	// From was active when the rollout started ("" on a pool without one);
+	// To is the generation rolled out.
+	From string `yaml:"from,omitempty" json:"from,omitempty"`
+	To   string `yaml:"to" json:"to"`
+	// Rollback marks a rollout back to a retained generation.
+	Rollback bool `yaml:"rollback,omitempty" json:"rollback,omitempty"`
+	// Phase is the step being worked on (Phases), or where it ended.
+	Phase string `yaml:"phase" json:"phase"`
+	// Status is running, succeeded, rolled-back or failed (a visible,
+	// resumable failure: Reason says why, Holder and PhaseDeadline whose
+	// and until when).
+	Status        string    `yaml:"status" json:"status"`
+	Reason        string    `yaml:"reason,omitempty" json:"reason,omitempty"`
+	Started       time.Time `yaml:"started" json:"started"`
+	PhaseStarted  time.Time `yaml:"phaseStarted" json:"phaseStarted"`
+	PhaseDeadline time.Time `yaml:"phaseDeadline" json:"phaseDeadline"`
+	// Holder drives the rollout until LeaseUntil.
+	Holder     string    `yaml:"holder,omitempty" json:"holder,omitempty"`
+	LeaseUntil time.Time `yaml:"leaseUntil,omitzero" json:"leaseUntil,omitzero"`
+	// Evidence is the folder of the rollout's proof evidence.
+	Evidence string `yaml:"evidence,omitempty" json:"evidence,omitempty"`
+	// Draining lists the runs of From still open when last looked at.
+	Draining []string `yaml:"draining,omitempty" json:"draining,omitempty"`
+}
+
+// Rollout statuses.
+const (
+	RolloutRunning    = "running"
+	RolloutSucceeded  = "succeeded"
+	RolloutRolledBack = "rolled-back"
+	RolloutFailed     = "failed"
+)
+
+// Terminal reports whether the rollout ended (succeeded or rolled back); a
+// failed one can be resumed.
+func (r *Rollout) Terminal() bool {
+	return r.Status == RolloutSucceeded || r.Status == RolloutRolledBack
 }
 
 // HistoryEntry records one promotion (the highest sequence is derived
@@ -283,6 +320,18 @@ func ParseState(b []byte, name string) (*State, error) {
 	}
 	if active > 1 {
 		return nil, fe("generations", "%d generations are active; at most one may be", active)
+	}
+	if r := s.Rollout; r != nil {
+		switch {
+		case r.ID == "":
+			return nil, fe("rollout.id", "required")
+		case !strings.HasPrefix(r.To, "g-"):
+			return nil, fe("rollout.to", "%q is not a generation id", r.To)
+		case !slices.Contains(Phases, r.Phase):
+			return nil, fe("rollout.phase", "%q: want one of %s", r.Phase, strings.Join(Phases, ", "))
+		case r.Status != RolloutRunning && r.Status != RolloutSucceeded && r.Status != RolloutRolledBack && r.Status != RolloutFailed:
+			return nil, fe("rollout.status", "%q: want running, succeeded, rolled-back or failed", r.Status)
+		}
 	}
 	if s.Generations == nil {
 		s.Generations = []GenState{}
