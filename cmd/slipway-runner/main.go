@@ -4,6 +4,11 @@
 //
 //	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR
 //	slipway-runner version
+//	slipway-runner probe dial HOST:PORT   (exit 0: connected; 3: could not)
+//	slipway-runner probe write DIR        (exit 0: a file was written, read back and removed)
+//
+// The probes are what a rollout's proof checks run inside a sandbox, so
+// they need no tool of the template's (no shell, no nc).
 package main
 
 import (
@@ -11,9 +16,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 )
@@ -37,9 +44,11 @@ func run(args []string) error {
 	case "version":
 		return json.NewEncoder(os.Stdout).Encode(map[string]any{
 			"runnerDigest": digest, "protocolVersion": runner.ProtocolVersion, "minProtocolVersion": runner.MinProtocolVersion})
+	case "probe":
+		return probe(args[1:])
 	case "serve":
 	default:
-		return fmt.Errorf("unknown command %q: want serve or version", args[0])
+		return fmt.Errorf("unknown command %q: want serve, version or probe", args[0])
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fd := fs.Int("listen-fd", 0, "file descriptor of the listening unix socket")
@@ -63,4 +72,47 @@ func run(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// probe answers no with exit 3 (and why, on stdout); exit 1 is a probe
+// that could not run.
+func probe(args []string) error {
+	if len(args) != 2 {
+		return fmt.Errorf("usage: slipway-runner probe dial HOST:PORT | probe write DIR")
+	}
+	switch args[0] {
+	case "dial":
+		c, err := net.DialTimeout("tcp", args[1], 3*time.Second)
+		if err != nil {
+			fmt.Printf("no connection to %s: %v\n", args[1], err)
+			os.Exit(3)
+		}
+		c.Close()
+		fmt.Printf("connected to %s\n", args[1])
+		return nil
+	case "write":
+		f, err := os.CreateTemp(args[1], ".slipway-probe-*")
+		if err != nil {
+			fmt.Printf("cannot write in %s: %v\n", args[1], err)
+			os.Exit(3)
+		}
+		defer os.Remove(f.Name())
+		want := []byte("slipway probe\n")
+		if _, err := f.Write(want); err != nil {
+			f.Close()
+			fmt.Printf("cannot write %s: %v\n", f.Name(), err)
+			os.Exit(3)
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		got, err := os.ReadFile(f.Name())
+		if err != nil || string(got) != string(want) {
+			fmt.Printf("%s did not read back: %v\n", f.Name(), err)
+			os.Exit(3)
+		}
+		fmt.Printf("wrote and read back %s\n", f.Name())
+		return nil
+	}
+	return fmt.Errorf("unknown probe %q: want dial or write", args[0])
 }
