@@ -163,6 +163,17 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 // MarshalText writes the duration as a string (JSON).
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// UnmarshalText reads the duration MarshalText writes (the tests label
+// of a template image is JSON).
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil || v < 0 {
+		return fmt.Errorf("%q is not a duration like 90s or 10m", b)
+	}
+	d.Duration = v
+	return nil
+}
+
 // IsZero reports an unset duration (omitempty).
 func (d Duration) IsZero() bool { return d.Duration == 0 }
 
