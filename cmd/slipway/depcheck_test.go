@@ -13,20 +13,22 @@ import (
 func TestDependenciesPointDown(t *testing.T) {
 	const mod = "github.com/slipway-dev/slipway/"
 	allowed := map[string][]string{
-		"pkg/ref":          {},
-		"pkg/atomicfile":   {},
-		"pkg/resolve":      {"pkg/ref", "pkg/atomicfile"},
-		"pkg/pin":          {"pkg/ref", "pkg/resolve", "pkg/atomicfile"},
-		"pkg/rootfs":       {},
-		"pkg/isolate":      {},
-		"pkg/scan":         {},
-		"pkg/sbom":         {"pkg/atomicfile"},
-		"pkg/strictyaml":   {},
-		"pkg/generation":   {"pkg/ref", "pkg/strictyaml"},
-		"pkg/attest":       {},
-		"pkg/sign":         {"pkg/attest", "pkg/resolve", "pkg/ref", "pkg/atomicfile"},
-		"pkg/policy":       {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation"},
-		"pkg/runtime":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sandbox/local", "pkg/isolate", "pkg/sbom"},
+		"pkg/ref":        {},
+		"pkg/atomicfile": {},
+		"pkg/resolve":    {"pkg/ref", "pkg/atomicfile"},
+		"pkg/pin":        {"pkg/ref", "pkg/resolve", "pkg/atomicfile"},
+		"pkg/rootfs":     {},
+		"pkg/isolate":    {},
+		"pkg/scan":       {},
+		"pkg/sbom":       {"pkg/atomicfile"},
+		"pkg/strictyaml": {},
+		"pkg/generation": {"pkg/ref", "pkg/strictyaml"},
+		"pkg/attest":     {},
+		"pkg/sign":       {"pkg/attest", "pkg/resolve", "pkg/ref", "pkg/atomicfile"},
+		"pkg/policy":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation"},
+		"pkg/runtime":    {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate"},
+		// The runtime on this machine: the local backend under it.
+		"pkg/runtime/serve": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate"},
 		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
 		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/gitops", "pkg/policy", "pkg/pool"},
 		"pkg/pool":         {"pkg/ref", "pkg/strictyaml", "pkg/generation"},
@@ -46,7 +48,7 @@ func TestDependenciesPointDown(t *testing.T) {
 	// Flags and the CLI stay under cmd/: no library package imports them itself
 	// (a dependency such as syft may use cobra internally).
 	forbiddenDirect := []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}
-	forbidden := []string{mod + "cmd/", mod + "pkg/registrytest", mod + "pkg/gittest"}
+	forbidden := []string{mod + "cmd/", mod + "pkg/registrytest", mod + "pkg/gittest", mod + "pkg/runtime/runtimetest"}
 	for pkg, ok := range allowed {
 		direct, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../../"+pkg).CombinedOutput()
 		if err != nil {

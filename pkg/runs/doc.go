@@ -23,11 +23,14 @@
 //	m, err := s.Get(ctx, "r-123")
 //	_, err = s.RecordPackages(ctx, "sha256:…", pkgs) // from the template's SBOM attestation
 //	ids, err := s.Query(ctx, runs.Query{Package: "openssl@3.0.7"})
+//	open, err := s.Open(ctx) // runs not final yet: granted or running
 //
 // Store is the interface; SQLite (modernc.org/sqlite, pure Go) is its
 // implementation for one runtime, durable once a call returns (WAL,
 // synchronous=FULL) and safe for concurrent use. Query returns run ids,
-// sorted; Get gives the manifest of each.
+// sorted; Get gives the manifest of each. Open lists the runs not final
+// yet, from an index of those alone: a runtime that starts again after a
+// crash finalises the ones whose sandboxes died with it.
 //
 // It does not decide anything about a run (the runtime does), it does not
 // fetch or verify SBOM attestations (the runtime verifies them and hands the

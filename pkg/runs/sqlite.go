@@ -59,6 +59,20 @@ var schema = []string{
 	`CREATE INDEX template_packages_by_package ON template_packages (name, version, template_id)`,
 }
 
+// openWhere selects the runs that are not final. The partial index
+// runs_open holds those runs only (status first, then run_id, so that it
+// covers Open), so Open reads a few entries whatever the number of finished
+// runs; Open's WHERE is the same text, which is how SQLite knows the index
+// applies.
+const openWhere = `status IN ('` + string(StatusGranted) + `', '` + string(StatusRunning) + `')`
+
+// additions are indexes added to schema version 1 after its release. They
+// change nothing an older build reads or writes (SQLite maintains every
+// index), so they need no new version: a file gets them when it is opened.
+var additions = []string{
+	`CREATE INDEX IF NOT EXISTS runs_open ON runs (status, run_id) WHERE ` + openWhere,
+}
+
 // queryColumns are the manifest fields copied into columns for Query, in
 // Query's order.
 var queryColumns = []string{"workspace_template_id", "runner_digest", "node_image_id", "policy_revision", "generation"}
@@ -81,9 +95,10 @@ func (m *Manifest) columnValues() []string {
 // waiting for writers. Several processes may open the same file (they wait
 // for each other's writes up to the busy timeout).
 type SQLite struct {
-	w, r   *sql.DB
-	path   string
-	insert *sql.Stmt // on w
+	w, r    *sql.DB
+	path    string
+	insert  *sql.Stmt // on w
+	creates createQueue
 }
 
 var _ Store = (*SQLite)(nil)
@@ -170,18 +185,23 @@ func (s *SQLite) migrate(ctx context.Context) error {
 			// Version 1 is the only one so far: anything else is newer.
 			return fmt.Errorf("%w: %s has schema version %d, this build knows %d", ErrSchema, s.path, v, SchemaVersion)
 		}
-		return nil
-	}
-	for _, stmt := range schema {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+	} else {
+		for _, stmt := range schema {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("runs: create schema in %s: %w", s.path, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, SchemaVersion); err != nil {
 			return fmt.Errorf("runs: create schema in %s: %w", s.path, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, SchemaVersion); err != nil {
-		return fmt.Errorf("runs: create schema in %s: %w", s.path, err)
+	for _, stmt := range additions {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("runs: add to the schema of %s: %w", s.path, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("runs: create schema in %s: %w", s.path, err)
+		return fmt.Errorf("runs: open %s: schema: %w", s.path, err)
 	}
 	return nil
 }
@@ -209,18 +229,12 @@ func (s *SQLite) Close() error {
 	return nil
 }
 
-// Create implements Store.
-func (s *SQLite) Create(ctx context.Context, m *Manifest) error {
-	if m == nil {
-		return fmt.Errorf("%w: manifest: nil", ErrInvalid)
-	}
-	_, err := s.createAll(ctx, func(yield func(*Manifest) bool) { yield(m) })
-	return err
-}
+// Create implements Store. Concurrent Creates share one transaction, and
+// one flush of the disk (see createQueue).
+func (s *SQLite) Create(ctx context.Context, m *Manifest) error { return s.create(ctx, m) }
 
 // createAll creates every manifest of ms in one transaction: all or none.
-// Create is createAll of one; the benchmark loads its million manifests
-// through it.
+// The benchmark loads its million manifests through it.
 func (s *SQLite) createAll(ctx context.Context, ms iter.Seq[*Manifest]) (int, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -372,6 +386,22 @@ func (s *SQLite) Query(ctx context.Context, q Query) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// Open implements Store. It reads the partial index runs_open alone.
+func (s *SQLite) Open(ctx context.Context) ([]string, error) {
+	var all sql.NullString
+	if err := s.r.QueryRowContext(ctx, openStmt).Scan(&all); err != nil {
+		return nil, fmt.Errorf("runs: open runs: %w", err)
+	}
+	var ids []string
+	if all.Valid {
+		ids = strings.Split(all.String, "\n")
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+const openStmt = `SELECT group_concat(run_id, char(10)) FROM runs WHERE ` + openWhere
 
 // sql builds the statement of q. A package query walks the package index to
 // the templates holding the package and each template's runs through

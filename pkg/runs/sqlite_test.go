@@ -528,3 +528,73 @@ func TestStoredManifestIsJSONText(t *testing.T) {
 		t.Errorf("stored manifest: %s, template %q", typ, tpl)
 	}
 }
+
+// Open lists the runs not final yet, from the partial index of those runs
+// alone; a file made before the index existed gets it when opened.
+func TestOpenRuns(t *testing.T) {
+	ctx := context.Background()
+	s, path := openTemp(t)
+	if ids, err := s.Open(ctx); err != nil || ids != nil {
+		t.Fatalf("Open of an empty store = %v, %v", ids, err)
+	}
+	for _, id := range []string{"r-4", "r-2", "r-3", "r-1", "r-5"} {
+		if err := s.Create(ctx, &Manifest{RunID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := func(id string, st Status) {
+		t.Helper()
+		if err := s.Update(ctx, id, func(m *Manifest) error { m.Status = st; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("r-2", StatusRunning)
+	set("r-3", StatusCompleted)
+	set("r-4", StatusRunning)
+	set("r-4", StatusFailed)
+	set("r-5", StatusReleased)
+	check := func(s Store, want ...string) {
+		t.Helper()
+		got, err := s.Open(ctx)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("Open = %v, %v; want %v", got, err, want)
+		}
+	}
+	check(s, "r-1", "r-2")
+	set("r-1", StatusRunning) // still open
+	check(s, "r-1", "r-2")
+
+	rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+openStmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	rows.Close()
+	if text := strings.Join(plan, "; "); strings.Contains(text, "SCAN") || !strings.Contains(text, "COVERING INDEX runs_open") {
+		t.Errorf("Open plan: %s; want the covering partial index runs_open", text)
+	}
+
+	// a file without the index (as schema version 1 first made it)
+	if _, err := s.w.ExecContext(ctx, `DROP INDEX runs_open`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s2, err := OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	var n int
+	if err := s2.r.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'runs_open'`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("after reopening, runs_open: %d, %v", n, err)
+	}
+	check(s2, "r-1", "r-2")
+}

@@ -55,6 +55,10 @@ type Store interface {
 	// sorted, at most q.Limit of them when q.Limit > 0. A query with no
 	// criterion is refused (ErrInvalid): it would list every run.
 	Query(ctx context.Context, q Query) ([]string, error)
+	// Open returns the ids of the runs that are not final yet (granted or
+	// running), sorted: the claims a runtime still holds, or held when it
+	// stopped without finalising them.
+	Open(ctx context.Context) ([]string, error)
 	// RecordPackages sets the package index of a workspace template (from
 	// the SBOM attestation verified at build or pull time). Recording the
 	// same set again changes nothing (Unchanged); a different set replaces

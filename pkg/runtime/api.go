@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
@@ -79,6 +81,18 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string)
 	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
 	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))
 	s.mux.Handle("GET /v1/info", s.auth(s.info))
+	s.mux.Handle("POST /v1/pools/{pool}/proofs", s.auth(s.prove))
+	s.mux.Handle("POST /v1/pools/{pool}/generations/{generation}/stop", s.auth(func(w http.ResponseWriter, r *http.Request) {
+		stopped, err := s.rt.Stop(r.Context(), r.PathValue("pool"), r.PathValue("generation"))
+		if stopped == nil {
+			stopped = []string{}
+		}
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, StopResult{Stopped: stopped})
+	}))
 	s.mux.Handle("POST /v1/sync", s.auth(func(w http.ResponseWriter, r *http.Request) {
 		if s.sync == nil {
 			writeError(w, http.StatusNotImplemented, errors.New("this runtime does not follow a config repository"))
@@ -323,6 +337,20 @@ type GenerationStatus struct {
 	Ready   int    `json:"warmReady"`
 	Warming int    `json:"warming"`
 	Claimed int    `json:"claimed"`
+	// Runs are the open claims' run ids (Claimed of them).
+	Runs []string `json:"runs"`
+	// Sandboxes are the generation's live sandboxes, warm and claimed.
+	Sandboxes []SandboxStatus `json:"sandboxes"`
+}
+
+// SandboxStatus is one sandbox as pool status shows it: what it was made
+// from never changes for its life.
+type SandboxStatus struct {
+	ID           string        `json:"id"`
+	Owner        string        `json:"owner"`
+	State        sandbox.State `json:"state"`
+	RunnerDigest string        `json:"runnerDigest"`
+	TemplateID   string        `json:"templateId"`
 }
 
 func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
@@ -337,23 +365,45 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	var out []GenerationStatus
+	writeJSON(w, http.StatusOK, poolStatusOf(name, d, all))
+}
+
+// poolStatusOf counts the pool's sandboxes per generation: those the
+// desired state names, in its order, then any other that still has
+// sandboxes (State "").
+func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *PoolStatus {
+	out := &PoolStatus{Pool: name, ObservedRevision: d.Revision, Generations: []GenerationStatus{}}
+	index := map[string]int{}
 	for _, e := range d.Pools[name].State.Generations {
-		gs := GenerationStatus{ID: e.ID, State: e.State}
-		for _, sb := range all {
-			switch {
-			case sb.Generation != e.ID || sb.State == sandbox.StateDead:
-			case sb.Owner != sandbox.OwnerWarm:
-				gs.Claimed++
-			case sb.State == sandbox.StateRunning:
-				gs.Ready++
-			default:
-				gs.Warming++
-			}
-		}
-		out = append(out, gs)
+		index[e.ID] = len(out.Generations)
+		out.Generations = append(out.Generations, GenerationStatus{ID: e.ID, State: e.State, Runs: []string{}, Sandboxes: []SandboxStatus{}})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"pool": name, "observedRevision": d.Revision, "generations": out})
+	for _, sb := range all {
+		if sb.State == sandbox.StateDead {
+			continue
+		}
+		i, ok := index[sb.Generation]
+		if !ok {
+			i = len(out.Generations)
+			index[sb.Generation] = i
+			out.Generations = append(out.Generations, GenerationStatus{ID: sb.Generation, Runs: []string{}, Sandboxes: []SandboxStatus{}})
+		}
+		gs := &out.Generations[i]
+		gs.Sandboxes = append(gs.Sandboxes, SandboxStatus{ID: sb.ID, Owner: sb.Owner, State: sb.State, RunnerDigest: sb.RunnerDigest, TemplateID: sb.TemplateID})
+		switch {
+		case sb.Owner != sandbox.OwnerWarm:
+			gs.Claimed++
+			gs.Runs = append(gs.Runs, sb.Owner)
+		case sb.State == sandbox.StateRunning:
+			gs.Ready++
+		default:
+			gs.Warming++
+		}
+	}
+	for i := range out.Generations {
+		slices.Sort(out.Generations[i].Runs)
+	}
+	return out
 }
 
 func (s *Server) observeSizes(ctx context.Context) {
@@ -380,18 +430,40 @@ func (s *Server) observeSizes(ctx context.Context) {
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	d, at := s.rt.desired()
-	out := map[string]any{
-		"runnerProtocol": map[string]int{"min": runner.MinProtocolVersion, "max": runner.ProtocolVersion},
-		"limits":         "setrlimit and a wall-clock deadline per command; cgroup v2 not used",
-		"network":        "deny (own network namespace, loopback only)",
+	out := Info{
+		ControlPlaneProtocol: generation.Range{Min: MinControlPlaneProtocol, Max: ControlPlaneProtocol},
+		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
+		Limits:               "setrlimit and a wall-clock deadline per command; cgroup v2 not used",
+		Network:              "deny (own network namespace, loopback only)",
 	}
 	if d != nil {
-		out["observedRevision"], out["observedAt"] = d.Revision, at.UTC()
+		out.ObservedRevision, out.ObservedAt = d.Revision, at.UTC()
 	}
 	if s.sync != nil {
 		if _, _, err := s.sync.Current(); err != nil {
-			out["lastSyncError"] = err.Error()
+			out.LastSyncError = err.Error()
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// prove runs a rollout's proof checks (POST /v1/pools/{pool}/proofs).
+func (s *Server) prove(w http.ResponseWriter, r *http.Request) {
+	var req ProofRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := s.rt.Prove(r.Context(), r.PathValue("pool"), req)
+	switch {
+	case errors.Is(err, ErrNoPool):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, ErrStale):
+		writeError(w, http.StatusServiceUnavailable, err)
+	case errors.Is(err, ErrProofRefused):
+		writeError(w, http.StatusConflict, err)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
 }

@@ -24,14 +24,36 @@ var (
 	// its maximum staleness; claims wait for a fresh one (HTTP 503).
 	ErrStale = errors.New("runtime: the view of the config repository is stale")
 	// ErrFenced: a request carried a fencing token of an earlier allocation
-	// attempt (or none that matches); it is refused.
+	// attempt (or none that matches), or its attempt ended while it ran; it
+	// is refused. Grant says what the claim's current attempt is.
 	ErrFenced = errors.New("runtime: fenced: the token is not the claim's current one")
 	// ErrNoClaim: no claim with this run id is open.
 	ErrNoClaim = errors.New("runtime: no such claim")
+	// ErrClosed: the Runtime was closed; it grants no more claims.
+	ErrClosed = errors.New("runtime: closed")
+)
+
+// Named defaults of claims.
+const (
+	// DefaultHeartbeatInterval is how often the runtime pings the runner of
+	// every open claim; a ping unanswered within the interval is missed.
+	DefaultHeartbeatInterval = time.Second
+	// DefaultHeartbeatMisses is how many heartbeats in a row a runner may
+	// miss before its claim moves to a new sandbox.
+	DefaultHeartbeatMisses = 3
+	// maxClaimAttempts bounds the sandboxes one Claim tries when they are
+	// not ready in time (the claim's deadline bounds them too).
+	maxClaimAttempts = 5
+	// defaultReadyTimeout applies when a pool sets no readyTimeout.
+	defaultReadyTimeout = 30 * time.Second
 )
 
 // Runtime grants claims on warm pools, fences their allocation attempts,
-// and records a run manifest for every claim.
+// watches their runners' heartbeats, issues their credentials, and
+// records a run manifest for every claim.
+//
+// A Runtime runs one heartbeat monitor per open claim from the moment it
+// is granted until it is released; Close stops them all.
 type Runtime struct {
 	desired      func() (*Desired, time.Time)
 	warm         *Warm
@@ -39,28 +61,117 @@ type Runtime struct {
 	maxStaleness time.Duration
 	node         string
 	now          func() time.Time
+	o            runtimeOptions
+	logMu        sync.Mutex
 
 	mu     sync.Mutex
 	claims map[string]*claim
+	closed bool
+	stop   chan struct{} // closed by Close
+	wg     sync.WaitGroup
 }
 
+// RuntimeOption configures NewRuntime. Options cannot fail: a value out of
+// range keeps the default, as each option says.
+type RuntimeOption func(*runtimeOptions)
+
+type runtimeOptions struct {
+	every  time.Duration
+	misses int
+	broker *Broker
+	log    io.Writer
+}
+
+// WithHeartbeat sets how often the runtime pings each open claim's runner
+// (every; a ping unanswered within that long is missed) and after how many
+// missed pings in a row the claim moves (misses). Zero or negative values
+// keep DefaultHeartbeatInterval and DefaultHeartbeatMisses.
+func WithHeartbeat(every time.Duration, misses int) RuntimeOption {
+	return func(o *runtimeOptions) {
+		if every > 0 {
+			o.every = every
+		}
+		if misses > 0 {
+			o.misses = misses
+		}
+	}
+}
+
+// WithBroker issues the claims' credentials from b; nil keeps the default,
+// a broker of the runtime's own (LocalIssuer, DefaultCredentialTTL).
+func WithBroker(b *Broker) RuntimeOption {
+	return func(o *runtimeOptions) {
+		if b != nil {
+			o.broker = b
+		}
+	}
+}
+
+// WithLog sends one line per move (and per failed move) to w; nil keeps
+// the default, none. Lines name runs, sandboxes and attempts, never a token
+// or a credential.
+func WithLog(w io.Writer) RuntimeOption {
+	return func(o *runtimeOptions) {
+		if w != nil {
+			o.log = w
+		}
+	}
+}
+
+// claim is one open claim. Two locks: op orders the transitions of the
+// claim (Move, Release, Grant wait for one another), mu guards the fields
+// for short reads and writes and is never held across I/O, so that a long
+// Exec blocks neither heartbeats nor a move that fences it out.
 type claim struct {
-	mu      sync.Mutex // one request at a time per claim
-	runID   string
-	pool    string
-	gen     *generation.Generation
-	sandbox *sandbox.Sandbox
-	attempt int
-	token   string
-	first   bool // first output recorded
+	runID, pool   string
+	gen           *generation.Generation
+	secretVersion string // the generation's pinned secret version; "" when none
+
+	op sync.Mutex
+
+	mu         sync.Mutex
+	sandbox    *sandbox.Sandbox // nil between a move's kill and its new sandbox
+	attempt    int
+	token      string
+	warm       bool
+	credential string        // fingerprint of the attempt's credential; "" when none
+	fence      chan struct{} // closed when the attempt ends (moved or released)
+	released   bool
+	first      bool          // first output recorded
+	done       chan struct{} // closed once released: the heartbeat stops
 }
 
 // NewRuntime grants claims from the desired state desired returns (with
 // when it was last confirmed current; a Syncer's Current), on warm, with
-// manifests in store. maxStaleness bounds how old that view may be.
-func NewRuntime(desired func() (*Desired, time.Time), warm *Warm, store runs.Store, maxStaleness time.Duration) *Runtime {
+// manifests in store. maxStaleness bounds how old that view may be. Close
+// stops its heartbeat monitors.
+func NewRuntime(desired func() (*Desired, time.Time), warm *Warm, store runs.Store, maxStaleness time.Duration, opts ...RuntimeOption) *Runtime {
+	o := runtimeOptions{every: DefaultHeartbeatInterval, misses: DefaultHeartbeatMisses, log: io.Discard}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.broker == nil {
+		o.broker, _ = NewBroker(LocalIssuer, DefaultCredentialTTL) // valid arguments: no error
+	}
 	node, _ := os.Hostname()
-	return &Runtime{desired: desired, warm: warm, store: store, maxStaleness: maxStaleness, node: node, now: time.Now, claims: map[string]*claim{}}
+	return &Runtime{
+		desired: desired, warm: warm, store: store, maxStaleness: maxStaleness, node: node, now: time.Now, o: o,
+		claims: map[string]*claim{}, stop: make(chan struct{}),
+	}
+}
+
+// Close stops the heartbeat monitors (a move under way is canceled) and
+// waits for them. Open claims stay open and their sandboxes keep running;
+// a closed Runtime grants no new claims (ErrClosed). Close is repeat-safe.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.stop)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
 }
 
 // ClaimRequest asks for a sandbox of a pool.
@@ -90,9 +201,18 @@ func newToken() string {
 }
 
 // Claim allocates a sandbox of the pool's active generation (a warm member,
-// or a cold start), records the run manifest, and returns the grant.
+// or a cold start), records the run manifest, and returns the grant once
+// the sandbox's runner has answered a ping within the pool's readyTimeout.
+// A sandbox that does not is killed and the claim moved to a cold start
+// (the allocation attempt goes up, the manifest says so), as long as the
+// claim's deadline allows. When the generation pins a secretVersion, the
+// broker's token for this claim is placed in the sandbox. The claim's
+// heartbeat monitor starts with the grant.
 func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	received := r.now()
+	if r.isClosed() {
+		return nil, ErrClosed
+	}
 	d, at := r.desired()
 	if d == nil || r.now().Sub(at) > r.maxStaleness {
 		return nil, ErrStale
@@ -112,29 +232,87 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	}
 	accepted := r.now()
 	runID := "r-" + newToken()[:20]
+	readyTimeout := p.Pool.Spec.ReadyTimeout.Duration
+	if readyTimeout <= 0 {
+		readyTimeout = defaultReadyTimeout
+	}
 	s, warm, err := r.warm.Claim(ctx, d, req.Pool, runID)
 	if err != nil {
 		return nil, err
 	}
-	c := &claim{runID: runID, pool: req.Pool, gen: g, sandbox: s, attempt: 1, token: newToken()}
+	// The ready check runs beside the credential and the manifest: a warm
+	// hit waits for the slower of them, not for both.
+	ready := make(chan error, 1)
+	go func() { ready <- ping(ctx, s, readyTimeout) }()
+	bg := context.WithoutCancel(ctx)
+	c := &claim{
+		runID: runID, pool: req.Pool, gen: g, secretVersion: secretVersion(g),
+		sandbox: s, attempt: 1, token: newToken(), warm: warm,
+		fence: make(chan struct{}), done: make(chan struct{}),
+	}
 	assigned := r.now()
 	m := manifestOf(g, d.Revision)
 	m.RunID, m.SessionID, m.Tenant, m.Pool, m.Warm = runID, req.SessionID, req.Tenant, req.Pool, warm
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
 	m.Status = runs.StatusGranted
 	m.Lifecycle = runs.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
+	if c.secretVersion != "" {
+		rc, err := r.issue(ctx, runID, c.secretVersion, s)
+		if err != nil {
+			_ = r.warm.Release(bg, s.ID)
+			return nil, err
+		}
+		c.credential = rc.SHA256Fingerprint
+		m.CredentialIssuances = []runs.Receipt{rc}
+	}
 	if err := r.store.Create(ctx, m); err != nil {
-		_ = r.warm.Release(context.WithoutCancel(ctx), s.ID)
+		r.revoke(bg, s, c.credential)
+		_ = r.warm.Release(bg, s.ID)
+		return nil, err
+	}
+	if err := r.untilReady(ctx, c, <-ready, readyTimeout); err != nil {
+		r.abandon(bg, c)
 		return nil, err
 	}
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.abandon(bg, c)
+		return nil, ErrClosed
+	}
 	r.claims[runID] = c
+	r.wg.Add(1)
+	go r.heartbeat(c)
 	r.mu.Unlock()
-	return c.grant(warm), nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.grant(), nil
 }
 
-func (c *claim) grant(warm bool) *Grant {
-	return &Grant{RunID: c.runID, SandboxID: c.sandbox.ID, Generation: c.gen.ID, Warm: warm, AllocationAttempt: c.attempt, Token: c.token}
+func (r *Runtime) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// grant is the claim's current grant; c.mu must be held.
+func (c *claim) grant() *Grant {
+	id := ""
+	if c.sandbox != nil {
+		id = c.sandbox.ID
+	}
+	return &Grant{RunID: c.runID, SandboxID: id, Generation: c.gen.ID, Warm: c.warm, AllocationAttempt: c.attempt, Token: c.token}
+}
+
+// check says whether token is the claim's current one; c.mu must be held.
+func (c *claim) check(token string) error {
+	if c.released {
+		return fmt.Errorf("%w: %s", ErrNoClaim, c.runID)
+	}
+	if subtle.ConstantTimeCompare([]byte(c.token), []byte(token)) != 1 {
+		return fmt.Errorf("%w (run %s, attempt %d)", ErrFenced, c.runID, c.attempt)
+	}
+	return nil
 }
 
 // manifestOf fills the artifact fields of a run manifest from g.
@@ -154,100 +332,113 @@ func manifestOf(g *generation.Generation, revision string) *runs.Manifest {
 	}
 }
 
-// get returns the open claim runID if token is its current one.
-func (r *Runtime) get(runID, token string) (*claim, error) {
+// lookup returns the open claim runID.
+func (r *Runtime) lookup(runID string) (*claim, error) {
 	r.mu.Lock()
 	c := r.claims[runID]
 	r.mu.Unlock()
 	if c == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoClaim, runID)
 	}
-	c.mu.Lock()
-	if subtle.ConstantTimeCompare([]byte(c.token), []byte(token)) != 1 {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("%w (run %s, attempt %d)", ErrFenced, runID, c.attempt)
-	}
-	return c, nil // locked: the caller unlocks
+	return c, nil
 }
 
 // Exec runs a command in the claim's sandbox; token must be the current
-// attempt's.
+// attempt's. The claim is not locked while the command runs: when the
+// claim moves (or is released) meanwhile, the command is canceled and its
+// result refused with ErrFenced.
 func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.ExecRequest, stdout, stderr io.Writer) (*runner.ExitStatus, error) {
-	c, err := r.get(runID, token)
+	c, err := r.lookup(runID)
 	if err != nil {
 		return nil, err
 	}
-	defer c.mu.Unlock()
-	if !c.first {
-		c.first = true
+	c.mu.Lock()
+	if err := c.check(token); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	s, fence, attempt, first := c.sandbox, c.fence, c.attempt, !c.first
+	c.first = true
+	c.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("%w: run %s has no sandbox", sandbox.ErrNotRunning, runID)
+	}
+	if first {
 		now := r.now()
 		_ = r.store.Update(ctx, runID, func(m *runs.Manifest) error {
 			m.Status, m.Lifecycle.RunnerAwakened, m.Lifecycle.FirstOutput = runs.StatusRunning, now, now
 			return nil
 		})
 	}
-	return c.sandbox.Exec(ctx, req, stdout, stderr)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-fence:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	st, err := s.Exec(ctx, req, stdout, stderr)
+	select {
+	case <-fence:
+		return nil, fmt.Errorf("%w: run %s attempt %d ended while the command ran", ErrFenced, runID, attempt)
+	default:
+	}
+	return st, err
 }
 
-// Move gives the claim a new sandbox (its sandbox was not ready in time, or
-// its runner missed heartbeats): the allocation attempt goes up, a new
-// token fences out every request of the old one, and the old sandbox is
-// killed.
-func (r *Runtime) Move(ctx context.Context, runID string) (*Grant, error) {
-	r.mu.Lock()
-	c := r.claims[runID]
-	r.mu.Unlock()
-	if c == nil {
-		return nil, fmt.Errorf("%w: %s", ErrNoClaim, runID)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.sandbox
-	c.token = newToken() // from here on the old attempt is fenced
-	c.attempt++
-	s, err := r.warm.create(ctx, c.pool, c.gen, runID)
-	if err != nil {
-		return nil, err
-	}
-	_ = r.warm.Release(ctx, old.ID)
-	c.sandbox = s
-	now := r.now()
-	if err := r.store.Update(ctx, runID, func(m *runs.Manifest) error {
-		m.AllocationAttempt, m.SandboxID, m.Warm = c.attempt, s.ID, false
-		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = now, s.Ready
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return c.grant(false), nil
-}
-
-// Release ends the claim: the sandbox is deleted (never returned to the
-// pool) and the manifest completed with its exit code.
+// Release ends the claim: its credential is revoked, the sandbox deleted
+// (never returned to the pool) and the manifest completed with its exit
+// code. A command still running on the claim is canceled.
 func (r *Runtime) Release(ctx context.Context, runID, token string, exitCode *int) error {
-	c, err := r.get(runID, token)
+	c, err := r.lookup(runID)
 	if err != nil {
 		return err
 	}
-	defer c.mu.Unlock()
-	published := r.now()
-	if err := r.warm.Release(ctx, c.sandbox.ID); err != nil {
+	c.op.Lock()
+	defer c.op.Unlock()
+	c.mu.Lock()
+	if err := c.check(token); err != nil {
+		c.mu.Unlock()
 		return err
+	}
+	s, credential := c.sandbox, c.credential
+	c.released = true
+	close(c.fence)
+	c.mu.Unlock()
+	if err := r.release(ctx, c, s, credential, exitCode); err != nil {
+		// The claim stays open (same attempt and token): Release may be
+		// tried again.
+		c.mu.Lock()
+		c.released = false
+		c.fence = make(chan struct{})
+		c.mu.Unlock()
+		return err
+	}
+	close(c.done)
+	r.mu.Lock()
+	delete(r.claims, runID)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, credential string, exitCode *int) error {
+	published := r.now()
+	r.revoke(ctx, s, credential)
+	if s != nil {
+		if err := r.warm.Release(ctx, s.ID); err != nil {
+			return err
+		}
 	}
 	released := r.now()
 	status := runs.StatusCompleted
 	if exitCode != nil && *exitCode != 0 {
 		status = runs.StatusFailed
 	}
-	if err := r.store.Update(ctx, runID, func(m *runs.Manifest) error {
+	return r.store.Update(ctx, c.runID, func(m *runs.Manifest) error {
 		m.Status, m.ExitCode = status, exitCode
 		m.Lifecycle.ResultPublished, m.Lifecycle.ResourcesReleased = published, released
 		return nil
-	}); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	delete(r.claims, runID)
-	r.mu.Unlock()
-	return nil
+	})
 }

@@ -250,12 +250,13 @@ type Syncer struct {
 	interval time.Duration
 	now      func() time.Time
 
-	cache *verifyCache
-	mu    sync.Mutex
-	cur   *Desired
-	at    time.Time // when cur was last confirmed current
-	err   error     // the last sync's error, if it failed
-	kick  chan struct{}
+	cache  *verifyCache
+	syncMu sync.Mutex // one Sync at a time: the repository is for one goroutine
+	mu     sync.Mutex
+	cur    *Desired
+	at     time.Time // when cur was last confirmed current
+	err    error     // the last sync's error, if it failed
+	kick   chan struct{}
 }
 
 // NewSyncer follows branch of repo, every interval (default 2s).
@@ -273,6 +274,8 @@ func NewSyncer(repo *gitops.Repo, branch string, v Verify, interval time.Duratio
 // Sync reads the branch now. A revision already loaded is not loaded
 // again; a failure keeps the last good state (and is returned).
 func (s *Syncer) Sync(ctx context.Context) (*Desired, error) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	t, rev, err := s.repo.Snapshot(ctx, s.branch)
 	if err == nil {
 		s.mu.Lock()

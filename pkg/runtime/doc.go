@@ -32,6 +32,40 @@
 // old token are refused (ErrFenced). Release deletes the sandbox and
 // completes the manifest.
 //
-// Still to come: moving on missed heartbeats and the ready timeout by
-// itself, the credential broker, the HTTP API and its client.
+// The runtime moves claims by itself too. At claim time a warm member or
+// cold start that does not answer its runner's ping within the pool's
+// readyTimeout is killed and replaced (within the claim's deadline), and
+// a heartbeat monitor per open claim (WithHeartbeat; every second, three
+// misses by default) moves a claim whose runner stops answering. Exec holds
+// no lock while its command runs: a move cancels the command and refuses
+// its result (ErrFenced), and Grant tells the claimant its new attempt and
+// token. Close stops the monitors. When the generation pins a
+// secretVersion, the local credential Broker issues a token per allocation
+// attempt, written into the sandbox's own tmpfs at
+// /run/slipway/credentials/token (mode 0400, the sandbox's user), revoked
+// on move and release; the manifest records only its receipt.
+//
+// Package serve (pkg/runtime/serve) runs all of this as `slipway runtime
+// serve` on the local backend, with the sandboxes and run manifests in its
+// state directory; this package itself imports no backend, so rollouts
+// and clients stay independent of one. Sandboxes die with the process
+// that runs them, so a runtime killed outright leaves dead sandboxes and
+// open runs: when it starts again on the same state it reaps the dead
+// sandboxes (sandbox.Reap) and finalises every open run (granted or
+// running) whose sandbox is gone as failed, its resources released at the
+// reap time, keeping everything else it recorded; a run whose sandbox
+// still exists stays open. Stopping it deletes the sandboxes and
+// finalises their runs the same way.
+//
+// For rollouts: Prove runs proof checks (allocate, identity, network,
+// template-tests, workspace-writable, cleanup) on a proof claim, a ready
+// warm member of a warming or active generation that never counts as
+// traffic and has no run manifest; Stop ends a generation's open claims
+// at a drain deadline; the API serves both with Info (protocols, observed
+// revision) and pool status (per generation: counts, open runs,
+// sandboxes), and Client implements rollout.Fleet.
+//
+// Still to come: renewing a token before it expires, and a broker that
+// hands out a secret store's value for the pinned version instead of a
+// token of its own.
 package runtime

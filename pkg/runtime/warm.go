@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +37,8 @@ var ErrNoActive = errors.New("runtime: the pool has no active generation")
 // Warm keeps each pool's warm sandboxes: WarmSize ready members of every
 // generation the desired state wants warm, created at most RefillPerSecond,
 // counting its own creates in flight so it never creates more than asked.
+// It runs at most GOMAXPROCS creates at once (at least two; refills and
+// cold starts alike).
 // A warm member is never changed in place: when its generation stops being
 // warm it is deleted, and a claim takes it for good (release deletes it).
 type Warm struct {
@@ -41,14 +46,34 @@ type Warm struct {
 	art     Artifacts
 
 	mu       sync.Mutex
-	inflight map[string]int     // pool/generation -> creates in flight
-	buckets  map[string]*bucket // pool -> refill budget
+	inflight map[string]int       // pool/generation -> creates in flight
+	buckets  map[string]*bucket   // pool -> refill budget
+	ready    map[string][]readyAt // pool/generation -> members a claim may try, oldest first
+	taken    map[string]uint64    // member id -> seq when a claim took it from ready
+	seq      uint64               // counts changes to ready
 	now      func() time.Time
+
+	creating chan struct{} // a slot per create running (maxCreates)
+}
+
+// readyAt is a warm member in Warm.ready, with the seq it was put there at.
+//
+// ready is a hint that spares each claim a List of the whole pool (and
+// concurrent claims each other's members): Reconcile refreshes it from the
+// backend, its creates add to it, and a claim takes from it under w.mu,
+// so two claims of this Warm never try the same member. The owner
+// compare-and-swap on the backend still decides: a member another process
+// took, or one that died, fails it and the claim tries the next.
+type readyAt struct {
+	s   *sandbox.Sandbox
+	seq uint64
 }
 
 // NewWarm keeps warm pools on backend with artifacts from art.
 func NewWarm(backend sandbox.Backend, art Artifacts) *Warm {
-	return &Warm{backend: backend, art: art, inflight: map[string]int{}, buckets: map[string]*bucket{}, now: time.Now}
+	return &Warm{backend: backend, art: art, inflight: map[string]int{}, buckets: map[string]*bucket{},
+		ready: map[string][]readyAt{}, taken: map[string]uint64{}, now: time.Now,
+		creating: make(chan struct{}, maxCreates())}
 }
 
 // Report says what one Reconcile did.
@@ -69,6 +94,9 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	var rep Report
 	var mu sync.Mutex
 	note := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	w.mu.Lock()
+	listed := w.seq
+	w.mu.Unlock()
 	all, err := w.backend.List(ctx, sandbox.Filter{Owner: sandbox.OwnerWarm})
 	if err != nil {
 		rep.Errors = append(rep.Errors, err.Error())
@@ -83,16 +111,17 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	have := map[string]int{}
 	for _, s := range all {
 		key := s.Pool + "/" + s.Generation
-		if !wanted[key] || s.State == sandbox.StateDead {
-			if err := w.backend.Delete(ctx, s.ID); err != nil {
-				rep.Errors = append(rep.Errors, err.Error())
-			} else {
-				rep.Deleted = append(rep.Deleted, s.ID)
-			}
+		if wanted[key] && s.State != sandbox.StateDead {
+			have[key]++
 			continue
 		}
-		have[key]++
+		if deleted, err := w.retire(ctx, s); err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+		} else if deleted {
+			rep.Deleted = append(rep.Deleted, s.ID)
+		}
 	}
+	w.refreshReady(wanted, all, listed)
 	var wg sync.WaitGroup
 	for name, p := range d.Pools {
 		size := p.Pool.Spec.WarmSize
@@ -107,6 +136,9 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 					defer wg.Done()
 					defer w.done(key)
 					s, err := w.create(ctx, name, g, sandbox.OwnerWarm)
+					if err == nil {
+						w.addReady(key, s)
+					}
 					note(func() {
 						if err != nil {
 							rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", key, err))
@@ -120,6 +152,101 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	}
 	wg.Wait()
 	return rep
+}
+
+// ownerRetiring owns a warm member Reconcile took out of its pool to
+// delete it.
+const ownerRetiring = "retiring"
+
+// retire deletes s, a warm member as a List saw it that is dead or of a
+// generation no longer warm. A claim may have taken it since: a running
+// member is first taken from the pool with the same compare-and-swap of its
+// owner a claim uses, and left alone when a claim won. One still starting
+// is left for a later Reconcile (it cannot be claimed before it runs).
+func (w *Warm) retire(ctx context.Context, s *sandbox.Sandbox) (deleted bool, err error) {
+	switch s.State {
+	case sandbox.StateStarting:
+		return false, nil
+	case sandbox.StateRunning:
+		_, err := w.backend.SetOwner(ctx, s.ID, sandbox.OwnerWarm, ownerRetiring)
+		switch {
+		case errors.Is(err, sandbox.ErrOwnerConflict), errors.Is(err, sandbox.ErrNotFound):
+			return false, nil // a claim took it, or it is gone
+		case err != nil && !errors.Is(err, sandbox.ErrNotRunning): // a member that died is deleted
+			return false, err
+		}
+	}
+	if err := w.backend.Delete(ctx, s.ID); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// refreshReady replaces the ready members of every wanted pool/generation
+// with the running ones all (a List begun at seq listed) shows, keeping
+// those added since and leaving out those taken since.
+func (w *Warm) refreshReady(wanted map[string]bool, all []*sandbox.Sandbox, listed uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	next := map[string][]readyAt{}
+	in := map[string]bool{}
+	for key := range wanted {
+		for _, r := range w.ready[key] {
+			if r.seq > listed { // added after the List began
+				next[key] = append(next[key], r)
+				in[r.s.ID] = true
+			}
+		}
+	}
+	for _, s := range all {
+		key := s.Pool + "/" + s.Generation
+		if !wanted[key] || s.State != sandbox.StateRunning || in[s.ID] {
+			continue
+		}
+		if at, ok := w.taken[s.ID]; ok && at > listed {
+			continue // a claim took it after the List began
+		}
+		next[key] = append(next[key], readyAt{s: s, seq: listed})
+	}
+	for key := range wanted {
+		slices.SortFunc(next[key], func(x, y readyAt) int { return x.s.Created.Compare(y.s.Created) })
+		if next[key] == nil {
+			next[key] = []readyAt{} // known, and empty
+		}
+	}
+	w.ready = next
+	for id, at := range w.taken {
+		if at <= listed {
+			delete(w.taken, id) // the List saw its new owner
+		}
+	}
+}
+
+// addReady puts a member Reconcile created into ready, unless key is not
+// known there (no longer wanted, or not listed yet: a claim lists then).
+func (w *Warm) addReady(key string, s *sandbox.Sandbox) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, known := w.ready[key]; !known {
+		return
+	}
+	w.seq++
+	w.ready[key] = append(w.ready[key], readyAt{s: s, seq: w.seq})
+}
+
+// takeReady takes the oldest ready member of key; known is false when no
+// Reconcile has listed key's members yet.
+func (w *Warm) takeReady(key string) (s *sandbox.Sandbox, known bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rs, known := w.ready[key]
+	if len(rs) == 0 {
+		return nil, known
+	}
+	w.ready[key] = rs[1:]
+	w.seq++
+	w.taken[rs[0].s.ID] = w.seq
+	return rs[0].s, true
 }
 
 // stateWarmSize is the warm size the pool state gives generation id (0:
@@ -185,13 +312,30 @@ func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation
 	if err != nil {
 		return nil, err
 	}
+	select {
+	case w.creating <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("runtime: waiting to create a sandbox of %s: %w", g.ID, ctx.Err())
+	}
+	defer func() { <-w.creating }()
 	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: sandbox.NetworkDeny})
 }
+
+// maxCreates is how many sandboxes a Warm creates at once (refills and
+// cold starts together; the others wait their turn): one per CPU Go uses,
+// at least two. Starting a sandbox is CPU work on the host; more at once
+// finish no sooner (150 cold starts on 2 CPUs: the last ended after about
+// 10 s unlimited, 6 s two at a time), each takes longer, and together they
+// take the CPU and the disk from warm claims.
+func maxCreates() int { return max(2, goruntime.GOMAXPROCS(0)) }
 
 // Claim hands claimID a sandbox of pool's active generation in d, checked
 // again here: a ready warm member if there is one (taken with a
 // compare-and-swap of its owner, so two claims never share one), else a
-// cold start. warm says which.
+// cold start. warm says which. Members are taken oldest first from those
+// Reconcile found and created (a List of the backend only before the
+// first Reconcile that wanted the generation), so a claim costs no List
+// of the pool and concurrent claims do not race for the same member.
 func (w *Warm) Claim(ctx context.Context, d *Desired, pool, claimID string) (s *sandbox.Sandbox, warm bool, err error) {
 	p, ok := d.Pools[pool]
 	if !ok {
@@ -201,17 +345,29 @@ func (w *Warm) Claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 	if !ok {
 		return nil, false, fmt.Errorf("%w: %s", ErrNoActive, pool)
 	}
-	members, err := w.backend.List(ctx, sandbox.Filter{Pool: pool, Generation: g.ID, Owner: sandbox.OwnerWarm, State: sandbox.StateRunning})
-	if err != nil {
-		return nil, false, err
-	}
-	for _, m := range members {
-		if m.Generation != g.ID {
-			continue // never a member of another generation
+	key := pool + "/" + g.ID
+	var listed []*sandbox.Sandbox // when no Reconcile has listed key yet
+	for {
+		m, known := w.takeReady(key)
+		if !known && listed == nil {
+			listed, err = w.backend.List(ctx, sandbox.Filter{Pool: pool, Generation: g.ID, Owner: sandbox.OwnerWarm, State: sandbox.StateRunning})
+			if err != nil {
+				return nil, false, err
+			}
+			listed = append(listed, nil) // the end: listed is never nil again
+		}
+		if !known {
+			m, listed = listed[0], listed[1:]
+		}
+		if m == nil {
+			break
+		}
+		if m.Pool != pool || m.Generation != g.ID {
+			continue // never a member of another pool or generation
 		}
 		taken, err := w.backend.SetOwner(ctx, m.ID, sandbox.OwnerWarm, claimID)
-		if errors.Is(err, sandbox.ErrOwnerConflict) {
-			continue // another claim took it first
+		if errors.Is(err, sandbox.ErrOwnerConflict) || errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, sandbox.ErrNotFound) {
+			continue // another claim took it first, or it is gone
 		}
 		if err != nil {
 			return nil, false, err
@@ -286,7 +442,14 @@ func (a *RegistryArtifacts) Runner(ctx context.Context, g *generation.Generation
 	if err != nil {
 		return sandbox.RunnerBinary{}, fmt.Errorf("runtime: runner %s: %w", d, err)
 	}
-	rb, err := sandbox.UnpackRunner(ctx, img, filepath.Join(a.dir, "runners", strings.TrimPrefix(d.DigestStr(), "sha256:")))
+	dir := filepath.Join(a.dir, "runners", strings.TrimPrefix(d.DigestStr(), "sha256:"))
+	// What an earlier process left there (a runtime restarted on the same
+	// state, or one killed while unpacking) is unpacked again: UnpackRunner
+	// wants an empty directory, and a runner is small.
+	if err := os.RemoveAll(dir); err != nil {
+		return sandbox.RunnerBinary{}, fmt.Errorf("runtime: runner %s: %w", d, err)
+	}
+	rb, err := sandbox.UnpackRunner(ctx, img, dir)
 	if err != nil {
 		return sandbox.RunnerBinary{}, fmt.Errorf("runtime: runner %s: %w", d, err)
 	}

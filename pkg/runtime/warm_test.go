@@ -33,7 +33,7 @@ type warmWorld struct {
 	template string // template image ref by digest
 }
 
-func newWarmWorld(t *testing.T) *warmWorld {
+func newWarmWorld(t testing.TB) *warmWorld {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "slipway-runner")
@@ -71,7 +71,7 @@ func newWarmWorld(t *testing.T) *warmWorld {
 
 // desired is a desired state with pool agents: generations gs, the first
 // active, the others warming (as a rollout in progress has them).
-func (w *warmWorld) desired(t *testing.T, rev string, warmSize int, gs ...*generation.Generation) *runtime.Desired {
+func (w *warmWorld) desired(t testing.TB, rev string, warmSize int, gs ...*generation.Generation) *runtime.Desired {
 	t.Helper()
 	p := pool.Default("agents")
 	p.Spec.WarmSize = warmSize
@@ -89,7 +89,7 @@ func (w *warmWorld) desired(t *testing.T, rev string, warmSize int, gs ...*gener
 	return &runtime.Desired{Revision: rev, Pools: map[string]*runtime.PoolDesired{"agents": pd}}
 }
 
-func (w *warmWorld) generation(t *testing.T, from *generation.Generation) *generation.Generation {
+func (w *warmWorld) generation(t testing.TB, from *generation.Generation) *generation.Generation {
 	t.Helper()
 	img, _ := random.Image(32, 1)
 	cp := registrytest.Push(t, w.host+"/platform/cp:"+fmt.Sprint(time.Now().UnixNano()), img)
@@ -108,7 +108,7 @@ func (w *warmWorld) generation(t *testing.T, from *generation.Generation) *gener
 
 // newLocalBackend is a bubblewrap backend whose sandboxes are all deleted
 // when the test ends.
-func newLocalBackend(t *testing.T) *local.Backend {
+func newLocalBackend(t testing.TB) *local.Backend {
 	t.Helper()
 	be, err := local.New(t.TempDir())
 	if err != nil {

@@ -18,6 +18,10 @@
 // proves that the running runner is that binary and was started for that
 // generation and sandbox.
 //
+// A backend that can place a claim's credentials in a running sandbox
+// (a file in the sandbox's own tmpfs at CredentialDir) implements
+// Credentials besides Backend; the runtime's credential broker asserts it.
+//
 // It is not a backend itself (see package local for bubblewrap on this
 // host; Kubernetes comes later), and it does not choose generations, warm
 // pools or claims: that is the runtime's business, as a client of Backend.

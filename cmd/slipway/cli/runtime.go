@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/runtime/serve"
 )
 
 // readToken reads a bearer token from a file (trailing newline dropped).
@@ -40,7 +41,7 @@ func NewCmdRuntime(g *globals) *cobra.Command {
 
 func newCmdRuntimeServe(g *globals) *cobra.Command {
 	var (
-		c         runtime.Config
+		c         serve.Config
 		tokenFile string
 		vf        verifierFlags
 	)
@@ -67,7 +68,7 @@ Claims get 503 while its view of the repository is older than --max-staleness.`,
 			}
 			c.Verify.Skip = vf.skip
 			c.Log = g.stderr
-			err = runtime.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
+			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil {
 				return usage(err)
 			}

@@ -55,6 +55,43 @@ type Backend struct {
 	mu       sync.Mutex
 	procs    map[string]*isolate.Process // sandboxes this Backend started and has not deleted
 	creating map[string]bool             // ids whose Create has not returned
+
+	owners idLocks // one owner change (or removal) per sandbox at a time
+}
+
+// idLocks serialises work per sandbox id without a lock across all of
+// them: an id's entry lives while someone holds or waits for it.
+type idLocks struct {
+	mu sync.Mutex
+	m  map[string]*idLock
+}
+
+type idLock struct {
+	sync.Mutex
+	n int
+}
+
+func (l *idLocks) lock(id string) (unlock func()) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*idLock{}
+	}
+	e := l.m[id]
+	if e == nil {
+		e = &idLock{}
+		l.m[id] = e
+	}
+	e.n++
+	l.mu.Unlock()
+	e.Lock()
+	return func() {
+		e.Unlock()
+		l.mu.Lock()
+		if e.n--; e.n == 0 {
+			delete(l.m, id)
+		}
+		l.mu.Unlock()
+	}
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -256,9 +293,9 @@ func (b *Backend) List(ctx context.Context, filter sandbox.Filter) ([]*sandbox.S
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []*sandbox.Sandbox
+	// The records are read without b.mu (each is replaced whole, by a
+	// rename), so that a List does not hold up SetOwner and Create.
+	var recs []*record
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -273,7 +310,26 @@ func (b *Backend) List(ctx context.Context, filter sandbox.Filter) ([]*sandbox.S
 		if err != nil {
 			return nil, err
 		}
-		if s := b.view(rec); filter.Match(s) {
+		recs = append(recs, rec)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []*sandbox.Sandbox
+	for _, rec := range recs {
+		s := b.view(rec)
+		if s.State == sandbox.StateDead {
+			// Perhaps read before its Create recorded the pids, and
+			// viewed after it returned: read it again, under b.mu.
+			again, err := b.readRecord(rec.ID)
+			if errors.Is(err, sandbox.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			s = b.view(again)
+		}
+		if filter.Match(s) {
 			out = append(out, s)
 		}
 	}
@@ -287,6 +343,9 @@ func (b *Backend) List(ctx context.Context, filter sandbox.Filter) ([]*sandbox.S
 }
 
 // SetOwner changes a running sandbox's owner from from to to, durably.
+// Owner changes of one sandbox are serialised (the compare and the write
+// are one step); those of different sandboxes, and their writes to disk,
+// run in parallel.
 func (b *Backend) SetOwner(ctx context.Context, id, from, to string) (*sandbox.Sandbox, error) {
 	if err := b.open(); err != nil {
 		return nil, err
@@ -297,13 +356,15 @@ func (b *Backend) SetOwner(ctx context.Context, id, from, to string) (*sandbox.S
 	if !validID(id) {
 		return nil, fmt.Errorf("%w: %q", sandbox.ErrNotFound, id)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	rec, err := b.readRecord(id)
+	defer b.owners.lock(id)()
+	rec, err := b.readRecord(id) // written only by atomic renames: never half
 	if err != nil {
 		return nil, err
 	}
-	if s := b.view(rec); s.State != sandbox.StateRunning {
+	b.mu.Lock()
+	s := b.view(rec)
+	b.mu.Unlock()
+	if s.State != sandbox.StateRunning {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sandbox.ErrNotRunning, id, s.State)
 	}
 	if rec.Owner != from {
@@ -313,7 +374,8 @@ func (b *Backend) SetOwner(ctx context.Context, id, from, to string) (*sandbox.S
 	if err := b.writeRecord(rec); err != nil {
 		return nil, err
 	}
-	return b.view(rec), nil
+	s.Owner = to
+	return s, nil
 }
 
 // Delete kills the sandbox (its whole pid namespace) and removes its
@@ -341,11 +403,13 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	if err := b.kill(rec, p); err != nil {
 		return fmt.Errorf("local: delete %s: %w", id, err)
 	}
+	unlock := b.owners.lock(id) // not while SetOwner writes into the directory
 	b.mu.Lock()
 	delete(b.procs, id)
 	trash := filepath.Join(b.dir, "sandboxes", ".deleting-"+id)
 	err = os.Rename(b.sandboxDir(id), trash)
 	b.mu.Unlock()
+	unlock()
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil // a concurrent Delete won

@@ -18,10 +18,11 @@ import (
 // mounted read-only as /, a private writable workspace (seeded from the
 // template's working directory) at that directory, the runner read-only at
 // sandbox.RunnerPath, a fresh machine id and whatever else the template's
-// refresh label asks for, a tmpfs at /tmp, no network, pid, ipc and uts
-// namespaces of its own, and spec.Limits. It returns once the runner has
-// answered with the expected digest, generation and sandbox id, and the
-// host has checked that the process answering runs the expected binary.
+// refresh label asks for, a tmpfs at /tmp and one at sandbox.CredentialDir,
+// no network, pid, ipc and uts namespaces of its own, and spec.Limits. It
+// returns once the runner has answered with the expected digest, generation
+// and sandbox id, and the host has checked that the process answering runs
+// the expected binary.
 // The sandbox outlives ctx, which bounds only its creation.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
 	if err := b.open(); err != nil {
@@ -141,9 +142,12 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		Root:         t.root,
 		ReadOnlyRoot: true,
 		Mounts:       mounts,
-		Env:          sandboxEnv(t, spec.Env),
-		Dir:          t.workdir,
-		Hostname:     id,
+		// The credential tmpfs: the host writes the claim's credentials
+		// into it after start (see PutCredential).
+		Tmpfs:    []string{sandbox.CredentialDir},
+		Env:      sandboxEnv(t, spec.Env),
+		Dir:      t.workdir,
+		Hostname: id,
 		Argv: []string{sandbox.RunnerPath, "serve", "--listen-fd", "0",
 			"--generation", spec.Generation, "--sandbox", id, "--workdir", t.workdir},
 		Stdin: ln, // an *os.File: bwrap and the runner get the descriptor itself
@@ -178,11 +182,14 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		return nil, err
 	}
 	rec.Ready = time.Now().UTC().Truncate(time.Millisecond)
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	// Not under b.mu: the write waits for the disk, and List, SetOwner
+	// and other Creates need b.mu meanwhile. The sandbox stays starting
+	// until it is out of b.creating.
 	if err := b.writeRecord(rec); err != nil {
 		return nil, err
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	delete(b.creating, id)
 	return b.view(rec), nil
 }

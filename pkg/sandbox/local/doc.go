@@ -9,7 +9,8 @@
 // extraction) and mounted read-only as / of every sandbox of that template.
 // Each sandbox gets a private writable workspace at the template's working
 // directory (DefaultWorkdir when it names none), seeded with that
-// directory's contents and owned by the sandbox's user; a tmpfs at /tmp;
+// directory's contents and owned by the sandbox's user; a tmpfs at /tmp
+// and another at sandbox.CredentialDir;
 // the runner binary read-only at sandbox.RunnerPath; no network (a network
 // namespace with only loopback); pid, ipc and uts namespaces of its own
 // (the host's processes are invisible, the host name is the sandbox id); no
@@ -35,6 +36,19 @@
 // the socket outlives a restart of the Backend. Create returns once the
 // runner has answered with the expected digest, generation and sandbox id
 // and the host has hashed the executable of the process that answered.
+//
+// # Credentials
+//
+// A warm sandbox starts before anyone claims it, so a claim's credentials
+// are placed after start: PutCredential writes a file into the sandbox's
+// credential tmpfs from the host, through /proc/<pid>/root of the sandbox's
+// pid 1 (the path resolved inside the sandbox's root with openat2
+// RESOLVE_IN_ROOT, the directory checked to be a tmpfs), as the sandbox's
+// user (mode 0400), under a temporary name renamed into place, so a
+// symlink planted by the workload is replaced, never followed.
+// RemoveCredential unlinks it. The file lives only in the sandbox's memory:
+// nothing of it is written to the state directory, and it goes with the
+// sandbox's mount namespace when the sandbox is deleted.
 //
 // # Durable state
 //

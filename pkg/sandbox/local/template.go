@@ -95,6 +95,11 @@ func (b *Backend) template(ctx context.Context, img v1.Image, digest v1.Hash) (*
 	unlock := b.templates.lock(digest.Hex)
 	defer unlock()
 	if fi, err := os.Stat(t.root); err == nil && fi.IsDir() {
+		// Unpacked by an earlier version, perhaps, that made fewer mount
+		// points: add the missing ones (never changing what is there).
+		if err := prepareMountPoints(t.root, t.workdir); err != nil {
+			return nil, fmt.Errorf("template %s: %w", digest, err)
+		}
 		return t, nil
 	}
 	if err := mkdirs(dir); err != nil {
@@ -122,16 +127,17 @@ func (b *Backend) template(ctx context.Context, img v1.Image, digest v1.Hash) (*
 
 // prepareMountPoints adds to an unpacked template what a read-only root
 // needs for the mounts of every sandbox: /proc, /dev, /tmp, the workspace
-// directory, and empty files at RunnerPath and /etc/machine-id. Nothing is
-// added where the template has something already. Paths are resolved inside
-// the tree (os.Root), never through a symlink out of it.
+// directory, sandbox.CredentialDir, and empty files at RunnerPath and
+// /etc/machine-id. Nothing is added where the template has something
+// already. Paths are resolved inside the tree (os.Root), never through a
+// symlink out of it.
 func prepareMountPoints(dir, workdir string) error {
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	for _, d := range []string{"proc", "dev", "tmp", strings.TrimPrefix(workdir, "/")} {
+	for _, d := range []string{"proc", "dev", "tmp", strings.TrimPrefix(workdir, "/"), strings.TrimPrefix(sandbox.CredentialDir, "/")} {
 		if err := r.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("mount point /%s: %w", d, err)
 		}

@@ -1,0 +1,158 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/generation"
+	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+)
+
+// Named defaults of the credential broker.
+const (
+	// LocalIssuer names the runtime's own broker in receipts.
+	LocalIssuer = "slipway-local-broker"
+	// DefaultCredentialTTL is how long a token is valid unless it is
+	// revoked first (on release or move). Tokens are not renewed: a run
+	// that outlives its token's expiry holds an invalid one.
+	DefaultCredentialTTL = time.Hour
+	// CredentialFile is the token's file name in sandbox.CredentialDir: a
+	// claim reads its token at /run/slipway/credentials/token.
+	CredentialFile = "token"
+)
+
+// ErrCredentials: a claim's credential could not be issued or placed in its
+// sandbox. Messages never hold a token.
+var ErrCredentials = errors.New("runtime: credentials")
+
+// Broker is the local credential broker. For a claim whose generation pins
+// a secretVersion it issues a random token (one per allocation attempt),
+// which the runtime writes into the sandbox's credential tmpfs; it keeps
+// only the token's SHA-256 fingerprint, answers whether a token is valid,
+// and forgets a token when it is revoked (the claim is released or moved)
+// or expires. The token itself is in no field, log line, error, manifest
+// or metric: a receipt (issuer, secret version, fingerprint, issued and
+// expiry times) is what the run manifest records.
+//
+// It issues tokens of its own making, standing for the pinned secret
+// version; it does not fetch the secret's value from a secret store.
+type Broker struct {
+	issuer string
+	ttl    time.Duration
+	now    func() time.Time
+
+	mu   sync.Mutex
+	live map[string]time.Time // expiry by fingerprint
+}
+
+// NewBroker makes a broker that names itself issuer in receipts and whose
+// tokens expire after ttl.
+func NewBroker(issuer string, ttl time.Duration) (*Broker, error) {
+	if issuer == "" {
+		return nil, fmt.Errorf("%w: the broker needs an issuer name", ErrCredentials)
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("%w: token lifetime %s must be positive", ErrCredentials, ttl)
+	}
+	return &Broker{issuer: issuer, ttl: ttl, now: time.Now, live: map[string]time.Time{}}, nil
+}
+
+// Issue makes a new token for run runID's use of secretVersion and returns
+// it with its receipt. The caller hands the token to the sandbox and keeps
+// nothing of it but the receipt.
+func (b *Broker) Issue(runID, secretVersion string) ([]byte, runs.Receipt, error) {
+	if secretVersion == "" {
+		return nil, runs.Receipt{}, fmt.Errorf("%w: run %s: no secret version", ErrCredentials, runID)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, runs.Receipt{}, fmt.Errorf("%w: %w", ErrCredentials, err)
+	}
+	token := []byte("swt_" + hex.EncodeToString(raw))
+	now := b.now().UTC().Truncate(time.Millisecond)
+	rc := runs.Receipt{
+		Issuer: b.issuer, SecretVersion: secretVersion, SHA256Fingerprint: Fingerprint(token),
+		IssuedAt: now, ExpiresAt: now.Add(b.ttl),
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for fp, expires := range b.live {
+		if !now.Before(expires) {
+			delete(b.live, fp)
+		}
+	}
+	b.live[rc.SHA256Fingerprint] = rc.ExpiresAt
+	return token, rc, nil
+}
+
+// Valid reports whether token was issued by b and is neither revoked nor
+// expired.
+func (b *Broker) Valid(token string) bool {
+	fp := Fingerprint([]byte(token))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	expires, ok := b.live[fp]
+	return ok && b.now().Before(expires)
+}
+
+// Revoke makes the token with this fingerprint invalid. It is repeat-safe.
+func (b *Broker) Revoke(fingerprint string) {
+	b.mu.Lock()
+	delete(b.live, fingerprint)
+	b.mu.Unlock()
+}
+
+// Fingerprint is "sha256:" and the hex SHA-256 of token, as receipts
+// record it.
+func Fingerprint(token []byte) string {
+	sum := sha256.Sum256(token)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// secretVersion is the identity of the secret version g pins; "" when it
+// pins none.
+func secretVersion(g *generation.Generation) string {
+	if p, ok := g.Pins[generation.SecretVersion]; ok {
+		return p.Identity()
+	}
+	return ""
+}
+
+// issue gives sandbox s of run runID a new token of secretVersion, at
+// CredentialFile in its credential tmpfs, and returns the receipt.
+func (r *Runtime) issue(ctx context.Context, runID, secretVersion string, s *sandbox.Sandbox) (runs.Receipt, error) {
+	cw, ok := r.warm.backend.(sandbox.Credentials)
+	if !ok {
+		return runs.Receipt{}, fmt.Errorf("%w: run %s pins secret version %s, and the sandbox backend cannot place credentials", ErrCredentials, runID, secretVersion)
+	}
+	token, rc, err := r.o.broker.Issue(runID, secretVersion)
+	if err != nil {
+		return runs.Receipt{}, err
+	}
+	if err := cw.PutCredential(ctx, s.ID, CredentialFile, token); err != nil {
+		r.o.broker.Revoke(rc.SHA256Fingerprint)
+		return runs.Receipt{}, fmt.Errorf("%w: run %s: %w", ErrCredentials, runID, err)
+	}
+	clear(token)
+	return rc, nil
+}
+
+// revoke revokes the credential with fingerprint fp and removes its file
+// from sandbox s (a sandbox about to be killed: removing is best effort,
+// the broker's word is what counts).
+func (r *Runtime) revoke(ctx context.Context, s *sandbox.Sandbox, fp string) {
+	if fp == "" {
+		return
+	}
+	r.o.broker.Revoke(fp)
+	if cw, ok := r.warm.backend.(sandbox.Credentials); ok && s != nil {
+		_ = cw.RemoveCredential(ctx, s.ID, CredentialFile)
+	}
+}

@@ -1,0 +1,129 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/slipway-dev/slipway/pkg/generation"
+	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/pkg/registrytest"
+	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/template"
+)
+
+// withTests pushes the world's template again with template tests recorded
+// in its label, and returns a generation pinning it.
+func (w *warmWorld) withTests(t *testing.T, from *generation.Generation, tests []template.Test) *generation.Generation {
+	t.Helper()
+	ref, err := name.NewDigest(w.template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	c := cf.Config
+	b, _ := json.Marshal(tests)
+	c.Labels = map[string]string{template.LabelTests: string(b)}
+	if img, err = mutate.Config(img, c); err != nil {
+		t.Fatal(err)
+	}
+	tpl := registrytest.Push(t, w.host+"/templates/busybox:"+fmt.Sprint(time.Now().UnixNano()), img)
+	g := w.generation(t, from)
+	pins := map[generation.Kind]generation.Pin{}
+	for k, p := range g.Pins {
+		pins[k] = p
+	}
+	pins[generation.WorkspaceTemplate] = generation.Pin{Image: tpl.String()}
+	g2, err := generation.New("agents", from, pins, &g.Compatibility)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g2
+}
+
+// TestProofs runs every proof check on a real warm member of a warming
+// generation; a template whose test fails is refused with the test named;
+// proofs of a generation the pool does not warm are refused; the proof
+// claim leaves no sandbox behind and no run manifest.
+func TestProofs(t *testing.T) {
+	w := newWarmWorld(t)
+	ctx := context.Background()
+	be := newLocalBackend(t)
+	store, err := runs.OpenSQLite(ctx, filepath.Join(t.TempDir(), runs.StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	g1 := w.generation(t, nil)
+	good := w.withTests(t, g1, []template.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}, {Name: "tools", Run: []string{"ls", "/bin/sh"}}})
+	bad := w.withTests(t, g1, []template.Test{{Name: "broken-tool", Run: []string{"sh", "-c", "echo missing >&2; exit 7"}}})
+	d := w.desired(t, "rev-1", 1, g1, good, bad)
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, store, time.Minute)
+	defer rt.Close()
+	if rep := warm.Reconcile(ctx, d); len(rep.Errors) > 0 {
+		t.Fatalf("reconcile: %v", rep.Errors)
+	}
+
+	res, err := rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: good.ID, Rollout: "ro-test", Checks: pool.Proofs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Evidence) != len(pool.Proofs) || !res.Passed() {
+		t.Fatalf("proofs of %s: %+v", good.ID, res.Evidence)
+	}
+	for i, e := range res.Evidence {
+		if e.Check != pool.Proofs[i] || e.Generation != good.ID || e.SandboxID != res.SandboxID || e.Finished.Before(e.Started) || e.By == "" {
+			t.Errorf("evidence %d: %+v", i, e)
+		}
+	}
+	if !strings.Contains(res.Evidence[3].Reason, "2 tests passed") {
+		t.Errorf("template-tests: %s", res.Evidence[3].Reason)
+	}
+	left, _ := be.List(ctx, sandbox.Filter{Pool: "agents"})
+	for _, s := range left {
+		if s.ID == res.SandboxID {
+			t.Errorf("the proof's sandbox %s is still there", s.ID)
+		}
+		if s.Owner != sandbox.OwnerWarm {
+			t.Errorf("sandbox %s owned by %s after the proof", s.ID, s.Owner)
+		}
+	}
+	if ids, _ := store.Query(ctx, runs.Query{Generation: good.ID}); len(ids) != 0 {
+		t.Errorf("a proof claim made run manifests: %v", ids)
+	}
+
+	res, err = rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: bad.ID, Rollout: "ro-test", Checks: []string{"allocate", "template-tests", "cleanup"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed() || res.Evidence[1].Passed || !strings.Contains(res.Evidence[1].Reason, "broken-tool exited 7") || !res.Evidence[2].Passed {
+		t.Errorf("a failing template test: %+v", res.Evidence)
+	}
+
+	other := w.generation(t, g1)
+	for _, req := range []runtime.ProofRequest{
+		{Generation: other.ID, Rollout: "ro-test", Checks: []string{"allocate"}},
+		{Generation: good.ID, Rollout: "ro-test", Checks: []string{"allocate", "vibes"}},
+		{Generation: good.ID, Checks: []string{"allocate"}},
+	} {
+		if _, err := rt.Prove(ctx, "agents", req); !errors.Is(err, runtime.ErrProofRefused) {
+			t.Errorf("Prove(%+v): %v, want ErrProofRefused", req, err)
+		}
+	}
+}

@@ -1,0 +1,211 @@
+// Package serve runs Slipway's runtime on this machine: it follows the
+// config repository, keeps the warm pools on the local (bubblewrap)
+// backend, and serves the runtime's API. It is what `slipway runtime
+// serve` runs; package runtime holds the parts, independent of the
+// backend, so that rollouts and clients never import one.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/local"
+)
+
+// Config is what `slipway runtime serve` runs with.
+type Config struct {
+	// Repo is the config repository; Branch its branch (default main).
+	Repo, Branch string
+	// State is the state directory: sandboxes, run manifests, caches.
+	State string
+	// Listen is the API's address; Token its bearer token.
+	Listen, Token string
+	// MaxStaleness bounds how old the view of the config repository may be
+	// for claims to be granted (default 30s); SyncInterval is the poll
+	// period (default 2s).
+	MaxStaleness, SyncInterval time.Duration
+	Verify                     runtime.Verify
+	// Log receives one line per event worth knowing (default: discard).
+	Log io.Writer
+}
+
+// Run runs the runtime until ctx ends: it follows the config repository,
+// keeps the warm pools, and serves the API. Ready is called with the
+// address it listens on.
+func Run(ctx context.Context, c Config, ready func(addr string)) error {
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.MaxStaleness <= 0 {
+		c.MaxStaleness = 30 * time.Second
+	}
+	state, err := filepath.Abs(c.State)
+	if err != nil {
+		return err
+	}
+	c.State = state
+	// Traversable (not listable) by the users templates run as: their
+	// sandboxes' roots live below it.
+	if err := os.MkdirAll(c.State, 0o711); err != nil {
+		return err
+	}
+	if err := os.Chmod(c.State, 0o711); err != nil {
+		return err
+	}
+	repo, err := gitops.Open(ctx, c.Repo, gitops.WithCacheDir(filepath.Join(c.State, "config-cache")))
+	if err != nil {
+		return err
+	}
+	be, err := local.New(filepath.Join(c.State, "sandboxes"))
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	// A runtime that was killed left its sandboxes dead (they die with it)
+	// and their runs open: reap the one, then finalise the other.
+	gone, err := sandbox.Reap(ctx, be)
+	if len(gone) > 0 || err != nil {
+		fmt.Fprintf(c.Log, "reaped %d sandboxes of an earlier run (errors: %v)\n", len(gone), err)
+	}
+	reaped := time.Now()
+	store, err := runs.OpenSQLite(ctx, filepath.Join(c.State, runs.StateFile))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if n, err := finishOrphans(ctx, store, be, reaped); n > 0 || err != nil {
+		fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
+	}
+	if c.Verify.Packages == nil {
+		c.Verify.Packages = store // templates' packages, from their SBOM attestations
+	}
+	syncer := runtime.NewSyncer(repo, c.Branch, c.Verify, c.SyncInterval)
+	if d, err := syncer.Sync(ctx); err != nil {
+		fmt.Fprintf(c.Log, "first sync: %v\n", err)
+	} else {
+		fmt.Fprintf(c.Log, "synced %s\n", d.Summary())
+	}
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(filepath.Join(c.State, "artifacts")))
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness, runtime.WithLog(c.Log))
+	defer rt.Close() // stops the heartbeat monitors
+	srv, err := runtime.NewServer(rt, syncer, be, c.Token)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(ctx)
+	// Everything that may create a sandbox or write a manifest (the
+	// syncer, the warm loop, the API's handlers) has ended before the
+	// sandboxes are deleted and the store closed.
+	var bg sync.WaitGroup
+	defer func() { cancel(); bg.Wait() }()
+	bg.Go(func() { syncer.Run(ctx) })
+	bg.Go(func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if d, _, _ := syncer.Current(); d != nil {
+				if rep := warm.Reconcile(ctx, d); len(rep.Created)+len(rep.Deleted)+len(rep.Errors) > 0 {
+					fmt.Fprintf(c.Log, "warm pools: %d created, %d deleted, errors %v\n", len(rep.Created), len(rep.Deleted), rep.Errors)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	// Serve returns as soon as Shutdown begins; shut waits for the
+	// handlers still running.
+	shut := make(chan struct{})
+	go func() {
+		defer close(shut)
+		<-ctx.Done()
+		sctx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c2()
+		_ = hs.Shutdown(sctx)
+	}()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	cancel()
+	<-shut
+	bg.Wait()
+	// Stop: the sandboxes go with the runtime (they die with it anyway),
+	// and so do the claims on them; no heartbeat moves a claim meanwhile.
+	_ = rt.Close()
+	stop := context.Background()
+	all, _ := be.List(stop, sandbox.Filter{})
+	for _, s := range all {
+		_ = be.Delete(stop, s.ID)
+	}
+	if n, err := finishOrphans(stop, store, be, time.Now()); n > 0 || err != nil {
+		fmt.Fprintf(c.Log, "finalised %d open runs as failed: the runtime stopped (errors: %v)\n", n, err)
+	}
+	return nil
+}
+
+// errSandboxExists keeps a run open in finishOrphans.
+var errSandboxExists = errors.New("its sandbox still exists")
+
+// finishOrphans finalises the open runs (granted or running) whose sandbox
+// be no longer has: no claim can end them any more. Each is marked failed,
+// with its resources released at released (unless it recorded that time
+// already); everything else it recorded stays. A run whose sandbox still
+// exists, running or dead, is left open. It returns how many it finalised.
+func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, released time.Time) (int, error) {
+	open, err := store.Open(ctx)
+	if err != nil || len(open) == 0 {
+		return 0, err
+	}
+	all, err := be.List(ctx, sandbox.Filter{})
+	if err != nil {
+		return 0, err
+	}
+	exists := make(map[string]bool, len(all))
+	for _, s := range all {
+		exists[s.ID] = true
+	}
+	n := 0
+	var errs []error
+	for _, id := range open {
+		err := store.Update(ctx, id, func(m *runs.Manifest) error {
+			if exists[m.SandboxID] {
+				return errSandboxExists
+			}
+			m.Status = runs.StatusFailed
+			if m.Lifecycle.ResourcesReleased.IsZero() {
+				m.Lifecycle.ResourcesReleased = released
+			}
+			return nil
+		})
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, errSandboxExists), errors.Is(err, runs.ErrCompleted):
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
