@@ -63,7 +63,12 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	if err := gitLog(work); err != nil {
 		return err
 	}
-	if err := runtimeDemo(sh, work); err != nil {
+	rt, err := startRuntime(sh, work)
+	if err != nil {
+		return err
+	}
+	defer rt.stop()
+	if err := rt.firstRun(sh); err != nil {
 		return err
 	}
 
@@ -82,11 +87,33 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	if err := sh.run(0, "generation", "diff", g1, g2, "--repo", "config.git", "--pool", "agents"); err != nil {
 		return err
 	}
+	sum, err := rt.rollout(sh, g2)
+	if err != nil {
+		return err
+	}
 	section("promote", "g1 again: an older generation needs --rollback, so a re-run never undoes anything (exit 1)")
 	if err := sh.run(1, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g1.yaml"); err != nil {
 		return err
 	}
-	return gitLog(work)
+	if err := gitLog(work); err != nil {
+		return err
+	}
+	section("summary", "the release loop on embedded defaults")
+	fmt.Printf("  templates  agent-tools %s, minimal %s: built in bubblewrap, frozen, signed, SLSA + SBOM attested\n", short(tmpl.agentTools), short(tmpl.minimal))
+	fmt.Printf("  g1         %s (agent-tools): verified, promoted, active (the pool's first generation)\n", g1)
+	fmt.Printf("  g2         %s (minimal): rolled out in seven steps, six proofs passed, evidence signed\n", g2)
+	fmt.Printf("  drain      long task %s stayed on g1 until it ended; claim %s got g2\n", sum.longRun, sum.newRun)
+	fmt.Printf("  operator   runs show answers what produced a run; %d runs used a template containing %s\n", sum.runsWithPkg, sum.pkg)
+	return nil
+}
+
+// short is the digest of a reference, cut to 12 hex digits.
+func short(ref string) string {
+	_, d, _ := strings.Cut(ref, "@sha256:")
+	if len(d) > 12 {
+		d = d[:12]
+	}
+	return "sha256:" + d
 }
 
 // digestOf resolves ref with slipway and returns its digest ("" on error:

@@ -11,32 +11,36 @@ import (
 	"time"
 )
 
-// runtimeDemo starts the runtime on the demo's config repository, claims a
-// sandbox of the active generation, runs a command in it, and prints the
-// run manifest.
-func runtimeDemo(sh shell, work string) error {
-	section("runtime serve", "follows config.git, verifies g1 against its policy, keeps 2 warm sandboxes (bubblewrap, no network)")
+// runtimeProc is `slipway runtime serve` on the demo's config repository.
+type runtimeProc struct {
+	server, token string
+	stop          func()
+}
+
+// startRuntime starts the runtime and waits for its first warm sandbox.
+func startRuntime(sh shell, work string) (*runtimeProc, error) {
+	section("runtime serve", "follows config.git, verifies g1 against its policy, keeps warm sandboxes (bubblewrap, no network)")
 	// The template runs as uid 1000: the path to the runtime's state must be
 	// traversable by it (the demo's folder is made 0700).
 	if err := os.Chmod(work, 0o711); err != nil {
-		return err
+		return nil, err
 	}
 	token := filepath.Join(work, "runtime.token")
 	if err := os.WriteFile(token, []byte("demo-runtime-token-0123456789\n"), 0o600); err != nil {
-		return err
+		return nil, err
 	}
-	args := []string{"runtime", "serve", "--config-repo", "config.git", "--state", "state", "--listen", "127.0.0.1:0", "--token-file", token}
+	args := []string{"runtime", "serve", "--config-repo", "config.git", "--state", "state", "--listen", "127.0.0.1:0", "--token-file", token, "--sync-interval", "500ms"}
 	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
 	srv := exec.Command(sh.bin, args...)
 	srv.Dir = sh.dir
 	stderr, err := srv.StderrPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := srv.Start(); err != nil {
-		return err
+		return nil, err
 	}
-	defer func() {
+	stop := func() {
 		srv.Process.Signal(os.Interrupt)
 		done := make(chan error, 1)
 		go func() { done <- srv.Wait() }()
@@ -45,14 +49,14 @@ func runtimeDemo(sh shell, work string) error {
 		case <-time.After(10 * time.Second):
 			srv.Process.Kill()
 		}
-	}()
+	}
 	addr := make(chan string, 1)
 	warm := make(chan struct{}, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
-			fmt.Printf("  | %s\n", line)
+			fmt.Printf("  | runtime: %s\n", line)
 			if a, ok := strings.CutPrefix(line, "serving on "); ok {
 				addr <- a
 			}
@@ -64,38 +68,202 @@ func runtimeDemo(sh shell, work string) error {
 			}
 		}
 	}()
-	var server string
+	p := &runtimeProc{token: token, stop: stop}
 	select {
 	case a := <-addr:
-		server = "http://" + a
+		p.server = "http://" + a
 	case <-time.After(60 * time.Second):
-		return fmt.Errorf("runtime serve did not start")
+		stop()
+		return nil, fmt.Errorf("runtime serve did not start")
 	}
 	select {
 	case <-warm:
 	case <-time.After(60 * time.Second):
-		return fmt.Errorf("the runtime made no warm sandbox")
+		stop()
+		return nil, fmt.Errorf("the runtime made no warm sandbox")
 	}
+	return p, nil
+}
 
-	section("claim", "a sandbox of the active generation: run a command in it, release it")
-	b, err := sh.capture("claim", "--server", server, "--token-file", token, "--pool", "agents", "--tenant", "demo", "--",
-		"sh", "-c", "echo hello from $(pwd) as uid $(id -u); cat /etc/machine-id")
+// claimResult is what `slipway claim` prints.
+type claimResult struct {
+	RunID, SandboxID, Generation, Output string
+	Warm                                 bool
+	ExitCode                             int
+}
+
+func (p *runtimeProc) claim(sh shell, quiet bool, command ...string) (*claimResult, error) {
+	args := append([]string{"claim", "--server", p.server, "--token-file", p.token, "--pool", "agents", "--tenant", "demo", "--"}, command...)
+	var b []byte
+	var err error
+	if quiet {
+		b, err = exec.Command(sh.bin, args...).Output()
+	} else {
+		b, err = sh.capture(args...)
+	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var res struct {
-		RunID, SandboxID, Generation, Output string
-		Warm                                 bool
-		ExitCode                             int
-	}
+	var res claimResult
 	if err := json.Unmarshal(b, &res); err != nil {
-		return fmt.Errorf("claim printed no JSON: %v\n%s", err, b)
+		return nil, fmt.Errorf("claim printed no JSON: %v\n%s", err, b)
+	}
+	if quiet {
+		return &res, nil
 	}
 	fmt.Printf("  run %s in sandbox %s, generation %s, warm %v, exit %d\n", res.RunID, res.SandboxID, res.Generation, res.Warm, res.ExitCode)
 	for _, l := range strings.Split(strings.TrimSpace(res.Output), "\n") {
 		fmt.Printf("  > %s\n", l)
 	}
+	return &res, nil
+}
 
+// firstRun claims a sandbox of the active generation, runs a command in
+// it, and prints the run manifest.
+func (p *runtimeProc) firstRun(sh shell) error {
+	section("claim", "a sandbox of the active generation: run a command in it, release it")
+	res, err := p.claim(sh, false, "sh", "-c", "echo hello from $(pwd) as uid $(id -u); cat /etc/machine-id")
+	if err != nil {
+		return err
+	}
 	section("runs show", "the run manifest: which exact artifacts and policies produced the run")
 	return sh.run(0, "runs", "show", res.RunID, "--state", "state")
+}
+
+// rollout rolls the pool out to g2 while a long task still runs on g1:
+// the drain waits for it, and the run's manifest and a package query
+// answer the operator's questions afterwards.
+func (p *runtimeProc) rollout(sh shell, g2 string) (*summary, error) {
+	sum := &summary{}
+	return sum, p.rolloutTo(sh, g2, sum)
+}
+
+// summary is what the demo's last lines say.
+type summary struct {
+	longRun, newRun, pkg string
+	runsWithPkg          int
+}
+
+func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
+	section("long task", "a task on g1 that runs through the rollout (started in the background)")
+	long := make(chan *claimResult, 1)
+	longErr := make(chan error, 1)
+	go func() {
+		res, err := p.claim(sh, true, "sh", "-c", "echo long task started on $(cat /etc/hostname 2>/dev/null || echo g1); sleep 10; echo long task done")
+		if err != nil {
+			longErr <- err
+			return
+		}
+		long <- res
+	}()
+	time.Sleep(2 * time.Second) // it has its sandbox
+
+	section("rollout start", "to g2: compatibility, warm, prove (evidence signed), route, drain, remove, retain; one commit each")
+	drive := []string{"rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g2, "--server", p.server, "--token-file", p.token,
+		"--sign-key", filepath.Join("policies", "release.key"), "--wait"}
+	fmt.Printf("$ slipway %s &\n", strings.Join(drive, " "))
+	cmd := exec.Command(sh.bin, drive...)
+	cmd.Dir = sh.dir
+	cmd.Stdout, cmd.Stderr = indent{os.Stdout}, indent{os.Stdout}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	driven := make(chan error, 1)
+	go func() { driven <- cmd.Wait() }()
+
+	// Show the drain: routing moved, the long task keeps g1 draining.
+	deadline := time.Now().Add(90 * time.Second)
+	for shown := false; !shown; {
+		b, err := exec.Command(sh.bin, "rollout", "status", "--repo", filepath.Join(sh.dir, "config.git"), "--pool", "agents", "--output", "json").Output()
+		if err == nil {
+			var st struct {
+				Phase        string
+				DrainingRuns []string
+			}
+			if json.Unmarshal(b, &st) == nil && st.Phase == "drain" && len(st.DrainingRuns) > 0 {
+				section("rollout status", "claims go to g2 now; g1 drains while its long task runs")
+				if err := sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents"); err != nil {
+					return err
+				}
+				shown = true
+			}
+		}
+		select {
+		case err := <-driven:
+			return fmt.Errorf("the rollout ended before the drain was shown: %v", err)
+		case err := <-longErr:
+			return err
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no drain within 90s")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	section("claim", "a new claim during the drain gets g2")
+	nr, err := p.claim(sh, false, "/opt/tools/greet.sh")
+	if err != nil {
+		return err
+	}
+	sum.newRun = nr.RunID
+	var res *claimResult
+	select {
+	case res = <-long:
+	case err := <-longErr:
+		return err
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("the long task did not end")
+	}
+	fmt.Printf("\n  the long task ended: run %s on %s, exit %d\n", res.RunID, res.Generation, res.ExitCode)
+	for _, l := range strings.Split(strings.TrimSpace(res.Output), "\n") {
+		fmt.Printf("  > %s\n", l)
+	}
+	sum.longRun = res.RunID
+	select {
+	case err := <-driven:
+		if err != nil {
+			return fmt.Errorf("rollout start --wait: %v", err)
+		}
+	case <-time.After(90 * time.Second):
+		return fmt.Errorf("the rollout did not end")
+	}
+	section("rollout status", "succeeded: g2 active, g1 retained for its rollback and restore windows, evidence per check")
+	if err := sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents"); err != nil {
+		return err
+	}
+
+	section("operator", "which exact artifacts and policies produced the long task's run?")
+	if err := sh.run(0, "runs", "show", res.RunID, "--server", p.server, "--token-file", p.token); err != nil {
+		return err
+	}
+	pkg := busyboxPackage()
+	section("operator", "which runs used a template that contains %s? (from the templates' SBOM attestations)", pkg)
+	b, err := sh.capture("runs", "query", "--package", pkg, "--server", p.server, "--token-file", p.token)
+	if err != nil {
+		return err
+	}
+	fmt.Print(indentText(string(b)))
+	sum.pkg, sum.runsWithPkg = pkg, len(strings.Fields(string(b)))
+	return nil
+}
+
+func indentText(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// busyboxPackage is busybox@VERSION as syft's binary classifier names the
+// busybox both demo templates are built on.
+func busyboxPackage() string {
+	out, _ := exec.Command("/bin/busybox").CombinedOutput()
+	first, _, _ := strings.Cut(string(out), "\n")
+	for _, f := range strings.Fields(first) {
+		if v, ok := strings.CutPrefix(f, "v"); ok && strings.Count(v, ".") >= 1 {
+			return "busybox@" + v
+		}
+	}
+	return "busybox@unknown"
 }

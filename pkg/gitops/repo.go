@@ -118,7 +118,11 @@ type Result struct {
 }
 
 // Repo is a config repository: a remote and a local object store (in
-// memory, or a bare clone in a cache folder kept between runs).
+// memory, or a bare clone in a cache folder kept between runs). A Repo and
+// the Trees it returns are for one goroutine at a time (go-git's object
+// stores are not safe for concurrent use); concurrent writers each open
+// their own, as writers in other processes do, and push, re-read and retry
+// settles their races.
 type Repo struct {
 	url     string
 	display string

@@ -240,7 +240,7 @@ type Rollout struct {
 	PhaseDeadline time.Time `yaml:"phaseDeadline" json:"phaseDeadline"`
 	// Holder drives the rollout until LeaseUntil.
 	Holder     string    `yaml:"holder,omitempty" json:"holder,omitempty"`
-	LeaseUntil time.Time `yaml:"leaseUntil,omitzero" json:"leaseUntil,omitzero"`
+	LeaseUntil time.Time `yaml:"leaseUntil,omitempty" json:"leaseUntil,omitzero"`
 	// Evidence is the folder of the rollout's proof evidence.
 	Evidence string `yaml:"evidence,omitempty" json:"evidence,omitempty"`
 	// Draining lists the runs of From still open when last looked at.

@@ -91,6 +91,8 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdPromote(g),
 		NewCmdConfig(g),
 		NewCmdRuns(g),
+		NewCmdRollout(g),
+		NewCmdGC(g),
 		NewCmdRuntime(g),
 		NewCmdClaim(g),
 	)

@@ -1,0 +1,380 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/pkg/rollout"
+	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/sign"
+)
+
+// NewCmdRollout groups the rollout verbs.
+func NewCmdRollout(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "Move a pool from one generation to the next in seven proven steps, with evidence and automatic rollback",
+		Long: `A rollout moves a pool's claims to a new generation in the seed's order: (1) the
+control plane understands both generations, (2) warm capacity of the new one, (3) proof
+checks on its warm members (evidence committed and signed), (4) new claims routed to it,
+(5) the old generation's runs drain, (6) its warm capacity is gone, (7) it is retained for
+its rollback and restore windows. Every step is one commit to pools/<pool>/desired.yaml
+with Slipway-Step trailers; a crashed driver resumes where it stopped.`,
+	}
+	cmd.AddCommand(newCmdRolloutStart(g), newCmdRolloutStatus(g), newCmdRolloutResume(g), newCmdRolloutAbort(g), newCmdRolloutRollback(g))
+	return cmd
+}
+
+// rolloutFlags are the flags of the verbs that drive a rollout.
+type rolloutFlags struct {
+	rf               repoFlags
+	server           string
+	tokenFile        string
+	signKey          string
+	unsignedEvidence bool
+	lease            time.Duration
+}
+
+func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
+	f.rf.add(cmd)
+	if !drive {
+		return
+	}
+	cmd.Flags().StringVar(&f.server, "server", "", "the runtime's API (http://host:port)")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the runtime API's bearer token")
+	cmd.Flags().StringVar(&f.signKey, "sign-key", "", "cosign key (file or KMS URI) that signs the evidence; password from $"+passwordEnv)
+	cmd.Flags().BoolVar(&f.unsignedEvidence, "unsigned-evidence", false, "commit the evidence as an unsigned statement (no --sign-key)")
+	cmd.Flags().DurationVar(&f.lease, "lease", time.Minute, "how long the driver's lease lasts unless renewed")
+}
+
+func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*rollout.Driver, error) {
+	if f.rf.repo == "" || f.rf.pool == "" {
+		return nil, usage(errors.New("--repo and --pool are required"))
+	}
+	repo, err := gitops.Open(cmd.Context(), f.rf.repo, f.rf.options()...)
+	if err != nil {
+		return nil, usage(err)
+	}
+	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.stderr, Lease: f.lease}
+	if !drive {
+		return d, nil
+	}
+	if f.server == "" {
+		return nil, usage(errors.New("--server is required to drive a rollout (the runtime that runs the pool)"))
+	}
+	tok, err := readToken(f.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := runtime.NewClient(f.server, tok)
+	if err != nil {
+		return nil, usage(err)
+	}
+	d.Fleet = c
+	switch {
+	case f.signKey != "" && f.unsignedEvidence:
+		return nil, usage(errors.New("--sign-key and --unsigned-evidence exclude each other"))
+	case f.signKey != "":
+		sv, err := sign.LoadSignerRef(cmd.Context(), f.signKey, keyPassword)
+		if err != nil {
+			return nil, usage(err)
+		}
+		d.Signer = sv
+	case f.unsignedEvidence:
+		d.UnsignedEvidence = true
+	default:
+		return nil, usage(errors.New("the evidence is signed: give --sign-key KEY (or --unsigned-evidence)"))
+	}
+	return d, nil
+}
+
+// interruptible ends ctx on SIGINT or SIGTERM, so a driver stops between
+// steps (its state is in the config repository; resume continues).
+func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+// rolloutError maps a driver's error to an exit code: 1 for a rollout
+// that rolled back, failed, is held or refused; 2 for the rest.
+func rolloutError(err error) error {
+	for _, e := range []error{rollout.ErrRolledBack, rollout.ErrFailed, rollout.ErrHeld, rollout.ErrInProgress, rollout.ErrRefused, rollout.ErrNoRollout, rollout.ErrChanged, gitops.ErrConflict} {
+		if errors.Is(err, e) {
+			return failed(err)
+		}
+	}
+	return usage(err)
+}
+
+func (g *globals) printRollout(r *pool.Rollout) error {
+	if r == nil {
+		return nil
+	}
+	if g.json() {
+		return g.printJSON(r)
+	}
+	fmt.Fprintf(g.stdout, "%s %s: %s → %s, phase %s", r.ID, r.Status, orNone(r.From), r.To, r.Phase)
+	if r.Reason != "" {
+		fmt.Fprintf(g.stdout, ": %s", r.Reason)
+	}
+	fmt.Fprintln(g.stdout)
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func newCmdRolloutStart(g *globals) *cobra.Command {
+	var (
+		f    rolloutFlags
+		to   string
+		wait bool
+	)
+	cmd := &cobra.Command{
+		Use:   "start --repo URL --pool P --to ID --server URL --token-file FILE [--wait]",
+		Short: "Commit the intent to roll a pool out to a generation; with --wait, drive it to the end",
+		Long: `Start commits the rollout's intent (phase compatibility). With --wait it then drives
+the rollout through the seven steps under the lease in desired.yaml, and exits 0 only when it
+succeeded; 1 when it rolled back (a proof failed, a deadline passed before routing) or failed
+(visible and resumable: rollout resume). Without --wait, rollout resume drives it.`,
+		Example: `  slipway rollout start --repo ./config.git --pool agents --to g-2f1c… \
+      --server http://127.0.0.1:7070 --token-file runtime.token --sign-key cosign.key --wait`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return usage(errors.New("--to ID is required (a generation in the config repository)"))
+			}
+			d, err := f.driver(cmd, g, wait)
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			r, err := d.Start(ctx, to, false)
+			if err != nil {
+				return rolloutError(err)
+			}
+			if !wait {
+				return g.printRollout(r)
+			}
+			r, err = d.Run(ctx)
+			if perr := g.printRollout(r); perr != nil {
+				return perr
+			}
+			if err != nil {
+				return rolloutError(err)
+			}
+			return nil
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().StringVar(&to, "to", "", "the generation to roll out (its id)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "drive the rollout to its end")
+	return cmd
+}
+
+func newCmdRolloutResume(g *globals) *cobra.Command {
+	var f rolloutFlags
+	cmd := &cobra.Command{
+		Use:   "resume --repo URL --pool P --server URL --token-file FILE",
+		Short: "Drive the pool's rollout from where it stands to its end (after a crash, a failure, or start without --wait)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := f.driver(cmd, g, true)
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			r, err := d.Run(ctx)
+			if perr := g.printRollout(r); perr != nil {
+				return perr
+			}
+			if err != nil {
+				return rolloutError(err)
+			}
+			return nil
+		},
+	}
+	f.add(cmd, true)
+	return cmd
+}
+
+func newCmdRolloutAbort(g *globals) *cobra.Command {
+	var (
+		f      rolloutFlags
+		reason string
+	)
+	cmd := &cobra.Command{
+		Use:   "abort --repo URL --pool P [--reason TEXT]",
+		Short: "Stop a rollout that has not routed claims yet: the new warm capacity goes, the active generation stays",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := f.driver(cmd, g, false)
+			if err != nil {
+				return err
+			}
+			if reason == "" {
+				reason = "by " + os.Getenv("USER")
+			}
+			r, err := d.Abort(cmd.Context(), reason)
+			if err != nil {
+				return rolloutError(err)
+			}
+			return g.printRollout(r)
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the commit and the rollout)")
+	return cmd
+}
+
+func newCmdRolloutRollback(g *globals) *cobra.Command {
+	var (
+		f  rolloutFlags
+		to string
+	)
+	cmd := &cobra.Command{
+		Use:   "rollback --repo URL --pool P --server URL --token-file FILE [--to ID]",
+		Short: "Make a retained generation active again (the newest one by default), warming and proving it first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := f.driver(cmd, g, true)
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			if to == "" {
+				st, err := d.Status(ctx)
+				if err != nil {
+					return rolloutError(err)
+				}
+				cands := append(append([]string{}, st.Draining...), st.Retained...)
+				if len(cands) == 0 {
+					return failed(fmt.Errorf("pool %s has no retained generation to roll back to", f.rf.pool))
+				}
+				to = cands[len(cands)-1]
+				if len(st.Draining) > 0 {
+					to = st.Draining[len(st.Draining)-1]
+				}
+			}
+			r, err := d.Start(ctx, to, true)
+			if err != nil {
+				return rolloutError(err)
+			}
+			r, err = d.Run(ctx)
+			if perr := g.printRollout(r); perr != nil {
+				return perr
+			}
+			if err != nil {
+				return rolloutError(err)
+			}
+			return nil
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().StringVar(&to, "to", "", "the retained generation (default: the one active before)")
+	return cmd
+}
+
+func newCmdRolloutStatus(g *globals) *cobra.Command {
+	var (
+		f     rolloutFlags
+		watch bool
+		every time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "status --repo URL --pool P [--watch] [--output json]",
+		Short: "Show the pool's rollout: phase, active, target, draining, retained, evidence",
+		Long: `Status reads desired.yaml and the evidence at the head of the branch. With --watch it
+prints again whenever the rollout changes, until it ends (succeeded, rolled back or failed).
+JSON has at least phase, active, target, draining, retained and evidence.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d, err := f.driver(cmd, g, false)
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd.Context())
+			defer stop()
+			last := ""
+			for {
+				st, err := d.Status(ctx)
+				if err != nil {
+					return rolloutError(err)
+				}
+				key := st.Revision
+				if key != last {
+					last = key
+					if err := printStatus(g, st); err != nil {
+						return err
+					}
+				}
+				if !watch || st.Rollout == nil || st.Rollout.Status != pool.RolloutRunning {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(every):
+				}
+			}
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().BoolVar(&watch, "watch", false, "follow the rollout until it ends")
+	cmd.Flags().DurationVar(&every, "interval", time.Second, "how often --watch looks")
+	return cmd
+}
+
+func printStatus(g *globals, st *rollout.Status) error {
+	if g.json() {
+		return g.printJSON(st)
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "pool %s at %s\n", st.Pool, st.Revision)
+	if st.Rollout != nil {
+		r := st.Rollout
+		fmt.Fprintf(w, "  rollout   %s %s: %s → %s, phase %s (deadline %s)\n", r.ID, r.Status, orNone(r.From), r.To, r.Phase, r.PhaseDeadline.Format(time.RFC3339))
+		if r.Reason != "" {
+			fmt.Fprintf(w, "  reason    %s\n", r.Reason)
+		}
+		if r.Holder != "" {
+			fmt.Fprintf(w, "  held by   %s until %s\n", r.Holder, r.LeaseUntil.Format(time.RFC3339))
+		}
+	} else {
+		fmt.Fprintln(w, "  rollout   none yet")
+	}
+	list := func(xs []string) string {
+		if len(xs) == 0 {
+			return "-"
+		}
+		return strings.Join(xs, ", ")
+	}
+	fmt.Fprintf(w, "  active    %s\n  target    %s\n  warming   %s\n  draining  %s\n  retained  %s\n", orNone(st.Active), orNone(st.Target), list(st.Warming), list(st.Draining), list(st.Retained))
+	if len(st.DrainingRuns) > 0 {
+		fmt.Fprintf(w, "  still running on the draining generation: %s\n", list(st.DrainingRuns))
+	}
+	for _, e := range st.Evidence {
+		mark := "pass"
+		if !e.Passed {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  evidence  %-18s %s  %s\n", e.Check, mark, e.Reason)
+	}
+	return nil
+}

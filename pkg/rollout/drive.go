@@ -1,0 +1,598 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/generation"
+	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/pkg/runtime"
+)
+
+// The seven phases, in the seed's order.
+const (
+	PhaseCompatibility = "compatibility" // 1: the control plane understands both generations
+	PhaseWarm          = "warm"          // 2: warm capacity of the new generation
+	PhaseProve         = "prove"         // 3: proof checks on its warm members
+	PhaseRoute         = "route"         // 4: new claims go to it
+	PhaseDrain         = "drain"         // 5: the old generation's claims end
+	PhaseRemove        = "remove"        // 6: the old warm capacity is gone
+	PhaseRetain        = "retain"        // 7: the old generation is kept for its windows
+)
+
+// Phases in order (pool.Phases).
+var Phases = pool.Phases
+
+// Run drives the pool's rollout to a terminal state under the lease: it
+// takes the lease (or stops with ErrHeld), then works phase after phase,
+// one commit per step, from wherever the rollout stands (so a crashed
+// driver resumes). It returns the rollout as it ended: nil error when it
+// succeeded, ErrRolledBack or ErrFailed (with the reason) otherwise.
+func (d *Driver) Run(ctx context.Context) (*pool.Rollout, error) {
+	d.defaults()
+	if d.Fleet == nil {
+		return nil, errors.New("rollout: no fleet to drive the rollout on (--server)")
+	}
+	if d.Signer == nil && !d.UnsignedEvidence {
+		return nil, errors.New("rollout: evidence is signed: give a signing key (or choose unsigned evidence explicitly)")
+	}
+	r, err := d.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for !r.Terminal() && r.Status == pool.RolloutRunning {
+		var step func(context.Context, *pool.Rollout) (*pool.Rollout, error)
+		switch r.Phase {
+		case PhaseCompatibility:
+			step = d.compatibility
+		case PhaseWarm:
+			step = d.warm
+		case PhaseProve:
+			step = d.prove
+		case PhaseRoute:
+			step = d.route
+		case PhaseDrain:
+			step = d.drain
+		case PhaseRemove:
+			step = d.remove
+		default:
+			return r, fmt.Errorf("rollout: %s is in phase %q, which this driver does not know", r.ID, r.Phase)
+		}
+		if r, err = step(ctx, r); err != nil {
+			return r, err
+		}
+	}
+	return r, outcome(r)
+}
+
+func outcome(r *pool.Rollout) error {
+	switch r.Status {
+	case pool.RolloutSucceeded:
+		return nil
+	case pool.RolloutRolledBack:
+		return fmt.Errorf("%w: %s of pool: %s", ErrRolledBack, r.ID, r.Reason)
+	default:
+		return fmt.Errorf("%w: %s in phase %s: %s (owner %s, phase deadline %s): resume it with rollout resume",
+			ErrFailed, r.ID, r.Phase, r.Reason, r.Holder, r.PhaseDeadline.Format(time.RFC3339))
+	}
+}
+
+// acquire takes the lease of the pool's rollout: free, expired, ours, or
+// held by a process of this host that is gone. A failed rollout runs
+// again, with a fresh phase deadline.
+func (d *Driver) acquire(ctx context.Context) (*pool.Rollout, error) {
+	var out *pool.Rollout
+	_, err := d.Repo.Update(ctx, gitops.Request{Branch: d.Branch, Author: d.Author, Edit: func(t *gitops.Tree) (*gitops.Commit, error) {
+		v, err := readView(t, d.Pool)
+		if err != nil {
+			return nil, err
+		}
+		r := v.state.Rollout
+		if r == nil {
+			return nil, fmt.Errorf("%w on pool %s: start one (rollout start)", ErrNoRollout, d.Pool)
+		}
+		out = r
+		if r.Terminal() {
+			return nil, nil // nothing to drive: Run reports how it ended
+		}
+		now := d.Now().UTC()
+		if r.Holder != "" && r.Holder != d.Holder && now.Before(r.LeaseUntil) && holderAlive(r.Holder) {
+			return nil, fmt.Errorf("%w: rollout %s of pool %s is held by %s until %s", ErrHeld, r.ID, d.Pool, r.Holder, r.LeaseUntil.Format(time.RFC3339))
+		}
+		subject := fmt.Sprintf("drive %s of pool %s (phase %s)", r.ID, d.Pool, r.Phase)
+		if r.Status == pool.RolloutFailed {
+			subject = fmt.Sprintf("resume %s of pool %s in phase %s after: %s", r.ID, d.Pool, r.Phase, r.Reason)
+			r.Status, r.Reason = pool.RolloutRunning, ""
+			r.PhaseStarted, r.PhaseDeadline = now.Truncate(time.Second), now.Add(deadline(v.pool, r.Phase)).Truncate(time.Second)
+		}
+		r.Holder, r.LeaseUntil = d.Holder, now.Add(d.Lease).Truncate(time.Second)
+		d.failpoint("before-commit:lease")
+		return d.write(v, "lease", subject, "")
+	}})
+	if err != nil {
+		return nil, err
+	}
+	if !out.Terminal() {
+		d.failpoint("after-commit:lease")
+	}
+	return out, nil
+}
+
+// change is one step's edit of the pool's state.
+type change func(v *view, r *pool.Rollout, now time.Time) (step, subject, body string, err error)
+
+// advance commits a step: the rollout must still be r (same id, phase and
+// holder, running), else ErrChanged. The lease is renewed with it.
+func (d *Driver) advance(ctx context.Context, r *pool.Rollout, fn change) (*pool.Rollout, error) {
+	var out *pool.Rollout
+	var step string
+	_, err := d.Repo.Update(ctx, gitops.Request{Branch: d.Branch, Author: d.Author, Edit: func(t *gitops.Tree) (*gitops.Commit, error) {
+		v, err := readView(t, d.Pool)
+		if err != nil {
+			return nil, err
+		}
+		cur := v.state.Rollout
+		if cur == nil || cur.ID != r.ID || cur.Phase != r.Phase || cur.Holder != d.Holder || cur.Status != pool.RolloutRunning {
+			return nil, fmt.Errorf("%w: %s", ErrChanged, describe(cur))
+		}
+		now := d.Now().UTC()
+		s, subject, body, err := fn(v, cur, now)
+		if err != nil {
+			return nil, err
+		}
+		step = s
+		if cur.Status == pool.RolloutRunning {
+			cur.LeaseUntil = now.Add(d.Lease).Truncate(time.Second)
+		}
+		d.failpoint("before-commit:" + step)
+		out = cur
+		return d.write(v, step, subject, body)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	d.failpoint("after-commit:" + step)
+	d.logf("%s: %s (%s)", out.ID, step, out.Status)
+	return out, nil
+}
+
+func describe(r *pool.Rollout) string {
+	if r == nil {
+		return "the pool has no rollout any more"
+	}
+	s := fmt.Sprintf("rollout %s is %s in phase %s", r.ID, r.Status, r.Phase)
+	if r.Holder != "" {
+		s += ", held by " + r.Holder
+	}
+	if r.Reason != "" {
+		s += ": " + r.Reason
+	}
+	return s
+}
+
+// enter moves r into phase (its deadline starts now).
+func (d *Driver) enter(v *view, r *pool.Rollout, phase string, now time.Time) {
+	r.Phase, r.PhaseStarted = phase, now.Truncate(time.Second)
+	r.PhaseDeadline = now.Add(deadline(v.pool, phase)).Truncate(time.Second)
+}
+
+// rolledBack is a change that rolls the rollout back with reason.
+func (d *Driver) rolledBack(reason string) change {
+	return func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+		c, err := d.rollBack(v, reason)
+		if err != nil {
+			return "", "", "", err
+		}
+		return "rolled-back", c.Subject, c.Body, nil
+	}
+}
+
+// failed is a change that stops the rollout in a visible, resumable
+// failure: the holder stays named as its owner, the lease ends.
+func (d *Driver) failed(reason string) change {
+	return func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+		r.Status, r.Reason, r.LeaseUntil = pool.RolloutFailed, reason, now.Truncate(time.Second)
+		return "failed", fmt.Sprintf("%s of pool %s failed in phase %s", r.ID, d.Pool, r.Phase), reason, nil
+	}
+}
+
+// errDeadline: a wait reached the phase deadline.
+var errDeadline = errors.New("phase deadline reached")
+
+// waitFor polls cond until it is done or the phase deadline passes
+// (errDeadline, with cond's last note). Errors of cond (a fleet that does
+// not answer) are retried until then. The lease is renewed on the way.
+func (d *Driver) waitFor(ctx context.Context, r **pool.Rollout, until time.Time, cond func(ctx context.Context) (bool, string, error)) (string, error) {
+	note := ""
+	for {
+		done, n, err := cond(ctx)
+		switch {
+		case err != nil:
+			note = err.Error()
+		case done:
+			return n, nil
+		default:
+			note = n
+		}
+		now := d.Now()
+		if !now.Before(until) {
+			return note, errDeadline
+		}
+		if (*r).LeaseUntil.Sub(now) < d.Lease/2 {
+			nr, err := d.advance(ctx, *r, func(v *view, cur *pool.Rollout, now time.Time) (string, string, string, error) {
+				return "lease", fmt.Sprintf("renew the lease of %s of pool %s (phase %s): %s", cur.ID, d.Pool, cur.Phase, note), "", nil
+			})
+			if err != nil {
+				return note, err
+			}
+			*r = nr
+		}
+		select {
+		case <-ctx.Done():
+			return note, ctx.Err()
+		case <-time.After(d.Poll):
+		}
+	}
+}
+
+// observed waits until the fleet serves from the branch's head or later,
+// so that a step counts as done only when the runtime reports its commit.
+func (d *Driver) observed(ctx context.Context, r **pool.Rollout, until time.Time) (string, error) {
+	_, head, err := d.Repo.Snapshot(ctx, d.Branch)
+	if err != nil {
+		return "", err
+	}
+	return d.waitFor(ctx, r, until, func(ctx context.Context) (bool, string, error) {
+		rev, err := d.Fleet.Sync(ctx)
+		if err != nil {
+			return false, "", fmt.Errorf("the fleet did not sync: %w", err)
+		}
+		ok, err := d.Repo.Contains(ctx, d.Branch, rev, head)
+		if err != nil {
+			return false, "", err
+		}
+		return ok, fmt.Sprintf("the fleet serves %s, not yet %s", short(rev), short(head)), nil
+	})
+}
+
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}
+
+// compatibility is step 1: the running control plane must understand the
+// new generation and the one it replaces, and speak its runner's protocol.
+func (d *Driver) compatibility(ctx context.Context, r *pool.Rollout) (*pool.Rollout, error) {
+	v, err := d.snapshot(ctx)
+	if err != nil {
+		return r, err
+	}
+	to, err := v.generationOf(r.To)
+	if err != nil {
+		return d.advance(ctx, r, d.rolledBack(err.Error()))
+	}
+	var from *generation.Generation
+	if r.From != "" {
+		if from, err = v.generationOf(r.From); err != nil {
+			return d.advance(ctx, r, d.rolledBack(err.Error()))
+		}
+	}
+	var info *runtime.Info
+	note, err := d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
+		i, err := d.Fleet.Info(ctx)
+		if err != nil {
+			return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+		}
+		info = i
+		return true, "", nil
+	})
+	if errors.Is(err, errDeadline) {
+		return d.advance(ctx, r, d.failed("step 1: "+note))
+	}
+	if err != nil {
+		return r, err
+	}
+	if why := incompatible(info, to, from); why != "" {
+		return d.advance(ctx, r, d.rolledBack("step 1, compatibility: "+why))
+	}
+	return d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+		size := v.pool.Spec.WarmSize
+		if size < 1 {
+			size = 1 // proofs need a warm member
+		}
+		if e := genState(v.state, r.To); e != nil {
+			e.State, e.WarmSize, e.Since = pool.Warming, size, now.Truncate(time.Second)
+		} else {
+			v.state.Generations = append(v.state.Generations, pool.GenState{ID: r.To, Sequence: to.Sequence, State: pool.Warming, WarmSize: size, Since: now.Truncate(time.Second)})
+		}
+		d.enter(v, r, PhaseWarm, now)
+		return PhaseWarm, fmt.Sprintf("warm %s in pool %s (%s, rollout %s)", r.To, d.Pool, plural(size, "sandbox"), r.ID),
+			fmt.Sprintf("Step 1 passed: the control plane speaks control-plane protocol %s and runner protocol %s.", info.ControlPlaneProtocol, info.RunnerProtocol), nil
+	})
+}
+
+// incompatible says why the fleet cannot run to (beside from), or "".
+func incompatible(info *runtime.Info, to, from *generation.Generation) string {
+	var why []string
+	for _, g := range []*generation.Generation{to, from} {
+		if g == nil {
+			continue
+		}
+		c := g.Compatibility
+		if !info.ControlPlaneProtocol.Overlaps(c.ControlPlaneProtocol) {
+			why = append(why, fmt.Sprintf("%s needs control-plane protocol %s, the control plane speaks %s", g.ID, c.ControlPlaneProtocol, info.ControlPlaneProtocol))
+		}
+		if !info.RunnerProtocol.Overlaps(c.RunnerProtocol) {
+			why = append(why, fmt.Sprintf("%s's runner speaks protocol %s, the control plane %s", g.ID, c.RunnerProtocol, info.RunnerProtocol))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	if strings.HasSuffix(word, "x") {
+		return fmt.Sprintf("%d %ses", n, word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// warm is step 2: the runtime creates the new generation's warm members.
+func (d *Driver) warm(ctx context.Context, r *pool.Rollout) (*pool.Rollout, error) {
+	v, err := d.snapshot(ctx)
+	if err != nil {
+		return r, err
+	}
+	want := 1
+	if e := genState(v.state, r.To); e != nil && e.WarmSize > 0 {
+		want = e.WarmSize
+	}
+	note, err := d.observed(ctx, &r, r.PhaseDeadline)
+	if err == nil {
+		note, err = d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
+			st, err := d.Fleet.PoolStatus(ctx, d.Pool)
+			if err != nil {
+				return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+			}
+			g := st.Generation(r.To)
+			return g.Ready >= want, fmt.Sprintf("%d of %d warm members of %s ready (%d warming)", g.Ready, want, r.To, g.Warming), nil
+		})
+	}
+	if errors.Is(err, errDeadline) {
+		return d.advance(ctx, r, d.rolledBack("step 2, warm capacity not ready by the phase deadline: "+note))
+	}
+	if err != nil {
+		return r, err
+	}
+	return d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+		d.enter(v, r, PhaseProve, now)
+		return PhaseProve, fmt.Sprintf("prove %s in pool %s (rollout %s)", r.To, d.Pool, r.ID), "Step 2 passed: " + note + ".", nil
+	})
+}
+
+// prove is step 3: proof checks on warm members of the new generation
+// only, each recorded as evidence (in the config repository, signed). All
+// pass: step 4 routes new claims to it in the same commit as the
+// evidence. One fails: the rollout rolls back, with the evidence.
+func (d *Driver) prove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, error) {
+	v, err := d.snapshot(ctx)
+	if err != nil {
+		return r, err
+	}
+	checks := v.pool.Spec.Proofs
+	if len(checks) == 0 {
+		checks = pool.Proofs
+	}
+	var res *runtime.ProofResult
+	note, err := d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
+		out, err := d.Fleet.Prove(ctx, d.Pool, runtime.ProofRequest{Generation: r.To, Rollout: r.ID, Checks: checks})
+		if err != nil {
+			return false, "", fmt.Errorf("the proofs did not run: %w", err)
+		}
+		res = out
+		return true, "", nil
+	})
+	if errors.Is(err, errDeadline) {
+		return d.advance(ctx, r, d.rolledBack("step 3, proofs not run by the phase deadline: "+note))
+	}
+	if err != nil {
+		return r, err
+	}
+	info, _ := d.Fleet.Info(ctx)
+	files, err := d.evidence(ctx, r, res, info)
+	if err != nil {
+		return r, err
+	}
+	dir := evidenceDir(d.Pool, r.To, r.ID)
+	var failed []string
+	for _, e := range res.Evidence {
+		if !e.Passed {
+			failed = append(failed, e.Check+": "+e.Reason)
+		}
+	}
+	for _, c := range checks {
+		if !slices.ContainsFunc(res.Evidence, func(e runtime.Evidence) bool { return e.Check == c }) {
+			failed = append(failed, c+": no evidence returned")
+		}
+	}
+	writeFiles := func(v *view, r *pool.Rollout) error {
+		for name, b := range files {
+			if err := v.tree.WriteFile(dir+"/"+name, b); err != nil {
+				return err
+			}
+		}
+		r.Evidence = dir
+		return nil
+	}
+	if len(failed) > 0 {
+		return d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+			if err := writeFiles(v, r); err != nil {
+				return "", "", "", err
+			}
+			return d.rolledBack("step 3, proof failed: "+strings.Join(failed, "; "))(v, r, now)
+		})
+	}
+	return d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+		if err := writeFiles(v, r); err != nil {
+			return "", "", "", err
+		}
+		for i := range v.state.Generations {
+			g := &v.state.Generations[i]
+			switch {
+			case g.ID == r.To:
+				g.State, g.Since = pool.Active, now.Truncate(time.Second)
+			case g.State == pool.Active:
+				g.State, g.WarmSize, g.Since = pool.Draining, 0, now.Truncate(time.Second)
+			}
+		}
+		v.state.Target = r.To
+		v.state.History = append(v.state.History, pool.HistoryEntry{Target: r.To, Sequence: genState(v.state, r.To).Sequence, At: now.Truncate(time.Second), Rollback: r.Rollback})
+		d.enter(v, r, PhaseRoute, now)
+		var names []string
+		for _, e := range res.Evidence {
+			names = append(names, e.Check)
+		}
+		return PhaseRoute, fmt.Sprintf("route new claims of pool %s to %s (rollout %s)", d.Pool, r.To, r.ID),
+			fmt.Sprintf("Step 3 passed: %s, evidence in %s.", strings.Join(names, ", "), dir), nil
+	})
+}
+
+// route is step 4 confirmed: the runtime serves from the routing commit.
+// Until it does, nobody knows where claims go: the rollout fails visibly
+// at the deadline rather than guessing.
+func (d *Driver) route(ctx context.Context, r *pool.Rollout) (*pool.Rollout, error) {
+	note, err := d.observed(ctx, &r, r.PhaseDeadline)
+	if errors.Is(err, errDeadline) {
+		return d.advance(ctx, r, d.failed("step 4: the fleet has not confirmed the routing commit: "+note))
+	}
+	if err != nil {
+		return r, err
+	}
+	var runs []string
+	if r.From != "" {
+		if st, err := d.Fleet.PoolStatus(ctx, d.Pool); err == nil {
+			runs = st.Generation(r.From).Runs
+		}
+	}
+	return d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+		r.Draining = runs
+		d.enter(v, r, PhaseDrain, now)
+		r.PhaseDeadline = now.Add(v.pool.Spec.DrainDeadline.Duration).Truncate(time.Second)
+		body := "Step 4 confirmed: the fleet serves from the routing commit."
+		if len(runs) > 0 {
+			body += "\nStill running on " + r.From + ": " + strings.Join(runs, ", ")
+		}
+		return PhaseDrain, fmt.Sprintf("drain %s of pool %s (rollout %s): %s open", orNone(r.From), d.Pool, r.ID, plural(len(runs), "run")), body, nil
+	})
+}
+
+// drain is step 5: the old generation's claims end, up to the pool's
+// drain deadline. At the deadline the pool's setting says what happens:
+// "stop" ends them (listed), "wait" keeps waiting with them listed.
+func (d *Driver) drain(ctx context.Context, r *pool.Rollout) (*pool.Rollout, error) {
+	v, err := d.snapshot(ctx)
+	if err != nil {
+		return r, err
+	}
+	open := func(ctx context.Context) (bool, string, error) {
+		if r.From == "" {
+			return true, "no generation to drain", nil
+		}
+		st, err := d.Fleet.PoolStatus(ctx, d.Pool)
+		if err != nil {
+			return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+		}
+		g := st.Generation(r.From)
+		return g.Claimed == 0, fmt.Sprintf("%s open on %s: %s", plural(g.Claimed, "run"), r.From, strings.Join(g.Runs, ", ")), nil
+	}
+	note, err := d.waitFor(ctx, &r, r.PhaseDeadline, open)
+	if errors.Is(err, errDeadline) {
+		st, serr := d.Fleet.PoolStatus(ctx, d.Pool)
+		var runs []string
+		if serr == nil {
+			runs = st.Generation(r.From).Runs
+		}
+		if v.pool.Spec.OnDrainDeadline == "stop" {
+			stopped, serr := d.Fleet.Stop(ctx, d.Pool, r.From)
+			if serr != nil {
+				return d.advance(ctx, r, d.failed("step 5: drain deadline reached, stopping the runs of "+r.From+" failed: "+serr.Error()))
+			}
+			if r, err = d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+				r.Draining = stopped.Stopped
+				r.PhaseDeadline = now.Add(deadline(v.pool, PhaseDrain)).Truncate(time.Second)
+				return "drain-stop", fmt.Sprintf("drain deadline of %s in pool %s: stopped %s", r.From, d.Pool, plural(len(stopped.Stopped), "run")),
+					"Stopped: " + strings.Join(stopped.Stopped, ", "), nil
+			}); err != nil {
+				return r, err
+			}
+		} else if r, err = d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+			r.Draining = runs
+			r.PhaseDeadline = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC) // the pool says wait
+			return "drain-wait", fmt.Sprintf("drain deadline of %s in pool %s passed: waiting for %s (onDrainDeadline: wait)", r.From, d.Pool, plural(len(runs), "run")),
+				"Still running: " + strings.Join(runs, ", "), nil
+		}); err != nil {
+			return r, err
+		}
+		note, err = d.waitFor(ctx, &r, r.PhaseDeadline, open)
+		if errors.Is(err, errDeadline) {
+			return d.advance(ctx, r, d.failed("step 5: runs still open after stopping them: "+note))
+		}
+	}
+	if err != nil {
+		return r, err
+	}
+	return d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+		r.Draining = nil
+		if e := genState(v.state, r.From); e != nil && e.State == pool.Draining {
+			e.State, e.WarmSize, e.Since = pool.Retained, 0, now.Truncate(time.Second)
+		}
+		d.enter(v, r, PhaseRemove, now)
+		return PhaseRemove, fmt.Sprintf("remove the warm capacity of %s in pool %s (rollout %s)", orNone(r.From), d.Pool, r.ID), "Step 5 done: " + note + ".", nil
+	})
+}
+
+// remove is step 6: the runtime runs nothing of the old generation any
+// more. Step 7 keeps it retained for its rollback and restore windows
+// (slipway gc deletes nothing before they close) and ends the rollout.
+func (d *Driver) remove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, error) {
+	note, err := d.observed(ctx, &r, r.PhaseDeadline)
+	if err == nil {
+		note, err = d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
+			if r.From == "" {
+				return true, "no old generation", nil
+			}
+			st, err := d.Fleet.PoolStatus(ctx, d.Pool)
+			if err != nil {
+				return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+			}
+			g := st.Generation(r.From)
+			n := g.Ready + g.Warming + g.Claimed
+			return n == 0, fmt.Sprintf("%s of %s left", plural(n, "sandbox"), r.From), nil
+		})
+	}
+	if errors.Is(err, errDeadline) {
+		return d.advance(ctx, r, d.failed("step 6: the old warm capacity is not gone: "+note))
+	}
+	if err != nil {
+		return r, err
+	}
+	return d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
+		d.enter(v, r, PhaseRetain, now)
+		r.Status, r.Holder, r.LeaseUntil = pool.RolloutSucceeded, "", time.Time{}
+		body := "Step 6 done: " + note + "."
+		if r.From != "" {
+			body += fmt.Sprintf("\nStep 7: %s is retained: rollback window until %s, restore window until %s.", r.From,
+				now.Add(v.pool.Spec.RollbackWindow.Duration).Format(time.RFC3339), now.Add(v.pool.Spec.RestoreWindow.Duration).Format(time.RFC3339))
+		}
+		return PhaseRetain, fmt.Sprintf("rollout %s of pool %s succeeded: %s is active", r.ID, d.Pool, r.To), body, nil
+	})
+}

@@ -1,0 +1,73 @@
+package rollout_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/pkg/runtime/runtimetest"
+)
+
+// TestKilledDriverResumes kills the driver (the slipway CLI built with
+// -tags failpoints) with SIGKILL at every transition, before and after its
+// commit, then resumes with a plain driver: each rollout ends succeeded,
+// with no claim ever routed to an unproven generation and nothing of the
+// old generation dropped early.
+func TestKilledDriverResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI and runs many rollouts")
+	}
+	bin := filepath.Join(t.TempDir(), "slipway")
+	build := exec.Command("go", "build", "-tags", "failpoints", "-o", bin, "./cmd/slipway")
+	build.Dir = runtimetest.Root(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	e := newEnv(t, nil)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	slipway := func(failpoint string, args ...string) (*os.ProcessState, string) {
+		cmd := exec.Command(bin, append(args, "--repo", e.repo, "--pool", "agents", "--server", e.server, "--token-file", tokenFile, "--unsigned-evidence")...)
+		cmd.Env = append(os.Environ(), "SLIPWAY_ROLLOUT_FAILPOINT="+failpoint)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return cmd.ProcessState, string(out)
+	}
+	prev := e.g1
+	for _, step := range []string{"lease", "warm", "prove", "route", "drain", "remove", "retain"} {
+		for _, when := range []string{"before-commit", "after-commit"} {
+			fp := when + ":" + step
+			next := e.next(prev)
+			st, out := slipway(fp, "rollout", "start", "--to", next.ID, "--wait")
+			if ws := st.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("%s: the driver was not killed (%v):\n%s", fp, st, out)
+			}
+			mid := e.state()
+			if a, _ := mid.Active(); when == "before-commit" && step == "route" && a.ID == next.ID {
+				t.Errorf("%s: %s active before its routing commit", fp, next.ID)
+			}
+			if stateOf(mid, prev.ID) == "" {
+				t.Errorf("%s: the old generation %s left the state early", fp, prev.ID)
+			}
+			st, out = slipway("", "rollout", "resume")
+			if st.ExitCode() != 0 {
+				t.Fatalf("%s: resume exit %d:\n%s", fp, st.ExitCode(), out)
+			}
+			end := e.state()
+			if a, _ := end.Active(); a.ID != next.ID || end.Rollout.Status != pool.RolloutSucceeded || stateOf(end, prev.ID) != pool.Retained {
+				t.Fatalf("%s: after resume: %+v %+v", fp, end.Rollout, end.Generations)
+			}
+			prev = next
+		}
+	}
+	e.checkRouting()
+}
