@@ -248,8 +248,16 @@ func TestDeleteLeavesNothing(t *testing.T) {
 	if len(bwrapProcesses(t, s.ID)) == 0 {
 		t.Fatal("no bwrap process found for a running sandbox")
 	}
+	// Leftovers sees the running sandbox's folder and processes ...
+	if left, err := b.Leftovers(context.Background(), s.ID); err != nil || len(left) < 2 || !strings.HasPrefix(left[0], "folder ") || !strings.Contains(strings.Join(left, "\n"), "process ") {
+		t.Errorf("leftovers of a running sandbox: %q %v", left, err)
+	}
 	if err := b.Delete(context.Background(), s.ID); err != nil {
 		t.Fatal(err)
+	}
+	// ... and nothing once it is deleted.
+	if left, err := b.Leftovers(context.Background(), s.ID); err != nil || len(left) != 0 {
+		t.Errorf("leftovers after delete: %q %v", left, err)
 	}
 	if p := bwrapProcesses(t, s.ID); len(p) != 0 {
 		t.Errorf("bwrap processes left: %v", p)
