@@ -92,6 +92,9 @@ func TestProofs(t *testing.T) {
 			t.Errorf("evidence %d: %+v", i, e)
 		}
 	}
+	if !strings.Contains(res.Evidence[5].Reason, "no process, folder or record of it left") {
+		t.Errorf("cleanup did not look for leftovers: %s", res.Evidence[5].Reason)
+	}
 	if !strings.Contains(res.Evidence[3].Reason, "2 tests passed") {
 		t.Errorf("template-tests: %s", res.Evidence[3].Reason)
 	}
