@@ -1,10 +1,12 @@
 package rollout_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -70,4 +72,32 @@ func TestKilledDriverResumes(t *testing.T) {
 		}
 	}
 	e.checkRouting()
+
+	// The CLI's contract: status JSON names phase, active, target, draining,
+	// retained and evidence; an abort with nothing in progress exits 1;
+	// bad usage exits 2.
+	cli := func(args ...string) (int, string) {
+		cmd := exec.Command(bin, args...)
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	code, out := cli("rollout", "status", "--repo", e.repo, "--pool", "agents", "--output", "json")
+	var st map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status: %d %s", code, out)
+	}
+	for _, k := range []string{"phase", "active", "target", "draining", "retained", "evidence"} {
+		if _, ok := st[k]; !ok {
+			t.Errorf("status JSON lacks %q: %s", k, out)
+		}
+	}
+	if st["active"] != prev.ID || st["phase"] != "retain" {
+		t.Errorf("status: %s", out)
+	}
+	if code, out := cli("rollout", "abort", "--repo", e.repo, "--pool", "agents"); code != 1 || !strings.Contains(out, "no rollout") {
+		t.Errorf("abort with nothing in progress: %d %s", code, out)
+	}
+	if code, out := cli("rollout", "start", "--repo", e.repo, "--pool", "agents"); code != 2 || !strings.Contains(out, "--to") {
+		t.Errorf("start without --to: %d %s", code, out)
+	}
 }

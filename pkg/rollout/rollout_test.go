@@ -206,8 +206,7 @@ func TestRolloutSucceeds(t *testing.T) {
 	ctx := context.Background()
 	g2 := e.next(e.g1, template.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
 	d := e.driver()
-	r, err := d.Start(ctx, g2.ID, false)
-	if err != nil {
+	if _, err := d.Start(ctx, g2.ID, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Start(ctx, g2.ID, false); !errors.Is(err, rollout.ErrInProgress) {
@@ -235,7 +234,7 @@ func TestRolloutSucceeds(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	r, err = d.Run(ctx)
+	r, err := d.Run(ctx)
 	stopWatch()
 	if seen := <-watched; len(seen) < 2 {
 		t.Errorf("the watch saw %d sandboxes", len(seen))

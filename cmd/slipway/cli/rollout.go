@@ -272,11 +272,10 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 					to = st.Draining[len(st.Draining)-1]
 				}
 			}
-			r, err := d.Start(ctx, to, true)
-			if err != nil {
+			if _, err := d.Start(ctx, to, true); err != nil {
 				return rolloutError(err)
 			}
-			r, err = d.Run(ctx)
+			r, err := d.Run(ctx)
 			if perr := g.printRollout(r); perr != nil {
 				return perr
 			}
