@@ -115,6 +115,18 @@ func rolloutError(err error) error {
 	return usage(err)
 }
 
+// drive runs the rollout to its end and prints how it ended.
+func (g *globals) drive(ctx context.Context, d *rollout.Driver) error {
+	r, err := d.Run(ctx)
+	if perr := g.printRollout(r); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return rolloutError(err)
+	}
+	return nil
+}
+
 func (g *globals) printRollout(r *pool.Rollout) error {
 	if r == nil {
 		return nil
@@ -170,14 +182,7 @@ succeeded; 1 when it rolled back (a proof failed, a deadline passed before routi
 			if !wait {
 				return g.printRollout(r)
 			}
-			r, err = d.Run(ctx)
-			if perr := g.printRollout(r); perr != nil {
-				return perr
-			}
-			if err != nil {
-				return rolloutError(err)
-			}
-			return nil
+			return g.drive(ctx, d)
 		},
 	}
 	f.add(cmd, true)
@@ -199,14 +204,7 @@ func newCmdRolloutResume(g *globals) *cobra.Command {
 			}
 			ctx, stop := interruptible(cmd.Context())
 			defer stop()
-			r, err := d.Run(ctx)
-			if perr := g.printRollout(r); perr != nil {
-				return perr
-			}
-			if err != nil {
-				return rolloutError(err)
-			}
-			return nil
+			return g.drive(ctx, d)
 		},
 	}
 	f.add(cmd, true)
@@ -275,14 +273,7 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 			if _, err := d.Start(ctx, to, true); err != nil {
 				return rolloutError(err)
 			}
-			r, err := d.Run(ctx)
-			if perr := g.printRollout(r); perr != nil {
-				return perr
-			}
-			if err != nil {
-				return rolloutError(err)
-			}
-			return nil
+			return g.drive(ctx, d)
 		},
 	}
 	f.add(cmd, true)

@@ -33,7 +33,7 @@ import (
 // pool fills again. A SIGTERM then stops it cleanly.
 func TestRuntimeKillAndRestart(t *testing.T) {
 	start := time.Now()
-	repo := runtimeConfigRepo(t)
+	repo, _ := runtimeConfigRepo(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(restartToken+"\n"), 0o600); err != nil {
@@ -168,7 +168,7 @@ const restartToken = "restart-test-token-0123456789"
 
 // runtimeConfigRepo makes a config repository with pool agents whose active
 // generation pins a real runner and a busybox template.
-func runtimeConfigRepo(t *testing.T) string {
+func runtimeConfigRepo(t *testing.T) (repo, runnerRef string) {
 	t.Helper()
 	_, host, digests := registryWith(t, "platform/cp:v1")
 	dir := t.TempDir()
@@ -183,7 +183,7 @@ func runtimeConfigRepo(t *testing.T) string {
 	if r.code != 0 {
 		t.Fatalf("image runner: %+v", r)
 	}
-	runnerRef := strings.TrimSpace(r.stdout)
+	runnerRef = strings.TrimSpace(r.stdout)
 	base := filepath.Join(dir, "base")
 	if out, err := exec.Command("bash", "../../../fixtures/base/busybox-rootfs.sh", base).CombinedOutput(); err != nil {
 		t.Fatalf("busybox-rootfs.sh: %v\n%s", err, out)
@@ -200,7 +200,7 @@ func runtimeConfigRepo(t *testing.T) string {
 		t.Fatal(err)
 	}
 	templateRef := push(t, host+"/templates/busybox:v1", timg)
-	repo := filepath.Join(dir, "config.git")
+	repo = filepath.Join(dir, "config.git")
 	if r := run(t, "", "config", "init", repo, "--pool", "agents"); r.code != 0 {
 		t.Fatal(r)
 	}
@@ -213,7 +213,7 @@ func runtimeConfigRepo(t *testing.T) string {
 	if r := run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", gen, "--activate", "--insecure-skip-verify"); r.code != 0 {
 		t.Fatal(r)
 	}
-	return repo
+	return repo, runnerRef
 }
 
 // runtimeProc is `slipway runtime serve` running as a separate process.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -14,10 +13,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-
-	"github.com/slipway-dev/slipway/pkg/template"
 )
 
 // push writes img to ref and returns ref's repository @ digest.
@@ -40,50 +36,11 @@ func push(t *testing.T, ref string, img v1.Image) string {
 // keeps warm sandboxes, `claim` runs a command, `runs show` prints its
 // manifest.
 func TestRuntimeServeAndClaim(t *testing.T) {
-	_, host, digests := registryWith(t, "platform/cp:v1")
+	repo, runnerRef := runtimeConfigRepo(t)
 	dir := t.TempDir()
-	ctx := context.Background()
-
-	bin := filepath.Join(dir, "slipway-runner")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../slipway-runner")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build runner: %v\n%s", err, out)
-	}
-	r := run(t, "", "image", "runner", bin, "--push", host+"/platform/runner:v1")
-	if r.code != 0 || !strings.Contains(r.stdout, "/platform/runner:v1@sha256:") {
-		t.Fatalf("image runner: %+v", r)
-	}
-	runnerRef := strings.TrimSpace(r.stdout)
-	base := filepath.Join(dir, "base")
-	if out, err := exec.Command("bash", "../../../fixtures/base/busybox-rootfs.sh", base).CombinedOutput(); err != nil {
-		t.Fatalf("busybox-rootfs.sh: %v\n%s", err, out)
-	}
-	timg, closeT, err := template.ImageFromDir(ctx, base, time.Unix(0, 0), v1.Platform{OS: "linux", Architecture: "amd64"}, []string{"PATH=/bin:/usr/bin"})
-	if err != nil {
+	gen := filepath.Join(dir, "g1.yaml") // a file of many lines, refused as a token file below
+	if err := os.WriteFile(gen, []byte("apiVersion: slipway.dev/v1alpha1\nkind: Generation\n"), 0o600); err != nil {
 		t.Fatal(err)
-	}
-	defer closeT()
-	cfg, _ := timg.ConfigFile()
-	cc := cfg.Config
-	cc.WorkingDir = "/workspace"
-	if timg, err = mutate.Config(timg, cc); err != nil {
-		t.Fatal(err)
-	}
-	templateRef := push(t, host+"/templates/busybox:v1", timg)
-
-	repo := filepath.Join(dir, "config.git")
-	if r := run(t, "", "config", "init", repo, "--pool", "agents"); r.code != 0 {
-		t.Fatal(r)
-	}
-	gen := filepath.Join(dir, "g1.yaml")
-	if r := run(t, "", "generation", "create", "--pool", "agents", "--insecure-skip-verify", "--output", gen,
-		"--pin", "controlPlane="+host+"/platform/cp@"+digests["platform/cp:v1"], "--pin", "runner="+runnerRef,
-		"--pin", "workspaceTemplate="+templateRef, "--control-plane-protocol", "1", "--runner-protocol", "1"); r.code != 0 {
-		t.Fatal(r)
-	}
-	if r := run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", gen, "--activate", "--insecure-skip-verify"); r.code != 0 {
-		t.Fatal(r)
 	}
 
 	tokenFile := filepath.Join(dir, "token")
@@ -141,7 +98,7 @@ func TestRuntimeServeAndClaim(t *testing.T) {
 	if !strings.HasPrefix(res.Output, "hello from") || res.ExitCode != 0 || !strings.HasPrefix(res.RunID, "r-") {
 		t.Fatalf("claim result %+v", res)
 	}
-	r = run(t, "", "runs", "show", res.RunID, "--state", state)
+	r := run(t, "", "runs", "show", res.RunID, "--state", state)
 	var m map[string]any
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil || m["generation"] != res.Generation || m["status"] != "completed" || m["tenant"] != "acme" {
 		t.Fatalf("runs show: %+v", r)

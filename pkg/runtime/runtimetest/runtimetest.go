@@ -119,11 +119,22 @@ func (w *World) ControlPlane(tb testing.TB) string {
 // reference.
 func (w *World) TemplateWithTests(tb testing.TB, tests []template.Test) string {
 	tb.Helper()
-	ref, err := name.NewDigest(w.Template)
+	b, err := json.Marshal(tests)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	img, err := remote.Image(ref)
+	return w.relabel(tb, w.Template, "templates/busybox:t", func(l map[string]string) { clear(l); l[template.LabelTests] = string(b) })
+}
+
+// relabel pushes image ref again with its labels changed by edit, under
+// repoTag plus a sequence number, and returns its digest reference.
+func (w *World) relabel(tb testing.TB, ref, repoTag string, edit func(map[string]string)) string {
+	tb.Helper()
+	d, err := name.NewDigest(ref)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	img, err := remote.Image(d)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -132,15 +143,16 @@ func (w *World) TemplateWithTests(tb testing.TB, tests []template.Test) string {
 		tb.Fatal(err)
 	}
 	c := cf.Config
-	b, err := json.Marshal(tests)
-	if err != nil {
-		tb.Fatal(err)
+	labels := map[string]string{}
+	for k, v := range c.Labels {
+		labels[k] = v
 	}
-	c.Labels = map[string]string{template.LabelTests: string(b)}
+	edit(labels)
+	c.Labels = labels
 	if img, err = mutate.Config(img, c); err != nil {
 		tb.Fatal(err)
 	}
-	return registrytest.Push(tb, fmt.Sprintf("%s/templates/busybox:t%d", w.Host, w.seq.Add(1)), img).String()
+	return registrytest.Push(tb, fmt.Sprintf("%s/%s%d", w.Host, repoTag, w.seq.Add(1)), img).String()
 }
 
 // Generation makes a generation of pool with a new control plane, the
@@ -189,27 +201,5 @@ func Desired(rev, poolName string, warmSize int, gs ...*generation.Generation) *
 // (sandboxes of it must never start). It returns its digest reference.
 func (w *World) RunnerWithLabel(tb testing.TB, sha256hex string) string {
 	tb.Helper()
-	ref, err := name.NewDigest(w.Runner)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	img, err := remote.Image(ref)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := cf.Config
-	labels := map[string]string{}
-	for k, v := range c.Labels {
-		labels[k] = v
-	}
-	labels[sandbox.LabelRunnerSHA256] = sha256hex
-	c.Labels = labels
-	if img, err = mutate.Config(img, c); err != nil {
-		tb.Fatal(err)
-	}
-	return registrytest.Push(tb, fmt.Sprintf("%s/platform/runner:l%d", w.Host, w.seq.Add(1)), img).String()
+	return w.relabel(tb, w.Runner, "platform/runner:l", func(l map[string]string) { l[sandbox.LabelRunnerSHA256] = sha256hex })
 }
