@@ -392,15 +392,31 @@ func (d *Driver) prove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, err
 	if len(checks) == 0 {
 		checks = pool.Proofs
 	}
+	// Proofs take a warm member: one must be ready (a proof of a run
+	// before a crash used one up; the runtime refills it). A proof that
+	// found none to allocate is tried again until the deadline.
 	var res *runtime.ProofResult
 	note, err := d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
+		st, err := d.Fleet.PoolStatus(ctx, d.Pool)
+		if err != nil {
+			return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+		}
+		if g := st.Generation(r.To); g.Ready == 0 {
+			return false, fmt.Sprintf("no warm member of %s ready for the proofs (%d warming)", r.To, g.Warming), nil
+		}
 		out, err := d.Fleet.Prove(ctx, d.Pool, runtime.ProofRequest{Generation: r.To, Rollout: r.ID, Checks: checks})
 		if err != nil {
 			return false, "", fmt.Errorf("the proofs did not run: %w", err)
 		}
 		res = out
+		if len(out.Evidence) > 0 && out.Evidence[0].Check == "allocate" && !out.Evidence[0].Passed {
+			return false, "allocate: " + out.Evidence[0].Reason, nil
+		}
 		return true, "", nil
 	})
+	if errors.Is(err, errDeadline) && res != nil {
+		err = nil // the last proof, its allocation failed: the evidence says so
+	}
 	if errors.Is(err, errDeadline) {
 		return d.advance(ctx, r, d.rolledBack("step 3, proofs not run by the phase deadline: "+note))
 	}

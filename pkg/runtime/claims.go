@@ -41,6 +41,9 @@ const (
 	// DefaultHeartbeatMisses is how many heartbeats in a row a runner may
 	// miss before its claim moves to a new sandbox.
 	DefaultHeartbeatMisses = 3
+	// DefaultReadyFreshness: a warm member whose runner answered within
+	// the last second is handed to a claim without a ping of its own.
+	DefaultReadyFreshness = time.Second
 	// maxClaimAttempts bounds the sandboxes one Claim tries when they are
 	// not ready in time (the claim's deadline bounds them too).
 	maxClaimAttempts = 5
@@ -76,10 +79,11 @@ type Runtime struct {
 type RuntimeOption func(*runtimeOptions)
 
 type runtimeOptions struct {
-	every  time.Duration
-	misses int
-	broker *Broker
-	log    io.Writer
+	every     time.Duration
+	misses    int
+	freshness time.Duration
+	broker    *Broker
+	log       io.Writer
 }
 
 // WithHeartbeat sets how often the runtime pings each open claim's runner
@@ -93,6 +97,21 @@ func WithHeartbeat(every time.Duration, misses int) RuntimeOption {
 		}
 		if misses > 0 {
 			o.misses = misses
+		}
+	}
+}
+
+// WithReadyFreshness sets how recently a warm member's runner must have
+// answered (Reconcile pings warm members every 500 ms) for a claim to take
+// it without pinging it again: d > 0 sets it, d < 0 makes every claim ping,
+// 0 keeps DefaultReadyFreshness.
+func WithReadyFreshness(d time.Duration) RuntimeOption {
+	return func(o *runtimeOptions) {
+		switch {
+		case d > 0:
+			o.freshness = d
+		case d < 0:
+			o.freshness = 0
 		}
 	}
 }
@@ -146,7 +165,7 @@ type claim struct {
 // manifests in store. maxStaleness bounds how old that view may be. Close
 // stops its heartbeat monitors.
 func NewRuntime(desired func() (*Desired, time.Time), warm *Warm, store runs.Store, maxStaleness time.Duration, opts ...RuntimeOption) *Runtime {
-	o := runtimeOptions{every: DefaultHeartbeatInterval, misses: DefaultHeartbeatMisses, log: io.Discard}
+	o := runtimeOptions{every: DefaultHeartbeatInterval, misses: DefaultHeartbeatMisses, freshness: DefaultReadyFreshness, log: io.Discard}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -242,8 +261,15 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	}
 	// The ready check runs beside the credential and the manifest: a warm
 	// hit waits for the slower of them, not for both.
+	// A warm member whose runner answered within the ready freshness
+	// (Reconcile pings them) is not pinged again: the heartbeat monitor
+	// takes over from the grant on.
 	ready := make(chan error, 1)
-	go func() { ready <- ping(ctx, s, readyTimeout) }()
+	if warm && r.o.freshness > 0 && r.warm.answered(s.ID, r.o.freshness) {
+		ready <- nil
+	} else {
+		go func() { ready <- ping(ctx, s, readyTimeout) }()
+	}
 	bg := context.WithoutCancel(ctx)
 	c := &claim{
 		runID: runID, pool: req.Pool, gen: g, secretVersion: secretVersion(g),

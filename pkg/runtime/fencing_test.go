@@ -236,7 +236,11 @@ func TestFencingIsReal(t *testing.T) {
 
 	t.Run("a warm member not ready in time is replaced", func(t *testing.T) {
 		ctx := context.Background()
-		f := newFenceRig(t, w, g, 1)
+		// Every claim pings here (no ready freshness): a member its runner
+		// answered for a moment ago is otherwise taken as ready, and the
+		// heartbeat monitor finds it stuck after the grant (the subtest
+		// above).
+		f := newFenceRig(t, w, g, 1, runtime.WithReadyFreshness(-1))
 		f.d.Pools["agents"].Pool.Spec.ReadyTimeout = pool.Duration{Duration: time.Second}
 		if rep := f.warm.Reconcile(ctx, f.d); len(rep.Created) != 1 {
 			t.Fatalf("reconcile: %+v", rep)

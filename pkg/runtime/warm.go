@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -54,7 +55,24 @@ type Warm struct {
 	now      func() time.Time
 
 	creating chan struct{} // a slot per create running (maxCreates)
+
+	alive map[string]time.Time // member id -> when its runner last answered (w.mu)
+	hit   atomic.Int64         // unix nanoseconds of the last warm hit
 }
+
+// Liveness of warm members: Reconcile pings the ready members whose runner
+// has not answered for livenessEvery, so a claim can hand out a member that
+// answered within its runtime's ready freshness without pinging it again.
+const (
+	livenessEvery   = 500 * time.Millisecond
+	livenessTimeout = time.Second
+	livenessJobs    = 8
+	// A cold start waits until no warm hit was taken for hitQuiet (at most
+	// coldYield), so that in a burst the warm hits are granted first and
+	// the seconds of bubblewrap starts do not slow their milliseconds.
+	hitQuiet  = 20 * time.Millisecond
+	coldYield = 50 * time.Millisecond
+)
 
 // readyAt is a warm member in Warm.ready, with the seq it was put there at.
 //
@@ -73,7 +91,7 @@ type readyAt struct {
 func NewWarm(backend sandbox.Backend, art Artifacts) *Warm {
 	return &Warm{backend: backend, art: art, inflight: map[string]int{}, buckets: map[string]*bucket{},
 		ready: map[string][]readyAt{}, taken: map[string]uint64{}, now: time.Now,
-		creating: make(chan struct{}, maxCreates())}
+		creating: make(chan struct{}, maxCreates()), alive: map[string]time.Time{}}
 }
 
 // Report says what one Reconcile did.
@@ -122,6 +140,7 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 		}
 	}
 	w.refreshReady(wanted, all, listed)
+	w.checkLiveness(ctx)
 	var wg sync.WaitGroup
 	for name, p := range d.Pools {
 		size := p.Pool.Spec.WarmSize
@@ -222,6 +241,74 @@ func (w *Warm) refreshReady(wanted map[string]bool, all []*sandbox.Sandbox, list
 	}
 }
 
+// checkLiveness pings the ready members not heard from for livenessEvery
+// and records when each answered; members gone from ready are forgotten.
+func (w *Warm) checkLiveness(ctx context.Context) {
+	w.mu.Lock()
+	now := w.now()
+	var due []*sandbox.Sandbox
+	keep := map[string]time.Time{}
+	for _, rs := range w.ready {
+		for _, r := range rs {
+			at, ok := w.alive[r.s.ID]
+			if ok {
+				keep[r.s.ID] = at
+			}
+			if !ok || now.Sub(at) >= livenessEvery {
+				due = append(due, r.s)
+			}
+		}
+	}
+	w.alive = keep
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	jobs := make(chan struct{}, livenessJobs)
+	for _, s := range due {
+		wg.Add(1)
+		jobs <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-jobs }()
+			if ping(ctx, s, livenessTimeout) == nil {
+				w.markAlive(s.ID)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (w *Warm) markAlive(id string) {
+	w.mu.Lock()
+	w.alive[id] = w.now()
+	w.mu.Unlock()
+}
+
+// answered reports whether member id's runner answered within the last d.
+func (w *Warm) answered(id string, d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.alive[id]
+	return ok && w.now().Sub(at) < d
+}
+
+// yieldToHits lets warm hits of a burst go first: it waits until no warm
+// hit was taken for hitQuiet, for at most coldYield.
+func (w *Warm) yieldToHits(ctx context.Context) {
+	deadline := time.Now().Add(coldYield)
+	for {
+		quiet := time.Unix(0, w.hit.Load()).Add(hitQuiet)
+		wait := min(time.Until(quiet), time.Until(deadline))
+		if wait <= 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
 // addReady puts a member Reconcile created into ready, unless key is not
 // known there (no longer wanted, or not listed yet: a claim lists then).
 func (w *Warm) addReady(key string, s *sandbox.Sandbox) {
@@ -232,6 +319,7 @@ func (w *Warm) addReady(key string, s *sandbox.Sandbox) {
 	}
 	w.seq++
 	w.ready[key] = append(w.ready[key], readyAt{s: s, seq: w.seq})
+	w.alive[s.ID] = w.now() // its runner just proved its identity
 }
 
 // takeReady takes the oldest ready member of key; known is false when no
@@ -372,8 +460,10 @@ func (w *Warm) Claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 		if err != nil {
 			return nil, false, err
 		}
+		w.hit.Store(time.Now().UnixNano())
 		return taken, true, nil
 	}
+	w.yieldToHits(ctx)
 	s, err = w.create(ctx, pool, g, claimID)
 	return s, false, err
 }

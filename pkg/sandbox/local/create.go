@@ -254,7 +254,7 @@ func (b *Backend) proveIdentity(ctx context.Context, p *isolate.Process, log *ta
 	if !ok {
 		return fmt.Errorf("%w: no process with pid %d in the sandbox", sandbox.ErrIdentity, id.Pid)
 	}
-	got, err := runner.FileDigest(fmt.Sprintf("/proc/%d/exe", hostPid))
+	got, err := b.exeDigest(fmt.Sprintf("/proc/%d/exe", hostPid))
 	if err != nil {
 		return fmt.Errorf("%w: read the runner's executable from the host: %w", sandbox.ErrIdentity, err)
 	}
