@@ -24,8 +24,10 @@ type Backend interface {
 	// ones included (State says which), that match filter, oldest first.
 	List(ctx context.Context, filter Filter) ([]*Sandbox, error)
 	// SetOwner hands a running sandbox from owner from to owner to (a warm
-	// sandbox to a claim), durably; ErrOwnerConflict when its owner is not
-	// from, so two claims cannot take the same sandbox.
+	// sandbox to a claim) in the backend's state, for as long as the
+	// sandbox can outlive a crash there (the local backend's sandboxes die
+	// with it, so it does not flush the change); ErrOwnerConflict when its
+	// owner is not from, so two claims cannot take the same sandbox.
 	SetOwner(ctx context.Context, id, from, to string) (*Sandbox, error)
 	// Delete kills the sandbox and everything in it and removes its state
 	// and workspace. Deleting a sandbox that does not exist (any more) does
