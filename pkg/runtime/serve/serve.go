@@ -1,8 +1,3 @@
-// Package serve runs Slipway's runtime on this machine: it follows the
-// config repository, keeps the warm pools on the local (bubblewrap)
-// backend, and serves the runtime's API. It is what `slipway runtime
-// serve` runs; package runtime holds the parts, independent of the
-// backend, so that rollouts and clients never import one.
 package serve
 
 import (

@@ -1,0 +1,5 @@
+// Package runtimetest builds what tests of the runtime and of rollouts run
+// on: a real runner image (the slipway-runner binary, built static) and a
+// busybox workspace template, pushed to a registry, and generations of
+// them. Tests only.
+package runtimetest
