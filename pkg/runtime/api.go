@@ -305,10 +305,16 @@ func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string][]string{"runs": ids})
 }
 
+// queryFields maps the query parameters of GET /v1/runs (but limit) to
+// q's fields; the server and Client share it.
+func queryFields(q *runs.Query) map[string]*string {
+	return map[string]*string{"template": &q.Template, "runner": &q.Runner, "node_image": &q.NodeImage,
+		"policy": &q.Policy, "generation": &q.Generation, "package": &q.Package}
+}
+
 func parseQuery(v url.Values) (runs.Query, error) {
 	var q runs.Query
-	fields := map[string]*string{"template": &q.Template, "runner": &q.Runner, "node_image": &q.NodeImage,
-		"policy": &q.Policy, "generation": &q.Generation, "package": &q.Package}
+	fields := queryFields(&q)
 	for k, vals := range v {
 		if len(vals) != 1 {
 			return q, fmt.Errorf("query parameter %q given %d times, want once", k, len(vals))

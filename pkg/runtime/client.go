@@ -113,10 +113,9 @@ func (c *Client) Run(ctx context.Context, runID string) (*runs.Manifest, error) 
 // Query lists the run ids matching q (see runs.Store's Query).
 func (c *Client) Query(ctx context.Context, q runs.Query) ([]string, error) {
 	v := url.Values{}
-	for k, val := range map[string]string{"template": q.Template, "runner": q.Runner, "node_image": q.NodeImage,
-		"policy": q.Policy, "generation": q.Generation, "package": q.Package} {
-		if val != "" {
-			v.Set(k, val)
+	for k, val := range queryFields(&q) {
+		if *val != "" {
+			v.Set(k, *val)
 		}
 	}
 	if q.Limit > 0 {

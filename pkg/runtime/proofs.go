@@ -345,22 +345,9 @@ func (p *prover) cleanup(ctx context.Context, start time.Time) {
 // claimMember takes a ready warm member of generation g (never creating
 // one): proofs run on what claims would get.
 func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.Generation, claimID string) (*sandbox.Sandbox, error) {
-	members, err := w.backend.List(ctx, sandbox.Filter{Pool: poolName, Generation: g.ID, Owner: sandbox.OwnerWarm, State: sandbox.StateRunning})
-	if err != nil {
-		return nil, err
+	s, err := w.take(ctx, poolName, g, claimID)
+	if err == nil && s == nil {
+		err = fmt.Errorf("no ready warm member of %s in pool %s", g.ID, poolName)
 	}
-	for _, m := range members {
-		if m.Pool != poolName || m.Generation != g.ID {
-			continue
-		}
-		taken, err := w.backend.SetOwner(ctx, m.ID, sandbox.OwnerWarm, claimID)
-		if errors.Is(err, sandbox.ErrOwnerConflict) || errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, sandbox.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return taken, nil
-	}
-	return nil, fmt.Errorf("no ready warm member of %s in pool %s", g.ID, poolName)
+	return s, err
 }

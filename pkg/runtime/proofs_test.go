@@ -2,58 +2,24 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/pool"
-	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/template"
 )
 
-// withTests pushes the world's template again with template tests recorded
-// in its label, and returns a generation pinning it.
+// withTests is a generation of pool agents whose template records tests.
 func (w *warmWorld) withTests(t *testing.T, from *generation.Generation, tests []template.Test) *generation.Generation {
 	t.Helper()
-	ref, err := name.NewDigest(w.template)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, _ := img.ConfigFile()
-	c := cf.Config
-	b, _ := json.Marshal(tests)
-	c.Labels = map[string]string{template.LabelTests: string(b)}
-	if img, err = mutate.Config(img, c); err != nil {
-		t.Fatal(err)
-	}
-	tpl := registrytest.Push(t, w.host+"/templates/busybox:"+fmt.Sprint(time.Now().UnixNano()), img)
-	g := w.generation(t, from)
-	pins := map[generation.Kind]generation.Pin{}
-	for k, p := range g.Pins {
-		pins[k] = p
-	}
-	pins[generation.WorkspaceTemplate] = generation.Pin{Image: tpl.String()}
-	g2, err := generation.New("agents", from, pins, &g.Compatibility)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g2
+	return w.Generation(t, "agents", from, w.TemplateWithTests(t, tests))
 }
 
 // TestProofs runs every proof check on a real warm member of a warming

@@ -433,14 +433,32 @@ func (w *Warm) Claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 	if !ok {
 		return nil, false, fmt.Errorf("%w: %s", ErrNoActive, pool)
 	}
+	taken, err := w.take(ctx, pool, g, claimID)
+	if err != nil {
+		return nil, false, err
+	}
+	if taken != nil {
+		w.hit.Store(time.Now().UnixNano())
+		return taken, true, nil
+	}
+	w.yieldToHits(ctx)
+	s, err = w.create(ctx, pool, g, claimID)
+	return s, false, err
+}
+
+// take takes a ready warm member of generation g of pool for owner
+// claimID with the owner compare-and-swap, or returns nil when none is
+// ready; it never creates one.
+func (w *Warm) take(ctx context.Context, pool string, g *generation.Generation, claimID string) (*sandbox.Sandbox, error) {
 	key := pool + "/" + g.ID
 	var listed []*sandbox.Sandbox // when no Reconcile has listed key yet
 	for {
 		m, known := w.takeReady(key)
 		if !known && listed == nil {
+			var err error
 			listed, err = w.backend.List(ctx, sandbox.Filter{Pool: pool, Generation: g.ID, Owner: sandbox.OwnerWarm, State: sandbox.StateRunning})
 			if err != nil {
-				return nil, false, err
+				return nil, err
 			}
 			listed = append(listed, nil) // the end: listed is never nil again
 		}
@@ -448,7 +466,7 @@ func (w *Warm) Claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 			m, listed = listed[0], listed[1:]
 		}
 		if m == nil {
-			break
+			return nil, nil
 		}
 		if m.Pool != pool || m.Generation != g.ID {
 			continue // never a member of another pool or generation
@@ -458,14 +476,10 @@ func (w *Warm) Claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 			continue // another claim took it first, or it is gone
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		w.hit.Store(time.Now().UnixNano())
-		return taken, true, nil
+		return taken, nil
 	}
-	w.yieldToHits(ctx)
-	s, err = w.create(ctx, pool, g, claimID)
-	return s, false, err
 }
 
 // Release ends a claim: its sandbox is deleted, never returned to the pool.

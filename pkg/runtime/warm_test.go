@@ -3,107 +3,45 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/pool"
 	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/runtime/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/local"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
-	"github.com/slipway-dev/slipway/pkg/template"
 )
 
-// warmWorld pushes a real runner image and a busybox template to a
-// registry, and makes generations of them.
+// warmWorld is runtimetest's world (a real runner image and a busybox
+// template in an in-process registry) with this package's pool, agents.
 type warmWorld struct {
-	host     string
-	runner   string // runner image ref by digest
-	template string // template image ref by digest
+	*runtimetest.World
+	host, runner, template string
 }
 
 func newWarmWorld(t testing.TB) *warmWorld {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "slipway-runner")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../cmd/slipway-runner")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build runner: %v\n%s", err, out)
-	}
-	base := filepath.Join(dir, "base")
-	if out, err := exec.Command("bash", "../../fixtures/base/busybox-rootfs.sh", base).CombinedOutput(); err != nil {
-		t.Fatalf("busybox-rootfs.sh: %v\n%s", err, out)
-	}
-	ctx := context.Background()
-	w := &warmWorld{host: registrytest.NewInProcess(t)}
-	rimg, closeR, err := sandbox.RunnerImage(ctx, bin, time.Unix(0, 0), v1.Platform{OS: "linux", Architecture: "amd64"}, runner.ProtocolVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeR()
-	w.runner = registrytest.Push(t, w.host+"/platform/runner:v1", rimg).String()
-	timg, closeT, err := template.ImageFromDir(ctx, base, time.Unix(0, 0), v1.Platform{OS: "linux", Architecture: "amd64"}, []string{"PATH=/bin:/usr/bin"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeT()
-	cfg, _ := timg.ConfigFile()
-	c := cfg.Config
-	c.WorkingDir = "/workspace"
-	if timg, err = mutate.Config(timg, c); err != nil {
-		t.Fatal(err)
-	}
-	w.template = registrytest.Push(t, w.host+"/templates/busybox:v1", timg).String()
-	return w
+	rw := runtimetest.New(t, registrytest.NewInProcess(t))
+	return &warmWorld{World: rw, host: rw.Host, runner: rw.Runner, template: rw.Template}
 }
 
 // desired is a desired state with pool agents: generations gs, the first
 // active, the others warming (as a rollout in progress has them).
 func (w *warmWorld) desired(t testing.TB, rev string, warmSize int, gs ...*generation.Generation) *runtime.Desired {
 	t.Helper()
-	p := pool.Default("agents")
-	p.Spec.WarmSize = warmSize
-	p.Spec.RefillPerSecond = 1000
-	st := pool.NewState("agents")
-	pd := &runtime.PoolDesired{Pool: p, State: st, Generations: map[string]*generation.Generation{}, Refused: map[string]string{}}
-	for i, g := range gs {
-		state := pool.Warming
-		if i == 0 {
-			state = pool.Active
-		}
-		st.Generations = append(st.Generations, pool.GenState{ID: g.ID, Sequence: g.Sequence, State: state, WarmSize: warmSize})
-		pd.Generations[g.ID] = g
-	}
-	return &runtime.Desired{Revision: rev, Pools: map[string]*runtime.PoolDesired{"agents": pd}}
+	return runtimetest.Desired(rev, "agents", warmSize, gs...)
 }
 
+// generation is a generation of pool agents with the world's runner and
+// template and a new control plane, following from.
 func (w *warmWorld) generation(t testing.TB, from *generation.Generation) *generation.Generation {
 	t.Helper()
-	img, _ := random.Image(32, 1)
-	cp := registrytest.Push(t, w.host+"/platform/cp:"+fmt.Sprint(time.Now().UnixNano()), img)
-	var compat *generation.Compatibility
-	if from == nil {
-		compat = &generation.Compatibility{ControlPlaneProtocol: generation.Range{Min: 1, Max: 1}, RunnerProtocol: generation.Range{Min: 1, Max: 1}}
-	}
-	g, err := generation.New("agents", from, map[generation.Kind]generation.Pin{
-		generation.ControlPlane: {Image: cp.String()}, generation.Runner: {Image: w.runner}, generation.WorkspaceTemplate: {Image: w.template},
-	}, compat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return w.Generation(t, "agents", from, "")
 }
 
 // newLocalBackend is a bubblewrap backend whose sandboxes are all deleted

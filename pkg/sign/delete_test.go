@@ -19,14 +19,7 @@ import (
 // second delete finds nothing and does not fail.
 func TestDelete(t *testing.T) {
 	ctx := context.Background()
-	priv, _, err := sign.GenerateKeys([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := sign.LoadSigner(priv, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sv := newKeys(t, "pw").sv
 	hosts := map[string]string{"in-process": registrytest.NewInProcess(t)}
 	if d := registrytest.NewDistribution(t); d != nil {
 		hosts["docker-registry"] = d.Addr()

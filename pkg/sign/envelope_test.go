@@ -14,19 +14,7 @@ import (
 
 func TestEnvelope(t *testing.T) {
 	ctx := context.Background()
-	priv, _, err := sign.GenerateKeys([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := sign.LoadSigner(priv, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	priv2, _, _ := sign.GenerateKeys([]byte("pw"))
-	other, err := sign.LoadSigner(priv2, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sv, other := newKeys(t, "pw").sv, newKeys(t, "pw").sv
 	st, err := attest.New("agents/g-1", "sha256:"+strings.Repeat("a", 64), "https://slipway.dev/rollout-evidence/v1", []byte(`{"checks":[{"check":"allocate","passed":true}]}`))
 	if err != nil {
 		t.Fatal(err)
