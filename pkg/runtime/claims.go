@@ -255,7 +255,8 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	if readyTimeout <= 0 {
 		readyTimeout = defaultReadyTimeout
 	}
-	s, warm, err := r.warm.Claim(ctx, d, req.Pool, runID)
+	s, warm, granted, err := r.warm.claim(ctx, d, req.Pool, runID)
+	defer granted() // cold starts yield to a warm hit until it returns
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,12 @@ type Warm struct {
 	creating chan struct{} // a slot per create running (maxCreates)
 
 	alive map[string]time.Time // member id -> when its runner last answered (w.mu)
-	hit   atomic.Int64         // unix nanoseconds of the last warm hit
+	hit   atomic.Int64         // unix nanoseconds of the last warm hit taken
+
+	grantMu   sync.Mutex
+	granting  int           // claims taking a warm member, or granting one they took
+	granted   chan struct{} // closed when granting drops to 0
+	coldYield time.Duration // the longest a cold start yields (coldYield)
 }
 
 // Liveness of warm members: Reconcile pings the ready members whose runner
@@ -67,11 +72,12 @@ const (
 	livenessEvery   = 500 * time.Millisecond
 	livenessTimeout = time.Second
 	livenessJobs    = 8
-	// A cold start waits until no warm hit was taken for hitQuiet (at most
-	// coldYield), so that in a burst the warm hits are granted first and
-	// the seconds of bubblewrap starts do not slow their milliseconds.
-	hitQuiet  = 20 * time.Millisecond
-	coldYield = 50 * time.Millisecond
+	// A cold start waits while warm hits are being granted and until no
+	// warm hit was taken for hitQuiet (at most coldYield), so that in a
+	// burst the warm hits are granted first and the seconds of bubblewrap
+	// starts do not slow their milliseconds.
+	hitQuiet  = 10 * time.Millisecond
+	coldYield = 100 * time.Millisecond
 )
 
 // readyAt is a warm member in Warm.ready, with the seq it was put there at.
@@ -91,7 +97,7 @@ type readyAt struct {
 func NewWarm(backend sandbox.Backend, art Artifacts) *Warm {
 	return &Warm{backend: backend, art: art, inflight: map[string]int{}, buckets: map[string]*bucket{},
 		ready: map[string][]readyAt{}, taken: map[string]uint64{}, now: time.Now,
-		creating: make(chan struct{}, maxCreates()), alive: map[string]time.Time{}}
+		creating: make(chan struct{}, maxCreates()), alive: map[string]time.Time{}, coldYield: coldYield}
 }
 
 // Report says what one Reconcile did.
@@ -291,21 +297,56 @@ func (w *Warm) answered(id string, d time.Duration) bool {
 	return ok && w.now().Sub(at) < d
 }
 
-// yieldToHits lets warm hits of a burst go first: it waits until no warm
-// hit was taken for hitQuiet, for at most coldYield.
+// yieldToHits lets warm hits of a burst go first: it waits until no claim
+// is taking or granting a warm member and none was taken for hitQuiet, for
+// at most coldYield.
 func (w *Warm) yieldToHits(ctx context.Context) {
-	deadline := time.Now().Add(coldYield)
+	deadline := time.NewTimer(w.coldYield)
+	defer deadline.Stop()
 	for {
-		quiet := time.Unix(0, w.hit.Load()).Add(hitQuiet)
-		wait := min(time.Until(quiet), time.Until(deadline))
-		if wait <= 0 {
-			return
+		var granted <-chan struct{}
+		w.grantMu.Lock()
+		if w.granting > 0 {
+			granted = w.granted
+		}
+		w.grantMu.Unlock()
+		var quiet <-chan time.Time
+		if granted == nil {
+			wait := time.Until(time.Unix(0, w.hit.Load()).Add(hitQuiet))
+			if wait <= 0 {
+				return
+			}
+			quiet = time.After(wait)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-deadline.C:
+			return
+		case <-granted:
+		case <-quiet:
 		}
+	}
+}
+
+// beginGrant counts a claim that may take a warm member until the
+// returned func (repeat-safe) is called: meanwhile cold starts yield.
+func (w *Warm) beginGrant() (end func()) {
+	w.grantMu.Lock()
+	if w.granting == 0 {
+		w.granted = make(chan struct{})
+	}
+	w.granting++
+	w.grantMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.grantMu.Lock()
+			if w.granting--; w.granting == 0 {
+				close(w.granted)
+			}
+			w.grantMu.Unlock()
+		})
 	}
 }
 
@@ -334,6 +375,7 @@ func (w *Warm) takeReady(key string) (s *sandbox.Sandbox, known bool) {
 	w.ready[key] = rs[1:]
 	w.seq++
 	w.taken[rs[0].s.ID] = w.seq
+	w.hit.Store(time.Now().UnixNano())
 	return rs[0].s, true
 }
 
@@ -425,25 +467,40 @@ func maxCreates() int { return max(2, goruntime.GOMAXPROCS(0)) }
 // first Reconcile that wanted the generation), so a claim costs no List
 // of the pool and concurrent claims do not race for the same member.
 func (w *Warm) Claim(ctx context.Context, d *Desired, pool, claimID string) (s *sandbox.Sandbox, warm bool, err error) {
+	s, warm, granted, err := w.claim(ctx, d, pool, claimID)
+	granted()
+	return s, warm, err
+}
+
+// claim is Claim for a caller with more to do before a warm hit is granted
+// (a Runtime records its manifest): until it calls granted, cold starts
+// yield to the hit. granted is never nil.
+func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *sandbox.Sandbox, warm bool, granted func(), err error) {
+	granted = w.beginGrant()
+	defer func() {
+		if !warm {
+			granted()
+		}
+	}()
 	p, ok := d.Pools[pool]
 	if !ok {
-		return nil, false, fmt.Errorf("%w: %q", ErrNoPool, pool)
+		return nil, false, granted, fmt.Errorf("%w: %q", ErrNoPool, pool)
 	}
 	g, ok := p.Active()
 	if !ok {
-		return nil, false, fmt.Errorf("%w: %s", ErrNoActive, pool)
+		return nil, false, granted, fmt.Errorf("%w: %s", ErrNoActive, pool)
 	}
 	taken, err := w.take(ctx, pool, g, claimID)
 	if err != nil {
-		return nil, false, err
+		return nil, false, granted, err
 	}
 	if taken != nil {
-		w.hit.Store(time.Now().UnixNano())
-		return taken, true, nil
+		return taken, true, granted, nil
 	}
+	granted()
 	w.yieldToHits(ctx)
 	s, err = w.create(ctx, pool, g, claimID)
-	return s, false, err
+	return s, false, granted, err
 }
 
 // take takes a ready warm member of generation g of pool for owner

@@ -81,6 +81,9 @@ func validate(spec *sandbox.Spec) error {
 	if spec.Owner == "" {
 		spec.Owner = sandbox.OwnerWarm
 	}
+	if len(spec.Owner) > maxOwner {
+		bad("Owner", "%d bytes, over %d", len(spec.Owner), maxOwner)
+	}
 	if spec.Template == nil {
 		bad("Template", "required")
 	}

@@ -55,10 +55,18 @@
 //	<dir>/lock                          held (flock) by the one Backend using <dir>
 //	<dir>/templates/<hex>/rootfs        an unpacked template, shared read-only
 //	<dir>/runners/<hex>/slipway-runner  a runner binary, checked against its digest
-//	<dir>/sandboxes/<id>/sandbox.json   pool, generation, owner, pins, pids, refresh results
+//	<dir>/sandboxes/<id>/sandbox.json   pool, generation, first owner, pins, pids, refresh results
+//	<dir>/sandboxes/<id>  xattr user.slipway.owner: the owner since the last SetOwner
 //	<dir>/sandboxes/<id>/workspace/     the sandbox's writable workspace
 //	<dir>/sandboxes/<id>/refresh/       machine-id and friends, mounted read-only
 //	<dir>/sandboxes/<id>/runner.sock    the runner's socket
+//
+// SetOwner records the new owner in one setxattr on the sandbox's
+// directory, where the state directory's file system takes user xattrs
+// (New finds out), and otherwise by replacing sandbox.json; readers take
+// the attribute over the record's owner. Either way the owner is in the
+// kernel when SetOwner returns, so it survives the process (not a host
+// crash, which the sandbox does not survive either).
 //
 // sandbox.json is written atomically before the sandbox starts and again
 // with the host pids and start times of bwrap and of the sandbox's pid 1

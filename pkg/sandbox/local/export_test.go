@@ -10,3 +10,12 @@ const LabelTemplateRefresh = labelTemplateRefresh
 func RefreshKinds() []string {
 	return []string{refreshMachineID, refreshSSHHostKeys, refreshRandomSeed}
 }
+
+// WithOwnerInRecord makes a Backend record owner changes by replacing
+// sandbox.json, as it does on a file system without user xattrs.
+func WithOwnerInRecord() Option {
+	return func(o *options) error { o.ownerInRecord = true; return nil }
+}
+
+// OwnerInAttr reports whether b records owner changes in an xattr.
+func OwnerInAttr(b *Backend) bool { return b.ownerStore == ownerInAttr }

@@ -234,3 +234,67 @@ func TestLongStatePath(t *testing.T) {
 		t.Errorf("exec: %q %d", out, code)
 	}
 }
+
+// An owner change survives a new Backend on the same directory, whether it
+// was recorded in the directory's xattr (the default where the file system
+// takes user xattrs) or in sandbox.json (where it does not), and whichever
+// way the new Backend records them.
+func TestOwnerSurvivesRestart(t *testing.T) {
+	inRecord := []local.Option{local.WithOwnerInRecord()}
+	for _, tc := range []struct {
+		name          string
+		first, second []local.Option
+	}{
+		{"attr", nil, nil},
+		{"record", inRecord, inRecord},
+		{"attr then record", nil, inRecord},
+		{"record then attr", inRecord, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			b := newBackend(t, dir, tc.first...)
+			if tc.first == nil && !local.OwnerInAttr(b) {
+				t.Skip("this file system takes no user xattrs: the record case covers it")
+			}
+			ctx := context.Background()
+			s := create(t, b, specFor(t, templateImage(t, "", "machine-id")))
+			if _, err := b.SetOwner(ctx, s.ID, sandbox.OwnerWarm, "claim-1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b2 := newBackend(t, dir, tc.second...)
+			if got, err := b2.List(ctx, sandbox.Filter{Owner: "claim-1"}); err != nil || len(got) != 1 || got[0].ID != s.ID {
+				t.Fatalf("List(owner claim-1) after restart = %v, %v", got, err)
+			}
+			if _, err := b2.SetOwner(ctx, s.ID, sandbox.OwnerWarm, "claim-2"); !errors.Is(err, sandbox.ErrOwnerConflict) {
+				t.Errorf("taking the claimed sandbox as warm after restart: %v", err)
+			}
+			if _, err := b2.SetOwner(ctx, s.ID, "claim-1", "retiring"); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := b2.List(ctx, sandbox.Filter{Owner: "retiring"}); err != nil || len(got) != 1 {
+				t.Fatalf("List(owner retiring) = %v, %v", got, err)
+			}
+			if err := b2.Delete(ctx, s.ID); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestSetOwnerRefusesAnOverlongOwner(t *testing.T) {
+	b := newBackend(t, t.TempDir())
+	s := create(t, b, specFor(t, templateImage(t, "", "machine-id")))
+	ctx := context.Background()
+	if _, err := b.SetOwner(ctx, s.ID, sandbox.OwnerWarm, strings.Repeat("x", 256)); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Errorf("a 256-byte owner: %v", err)
+	}
+	if got, err := b.SetOwner(ctx, s.ID, sandbox.OwnerWarm, strings.Repeat("x", 255)); err != nil || got.Owner != strings.Repeat("x", 255) {
+		t.Errorf("a 255-byte owner: %+v, %v", got, err)
+	}
+	if got, err := b.List(ctx, sandbox.Filter{Owner: strings.Repeat("x", 255)}); err != nil || len(got) != 1 {
+		t.Errorf("List by the 255-byte owner: %v, %v", got, err)
+	}
+}
