@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"sort"
 	"strings"
@@ -15,7 +16,9 @@ import (
 )
 
 // ErrNotExist is returned by Tree.ReadFile for a path that is not a file.
-var ErrNotExist = errors.New("gitops: file does not exist")
+// It matches fs.ErrNotExist too, so that readers written against package
+// io/fs (pool.ReadState) take a Tree's ReadFile as it is.
+var ErrNotExist = fmt.Errorf("gitops: file does not exist: %w", fs.ErrNotExist)
 
 // Tree is a commit's file tree seen through pending edits. Reads see the
 // edits; nothing touches a worktree. Paths are slash-separated and relative

@@ -3,6 +3,7 @@ package pool
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"regexp"
 	"slices"
@@ -283,6 +284,30 @@ func (s *State) Active() (GenState, bool) {
 		}
 	}
 	return GenState{}, false
+}
+
+// ReadPool reads and parses pool name's pool.yaml with read (a config
+// repository tree's ReadFile).
+func ReadPool(name string, read func(path string) ([]byte, error)) (*Pool, error) {
+	b, err := read(PoolFile(name))
+	if err != nil {
+		return nil, err
+	}
+	return ParsePool(b, PoolFile(name))
+}
+
+// ReadState reads and parses pool name's desired.yaml with read (a config
+// repository tree's ReadFile). A pool without one (read's error matches
+// fs.ErrNotExist) has nothing promoted yet: NewState.
+func ReadState(name string, read func(path string) ([]byte, error)) (*State, error) {
+	b, err := read(StateFile(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return NewState(name), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ParseState(b, StateFile(name))
 }
 
 // ParseState decodes and validates desired.yaml; name labels errors.

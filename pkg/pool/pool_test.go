@@ -2,6 +2,8 @@ package pool_test
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +74,38 @@ func TestStateRefusals(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		})
+	}
+}
+
+// ReadPool and ReadState read through a tree's ReadFile (here a map): a
+// missing desired.yaml is a pool with nothing promoted, a missing pool.yaml
+// is an error that says so, and a bad file is named.
+func TestReadPoolAndState(t *testing.T) {
+	files := map[string][]byte{}
+	read := func(p string) ([]byte, error) {
+		b, ok := files[p]
+		if !ok {
+			return nil, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+		}
+		return b, nil
+	}
+	if _, err := pool.ReadPool("agents", read); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadPool without pool.yaml: %v", err)
+	}
+	st, err := pool.ReadState("agents", read)
+	if err != nil || st.Pool != "agents" || len(st.Generations) != 0 {
+		t.Errorf("ReadState without desired.yaml = %+v, %v", st, err)
+	}
+	files[pool.PoolFile("agents")], _ = pool.Marshal(pool.Default("agents"))
+	if p, err := pool.ReadPool("agents", read); err != nil || p.Metadata.Name != "agents" {
+		t.Errorf("ReadPool = %+v, %v", p, err)
+	}
+	files[pool.StateFile("agents")] = []byte("kind: PoolState\nbogus: 1\n")
+	if _, err := pool.ReadState("agents", read); err == nil || !strings.Contains(err.Error(), pool.StateFile("agents")) {
+		t.Errorf("ReadState of a bad desired.yaml: %v", err)
+	}
+	broken := errors.New("disk on fire")
+	if _, err := pool.ReadState("agents", func(string) ([]byte, error) { return nil, broken }); !errors.Is(err, broken) {
+		t.Errorf("ReadState when read fails: %v", err)
 	}
 }

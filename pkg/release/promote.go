@@ -195,12 +195,8 @@ func promoteEdit(ctx context.Context, t *gitops.Tree, p Promotion, g *generation
 		return nil, fmt.Errorf("release: %s holds no %s: give --policy FILE (or --insecure-skip-verify)", p.Repo, pool.PolicyPath)
 	}
 
-	state := pool.NewState(name)
-	if b, err := t.ReadFile(pool.StateFile(name)); err == nil {
-		if state, err = pool.ParseState(b, pool.StateFile(name)); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, gitops.ErrNotExist) {
+	state, err := pool.ReadState(name, t.ReadFile)
+	if err != nil {
 		return nil, err
 	}
 

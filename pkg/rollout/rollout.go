@@ -130,23 +130,15 @@ type view struct {
 }
 
 func readView(t *gitops.Tree, name string) (*view, error) {
-	b, err := t.ReadFile(pool.PoolFile(name))
+	pl, err := pool.ReadPool(name, t.ReadFile)
 	if errors.Is(err, gitops.ErrNotExist) {
 		return nil, fmt.Errorf("%w: the config repository has no pool %s (%s)", ErrRefused, name, pool.PoolFile(name))
 	}
 	if err != nil {
 		return nil, err
 	}
-	pl, err := pool.ParsePool(b, pool.PoolFile(name))
+	st, err := pool.ReadState(name, t.ReadFile)
 	if err != nil {
-		return nil, err
-	}
-	st := pool.NewState(name)
-	if b, err := t.ReadFile(pool.StateFile(name)); err == nil {
-		if st, err = pool.ParseState(b, pool.StateFile(name)); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, gitops.ErrNotExist) {
 		return nil, err
 	}
 	return &view{tree: t, pool: pl, state: st}, nil

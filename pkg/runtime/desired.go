@@ -150,20 +150,12 @@ func repoPolicy(t *gitops.Tree, v Verify) (*policy.Policy, error) {
 }
 
 func loadPool(ctx context.Context, t *gitops.Tree, name string, pol *policy.Policy, v Verify, cache *verifyCache) (*PoolDesired, error) {
-	b, err := t.ReadFile(pool.PoolFile(name))
+	pl, err := pool.ReadPool(name, t.ReadFile)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := pool.ParsePool(b, pool.PoolFile(name))
+	state, err := pool.ReadState(name, t.ReadFile)
 	if err != nil {
-		return nil, err
-	}
-	state := pool.NewState(name)
-	if b, err := t.ReadFile(pool.StateFile(name)); err == nil {
-		if state, err = pool.ParseState(b, pool.StateFile(name)); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, gitops.ErrNotExist) {
 		return nil, err
 	}
 	pd := &PoolDesired{Pool: pl, State: state, Generations: map[string]*generation.Generation{}, Refused: map[string]string{}}
