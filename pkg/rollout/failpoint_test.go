@@ -1,16 +1,20 @@
 package rollout_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/pkg/rollout"
 	"github.com/slipway-dev/slipway/pkg/runtime/runtimetest"
 )
 
@@ -60,9 +64,16 @@ func TestKilledDriverResumes(t *testing.T) {
 			if stateOf(mid, prev.ID) == "" {
 				t.Errorf("%s: the old generation %s left the state early", fp, prev.ID)
 			}
+			var watched func() []rollout.Status
+			if fp == "after-commit:prove" {
+				watched = watch(t, bin, e.repo)
+			}
 			st, out = slipway("", "rollout", "resume")
 			if st.ExitCode() != 0 {
 				t.Fatalf("%s: resume exit %d:\n%s", fp, st.ExitCode(), out)
+			}
+			if watched != nil {
+				checkWatched(t, watched())
 			}
 			end := e.state()
 			if a, _ := end.Active(); a.ID != next.ID || end.Rollout.Status != pool.RolloutSucceeded || stateOf(end, prev.ID) != pool.Retained {
@@ -99,5 +110,64 @@ func TestKilledDriverResumes(t *testing.T) {
 	}
 	if code, out := cli("rollout", "start", "--repo", e.repo, "--pool", "agents"); code != 2 || !strings.Contains(out, "--to") {
 		t.Errorf("start without --to: %d %s", code, out)
+	}
+}
+
+// watch starts rollout status --watch --output json on the pool agents of
+// repo; the func it returns waits (a minute at most) for it to exit by
+// itself and decodes what it printed.
+func watch(t *testing.T, bin, repo string) func() []rollout.Status {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, "rollout", "status", "--watch", "--interval", "50ms", "--repo", repo, "--pool", "agents", "--output", "json")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return func() []rollout.Status {
+		t.Helper()
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("status --watch: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(time.Minute):
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("status --watch did not end with the rollout:\n%s", stdout.String())
+		}
+		var docs []rollout.Status
+		dec := json.NewDecoder(&stdout)
+		for {
+			var st rollout.Status
+			if err := dec.Decode(&st); errors.Is(err, io.EOF) {
+				return docs
+			} else if err != nil {
+				t.Fatalf("status --watch printed what is not a stream of JSON documents: %v\n%s", err, stdout.String())
+			}
+			docs = append(docs, st)
+		}
+	}
+}
+
+// checkWatched: the watch saw the interrupted rollout running and followed
+// it to its end, printing each revision once.
+func checkWatched(t *testing.T, docs []rollout.Status) {
+	t.Helper()
+	if len(docs) < 2 {
+		t.Fatalf("status --watch printed %d documents, want the running rollout and its end", len(docs))
+	}
+	if first := docs[0]; first.Status != pool.RolloutRunning || first.Phase != "prove" {
+		t.Errorf("first document: %s in phase %s, want running in prove", first.Status, first.Phase)
+	}
+	if last := docs[len(docs)-1]; last.Status != pool.RolloutSucceeded {
+		t.Errorf("last document: %s in phase %s, want succeeded", last.Status, last.Phase)
+	}
+	for i := 1; i < len(docs); i++ {
+		if docs[i].Revision == docs[i-1].Revision {
+			t.Errorf("revision %s printed twice in a row", docs[i].Revision)
+		}
 	}
 }
