@@ -11,10 +11,13 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/sigstore/cosign/v2/pkg/cosign"
 	cbundle "github.com/sigstore/cosign/v2/pkg/cosign/bundle"
@@ -78,7 +81,7 @@ func (k bundleKind) wants(t string) bool {
 }
 
 // Annotations cosign's WriteAttestationNewBundleFormat puts on the referrer
-// manifest. They are not signed: they only spare fetching bundles of the
+// manifest (storeBundle writes the same). They are not signed: they only spare fetching bundles of the
 // other kind, never decide that a bundle is valid.
 const (
 	annotationBundleContent       = "dev.sigstore.bundle.content"
@@ -126,8 +129,8 @@ func signStatement(ref name.Digest) ([]byte, error) {
 // storeBundle signs statement with sv as a DSSE envelope, wraps it in a
 // Sigstore bundle v0.3 with the key's hint and no transparency-log entry
 // (cbundle.MakeNewBundle, as "cosign attest --new-bundle-format --key
-// --tlog-upload=false" does) and stores it as a referrer of ref
-// (ociremote.WriteAttestationNewBundleFormat). If a bundle of this kind that
+// --tlog-upload=false" does) and stores it as a referrer of ref, the
+// manifest cosign's WriteAttestationNewBundleFormat writes. If a bundle of this kind that
 // verifies with sv is already there (for attestations: carrying the same
 // statement), it writes nothing and reports Unchanged.
 //
@@ -205,9 +208,27 @@ func storeBundle(ctx context.Context, ref name.Digest, sv signature.SignerVerifi
 		return nil, fmt.Errorf("sign: bundle for %s: DSSE signature: %w", ref, err)
 	}
 
+	// The referrer cosign's WriteAttestationNewBundleFormat writes, with
+	// its annotations fixed once here: cosign stamps every call with the
+	// second it ran (org.opencontainers.image.created), so a write again
+	// after a lost index entry would be a second manifest of the same
+	// bundle whenever another writer's stale index brings the first entry
+	// back. The same manifest on every attempt is held once by the index
+	// (go-containerregistry adds a descriptor only when its digest is not
+	// there yet).
+	mediaType, err := sgbundle.MediaTypeString("0.3")
+	if err != nil {
+		return nil, fmt.Errorf("sign: bundle for %s: %w", ref, err)
+	}
+	annotations := map[string]string{
+		"org.opencontainers.image.created": time.Now().UTC().Format(time.RFC3339),
+		annotationBundleContent:            "dsse-envelope",
+		annotationBundlePredicateType:      predicateType,
+	}
+	layer := static.NewLayer(raw, types.MediaType(mediaType))
 	ropts := o.remote(ctx)
 	err = appendVerified(ctx, ref, where, func() error {
-		if err := ociremote.WriteAttestationNewBundleFormat(ref, raw, predicateType, ropts...); err != nil {
+		if err := ociremote.WriteReferrer(ref, mediaType, []v1.Layer{layer}, annotations, ropts...); err != nil {
 			return fmt.Errorf("%w: write bundle referrer of %s: %w", ErrRegistry, ref, err)
 		}
 		res.Status = Created

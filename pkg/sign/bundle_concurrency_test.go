@@ -196,13 +196,20 @@ func TestConcurrentBundleWriters(t *testing.T) {
 		}
 		// Bundle manifests are put by digest; a writer puts its own again
 		// when its entry went missing from the index.
-		puts := 0
+		// A writer's second put is the same manifest (same digest): were it
+		// another, a stale index bringing the first entry back would list
+		// the writer's bundle twice.
+		puts, manifests := 0, map[string]bool{}
 		for _, r := range proxy.Log() {
 			if r.Method == "PUT" && strings.Contains(r.Path, "/manifests/sha256:") {
 				puts++
+				manifests[r.Path] = true
 			}
 		}
 		t.Logf("%d writer processes put %d bundle manifests (%d re-written after a lost index entry)", n, puts, puts-n)
+		if len(manifests) != n {
+			t.Errorf("%d writer processes put %d different bundle manifests, want %d: a re-write must be the same manifest", n, len(manifests), n)
+		}
 		check(t, ref)
 	})
 }
