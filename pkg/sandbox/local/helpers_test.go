@@ -205,6 +205,24 @@ func specFor(t *testing.T, img v1.Image) sandbox.Spec {
 	}
 }
 
+// templateUserBackend is a Backend (and its state directory) for templates
+// with a user (uid 1000): run as root, the backend starts bwrap as that
+// uid, which must reach the state directory. Without root the template's
+// user is the caller's, and the test is skipped.
+func templateUserBackend(t *testing.T) (*local.Backend, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("runs as the caller when not root")
+	}
+	dir := t.TempDir()
+	for p := dir; p != "/tmp" && p != "/"; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return newBackend(t, dir), dir
+}
+
 func create(t *testing.T, b *local.Backend, spec sandbox.Spec) *sandbox.Sandbox {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -112,17 +112,7 @@ func TestLimits(t *testing.T) {
 // A template with a user runs its sandbox as that uid for real (an
 // unprivileged bwrap), and the workspace is that user's.
 func TestTemplateUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("runs as the caller when not root")
-	}
-	dir := t.TempDir()
-	// bwrap runs as uid 1000 and must reach the state directory.
-	for p := dir; p != "/tmp" && p != "/"; p = filepath.Dir(p) {
-		if err := os.Chmod(p, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b := newBackend(t, dir)
+	b, dir := templateUserBackend(t)
 	s := create(t, b, specFor(t, templateImage(t, "1000:1000", "machine-id,ssh-host-keys")))
 	out, stderr, code := sh(t, s, "id -u; id -g; echo x > /workspace/mine && ls -ln /workspace/mine && touch /tmp/t; echo y > /etc/x")
 	if !strings.HasPrefix(out, "1000\n1000\n") || !strings.Contains(out, " 1000 ") || code == 0 || !strings.Contains(stderr, "/etc/x") {
