@@ -98,6 +98,21 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 	return d, nil
 }
 
+// run is a verb's RunE: it builds the driver (with the runtime and the
+// evidence signer when drive) and calls fn with a context that SIGINT and
+// SIGTERM end.
+func (f *rolloutFlags) run(g *globals, drive bool, fn func(context.Context, *rollout.Driver) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		d, err := f.driver(cmd, g, drive)
+		if err != nil {
+			return err
+		}
+		ctx, stop := interruptible(cmd.Context())
+		defer stop()
+		return fn(ctx, d)
+	}
+}
+
 // interruptible ends ctx on SIGINT or SIGTERM, so a driver stops between
 // steps (its state is in the config repository; resume continues).
 func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -165,24 +180,20 @@ succeeded; 1 when it rolled back (a proof failed, a deadline passed before routi
 		Example: `  slipway rollout start --repo ./config.git --pool agents --to g-2f1c… \
       --server http://127.0.0.1:7070 --token-file runtime.token --sign-key cosign.key --wait`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if to == "" {
 				return usage(errors.New("--to ID is required (a generation in the config repository)"))
 			}
-			d, err := f.driver(cmd, g, wait)
-			if err != nil {
-				return err
-			}
-			ctx, stop := interruptible(cmd.Context())
-			defer stop()
-			r, err := d.Start(ctx, to, false)
-			if err != nil {
-				return rolloutError(err)
-			}
-			if !wait {
-				return g.printRollout(r)
-			}
-			return g.drive(ctx, d)
+			return f.run(g, wait, func(ctx context.Context, d *rollout.Driver) error {
+				r, err := d.Start(ctx, to, false)
+				if err != nil {
+					return rolloutError(err)
+				}
+				if !wait {
+					return g.printRollout(r)
+				}
+				return g.drive(ctx, d)
+			})(cmd, args)
 		},
 	}
 	f.add(cmd, true)
@@ -197,15 +208,7 @@ func newCmdRolloutResume(g *globals) *cobra.Command {
 		Use:   "resume --repo URL --pool P --server URL --token-file FILE",
 		Short: "Drive the pool's rollout from where it stands to its end (after a crash, a failure, or start without --wait)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := f.driver(cmd, g, true)
-			if err != nil {
-				return err
-			}
-			ctx, stop := interruptible(cmd.Context())
-			defer stop()
-			return g.drive(ctx, d)
-		},
+		RunE:  f.run(g, true, g.drive),
 	}
 	f.add(cmd, true)
 	return cmd
@@ -220,20 +223,16 @@ func newCmdRolloutAbort(g *globals) *cobra.Command {
 		Use:   "abort --repo URL --pool P [--reason TEXT]",
 		Short: "Stop a rollout that has not routed claims yet: the new warm capacity goes, the active generation stays",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := f.driver(cmd, g, false)
-			if err != nil {
-				return err
-			}
+		RunE: f.run(g, false, func(ctx context.Context, d *rollout.Driver) error {
 			if reason == "" {
 				reason = "by " + os.Getenv("USER")
 			}
-			r, err := d.Abort(cmd.Context(), reason)
+			r, err := d.Abort(ctx, reason)
 			if err != nil {
 				return rolloutError(err)
 			}
 			return g.printRollout(r)
-		},
+		}),
 	}
 	f.add(cmd, false)
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the commit and the rollout)")
@@ -249,13 +248,7 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 		Use:   "rollback --repo URL --pool P --server URL --token-file FILE [--to ID]",
 		Short: "Make a retained generation active again (the newest one by default), warming and proving it first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := f.driver(cmd, g, true)
-			if err != nil {
-				return err
-			}
-			ctx, stop := interruptible(cmd.Context())
-			defer stop()
+		RunE: f.run(g, true, func(ctx context.Context, d *rollout.Driver) error {
 			if to == "" {
 				st, err := d.Status(ctx)
 				if err != nil {
@@ -274,7 +267,7 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 				return rolloutError(err)
 			}
 			return g.drive(ctx, d)
-		},
+		}),
 	}
 	f.add(cmd, true)
 	cmd.Flags().StringVar(&to, "to", "", "the retained generation (default: the one active before)")
@@ -294,13 +287,7 @@ func newCmdRolloutStatus(g *globals) *cobra.Command {
 prints again whenever the rollout changes, until it ends (succeeded, rolled back or failed).
 JSON has at least phase, active, target, draining, retained and evidence.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, err := f.driver(cmd, g, false)
-			if err != nil {
-				return err
-			}
-			ctx, stop := interruptible(cmd.Context())
-			defer stop()
+		RunE: f.run(g, false, func(ctx context.Context, d *rollout.Driver) error {
 			last := ""
 			for {
 				st, err := d.Status(ctx)
@@ -323,7 +310,7 @@ JSON has at least phase, active, target, draining, retained and evidence.`,
 				case <-time.After(every):
 				}
 			}
-		},
+		}),
 	}
 	f.add(cmd, false)
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow the rollout until it ends")
