@@ -313,7 +313,6 @@ func TestPackageQuery(t *testing.T) {
 
 // The queries read only indexes: no scan of the runs table, whatever its size.
 func TestQueryPlansUseCoveringIndexes(t *testing.T) {
-	ctx := context.Background()
 	s, _ := openTemp(t)
 	for _, q := range []Query{
 		{Template: "t"}, {Runner: "r"}, {NodeImage: "n"}, {Policy: "p"}, {Generation: "g"}, {Package: "a@1"},
@@ -323,20 +322,7 @@ func TestQueryPlansUseCoveringIndexes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, stmt, args...)
 		text := strings.Join(plan, "; ")
 		t.Logf("%+v: %s", q, text)
 		if strings.Contains(text, "SCAN") || !strings.Contains(text, "INDEX") {
@@ -564,21 +550,7 @@ func TestOpenRuns(t *testing.T) {
 	set("r-1", StatusRunning) // still open
 	check(s, "r-1", "r-2")
 
-	rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+openStmt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var id, parent, unused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
-	rows.Close()
-	if text := strings.Join(plan, "; "); strings.Contains(text, "SCAN") || !strings.Contains(text, "COVERING INDEX runs_open") {
+	if text := strings.Join(queryPlan(t, s, openStmt), "; "); strings.Contains(text, "SCAN") || !strings.Contains(text, "COVERING INDEX runs_open") {
 		t.Errorf("Open plan: %s; want the covering partial index runs_open", text)
 	}
 
@@ -597,4 +569,27 @@ func TestOpenRuns(t *testing.T) {
 		t.Errorf("after reopening, runs_open: %d, %v", n, err)
 	}
 	check(s2, "r-1", "r-2")
+}
+
+// queryPlan is the detail column of SQLite's EXPLAIN QUERY PLAN of stmt.
+func queryPlan(t *testing.T, s *SQLite, stmt string, args ...any) []string {
+	t.Helper()
+	rows, err := s.r.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+stmt, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }

@@ -6,12 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 )
 
@@ -21,11 +19,7 @@ func TestAPI(t *testing.T) {
 	w := newWarmWorld(t)
 	ctx := context.Background()
 	be := newLocalBackend(t)
-	store, err := runs.OpenSQLite(ctx, filepath.Join(t.TempDir(), runs.StateFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := newStore(t)
 	g1 := w.generation(t, nil)
 	d := w.desired(t, "rev-1", 1, g1)
 	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))

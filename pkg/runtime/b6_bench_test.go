@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 )
@@ -34,11 +32,7 @@ func BenchmarkB6ClaimLatency(b *testing.B) {
 	ctx := context.Background()
 	w := newWarmWorld(b)
 	be := newLocalBackend(b)
-	store, err := runs.OpenSQLite(ctx, filepath.Join(b.TempDir(), runs.StateFile))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
+	store := newStore(b)
 	g1 := w.generation(b, nil)
 	d := w.desired(b, "rev-b6", warmSize, g1)
 	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(b.TempDir()))

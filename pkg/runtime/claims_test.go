@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,7 @@ func TestClaimFenceRelease(t *testing.T) {
 	w := newWarmWorld(t)
 	ctx := context.Background()
 	be := newLocalBackend(t)
-	store, err := runs.OpenSQLite(ctx, filepath.Join(t.TempDir(), runs.StateFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := newStore(t)
 	g1 := w.generation(t, nil)
 	d := w.desired(t, "rev-1", 1, g1)
 	at := time.Now()

@@ -55,11 +55,7 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	store, err := runs.OpenSQLite(ctx, filepath.Join(t.TempDir(), "runs.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := newStore(t)
 	repo, err := gitops.Open(ctx, f.url)
 	if err != nil {
 		t.Fatal(err)

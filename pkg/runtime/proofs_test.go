@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,11 +29,7 @@ func TestProofs(t *testing.T) {
 	w := newWarmWorld(t)
 	ctx := context.Background()
 	be := newLocalBackend(t)
-	store, err := runs.OpenSQLite(ctx, filepath.Join(t.TempDir(), runs.StateFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := newStore(t)
 	g1 := w.generation(t, nil)
 	good := w.withTests(t, g1, []template.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}, {Name: "tools", Run: []string{"ls", "/bin/sh"}}})
 	bad := w.withTests(t, g1, []template.Test{{Name: "broken-tool", Run: []string{"sh", "-c", "echo missing >&2; exit 7"}}})

@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,11 +33,7 @@ func TestSwitchActiveGenerationUnderConcurrentClaims(t *testing.T) {
 	w := newWarmWorld(t)
 	ctx := context.Background()
 	be := newLocalBackend(t)
-	store, err := runs.OpenSQLite(ctx, filepath.Join(t.TempDir(), runs.StateFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := newStore(t)
 	g1 := w.generation(t, nil)
 	g2 := w.generation(t, g1)
 	// The four states the switches cycle through: one generation active,

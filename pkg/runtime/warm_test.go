@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/pool"
 	"github.com/slipway-dev/slipway/pkg/registrytest"
+	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/runtime/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
@@ -61,6 +63,18 @@ func newLocalBackend(t testing.TB) *local.Backend {
 		be.Close()
 	})
 	return be
+}
+
+// newStore is a run store in a temporary directory, closed when the test
+// ends.
+func newStore(tb testing.TB) *runs.SQLite {
+	tb.Helper()
+	store, err := runs.OpenSQLite(context.Background(), filepath.Join(tb.TempDir(), runs.StateFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { store.Close() })
+	return store
 }
 
 func TestWarmPoolsAndClaims(t *testing.T) {
