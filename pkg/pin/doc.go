@@ -8,7 +8,10 @@
 // of every workload kind (Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet,
 // ReplicationController, Job, CronJob and the items of any List), the images
 // entries of a kustomization, and any field or pod spec of a custom resource
-// named in a PinConfig (see LoadConfig).
+// named in a PinConfig (see LoadConfig). An image that a kustomization's
+// images entry renames, in a file that kustomization includes, is a kustomize
+// placeholder (Site.RenamedBy): the entry is pinned and linted, the
+// placeholder is left alone and never resolved.
 //
 // Plan resolves every distinct reference once, through a resolve.Resolver,
 // and computes the new bytes of each file by splicing each changed scalar at

@@ -60,6 +60,11 @@ type Site struct {
 	Value string `json:"value"`
 	// PullPolicy is the container's imagePullPolicy, if any.
 	PullPolicy string `json:"pullPolicy,omitempty"`
+	// RenamedBy is the position (file:line:col) of the kustomization images
+	// entry that rewrites this image when kustomize builds the tree: the
+	// value is a placeholder, which Plan leaves alone and Lint does not
+	// report; the entry is pinned and linted instead. See Find.
+	RenamedBy string `json:"renamedBy,omitempty"`
 }
 
 // Pos is "file:line:col".
@@ -134,6 +139,10 @@ type File struct {
 	mode    fs.FileMode
 	real    string   // where the file is written: a symlink given explicitly is resolved
 	targets []target // parallel to Sites
+	// included and entries are set for a kustomization.yaml: the paths it
+	// includes as written, and the indexes of its images entries in sites.
+	included []string
+	entries  []int
 }
 
 // Skipped is a path that walking a directory left alone.
@@ -158,6 +167,12 @@ func (t *Tree) Sites() []Site {
 // Kustomization are read, hidden directories (.git) are skipped, and symlinks
 // are never followed but listed in Tree.Skipped. A file given explicitly is
 // read as given, whatever its name, through a symlink if it is one.
+//
+// Find marks the kustomize placeholders (Site.RenamedBy): an image that the
+// images list of a kustomization among the files read renames, in a file that
+// kustomization includes (resources, bases, components, patches, and
+// recursively). Kustomize matches an entry's name against the image's name as
+// written, without tag or digest; so does Find.
 //
 // A file that does not parse, is too large, is not UTF-8 or aliases too much
 // is refused (errors.Is ErrInput); the errors of all files are joined.
@@ -206,6 +221,7 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	t.markRenamed()
 	return t, nil
 }
 
@@ -275,7 +291,8 @@ func parse(name string, data []byte, o *options) (*File, error) {
 			return nil, err
 		}
 	}
-	return &File{Path: name, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets}, nil
+	return &File{Path: name, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets,
+		included: w.included, entries: w.entries}, nil
 }
 
 // decode keeps a panic in the YAML parser from crossing into the caller.

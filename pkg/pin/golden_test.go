@@ -24,6 +24,7 @@ func TestRewriteGolden(t *testing.T) {
 		{name: "droptag", opts: []PlanOption{WithDropTag()}},
 		{name: "refresh", opts: []PlanOption{WithRefresh()}},
 		{name: "anchors"},
+		{name: "placeholders"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,8 +6,16 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
-// kustomization records each entry of a kustomization's images list.
+// kustomization records each entry of a kustomization's images list, and,
+// for the document of a file kustomize reads (kustomization.yaml), what it
+// includes.
 func (w *walker) kustomization(k *yaml.Node, path string) error {
+	build := w.kustomizeFile && path == ""
+	if build {
+		if err := w.includes(k); err != nil {
+			return err
+		}
+	}
 	lists, err := w.values(k, "images")
 	if err != nil {
 		return err
@@ -40,12 +48,55 @@ func (w *walker) kustomization(k *yaml.Node, path string) error {
 					}
 				}
 			}
+			if build {
+				w.entries = append(w.entries, len(w.sites))
+			}
 			w.add(Site{
 				File: w.name, Line: e.Line, Col: e.Column,
 				Path:  join(path, "images") + "[" + strconv.Itoa(i) + "]",
 				Kind:  KustomizeImage,
 				Value: composeImage(scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, "")),
 			}, t)
+		}
+	}
+	return nil
+}
+
+// includes records the paths a kustomization takes resources from: the
+// files and directories of resources, bases and components, and the patch
+// files (patchesStrategicMerge, patches[].path), whose images its images
+// transformer rewrites too.
+func (w *walker) includes(k *yaml.Node) error {
+	for _, key := range []string{"resources", "bases", "components", "patchesStrategicMerge", "patches"} {
+		lists, err := w.values(k, key)
+		if err != nil {
+			return err
+		}
+		for _, seq := range lists {
+			if seq.Kind != yaml.SequenceNode {
+				continue
+			}
+			for _, item := range seq.Content {
+				if item, err = w.deref(item); err != nil {
+					return err
+				}
+				if key == "patches" {
+					if item.Kind != yaml.MappingNode {
+						continue
+					}
+					p, err := w.str(item, "path")
+					if err != nil {
+						return err
+					}
+					if p != "" {
+						w.included = append(w.included, p)
+					}
+					continue
+				}
+				if item.Kind == yaml.ScalarNode && item.ShortTag() == "!!str" && item.Value != "" {
+					w.included = append(w.included, item.Value)
+				}
+			}
 		}
 	}
 	return nil

@@ -34,7 +34,8 @@ const (
 )
 
 // Lint reports every site not pinned by digest, and every reference that
-// does not parse, sorted by file, line and column.
+// does not parse, sorted by file, line and column. A kustomize placeholder
+// (Site.RenamedBy) is not reported: the images entry that renames it is.
 func Lint(tree *Tree) []Finding {
 	var out []Finding
 	for _, f := range tree.Files {
@@ -52,6 +53,9 @@ func Lint(tree *Tree) []Finding {
 
 func lintSite(f *File, i int) string {
 	s := f.sites[i]
+	if s.RenamedBy != "" {
+		return "" // a kustomize placeholder: its entry is linted
+	}
 	if s.Kind == KustomizeImage {
 		t := f.targets[i]
 		if scalar(t.newName, scalar(t.name, "")) == "" {

@@ -30,6 +30,8 @@ type walker struct {
 	seen          map[*yaml.Node]bool
 	sites         []Site
 	targets       []target
+	included      []string // what a kustomization.yaml includes, as written
+	entries       []int    // the sites of its images entries
 }
 
 func newWalker(src *source, o *options) *walker {

@@ -106,7 +106,8 @@ type want struct {
 // and computes each file's new bytes. It writes nothing. If any reference
 // cannot be pinned or resolved, or any value cannot be rewritten in place, it
 // returns an error listing every such site (file:line:col, reference and
-// cause, joined) and no Result.
+// cause, joined) and no Result. A kustomize placeholder (Site.RenamedBy) is
+// never resolved nor rewritten: the images entry that renames it is.
 func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOption) (*Result, error) {
 	o := planOptions{concurrency: DefaultConcurrency}
 	for _, opt := range opts {
@@ -194,6 +195,9 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 func wanted(f *File, i int, refresh bool) want {
 	w := want{file: f, index: i}
 	site := f.sites[i]
+	if site.RenamedBy != "" {
+		return w // a kustomize placeholder: its entry is pinned
+	}
 	if site.Kind == KustomizeImage {
 		t := f.targets[i]
 		name, tag, digest := scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, "")

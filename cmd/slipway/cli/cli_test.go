@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/slipway-dev/slipway/pkg/pin"
 )
 
 type result struct {
@@ -181,6 +183,29 @@ func TestPinRegistryDownWritesNothing(t *testing.T) {
 	}
 	if read(t, filepath.Join(dir, "a.yaml")) != before {
 		t.Fatal("file changed although resolution failed")
+	}
+}
+
+// TestPinKustomizePlaceholder is the case of issue 12 item 13: the images
+// entry that renames the placeholder runner gets the digest; the placeholder
+// is never resolved (it would be docker.io/library/runner:latest).
+func TestPinKustomizePlaceholder(t *testing.T) {
+	_, host, d := registryWith(t, "platform/runner:0.9.1")
+	kust := "resources:\n- deployment.yaml\nimages:\n- name: runner\n  newName: " + host + "/platform/runner\n  newTag: \"0.9.1\"\n"
+	dep := strings.ReplaceAll(deployment, "HOST/web:v1", "runner")
+	dir := writeTree(t, map[string]string{"deploy/kustomization.yaml": kust, "deploy/deployment.yaml": dep})
+	r := run(t, dir, "lint", "deploy")
+	if r.code != 1 || r.stdout != "deploy/kustomization.yaml:4:3: "+host+"/platform/runner:0.9.1: "+pin.ReasonKustomize+"\n" {
+		t.Fatalf("lint before: %+v", r)
+	}
+	r = run(t, dir, "pin", "--write", "deploy")
+	if r.code != 0 || read(t, filepath.Join(dir, "deploy", "kustomization.yaml")) != kust+"  digest: "+d["platform/runner:0.9.1"]+"\n" ||
+		read(t, filepath.Join(dir, "deploy", "deployment.yaml")) != dep {
+		t.Fatalf("pin: %+v", r)
+	}
+	r = run(t, dir, "lint", "deploy")
+	if r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "1 references, all pinned by digest (and 1 kustomize placeholders") {
+		t.Fatalf("lint after: %+v", r)
 	}
 }
 

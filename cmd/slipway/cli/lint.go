@@ -45,7 +45,8 @@ for the tag again, which may return different bytes.`,
 				return silent(exitFailed)
 			}
 			if !g.json() {
-				fmt.Fprintf(g.stderr, "%d references, all pinned by digest\n", len(tree.Sites()))
+				ph := len(tree.Placeholders())
+				fmt.Fprintf(g.stderr, "%d references, all pinned by digest%s\n", len(tree.Sites())-ph, placeholderNote(ph))
 			}
 			return nil
 		},

@@ -30,7 +30,9 @@ func NewCmdPin(g *globals) *cobra.Command {
 		Short: "Pin every image reference in YAML trees to its digest",
 		Long: `Pin finds image references in Kubernetes and kustomize YAML (pod specs of every workload
 kind, v1/List items, kustomization images, and custom fields from --config) and rewrites
-them as repo:tag@sha256:..., keeping comments, key order and layout.
+them as repo:tag@sha256:..., keeping comments, key order and layout. An image that a
+kustomization's images entry renames (image: runner, name: runner) is a placeholder: the
+entry is pinned, the placeholder is never resolved.
 
 Without --write it prints what would change and writes nothing but the lock.
 Files are written only after every reference resolved; one failure writes nothing.`,
@@ -82,7 +84,8 @@ Files are written only after every reference resolved; one failure writes nothin
 			n := len(res.Changes())
 			switch {
 			case n == 0:
-				fmt.Fprintf(g.stderr, "%d references in %d files: all pinned, nothing to change\n", len(tree.Sites()), len(res.Files))
+				ph := len(tree.Placeholders())
+				fmt.Fprintf(g.stderr, "%d references in %d files: all pinned, nothing to change%s\n", len(tree.Sites())-ph, len(res.Files), placeholderNote(ph))
 			case write:
 				fmt.Fprintf(g.stderr, "pinned %d references in %d files\n", n, changed)
 			default:
@@ -97,4 +100,13 @@ Files are written only after every reference resolved; one failure writes nothin
 	cmd.Flags().BoolVar(&dropTag, "drop-tag", false, "write repo@digest, dropping the tag")
 	cmd.Flags().BoolVar(&refresh, "refresh", false, "re-resolve references that already carry a digest by their tag")
 	return cmd
+}
+
+// placeholderNote says how many kustomize placeholders were left to the
+// images entries that rename them, if any.
+func placeholderNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (and %d kustomize placeholders, left to the images entries that rename them)", n)
 }
