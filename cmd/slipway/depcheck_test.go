@@ -26,26 +26,30 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/attest":     {},
 		"pkg/sign":       {"pkg/attest", "pkg/resolve", "pkg/ref", "pkg/atomicfile"},
 		"pkg/policy":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation"},
-		"pkg/runtime":    {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate"},
+		"pkg/runtime":    {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/sandbox/shape"},
 		// The runtime on this machine: the local backend under it.
-		"pkg/runtime/serve": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate"},
+		"pkg/runtime/serve": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape"},
 		// Rollouts sit on top of the library; the fleet is an interface the
 		// runtime's client implements (runtime for its API types).
-		"pkg/rollout":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime"},
-		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan"},
-		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/gitops", "pkg/policy", "pkg/pool"},
+		"pkg/rollout":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape"},
+		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sandbox/shape"},
+		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/gitops", "pkg/policy", "pkg/pool", "pkg/sandbox/shape"},
 		"pkg/pool":         {"pkg/ref", "pkg/strictyaml", "pkg/generation"},
 		"pkg/registrytest": {},
 		"pkg/gittest":      {},
 		"pkg/gitops":       {},
 		"pkg/runs":         {},
 
-		// Sandboxes: the runner protocol at the bottom, the Backend interface
-		// over rootfs, the local backend over rootfs and isolate. The runner
-		// artifact stays small: the protocol package and nothing else of Slipway's.
+		// Sandboxes: the runner protocol at the bottom, the shape of a
+		// sandbox (refresh phase, workspace, environment) over isolate, shared
+		// by the template build's tests and the local backend; the Backend
+		// interface over rootfs, the local backend over rootfs and isolate.
+		// The runner artifact stays small: the protocol package and nothing
+		// else of Slipway's.
 		"pkg/sandbox/runner": {},
-		"pkg/sandbox":        {"pkg/rootfs", "pkg/sandbox/runner"},
-		"pkg/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/atomicfile", "pkg/sandbox", "pkg/sandbox/runner"},
+		"pkg/sandbox/shape":  {"pkg/isolate"},
+		"pkg/sandbox":        {"pkg/rootfs", "pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},
+		"pkg/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/atomicfile", "pkg/sandbox", "pkg/sandbox/runner", "pkg/sandbox/shape"},
 		"cmd/slipway-runner": {"pkg/sandbox/runner"},
 	}
 	// Flags and the CLI stay under cmd/: no library package imports them itself

@@ -9,8 +9,10 @@ import (
 
 // generations pins the platform images and the templates into
 // generations, verified against the policy, and promotes them into a
-// config repository on this machine: first promotion, a second generation,
-// their diff, and a rollback refused without --rollback.
+// config repository on this machine: the first promotion (minimal), a
+// rollout to agent-tools, their diff, a second rollout back to minimal with
+// a rotated secret, so both sample templates pass a rollout's proofs, and a
+// rollback refused without --rollback.
 func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	section("image runner", "the runner artifact: bin/slipway-runner in its own image, its sha256 in a label")
 	b, err := sh.capture("image", "runner", runnerBin, "--push", host+"/platform/runner:v1.0.0")
@@ -38,11 +40,11 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	}
 
 	base := []string{"generation", "create", "--pool", "agents", "--policy", filepath.Join("policies", "verification.yaml")}
-	section("generation create", "g1: control plane, runner, agent-tools template, a secret version; every image verified")
+	section("generation create", "g1: control plane, runner, minimal template, a secret version; every image verified")
 	b, err = sh.capture(append(base, "--output", "g1.yaml",
 		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
 		"--pin", "runner="+pinned["platform/runner:v1.0.0"],
-		"--pin", "workspaceTemplate="+tmpl.agentTools,
+		"--pin", "workspaceTemplate="+tmpl.minimal,
 		"--pin", "secretVersion=vault://kv/agents/api-token#3",
 		"--control-plane-protocol", "1-2", "--runner-protocol", "1")...)
 	if err != nil {
@@ -72,8 +74,8 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 		return err
 	}
 
-	section("generation create", "g2: the minimal template instead; every other pin copied from g1")
-	b, err = sh.capture(append(base, "--output", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+tmpl.minimal)...)
+	section("generation create", "g2: the agent-tools template instead; every other pin copied from g1")
+	b, err = sh.capture(append(base, "--output", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+tmpl.agentTools)...)
 	if err != nil {
 		return err
 	}
@@ -91,6 +93,22 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	if err != nil {
 		return err
 	}
+
+	section("generation create", "g3: the API token rotated to #4, on the minimal template again; every other pin copied from g2")
+	b, err = sh.capture(append(base, "--output", "g3.yaml", "--from", "g2.yaml", "--pin", "workspaceTemplate="+tmpl.minimal,
+		"--pin", "secretVersion=vault://kv/agents/api-token#4")...)
+	if err != nil {
+		return err
+	}
+	g3 := strings.TrimSpace(string(b))
+	fmt.Printf("  %s\n", g3)
+	section("promote", "g3 becomes the target")
+	if err := sh.run(0, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g3.yaml"); err != nil {
+		return err
+	}
+	if err := rt.rolloutQuiet(sh, "g3", g3); err != nil {
+		return err
+	}
 	section("promote", "g1 again: an older generation needs --rollback, so a re-run never undoes anything (exit 1)")
 	if err := sh.run(1, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g1.yaml"); err != nil {
 		return err
@@ -100,9 +118,10 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	}
 	section("summary", "the release loop on embedded defaults")
 	fmt.Printf("  templates  agent-tools %s, minimal %s: built in bubblewrap, frozen, signed, SLSA + SBOM attested\n", short(tmpl.agentTools), short(tmpl.minimal))
-	fmt.Printf("  g1         %s (agent-tools): verified, promoted, active (the pool's first generation)\n", g1)
-	fmt.Printf("  g2         %s (minimal): rolled out in seven steps, six proofs passed, evidence signed\n", g2)
+	fmt.Printf("  g1         %s (minimal): verified, promoted, active (the pool's first generation)\n", g1)
+	fmt.Printf("  g2         %s (agent-tools): rolled out in seven steps, six proofs passed, evidence signed\n", g2)
 	fmt.Printf("  drain      long task %s stayed on g1 until it ended; claim %s got g2\n", sum.longRun, sum.newRun)
+	fmt.Printf("  g3         %s (minimal, token #4): rolled out, proofs passed: both templates' tests passed in a sandbox\n", g3)
 	fmt.Printf("  operator   runs show answers what produced a run; %d runs used a template containing %s\n", sum.runsWithPkg, sum.pkg)
 	return nil
 }

@@ -200,8 +200,8 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	section("claim", "a new claim during the drain gets g2")
-	nr, err := p.claim(sh, false, "/opt/tools/greet.sh")
+	section("claim", "a new claim during the drain gets g2, with the agent's tools on PATH")
+	nr, err := p.claim(sh, false, "sh", "-c", "agent-lint --version && agent-run echo tools from $AGENT_CACHE")
 	if err != nil {
 		return err
 	}
@@ -245,6 +245,18 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 	fmt.Print(indentText(string(b)))
 	sum.pkg, sum.runsWithPkg = pkg, len(strings.Fields(string(b)))
 	return nil
+}
+
+// rolloutQuiet rolls the pool out to g with nothing running: the proofs,
+// then the status.
+func (p *runtimeProc) rolloutQuiet(sh shell, label, g string) error {
+	section("rollout start", "to %s: the same seven steps and proofs; nothing runs on the old generation, so the drain is short", label)
+	if err := sh.run(0, "rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g, "--server", p.server, "--token-file", p.token,
+		"--sign-key", filepath.Join("policies", "release.key"), "--wait"); err != nil {
+		return err
+	}
+	section("rollout status", "succeeded: %s active, its template's tests passed in a proof sandbox", label)
+	return sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents")
 }
 
 func indentText(s string) string {

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 )
 
 // Backend creates, finds and deletes sandboxes on one medium (the local
@@ -153,13 +154,8 @@ type Sandbox struct {
 }
 
 // RefreshResult is one per-clone value the refresh phase regenerated (or
-// why it did not).
-type RefreshResult struct {
-	Kind string `json:"kind"` // machine-id, ssh-host-keys, random-seed
-	Done bool   `json:"done"`
-	// Detail says what was made, or why nothing was.
-	Detail string `json:"detail,omitempty"`
-}
+// why it did not); package shape runs the phase.
+type RefreshResult = shape.RefreshResult
 
 // Identity asks the sandbox's runner who it is.
 func (s *Sandbox) Identity(ctx context.Context) (*runner.Identity, error) {

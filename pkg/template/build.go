@@ -51,7 +51,8 @@ type Result struct {
 	Started    time.Time         `json:"started"`
 	Finished   time.Time         `json:"finished"`
 
-	// Image is the frozen image; Rootfs an unpacked copy of it (for the SBOM), removed by Close.
+	// Image is the frozen image; Rootfs an unpacked copy of it (for the SBOM, with the empty
+	// mount points the tests' read-only root needed), removed by Close.
 	Image  v1.Image `json:"-"`
 	Rootfs string   `json:"-"`
 	work   string
@@ -77,7 +78,7 @@ type LayerResult struct {
 	Deleted int    `json:"deleted"`
 }
 
-// TestResult is one smoke test, run in a fresh sandbox of the frozen tree.
+// TestResult is one smoke test, run in a sandbox of the frozen tree shaped as every sandbox of the image.
 type TestResult struct {
 	Name   string   `json:"name"`
 	Run    []string `json:"run"`
@@ -96,8 +97,9 @@ func (r *Result) Close() error {
 }
 
 // Build runs the recipe: base by digest, steps in a build sandbox, scrub,
-// scan (a finding refuses the freeze), freeze, smoke tests in a fresh sandbox
-// of the frozen tree. It publishes nothing (see Publish).
+// scan (a finding refuses the freeze), freeze, smoke tests in a sandbox of
+// the frozen tree shaped as the runtime shapes one (after the refresh phase,
+// read-only root, private workspace). It publishes nothing (see Publish).
 func Build(ctx context.Context, t *Template, opts ...Option) (res *Result, err error) {
 	o := options{source: Remote{}, log: io.Discard}
 	for _, opt := range opts {
@@ -225,7 +227,11 @@ func Build(ctx context.Context, t *Template, opts ...Option) (res *Result, err e
 	if _, err := rootfs.Extract(ctx, frozen, res.Rootfs); err != nil {
 		return res, t.errorf("unpack frozen image: %w", err)
 	}
-	if res.Tests, err = t.runTests(ctx, res.Rootfs, &o); err != nil {
+	fcf, err := frozen.ConfigFile()
+	if err != nil {
+		return res, err
+	}
+	if res.Tests, err = t.runTests(ctx, res.Rootfs, fcf, &o); err != nil {
 		return res, err
 	}
 	// The tests ran on exactly these layers; record them in the config.

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 	"github.com/slipway-dev/slipway/pkg/strictyaml"
 )
 
@@ -69,7 +70,9 @@ type Spec struct {
 	// Refresh names per-clone values regenerated at sandbox start; they must be absent
 	// or empty in the frozen image: machine-id, ssh-host-keys, random-seed.
 	Refresh []string `yaml:"refresh,omitempty" json:"refresh,omitempty"`
-	// Tests run in a fresh sandbox of the frozen tree; all must pass before publishing.
+	// Tests run in order in one sandbox of the frozen tree shaped as every sandbox of the
+	// image (package sandbox/shape: refreshed files, read-only root, private workspace);
+	// all must pass before publishing.
 	Tests []Test `yaml:"tests,omitempty" json:"tests,omitempty"`
 	// Allow exempts scan findings by rule and path glob; every use is recorded in the result.
 	Allow []Allow `yaml:"allow,omitempty" json:"allow,omitempty"`
@@ -132,9 +135,9 @@ type Limits struct {
 
 // Refresh kinds.
 const (
-	RefreshMachineID   = "machine-id"
-	RefreshSSHHostKeys = "ssh-host-keys"
-	RefreshRandomSeed  = "random-seed"
+	RefreshMachineID   = shape.RefreshMachineID
+	RefreshSSHHostKeys = shape.RefreshSSHHostKeys
+	RefreshRandomSeed  = shape.RefreshRandomSeed
 )
 
 // Defaults.

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/slipway-dev/slipway/pkg/isolate"
+	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 )
 
 // ErrStep and ErrTest are the families of failed build steps and smoke tests.
@@ -100,16 +101,63 @@ func (t *Template) runSteps(ctx context.Context, tree string, res *Result, o *op
 	return nil
 }
 
-// runTests runs every test in a fresh sandbox of the frozen tree, as the
-// template's user, without network.
-func (t *Template) runTests(ctx context.Context, frozen string, o *options) ([]TestResult, error) {
-	user, err := parseUser(t.Spec.User)
+// runTests runs the tests, in order, in one sandbox of the frozen tree
+// shaped as the runtime shapes a sandbox of the image (package
+// sandbox/shape): the refresh phase done (a fresh /etc/machine-id, and the
+// random seed and ssh host keys spec.refresh asks for), the root read-only
+// with a private workspace at the working directory seeded from the tree,
+// the image's environment, user and working directory, no network. A test
+// that would fail in every sandbox fails the build. The frozen tree gets
+// the empty mount points a read-only root needs; the tests' writes and
+// the refreshed files stay outside it.
+func (t *Template) runTests(ctx context.Context, frozen string, cf *v1.ConfigFile, o *options) ([]TestResult, error) {
+	if len(t.Spec.Tests) == 0 {
+		return []TestResult{}, nil
+	}
+	user, err := parseUser(cf.Config.User)
 	if err != nil {
-		return nil, t.fieldError("spec.user", "%v", err)
+		return nil, t.fieldError("spec.user", "the image's user %q: want uid[:gid] in numbers: %v", cf.Config.User, err)
+	}
+	if user != nil && user.UID == 0 && user.GID == 0 {
+		user = nil
+	}
+	workdir := shape.Workdir(cf.Config.WorkingDir)
+	if err := shape.MountPoints(frozen, workdir, nil, nil); err != nil {
+		return nil, t.errorf("test sandbox: %w", err)
+	}
+	// The sandbox's own files, beside the frozen tree: reachable (0711)
+	// by a template's user, not listable.
+	dir := filepath.Join(filepath.Dir(frozen), "test-sandbox")
+	refreshDir, ws := filepath.Join(dir, "refresh"), filepath.Join(dir, "workspace")
+	for _, d := range []string{dir, refreshDir} {
+		if err := os.Mkdir(d, 0o711); err != nil {
+			return nil, t.errorf("test sandbox: %w", err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil { // umask
+			return nil, t.errorf("test sandbox: %w", err)
+		}
+	}
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return nil, t.errorf("test sandbox: %w", err)
+	}
+	if err := shape.SeedWorkspace(frozen, workdir, ws, user); err != nil {
+		return nil, t.errorf("test sandbox: %w", err)
+	}
+	mounts, refreshed, err := shape.Refresh(ctx, frozen, t.Spec.Refresh, refreshDir)
+	if err != nil {
+		return nil, t.errorf("test sandbox: refresh: %w", err)
+	}
+	mounts = append(mounts, isolate.Mount{Source: ws, Target: workdir})
+	var did []string
+	for _, r := range refreshed {
+		if r.Done {
+			did = append(did, r.Kind)
+		}
 	}
 	// A root builder runs the tests as the template's user for real (a host
-	// uid in an unprivileged sandbox), so file ownership means what it will
-	// mean in a sandbox; otherwise as the caller, mapped to that uid.
+	// uid in an unprivileged sandbox), as the local backend runs a
+	// sandbox, so file ownership means what it will mean in a sandbox;
+	// otherwise as the caller, mapped to that uid.
 	var hostUser, nsUser *isolate.User
 	if user != nil && os.Getuid() == 0 {
 		hostUser = user
@@ -119,25 +167,29 @@ func (t *Template) runTests(ctx context.Context, frozen string, o *options) ([]T
 	} else {
 		nsUser = user
 	}
+	env := shape.Env(cf.Config.Env, workdir, nil)
 	out := []TestResult{}
 	for i, ts := range t.Spec.Tests {
 		logf(o.log, "test %s", ts.Name)
 		r, err := isolate.Run(ctx, isolate.Spec{
-			Root:      frozen,
-			Env:       t.Spec.Env,
-			Dir:       t.workdir(),
-			Hostname:  "test",
-			Argv:      ts.Run,
-			Timeout:   t.stepTimeout(ts.Timeout),
-			MaxOutput: t.maxOutput(),
-			User:      nsUser,
-			HostUser:  hostUser,
+			Root:         frozen,
+			ReadOnlyRoot: true,
+			Mounts:       mounts,
+			Env:          env,
+			Dir:          workdir,
+			Hostname:     "test",
+			Argv:         ts.Run,
+			Timeout:      t.stepTimeout(ts.Timeout),
+			MaxOutput:    t.maxOutput(),
+			User:         nsUser,
+			HostUser:     hostUser,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("test %s: %w: %v", ts.Name, ErrTest, err)
 		}
 		if r.ExitCode != 0 || r.TimedOut {
-			return nil, fmt.Errorf("%s:%d: test %s: %w: %s\n%s", t.File, t.line(fmt.Sprintf("spec.tests[%d]", i)), ts.Name, ErrTest, exitText(r), tail(r.Output))
+			return nil, fmt.Errorf("%s:%d: test %s: %w: %s (tests run as in every sandbox of the template: read-only root, private workspace %s, fresh %s, no network)\n%s",
+				t.File, t.line(fmt.Sprintf("spec.tests[%d]", i)), ts.Name, ErrTest, exitText(r), workdir, strings.Join(did, ", "), tail(r.Output))
 		}
 		out = append(out, TestResult{Name: ts.Name, Run: ts.Run, Passed: true})
 	}

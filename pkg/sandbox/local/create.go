@@ -12,6 +12,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/isolate"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 )
 
 // Create makes a sandbox: the template unpacked once per digest and
@@ -120,14 +121,14 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		return nil, err
 	}
-	if err := seedWorkspace(t, ws); err != nil {
+	if err := shape.SeedWorkspace(t.root, t.workdir, ws, t.user); err != nil {
 		return nil, err
 	}
 	refreshDir := filepath.Join(dir, "refresh")
 	if err := mkdirs(refreshDir); err != nil {
 		return nil, err
 	}
-	mounts, results, err := refresh(ctx, t, refreshDir)
+	mounts, results, err := shape.Refresh(ctx, t.root, t.refresh, refreshDir)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +149,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		// The credential tmpfs: the host writes the claim's credentials
 		// into it after start (see PutCredential).
 		Tmpfs:    []string{sandbox.CredentialDir},
-		Env:      sandboxEnv(t, spec.Env),
+		Env:      shape.Env(t.env, t.workdir, spec.Env),
 		Dir:      t.workdir,
 		Hostname: id,
 		Argv: []string{sandbox.RunnerPath, "serve", "--listen-fd", "0",
@@ -265,26 +266,4 @@ func (b *Backend) proveIdentity(ctx context.Context, p *isolate.Process, log *ta
 		return fmt.Errorf("%w: the runner process runs %s, the spec wants %s", sandbox.ErrIdentity, got, rec.RunnerDigest)
 	}
 	return nil
-}
-
-// sandboxEnv is the template's environment with spec's over it, and PATH
-// and HOME (the workspace: the rest of the file system is read-only)
-// when neither sets them.
-func sandboxEnv(t *tmpl, add map[string]string) isolate.Env {
-	env := isolate.Env{}
-	for _, kv := range t.env {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			env[k] = v
-		}
-	}
-	for k, v := range add {
-		env[k] = v
-	}
-	if _, ok := env["PATH"]; !ok {
-		env["PATH"] = defaultPath
-	}
-	if _, ok := env["HOME"]; !ok {
-		env["HOME"] = t.workdir
-	}
-	return env
 }

@@ -26,6 +26,8 @@
 // has ssh-keygen and /etc/ssh: the template's own ssh-keygen -A runs under
 // bubblewrap on a private copy of /etc/ssh, mounted read-only over it
 // afterwards. What was done, or skipped and why, is in Sandbox.Refresh.
+// The refresh phase, the workspace seeding and the environment come from
+// package sandbox/shape, which the template build uses for its tests too.
 //
 // # Runner and identity
 //

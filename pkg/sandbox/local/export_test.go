@@ -6,11 +6,6 @@ func Extractions(b *Backend) int64 { return b.extractions.Load() }
 // LabelTemplateRefresh is the template label the refresh phase reads.
 const LabelTemplateRefresh = labelTemplateRefresh
 
-// RefreshKinds are the refresh kinds this package knows.
-func RefreshKinds() []string {
-	return []string{refreshMachineID, refreshSSHHostKeys, refreshRandomSeed}
-}
-
 // WithOwnerInRecord makes a Backend record owner changes by replacing
 // sandbox.json, as it does on a file system without user xattrs.
 func WithOwnerInRecord() Option {

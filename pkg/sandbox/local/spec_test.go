@@ -22,9 +22,6 @@ func TestLabelsMatchTemplate(t *testing.T) {
 	if local.LabelTemplateRefresh != template.LabelRefresh {
 		t.Errorf("refresh label %q, template writes %q", local.LabelTemplateRefresh, template.LabelRefresh)
 	}
-	if got := local.RefreshKinds(); strings.Join(got, ",") != strings.Join([]string{template.RefreshMachineID, template.RefreshSSHHostKeys, template.RefreshRandomSeed}, ",") {
-		t.Errorf("refresh kinds %v differ from package template's", got)
-	}
 }
 
 func TestSetOwner(t *testing.T) {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,24 +16,17 @@ import (
 	"github.com/slipway-dev/slipway/pkg/isolate"
 	"github.com/slipway-dev/slipway/pkg/rootfs"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 )
 
-// Labels and refresh kinds of a workspace template, as package template
-// writes them (a test keeps the two in step; this package sits beside
+// labelTemplateRefresh is the label package template writes the refresh
+// kinds in (a test keeps the two in step; this package sits beside
 // template, not above it).
-const (
-	labelTemplateRefresh = "dev.slipway.template.refresh"
-	refreshMachineID     = "machine-id"
-	refreshSSHHostKeys   = "ssh-host-keys"
-	refreshRandomSeed    = "random-seed"
-)
+const labelTemplateRefresh = "dev.slipway.template.refresh"
 
 // DefaultWorkdir is the workspace inside a sandbox when the template names
 // no working directory (or names /).
-const DefaultWorkdir = "/workspace"
-
-// defaultPath is PATH when neither the template nor the Spec sets one.
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const DefaultWorkdir = shape.DefaultWorkdir
 
 // tmpl is an unpacked template: its shared read-only root file system and
 // what its image config says about running it.
@@ -79,10 +69,7 @@ func (b *Backend) template(ctx context.Context, img v1.Image, digest v1.Hash) (*
 	if err != nil {
 		return nil, fmt.Errorf("template %s: config: %w", digest, err)
 	}
-	t := &tmpl{digest: digest, env: cf.Config.Env, workdir: path.Clean("/" + cf.Config.WorkingDir)}
-	if t.workdir == "/" {
-		t.workdir = DefaultWorkdir
-	}
+	t := &tmpl{digest: digest, env: cf.Config.Env, workdir: shape.Workdir(cf.Config.WorkingDir)}
 	if t.user, err = parseUser(cf.Config.User); err != nil {
 		return nil, fmt.Errorf("%w: template %s: user %q: %v", sandbox.ErrInvalidSpec, digest, cf.Config.User, err)
 	}
@@ -125,45 +112,11 @@ func (b *Backend) template(ctx context.Context, img v1.Image, digest v1.Hash) (*
 	return t, nil
 }
 
-// prepareMountPoints adds to an unpacked template what a read-only root
-// needs for the mounts of every sandbox: /proc, /dev, /tmp, the workspace
-// directory, sandbox.CredentialDir, and empty files at RunnerPath and
-// /etc/machine-id. Nothing is added where the template has something
-// already. Paths are resolved inside the tree (os.Root), never through a
-// symlink out of it.
+// prepareMountPoints adds to an unpacked template the mount points of
+// every sandbox (package shape's, and sandbox.CredentialDir and an empty
+// file at RunnerPath), never changing what is there.
 func prepareMountPoints(dir, workdir string) error {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	for _, d := range []string{"proc", "dev", "tmp", strings.TrimPrefix(workdir, "/"), strings.TrimPrefix(sandbox.CredentialDir, "/")} {
-		if err := r.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("mount point /%s: %w", d, err)
-		}
-	}
-	for _, f := range []string{strings.TrimPrefix(sandbox.RunnerPath, "/"), "etc/machine-id"} {
-		fi, err := r.Stat(f)
-		switch {
-		case err == nil && fi.Mode().IsRegular():
-			continue
-		case err == nil:
-			return fmt.Errorf("mount point /%s: %s is not a regular file", f, fi.Mode().Type())
-		case !errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("mount point /%s: %w", f, err)
-		}
-		if err := r.MkdirAll(path.Dir(f), 0o755); err != nil {
-			return fmt.Errorf("mount point /%s: %w", f, err)
-		}
-		fh, err := r.OpenFile(f, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
-		if err != nil {
-			return fmt.Errorf("mount point /%s: %w", f, err)
-		}
-		if err := fh.Close(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return shape.MountPoints(dir, workdir, []string{sandbox.CredentialDir}, []string{sandbox.RunnerPath})
 }
 
 // runnerBinary returns the state directory's copy of the runner binary,

@@ -1,0 +1,224 @@
+package shape
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/isolate"
+)
+
+// DefaultWorkdir is the workspace inside a sandbox when the template names
+// no working directory (or names /).
+const DefaultWorkdir = "/workspace"
+
+// DefaultPath is PATH when neither the template nor the caller sets one.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Workdir is the sandbox's working directory (its workspace) for an image
+// config's WorkingDir: cleaned and absolute, DefaultWorkdir for none or /.
+func Workdir(workingDir string) string {
+	w := path.Clean("/" + workingDir)
+	if w == "/" {
+		return DefaultWorkdir
+	}
+	return w
+}
+
+// Env is a sandbox's environment: the image's ("NAME=value"), add over
+// it, and PATH and HOME (the workspace: the rest of the file system is
+// read-only) when neither sets them.
+func Env(image []string, workdir string, add map[string]string) isolate.Env {
+	env := isolate.Env{}
+	for _, kv := range image {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			env[k] = v
+		}
+	}
+	for k, v := range add {
+		env[k] = v
+	}
+	if _, ok := env["PATH"]; !ok {
+		env["PATH"] = DefaultPath
+	}
+	if _, ok := env["HOME"]; !ok {
+		env["HOME"] = workdir
+	}
+	return env
+}
+
+// MountPoints adds to the tree unpacked at dir what a read-only root needs
+// for the mounts of a sandbox: /proc, /dev, /tmp, the workspace directory
+// and /etc/machine-id (an empty file), and the caller's extra directories
+// and files (paths inside the tree). Nothing is added where the tree has
+// something already. Paths are resolved inside the tree (os.Root), never
+// through a symlink out of it.
+func MountPoints(dir, workdir string, dirs, files []string) error {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, d := range append([]string{"proc", "dev", "tmp", workdir}, dirs...) {
+		d = strings.TrimPrefix(d, "/")
+		if err := r.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("mount point /%s: %w", d, err)
+		}
+	}
+	for _, f := range append(files, "etc/machine-id") {
+		f = strings.TrimPrefix(f, "/")
+		fi, err := r.Stat(f)
+		switch {
+		case err == nil && fi.Mode().IsRegular():
+			continue
+		case err == nil:
+			return fmt.Errorf("mount point /%s: %s is not a regular file", f, fi.Mode().Type())
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("mount point /%s: %w", f, err)
+		}
+		if err := r.MkdirAll(path.Dir(f), 0o755); err != nil {
+			return fmt.Errorf("mount point /%s: %w", f, err)
+		}
+		fh, err := r.OpenFile(f, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+		if err != nil {
+			return fmt.Errorf("mount point /%s: %w", f, err)
+		}
+		if err := fh.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SeedWorkspace copies the working directory workdir of the tree at root
+// (its contents, with their modes and owners) into ws, an existing empty
+// directory that becomes the sandbox's private workspace. The workspace
+// itself belongs to the sandbox's user (nil: root), with owner write
+// permission, whoever owned the template's directory: it is the one place
+// the sandbox may write.
+func SeedWorkspace(root, workdir, ws string, user *isolate.User) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	sub, err := r.OpenRoot(strings.TrimPrefix(workdir, "/"))
+	if err != nil {
+		return fmt.Errorf("template workdir %s: %w", workdir, err)
+	}
+	defer sub.Close()
+	if err := copyTree(sub, ws); err != nil {
+		return fmt.Errorf("seed the workspace from the template's %s: %w", workdir, err)
+	}
+	fi, err := os.Stat(ws)
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(ws, fi.Mode().Perm()|0o700); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return nil // everything is the caller's, which the sandbox runs as
+	}
+	uid, gid := 0, 0
+	if user != nil {
+		uid, gid = user.UID, user.GID
+	}
+	return os.Chown(ws, uid, gid)
+}
+
+// copyTree copies the tree under src into dst (an existing directory,
+// which takes src's mode and owner): directories, regular files, symlinks
+// (as links, never followed) and named pipes, with modes, modification
+// times and, when running as root, owners. Other entries are skipped.
+func copyTree(src *os.Root, dst string) error {
+	root := os.Geteuid() == 0
+	type dirTime struct {
+		path string
+		mt   time.Time
+	}
+	var dirs []dirTime
+	err := fs.WalkDir(src.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := src.Lstat(p)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, filepath.FromSlash(p))
+		mode := fi.Mode()
+		switch {
+		case mode.IsDir():
+			if p != "." {
+				if err := os.Mkdir(target, 0o700); err != nil {
+					return err
+				}
+			}
+			dirs = append(dirs, dirTime{target, fi.ModTime()})
+		case mode.IsRegular():
+			if err := copyFileFrom(src, p, target); err != nil {
+				return err
+			}
+		case mode&fs.ModeSymlink != 0:
+			link, err := src.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(link, target); err != nil {
+				return err
+			}
+		case mode&fs.ModeNamedPipe != 0:
+			if err := syscall.Mkfifo(target, 0o600); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && root {
+			if err := os.Lchown(target, int(st.Uid), int(st.Gid)); err != nil {
+				return err
+			}
+		}
+		if mode&fs.ModeSymlink == 0 {
+			if err := os.Chmod(target, mode.Perm()|mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+				return err
+			}
+			if !mode.IsDir() {
+				return os.Chtimes(target, time.Time{}, fi.ModTime())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, d := range slices.Backward(dirs) { // children first: writing into a directory changes its time
+		if err := os.Chtimes(d.path, time.Time{}, d.mt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFileFrom(src *os.Root, name, dst string) error {
+	in, err := src.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
+}
