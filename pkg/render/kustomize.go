@@ -44,7 +44,7 @@ const emptyKustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: K
 // (namespace, labels, patches, name prefixes) apply to them too, builds
 // it, stamps every object, checks that no transformer changed a pin, and
 // returns the sorted YAML.
-func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gens map[string]*generation.Generation) ([]byte, error) {
+func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gens map[string]*generation.Generation, hook func(filesys.FileSystem, string)) ([]byte, error) {
 	name := pl.Metadata.Name
 	fsys := filesys.MakeFsInMemory()
 	if err := copyTree(t, "", fsys); err != nil {
@@ -91,6 +91,9 @@ func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gen
 		if err := fsys.WriteFile(f, []byte(s)); err != nil {
 			return nil, fmt.Errorf("render: %w", err)
 		}
+	}
+	if hook != nil {
+		hook(fsys, dir)
 	}
 	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, dir)
 	if err != nil {

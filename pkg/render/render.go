@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/policy"
 	"github.com/slipway-dev/slipway/pkg/pool"
@@ -38,6 +40,8 @@ type options struct {
 	skip       bool
 	cache      *policy.Cache
 	policyOpts []policy.Option
+	// inputHook, a test hook, sees kustomize's input before the build.
+	inputHook func(fsys filesys.FileSystem, dir string)
 }
 
 // WithPolicy verifies against p when the tree holds no
@@ -171,7 +175,7 @@ func Pool(ctx context.Context, t Tree, poolName, revision string, opts ...Option
 		}
 		res.Generations = append(res.Generations, rg)
 	}
-	if res.YAML, err = build(t, pl, revision, objects, gens); err != nil {
+	if res.YAML, err = build(t, pl, revision, objects, gens, o.inputHook); err != nil {
 		return nil, err
 	}
 	return res, nil
