@@ -4,6 +4,7 @@
 //
 //	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR
 //	slipway-runner version
+//	slipway-runner install DIR            (copies itself to DIR/slipway-runner: a Kubernetes init container)
 //	slipway-runner probe dial HOST:PORT   (exit 0: connected; 3: could not)
 //	slipway-runner probe write DIR        (exit 0: a file was written, read back and removed)
 //
@@ -16,9 +17,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -46,6 +49,8 @@ func run(args []string) error {
 			"runnerDigest": digest, "protocolVersion": runner.ProtocolVersion, "minProtocolVersion": runner.MinProtocolVersion})
 	case "probe":
 		return probe(args[1:])
+	case "install":
+		return install(args[1:], digest)
 	case "serve":
 	default:
 		return fmt.Errorf("unknown command %q: want serve, version or probe", args[0])
@@ -71,6 +76,47 @@ func run(args []string) error {
 	if err := runner.Serve(ctx, ln, cfg); err != nil && ctx.Err() == nil {
 		return err
 	}
+	return nil
+}
+
+// install copies the running binary to DIR/slipway-runner, mode 0555,
+// and checks that the copy is the binary that ran (digest): the init
+// container of a rendered SandboxTemplate brings the runner, pinned by its
+// image's digest, into the workspace container this way, since the runner
+// image holds nothing else (no cp).
+func install(args []string, digest string) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: slipway-runner install DIR")
+	}
+	src, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst := filepath.Join(args[0], "slipway-runner")
+	tmp, err := os.CreateTemp(args[0], ".slipway-runner-*")
+	if err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return fmt.Errorf("install: %w", err)
+	}
+	if err := tmp.Chmod(0o555); err != nil {
+		tmp.Close()
+		return fmt.Errorf("install: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	if got, err := runner.FileDigest(tmp.Name()); err != nil || got != digest {
+		return fmt.Errorf("install: the copy in %s is not the running binary %s", args[0], digest)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return fmt.Errorf("install: %w", err)
+	}
+	fmt.Printf("installed %s (%s)\n", dst, digest)
 	return nil
 }
 

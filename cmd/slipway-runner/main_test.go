@@ -46,7 +46,18 @@ func TestStaticAndKnowsItself(t *testing.T) {
 	if v.RunnerDigest != want || v.ProtocolVersion != runner.ProtocolVersion {
 		t.Errorf("version = %s, want digest %s", out, want)
 	}
-	for _, args := range [][]string{nil, {"bogus"}, {"serve", "--listen-fd", "99"}} {
+	// install copies it, as the init container of a rendered template does.
+	dir := t.TempDir()
+	if out, err := exec.Command(bin, "install", dir).CombinedOutput(); err != nil {
+		t.Fatalf("install: %v %s", err, out)
+	}
+	if got, _ := runner.FileDigest(filepath.Join(dir, "slipway-runner")); got != want {
+		t.Errorf("installed copy %s, want %s", got, want)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "slipway-runner")); err != nil || fi.Mode().Perm() != 0o555 {
+		t.Errorf("installed copy: %v %v", fi, err)
+	}
+	for _, args := range [][]string{nil, {"bogus"}, {"serve", "--listen-fd", "99"}, {"install"}, {"install", filepath.Join(dir, "missing")}} {
 		if out, err := exec.Command(bin, args...).CombinedOutput(); err == nil || !strings.HasPrefix(string(out), "slipway-runner: ") {
 			t.Errorf("%v: %v %q", args, err, out)
 		}

@@ -461,6 +461,36 @@ func (r *Repo) Snapshot(ctx context.Context, branch string) (*Tree, string, erro
 	return newTree(r.repo.Storer, tr), base.String(), nil
 }
 
+// SnapshotAt is Snapshot of commit revision (its full id) instead of the
+// head: revision must be the head of branch or one of its ancestors. A
+// shallow store (the default depth 1) holds only the head: open the
+// repository WithDepth(0) to read older revisions.
+func (r *Repo) SnapshotAt(ctx context.Context, branch, revision string) (*Tree, string, error) {
+	if revision == "" {
+		return r.Snapshot(ctx, branch)
+	}
+	h := plumbing.NewHash(revision)
+	if h.IsZero() || h.String() != revision {
+		return nil, "", fmt.Errorf("gitops: %q is not a full commit id", revision)
+	}
+	head, err := r.fetch(ctx, branch)
+	if err != nil {
+		return nil, "", err
+	}
+	if head.IsZero() || !r.hasCommit(h) || !r.isAncestor(h, head) {
+		return nil, "", fmt.Errorf("gitops: %s: %w: commit %s is not on branch %s", r.display, ErrNotExist, revision, branch)
+	}
+	c, err := r.repo.CommitObject(h)
+	if err != nil {
+		return nil, "", fmt.Errorf("gitops: %s: read %s: %w", r.display, h, err)
+	}
+	tr, err := c.Tree()
+	if err != nil {
+		return nil, "", fmt.Errorf("gitops: %s: read tree of %s: %w", r.display, h, err)
+	}
+	return newTree(r.repo.Storer, tr), revision, nil
+}
+
 // InitBare creates an empty bare repository at dir whose HEAD names
 // branch, for a config repository kept on this machine.
 func InitBare(dir, branch string) error {

@@ -67,6 +67,9 @@ type Policy struct {
 	doc       *strictyaml.Doc
 	verifiers map[string]signature.Verifier
 	readKey   func(name string) ([]byte, error)
+	// trust hashes the document and every key's PEM: what a cached
+	// result depends on (a key file can change under the same document).
+	trust string
 }
 
 // Metadata names the policy.
@@ -240,6 +243,9 @@ func (p *Policy) validate() error {
 	}
 
 	p.verifiers = map[string]signature.Verifier{}
+	trust := sha256.New()
+	trust.Write([]byte(p.Digest))
+	defer func() { p.trust = "sha256:" + hex.EncodeToString(trust.Sum(nil)) }()
 	for i, k := range p.Spec.Keys {
 		f := fmt.Sprintf("spec.keys[%d]", i)
 		if !namePattern.MatchString(k.Name) {
@@ -248,10 +254,12 @@ func (p *Policy) validate() error {
 		if _, dup := p.verifiers[k.Name]; dup {
 			return p.fieldError(f+".name", "key %q is defined twice", k.Name)
 		}
-		v, err := p.loadKey(f, k)
+		v, pem, err := p.loadKey(f, k)
 		if err != nil {
 			return err
 		}
+		fmt.Fprintf(trust, "\x00%s\x00%d\x00", k.Name, len(pem))
+		trust.Write(pem)
 		p.verifiers[k.Name] = v
 	}
 
@@ -267,11 +275,11 @@ func (p *Policy) validate() error {
 	return nil
 }
 
-func (p *Policy) loadKey(f string, k Key) (signature.Verifier, error) {
+func (p *Policy) loadKey(f string, k Key) (signature.Verifier, []byte, error) {
 	var pem []byte
 	switch {
 	case k.PublicKey != "" && k.PublicKeyFile != "":
-		return nil, p.fieldError(f, "key %q has both publicKey and publicKeyFile", k.Name)
+		return nil, nil, p.fieldError(f, "key %q has both publicKey and publicKeyFile", k.Name)
 	case k.PublicKey != "":
 		pem = []byte(k.PublicKey)
 		f += ".publicKey"
@@ -288,18 +296,18 @@ func (p *Policy) loadKey(f string, k Key) (signature.Verifier, error) {
 			b, err = os.ReadFile(file)
 		}
 		if err != nil {
-			return nil, p.fieldError(f+".publicKeyFile", "%v", err)
+			return nil, nil, p.fieldError(f+".publicKeyFile", "%v", err)
 		}
 		pem = b
 		f += ".publicKeyFile"
 	default:
-		return nil, p.fieldError(f, "key %q has neither publicKey nor publicKeyFile", k.Name)
+		return nil, nil, p.fieldError(f, "key %q has neither publicKey nor publicKeyFile", k.Name)
 	}
 	v, err := sign.LoadVerifier(pem)
 	if err != nil {
-		return nil, p.fieldError(f, "key %q: %v", k.Name, err)
+		return nil, nil, p.fieldError(f, "key %q: %v", k.Name, err)
 	}
-	return v, nil
+	return v, pem, nil
 }
 
 func (p *Policy) validateRule(f string, r Rule, seen map[string]bool) error {
@@ -369,4 +377,16 @@ func (p *Policy) knownKeys(f string, names []string) error {
 		}
 	}
 	return nil
+}
+
+// FromTree reads the policy at file with read (a config repository tree's
+// ReadFile), and its key files relative to file's folder with read too. An
+// error of read for file itself is returned as it is, so that a caller can
+// tell a missing policy (fs.ErrNotExist) from a bad one.
+func FromTree(read func(path string) ([]byte, error), file string) (*Policy, error) {
+	b, err := read(file)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFrom(b, file, func(f string) ([]byte, error) { return read(path.Join(path.Dir(file), f)) })
 }

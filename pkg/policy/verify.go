@@ -77,6 +77,7 @@ type Option func(*verifyOptions)
 type verifyOptions struct {
 	resolver resolve.Resolver
 	sign     []sign.Option
+	cache    *Cache
 }
 
 // WithResolver sets how a tag is resolved when the policy allows mutable
@@ -98,6 +99,24 @@ func (p *Policy) Verify(ctx context.Context, t Target, opts ...Option) (*Result,
 	for _, opt := range opts {
 		opt(o)
 	}
+	if o.cache == nil {
+		return p.verify(ctx, t, o)
+	}
+	if r, err := ref.Parse(t.Ref); err != nil || r.Digest() == "" {
+		return p.verify(ctx, t, o) // a tag names no fixed content: never cached
+	}
+	key := cacheKey(p, t)
+	if res, ok := o.cache.get(key); ok {
+		return res, nil
+	}
+	res, err := p.verify(ctx, t, o)
+	if err == nil {
+		o.cache.put(key, res)
+	}
+	return res, err
+}
+
+func (p *Policy) verify(ctx context.Context, t Target, o *verifyOptions) (*Result, error) {
 	if t.Kind != "" && !slices.Contains(Kinds, t.Kind) {
 		return nil, fmt.Errorf("policy: unknown artifact kind %q (one of %s)", t.Kind, strings.Join(Kinds, ", "))
 	}

@@ -102,6 +102,32 @@ type Spec struct {
 	Network Network `yaml:"network" json:"network"`
 	// Proofs are the checks a rollout runs before routing claims.
 	Proofs []string `yaml:"proofs,omitempty" json:"proofs,omitempty"`
+	// Kubernetes holds what only rendering for Kubernetes uses.
+	Kubernetes *Kubernetes `yaml:"kubernetes,omitempty" json:"kubernetes,omitempty"`
+}
+
+// Kubernetes are a pool's settings for rendering on Kubernetes.
+type Kubernetes struct {
+	// NodeImageLabel, if set, is the node label (a qualified label key)
+	// whose value names a node's image: a generation pinning a nodeImage
+	// schedules its sandboxes only onto nodes labelled with that pin.
+	NodeImageLabel string `yaml:"nodeImageLabel,omitempty" json:"nodeImageLabel,omitempty"`
+}
+
+// labelKeyPattern is a Kubernetes qualified name with an optional DNS
+// subdomain prefix: [prefix/]name.
+var (
+	labelNamePattern   = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelPrefixPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// ValidLabelKey reports whether k is a Kubernetes label key.
+func ValidLabelKey(k string) bool {
+	prefix, name, ok := strings.Cut(k, "/")
+	if !ok {
+		return labelNamePattern.MatchString(k)
+	}
+	return len(prefix) <= 253 && labelPrefixPattern.MatchString(prefix) && labelNamePattern.MatchString(name)
 }
 
 // Network is "deny" or an allow-list of host:port.
@@ -175,6 +201,9 @@ func ParsePool(b []byte, name string) (*Pool, error) {
 		return nil, fe("spec.network.mode", "%q: want deny or allow-list", s.Network.Mode)
 	case s.Network.Mode == "deny" && len(s.Network.Allow) > 0:
 		return nil, fe("spec.network.allow", "an allow list with mode deny")
+	}
+	if k := s.Kubernetes; k != nil && k.NodeImageLabel != "" && !ValidLabelKey(k.NodeImageLabel) {
+		return nil, fe("spec.kubernetes.nodeImageLabel", "%q is not a Kubernetes label key ([prefix/]name)", k.NodeImageLabel)
 	}
 	for ph := range s.PhaseDeadlines {
 		if !slices.Contains(Phases, ph) {

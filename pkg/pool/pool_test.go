@@ -47,6 +47,8 @@ func TestPoolRefusals(t *testing.T) {
 		"bad drain mode": {"onDrainDeadline: wait", "onDrainDeadline: maybe", 0, "want wait or stop"},
 		"bad proof":      {"- cleanup", "- vibes", 0, `unknown proof "vibes"`},
 		"bad name":       {"name: agents", "name: Agents", 0, "not a pool name"},
+		"bad node label": {"warmSize: 2", "warmSize: 2\n  kubernetes: {nodeImageLabel: \"slipway.dev/node image\"}", 0, "spec.kubernetes.nodeImageLabel"},
+		"unknown k8s":    {"warmSize: 2", "warmSize: 2\n  kubernetes: {nodeImageLabels: x}", 0, "field nodeImageLabels not found"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := strings.Replace(string(good), tc.from, tc.to, 1)
@@ -58,6 +60,23 @@ func TestPoolRefusals(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		})
+	}
+}
+
+func TestNodeImageLabel(t *testing.T) {
+	good, _ := pool.Marshal(pool.Default("agents"))
+	in := strings.Replace(string(good), "warmSize: 2", "warmSize: 2\n  kubernetes:\n    nodeImageLabel: slipway.dev/node-image", 1)
+	p, err := pool.ParsePool([]byte(in), "pools/agents/pool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.Kubernetes == nil || p.Spec.Kubernetes.NodeImageLabel != "slipway.dev/node-image" {
+		t.Fatalf("kubernetes = %+v", p.Spec.Kubernetes)
+	}
+	for k, want := range map[string]bool{"node-image": true, "a.b/c_d.e": true, "A/b": false, "/x": false, "a/": false, "a/b/c": false} {
+		if got := pool.ValidLabelKey(k); got != want {
+			t.Errorf("ValidLabelKey(%q) = %v, want %v", k, got, want)
+		}
 	}
 }
 

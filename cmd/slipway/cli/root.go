@@ -95,6 +95,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdGC(g),
 		NewCmdRuntime(g),
 		NewCmdClaim(g),
+		NewCmdRender(g),
 	)
 	return root
 }

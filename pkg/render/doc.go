@@ -1,0 +1,48 @@
+// Package render turns a pool's desired state at a config revision into
+// Kubernetes objects for agent-sandbox (sigs.k8s.io/agent-sandbox v0.5.6,
+// extensions.agents.x-k8s.io/v1beta1), through kustomize's API (krusty).
+//
+// Pool reads pools/<p>/pool.yaml and desired.yaml, and the generations
+// desired.yaml lists, and verifies every image pin of every listed
+// generation against the tree's policies/verification.yaml (package
+// policy, as the runtime does; WithVerifyCache shares results keyed by
+// image digest and policy). If one generation does not verify, nothing is
+// rendered: the error (a *NotVerifiedError) names each generation, pin and
+// failed check.
+//
+// Per generation it generates a SandboxTemplate named <pool>-<first 12
+// hex of the id>, whose pod runs the workspace template image by digest
+// with the runner brought in by digest from its own image (an init
+// container runs `slipway-runner install` into an emptyDir, mounted
+// read-only at RunnerDir in the workspace container), the runtimeClass
+// pin's id as runtimeClassName, the nodeImage pin as a node selector when
+// pool.yaml sets spec.kubernetes.nodeImageLabel, the secretVersion pin as
+// a projected Secret named by SecretName, mounted at
+// /run/slipway/credentials, and the pool's network as the template's
+// networkPolicy (no ingress; egress only to the allow-list, whose entries
+// must be IP:PORT or CIDR:PORT: a host name is refused, since a network
+// policy selects by address). Warming and active generations also get a
+// SandboxWarmPool of the generation's warm size (updateStrategy
+// OnReplenish: a generation is never edited, so Recreate is never needed);
+// draining and retained ones keep their template only.
+//
+// The generated objects are added as one more resource of the pool's own
+// kustomization.yaml (in an in-memory copy of the tree, without the pools'
+// generations and evidence folders), so its namespace, labels, patches and
+// name prefixes apply to them too; a kustomize configuration keeps a warm
+// pool's sandboxTemplateRef in step with a renamed template. A
+// transformer that changes a pinned image or the generation label is an
+// error: pins are not overridable. Every object gets the label
+// slipway.dev/pool and the annotation slipway.dev/config-revision; a
+// generation's objects and pods also carry slipway.dev/generation (the id
+// cut to 63 characters) and the annotation slipway.dev/generation-id. The
+// pool's own objects carry no generation label: they belong to no one
+// generation.
+//
+// The output is a pure function of the tree: no clock, sorted by kind
+// (Namespace, the pool's own kinds, SandboxTemplate, SandboxWarmPool),
+// then namespace and name, byte-stable.
+//
+// It does not apply anything to a cluster, and imports nothing above
+// package policy.
+package render
