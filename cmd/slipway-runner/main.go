@@ -5,7 +5,7 @@
 //	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR
 //	slipway-runner version
 //	slipway-runner install DIR            (copies itself to DIR/slipway-runner: a Kubernetes init container)
-//	slipway-runner probe dial HOST:PORT   (exit 0: connected; 3: could not)
+//	slipway-runner probe dial HOST:PORT   (exit 0: connected; 3: could not; IPv6 as [ADDR]:PORT)
 //	slipway-runner probe write DIR        (exit 0: a file was written, read back and removed)
 //
 // The probes are what a rollout's proof checks run inside a sandbox, so

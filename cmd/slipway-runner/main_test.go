@@ -3,6 +3,7 @@ package main
 import (
 	"debug/elf"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,26 @@ func TestStaticAndKnowsItself(t *testing.T) {
 	for _, args := range [][]string{nil, {"bogus"}, {"serve", "--listen-fd", "99"}, {"install"}, {"install", filepath.Join(dir, "missing")}} {
 		if out, err := exec.Command(bin, args...).CombinedOutput(); err == nil || !strings.HasPrefix(string(out), "slipway-runner: ") {
 			t.Errorf("%v: %v %q", args, err, out)
+		}
+	}
+
+	// probe dial takes IPv4 and IPv6 targets: exit 0 when connected, 3
+	// when not (the network proof's answer).
+	for _, network := range []string{"tcp4", "tcp6"} {
+		host := map[string]string{"tcp4": "127.0.0.1", "tcp6": "::1"}[network]
+		ln, err := net.Listen(network, net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Logf("%s: no listener on this host: %v", network, err)
+			continue
+		}
+		addr := ln.Addr().String()
+		if out, err := exec.Command(bin, "probe", "dial", addr).CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "connected to "+addr) {
+			t.Errorf("probe dial %s with a listener: %v %q", addr, err, out)
+		}
+		ln.Close()
+		out, err := exec.Command(bin, "probe", "dial", addr).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 || !strings.HasPrefix(string(out), "no connection to "+addr) {
+			t.Errorf("probe dial %s with no listener: %v %q, want exit 3", addr, err, out)
 		}
 	}
 }

@@ -8,20 +8,24 @@ import (
 
 // File descriptors bwrap gets besides stdio (exec.Cmd.ExtraFiles start at 3).
 const (
-	argsFD = 3 // --args: NUL-separated options read by bwrap, holding the environment
+	argsFD = 3 // --args: every bwrap option, NUL-separated, the environment first
 	infoFD = 4 // --info-fd: bwrap writes the sandbox's host pid here
 )
 
 // command is the host command that runs a Spec: optionally prlimit, then
-// bwrap. The environment travels in envArgs, written to bwrap through
-// argsFD, so that its values never appear in /proc/<pid>/cmdline on the host
-// (readable by every user) nor in the environment of prlimit and bwrap
-// themselves (where LD_PRELOAD or LD_LIBRARY_PATH meant for the sandbox
-// would apply to host binaries).
+// bwrap. bwrap's options (mounts, namespaces, the environment) travel in
+// the --args payload written through argsFD, and its command line is only
+// "bwrap --args 3 -- ARGV...". So the environment's values never appear in
+// /proc/<pid>/cmdline on the host (readable by every user) nor in the
+// environment of prlimit and bwrap themselves (where LD_PRELOAD or
+// LD_LIBRARY_PATH meant for the sandbox would apply to host binaries), and
+// no host path (the root, mount sources) shows in the command line of the
+// sandbox's pid 1, a fork of bwrap that every process inside can read.
 type command struct {
 	argv    []string // argv[0] is the path of prlimit or bwrap
+	bwrapAt int      // index of bwrap in argv
 	envArgs []string // --clearenv, then --setenv NAME VALUE per variable, sorted
-	argsAt  int      // index of "--args" in argv
+	opts    []string // the other options, in the --args payload after envArgs
 }
 
 // buildCommand renders a validated s for the given bwrap and prlimit paths,
@@ -40,46 +44,48 @@ func buildCommand(s *Spec, bwrap, prlimit string) command {
 		}
 		argv = append(argv, "--")
 	}
-	argsAt := len(argv) + 1
-	argv = append(argv, bwrap,
-		"--args", strconv.Itoa(argsFD),
-		"--info-fd", strconv.Itoa(infoFD),
-		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try")
+	bwrapAt := len(argv)
+	// bwrap takes options only from an --args payload, not the command:
+	// that stays on the command line.
+	argv = append(argv, bwrap, "--args", strconv.Itoa(argsFD), "--")
+	argv = append(argv, s.Argv...)
+
+	opts := []string{"--info-fd", strconv.Itoa(infoFD),
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"}
 	if !s.Network {
-		argv = append(argv, "--unshare-net")
+		opts = append(opts, "--unshare-net")
 	}
 	if u := s.User; u != nil {
-		argv = append(argv, "--unshare-user", "--uid", strconv.Itoa(u.UID), "--gid", strconv.Itoa(u.GID))
+		opts = append(opts, "--unshare-user", "--uid", strconv.Itoa(u.UID), "--gid", strconv.Itoa(u.GID))
 	}
-	argv = append(argv, "--die-with-parent", "--new-session")
+	opts = append(opts, "--die-with-parent", "--new-session")
 	hostname := s.Hostname
 	if hostname == "" {
 		hostname = DefaultHostname
 	}
-	argv = append(argv, "--hostname", hostname)
+	opts = append(opts, "--hostname", hostname)
 	if s.ReadOnlyRoot {
-		argv = append(argv, "--ro-bind", s.Root, "/")
+		opts = append(opts, "--ro-bind", s.Root, "/")
 	} else {
-		argv = append(argv, "--bind", s.Root, "/")
+		opts = append(opts, "--bind", s.Root, "/")
 	}
-	argv = append(argv, "--proc", "/proc", "--dev", "/dev")
-	argv = append(argv, mountArgs(s)...)
-	argv = append(argv, "--cap-drop", "ALL")
+	opts = append(opts, "--proc", "/proc", "--dev", "/dev")
+	opts = append(opts, mountArgs(s)...)
+	opts = append(opts, "--cap-drop", "ALL")
 	for _, c := range s.Caps {
-		argv = append(argv, "--cap-add", c)
+		opts = append(opts, "--cap-add", c)
 	}
 	dir := s.Dir
 	if dir == "" {
 		dir = DefaultDir
 	}
-	argv = append(argv, "--chdir", dir, "--")
-	argv = append(argv, s.Argv...)
+	opts = append(opts, "--chdir", dir)
 
 	envArgs := []string{"--clearenv"}
 	for _, k := range s.Env.keys() {
 		envArgs = append(envArgs, "--setenv", k, s.Env[k])
 	}
-	return command{argv: argv, envArgs: envArgs, argsAt: argsAt}
+	return command{argv: argv, bwrapAt: bwrapAt, envArgs: envArgs, opts: opts}
 }
 
 // mountArgs orders the tmpfs at /tmp, Mounts and Tmpfs by the depth of their
@@ -118,7 +124,7 @@ func mountArgs(s *Spec) []string {
 // argsData is the --args payload: NUL-terminated options.
 func (c command) argsData() []byte {
 	var b strings.Builder
-	for _, a := range c.envArgs {
+	for _, a := range slices.Concat(c.envArgs, c.opts) {
 		b.WriteString(a)
 		b.WriteByte(0)
 	}
@@ -128,9 +134,7 @@ func (c command) argsData() []byte {
 // redacted is the argv as bwrap effectively sees it, with --args expanded
 // and every environment value replaced: safe for logs and errors.
 func (c command) redacted() []string {
-	out := slices.Clone(c.argv[:c.argsAt])
-	out = append(out, redactEnvArgs(c.envArgs)...)
-	return append(out, c.argv[c.argsAt+2:]...)
+	return slices.Concat(c.argv[:c.bwrapAt+1], redactEnvArgs(c.envArgs), c.opts, c.argv[c.bwrapAt+3:])
 }
 
 func redactEnvArgs(envArgs []string) []string {

@@ -24,7 +24,10 @@
 //
 // Environment values may be secrets. They reach bwrap through a pipe
 // (--args), not its command line, so they do not show in the host's
-// /proc/<pid>/cmdline, and every rendering of a command (Result.Command,
+// /proc/<pid>/cmdline. Every other option of bwrap goes the same way, so
+// that its command line is only "bwrap --args 3 -- ARGV...": the sandbox's
+// pid 1 (a fork of bwrap, whose command line every process inside can
+// read) shows no host path, neither Root nor a mount source. Every rendering of a command (Result.Command,
 // Process.Command, errors, Spec.String, fmt's %v and %#v of a Spec or Env)
 // shows names only. Argv is shown as is: pass secrets through Env or a
 // mounted file.

@@ -221,3 +221,31 @@ func TestStartErrors(t *testing.T) {
 		t.Errorf("Run with no Argv: %v", err)
 	}
 }
+
+// TestHostPathsStayOffSandboxCommandLines: every process inside can read
+// the command line of the sandbox's pid 1 (a fork of bwrap) and of its
+// other ancestors there; none of them names the root or a mount source.
+func TestHostPathsStayOffSandboxCommandLines(t *testing.T) {
+	t.Parallel()
+	s := baseSpec(t, `for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done`)
+	src := t.TempDir()
+	s.Mounts = []isolate.Mount{{Source: src, Target: "/data", ReadOnly: true}}
+	s.Limits = isolate.Limits{NoFile: 256} // through prlimit, which execs bwrap
+	res, err := isolate.Run(context.Background(), s)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: exit %d, %v\n%s", res.ExitCode, err, res.Output)
+	}
+	out := string(res.Output)
+	if !strings.Contains(out, "bwrap --args 3 --") {
+		t.Errorf("pid 1 is not bwrap with its options in --args:\n%s", out)
+	}
+	for _, host := range []string{s.Root, src} {
+		if strings.Contains(out, host) {
+			t.Errorf("a command line inside names the host path %s:\n%s", host, out)
+		}
+	}
+	cmd := strings.Join(res.Command, " ")
+	if !strings.Contains(cmd, "--ro-bind "+src+" /data") {
+		t.Errorf("Result.Command does not show the mounts bwrap read: %s", cmd)
+	}
+}

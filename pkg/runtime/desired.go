@@ -248,19 +248,25 @@ type Syncer struct {
 	cur    *Desired
 	at     time.Time // when cur was last confirmed current
 	err    error     // the last sync's error, if it failed
+	failed int       // syncs failed in a row
+	log    *lineLog
 	kick   chan struct{}
 }
 
 // NewSyncer follows branch of repo, every interval (default 2s).
-func NewSyncer(repo *gitops.Repo, branch string, v Verify, interval time.Duration) *Syncer {
+func NewSyncer(repo *gitops.Repo, branch string, v Verify, interval time.Duration, opts ...SyncerOption) *Syncer {
 	if branch == "" {
 		branch = "main"
 	}
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	return &Syncer{repo: repo, branch: branch, verify: v, interval: interval, now: time.Now,
+	s := &Syncer{repo: repo, branch: branch, verify: v, interval: interval, now: time.Now,
 		cache: newVerifyCache(v), kick: make(chan struct{}, 1)}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s
 }
 
 // Sync reads the branch now. A revision already loaded is not loaded
@@ -278,6 +284,7 @@ func (s *Syncer) Sync(ctx context.Context) (*Desired, error) {
 			s.at, s.err = s.now(), nil
 			d := s.cur
 			s.mu.Unlock()
+			s.recovered(rev)
 			return d, nil
 		}
 		var d *Desired
@@ -285,14 +292,33 @@ func (s *Syncer) Sync(ctx context.Context) (*Desired, error) {
 			s.mu.Lock()
 			s.cur, s.at, s.err = d, s.now(), nil
 			s.mu.Unlock()
+			s.recovered(rev)
 			return d, nil
 		}
 	}
 	s.mu.Lock()
 	s.err = err
-	d := s.cur
+	d, at := s.cur, s.at
 	s.mu.Unlock()
+	if ctx.Err() != nil {
+		return d, err // the caller gave up (the runtime stops): not the repository's doing
+	}
+	s.failed++
+	if d == nil {
+		s.log.printf("config sync failed (branch %s): %v; no revision loaded yet: claims are refused (503)", s.branch, err)
+	} else {
+		s.log.printf("config sync failed (branch %s): %v; still serving revision %s, last confirmed current %s ago: claims are refused (503) once that is older than the maximum staleness",
+			s.branch, err, short(d.Revision), s.now().Sub(at).Round(time.Millisecond))
+	}
 	return d, err
+}
+
+// recovered logs a sync that succeeded after failures. Under syncMu.
+func (s *Syncer) recovered(rev string) {
+	if s.failed > 0 {
+		s.log.printf("config sync of branch %s succeeded again at revision %s after %d failed", s.branch, short(rev), s.failed)
+		s.failed = 0
+	}
 }
 
 // Kick asks Run to sync now (POST /v1/sync).

@@ -185,38 +185,91 @@ func (p *prover) identity(ctx context.Context, start time.Time) {
 }
 
 // network: where the pool denies network, the sandbox reaches nothing: a
-// listener on every address of this host gets no connection from it.
+// listener on every address of this host, IPv4 and IPv6, gets no
+// connection from it. The targets are 127.0.0.1, [::1] and each
+// non-loopback address of the host (IPv6 link-local ones need a zone, and
+// are left out); each is first dialled from the host itself, so a target
+// that proves nothing (the host cannot reach it either) is skipped, and the
+// evidence says so with the reason, as it does when the host has no IPv6
+// at all or no non-loopback IPv6 address.
 func (p *prover) network(ctx context.Context, start time.Time) {
 	nw := p.pool.Pool.Spec.Network
 	if nw.Mode != "deny" {
 		p.add("network", start, true, "pool %s allows %s: nothing to deny", p.pool.Pool.Metadata.Name, strings.Join(nw.Allow, ", "))
 		return
 	}
-	ln, err := net.Listen("tcp", ":0")
-	if err != nil {
-		p.add("network", start, false, "no listener to probe with: %v", err)
-		return
-	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
-	accepted := make(chan string, 16)
-	go func() {
+	accepted := make(chan string, 64)
+	accept := func(ln net.Listener) {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			accepted <- c.RemoteAddr().String()
+			select {
+			case accepted <- c.RemoteAddr().String():
+			default:
+			}
 			c.Close()
 		}
-	}()
-	targets := []string{net.JoinHostPort("127.0.0.1", fmt.Sprint(port))}
+	}
+	ln4, err := net.Listen("tcp4", ":0")
+	if err != nil {
+		p.add("network", start, false, "no IPv4 listener to probe with: %v", err)
+		return
+	}
+	defer ln4.Close()
+	go accept(ln4)
+	var skipped []string
+	ln6, err6 := net.Listen("tcp6", ":0") // IPv6 only: tcp6 sets IPV6_V6ONLY
+	if err6 != nil {
+		skipped = append(skipped, fmt.Sprintf("IPv6: this host has no IPv6 listener (%v)", err6))
+	} else {
+		defer ln6.Close()
+		go accept(ln6)
+	}
+	port4 := fmt.Sprint(ln4.Addr().(*net.TCPAddr).Port)
+	candidates := []string{net.JoinHostPort("127.0.0.1", port4)}
+	var port6 string
+	if err6 == nil {
+		port6 = fmt.Sprint(ln6.Addr().(*net.TCPAddr).Port)
+		candidates = append(candidates, net.JoinHostPort("::1", port6))
+	}
+	nonLoop6 := 0
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
-				targets = append(targets, net.JoinHostPort(ipn.IP.String(), fmt.Sprint(port)))
+			ipn, ok := a.(*net.IPNet)
+			switch {
+			case !ok || ipn.IP.IsLoopback():
+			case ipn.IP.To4() != nil:
+				candidates = append(candidates, net.JoinHostPort(ipn.IP.String(), port4))
+			case err6 == nil && !ipn.IP.IsLinkLocalUnicast() && !ipn.IP.IsMulticast():
+				candidates = append(candidates, net.JoinHostPort(ipn.IP.String(), port6))
+				nonLoop6++
 			}
 		}
+	} else {
+		skipped = append(skipped, fmt.Sprintf("non-loopback addresses: cannot list this host's addresses (%v)", err))
+	}
+	if err6 == nil && nonLoop6 == 0 {
+		skipped = append(skipped, "IPv6 non-loopback: this host has no IPv6 address other than loopback and link-local ones")
+	}
+	// Each target must take a connection from the host itself (a control),
+	// or the sandbox failing to reach it proves nothing.
+	controls := map[string]bool{}
+	var targets []string
+	for _, t := range candidates {
+		c, err := net.DialTimeout("tcp", t, 3*time.Second)
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: not reachable from the host itself (%v)", t, err))
+			continue
+		}
+		controls[c.LocalAddr().String()] = true
+		c.Close()
+		targets = append(targets, t)
+	}
+	if len(targets) == 0 {
+		p.add("network", start, false, "no address of this host takes a connection from the host itself: %s", strings.Join(skipped, "; "))
+		return
 	}
 	var reached []string
 	for _, t := range targets {
@@ -232,16 +285,41 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 			return
 		}
 	}
-	select {
-	case from := <-accepted:
-		reached = append(reached, "a connection arrived from "+from)
-	default:
+	for more := true; more; {
+		select {
+		case from := <-accepted:
+			if !controls[from] {
+				reached = append(reached, "a connection arrived from "+from)
+			}
+		default:
+			more = false
+		}
 	}
 	if len(reached) > 0 {
 		p.add("network", start, false, "the sandbox has network where pool %s denies it: %s", p.pool.Pool.Metadata.Name, strings.Join(reached, "; "))
 		return
 	}
-	p.add("network", start, true, "no connection to this host's %s from inside the sandbox (pool network: deny)", strings.Join(targets, ", "))
+	var v4, v6 []string
+	for _, t := range targets {
+		if strings.HasPrefix(t, "[") {
+			v6 = append(v6, t)
+		} else {
+			v4 = append(v4, t)
+		}
+	}
+	msg := fmt.Sprintf("no connection to this host's IPv4 %s or IPv6 %s from inside the sandbox (pool network: deny)",
+		orNone(v4), orNone(v6))
+	if len(skipped) > 0 {
+		msg += "; skipped: " + strings.Join(skipped, "; ")
+	}
+	p.add("network", start, true, "%s", msg)
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
 }
 
 // templateTests runs the tests the template image records (label

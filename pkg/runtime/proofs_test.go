@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,7 @@ func TestProofs(t *testing.T) {
 	if !strings.Contains(res.Evidence[5].Reason, "no process, folder or record of it left") {
 		t.Errorf("cleanup did not look for leftovers: %s", res.Evidence[5].Reason)
 	}
+	checkNetworkEvidence(t, res.Evidence[2])
 	if !strings.Contains(res.Evidence[3].Reason, "2 tests passed") {
 		t.Errorf("template-tests: %s", res.Evidence[3].Reason)
 	}
@@ -90,4 +92,42 @@ func TestProofs(t *testing.T) {
 			t.Errorf("Prove(%+v): %v, want ErrProofRefused", req, err)
 		}
 	}
+}
+
+// checkNetworkEvidence: the network proof probed IPv4 and IPv6 loopback
+// and every non-loopback address of this host that takes a connection
+// (IPv6 included), or says why it skipped one.
+func checkNetworkEvidence(t *testing.T, e runtime.Evidence) {
+	t.Helper()
+	if e.Check != "network" || !e.Passed {
+		t.Fatalf("network evidence: %+v", e)
+	}
+	want := []string{"IPv4 127.0.0.1:", "[::1]:"}
+	if ln, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		want = []string{"IPv4 127.0.0.1:", "skipped: IPv6: this host has no IPv6 listener"}
+	} else {
+		ln.Close()
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v6 := false
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+			if ipn.IP.To4() == nil {
+				v6 = true
+			}
+			want = append(want, net.JoinHostPort(ipn.IP.String(), ""))
+		}
+	}
+	if !v6 {
+		want = append(want, "skipped: IPv6 non-loopback: this host has no IPv6 address other than loopback")
+	}
+	for _, w := range want {
+		if !strings.Contains(e.Reason, w) {
+			t.Errorf("network evidence does not name %q: %s", w, e.Reason)
+		}
+	}
+	t.Logf("network evidence: %s", e.Reason)
 }

@@ -45,6 +45,7 @@ var ErrNoActive = errors.New("runtime: the pool has no active generation")
 type Warm struct {
 	backend sandbox.Backend
 	art     Artifacts
+	log     *lineLog
 
 	mu       sync.Mutex
 	inflight map[string]int       // pool/generation -> creates in flight
@@ -94,10 +95,14 @@ type readyAt struct {
 }
 
 // NewWarm keeps warm pools on backend with artifacts from art.
-func NewWarm(backend sandbox.Backend, art Artifacts) *Warm {
-	return &Warm{backend: backend, art: art, inflight: map[string]int{}, buckets: map[string]*bucket{},
+func NewWarm(backend sandbox.Backend, art Artifacts, opts ...WarmOption) *Warm {
+	w := &Warm{backend: backend, art: art, inflight: map[string]int{}, buckets: map[string]*bucket{},
 		ready: map[string][]readyAt{}, taken: map[string]uint64{}, now: time.Now,
 		creating: make(chan struct{}, maxCreates()), alive: map[string]time.Time{}, coldYield: coldYield}
+	for _, opt := range opts {
+		opt(w)
+	}
+	return w
 }
 
 // Report says what one Reconcile did.
@@ -432,8 +437,17 @@ func (w *Warm) done(key string) {
 	w.mu.Unlock()
 }
 
-// create makes a sandbox of generation g in pool for owner.
+// create makes a sandbox of generation g in pool for owner, and logs why
+// when it cannot.
 func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string) (*sandbox.Sandbox, error) {
+	s, err := w.createSandbox(ctx, pool, g, owner)
+	if err != nil && ctx.Err() == nil { // not when the caller gave up
+		w.log.printf("sandbox create failed: pool %s, generation %s, for %s: %v", pool, g.ID, owner, err)
+	}
+	return s, err
+}
+
+func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string) (*sandbox.Sandbox, error) {
 	img, id, err := w.art.Template(ctx, g)
 	if err != nil {
 		return nil, err

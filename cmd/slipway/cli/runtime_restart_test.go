@@ -81,7 +81,7 @@ func TestRuntimeKillAndRestart(t *testing.T) {
 		t.Fatal("the killed runtime exited 0")
 	}
 	poll(t, 10*time.Second, "bwrap processes of the killed runtime to end", func() (bool, string) {
-		p := bwrapOf(t, state)
+		p := bwrapOf(t, state, before...)
 		return len(p) == 0, fmt.Sprintf("bwrap pids %v", p)
 	})
 	if got := workspaces(t, state); !slices.Equal(got, before) {
@@ -142,7 +142,7 @@ func TestRuntimeKillAndRestart(t *testing.T) {
 	if err := rt2.stop(t, syscall.SIGTERM, 20*time.Second); err != nil {
 		t.Fatalf("the runtime did not stop cleanly on SIGTERM: %v\n%s", err, rt2.text())
 	}
-	if p := bwrapOf(t, state); len(p) != 0 {
+	if p := bwrapOf(t, state, slices.Concat(before, after)...); len(p) != 0 {
 		t.Errorf("bwrap processes after the stop: %v", p)
 	}
 	if w := workspaces(t, state); len(w) != 0 {
@@ -365,10 +365,16 @@ func poll(t *testing.T, limit time.Duration, what string, cond func() (bool, str
 	}
 }
 
-// bwrapOf lists the host pids of bwrap processes whose command line names
-// a path under state (their mounts: every sandbox of the runtime's).
-func bwrapOf(t *testing.T, state string) []int {
+// bwrapOf lists the host pids of bwrap processes of the sandboxes in state
+// (and of the sandboxes known, whose folders may be gone): bwrap's command
+// line carries the runner's "--sandbox ID" (its mounts, which name state,
+// reach it through --args and are not on its command line).
+func bwrapOf(t *testing.T, state string, known ...string) []int {
 	t.Helper()
+	ids := map[string]bool{}
+	for _, id := range append(workspaces(t, state), known...) {
+		ids[id] = true
+	}
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -377,7 +383,8 @@ func bwrapOf(t *testing.T, state string) []int {
 			continue // gone, or on its way out
 		}
 		args := strings.Split(string(b), "\x00")
-		if filepath.Base(args[0]) != "bwrap" || !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, state+"/") }) {
+		i := slices.Index(args, "--sandbox")
+		if filepath.Base(args[0]) != "bwrap" || i < 0 || i+1 >= len(args) || !ids[args[i+1]] {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))

@@ -122,9 +122,31 @@ func (w *World) TemplateWithTests(tb testing.TB, tests []template.Test) string {
 	return w.relabel(tb, w.Template, "templates/busybox:t", func(l map[string]string) { clear(l); l[template.LabelTests] = string(b) })
 }
 
+// TemplateAsUser pushes the world's template again with its config's User
+// set to user ("uid[:gid]", as a template build records it) and returns its
+// digest reference.
+func (w *World) TemplateAsUser(tb testing.TB, user string) string {
+	tb.Helper()
+	return w.reconfigure(tb, w.Template, "templates/busybox:u", func(c *v1.Config) { c.User = user })
+}
+
 // relabel pushes image ref again with its labels changed by edit, under
 // repoTag plus a sequence number, and returns its digest reference.
 func (w *World) relabel(tb testing.TB, ref, repoTag string, edit func(map[string]string)) string {
+	tb.Helper()
+	return w.reconfigure(tb, ref, repoTag, func(c *v1.Config) {
+		labels := map[string]string{}
+		for k, v := range c.Labels {
+			labels[k] = v
+		}
+		edit(labels)
+		c.Labels = labels
+	})
+}
+
+// reconfigure pushes image ref again with its config changed by edit,
+// under repoTag plus a sequence number, and returns its digest reference.
+func (w *World) reconfigure(tb testing.TB, ref, repoTag string, edit func(*v1.Config)) string {
 	tb.Helper()
 	d, err := name.NewDigest(ref)
 	if err != nil {
@@ -139,12 +161,7 @@ func (w *World) relabel(tb testing.TB, ref, repoTag string, edit func(map[string
 		tb.Fatal(err)
 	}
 	c := cf.Config
-	labels := map[string]string{}
-	for k, v := range c.Labels {
-		labels[k] = v
-	}
-	edit(labels)
-	c.Labels = labels
+	edit(&c)
 	if img, err = mutate.Config(img, c); err != nil {
 		tb.Fatal(err)
 	}

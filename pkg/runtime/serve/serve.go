@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,11 +53,15 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 		return err
 	}
 	c.State = state
-	// Traversable (not listable) by the users templates run as: their
-	// sandboxes' roots live below it.
-	if err := os.MkdirAll(c.State, 0o711); err != nil {
+	// The backend makes the state directory and its missing parents 0711:
+	// traversable (not listable) by the users templates run as, whose
+	// sandboxes' roots live below it. The state directory is the
+	// runtime's, so it is set so even when it exists.
+	be, err := local.New(filepath.Join(c.State, "sandboxes"))
+	if err != nil {
 		return err
 	}
+	defer be.Close()
 	if err := os.Chmod(c.State, 0o711); err != nil {
 		return err
 	}
@@ -63,11 +69,6 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
-	be, err := local.New(filepath.Join(c.State, "sandboxes"))
-	if err != nil {
-		return err
-	}
-	defer be.Close()
 	// A runtime that was killed left its sandboxes dead (they die with it)
 	// and their runs open: reap the one, then finalise the other.
 	gone, err := sandbox.Reap(ctx, be)
@@ -86,13 +87,15 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	if c.Verify.Packages == nil {
 		c.Verify.Packages = store // templates' packages, from their SBOM attestations
 	}
-	syncer := runtime.NewSyncer(repo, c.Branch, c.Verify, c.SyncInterval)
-	if d, err := syncer.Sync(ctx); err != nil {
-		fmt.Fprintf(c.Log, "first sync: %v\n", err)
-	} else {
+	syncer := runtime.NewSyncer(repo, c.Branch, c.Verify, c.SyncInterval, runtime.WithSyncLog(c.Log))
+	art := runtime.NewRegistryArtifacts(filepath.Join(c.State, "artifacts"))
+	if d, err := syncer.Sync(ctx); err == nil { // a failure is logged by the syncer
 		fmt.Fprintf(c.Log, "synced %s\n", d.Summary())
+		if err := checkTemplates(ctx, d, art, be, c.Log); err != nil {
+			return err
+		}
 	}
-	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(filepath.Join(c.State, "artifacts")))
+	warm := runtime.NewWarm(be, art, runtime.WithWarmLog(c.Log))
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness, runtime.WithLog(c.Log))
 	defer rt.Close() // stops the heartbeat monitors
 	srv, err := runtime.NewServer(rt, syncer, be, c.Token)
@@ -156,6 +159,31 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	}
 	if n, err := finishOrphans(stop, store, be, time.Now()); n > 0 || err != nil {
 		fmt.Fprintf(c.Log, "finalised %d open runs as failed: the runtime stopped (errors: %v)\n", n, err)
+	}
+	return nil
+}
+
+// checkTemplates refuses to start when the sandboxes of a generation d
+// wants warm could not be created for a reason the runtime can tell now:
+// the template's user cannot reach the state directory (see
+// local.Backend.CheckTemplate). A template that cannot be fetched yet is
+// only logged: the warm loop retries it and logs why it fails.
+func checkTemplates(ctx context.Context, d *runtime.Desired, art runtime.Artifacts, be *local.Backend, log io.Writer) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(d.Pools)) {
+		for _, g := range d.Pools[name].Warm() {
+			img, _, err := art.Template(ctx, g)
+			if err != nil {
+				fmt.Fprintf(log, "pool %s, generation %s: template not checked: %v\n", name, g.ID, err)
+				continue
+			}
+			if err := be.CheckTemplate(img); err != nil {
+				errs = append(errs, fmt.Errorf("pool %s, generation %s: %w", name, g.ID, err))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("runtime: no sandbox could start: %w", err)
 	}
 	return nil
 }

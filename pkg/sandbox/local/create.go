@@ -32,6 +32,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err := validate(&spec); err != nil {
 		return nil, err
 	}
+	if err := b.CheckTemplate(spec.Template); err != nil {
+		return nil, err
+	}
 	digest, err := spec.Template.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("local: template digest: %w", err)

@@ -16,7 +16,13 @@
 // (the host's processes are invisible, the host name is the sandbox id); no
 // capabilities; and the Spec's rlimits. A template whose config names a
 // user ("uid[:gid]") runs as that uid for real when the backend runs as
-// root (an unprivileged bubblewrap), as the template's tests did.
+// root (an unprivileged bubblewrap), as the template's tests did. That uid
+// must be able to search every directory from / down to the state
+// directory: the directories the Backend creates are 0711 (parents
+// included, whatever the umask), and Create (and CheckTemplate, for a
+// check up front) refuses with ErrUnreachable, naming the directory that
+// is closed and its mode, rather than let bwrap fail on a path it cannot
+// reach.
 // Everything outside the workspace and /tmp is read-only.
 //
 // The refresh phase runs before the runner starts: a fresh /etc/machine-id

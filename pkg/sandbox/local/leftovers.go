@@ -11,8 +11,10 @@ import (
 
 // Leftovers lists what is left on this machine of sandbox id after its
 // deletion: its folder (workspace, root, record), a folder being removed,
-// and any process whose command line names its folder (bubblewrap names it
-// in its mounts). None for a sandbox that is really gone. A rollout's
+// and any process whose command line names the sandbox (bubblewrap, on the
+// host and as the sandbox's pid 1, and the runner all carry "--sandbox ID":
+// bubblewrap's mounts, which name the folder, reach it through --args and
+// are not on its command line). None for a sandbox that is really gone. A rollout's
 // cleanup proof asks this.
 func (b *Backend) Leftovers(ctx context.Context, id string) ([]string, error) {
 	if err := b.open(); err != nil {
@@ -32,7 +34,7 @@ func (b *Backend) Leftovers(ctx context.Context, id string) ([]string, error) {
 	if err != nil {
 		return out, err
 	}
-	needle := []byte(dir)
+	needle := []byte("\x00--sandbox\x00" + id + "\x00")
 	for _, p := range procs {
 		if ctx.Err() != nil {
 			return out, ctx.Err()

@@ -181,12 +181,26 @@ func parseUser(s string) (*isolate.User, error) {
 	return &isolate.User{UID: uid, GID: gid}, nil
 }
 
-// mkdirs makes dir and its missing parents with mode 0711: a sandbox of a
-// template with a user runs bwrap as that user, who must reach the
-// template's root, the runner and its workspace, but not list the state.
+// mkdirs makes dir and its missing parents with mode 0711 whatever the
+// umask: a sandbox of a template with a user runs bwrap as that user, who
+// must reach the template's root, the runner and its workspace, but not
+// list the state. Parents that exist already are left as they are (see
+// CheckTemplate); dir itself is set to 0711.
 func mkdirs(dir string) error {
+	var missing []string
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || p == filepath.Dir(p) {
+			break
+		}
+		missing = append(missing, p)
+	}
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
+	}
+	for _, p := range missing[min(1, len(missing)):] { // dir itself is set below
+		if err := os.Chmod(p, 0o711); err != nil {
+			return err
+		}
 	}
 	return os.Chmod(dir, 0o711)
 }
