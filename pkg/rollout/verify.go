@@ -121,7 +121,7 @@ func walkEvidence(ctx context.Context, repo *gitops.Repo, q EvidenceQuery, verif
 		case errors.Is(err, gitops.ErrNotExist) && q.Policy != nil:
 			pol = q.Policy
 		case errors.Is(err, gitops.ErrNotExist):
-			return nil, fmt.Errorf("rollout: %s holds no %s: give a policy to verify the evidence against", repo.URL(), pool.PolicyPath)
+			return nil, fmt.Errorf("rollout: %s holds no %s: nothing to verify the evidence against (give a policy)", repo.URL(), pool.PolicyPath)
 		default:
 			return nil, err
 		}
