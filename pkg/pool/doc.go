@@ -15,4 +15,10 @@
 // draining, retained), the target generation promoted last, and the
 // rollout in progress with its lease. Both parse strictly with file:line
 // errors and marshal to stable bytes.
+//
+// Set edits a pool.yaml by setting name (FIELD=VALUE as `slipway pool set`
+// takes it: warmSize=4, phaseDeadlines.warm=5m, network=deny), keeping its
+// comments and key order, checks each value and then the whole result, and
+// says what changed; Settings lists a pool's settings under those names.
+// Committing the edit is package release's.
 package pool

@@ -36,6 +36,9 @@
 // as evidence.json and an in-toto statement (predicate type
 // PredicateEvidence, subject the generation) in a DSSE envelope signed by
 // the driver's key; unsigned evidence must be chosen explicitly.
+// VerifyEvidence checks committed evidence against the keys of the
+// repository's verification policy (signature, predicate type, subject,
+// folder, evidence.json) and ReadEvidence decodes it unverified.
 //
 // Abort stops a rollout before routing; after routing the way back is a
 // rollback: a new rollout to a retained generation (Start with rollback),
