@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 
 	intoto "github.com/in-toto/attestation/go/v1"
@@ -38,15 +37,4 @@ func (p *Policy) VerifyEnvelope(ctx context.Context, env []byte) (*intoto.Statem
 		names, last = append(names, k.Name), err
 	}
 	return nil, "", fmt.Errorf("%w (policy %s, keys %s): %w", ErrUntrusted, p.Metadata.Name, strings.Join(names, ", "), last)
-}
-
-// ReadFrom parses the policy at file through read (a config repository
-// tree's ReadFile); key files are read relative to file's folder, and label
-// names the policy in errors (file, or "file in REPO").
-func ReadFrom(read func(path string) ([]byte, error), file, label string) (*Policy, error) {
-	b, err := read(file)
-	if err != nil {
-		return nil, err
-	}
-	return ParseFrom(b, label, func(f string) ([]byte, error) { return read(path.Join(path.Dir(file), f)) })
 }

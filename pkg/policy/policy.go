@@ -379,14 +379,15 @@ func (p *Policy) knownKeys(f string, names []string) error {
 	return nil
 }
 
-// FromTree reads the policy at file with read (a config repository tree's
-// ReadFile), and its key files relative to file's folder with read too. An
-// error of read for file itself is returned as it is, so that a caller can
-// tell a missing policy (fs.ErrNotExist) from a bad one.
-func FromTree(read func(path string) ([]byte, error), file string) (*Policy, error) {
+// ReadFrom parses the policy at file through read (a config repository
+// tree's ReadFile); key files are read relative to file's folder, and label
+// names the policy in errors (file, or "file in REPO"). An error of read for
+// file itself is returned as it is, so that a caller can tell a missing
+// policy (fs.ErrNotExist) from a bad one.
+func ReadFrom(read func(path string) ([]byte, error), file, label string) (*Policy, error) {
 	b, err := read(file)
 	if err != nil {
 		return nil, err
 	}
-	return ParseFrom(b, file, func(f string) ([]byte, error) { return read(path.Join(path.Dir(file), f)) })
+	return ParseFrom(b, label, func(f string) ([]byte, error) { return read(path.Join(path.Dir(file), f)) })
 }

@@ -175,12 +175,8 @@ func promoteEdit(ctx context.Context, t *gitops.Tree, p Promotion, g *generation
 	// Trust lives in the config repository.
 	pol := p.Policy
 	out.PolicyFrom = "flag"
-	if b, err := t.ReadFile(pool.PolicyPath); err == nil {
-		readKey := func(f string) ([]byte, error) { return t.ReadFile(path.Join(path.Dir(pool.PolicyPath), f)) }
-		if pol, err = policy.ParseFrom(b, pool.PolicyPath+" in "+p.Repo, readKey); err != nil {
-			return nil, err
-		}
-		out.PolicyFrom = pool.PolicyPath
+	if repoPol, err := policy.ReadFrom(t.ReadFile, pool.PolicyPath, pool.PolicyPath+" in "+p.Repo); err == nil {
+		pol, out.PolicyFrom = repoPol, pool.PolicyPath
 	} else if !errors.Is(err, gitops.ErrNotExist) {
 		return nil, err
 	}

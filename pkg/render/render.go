@@ -185,7 +185,7 @@ func Pool(ctx context.Context, t Tree, poolName, revision string, opts ...Option
 // tree's policies/verification.yaml, else the given one, else none when
 // verification is skipped by name.
 func treePolicy(t Tree, o *options) (*policy.Policy, error) {
-	p, err := policy.FromTree(t.ReadFile, pool.PolicyPath)
+	p, err := policy.ReadFrom(t.ReadFile, pool.PolicyPath, pool.PolicyPath)
 	switch {
 	case err == nil:
 		return p, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -132,12 +131,10 @@ func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache 
 
 // repoPolicy returns the verification policy at this revision.
 func repoPolicy(t *gitops.Tree, v Verify) (*policy.Policy, error) {
-	b, err := t.ReadFile(pool.PolicyPath)
+	p, err := policy.ReadFrom(t.ReadFile, pool.PolicyPath, pool.PolicyPath)
 	switch {
 	case err == nil:
-		return policy.ParseFrom(b, pool.PolicyPath, func(f string) ([]byte, error) {
-			return t.ReadFile(path.Join(path.Dir(pool.PolicyPath), f))
-		})
+		return p, nil
 	case errors.Is(err, gitops.ErrNotExist) && v.Policy != nil:
 		return v.Policy, nil
 	case errors.Is(err, gitops.ErrNotExist) && v.Skip:
