@@ -46,6 +46,9 @@
 //     optional human labels name and tag. Required for runtimeClass and
 //     secretVersion; allowed for nodeImage, model and promptBundle.
 //
+// A secret version's version is part of its id ("vault://kv/agents/token#3"),
+// never a tag: ParsePin reads a command line's KIND=VALUE that way.
+//
 // A tag, a reference without digest, a branch instead of a commit, an
 // unknown kind or field, and two identities in one pin are refused.
 // Validate also refuses a generation missing a kind its pool requires.

@@ -223,7 +223,7 @@ func TestRolloutSucceeds(t *testing.T) {
 			if ps, err := e.client.PoolStatus(wctx, "agents"); err == nil {
 				for _, g := range ps.Generations {
 					for _, sb := range g.Sandboxes {
-						what := g.ID + " " + sb.RunnerDigest + " " + sb.TemplateID
+						what := g.ID + " " + sb.RunnerBinarySHA256 + " " + sb.TemplateID
 						if was, ok := seen[sb.ID]; ok && was != what {
 							t.Errorf("sandbox %s changed in place: %s → %s", sb.ID, was, what)
 						}

@@ -281,7 +281,7 @@ func (w *b7World) manifest(i int) *Manifest {
 		Cluster:           "local",
 		Namespace:         "tenant-" + hexN(4),
 		NodeID:            fmt.Sprintf("node-%02d", r.IntN(64)),
-		NodeImageID:       g.nodeImage, RuntimeClass: g.rc, ControlPlaneDigest: g.controlPlane, RunnerDigest: g.runner,
+		NodeImageID:       g.nodeImage, RuntimeClass: g.rc, ControlPlaneDigest: g.controlPlane, RunnerImageDigest: g.runner,
 		WorkspaceTemplateID: w.templates[g.template],
 		PolicyRevision:      g.policy, ModelID: g.model, PromptBundleID: g.prompt,
 		Generation: g.id, Pool: g.pool, Tenant: "t-" + hexN(4), Warm: r.IntN(10) != 0,

@@ -2,7 +2,8 @@
 // run used, and answers the operator's two questions from them: which
 // control plane, runner, node image, workspace template, policy revision and
 // secret versions produced run r-123; and which runs used this template,
-// runner, node image, policy revision or generation, or a template that
+// runner image or runner binary (two identities, named apart), node image,
+// policy revision, secret version or generation, or a template that
 // contains openssl@3.0.7.
 //
 // The runtime creates a Manifest when it grants a claim, updates it while
@@ -26,7 +27,9 @@
 //	open, err := s.Open(ctx) // runs not final yet: granted or running
 //
 // Store is the interface; SQLite (modernc.org/sqlite, pure Go) is its
-// implementation for one runtime, durable once a call returns (WAL,
+// implementation (schema version 2; a version 1 file is migrated when
+// opened, runner_digest renamed runner_image_digest), for one runtime,
+// durable once a call returns (WAL,
 // synchronous=FULL) and safe for concurrent use. Query returns run ids,
 // sorted; Get gives the manifest of each. Open lists the runs not final
 // yet, from an index of those alone: a runtime that starts again after a

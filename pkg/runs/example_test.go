@@ -36,7 +36,7 @@ func Example() {
 	t0 := time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 	err = s.Create(ctx, &runs.Manifest{
 		RunID: "r-123", SessionID: "s-1", AllocationAttempt: 1, SandboxID: "sb-7",
-		WorkspaceTemplateID: template, RunnerDigest: "sha256:" + strings.Repeat("2", 64),
+		WorkspaceTemplateID: template, RunnerImageDigest: "sha256:" + strings.Repeat("2", 64),
 		Generation: "g-" + strings.Repeat("6", 64), Pool: "agents", Warm: true,
 		Lifecycle: runs.Lifecycle{RequestReceived: t0, ClaimCreated: t0.Add(3 * time.Millisecond)},
 	})

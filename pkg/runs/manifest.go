@@ -53,22 +53,42 @@ func (s Status) valid() bool {
 // unknown value is ""), so consumers see one shape; exit_code and the
 // lifecycle timestamps are left out until they are known.
 type Manifest struct {
-	RunID                 string `json:"run_id"`
-	SessionID             string `json:"session_id"`
-	AllocationAttempt     int    `json:"allocation_attempt"`
-	SandboxID             string `json:"sandbox_id"`
-	Cluster               string `json:"cluster"`
-	Namespace             string `json:"namespace"`
-	NodeID                string `json:"node_id"`
-	NodeImageID           string `json:"node_image_id"`
-	RuntimeClass          string `json:"runtime_class"`
-	ControlPlaneDigest    string `json:"control_plane_digest"`
-	RunnerDigest          string `json:"runner_digest"`
+	RunID              string `json:"run_id"`
+	SessionID          string `json:"session_id"`
+	AllocationAttempt  int    `json:"allocation_attempt"`
+	SandboxID          string `json:"sandbox_id"`
+	Cluster            string `json:"cluster"`
+	Namespace          string `json:"namespace"`
+	NodeID             string `json:"node_id"`
+	NodeImageID        string `json:"node_image_id"`
+	RuntimeClass       string `json:"runtime_class"`
+	ControlPlaneDigest string `json:"control_plane_digest"`
+	// RunnerImageDigest is the digest of the pinned runner IMAGE (the
+	// generation's runner pin); RunnerBinarySHA256 the sha256 of the runner
+	// BINARY that image carries (its dev.slipway.runner.sha256 label, what
+	// the sandbox's runner reports about its own executable). They are two
+	// identities of one runner, never interchangeable.
+	RunnerImageDigest     string `json:"runner_image_digest"`
+	RunnerBinarySHA256    string `json:"runner_binary_sha256"`
 	WorkspaceTemplateID   string `json:"workspace_template_id"`
 	WorkspaceCheckpointID string `json:"workspace_checkpoint_id"`
-	PolicyRevision        string `json:"policy_revision"`
-	ModelID               string `json:"model_id"`
-	PromptBundleID        string `json:"prompt_bundle_id"`
+	// PolicyRevision is the policy the run is accountable to: the
+	// generation's policy pin (its commit) when it pins one, else
+	// VerificationPolicyRevision.
+	PolicyRevision string `json:"policy_revision"`
+	// VerificationPolicyRevision is the revision of the verification
+	// policy the runtime verified the generation against, whether or not
+	// the generation pins a policy: the config repository commit at which
+	// it read policies/verification.yaml, or "sha256:<hex>" of the policy
+	// file the runtime was given when the repository holds none. Empty only
+	// when verification was skipped (--insecure-skip-verify).
+	VerificationPolicyRevision string `json:"verification_policy_revision"`
+	ModelID                    string `json:"model_id"`
+	PromptBundleID             string `json:"prompt_bundle_id"`
+	// SecretVersion is the pinned secret version (path and version, never a
+	// value) the run's credentials are issued for; "" when the generation
+	// pins none. Each receipt names it too.
+	SecretVersion string `json:"secret_version"`
 	// CredentialIssuances are receipts of the credentials issued to the run;
 	// never the credentials themselves. Stored manifests always carry a list
 	// (empty when none were issued).
@@ -199,7 +219,9 @@ func (m *Manifest) validate() error {
 		{"run_id", m.RunID}, {"session_id", m.SessionID}, {"sandbox_id", m.SandboxID},
 		{"cluster", m.Cluster}, {"namespace", m.Namespace}, {"node_id", m.NodeID},
 		{"node_image_id", m.NodeImageID}, {"runtime_class", m.RuntimeClass},
-		{"control_plane_digest", m.ControlPlaneDigest}, {"runner_digest", m.RunnerDigest},
+		{"control_plane_digest", m.ControlPlaneDigest}, {"runner_image_digest", m.RunnerImageDigest},
+		{"runner_binary_sha256", m.RunnerBinarySHA256}, {"verification_policy_revision", m.VerificationPolicyRevision},
+		{"secret_version", m.SecretVersion},
 		{"workspace_template_id", m.WorkspaceTemplateID}, {"workspace_checkpoint_id", m.WorkspaceCheckpointID},
 		{"policy_revision", m.PolicyRevision}, {"model_id", m.ModelID}, {"prompt_bundle_id", m.PromptBundleID},
 		{"generation", m.Generation}, {"pool", m.Pool}, {"tenant", m.Tenant}, {"config_revision", m.ConfigRevision},
@@ -207,6 +229,9 @@ func (m *Manifest) validate() error {
 		if err := checkID(f.v); err != nil {
 			return fmt.Errorf("%w: %s (run %s): %s", ErrInvalid, f.name, safeID(m.RunID), err)
 		}
+	}
+	if why := looksLikeSecret(m.SecretVersion); m.SecretVersion != "" && why != "" {
+		return fmt.Errorf("%w: secret_version (run %s): looks like a secret value (%s), not a name or version; manifests never hold secrets", ErrInvalid, safeID(m.RunID), why)
 	}
 	if m.AllocationAttempt < 0 {
 		return fmt.Errorf("%w: allocation_attempt (run %s): %d is negative", ErrInvalid, safeID(m.RunID), m.AllocationAttempt)

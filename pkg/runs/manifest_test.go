@@ -22,22 +22,25 @@ func fullManifest(runID string) *Manifest {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	exit := 0
 	return &Manifest{
-		RunID:                 runID,
-		SessionID:             "s-7f3a",
-		AllocationAttempt:     2,
-		SandboxID:             "sb-agents-0042",
-		Cluster:               "local",
-		Namespace:             "tenant-acme",
-		NodeID:                "node-3",
-		NodeImageID:           "ami-0abc1234def567890",
-		RuntimeClass:          "bwrap",
-		ControlPlaneDigest:    "sha256:" + strings.Repeat("1", 64),
-		RunnerDigest:          "sha256:" + strings.Repeat("2", 64),
-		WorkspaceTemplateID:   "sha256:" + strings.Repeat("3", 64),
-		WorkspaceCheckpointID: "sha256:" + strings.Repeat("4", 64),
-		PolicyRevision:        "9c1e2f0a7b",
-		ModelID:               "model-2026-01",
-		PromptBundleID:        "sha256:" + strings.Repeat("5", 64),
+		RunID:                      runID,
+		SessionID:                  "s-7f3a",
+		AllocationAttempt:          2,
+		SandboxID:                  "sb-agents-0042",
+		Cluster:                    "local",
+		Namespace:                  "tenant-acme",
+		NodeID:                     "node-3",
+		NodeImageID:                "ami-0abc1234def567890",
+		RuntimeClass:               "bwrap",
+		ControlPlaneDigest:         "sha256:" + strings.Repeat("1", 64),
+		RunnerImageDigest:          "sha256:" + strings.Repeat("2", 64),
+		RunnerBinarySHA256:         "sha256:" + strings.Repeat("7", 64),
+		WorkspaceTemplateID:        "sha256:" + strings.Repeat("3", 64),
+		WorkspaceCheckpointID:      "sha256:" + strings.Repeat("4", 64),
+		PolicyRevision:             "9c1e2f0a7b",
+		VerificationPolicyRevision: "0f5e7c2d9a1b3c4d5e6f708192a3b4c5d6e7f809",
+		SecretVersion:              "github-app/7",
+		ModelID:                    "model-2026-01",
+		PromptBundleID:             "sha256:" + strings.Repeat("5", 64),
 		CredentialIssuances: []Receipt{{
 			Issuer:            "local-broker",
 			SecretVersion:     "github-app/7",
@@ -101,9 +104,9 @@ func TestManifestJSONGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := []string{"run_id", "session_id", "allocation_attempt", "sandbox_id", "cluster", "namespace", "node_id",
-		"node_image_id", "runtime_class", "control_plane_digest", "runner_digest", "workspace_template_id",
+		"node_image_id", "runtime_class", "control_plane_digest", "runner_image_digest", "workspace_template_id",
 		"workspace_checkpoint_id", "policy_revision", "model_id", "prompt_bundle_id", "credential_issuances"}
-	extra := []string{"generation", "pool", "tenant", "warm", "config_revision", "status", "exit_code", "lifecycle"}
+	extra := []string{"runner_binary_sha256", "verification_policy_revision", "secret_version", "generation", "pool", "tenant", "warm", "config_revision", "status", "exit_code", "lifecycle"}
 	for _, k := range append(seed, extra...) {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("manifest JSON lacks %q", k)
@@ -154,9 +157,9 @@ func TestManifestJSONOmitsUnknownTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"run_id":"r-1","session_id":"","allocation_attempt":0,"sandbox_id":"","cluster":"","namespace":"",` +
-		`"node_id":"","node_image_id":"","runtime_class":"","control_plane_digest":"","runner_digest":"",` +
-		`"workspace_template_id":"","workspace_checkpoint_id":"","policy_revision":"","model_id":"",` +
-		`"prompt_bundle_id":"","credential_issuances":[],"generation":"","pool":"","tenant":"","warm":false,` +
+		`"node_id":"","node_image_id":"","runtime_class":"","control_plane_digest":"","runner_image_digest":"",` +
+		`"runner_binary_sha256":"","workspace_template_id":"","workspace_checkpoint_id":"","policy_revision":"",` +
+		`"verification_policy_revision":"","model_id":"","prompt_bundle_id":"","secret_version":"","credential_issuances":[],"generation":"","pool":"","tenant":"","warm":false,` +
 		`"config_revision":"","status":"granted","lifecycle":{"claim_created":"2026-01-02T02:04:05Z"}}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)

@@ -18,13 +18,14 @@ import (
 )
 
 // SchemaVersion is the version of the SQLite schema this build writes. A
-// database with a higher version is refused (ErrSchema).
-const SchemaVersion = 1
+// database with a higher version is refused (ErrSchema); one with a lower
+// version is migrated when it is opened (migrations).
+const SchemaVersion = 2
 
-// schema is version 1. Manifests are stored whole, as their JSON (the
-// record), beside copies of the fields queries select on. Each query index
-// ends with run_id so that it covers the query: the ids come from the
-// index alone, in order, without reading the manifests.
+// schema is the current version. Manifests are stored whole, as their JSON
+// (the record), beside copies of the fields queries select on. Each query
+// index ends with run_id so that it covers the query: the ids come from
+// the index alone, in order, without reading the manifests.
 var schema = []string{
 	`CREATE TABLE schema_version (version INTEGER NOT NULL)`,
 	`CREATE TABLE runs (
@@ -32,17 +33,21 @@ var schema = []string{
 		run_id                TEXT NOT NULL UNIQUE,
 		status                TEXT NOT NULL,
 		workspace_template_id TEXT NOT NULL,
-		runner_digest         TEXT NOT NULL,
+		runner_image_digest   TEXT NOT NULL,
 		node_image_id         TEXT NOT NULL,
 		policy_revision       TEXT NOT NULL,
 		generation            TEXT NOT NULL,
-		manifest              TEXT NOT NULL
+		manifest              TEXT NOT NULL,
+		runner_binary_sha256  TEXT NOT NULL DEFAULT '',
+		secret_version        TEXT NOT NULL DEFAULT ''
 	)`,
 	`CREATE INDEX runs_by_template ON runs (workspace_template_id, run_id)`,
-	`CREATE INDEX runs_by_runner ON runs (runner_digest, run_id)`,
+	`CREATE INDEX runs_by_runner_image ON runs (runner_image_digest, run_id)`,
 	`CREATE INDEX runs_by_node_image ON runs (node_image_id, run_id)`,
 	`CREATE INDEX runs_by_policy ON runs (policy_revision, run_id)`,
 	`CREATE INDEX runs_by_generation ON runs (generation, run_id)`,
+	`CREATE INDEX runs_by_runner_binary ON runs (runner_binary_sha256, run_id)`,
+	`CREATE INDEX runs_by_secret_version ON runs (secret_version, run_id)`,
 	// templates whose package index was recorded, with a digest of the set
 	// so that recording it again is a no-op
 	`CREATE TABLE templates (
@@ -59,6 +64,30 @@ var schema = []string{
 	`CREATE INDEX template_packages_by_package ON template_packages (name, version, template_id)`,
 }
 
+// migrations[v] takes a file from schema version v+1 to v+2, in the
+// transaction that opens it.
+//
+// Version 2 names the runner's two identities apart: runner_digest (the
+// runner IMAGE's digest) becomes runner_image_digest, and the runner
+// BINARY's sha256 gets its own runner_binary_sha256; it also records the
+// pinned secret_version and the verification_policy_revision. The stored
+// manifests are rewritten to the new names (the old runs' binary sha256,
+// secret version and verification revision were never recorded: "").
+var migrations = [][]string{
+	{
+		`ALTER TABLE runs RENAME COLUMN runner_digest TO runner_image_digest`,
+		`DROP INDEX runs_by_runner`,
+		`CREATE INDEX runs_by_runner_image ON runs (runner_image_digest, run_id)`,
+		`ALTER TABLE runs ADD COLUMN runner_binary_sha256 TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE runs ADD COLUMN secret_version TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX runs_by_runner_binary ON runs (runner_binary_sha256, run_id)`,
+		`CREATE INDEX runs_by_secret_version ON runs (secret_version, run_id)`,
+		`UPDATE runs SET manifest = json_set(json_remove(manifest, '$.runner_digest'),
+			'$.runner_image_digest', json_extract(manifest, '$.runner_digest'),
+			'$.runner_binary_sha256', '', '$.verification_policy_revision', '', '$.secret_version', '')`,
+	},
+}
+
 // openWhere selects the runs that are not final. The partial index
 // runs_open holds those runs only (status first, then run_id, so that it
 // covers Open), so Open reads a few entries whatever the number of finished
@@ -66,7 +95,7 @@ var schema = []string{
 // applies.
 const openWhere = `status IN ('` + string(StatusGranted) + `', '` + string(StatusRunning) + `')`
 
-// additions are indexes added to schema version 1 after its release. They
+// additions are indexes added to a schema version after its release. They
 // change nothing an older build reads or writes (SQLite maintains every
 // index), so they need no new version: a file gets them when it is opened.
 var additions = []string{
@@ -75,14 +104,16 @@ var additions = []string{
 
 // queryColumns are the manifest fields copied into columns for Query, in
 // Query's order.
-var queryColumns = []string{"workspace_template_id", "runner_digest", "node_image_id", "policy_revision", "generation"}
+var queryColumns = []string{"workspace_template_id", "runner_image_digest", "runner_binary_sha256", "node_image_id",
+	"policy_revision", "secret_version", "generation"}
 
 func (q Query) columnValues() []string {
-	return []string{q.Template, q.Runner, q.NodeImage, q.Policy, q.Generation}
+	return []string{q.Template, q.RunnerImage, q.RunnerBinary, q.NodeImage, q.Policy, q.SecretVersion, q.Generation}
 }
 
 func (m *Manifest) columnValues() []string {
-	return []string{m.WorkspaceTemplateID, m.RunnerDigest, m.NodeImageID, m.PolicyRevision, m.Generation}
+	return []string{m.WorkspaceTemplateID, m.RunnerImageDigest, m.RunnerBinarySHA256, m.NodeImageID,
+		m.PolicyRevision, m.SecretVersion, m.Generation}
 }
 
 // SQLite is a Store in one SQLite file (modernc.org/sqlite: pure Go, no cgo).
@@ -156,7 +187,7 @@ func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
 	r.SetMaxIdleConns(n)
 	s.r = r
 	s.insert, err = w.PrepareContext(ctx, `INSERT INTO runs (run_id, status, `+strings.Join(queryColumns, ", ")+`, manifest)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING`)
+		VALUES (?, ?, `+strings.Repeat("?, ", len(queryColumns))+`?) ON CONFLICT (run_id) DO NOTHING`)
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("runs: %s: %w", path, err)
@@ -181,9 +212,18 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		if err := tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v); err != nil {
 			return fmt.Errorf("runs: open %s: schema version: %w", s.path, err)
 		}
-		if v != SchemaVersion {
-			// Version 1 is the only one so far: anything else is newer.
-			return fmt.Errorf("%w: %s has schema version %d, this build knows %d", ErrSchema, s.path, v, SchemaVersion)
+		if v > SchemaVersion || v < 1 {
+			return fmt.Errorf("%w: %s has schema version %d, this build knows 1 to %d", ErrSchema, s.path, v, SchemaVersion)
+		}
+		for ; v < SchemaVersion; v++ {
+			for _, stmt := range migrations[v-1] {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("runs: migrate %s from schema version %d to %d: %w", s.path, v, v+1, err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = ?`, v+1); err != nil {
+				return fmt.Errorf("runs: migrate %s to schema version %d: %w", s.path, v+1, err)
+			}
 		}
 	} else {
 		for _, stmt := range schema {
@@ -416,7 +456,7 @@ func (q Query) sql() (string, []any, error) {
 		return "", nil, fmt.Errorf("%w: query: limit %d is negative", ErrInvalid, q.Limit)
 	}
 	if q.empty() {
-		return "", nil, fmt.Errorf("%w: query: no criterion (template, runner, node image, policy, generation or package)", ErrInvalid)
+		return "", nil, fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, policy, secret version, generation or package)", ErrInvalid)
 	}
 	var where []string
 	var args []any

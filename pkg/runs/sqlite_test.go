@@ -178,21 +178,22 @@ func TestUpdateLifecycle(t *testing.T) {
 	}
 }
 
-// queryFixture: six runs over two templates, two runners, two node images,
-// two policy revisions and two generations.
+// queryFixture: six runs over two templates, two runner images, two runner
+// binaries, two node images, two policy revisions, two secret versions (of
+// one secret) and two generations.
 func queryFixture(t *testing.T, s Store) {
 	t.Helper()
 	ctx := context.Background()
-	for i, c := range []struct{ tpl, runner, img, pol, gen string }{
-		{"tpl-a", "run-1", "img-1", "pol-1", "g-1"},
-		{"tpl-a", "run-1", "img-1", "pol-1", "g-1"},
-		{"tpl-a", "run-2", "img-2", "pol-1", "g-2"},
-		{"tpl-b", "run-2", "img-2", "pol-2", "g-2"},
-		{"tpl-b", "run-2", "img-1", "pol-2", "g-2"},
-		{"tpl-c", "run-1", "img-1", "pol-2", "g-1"},
+	for i, c := range []struct{ tpl, runner, bin, img, pol, secret, gen string }{
+		{"tpl-a", "run-1", "bin-1", "img-1", "pol-1", "vault://kv/agents/token#3", "g-1"},
+		{"tpl-a", "run-1", "bin-1", "img-1", "pol-1", "vault://kv/agents/token#3", "g-1"},
+		{"tpl-a", "run-2", "bin-1", "img-2", "pol-1", "vault://kv/agents/token#4", "g-2"},
+		{"tpl-b", "run-2", "bin-2", "img-2", "pol-2", "vault://kv/agents/token#4", "g-2"},
+		{"tpl-b", "run-2", "bin-2", "img-1", "pol-2", "vault://kv/agents/token#4", "g-2"},
+		{"tpl-c", "run-1", "bin-1", "img-1", "pol-2", "", "g-1"},
 	} {
-		m := &Manifest{RunID: fmt.Sprintf("r-%d", i), WorkspaceTemplateID: c.tpl, RunnerDigest: c.runner,
-			NodeImageID: c.img, PolicyRevision: c.pol, Generation: c.gen}
+		m := &Manifest{RunID: fmt.Sprintf("r-%d", i), WorkspaceTemplateID: c.tpl, RunnerImageDigest: c.runner,
+			RunnerBinarySHA256: c.bin, NodeImageID: c.img, PolicyRevision: c.pol, SecretVersion: c.secret, Generation: c.gen}
 		if err := s.Create(ctx, m); err != nil {
 			t.Fatal(err)
 		}
@@ -210,13 +211,22 @@ func TestQuery(t *testing.T) {
 		{Query{Template: "tpl-a"}, []string{"r-0", "r-1", "r-2"}},
 		{Query{Template: "tpl-c"}, []string{"r-5"}},
 		{Query{Template: "tpl-z"}, nil},
-		{Query{Runner: "run-2"}, []string{"r-2", "r-3", "r-4"}},
+		{Query{RunnerImage: "run-2"}, []string{"r-2", "r-3", "r-4"}},
 		{Query{NodeImage: "img-1"}, []string{"r-0", "r-1", "r-4", "r-5"}},
 		{Query{Policy: "pol-2"}, []string{"r-3", "r-4", "r-5"}},
 		{Query{Generation: "g-1"}, []string{"r-0", "r-1", "r-5"}},
-		{Query{Template: "tpl-a", Runner: "run-2"}, []string{"r-2"}},
+		{Query{Template: "tpl-a", RunnerImage: "run-2"}, []string{"r-2"}},
 		{Query{Policy: "pol-2", NodeImage: "img-1", Generation: "g-2"}, []string{"r-4"}},
 		{Query{NodeImage: "img-1", Limit: 2}, []string{"r-0", "r-1"}},
+		// the runner's image and binary are two criteria, never confused
+		{Query{RunnerBinary: "bin-2"}, []string{"r-3", "r-4"}},
+		{Query{RunnerBinary: "run-2"}, nil},
+		{Query{RunnerImage: "bin-2"}, nil},
+		{Query{RunnerImage: "run-2", RunnerBinary: "bin-1"}, []string{"r-2"}},
+		// a secret version is found by its version
+		{Query{SecretVersion: "vault://kv/agents/token#3"}, []string{"r-0", "r-1"}},
+		{Query{SecretVersion: "vault://kv/agents/token#4"}, []string{"r-2", "r-3", "r-4"}},
+		{Query{SecretVersion: "vault://kv/agents/token"}, nil},
 	} {
 		got, err := s.Query(ctx, c.q)
 		if err != nil {
@@ -285,8 +295,8 @@ func TestPackageQuery(t *testing.T) {
 	check(Query{Package: "zlib@1.3"}, []string{"r-0", "r-1", "r-2", "r-3", "r-4"})
 	check(Query{Package: "@babel/core@7.24.0"}, []string{"r-0", "r-1", "r-2"})
 	check(Query{Package: "openssl@1.1.1"}, nil)
-	check(Query{Package: "zlib@1.3", Runner: "run-2"}, []string{"r-2", "r-3", "r-4"})
-	check(Query{Package: "zlib@1.3", Runner: "run-2", NodeImage: "img-1"}, []string{"r-4"})
+	check(Query{Package: "zlib@1.3", RunnerImage: "run-2"}, []string{"r-2", "r-3", "r-4"})
+	check(Query{Package: "zlib@1.3", RunnerImage: "run-2", NodeImage: "img-1"}, []string{"r-4"})
 	check(Query{Package: "zlib@1.3", Template: "tpl-b"}, []string{"r-3", "r-4"})
 	check(Query{Package: "zlib@1.3", Limit: 1}, []string{"r-0"})
 
@@ -315,8 +325,9 @@ func TestPackageQuery(t *testing.T) {
 func TestQueryPlansUseCoveringIndexes(t *testing.T) {
 	s, _ := openTemp(t)
 	for _, q := range []Query{
-		{Template: "t"}, {Runner: "r"}, {NodeImage: "n"}, {Policy: "p"}, {Generation: "g"}, {Package: "a@1"},
-		{Package: "a@1", Runner: "r"}, {Template: "t", Generation: "g"},
+		{Template: "t"}, {RunnerImage: "r"}, {RunnerBinary: "b"}, {NodeImage: "n"}, {Policy: "p"}, {SecretVersion: "s#1"},
+		{Generation: "g"}, {Package: "a@1"},
+		{Package: "a@1", RunnerImage: "r"}, {Template: "t", Generation: "g"},
 	} {
 		stmt, args, err := q.sql()
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -76,12 +77,19 @@ type Store interface {
 type Query struct {
 	// Template matches workspace_template_id.
 	Template string
-	// Runner matches runner_digest.
-	Runner string
+	// RunnerImage matches runner_image_digest: the runner IMAGE's digest
+	// (the generation's runner pin).
+	RunnerImage string
+	// RunnerBinary matches runner_binary_sha256: the sha256 of the runner
+	// BINARY, as pool status and proof evidence show it.
+	RunnerBinary string
 	// NodeImage matches node_image_id.
 	NodeImage string
 	// Policy matches policy_revision.
 	Policy string
+	// SecretVersion matches secret_version: the pinned secret version, its
+	// version included ("vault://kv/agents/token#3").
+	SecretVersion string
 	// Generation matches generation.
 	Generation string
 	// Package ("name@version", as in the template SBOMs) matches runs whose
@@ -92,7 +100,7 @@ type Query struct {
 }
 
 func (q Query) empty() bool {
-	return q.Template == "" && q.Runner == "" && q.NodeImage == "" && q.Policy == "" && q.Generation == "" && q.Package == ""
+	return q.Package == "" && !slices.ContainsFunc(q.columnValues(), func(v string) bool { return v != "" })
 }
 
 // Package is one package of a workspace template's SBOM, as the package

@@ -280,7 +280,11 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 
 // QueryParams are the query parameters of GET /v1/runs, each a field of
 // runs.Query; any other parameter is refused.
-var QueryParams = []string{"template", "runner", "node_image", "policy", "generation", "package", "limit"}
+//
+// runner is a synonym of runner_image (the runner IMAGE's digest, as
+// runs.Query.RunnerImage); runner_binary is the runner BINARY's sha256.
+var QueryParams = []string{"template", "runner_image", "runner", "runner_binary", "node_image", "policy",
+	"secret_version", "generation", "package", "limit"}
 
 // queryRuns lists the runs matching the query parameters (at least one
 // artifact criterion): {"runs": [ids]}.
@@ -305,12 +309,17 @@ func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string][]string{"runs": ids})
 }
 
-// queryFields maps the query parameters of GET /v1/runs (but limit) to
-// q's fields; the server and Client share it.
+// queryFields maps the query parameters of GET /v1/runs (but limit and
+// the runner synonym) to q's fields; the server and Client share it.
 func queryFields(q *runs.Query) map[string]*string {
-	return map[string]*string{"template": &q.Template, "runner": &q.Runner, "node_image": &q.NodeImage,
-		"policy": &q.Policy, "generation": &q.Generation, "package": &q.Package}
+	return map[string]*string{"template": &q.Template, "runner_image": &q.RunnerImage, "runner_binary": &q.RunnerBinary,
+		"node_image": &q.NodeImage, "policy": &q.Policy, "secret_version": &q.SecretVersion,
+		"generation": &q.Generation, "package": &q.Package}
 }
+
+// querySynonyms are the other names of query parameters: runner is the
+// runner image's digest, as before the runner's binary had a criterion.
+var querySynonyms = map[string]string{"runner": "runner_image"}
 
 func parseQuery(v url.Values) (runs.Query, error) {
 	var q runs.Query
@@ -327,7 +336,14 @@ func parseQuery(v url.Values) (runs.Query, error) {
 			q.Limit = n
 			continue
 		}
-		f, ok := fields[k]
+		name := k
+		if syn, ok := querySynonyms[k]; ok {
+			if _, both := v[syn]; both {
+				return q, fmt.Errorf("query parameters %q and %q name the same criterion: give one", k, syn)
+			}
+			name = syn
+		}
+		f, ok := fields[name]
 		if !ok {
 			return q, fmt.Errorf("unknown query parameter %q (want %s)", k, strings.Join(QueryParams, ", "))
 		}
@@ -352,11 +368,15 @@ type GenerationStatus struct {
 // SandboxStatus is one sandbox as pool status shows it: what it was made
 // from never changes for its life.
 type SandboxStatus struct {
-	ID           string        `json:"id"`
-	Owner        string        `json:"owner"`
-	State        sandbox.State `json:"state"`
-	RunnerDigest string        `json:"runnerDigest"`
-	TemplateID   string        `json:"templateId"`
+	ID    string        `json:"id"`
+	Owner string        `json:"owner"`
+	State sandbox.State `json:"state"`
+	// RunnerImageDigest is the digest of the runner IMAGE the sandbox's
+	// generation pins ("" when the runtime no longer has that generation);
+	// RunnerBinarySHA256 the sha256 of the runner BINARY the sandbox runs.
+	RunnerImageDigest  string `json:"runnerImageDigest"`
+	RunnerBinarySHA256 string `json:"runnerBinarySha256"`
+	TemplateID         string `json:"templateId"`
 }
 
 func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
@@ -395,7 +415,12 @@ func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *PoolStatus {
 			out.Generations = append(out.Generations, GenerationStatus{ID: sb.Generation, Runs: []string{}, Sandboxes: []SandboxStatus{}})
 		}
 		gs := &out.Generations[i]
-		gs.Sandboxes = append(gs.Sandboxes, SandboxStatus{ID: sb.ID, Owner: sb.Owner, State: sb.State, RunnerDigest: sb.RunnerDigest, TemplateID: sb.TemplateID})
+		image := ""
+		if g := d.Pools[name].Generations[sb.Generation]; g != nil {
+			image = g.Pins[generation.Runner].Identity()
+		}
+		gs.Sandboxes = append(gs.Sandboxes, SandboxStatus{ID: sb.ID, Owner: sb.Owner, State: sb.State,
+			RunnerImageDigest: image, RunnerBinarySHA256: sb.RunnerDigest, TemplateID: sb.TemplateID})
 		switch {
 		case sb.Owner != sandbox.OwnerWarm:
 			gs.Claimed++

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -60,7 +61,8 @@ func TestAPI(t *testing.T) {
 	if code, body := call("POST", "/v1/pools/agents/claims", apiToken, `{"tennant":"x"}`); code != 400 || !strings.Contains(body, "tennant") {
 		t.Errorf("unknown field: %d %s", code, body)
 	}
-	for q, want := range map[string]string{"?templat=x": "templat", "": "no criterion", "?template=a&template=b": "2 times", "?package=nope": "name@version", "?template=x&limit=-1": "limit"} {
+	for q, want := range map[string]string{"?templat=x": "templat", "": "no criterion", "?template=a&template=b": "2 times", "?package=nope": "name@version", "?template=x&limit=-1": "limit",
+		"?runner=a&runner_image=b": "same criterion", "?runner_digest=a": "runner_digest"} {
 		if code, body := call("GET", "/v1/runs"+q, apiToken, ""); code != 400 || !strings.Contains(body, want) {
 			t.Errorf("GET /v1/runs%s: %d %s, want 400 naming %q", q, code, body, want)
 		}
@@ -82,7 +84,8 @@ func TestAPI(t *testing.T) {
 	if code, _ := call("POST", "/v1/claims/"+g.RunID+"/exec", apiToken, `{"token":"old","argv":["true"]}`); code != 409 {
 		t.Errorf("exec with a wrong claim token: %d, want 409", code)
 	}
-	if code, body := call("GET", "/v1/pools/agents", apiToken, ""); code != 200 || !strings.Contains(body, `"claimed":1`) {
+	if code, body := call("GET", "/v1/pools/agents", apiToken, ""); code != 200 || !strings.Contains(body, `"claimed":1`) ||
+		!strings.Contains(body, `"runnerImageDigest":"`+g1.Pins["runner"].Identity()+`"`) || !strings.Contains(body, `"runnerBinarySha256":"sha256:`) {
 		t.Errorf("pool status: %d %s", code, body)
 	}
 	if code, body := call("GET", "/v1/info", apiToken, ""); code != 200 || !strings.Contains(body, `"observedRevision":"rev-1"`) {
@@ -93,8 +96,19 @@ func TestAPI(t *testing.T) {
 	}
 	code, body = call("GET", "/v1/runs/"+g.RunID, apiToken, "")
 	var m map[string]any
-	if code != 200 || json.Unmarshal([]byte(body), &m) != nil || m["status"] != "failed" || m["exit_code"] != 3.0 || m["runner_digest"] == "" {
+	if code != 200 || json.Unmarshal([]byte(body), &m) != nil || m["status"] != "failed" || m["exit_code"] != 3.0 ||
+		!strings.HasPrefix(fmt.Sprint(m["runner_image_digest"]), "sha256:") || !strings.HasPrefix(fmt.Sprint(m["runner_binary_sha256"]), "sha256:") ||
+		m["runner_image_digest"] == m["runner_binary_sha256"] {
 		t.Fatalf("run manifest: %d %s", code, body)
+	}
+	for _, q := range []string{"runner_image=" + fmt.Sprint(m["runner_image_digest"]), "runner=" + fmt.Sprint(m["runner_image_digest"]),
+		"runner_binary=" + fmt.Sprint(m["runner_binary_sha256"])} {
+		if code, body := call("GET", "/v1/runs?"+q, apiToken, ""); code != 200 || body != `{"runs":["`+g.RunID+`"]}`+"\n" {
+			t.Errorf("GET /v1/runs?%s: %d %q", q, code, body)
+		}
+	}
+	if code, body := call("GET", "/v1/runs?runner_binary="+fmt.Sprint(m["runner_image_digest"]), apiToken, ""); code != 200 || body != `{"runs":[]}`+"\n" {
+		t.Errorf("runs whose runner binary is the runner image digest: %d %q", code, body)
 	}
 	code, body = call("GET", "/metrics", apiToken, "")
 	if code != 200 || !strings.Contains(body, `slipway_claims_total{pool="agents",start="warm"} 1`) || strings.Contains(body, g.RunID) {

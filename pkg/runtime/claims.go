@@ -278,7 +278,7 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 		fence: make(chan struct{}), done: make(chan struct{}),
 	}
 	assigned := r.now()
-	m := manifestOf(g, d.Revision)
+	m := manifestOf(g, d, s)
 	m.RunID, m.SessionID, m.Tenant, m.Pool, m.Warm = runID, req.SessionID, req.Tenant, req.Pool, warm
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
 	m.Status = runs.StatusGranted
@@ -342,21 +342,37 @@ func (c *claim) check(token string) error {
 	return nil
 }
 
-// manifestOf fills the artifact fields of a run manifest from g.
-func manifestOf(g *generation.Generation, revision string) *runs.Manifest {
+// manifestOf fills the artifact fields of a run manifest from g, served
+// from desired state d, and the runner binary of sandbox s. The policy
+// revision is g's policy pin when it has one, else the revision of the
+// verification policy d was verified against (always recorded as
+// verification_policy_revision).
+func manifestOf(g *generation.Generation, d *Desired, s *sandbox.Sandbox) *runs.Manifest {
 	id := func(k generation.Kind) string {
 		if p, ok := g.Pins[k]; ok {
 			return p.Identity()
 		}
 		return ""
 	}
-	return &runs.Manifest{
-		Generation: g.ID, ConfigRevision: revision,
-		ControlPlaneDigest: id(generation.ControlPlane), RunnerDigest: id(generation.Runner),
-		WorkspaceTemplateID: id(generation.WorkspaceTemplate), NodeImageID: id(generation.NodeImage),
-		RuntimeClass: id(generation.RuntimeClass), PolicyRevision: id(generation.Policy),
-		ModelID: id(generation.Model), PromptBundleID: id(generation.PromptBundle),
+	m := &runs.Manifest{
+		Generation:                 g.ID,
+		ConfigRevision:             d.Revision,
+		ControlPlaneDigest:         id(generation.ControlPlane),
+		RunnerImageDigest:          id(generation.Runner),
+		RunnerBinarySHA256:         s.RunnerDigest,
+		WorkspaceTemplateID:        id(generation.WorkspaceTemplate),
+		NodeImageID:                id(generation.NodeImage),
+		RuntimeClass:               id(generation.RuntimeClass),
+		PolicyRevision:             id(generation.Policy),
+		VerificationPolicyRevision: d.PolicyRevision,
+		ModelID:                    id(generation.Model),
+		PromptBundleID:             id(generation.PromptBundle),
+		SecretVersion:              secretVersion(g),
 	}
+	if m.PolicyRevision == "" {
+		m.PolicyRevision = m.VerificationPolicyRevision
+	}
+	return m
 }
 
 // lookup returns the open claim runID.

@@ -20,6 +20,7 @@ func TestClaimFenceRelease(t *testing.T) {
 	store := newStore(t)
 	g1 := w.generation(t, nil)
 	d := w.desired(t, "rev-1", 1, g1)
+	d.PolicyRevision = "rev-0"
 	at := time.Now()
 	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, at }, warm, store, time.Minute)
@@ -36,9 +37,26 @@ func TestClaimFenceRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.RunnerDigest != g1.Pins["runner"].Identity() || m.WorkspaceTemplateID != g1.Pins["workspaceTemplate"].Identity() ||
+	if m.RunnerImageDigest != g1.Pins["runner"].Identity() || m.WorkspaceTemplateID != g1.Pins["workspaceTemplate"].Identity() ||
 		m.ConfigRevision != "rev-1" || m.SandboxID != gr.SandboxID || m.Tenant != "acme" || !m.Warm || m.Lifecycle.ClaimCreated.IsZero() {
 		t.Fatalf("manifest %+v", m)
+	}
+	// The runner's image and binary are both recorded, apart.
+	sbs, err := be.List(ctx, sandbox.Filter{Owner: gr.RunID})
+	if err != nil || len(sbs) != 1 {
+		t.Fatalf("sandboxes of %s: %v, %v", gr.RunID, sbs, err)
+	}
+	if m.RunnerBinarySHA256 != sbs[0].RunnerDigest || m.RunnerBinarySHA256 == m.RunnerImageDigest || !strings.HasPrefix(m.RunnerBinarySHA256, "sha256:") {
+		t.Fatalf("runner_binary_sha256 %q, sandbox runs %q, runner image %q", m.RunnerBinarySHA256, sbs[0].RunnerDigest, m.RunnerImageDigest)
+	}
+	// With no policy pinned, the policy revision is the verified one.
+	if m.PolicyRevision != "rev-0" || m.VerificationPolicyRevision != "rev-0" {
+		t.Fatalf("policy_revision %q, verification_policy_revision %q, want rev-0", m.PolicyRevision, m.VerificationPolicyRevision)
+	}
+	for _, q := range []runs.Query{{RunnerImage: m.RunnerImageDigest}, {RunnerBinary: m.RunnerBinarySHA256}, {Policy: "rev-0"}} {
+		if ids, err := store.Query(ctx, q); err != nil || len(ids) != 1 || ids[0] != gr.RunID {
+			t.Fatalf("Query(%+v) = %v, %v", q, ids, err)
+		}
 	}
 	var out strings.Builder
 	if st, err := rt.Exec(ctx, gr.RunID, gr.Token, runner.ExecRequest{Argv: []string{"echo", "one"}}, &out, &out); err != nil || st.ExitCode != 0 {

@@ -20,6 +20,14 @@ import (
 type Desired struct {
 	// Revision is the config repository commit this was read from.
 	Revision string
+	// PolicyRevision is the revision of the verification policy the
+	// generations were verified against: Revision when the repository holds
+	// policies/verification.yaml (the commit at which it was read: the
+	// runtime's clone is shallow, so the last commit that changed the file
+	// is not known, and the commit read names the exact bytes), the
+	// "sha256:<hex>" digest of the policy given (Verify.Policy) when it
+	// holds none, and "" when verification is skipped.
+	PolicyRevision string
 	// Pools by name.
 	Pools map[string]*PoolDesired
 	// Packages says, for each workspace template of a verified generation,
@@ -99,15 +107,22 @@ func Load(ctx context.Context, t *gitops.Tree, revision string, v Verify) (*Desi
 }
 
 func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache *verifyCache) (*Desired, error) {
-	pol, err := repoPolicy(t, v)
+	pol, fromRepo, err := repoPolicy(t, v)
 	if err != nil {
 		return nil, err
+	}
+	polRev := ""
+	switch {
+	case fromRepo:
+		polRev = revision
+	case pol != nil:
+		polRev = pol.Digest
 	}
 	names, err := t.List("pools")
 	if err != nil {
 		return nil, err
 	}
-	d := &Desired{Revision: revision, Pools: map[string]*PoolDesired{}, Packages: map[string]string{}}
+	d := &Desired{Revision: revision, PolicyRevision: polRev, Pools: map[string]*PoolDesired{}, Packages: map[string]string{}}
 	for _, name := range names {
 		if !pool.ValidName(name) || !t.Exists(pool.PoolFile(name)) {
 			continue
@@ -129,20 +144,21 @@ func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache 
 	return d, nil
 }
 
-// repoPolicy returns the verification policy at this revision.
-func repoPolicy(t *gitops.Tree, v Verify) (*policy.Policy, error) {
+// repoPolicy returns the verification policy at this revision, and
+// whether it came from the repository (not from v.Policy).
+func repoPolicy(t *gitops.Tree, v Verify) (*policy.Policy, bool, error) {
 	p, err := policy.ReadFrom(t.ReadFile, pool.PolicyPath, pool.PolicyPath)
 	switch {
 	case err == nil:
-		return p, nil
+		return p, true, nil
 	case errors.Is(err, gitops.ErrNotExist) && v.Policy != nil:
-		return v.Policy, nil
+		return v.Policy, false, nil
 	case errors.Is(err, gitops.ErrNotExist) && v.Skip:
-		return nil, nil
+		return nil, false, nil
 	case errors.Is(err, gitops.ErrNotExist):
-		return nil, fmt.Errorf("runtime: the config repository holds no %s: give a policy (or skip verification explicitly)", pool.PolicyPath)
+		return nil, false, fmt.Errorf("runtime: the config repository holds no %s: give a policy (or skip verification explicitly)", pool.PolicyPath)
 	default:
-		return nil, err
+		return nil, false, err
 	}
 }
 

@@ -114,6 +114,10 @@ func TestLoadAndSync(t *testing.T) {
 	if d.Revision != head || p == nil {
 		t.Fatalf("desired %+v at %s, want pool agents at %s", d, d.Revision, head)
 	}
+	// The policy verified against is the repository's, read at head.
+	if d.PolicyRevision != head {
+		t.Errorf("policy revision %q, want the commit it was read at, %s", d.PolicyRevision, head)
+	}
 	if a, ok := p.Active(); !ok || a.ID != g1.ID || len(p.Warm()) != 1 || len(p.Refused) != 0 {
 		t.Fatalf("pool: active %v %v, warm %d, refused %v", a, ok, len(p.Warm()), p.Refused)
 	}
@@ -182,5 +186,42 @@ func TestUnverifiedGenerationRefused(t *testing.T) {
 	d, _ = runtime.Load(ctx, tree, rev, runtime.Verify{Policy: other})
 	if _, ok := d.Pools["agents"].Active(); ok {
 		t.Error("a policy from outside overrode the config repository's")
+	}
+	if d.PolicyRevision != rev {
+		t.Errorf("policy revision %q, want the repository's at %s", d.PolicyRevision, rev)
+	}
+}
+
+// TestPolicyRevisionWithoutRepoPolicy: with no policy in the repository,
+// the policy given is the one verified against, named by its digest;
+// skipping verification leaves the revision empty.
+func TestPolicyRevisionWithoutRepoPolicy(t *testing.T) {
+	ctx := context.Background()
+	git := gittest.NewServer(t)
+	url := git.InitBare(t, "config.git", "main")
+	if _, err := release.InitConfig(ctx, url, "main", "agents", nil, gitops.Signature{}); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := gitops.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, rev, err := repo.Snapshot(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lax, err := policy.Parse([]byte("apiVersion: slipway.dev/v1alpha1\nkind: VerificationPolicy\nmetadata: {name: lax}\nspec:\n  transparencyLog: none\n  rules: [{name: all, allowUnverified: true}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := runtime.Load(ctx, tree, rev, runtime.Verify{Policy: lax})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.PolicyRevision != lax.Digest || !strings.HasPrefix(d.PolicyRevision, "sha256:") {
+		t.Errorf("policy revision %q, want the given policy's digest %s", d.PolicyRevision, lax.Digest)
+	}
+	if d, err = runtime.Load(ctx, tree, rev, runtime.Verify{Skip: true}); err != nil || d.PolicyRevision != "" {
+		t.Errorf("skipped verification: policy revision %q, %v", d.PolicyRevision, err)
 	}
 }

@@ -26,7 +26,10 @@ import (
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 )
 
-const testSecretVersion = "secret/agents/api-key@3"
+const testSecretVersion = "vault://kv/agents/api-key#3"
+
+// testPolicyCommit is the policy commit secretGeneration pins.
+const testPolicyCommit = "0123456789abcdef0123456789abcdef01234567"
 
 // fenceRig is one runtime on a real bubblewrap backend and SQLite store,
 // with a broker the test can ask.
@@ -80,7 +83,8 @@ func secretGeneration(t *testing.T, w *warmWorld) *generation.Generation {
 	cp := registrytest.Push(t, w.host+"/platform/cp:secret", img)
 	g, err := generation.New("agents", nil, map[generation.Kind]generation.Pin{
 		generation.ControlPlane: {Image: cp.String()}, generation.Runner: {Image: w.runner}, generation.WorkspaceTemplate: {Image: w.template},
-		generation.SecretVersion: {ID: testSecretVersion, Name: "api-key", Tag: "3"},
+		generation.SecretVersion: {ID: testSecretVersion},
+		generation.Policy:        {Git: &generation.GitPin{Repo: "https://git.example/config.git", Commit: testPolicyCommit}},
 	}, &generation.Compatibility{ControlPlaneProtocol: generation.Range{Min: 1, Max: 1}, RunnerProtocol: generation.Range{Min: 1, Max: 1}})
 	if err != nil {
 		t.Fatal(err)
@@ -291,6 +295,7 @@ func TestFencingIsReal(t *testing.T) {
 	t.Run("credential broker", func(t *testing.T) {
 		ctx := context.Background()
 		f := newFenceRig(t, w, g, 1)
+		f.d.PolicyRevision = "rev-verified"
 		f.warm.Reconcile(ctx, f.d)
 		gr, err := f.rt.Claim(ctx, runtime.ClaimRequest{Pool: "agents"})
 		if err != nil {
@@ -308,6 +313,15 @@ func TestFencingIsReal(t *testing.T) {
 		}
 		if len(m.CredentialIssuances) != 1 {
 			t.Fatalf("receipts %+v", m.CredentialIssuances)
+		}
+		// the secret version keeps its version; a pinned policy is the
+		// policy revision, the verified one is recorded beside it
+		if m.SecretVersion != testSecretVersion || m.PolicyRevision != testPolicyCommit || m.VerificationPolicyRevision != "rev-verified" {
+			t.Fatalf("manifest: secret_version %q, policy_revision %q, verification_policy_revision %q",
+				m.SecretVersion, m.PolicyRevision, m.VerificationPolicyRevision)
+		}
+		if ids, err := f.store.Query(ctx, runs.Query{SecretVersion: testSecretVersion}); err != nil || len(ids) != 1 || ids[0] != gr.RunID {
+			t.Fatalf("runs of secret version %s: %v, %v", testSecretVersion, ids, err)
 		}
 		rc := m.CredentialIssuances[0]
 		if rc.SHA256Fingerprint != sha256Fingerprint(tok) || rc.Issuer != runtime.LocalIssuer || rc.SecretVersion != testSecretVersion ||

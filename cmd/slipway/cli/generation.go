@@ -14,7 +14,6 @@ import (
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/policy"
 	"github.com/slipway-dev/slipway/pkg/pool"
-	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/release"
 )
 
@@ -23,50 +22,6 @@ func NewCmdGeneration(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "generation", Short: "Create, show and compare generations (the pinned artifacts a pool runs)"}
 	cmd.AddCommand(newCmdGenerationCreate(g), newCmdGenerationShow(g), newCmdGenerationDiff(g))
 	return cmd
-}
-
-// parsePin reads KIND=VALUE: an image reference with a digest for image
-// kinds, REPO@COMMIT[#REF] for policy, an opaque id for the rest (image or
-// id where both are allowed: a reference with a digest is an image).
-func parsePin(s string) (generation.Kind, generation.Pin, error) {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || v == "" {
-		return "", generation.Pin{}, fmt.Errorf("--pin %q: want KIND=VALUE", s)
-	}
-	kind, err := generation.ParseKind(k)
-	if err != nil {
-		return "", generation.Pin{}, fmt.Errorf("--pin %q: %w", s, err)
-	}
-	forms := kind.Forms()
-	has := func(f generation.Form) bool {
-		for _, x := range forms {
-			if x == f {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case has(generation.FormGit):
-		val, gitRef, _ := strings.Cut(v, "#")
-		at := strings.LastIndex(val, "@")
-		if at <= 0 {
-			return "", generation.Pin{}, fmt.Errorf("--pin %q: want %s=REPO@COMMIT[#REF]", s, kind)
-		}
-		return kind, generation.Pin{Git: &generation.GitPin{Repo: val[:at], Commit: val[at+1:], Ref: gitRef}}, nil
-	case has(generation.FormImage) && (strings.Contains(v, "@sha256:") || !has(generation.FormID)):
-		r, err := ref.Parse(v)
-		if err != nil {
-			return "", generation.Pin{}, fmt.Errorf("--pin %q: %w", s, err)
-		}
-		if !r.IsPinned() {
-			return "", generation.Pin{}, fmt.Errorf("--pin %q: %s is a tag, not a digest: pin it first (slipway resolve / slipway pin)", s, v)
-		}
-		return kind, generation.Pin{Image: r.Canonical()}, nil
-	default:
-		id, tag, _ := strings.Cut(v, "#")
-		return kind, generation.Pin{ID: id, Tag: tag}, nil
-	}
 }
 
 // parseRange reads "MIN-MAX" (or one number).
@@ -130,7 +85,9 @@ func newCmdGenerationCreate(g *globals) *cobra.Command {
 		Short: "Build a generation, verify every image pin against the policy, write it and print its id",
 		Long: `Create builds the pool's next generation: the pins given, and every other pin copied from
 --from. Image kinds take a reference with a digest (a tag is refused), policy takes
-REPO@COMMIT[#REF], the others an opaque id. Every image pin is verified against the
+REPO@COMMIT[#REF] (the config repository commit the policy is read at), secretVersion
+the secret's path and version (vault://kv/agents/token#3: the version is part of the
+identity), the others an opaque ID[#TAG]. Every image pin is verified against the
 verification policy before anything is written; a refusal names the pin and the failed
 checks (exit 1). The id is g- and the sha256 of the canonical pins and compatibility.`,
 		Example: `  slipway generation create --pool agents --policy policies/verification.yaml --output g1.yaml \
@@ -153,9 +110,9 @@ checks (exit 1). The id is g- and the sha256 of the canonical pins and compatibi
 			}
 			n := release.NewGeneration{Pool: poolName, Pins: map[generation.Kind]generation.Pin{}, Verify: release.Verifier{Policy: pol, Skip: vf.skip}}
 			for _, p := range pins {
-				k, pin, err := parsePin(p)
+				k, pin, err := generation.ParsePin(p)
 				if err != nil {
-					return usage(err)
+					return usage(fmt.Errorf("--%w", err))
 				}
 				if _, dup := n.Pins[k]; dup {
 					return usage(fmt.Errorf("--pin %s given twice", k))

@@ -125,16 +125,31 @@ func newCmdRunsShow(g *globals) *cobra.Command {
 
 func newCmdRunsQuery(g *globals) *cobra.Command {
 	var (
-		sf stateFlags
-		q  runs.Query
+		sf          stateFlags
+		q           runs.Query
+		runnerAlias string
 	)
 	cmd := &cobra.Command{
-		Use:   "query --template ID | --runner DIGEST | --policy REV | --generation ID | --node-image ID | --package NAME@VERSION",
+		Use: "query --template ID | --runner-image DIGEST | --runner-binary SHA256 | --policy REV | --secret-version V |" +
+			" --generation ID | --node-image ID | --package NAME@VERSION",
 		Short: "List the runs that used an artifact, or whose template contains a package (one run id per line)",
-		Args:  cobra.NoArgs,
+		Long: `Query lists the runs matching every criterion given, each an exact identity as the run
+manifest records it. The runner has two: --runner-image is the digest of the runner IMAGE
+the generation pins (runner_image_digest; --runner is its older name), --runner-binary the
+sha256 of the runner BINARY that image carries (runner_binary_sha256, as pool status and
+proof evidence show it). --secret-version matches the pinned secret version with its
+version (vault://kv/agents/token#3). --policy matches policy_revision: the generation's
+policy pin, or the config repository commit whose verification policy the runtime used.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runnerAlias != "" {
+				if q.RunnerImage != "" {
+					return usage(errors.New("--runner is --runner-image: give one"))
+				}
+				q.RunnerImage = runnerAlias
+			}
 			if q == (runs.Query{}) {
-				return usage(errors.New("give at least one of --template, --runner, --policy, --generation, --node-image, --package"))
+				return usage(errors.New("give at least one of --template, --runner-image, --runner-binary, --policy, --secret-version, --generation, --node-image, --package"))
 			}
 			s, err := sf.open(cmd)
 			if err != nil {
@@ -159,8 +174,11 @@ func newCmdRunsQuery(g *globals) *cobra.Command {
 	}
 	sf.add(cmd)
 	cmd.Flags().StringVar(&q.Template, "template", "", "workspace template id (its digest)")
-	cmd.Flags().StringVar(&q.Runner, "runner", "", "runner digest")
+	cmd.Flags().StringVar(&q.RunnerImage, "runner-image", "", "digest of the runner IMAGE (runner_image_digest)")
+	cmd.Flags().StringVar(&runnerAlias, "runner", "", "same as --runner-image (the runner IMAGE's digest)")
+	cmd.Flags().StringVar(&q.RunnerBinary, "runner-binary", "", "sha256 of the runner BINARY (runner_binary_sha256)")
 	cmd.Flags().StringVar(&q.Policy, "policy", "", "policy revision (here a revision, not a VerificationPolicy file)")
+	cmd.Flags().StringVar(&q.SecretVersion, "secret-version", "", "pinned secret version, its version included (PATH#VERSION)")
 	cmd.Flags().StringVar(&q.Generation, "generation", "", "generation id")
 	cmd.Flags().StringVar(&q.NodeImage, "node-image", "", "node image id")
 	cmd.Flags().StringVar(&q.Package, "package", "", "NAME@VERSION in the template's SBOM")

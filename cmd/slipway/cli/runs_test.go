@@ -24,7 +24,8 @@ func TestRunsShowQuery(t *testing.T) {
 	}
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	if err := s.Create(ctx, &runs.Manifest{RunID: "r-123", AllocationAttempt: 1, SandboxID: "sb-1", WorkspaceTemplateID: tmpl,
-		RunnerDigest: "sha256:" + strings.Repeat("2", 64), Generation: "g-1", Pool: "agents", Warm: true,
+		RunnerImageDigest: "sha256:" + strings.Repeat("2", 64), RunnerBinarySHA256: "sha256:" + strings.Repeat("7", 64),
+		SecretVersion: "vault://kv/agents/token#3", Generation: "g-1", Pool: "agents", Warm: true,
 		Lifecycle: runs.Lifecycle{RequestReceived: t0}}); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +44,23 @@ func TestRunsShowQuery(t *testing.T) {
 	}
 	if r := run(t, "", "runs", "query", "--template", tmpl, "--state", state, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"r-123"`) {
 		t.Fatalf("query by template: %+v", r)
+	}
+	img, bin := "sha256:"+strings.Repeat("2", 64), "sha256:"+strings.Repeat("7", 64)
+	for _, args := range [][]string{{"--runner-image", img}, {"--runner", img}, {"--runner-binary", bin},
+		{"--secret-version", "vault://kv/agents/token#3"}, {"--runner-image", img, "--runner-binary", bin}} {
+		if r := run(t, "", append([]string{"runs", "query", "--state", state}, args...)...); r.code != 0 || strings.TrimSpace(r.stdout) != "r-123" {
+			t.Fatalf("query %v: %+v", args, r)
+		}
+	}
+	// the image digest is no binary sha256, and #4 is not #3
+	for _, args := range [][]string{{"--runner-binary", img}, {"--runner-image", bin}, {"--secret-version", "vault://kv/agents/token#4"},
+		{"--secret-version", "vault://kv/agents/token"}} {
+		if r := run(t, "", append([]string{"runs", "query", "--state", state}, args...)...); r.code != 0 || r.stdout != "" {
+			t.Fatalf("query %v: %+v", args, r)
+		}
+	}
+	if r := run(t, "", "runs", "query", "--runner", img, "--runner-image", img, "--state", state); r.code != 2 {
+		t.Fatalf("--runner with --runner-image: %+v", r)
 	}
 	if r := run(t, "", "runs", "query", "--package", "zlib@1.0", "--state", state); r.code != 0 || r.stdout != "" {
 		t.Fatalf("query with no match: %+v", r)

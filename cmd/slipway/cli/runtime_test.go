@@ -103,8 +103,16 @@ func TestRuntimeServeAndClaim(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &m) != nil || m["generation"] != res.Generation || m["status"] != "completed" || m["tenant"] != "acme" {
 		t.Fatalf("runs show: %+v", r)
 	}
-	if !strings.HasSuffix(runnerRef, m["runner_digest"].(string)) {
-		t.Errorf("runner_digest %v, want the pinned %s", m["runner_digest"], runnerRef)
+	if img, _ := m["runner_image_digest"].(string); img == "" || !strings.HasSuffix(runnerRef, img) {
+		t.Errorf("runner_image_digest %v, want the pinned %s", m["runner_image_digest"], runnerRef)
+	}
+	if bin, _ := m["runner_binary_sha256"].(string); !strings.HasPrefix(bin, "sha256:") || strings.HasSuffix(runnerRef, bin) {
+		t.Errorf("runner_binary_sha256 %v, want the runner binary's sha256, not the image's digest", m["runner_binary_sha256"])
+	}
+	// verification is skipped here (--insecure-skip-verify, no policy in
+	// the repository): no policy revision to record
+	if v, ok := m["verification_policy_revision"]; !ok || v != "" || m["policy_revision"] != "" {
+		t.Errorf("policy_revision %v, verification_policy_revision %v", m["policy_revision"], m["verification_policy_revision"])
 	}
 	// The same answers from the runtime's API.
 	r = run(t, "", "runs", "show", res.RunID, "--server", server, "--token-file", tokenFile)
