@@ -46,7 +46,7 @@ func run(args []string) error {
 	switch args[0] {
 	case "version":
 		return json.NewEncoder(os.Stdout).Encode(map[string]any{
-			"runnerDigest": digest, "protocolVersion": runner.ProtocolVersion, "minProtocolVersion": runner.MinProtocolVersion})
+			"runnerBinarySha256": digest, "protocolVersion": runner.ProtocolVersion, "minProtocolVersion": runner.MinProtocolVersion})
 	case "probe":
 		return probe(args[1:])
 	case "install":

@@ -37,14 +37,14 @@ func TestStaticAndKnowsItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v struct {
-		RunnerDigest    string `json:"runnerDigest"`
-		ProtocolVersion int    `json:"protocolVersion"`
+		RunnerBinarySHA256 string `json:"runnerBinarySha256"`
+		ProtocolVersion    int    `json:"protocolVersion"`
 	}
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatal(err)
 	}
 	want, _ := runner.FileDigest(bin)
-	if v.RunnerDigest != want || v.ProtocolVersion != runner.ProtocolVersion {
+	if v.RunnerBinarySHA256 != want || v.ProtocolVersion != runner.ProtocolVersion {
 		t.Errorf("version = %s, want digest %s", out, want)
 	}
 	// install copies it, as the init container of a rendered template does.

@@ -420,7 +420,7 @@ func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *PoolStatus {
 			image = g.Pins[generation.Runner].Identity()
 		}
 		gs.Sandboxes = append(gs.Sandboxes, SandboxStatus{ID: sb.ID, Owner: sb.Owner, State: sb.State,
-			RunnerImageDigest: image, RunnerBinarySHA256: sb.RunnerDigest, TemplateID: sb.TemplateID})
+			RunnerImageDigest: image, RunnerBinarySHA256: sb.RunnerBinarySHA256, TemplateID: sb.TemplateID})
 		switch {
 		case sb.Owner != sandbox.OwnerWarm:
 			gs.Claimed++

@@ -359,7 +359,7 @@ func manifestOf(g *generation.Generation, d *Desired, s *sandbox.Sandbox) *runs.
 		ConfigRevision:             d.Revision,
 		ControlPlaneDigest:         id(generation.ControlPlane),
 		RunnerImageDigest:          id(generation.Runner),
-		RunnerBinarySHA256:         s.RunnerDigest,
+		RunnerBinarySHA256:         s.RunnerBinarySHA256,
 		WorkspaceTemplateID:        id(generation.WorkspaceTemplate),
 		NodeImageID:                id(generation.NodeImage),
 		RuntimeClass:               id(generation.RuntimeClass),

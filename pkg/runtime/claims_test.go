@@ -46,8 +46,8 @@ func TestClaimFenceRelease(t *testing.T) {
 	if err != nil || len(sbs) != 1 {
 		t.Fatalf("sandboxes of %s: %v, %v", gr.RunID, sbs, err)
 	}
-	if m.RunnerBinarySHA256 != sbs[0].RunnerDigest || m.RunnerBinarySHA256 == m.RunnerImageDigest || !strings.HasPrefix(m.RunnerBinarySHA256, "sha256:") {
-		t.Fatalf("runner_binary_sha256 %q, sandbox runs %q, runner image %q", m.RunnerBinarySHA256, sbs[0].RunnerDigest, m.RunnerImageDigest)
+	if m.RunnerBinarySHA256 != sbs[0].RunnerBinarySHA256 || m.RunnerBinarySHA256 == m.RunnerImageDigest || !strings.HasPrefix(m.RunnerBinarySHA256, "sha256:") {
+		t.Fatalf("runner_binary_sha256 %q, sandbox runs %q, runner image %q", m.RunnerBinarySHA256, sbs[0].RunnerBinarySHA256, m.RunnerImageDigest)
 	}
 	// With no policy pinned, the policy revision is the verified one.
 	if m.PolicyRevision != "rev-0" || m.VerificationPolicyRevision != "rev-0" {

@@ -164,7 +164,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 	r.logf("runtime: run %s moved from sandbox %s to %s (allocation attempt %d): %s", c.runID, oldID, s.ID, attempt, why)
 	if err := r.store.Update(bg, c.runID, func(m *runs.Manifest) error {
 		m.AllocationAttempt, m.SandboxID, m.Warm = attempt, s.ID, false
-		m.RunnerBinarySHA256 = s.RunnerDigest
+		m.RunnerBinarySHA256 = s.RunnerBinarySHA256
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
 		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
 		return nil

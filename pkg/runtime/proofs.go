@@ -174,16 +174,16 @@ func (p *prover) identity(ctx context.Context, start time.Time) {
 	if id.SandboxID != p.s.ID {
 		why = append(why, fmt.Sprintf("sandbox %q, want %s", id.SandboxID, p.s.ID))
 	}
-	if id.RunnerDigest != rb.Digest {
+	if id.RunnerBinarySHA256 != rb.Digest {
 		why = append(why, fmt.Sprintf("its binary's sha256 is %s, the pinned runner image %s records %s",
-			id.RunnerDigest, p.g.Pins[generation.Runner].Identity(), rb.Digest))
+			id.RunnerBinarySHA256, p.g.Pins[generation.Runner].Identity(), rb.Digest))
 	}
 	if len(why) > 0 {
 		p.add("identity", start, false, "the runner is not the one pinned: %s", strings.Join(why, "; "))
 		return
 	}
 	p.add("identity", start, true, "runner binary %s (runner image %s) for %s in %s (protocol %d..%d)",
-		id.RunnerDigest, p.g.Pins[generation.Runner].Identity(), id.Generation, id.SandboxID, id.MinProtocolVersion, id.ProtocolVersion)
+		id.RunnerBinarySHA256, p.g.Pins[generation.Runner].Identity(), id.Generation, id.SandboxID, id.MinProtocolVersion, id.ProtocolVersion)
 }
 
 // network: where the pool denies network, the sandbox reaches nothing: a

@@ -134,14 +134,14 @@ const (
 // Sandbox is one sandbox as its backend's durable state records it, and a
 // way to talk to its runner.
 type Sandbox struct {
-	ID           string    `json:"id"`
-	Pool         string    `json:"pool"`
-	Generation   string    `json:"generation"`
-	Owner        string    `json:"owner"`
-	TemplateID   string    `json:"templateId"`
-	RunnerDigest string    `json:"runnerDigest"`
-	State        State     `json:"state"`
-	Created      time.Time `json:"created"`
+	ID                 string    `json:"id"`
+	Pool               string    `json:"pool"`
+	Generation         string    `json:"generation"`
+	Owner              string    `json:"owner"`
+	TemplateID         string    `json:"templateId"`
+	RunnerBinarySHA256 string    `json:"runnerBinarySha256"`
+	State              State     `json:"state"`
+	Created            time.Time `json:"created"`
 	// Ready is when the runner proved its identity; zero before.
 	Ready time.Time `json:"ready,omitzero"`
 	// Workdir is the workspace's path inside the sandbox.

@@ -211,16 +211,16 @@ func (b *Backend) open() error {
 
 // record is a sandbox's durable state: sandboxes/<id>/sandbox.json.
 type record struct {
-	ID           string                  `json:"id"`
-	Pool         string                  `json:"pool"`
-	Generation   string                  `json:"generation"`
-	Owner        string                  `json:"owner"`
-	TemplateID   string                  `json:"templateId"`
-	RunnerDigest string                  `json:"runnerDigest"`
-	Created      time.Time               `json:"created"`
-	Ready        time.Time               `json:"ready,omitzero"`
-	Workdir      string                  `json:"workdir"`
-	Refresh      []sandbox.RefreshResult `json:"refresh,omitempty"`
+	ID                 string                  `json:"id"`
+	Pool               string                  `json:"pool"`
+	Generation         string                  `json:"generation"`
+	Owner              string                  `json:"owner"`
+	TemplateID         string                  `json:"templateId"`
+	RunnerBinarySHA256 string                  `json:"runnerBinarySha256"`
+	Created            time.Time               `json:"created"`
+	Ready              time.Time               `json:"ready,omitzero"`
+	Workdir            string                  `json:"workdir"`
+	Refresh            []sandbox.RefreshResult `json:"refresh,omitempty"`
 	// BootID, Bwrap and Init tell whether the sandbox still runs: bwrap
 	// on the host, and the sandbox's pid 1 as the host sees it.
 	BootID string  `json:"bootId"`
@@ -276,7 +276,7 @@ func (b *Backend) view(rec *record) *sandbox.Sandbox { return b.viewOf(rec, b.cr
 func (b *Backend) viewOf(rec *record, creating bool) *sandbox.Sandbox {
 	s := &sandbox.Sandbox{
 		ID: rec.ID, Pool: rec.Pool, Generation: rec.Generation, Owner: rec.Owner,
-		TemplateID: rec.TemplateID, RunnerDigest: rec.RunnerDigest,
+		TemplateID: rec.TemplateID, RunnerBinarySHA256: rec.RunnerBinarySHA256,
 		Created: rec.Created, Ready: rec.Ready, Workdir: rec.Workdir,
 		Refresh: slices.Clone(rec.Refresh),
 	}

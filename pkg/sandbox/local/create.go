@@ -113,7 +113,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	}
 	rec := &record{
 		ID: id, Pool: spec.Pool, Generation: spec.Generation, Owner: spec.Owner,
-		TemplateID: templateID, RunnerDigest: spec.Runner.Digest,
+		TemplateID: templateID, RunnerBinarySHA256: spec.Runner.Digest,
 		Created: time.Now().UTC().Truncate(time.Millisecond), Workdir: t.workdir, BootID: b.boot,
 	}
 	if err := b.writeRecord(rec); err != nil {
@@ -243,8 +243,8 @@ func (b *Backend) proveIdentity(ctx context.Context, p *isolate.Process, log *ta
 	}
 	id := a.id
 	var errs []error
-	if id.RunnerDigest != rec.RunnerDigest {
-		errs = append(errs, fmt.Errorf("%w: the runner says it is %s, the spec wants %s", sandbox.ErrIdentity, id.RunnerDigest, rec.RunnerDigest))
+	if id.RunnerBinarySHA256 != rec.RunnerBinarySHA256 {
+		errs = append(errs, fmt.Errorf("%w: the runner says it is %s, the spec wants %s", sandbox.ErrIdentity, id.RunnerBinarySHA256, rec.RunnerBinarySHA256))
 	}
 	if id.Generation != rec.Generation {
 		errs = append(errs, fmt.Errorf("%w: the runner says generation %q, the spec wants %q", sandbox.ErrIdentity, id.Generation, rec.Generation))
@@ -265,8 +265,8 @@ func (b *Backend) proveIdentity(ctx context.Context, p *isolate.Process, log *ta
 	if err != nil {
 		return fmt.Errorf("%w: read the runner's executable from the host: %w", sandbox.ErrIdentity, err)
 	}
-	if got != rec.RunnerDigest {
-		return fmt.Errorf("%w: the runner process runs %s, the spec wants %s", sandbox.ErrIdentity, got, rec.RunnerDigest)
+	if got != rec.RunnerBinarySHA256 {
+		return fmt.Errorf("%w: the runner process runs %s, the spec wants %s", sandbox.ErrIdentity, got, rec.RunnerBinarySHA256)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestSandbox(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id.RunnerDigest != want || id.Generation != spec.Generation || id.SandboxID != s.ID || id.ProtocolVersion != runner.ProtocolVersion {
+		if id.RunnerBinarySHA256 != want || id.Generation != spec.Generation || id.SandboxID != s.ID || id.ProtocolVersion != runner.ProtocolVersion {
 			t.Errorf("identity = %+v, want digest %s", id, want)
 		}
 		if _, err := s.Ping(ctx); err != nil {

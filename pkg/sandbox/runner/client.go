@@ -32,7 +32,7 @@ type Client struct {
 func NewClient(dial DialFunc) *Client { return &Client{dial: dial} }
 
 // Identity asks the runner who it is. It does not check the answer: the
-// caller compares RunnerDigest and Generation with what it expects.
+// caller compares RunnerBinarySHA256 and Generation with what it expects.
 func (c *Client) Identity(ctx context.Context) (*Identity, error) {
 	f, err := c.call(ctx, &Request{Version: ProtocolVersion, Op: OpIdentity}, FrameIdentity)
 	if err != nil {
@@ -40,6 +40,9 @@ func (c *Client) Identity(ctx context.Context) (*Identity, error) {
 	}
 	if f.Identity == nil {
 		return nil, fmt.Errorf("%w: identity frame without identity", ErrProtocol)
+	}
+	if f.Identity.RunnerBinarySHA256 == "" {
+		f.Identity.RunnerBinarySHA256 = f.Identity.LegacyRunnerDigest
 	}
 	return f.Identity, nil
 }

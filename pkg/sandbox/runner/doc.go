@@ -10,7 +10,7 @@
 // one JSON object. A client sends a Request ({"v":1,"op":...}); the runner
 // answers with Frames:
 //
-//	identity  ->  {"type":"identity","identity":{runnerDigest, generation, sandboxId, protocolVersion, ...}}
+//	identity  ->  {"type":"identity","identity":{runnerBinarySha256, generation, sandboxId, protocolVersion, ...}}
 //	ping      ->  {"type":"pong","pong":{time, running}}
 //	exec      ->  {"type":"output","stream":"stdout"|"stderr","data":<base64>} ...
 //	              then {"type":"exit","exit":{exitCode, signal, timedOut, cancelled, truncated, outputBytes, durationMs}}

@@ -107,9 +107,14 @@ type Frame struct {
 
 // Identity is what a runner says about itself.
 type Identity struct {
-	// RunnerDigest is "sha256:<hex>" of the runner's own executable, read
-	// through /proc/self/exe when it started.
-	RunnerDigest string `json:"runnerDigest"`
+	// RunnerBinarySHA256 is "sha256:<hex>" of the runner's own executable, read
+	// through /proc/self/exe when it started: the binary's hash, not the
+	// digest of the runner image that ships it.
+	RunnerBinarySHA256 string `json:"runnerBinarySha256"`
+	// LegacyRunnerDigest is the same hash under the name runners before
+	// runnerBinarySha256 used; a runner sends both, and the client reads it
+	// only when runnerBinarySha256 is absent.
+	LegacyRunnerDigest string `json:"runnerDigest,omitempty"`
 	// Generation and SandboxID are the ones the runner was started for.
 	Generation string `json:"generation"`
 	SandboxID  string `json:"sandboxId"`

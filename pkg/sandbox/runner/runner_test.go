@@ -53,7 +53,7 @@ func TestIdentityAndPing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.RunnerDigest != "sha256:"+strings.Repeat("ab", 32) || id.Generation != "g-1" || id.SandboxID != "sb-1" ||
+	if id.RunnerBinarySHA256 != "sha256:"+strings.Repeat("ab", 32) || id.Generation != "g-1" || id.SandboxID != "sb-1" ||
 		id.ProtocolVersion != runner.ProtocolVersion || id.Pid != os.Getpid() || id.Started.IsZero() {
 		t.Errorf("identity = %+v", id)
 	}

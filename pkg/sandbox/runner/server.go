@@ -197,7 +197,8 @@ func (s *server) serveConn(ctx context.Context, conn net.Conn) {
 
 func (s *server) identity() *Identity {
 	return &Identity{
-		RunnerDigest:       s.cfg.Digest,
+		RunnerBinarySHA256: s.cfg.Digest,
+		LegacyRunnerDigest: s.cfg.Digest,
 		Generation:         s.cfg.Generation,
 		SandboxID:          s.cfg.SandboxID,
 		ProtocolVersion:    ProtocolVersion,
