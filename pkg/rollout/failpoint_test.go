@@ -40,6 +40,7 @@ var killPoints = func() []string {
 // rollout (rolled back, to another generation) without taking its outcome
 // for the current one; start then runs again.
 func TestKilledDriverResumes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the CLI and runs many rollouts")
 	}
@@ -56,7 +57,7 @@ func TestKilledDriverResumes(t *testing.T) {
 	}
 	var env []string
 	slipway := func(failpoint string, args ...string) (*os.ProcessState, string) {
-		cmd := exec.Command(bin, append(args, "--repo", e.repo, "--pool", "agents", "--server", e.server, "--token-file", tokenFile, "--unsigned-evidence")...)
+		cmd := exec.Command(bin, append(args, "--repo", e.repo, "--pool", "agents", "--server", e.server, "--token-file", tokenFile, "--unsigned-evidence", "--poll", "100ms")...)
 		cmd.Env = append(append(os.Environ(), env...), "SLIPWAY_ROLLOUT_FAILPOINT="+failpoint)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError

@@ -17,7 +17,6 @@ import (
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/gittest"
 	"github.com/slipway-dev/slipway/pkg/pool"
-	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/rollout"
 	"github.com/slipway-dev/slipway/pkg/runtime"
@@ -44,7 +43,7 @@ type env struct {
 func newEnv(t *testing.T, spec func(*pool.Spec)) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{t: t, w: runtimetest.New(t, registrytest.NewInProcess(t))}
+	e := &env{t: t, w: sharedWorld(t)}
 	e.repo = filepath.Join(t.TempDir(), "config.git")
 	if err := gitops.InitBare(e.repo, "main"); err != nil {
 		t.Fatal(err)
@@ -202,6 +201,7 @@ func gittestShow(t *testing.T, dir, obj string) ([]byte, error) {
 }
 
 func TestRolloutSucceeds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	g2 := e.next(e.g1, template.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
@@ -299,6 +299,7 @@ func TestRolloutSucceeds(t *testing.T) {
 }
 
 func TestFailedProofRollsBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	bad := e.next(e.g1, template.Test{Name: "needs-python", Run: []string{"sh", "-c", "echo python3 missing >&2; exit 9"}})
@@ -339,6 +340,7 @@ func TestFailedProofRollsBack(t *testing.T) {
 }
 
 func TestTwoDriversOneWins(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	g2 := e.next(e.g1)
@@ -380,6 +382,7 @@ func TestTwoDriversOneWins(t *testing.T) {
 }
 
 func TestAbortBeforeRouting(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	g2 := e.next(e.g1)
@@ -423,9 +426,11 @@ func TestAbortBeforeRouting(t *testing.T) {
 // released; with onDrainDeadline: stop, the run still open at the deadline
 // is stopped, listed in the commit, and its manifest says released.
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"wait", "stop"} {
 		t.Run(mode, func(t *testing.T) {
-					e := newEnv(t, func(s *pool.Spec) {
+			t.Parallel()
+			e := newEnv(t, func(s *pool.Spec) {
 				s.OnDrainDeadline = mode
 				s.DrainDeadline = pool.Duration{Duration: 2 * time.Second}
 			})

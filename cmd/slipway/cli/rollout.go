@@ -42,7 +42,7 @@ type rolloutFlags struct {
 	tokenFile        string
 	signKey          string
 	unsignedEvidence bool
-	lease            time.Duration
+	lease, poll      time.Duration
 }
 
 func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
@@ -55,6 +55,7 @@ func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
 	cmd.Flags().StringVar(&f.signKey, "sign-key", "", "cosign key (file or KMS URI) that signs the evidence; password from $"+passwordEnv)
 	cmd.Flags().BoolVar(&f.unsignedEvidence, "unsigned-evidence", false, "commit the evidence as an unsigned statement (no --sign-key)")
 	cmd.Flags().DurationVar(&f.lease, "lease", time.Minute, "how long the driver's lease lasts unless renewed")
+	cmd.Flags().DurationVar(&f.poll, "poll", 500*time.Millisecond, "how often the driver looks at the runtime while a step waits for it")
 }
 
 func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*rollout.Driver, error) {
@@ -65,7 +66,7 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 	if err != nil {
 		return nil, usage(err)
 	}
-	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.stderr, Lease: f.lease}
+	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.stderr, Lease: f.lease, Poll: f.poll}
 	if !drive {
 		return d, nil
 	}
