@@ -38,11 +38,7 @@ func TestGC(t *testing.T) {
 	if _, err := release.InitConfig(ctx, repoDir, "main", "agents", map[string][]byte{pool.PoolFile("agents"): pb}, gitops.Signature{}); err != nil {
 		t.Fatal(err)
 	}
-	priv, _, _ := sign.GenerateKeys([]byte("pw"))
-	sv, err := sign.LoadSigner(priv, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sv := sharedSigner(t)
 	g1 := w.Generation(t, "agents", nil, "")
 	g2 := w.Generation(t, "agents", g1, "")
 	for _, g := range []*generation.Generation{g1, g2} {

@@ -9,8 +9,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/runtime/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/sign"
 )
 
 // world is the registry with the runner and template images that every
@@ -22,6 +25,29 @@ var world struct {
 	tb   *packageTB
 	w    *runtimetest.World
 	err  error
+}
+
+// signer is the evidence signing key of every test, made once (scrypt
+// makes a key slow to encrypt and decrypt under -race).
+var signer struct {
+	once sync.Once
+	sv   signature.SignerVerifier
+	err  error
+}
+
+func sharedSigner(t *testing.T) signature.SignerVerifier {
+	t.Helper()
+	signer.once.Do(func() {
+		priv, _, err := sign.GenerateKeys([]byte("pw"))
+		if err == nil {
+			signer.sv, err = sign.LoadSigner(priv, []byte("pw"))
+		}
+		signer.err = err
+	})
+	if signer.err != nil {
+		t.Fatalf("the shared signing key: %v", signer.err)
+	}
+	return signer.sv
 }
 
 func TestMain(m *testing.M) {

@@ -66,13 +66,7 @@ func newEnv(t *testing.T, spec func(*pool.Spec)) *env {
 	}
 	e.g1 = e.w.Generation(t, "agents", nil, "")
 	e.promote(e.g1, true)
-	priv, _, err := sign.GenerateKeys([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.sv, err = sign.LoadSigner(priv, []byte("pw")); err != nil {
-		t.Fatal(err)
-	}
+	e.sv = sharedSigner(t)
 
 	sctx, stop := context.WithCancel(ctx)
 	addr := make(chan string, 1)
