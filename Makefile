@@ -50,9 +50,12 @@ deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# The sign interop tests run the cosign CLI ($COSIGN).
+# The sign interop tests run the cosign CLI ($COSIGN). A package's tests may
+# take TEST_TIMEOUT (go test's default, 10m, is too short for a busy machine
+# under -race).
+TEST_TIMEOUT ?= 25m
 test: deps $(BIN)/cosign
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 demo: deps build
 	$(GO) run ./examples/demo

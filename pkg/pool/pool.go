@@ -268,6 +268,8 @@ type Rollout struct {
 	Started       time.Time `yaml:"started" json:"started"`
 	PhaseStarted  time.Time `yaml:"phaseStarted" json:"phaseStarted"`
 	PhaseDeadline time.Time `yaml:"phaseDeadline" json:"phaseDeadline"`
+	// Ended is when the rollout succeeded or rolled back.
+	Ended time.Time `yaml:"ended,omitempty" json:"ended,omitzero"`
 	// Holder drives the rollout until LeaseUntil.
 	Holder     string    `yaml:"holder,omitempty" json:"holder,omitempty"`
 	LeaseUntil time.Time `yaml:"leaseUntil,omitempty" json:"leaseUntil,omitzero"`

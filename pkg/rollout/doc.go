@@ -46,8 +46,14 @@
 // attestations, the images of retained generations past both windows that
 // no other generation pins.
 //
+// Run drives the rollout in progress; with none (the last one ended and
+// no start was committed since) it drives nothing and returns
+// ErrNotInProgress naming the last one, never that one's outcome.
+//
 // Failpoints: binaries built with -tags failpoints kill themselves with
 // SIGKILL at the transition named by $SLIPWAY_ROLLOUT_FAILPOINT
-// ("before-commit:route", "after-commit:drain", …), for the tests that
-// resume a driver from every transition.
+// ("before-commit:compatibility", start's own commit, "after-commit:drain",
+// …), and list every transition they pass in the file named by
+// $SLIPWAY_ROLLOUT_FAILPOINT_TRACE, for the tests that resume a driver
+// from every transition.
 package rollout

@@ -28,12 +28,30 @@ const (
 // Phases in order (pool.Phases).
 var Phases = pool.Phases
 
-// Run drives the pool's rollout to a terminal state under the lease: it
-// takes the lease (or stops with ErrHeld), then works phase after phase,
-// one commit per step, from wherever the rollout stands (so a crashed
-// driver resumes). It returns the rollout as it ended: nil error when it
-// succeeded, ErrRolledBack or ErrFailed (with the reason) otherwise.
+// Run drives the pool's rollout in progress to a terminal state under
+// the lease: it takes the lease (or stops with ErrHeld), then works phase
+// after phase, one commit per step, from wherever the rollout stands (so a
+// crashed driver resumes). It returns the rollout as it ended: nil error
+// when it succeeded, ErrRolledBack or ErrFailed (with the reason)
+// otherwise. With no rollout in progress (the last one ended, and no
+// start was committed since) it drives nothing and returns
+// ErrNotInProgress, saying how the last one ended: an old outcome is never
+// reported as the current one.
 func (d *Driver) Run(ctx context.Context) (*pool.Rollout, error) {
+	return d.run(ctx, "")
+}
+
+// Drive is Run for the rollout id (the one Start returned): if it already
+// ended, Drive returns how; if the pool's rollout is another one by now,
+// it stops with ErrChanged.
+func (d *Driver) Drive(ctx context.Context, id string) (*pool.Rollout, error) {
+	if id == "" {
+		return nil, errors.New("rollout: Drive needs the rollout's id")
+	}
+	return d.run(ctx, id)
+}
+
+func (d *Driver) run(ctx context.Context, id string) (*pool.Rollout, error) {
 	d.defaults()
 	if d.Fleet == nil {
 		return nil, errors.New("rollout: no fleet to drive the rollout on (--server)")
@@ -41,9 +59,9 @@ func (d *Driver) Run(ctx context.Context) (*pool.Rollout, error) {
 	if d.Signer == nil && !d.UnsignedEvidence {
 		return nil, errors.New("rollout: evidence is signed: give a signing key (or choose unsigned evidence explicitly)")
 	}
-	r, err := d.acquire(ctx)
+	r, err := d.acquire(ctx, id)
 	if err != nil {
-		return nil, err
+		return r, err
 	}
 	for !r.Terminal() && r.Status == pool.RolloutRunning {
 		var step func(context.Context, *pool.Rollout) (*pool.Rollout, error)
@@ -61,31 +79,52 @@ func (d *Driver) Run(ctx context.Context) (*pool.Rollout, error) {
 		case PhaseRemove:
 			step = d.remove
 		default:
-			return r, fmt.Errorf("rollout: %s is in phase %q, which this driver does not know", r.ID, r.Phase)
+			return r, fmt.Errorf("rollout: %s of pool %s is in phase %q, which this driver does not know", r.ID, d.Pool, r.Phase)
 		}
 		if r, err = step(ctx, r); err != nil {
 			return r, err
 		}
 	}
-	return r, outcome(r)
+	return r, d.outcome(r)
 }
 
-func outcome(r *pool.Rollout) error {
+// outcome is how r ended, as an error (nil: it succeeded).
+func (d *Driver) outcome(r *pool.Rollout) error {
 	switch r.Status {
 	case pool.RolloutSucceeded:
 		return nil
 	case pool.RolloutRolledBack:
-		return fmt.Errorf("%w: %s of pool: %s", ErrRolledBack, r.ID, r.Reason)
+		return fmt.Errorf("%w: %s of pool %s: %s", ErrRolledBack, r.ID, d.Pool, r.Reason)
 	default:
-		return fmt.Errorf("%w: %s in phase %s: %s (owner %s, phase deadline %s): resume it with rollout resume",
-			ErrFailed, r.ID, r.Phase, r.Reason, r.Holder, r.PhaseDeadline.Format(time.RFC3339))
+		return fmt.Errorf("%w: %s of pool %s in phase %s: %s (owner %s, phase deadline %s): resume it with rollout resume",
+			ErrFailed, r.ID, d.Pool, r.Phase, r.Reason, r.Holder, r.PhaseDeadline.Format(time.RFC3339))
 	}
 }
 
-// acquire takes the lease of the pool's rollout: free, expired, ours, or
-// held by a process of this host that is gone. A failed rollout runs
-// again, with a fresh phase deadline.
-func (d *Driver) acquire(ctx context.Context) (*pool.Rollout, error) {
+// notInProgress says that pool has no rollout in progress, and how the
+// last one (r, nil for none) ended.
+func (d *Driver) notInProgress(r *pool.Rollout) error {
+	if r == nil {
+		return fmt.Errorf("%w on pool %s: none was ever started (rollout start)", ErrNotInProgress, d.Pool)
+	}
+	how := r.Status
+	if r.Reason != "" {
+		how += " (" + r.Reason + ")"
+	}
+	when := "at an unrecorded time"
+	if !r.Ended.IsZero() {
+		when = "at " + r.Ended.Format(time.RFC3339)
+	}
+	return fmt.Errorf("%w on pool %s: the last rollout, %s (%s → %s, started %s), ended %s %s; no rollout start has been committed since (start one with rollout start)",
+		ErrNotInProgress, d.Pool, r.ID, orNone(r.From), r.To, r.Started.Format(time.RFC3339), how, when)
+}
+
+// acquire takes the lease of the pool's rollout (of rollout id, when
+// given): free, expired, ours, or held by a process of this host that is
+// gone. A failed rollout runs again, with a fresh phase deadline. A
+// rollout that ended is returned as it is when it is id; without an id it
+// is ErrNotInProgress.
+func (d *Driver) acquire(ctx context.Context, id string) (*pool.Rollout, error) {
 	var out *pool.Rollout
 	_, err := d.Repo.Update(ctx, gitops.Request{Branch: d.Branch, Author: d.Author, Edit: func(t *gitops.Tree) (*gitops.Commit, error) {
 		v, err := readView(t, d.Pool)
@@ -93,8 +132,11 @@ func (d *Driver) acquire(ctx context.Context) (*pool.Rollout, error) {
 			return nil, err
 		}
 		r := v.state.Rollout
-		if r == nil {
-			return nil, fmt.Errorf("%w on pool %s: start one (rollout start)", ErrNoRollout, d.Pool)
+		if id != "" && (r == nil || r.ID != id) {
+			return nil, fmt.Errorf("%w: rollout %s of pool %s is no longer the pool's rollout: %s", ErrChanged, id, d.Pool, describe(r))
+		}
+		if r == nil || (id == "" && r.Terminal()) {
+			return nil, d.notInProgress(r)
 		}
 		out = r
 		if r.Terminal() {
@@ -138,7 +180,7 @@ func (d *Driver) advance(ctx context.Context, r *pool.Rollout, fn change) (*pool
 		}
 		cur := v.state.Rollout
 		if cur == nil || cur.ID != r.ID || cur.Phase != r.Phase || cur.Holder != d.Holder || cur.Status != pool.RolloutRunning {
-			return nil, fmt.Errorf("%w: %s", ErrChanged, describe(cur))
+			return nil, fmt.Errorf("%w: %s of pool %s: %s", ErrChanged, r.ID, d.Pool, describe(cur))
 		}
 		now := d.Now().UTC()
 		s, subject, body, err := fn(v, cur, now)
@@ -603,7 +645,7 @@ func (d *Driver) remove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, er
 	}
 	return d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
 		d.enter(v, r, PhaseRetain, now)
-		r.Status, r.Holder, r.LeaseUntil = pool.RolloutSucceeded, "", time.Time{}
+		r.Status, r.Holder, r.LeaseUntil, r.Ended = pool.RolloutSucceeded, "", time.Time{}, now.Truncate(time.Second)
 		body := "Step 6 done: " + note + "."
 		if r.From != "" {
 			body += fmt.Sprintf("\nStep 7: %s is retained: rollback window until %s, restore window until %s.", r.From,

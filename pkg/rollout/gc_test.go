@@ -14,10 +14,8 @@ import (
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/pool"
-	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/rollout"
-	"github.com/slipway-dev/slipway/pkg/runtime/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/sign"
 )
 
@@ -26,8 +24,9 @@ import (
 // their signatures, takes the generation out of the state in one commit,
 // and keeps everything else.
 func TestGC(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	w := runtimetest.New(t, registrytest.NewInProcess(t))
+	w := sharedWorld(t)
 	repoDir := filepath.Join(t.TempDir(), "config.git")
 	if err := gitops.InitBare(repoDir, "main"); err != nil {
 		t.Fatal(err)
@@ -39,11 +38,7 @@ func TestGC(t *testing.T) {
 	if _, err := release.InitConfig(ctx, repoDir, "main", "agents", map[string][]byte{pool.PoolFile("agents"): pb}, gitops.Signature{}); err != nil {
 		t.Fatal(err)
 	}
-	priv, _, _ := sign.GenerateKeys([]byte("pw"))
-	sv, err := sign.LoadSigner(priv, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sv := sharedSigner(t)
 	g1 := w.Generation(t, "agents", nil, "")
 	g2 := w.Generation(t, "agents", g1, "")
 	for _, g := range []*generation.Generation{g1, g2} {

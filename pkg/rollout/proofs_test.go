@@ -38,6 +38,7 @@ func (f leakyFleet) Prove(ctx context.Context, pool string, req runtime.ProofReq
 // fails the network proof and rolls back. The active generation never
 // changes.
 func TestProofFailuresRollBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(s *pool.Spec) { s.PhaseDeadlines[rollout.PhaseWarm] = pool.Duration{Duration: 5 * time.Second} })
 	ctx := context.Background()
 

@@ -27,8 +27,12 @@ var (
 	ErrHeld = errors.New("rollout: held by another driver")
 	// ErrInProgress: a rollout is already running on the pool.
 	ErrInProgress = errors.New("rollout: a rollout is in progress")
-	// ErrNoRollout: the pool has no rollout to drive, abort or show.
+	// ErrNoRollout: the pool has no rollout to abort.
 	ErrNoRollout = errors.New("rollout: no rollout")
+	// ErrNotInProgress: Run found no rollout in progress (none was ever
+	// started, or the last one ended and no start was committed since);
+	// the error says which rollout last ended, how and when.
+	ErrNotInProgress = errors.New("rollout: no rollout in progress")
 	// ErrRefused: the request does not fit the pool's state (an unknown
 	// generation, an abort after routing, a rollback with nothing
 	// retained).
@@ -282,11 +286,13 @@ func (d *Driver) Start(ctx context.Context, to string, rollback bool) (*pool.Rol
 		if rollback {
 			verb = "start rollback"
 		}
+		d.failpoint("before-commit:" + PhaseCompatibility)
 		return d.write(v, PhaseCompatibility, fmt.Sprintf("%s %s of pool %s: %s → %s", verb, r.ID, d.Pool, orNone(r.From), to), "")
 	}})
 	if err != nil {
 		return nil, err
 	}
+	d.failpoint("after-commit:" + PhaseCompatibility)
 	d.logf("rollout %s started: %s → %s", out.ID, orNone(out.From), out.To)
 	return out, nil
 }
@@ -352,7 +358,7 @@ func (d *Driver) Abort(ctx context.Context, reason string) (*pool.Rollout, error
 			return nil, fmt.Errorf("%w in progress on pool %s", ErrNoRollout, d.Pool)
 		}
 		if routed(r.Phase) {
-			return nil, fmt.Errorf("%w: rollout %s already routed claims to %s (phase %s): use rollout rollback", ErrRefused, r.ID, r.To, r.Phase)
+			return nil, fmt.Errorf("%w: rollout %s of pool %s already routed claims to %s (phase %s): use rollout rollback", ErrRefused, r.ID, d.Pool, r.To, r.Phase)
 		}
 		out = r
 		return d.rollBack(v, "aborted: "+reason)
@@ -386,6 +392,7 @@ func (d *Driver) rollBack(v *view, reason string) (*gitops.Commit, error) {
 		v.state.Target = a.ID
 	}
 	r.Status, r.Reason, r.Holder, r.LeaseUntil = pool.RolloutRolledBack, reason, "", time.Time{}
+	r.Ended = d.Now().UTC().Truncate(time.Second)
 	return d.write(v, "rolled-back", fmt.Sprintf("roll back %s of pool %s: %s stays active", r.ID, d.Pool, orNone(r.From)), reason)
 }
 

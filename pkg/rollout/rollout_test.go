@@ -17,7 +17,6 @@ import (
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/gittest"
 	"github.com/slipway-dev/slipway/pkg/pool"
-	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/rollout"
 	"github.com/slipway-dev/slipway/pkg/runtime"
@@ -44,7 +43,7 @@ type env struct {
 func newEnv(t *testing.T, spec func(*pool.Spec)) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{t: t, w: runtimetest.New(t, registrytest.NewInProcess(t))}
+	e := &env{t: t, w: sharedWorld(t)}
 	e.repo = filepath.Join(t.TempDir(), "config.git")
 	if err := gitops.InitBare(e.repo, "main"); err != nil {
 		t.Fatal(err)
@@ -67,13 +66,7 @@ func newEnv(t *testing.T, spec func(*pool.Spec)) *env {
 	}
 	e.g1 = e.w.Generation(t, "agents", nil, "")
 	e.promote(e.g1, true)
-	priv, _, err := sign.GenerateKeys([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.sv, err = sign.LoadSigner(priv, []byte("pw")); err != nil {
-		t.Fatal(err)
-	}
+	e.sv = sharedSigner(t)
 
 	sctx, stop := context.WithCancel(ctx)
 	addr := make(chan string, 1)
@@ -202,6 +195,7 @@ func gittestShow(t *testing.T, dir, obj string) ([]byte, error) {
 }
 
 func TestRolloutSucceeds(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	g2 := e.next(e.g1, template.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
@@ -299,6 +293,7 @@ func TestRolloutSucceeds(t *testing.T) {
 }
 
 func TestFailedProofRollsBack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	bad := e.next(e.g1, template.Test{Name: "needs-python", Run: []string{"sh", "-c", "echo python3 missing >&2; exit 9"}})
@@ -309,6 +304,9 @@ func TestFailedProofRollsBack(t *testing.T) {
 	r, err := d.Run(ctx)
 	if !errors.Is(err, rollout.ErrRolledBack) || r.Status != pool.RolloutRolledBack || !strings.Contains(r.Reason, "needs-python exited 9") {
 		t.Fatalf("run: %v, %+v", err, r)
+	}
+	if want := "rolled back: " + r.ID + " of pool agents: step 3, proof failed: "; !strings.Contains(err.Error(), want) {
+		t.Errorf("the error does not say %q: %v", want, err)
 	}
 	st := e.state()
 	if a, _ := st.Active(); a.ID != e.g1.ID || stateOf(st, bad.ID) != "" || st.Target != e.g1.ID {
@@ -336,6 +334,7 @@ func TestFailedProofRollsBack(t *testing.T) {
 }
 
 func TestTwoDriversOneWins(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	g2 := e.next(e.g1)
@@ -361,8 +360,8 @@ func TestTwoDriversOneWins(t *testing.T) {
 			ok++
 		case errors.Is(err, rollout.ErrHeld), errors.Is(err, rollout.ErrChanged):
 			held++
-			if !strings.Contains(err.Error(), "driver-") {
-				t.Errorf("the loser's message does not name the holder: %v", err)
+			if !strings.Contains(err.Error(), "driver-") || !strings.Contains(err.Error(), "of pool agents") {
+				t.Errorf("the loser's message does not name the holder and the pool: %v", err)
 			}
 		default:
 			t.Errorf("driver: %v", err)
@@ -377,6 +376,7 @@ func TestTwoDriversOneWins(t *testing.T) {
 }
 
 func TestAbortBeforeRouting(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	g2 := e.next(e.g1)
@@ -391,8 +391,24 @@ func TestAbortBeforeRouting(t *testing.T) {
 	if a, _ := e.state().Active(); a.ID != e.g1.ID {
 		t.Errorf("active %s after an abort", a.ID)
 	}
-	if _, err := d.Run(ctx); !errors.Is(err, rollout.ErrRolledBack) {
-		t.Errorf("driving an aborted rollout: %v", err)
+	// Driving the aborted rollout by its id says how it ended, naming the
+	// pool; driving "the rollout in progress" finds none, and says which
+	// one ended last, how and when, without taking its outcome for its own.
+	if _, err := d.Drive(ctx, r.ID); !errors.Is(err, rollout.ErrRolledBack) || !strings.Contains(err.Error(), "rolled back: "+r.ID+" of pool agents: aborted: by the test") {
+		t.Errorf("driving the aborted rollout: %v", err)
+	}
+	ended := e.state().Rollout.Ended
+	if ended.IsZero() {
+		t.Errorf("the aborted rollout has no end time: %+v", e.state().Rollout)
+	}
+	got, err := d.Run(ctx)
+	want := fmt.Sprintf("no rollout in progress on pool agents: the last rollout, %s (%s → %s, started %s), ended rolled-back (aborted: by the test) at %s; no rollout start has been committed since",
+		r.ID, e.g1.ID, g2.ID, r.Started.Format(time.RFC3339), ended.Format(time.RFC3339))
+	if !errors.Is(err, rollout.ErrNotInProgress) || errors.Is(err, rollout.ErrRolledBack) || got != nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("driving with nothing in progress: %+v %v\nwant the error to say %q", got, err, want)
+	}
+	if _, err := d.Drive(ctx, "ro-000000000000"); !errors.Is(err, rollout.ErrChanged) || !strings.Contains(err.Error(), "of pool agents") {
+		t.Errorf("driving another rollout than the pool's: %v", err)
 	}
 	if _, err := d.Abort(ctx, "again"); !errors.Is(err, rollout.ErrNoRollout) {
 		t.Errorf("a second abort: %v", err)
@@ -404,8 +420,10 @@ func TestAbortBeforeRouting(t *testing.T) {
 // released; with onDrainDeadline: stop, the run still open at the deadline
 // is stopped, listed in the commit, and its manifest says released.
 func TestDrain(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"wait", "stop"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, func(s *pool.Spec) {
 				s.OnDrainDeadline = mode
 				s.DrainDeadline = pool.Duration{Duration: 2 * time.Second}

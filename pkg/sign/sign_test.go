@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -42,7 +43,42 @@ type keyPair struct {
 	v         signature.Verifier
 }
 
+// keyCache holds the key pairs tests made, by password: the n-th newKeys
+// of a test with a password is the n-th pair made with that password, so
+// a test that needs two keys gets two different ones, and tests share
+// them (scrypt makes a key slow to make and to open under -race).
+var keyCache struct {
+	mu    sync.Mutex
+	pairs map[string][]keyPair
+	used  map[*testing.T]map[string]int
+}
+
 func newKeys(t *testing.T, password string) keyPair {
+	t.Helper()
+	keyCache.mu.Lock()
+	defer keyCache.mu.Unlock()
+	if keyCache.pairs == nil {
+		keyCache.pairs, keyCache.used = map[string][]keyPair{}, map[*testing.T]map[string]int{}
+	}
+	if keyCache.used[t] == nil {
+		keyCache.used[t] = map[string]int{}
+		t.Cleanup(func() {
+			keyCache.mu.Lock()
+			defer keyCache.mu.Unlock()
+			delete(keyCache.used, t)
+		})
+	}
+	n := keyCache.used[t][password]
+	keyCache.used[t][password]++
+	if n < len(keyCache.pairs[password]) {
+		return keyCache.pairs[password][n]
+	}
+	k := makeKeys(t, password)
+	keyCache.pairs[password] = append(keyCache.pairs[password], k)
+	return k
+}
+
+func makeKeys(t *testing.T, password string) keyPair {
 	t.Helper()
 	priv, pub, err := sign.GenerateKeys([]byte(password))
 	if err != nil {

@@ -42,7 +42,7 @@ type rolloutFlags struct {
 	tokenFile        string
 	signKey          string
 	unsignedEvidence bool
-	lease            time.Duration
+	lease, poll      time.Duration
 }
 
 func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
@@ -55,6 +55,7 @@ func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
 	cmd.Flags().StringVar(&f.signKey, "sign-key", "", "cosign key (file or KMS URI) that signs the evidence; password from $"+passwordEnv)
 	cmd.Flags().BoolVar(&f.unsignedEvidence, "unsigned-evidence", false, "commit the evidence as an unsigned statement (no --sign-key)")
 	cmd.Flags().DurationVar(&f.lease, "lease", time.Minute, "how long the driver's lease lasts unless renewed")
+	cmd.Flags().DurationVar(&f.poll, "poll", 500*time.Millisecond, "how often the driver looks at the runtime while a step waits for it")
 }
 
 func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*rollout.Driver, error) {
@@ -65,7 +66,7 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 	if err != nil {
 		return nil, usage(err)
 	}
-	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.stderr, Lease: f.lease}
+	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.stderr, Lease: f.lease, Poll: f.poll}
 	if !drive {
 		return d, nil
 	}
@@ -119,9 +120,17 @@ func interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
-// rolloutError maps a driver's error to an exit code: 1 for a rollout
-// that rolled back, failed, is held or refused; 2 for the rest.
+// exitNotInProgress: rollout resume found no rollout in progress (the
+// last one ended, how and when is on stderr; no start was committed since).
+const exitNotInProgress = 3
+
+// rolloutError maps a driver's error to an exit code: 3 when there is no
+// rollout in progress to drive; 1 for a rollout that rolled back, failed,
+// is held or refused; 2 for the rest.
 func rolloutError(err error) error {
+	if errors.Is(err, rollout.ErrNotInProgress) {
+		return &exitError{code: exitNotInProgress, err: err}
+	}
 	for _, e := range []error{rollout.ErrRolledBack, rollout.ErrFailed, rollout.ErrHeld, rollout.ErrInProgress, rollout.ErrRefused, rollout.ErrNoRollout, rollout.ErrChanged, gitops.ErrConflict} {
 		if errors.Is(err, e) {
 			return failed(err)
@@ -130,9 +139,14 @@ func rolloutError(err error) error {
 	return usage(err)
 }
 
-// drive runs the rollout to its end and prints how it ended.
-func (g *globals) drive(ctx context.Context, d *rollout.Driver) error {
-	r, err := d.Run(ctx)
+// drive runs the rollout in progress (id "") or rollout id to its end and
+// prints how it ended.
+func (g *globals) drive(ctx context.Context, d *rollout.Driver, id string) error {
+	run := d.Run
+	if id != "" {
+		run = func(ctx context.Context) (*pool.Rollout, error) { return d.Drive(ctx, id) }
+	}
+	r, err := run(ctx)
 	if perr := g.printRollout(r); perr != nil {
 		return perr
 	}
@@ -176,7 +190,9 @@ func newCmdRolloutStart(g *globals) *cobra.Command {
 		Long: `Start commits the rollout's intent (phase compatibility). With --wait it then drives
 the rollout through the seven steps under the lease in desired.yaml, and exits 0 only when it
 succeeded; 1 when it rolled back (a proof failed, a deadline passed before routing) or failed
-(visible and resumable: rollout resume). Without --wait, rollout resume drives it.`,
+(visible and resumable: rollout resume). Without --wait, rollout resume drives it. If start
+dies before its commit, nothing was started: rollout resume then exits 3 (no rollout in
+progress) and start runs again.`,
 		Example: `  slipway rollout start --repo ./config.git --pool agents --to g-2f1c… \
       --server http://127.0.0.1:7070 --token-file runtime.token --sign-key cosign.key --wait`,
 		Args: cobra.NoArgs,
@@ -192,7 +208,7 @@ succeeded; 1 when it rolled back (a proof failed, a deadline passed before routi
 				if !wait {
 					return g.printRollout(r)
 				}
-				return g.drive(ctx, d)
+				return g.drive(ctx, d, r.ID)
 			})(cmd, args)
 		},
 	}
@@ -207,8 +223,14 @@ func newCmdRolloutResume(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resume --repo URL --pool P --server URL --token-file FILE",
 		Short: "Drive the pool's rollout from where it stands to its end (after a crash, a failure, or start without --wait)",
-		Args:  cobra.NoArgs,
-		RunE:  f.run(g, true, g.drive),
+		Long: `Resume drives the rollout in progress on the pool to its end, from the step where it
+stands: after a driver died, after a visible failure, or after start without --wait. Exit
+codes: 0 it succeeded; 1 it rolled back, failed (resumable), or another driver holds it;
+3 there is no rollout in progress: the last one ended (the message says which, how and
+when) and no rollout start was committed since, as when a driver died before its start
+commit; an old outcome is never reported as this one's.`,
+		Args: cobra.NoArgs,
+		RunE: f.run(g, true, func(ctx context.Context, d *rollout.Driver) error { return g.drive(ctx, d, "") }),
 	}
 	f.add(cmd, true)
 	return cmd
@@ -263,10 +285,11 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 					to = st.Draining[len(st.Draining)-1]
 				}
 			}
-			if _, err := d.Start(ctx, to, true); err != nil {
+			r, err := d.Start(ctx, to, true)
+			if err != nil {
 				return rolloutError(err)
 			}
-			return g.drive(ctx, d)
+			return g.drive(ctx, d, r.ID)
 		}),
 	}
 	f.add(cmd, true)
