@@ -2,6 +2,7 @@ package isolate
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -91,4 +92,40 @@ func readStat(pid int) (start uint64, state byte, err error) {
 		return 0, 0, fmt.Errorf("isolate: /proc/%d/stat: %w", pid, err)
 	}
 	return start, f[0][0], nil
+}
+
+// Stop sends SIGSTOP to pid and returns once every thread of it is stopped.
+// The signal alone is asynchronous: each thread stops when the kernel next
+// schedules it, so on a loaded host the process can still answer a request
+// sent just after kill(2) returned. Stop gives up with an error when ctx
+// ends first or pid is gone.
+func Stop(ctx context.Context, pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("isolate: stop %d: %w", pid, err)
+	}
+	task := "/proc/" + strconv.Itoa(pid) + "/task"
+	for d := time.Millisecond; ; d = min(2*d, 20*time.Millisecond) {
+		tids, err := os.ReadDir(task)
+		if err != nil {
+			return fmt.Errorf("isolate: stop %d: %w", pid, err)
+		}
+		stopped := 0
+		for _, tid := range tids {
+			b, err := os.ReadFile(task + "/" + tid.Name() + "/stat")
+			if err != nil {
+				continue // the thread exited
+			}
+			if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+				stopped++
+			}
+		}
+		if stopped == len(tids) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("isolate: stop %d: %d of %d threads stopped: %w", pid, stopped, len(tids), ctx.Err())
+		case <-time.After(d):
+		}
+	}
 }

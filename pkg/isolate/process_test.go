@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -247,5 +248,29 @@ func TestHostPathsStayOffSandboxCommandLines(t *testing.T) {
 	cmd := strings.Join(res.Command, " ")
 	if !strings.Contains(cmd, "--ro-bind "+src+" /data") {
 		t.Errorf("Result.Command does not show the mounts bwrap read: %s", cmd)
+	}
+}
+
+// Stop returns only once every thread of the process is stopped, and fails
+// for a process that is gone.
+func TestStopWaitsForTheStoppedState(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := isolate.Stop(ctx, cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, state, err := isolate.ProcStat(cmd.Process.Pid); err != nil || (state != 'T' && state != 't') {
+		t.Fatalf("state after Stop = %q, %v", state, err)
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Wait()
+	if err := isolate.Stop(ctx, cmd.Process.Pid); err == nil {
+		t.Fatal("Stop of a reaped process: no error")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/slipway-dev/slipway/pkg/generation"
+	"github.com/slipway-dev/slipway/pkg/isolate"
 	"github.com/slipway-dev/slipway/pkg/pool"
 	"github.com/slipway-dev/slipway/pkg/registrytest"
 	"github.com/slipway-dev/slipway/pkg/runs"
@@ -100,10 +101,14 @@ func stopRunner(t *testing.T, be *local.Backend, id string) {
 	if err != nil || pids.Runner == 0 {
 		t.Fatalf("Pids(%s) = %+v, %v", id, pids, err)
 	}
-	if err := syscall.Kill(pids.Runner, syscall.SIGSTOP); err != nil {
+	// The stop is asynchronous: Stop returns once the runner is stopped, so
+	// a claim's ping right after cannot be answered on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t.Cleanup(func() { _ = syscall.Kill(pids.Runner, syscall.SIGCONT) })
+	if err := isolate.Stop(ctx, pids.Runner); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pids.Runner, syscall.SIGCONT) })
 }
 
 func execOut(t *testing.T, rt *runtime.Runtime, g *runtime.Grant, script string) string {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/isolate"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/local"
 )
@@ -215,13 +216,14 @@ func TestStoppedRunnerMissesHeartbeats(t *testing.T) {
 	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pids.Runner)); !strings.HasSuffix(exe, "slipway-runner") {
 		t.Fatalf("runner pid %d runs %q", pids.Runner, exe)
 	}
-	if err := syscall.Kill(pids.Runner, syscall.SIGSTOP); err != nil {
+	// A stop signal is asynchronous: wait until the runner is stopped, or a
+	// loaded machine answers the ping below.
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err = isolate.Stop(stopCtx, pids.Runner)
+	stopCancel()
+	if err != nil {
 		t.Fatal(err)
 	}
-	// A stop signal takes effect when the runner's threads are next
-	// scheduled: on a loaded machine a ping sent at once can still be
-	// answered. Wait until the kernel reports the runner stopped.
-	waitStopped(t, pids.Runner)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	_, err = s.Ping(ctx)
 	cancel()
@@ -242,34 +244,4 @@ func deref(ss []*sandbox.Sandbox) []sandbox.Sandbox {
 		out = append(out, *s)
 	}
 	return out
-}
-
-// waitStopped waits until every thread of pid is in the stopped state (T).
-func waitStopped(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		stopped := 0
-		for _, task := range tasks {
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
-			if err != nil {
-				continue
-			}
-			// The state follows the command name, which is in parentheses.
-			if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) && b[i+2] == 'T' {
-				stopped++
-			}
-		}
-		if stopped == len(tasks) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("runner %d: %d of %d threads stopped after 10s", pid, stopped, len(tasks))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
