@@ -41,6 +41,8 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("ForeignObjectsSurvive", func(t *testing.T) { testForeign(t, c, dyn) })
 	t.Run("ConflictNamesManager", func(t *testing.T) { testConflict(t, c, dyn) })
 	t.Run("WaitTimesOut", func(t *testing.T) { testWaitTimesOut(t, c) })
+	// Last: the controller then runs for the rest of the cluster's life.
+	t.Run("WithSandboxController", func(t *testing.T) { testWithController(t, c, dyn) })
 }
 
 func newApplier(t *testing.T, c *kubetest.Cluster, opts ...kubeapply.Option) *kubeapply.Applier {
@@ -271,4 +273,52 @@ func testWaitTimesOut(t *testing.T, c *kubetest.Cluster) {
 			t.Fatalf("pool %d: %v lacks %q", i, err, want)
 		}
 	}
+}
+
+// With agent-sandbox's own controller: a warm pool of the render makes
+// Sandboxes from its template, and the controller's label on a template
+// (a metadata-only field manager) and its status writes on a warm pool do
+// not keep Slipway from pruning them.
+func testWithController(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface) {
+	if _, err := kubetest.Binary("agent-sandbox-controller"); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	if err := c.StartSandboxController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PrepareNamespace(ctx, "zeta-ns"); err != nil {
+		t.Fatal(err)
+	}
+	cr := newConfigRepo(t, "zeta", "zeta-ns", 2)
+	a := newApplier(t, c)
+	apply(t, a, cr.desire([]string{pool.Active, pool.Warming}, []int{1, 2}))
+	sandboxes := schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		list, err := dyn.Resource(sandboxes).Namespace("zeta-ns").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := dyn.Resource(templates).Namespace("zeta-ns").Get(ctx, cr.name(1), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		labelled := false
+		for _, mf := range tmpl.GetManagedFields() {
+			labelled = labelled || (mf.Manager != kubeapply.FieldManager && mf.Subresource == "")
+		}
+		if len(list.Items) >= 3 && labelled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90s: %d sandboxes (want 3), template labelled by the controller: %v; controller log:\n%s",
+				len(list.Items), labelled, c.Log("agent-sandbox-controller"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	cs := apply(t, a, cr.desire([]string{pool.Active}, []int{1}))
+	n := func(i int) string { return "zeta-ns/" + cr.name(i) }
+	wantActions(t, cs, "Namespace/zeta-ns Updated", "SandboxTemplate/"+n(0)+" Updated", "SandboxWarmPool/"+n(0)+" Updated",
+		"SandboxTemplate/"+n(1)+" Pruned", "SandboxWarmPool/"+n(1)+" Pruned")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -101,12 +102,12 @@ func foreign(u *unstructured.Unstructured, pool string) string {
 			continue
 		}
 		if fields := ownedOutsideMetadata(mf); len(fields) > 0 {
-			others = append(others, fmt.Sprintf("field manager %q (%s) owns %v", mf.Manager, mf.Operation, fields))
+			others = append(others, fmt.Sprintf("field manager %q (%s) owns %s", mf.Manager, mf.Operation, strings.Join(fields, ", ")))
 		}
 	}
 	switch {
 	case len(others) > 0:
-		return fmt.Sprint(others)
+		return strings.Join(others, "; ")
 	case !ours:
 		return fmt.Sprintf("field manager %q owns none of its fields", FieldManager)
 	}
@@ -126,7 +127,7 @@ func ownedOutsideMetadata(mf metav1.ManagedFieldsEntry) []string {
 	var out []string
 	for k := range top {
 		if k != "f:metadata" && k != "." {
-			out = append(out, k)
+			out = append(out, strings.TrimPrefix(k, "f:"))
 		}
 	}
 	sort.Strings(out)

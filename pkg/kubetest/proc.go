@@ -30,6 +30,11 @@ type proc struct {
 
 // startProc starts bin with args, its stdout and stderr appended to logFile.
 func startProc(name, bin, logFile string, args ...string) (*proc, error) {
+	return startProcEnv(name, bin, logFile, nil, args...)
+}
+
+// startProcEnv is startProc with the environment env (nil: this process's).
+func startProcEnv(name, bin, logFile string, env []string, args ...string) (*proc, error) {
 	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -37,6 +42,7 @@ func startProc(name, bin, logFile string, args ...string) (*proc, error) {
 	defer f.Close()
 	p := &proc{name: name, logFile: logFile, exited: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = sysProcAttr()
 	if err := p.cmd.Start(); err != nil {
