@@ -7,7 +7,7 @@
 #     modules replaced to v0.37.2 (the list is generated from the replace block
 #     of k8s.io/kubernetes's own go.mod, never typed by hand);
 #   $SLIPWAY_KUBE_CACHE/agent-sandbox-v0.5.6/bin/agent-sandbox-controller
-#     from sigs.k8s.io/agent-sandbox@v0.5.6 (go install, exact version).
+#     from a scratch module requiring sigs.k8s.io/agent-sandbox v0.5.6.
 #
 # A binary already present is not built again. Usage: kube-bins.sh [NAME...]
 # with NAME among kube-apiserver, agent-sandbox-controller, kubelet (default:
@@ -83,16 +83,35 @@ build_kube() {
 	log "built $out in $((SECONDS - start))s"
 }
 
+# build_sandbox builds agent-sandbox's controller in a scratch module of its
+# own: `go install pkg@version` asks the proxy for the module's version list
+# (for deprecations), which the proxy here refuses.
 build_sandbox() {
-	local out=$SANDBOX_DIR/bin/agent-sandbox-controller
+	local out=$SANDBOX_DIR/bin/agent-sandbox-controller src=$SANDBOX_DIR/src
 	[ -x "$out" ] && { log "$out present"; return 0; }
-	mkdir -p "$SANDBOX_DIR/bin"
+	mkdir -p "$SANDBOX_DIR/bin" "$src"
+	if [ ! -f "$src/go.sum" ]; then
+		cat >"$src/go.mod" <<EOF2
+module slipway.local/sandboxbins
+
+go 1.26.0
+
+require sigs.k8s.io/agent-sandbox $SANDBOX_VERSION
+EOF2
+		cat >"$src/tools.go" <<'EOF2'
+//go:build tools
+
+// Package sandboxbins only pins the command kube-bins.sh builds.
+package sandboxbins
+
+import _ "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller"
+EOF2
+		(cd "$src" && $GO mod tidy)
+	fi
 	log "building agent-sandbox-controller $SANDBOX_VERSION"
-	local start=$SECONDS tmp
-	tmp=$(mktemp -d "$SANDBOX_DIR/gobin.XXXXXX")
-	GOBIN=$tmp $GO install -trimpath -ldflags '-s -w' "sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller@$SANDBOX_VERSION"
-	mv "$tmp/agent-sandbox-controller" "$out"
-	rmdir "$tmp"
+	local start=$SECONDS
+	(cd "$src" && $GO build -trimpath -ldflags '-s -w' -o "$out.tmp" sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller)
+	mv "$out.tmp" "$out"
 	log "built $out in $((SECONDS - start))s"
 }
 

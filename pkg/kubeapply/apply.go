@@ -121,6 +121,10 @@ func New(cfg *rest.Config, opts ...Option) (*Applier, error) {
 			return nil, err
 		}
 	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.RateLimiter == nil { // client-go's default of 5 a second throttles a pool of many generations
+		cfg.QPS, cfg.Burst = 50, 100
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeapply: %w", err)

@@ -54,15 +54,13 @@ func (e *NotReadyError) Is(target error) bool { return target == ErrNotReady }
 
 // Wait polls the warm pools until each one's status.readyReplicas reaches
 // its spec.replicas, or fails after timeout with a *NotReadyError naming
-// the ones that did not.
+// the ones that did not. A pool is read once more at the deadline; an
+// error reading one is returned as it is.
 func (a *Applier) Wait(ctx context.Context, pools []Ref, timeout time.Duration) ([]PoolStatus, error) {
-	deadline, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(PollInterval)
-	defer tick.Stop()
+	end := time.Now().Add(timeout)
 	for {
-		st, err := a.poolStatus(deadline, pools)
-		if err != nil && deadline.Err() == nil {
+		st, err := a.poolStatus(ctx, pools)
+		if err != nil {
 			return st, err
 		}
 		var waiting []PoolStatus
@@ -71,19 +69,19 @@ func (a *Applier) Wait(ctx context.Context, pools []Ref, timeout time.Duration) 
 				waiting = append(waiting, s)
 			}
 		}
-		if err == nil && len(waiting) == 0 {
+		if len(waiting) == 0 {
 			return st, nil
 		}
-		select {
-		case <-deadline.Done():
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-			if err != nil { // the last read was cut by the deadline: the pools' state is unknown
-				return st, fmt.Errorf("kubeapply: %w within %s: %w", ErrNotReady, timeout, err)
-			}
+		left := time.Until(end)
+		if left <= 0 {
 			return st, &NotReadyError{Timeout: timeout, Pools: waiting}
-		case <-tick.C:
+		}
+		t := time.NewTimer(min(PollInterval, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return st, ctx.Err()
+		case <-t.C:
 		}
 	}
 }

@@ -175,6 +175,8 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 	p, err := startProc("kube-apiserver", bin, filepath.Join(c.dir, "logs", "kube-apiserver.log"),
 		"--etcd-servers="+c.etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+port,
+		// A loopback address cannot be the kubernetes Service's endpoint.
+		"--endpoint-reconciler-type=none",
 		"--cert-dir="+filepath.Join(c.dir, "pki"),
 		"--tls-cert-file="+c.pki.serverCert, "--tls-private-key-file="+c.pki.serverKey,
 		"--client-ca-file="+c.pki.caCert,
