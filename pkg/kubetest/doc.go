@@ -20,6 +20,8 @@
 //
 // It runs no kubelet, scheduler or controller-manager: objects are stored
 // and validated by the real API server against the real CRDs, but no pod
-// ever runs. It is not for production use: everything listens on the
+// ever runs, and the kubernetes Service has no endpoints (the API server
+// listens on a loopback address, which cannot be one). CheckStored reads
+// objects back to prove a CRD's schema kept every field given. It is not for production use: everything listens on the
 // loopback interface only and etcd speaks plain HTTP.
 package kubetest
