@@ -162,6 +162,11 @@ func (a *Applier) Apply(ctx context.Context, res *render.Result) (*ChangeSet, er
 	for _, o := range objs {
 		action, err := a.applyOne(ctx, o)
 		if err != nil {
+			// What this apply created stays tracked, so a later render
+			// without it can prune it.
+			if werr := inv.write(ctx, union(old, desired)); werr != nil {
+				return cs, errors.Join(err, werr)
+			}
 			return cs, err
 		}
 		cs.Changes = append(cs.Changes, Change{Ref: o.ref, Action: action})

@@ -226,12 +226,14 @@ func testForeign(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface) {
 }
 
 func testConflict(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface) {
-	cr := newConfigRepo(t, "delta", "delta-ns", 1)
+	cr := newConfigRepo(t, "delta", "delta-ns", 2)
 	apply(t, newApplier(t, c), cr.desire([]string{pool.Active}, []int{1}))
 	opsApply(t, dyn, warmPools, warmPoolReplicas("delta-ns", cr.name(0), 4))
 
-	res := cr.desire([]string{pool.Active}, []int{2})
-	_, err := newApplier(t, c).Apply(context.Background(), res)
+	// Templates go before warm pools: g1's template is created, then g0's
+	// warm pool conflicts.
+	res := cr.desire([]string{pool.Active, pool.Warming}, []int{2, 1})
+	cs, err := newApplier(t, c).Apply(context.Background(), res)
 	var ce *kubeapply.ConflictError
 	if !errors.Is(err, kubeapply.ErrConflict) || !errors.As(err, &ce) {
 		t.Fatalf("want a conflict, got %v", err)
@@ -241,7 +243,15 @@ func testConflict(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface) {
 		!strings.Contains(err.Error(), ".spec.replicas") {
 		t.Fatalf("the conflict must name the object, the other manager and the field: %v", err)
 	}
-	cs := apply(t, newApplier(t, c, kubeapply.WithForceConflicts()), res)
+	if got := strings.Join(actions(cs), "\n"); !strings.Contains(got, "SandboxTemplate/delta-ns/"+cr.name(1)+" Created") {
+		t.Fatalf("before the conflict:\n%s", got)
+	}
+	// What was created before the error is in the inventory: a later
+	// render without it prunes it.
+	if inv := strings.Join(inventory(t, dyn, "delta-ns", "delta"), " "); !strings.Contains(inv, "SandboxTemplate/delta-ns/"+cr.name(1)) {
+		t.Fatalf("a template created before a failed apply is not in the inventory: %s", inv)
+	}
+	cs = apply(t, newApplier(t, c, kubeapply.WithForceConflicts()), res)
 	if got := strings.Join(actions(cs), "\n"); !strings.Contains(got, want+" Updated") {
 		t.Fatalf("forced:\n%s", got)
 	}

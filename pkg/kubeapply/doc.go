@@ -14,7 +14,8 @@
 // Slipway prunes only what it owns. After the apply it records the applied
 // objects (group, version, kind, namespace, name) in an inventory, the
 // ConfigMap slipway-inventory-<pool> in the namespace of the pool's
-// SandboxTemplates. An object listed in the previous inventory and no
+// SandboxTemplates (written also when an apply fails part way, so that
+// what it created stays tracked). An object listed in the previous inventory and no
 // longer rendered is deleted (with the UID and resource version it was
 // checked at as preconditions) only if it still carries the label
 // slipway.dev/pool=<pool> and no other field manager owns a field of it
