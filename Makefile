@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
 # Debian packages the tests, the demo and the benchmarks need.
-DEBS := bubblewrap busybox-static docker-registry git
+DEBS := bubblewrap busybox-static docker-registry etcd-server git
 FUZZTIME ?= 20s
 
 export SLIPWAY_BIN := $(BIN)/slipway
@@ -14,7 +14,7 @@ export SYFT := $(BIN)/syft
 export COSIGN := $(BIN)/cosign
 export KUSTOMIZE := $(BIN)/kustomize
 
-.PHONY: all build tools deps test demo bench lint fuzz clean
+.PHONY: all build tools kube-bins deps test demo bench lint fuzz clean
 
 all: build
 
@@ -37,11 +37,19 @@ $(BIN)/cosign: tools/go.mod tools/go.sum
 $(BIN)/kustomize: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ sigs.k8s.io/kustomize/kustomize/v5
 
+# The real Kubernetes parts the tests run (pkg/kubetest): kube-apiserver and
+# kubelet v1.37.2 and agent-sandbox's controller v0.5.6, built from the Go
+# module proxy once into $SLIPWAY_KUBE_CACHE (default ~/.cache/slipway-kube),
+# outside the clone; a binary already there is not built again.
+kube-bins:
+	GO=$(GO) ./tools/kube-bins.sh
+
 # Installs the Debian packages that are missing (needs root and apt-get).
 deps:
 	@missing=""; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v docker-registry >/dev/null || missing="$$missing docker-registry"; \
+	command -v etcd >/dev/null || missing="$$missing etcd-server"; \
 	command -v git >/dev/null || missing="$$missing git"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
 	if [ -n "$$missing" ]; then \

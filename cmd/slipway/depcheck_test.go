@@ -36,9 +36,12 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/gitops", "pkg/policy", "pkg/pool", "pkg/sandbox/shape"},
 		"pkg/pool":         {"pkg/ref", "pkg/strictyaml", "pkg/generation"},
 		"pkg/registrytest": {},
-		"pkg/gittest":      {},
-		"pkg/gitops":       {},
-		"pkg/runs":         {},
+		"pkg/kubetest":     {},
+		// Applying a render to a cluster sits on render and nothing else.
+		"pkg/kubeapply": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		"pkg/gittest":   {},
+		"pkg/gitops":    {},
+		"pkg/runs":      {},
 
 		// Sandboxes: the runner protocol at the bottom, the shape of a
 		// sandbox (refresh phase, workspace, environment) over isolate, shared
@@ -55,7 +58,7 @@ func TestDependenciesPointDown(t *testing.T) {
 	// Flags and the CLI stay under cmd/: no library package imports them itself
 	// (a dependency such as syft may use cobra internally).
 	forbiddenDirect := []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}
-	forbidden := []string{mod + "cmd/", mod + "pkg/registrytest", mod + "pkg/gittest", mod + "pkg/runtime/runtimetest"}
+	forbidden := []string{mod + "cmd/", mod + "pkg/registrytest", mod + "pkg/gittest", mod + "pkg/kubetest", mod + "pkg/runtime/runtimetest"}
 	for pkg, ok := range allowed {
 		direct, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../../"+pkg).CombinedOutput()
 		if err != nil {
@@ -89,7 +92,7 @@ func TestDependenciesPointDown(t *testing.T) {
 				}
 			}
 			for _, f := range forbidden {
-				if strings.HasPrefix(dep, f) && !((pkg == "pkg/registrytest" || pkg == "pkg/gittest") && dep == mod+pkg) {
+				if strings.HasPrefix(dep, f) && !((pkg == "pkg/registrytest" || pkg == "pkg/gittest" || pkg == "pkg/kubetest") && dep == mod+pkg) {
 					t.Errorf("%s depends on %s", pkg, dep)
 				}
 			}

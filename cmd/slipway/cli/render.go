@@ -31,35 +31,9 @@ which generation, pin and check. Exit 0 rendered, 1 refused, 2 usage, input or I
 			if rf.repo == "" || rf.pool == "" {
 				return usage(errors.New("--repo and --pool are required"))
 			}
-			pol, err := vf.load()
+			res, err := renderPool(cmd, &rf, &vf, revision)
 			if err != nil {
 				return err
-			}
-			opts := rf.options()
-			if revision != "" {
-				opts = append(opts, gitops.WithDepth(0)) // an older revision needs the history
-			}
-			repo, err := gitops.Open(cmd.Context(), rf.repo, opts...)
-			if err != nil {
-				return usage(err)
-			}
-			tree, rev, err := repo.SnapshotAt(cmd.Context(), rf.branch, revision)
-			if err != nil {
-				return usage(err)
-			}
-			ropts := []render.Option{render.WithVerifyCache(policy.NewCache())}
-			if pol != nil {
-				ropts = append(ropts, render.WithPolicy(pol))
-			}
-			if vf.skip {
-				ropts = append(ropts, render.WithInsecureSkipVerify())
-			}
-			res, err := render.Pool(cmd.Context(), tree, rf.pool, rev, ropts...)
-			if errors.Is(err, render.ErrNotVerified) {
-				return failed(err)
-			}
-			if err != nil {
-				return usage(err)
 			}
 			if g.json() {
 				return g.printJSON(res)
@@ -72,4 +46,41 @@ which generation, pin and check. Exit 0 rendered, 1 refused, 2 usage, input or I
 	vf.add(cmd)
 	cmd.Flags().StringVar(&revision, "revision", "", "the config repository commit to render (full id; default: the branch head)")
 	return cmd
+}
+
+// renderPool renders the pool of rf at revision (the branch head when
+// empty), verified as vf says, for render and apply. Errors carry their
+// exit code: 1 not verified, 2 the rest.
+func renderPool(cmd *cobra.Command, rf *repoFlags, vf *verifierFlags, revision string) (*render.Result, error) {
+	pol, err := vf.load()
+	if err != nil {
+		return nil, err
+	}
+	opts := rf.options()
+	if revision != "" {
+		opts = append(opts, gitops.WithDepth(0)) // an older revision needs the history
+	}
+	repo, err := gitops.Open(cmd.Context(), rf.repo, opts...)
+	if err != nil {
+		return nil, usage(err)
+	}
+	tree, rev, err := repo.SnapshotAt(cmd.Context(), rf.branch, revision)
+	if err != nil {
+		return nil, usage(err)
+	}
+	ropts := []render.Option{render.WithVerifyCache(policy.NewCache())}
+	if pol != nil {
+		ropts = append(ropts, render.WithPolicy(pol))
+	}
+	if vf.skip {
+		ropts = append(ropts, render.WithInsecureSkipVerify())
+	}
+	res, err := render.Pool(cmd.Context(), tree, rf.pool, rev, ropts...)
+	if errors.Is(err, render.ErrNotVerified) {
+		return nil, failed(err)
+	}
+	if err != nil {
+		return nil, usage(err)
+	}
+	return res, nil
 }

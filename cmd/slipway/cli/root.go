@@ -98,6 +98,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdRuntime(g),
 		NewCmdClaim(g),
 		NewCmdRender(g),
+		NewCmdApply(g),
 	)
 	return root
 }

@@ -1,0 +1,96 @@
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Versions of the parts the harness runs; tools/kube-bins.sh builds the
+// same ones.
+const (
+	KubeVersion         = "v1.37.2"
+	AgentSandboxModule  = "sigs.k8s.io/agent-sandbox"
+	AgentSandboxVersion = "v0.5.6"
+)
+
+// BuildHint is the command that builds the missing binaries.
+const BuildHint = "make kube-bins"
+
+// ErrNotBuilt is returned when a binary the harness needs is absent: build
+// it with BuildHint (etcd comes from Debian: apt-get install etcd-server).
+var ErrNotBuilt = errors.New("not built")
+
+// CacheDir is where `make kube-bins` puts the binaries:
+// $SLIPWAY_KUBE_CACHE, else ~/.cache/slipway-kube.
+func CacheDir() (string, error) {
+	if d := os.Getenv("SLIPWAY_KUBE_CACHE"); d != "" {
+		return d, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("kubetest: no cache directory: %w", err)
+	}
+	return filepath.Join(home, ".cache", "slipway-kube"), nil
+}
+
+// Binary returns the path of a built binary: kube-apiserver and kubelet
+// under <cache>/v1.37.2/bin, agent-sandbox-controller under
+// <cache>/agent-sandbox-v0.5.6/bin, etcd from PATH. The error matches
+// ErrNotBuilt when it is absent.
+func Binary(name string) (string, error) {
+	if name == "etcd" {
+		p, err := exec.LookPath("etcd")
+		if err != nil {
+			return "", fmt.Errorf("kubetest: etcd %w: apt-get install etcd-server (make deps)", ErrNotBuilt)
+		}
+		return p, nil
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	var p string
+	switch name {
+	case "kube-apiserver", "kubelet":
+		p = filepath.Join(cache, KubeVersion, "bin", name)
+	case "agent-sandbox-controller":
+		p = filepath.Join(cache, "agent-sandbox-"+AgentSandboxVersion, "bin", name)
+	default:
+		return "", fmt.Errorf("kubetest: unknown binary %q", name)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("kubetest: %s %w (%s): run %s", p, ErrNotBuilt, name, BuildHint)
+	}
+	return p, nil
+}
+
+// CRDFiles returns the paths of agent-sandbox v0.5.6's CRDs (k8s/crds/ in
+// its module), downloading the module into the Go module cache if needed.
+func CRDFiles(ctx context.Context) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", AgentSandboxModule+"@"+AgentSandboxVersion)
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubetest: go mod download %s@%s: %w: %s", AgentSandboxModule, AgentSandboxVersion, err, stderr.Bytes())
+	}
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return nil, fmt.Errorf("kubetest: go mod download %s@%s: %w", AgentSandboxModule, AgentSandboxVersion, err)
+	}
+	if mod.Error != "" || mod.Dir == "" {
+		return nil, fmt.Errorf("kubetest: go mod download %s@%s: no module directory: %s", AgentSandboxModule, AgentSandboxVersion, mod.Error)
+	}
+	files, err := filepath.Glob(filepath.Join(mod.Dir, "k8s", "crds", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("kubetest: no CRDs under %s", filepath.Join(mod.Dir, "k8s", "crds"))
+	}
+	return files, nil
+}

@@ -1,0 +1,27 @@
+// Package kubetest runs a real Kubernetes API server for tests and
+// benchmarks, in the spirit of net/http/httptest and package registrytest.
+//
+// Start runs Debian's etcd and kube-apiserver v1.37.2 (built from the Go
+// module proxy by `make kube-bins` into a cache outside the clone, see
+// CacheDir) as child processes on free ports of 127.0.0.1, with their data,
+// certificates and logs in a temporary directory: a certificate authority,
+// a serving certificate, a service-account signing key and an admin client
+// certificate (group system:masters) in a kubeconfig file. Once /readyz
+// answers, it installs agent-sandbox v0.5.6's CRDs, read from its module in
+// the Go module cache (never copied into this repository), waits until they
+// are established, and creates the default ServiceAccount and the
+// kube-root-ca.crt ConfigMap a controller-manager would have created.
+// StartSandboxController runs agent-sandbox's own controller (also built by
+// `make kube-bins`) against it.
+//
+// New skips the test, naming the make target to run, when a binary is
+// missing; everything is killed by process id at cleanup, and a test binary
+// that dies first takes its children with it (parent-death signal).
+//
+// It runs no kubelet, scheduler or controller-manager: objects are stored
+// and validated by the real API server against the real CRDs, but no pod
+// ever runs, and the kubernetes Service has no endpoints (the API server
+// listens on a loopback address, which cannot be one). CheckStored reads
+// objects back to prove a CRD's schema kept every field given. It is not for production use: everything listens on the
+// loopback interface only and etcd speaks plain HTTP.
+package kubetest
