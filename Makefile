@@ -13,6 +13,7 @@ export CRANE := $(BIN)/crane
 export SYFT := $(BIN)/syft
 export COSIGN := $(BIN)/cosign
 export KUSTOMIZE := $(BIN)/kustomize
+export ACTIONLINT := $(BIN)/actionlint
 
 .PHONY: all build tools kube-bins deps test demo bench lint fuzz clean
 
@@ -27,7 +28,7 @@ $(BIN)/slipway-runner:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/slipway-runner
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
-tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize
+tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize $(BIN)/actionlint
 $(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck
 $(BIN)/syft: tools/go.mod tools/go.sum
@@ -36,6 +37,9 @@ $(BIN)/cosign: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -ldflags '-X sigs.k8s.io/release-utils/version.gitVersion=v2.6.5' -o $(BIN)/ github.com/sigstore/cosign/v2/cmd/cosign
 $(BIN)/kustomize: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ sigs.k8s.io/kustomize/kustomize/v5
+# Checks the sample GitHub workflows and the local actions they use (pipelines/).
+$(BIN)/actionlint: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $(BIN)/ github.com/rhysd/actionlint/cmd/actionlint
 
 # The real Kubernetes parts the tests run (pkg/kubetest): kube-apiserver and
 # kubelet v1.37.2 and agent-sandbox's controller v0.5.6, built from the Go
@@ -58,11 +62,12 @@ deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# The sign interop tests run the cosign CLI ($COSIGN). A package's tests may
+# The sign interop tests run the cosign CLI ($COSIGN), the pipelines tests
+# actionlint ($ACTIONLINT). A package's tests may
 # take TEST_TIMEOUT (go test's default, 10m, is too short for a busy machine
 # under -race).
 TEST_TIMEOUT ?= 25m
-test: deps $(BIN)/cosign
+test: deps $(BIN)/cosign $(BIN)/actionlint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 demo: deps build

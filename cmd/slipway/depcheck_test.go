@@ -42,6 +42,9 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/gittest":   {},
 		"pkg/gitops":    {},
 		"pkg/runs":      {},
+		// Step outputs in CI systems' forms: formatting only, no Slipway
+		// package under it.
+		"pkg/cioutput": {},
 
 		// Sandboxes: the runner protocol at the bottom, the shape of a
 		// sandbox (refresh phase, workspace, environment) over isolate, shared

@@ -159,6 +159,9 @@ checks (exit 1). The id is g- and the sha256 of the canonical pins and compatibi
 			if err := atomicfile.Write(output, doc, 0o644); err != nil {
 				return usage(err)
 			}
+			if err := g.ci(generationStep(gen, output)); err != nil {
+				return err
+			}
 			if g.json() {
 				return g.printJSON(map[string]any{"id": gen.ID, "pool": gen.Pool, "sequence": gen.Sequence, "file": output})
 			}
@@ -381,6 +384,9 @@ Exit 0 promoted (or already the target), 1 refused or in conflict, 2 usage or I/
 			})
 			if err != nil {
 				return releaseError(err)
+			}
+			if err := g.ci(promoteStep(res)); err != nil {
+				return err
 			}
 			if g.json() {
 				return g.printJSON(res)

@@ -77,18 +77,37 @@ spec:
 		t.Fatalf("promote g1: %+v", r)
 	}
 	g2 := filepath.Join(dir, "g2.yaml")
-	r = run(t, "", "generation", "create", "--pool", "agents", "--policy", pol, "--output", g2, "--from", g1, "--pin", "runner="+img("platform/runner:v2"))
+	// The generation's id as a GitLab dotenv report.
+	dotenv := filepath.Join(dir, "slipway.env")
+	r = run(t, "", "generation", "create", "--pool", "agents", "--policy", pol, "--output", g2, "--from", g1, "--pin", "runner="+img("platform/runner:v2"), "--ci", "gitlab", "--gitlab-dotenv", dotenv)
 	if r.code != 0 {
 		t.Fatal(r)
 	}
 	id2 := strings.TrimSpace(r.stdout)
-	// The repository's policy is used: no --policy needed.
-	if r = run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", g2, "-o", "json"); r.code != 0 {
+	if got, want := read(t, dotenv), "GENERATION="+id2+"\nSEQUENCE=2\nFILE="+g2+"\n"; got != want {
+		t.Fatalf("dotenv %q, want %q", got, want)
+	}
+	// The repository's policy is used: no --policy needed. The commit as a
+	// Tekton result.
+	results := t.TempDir()
+	if r = run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", g2, "-o", "json", "--ci", "tekton", "--tekton-results", results); r.code != 0 {
 		t.Fatalf("promote g2: %+v", r)
 	}
 	var pj struct{ Status, Commit, Generation, Previous, PolicyFrom string }
 	if err := json.Unmarshal([]byte(r.stdout), &pj); err != nil || pj.Status != "committed" || pj.Previous != id1 || pj.PolicyFrom != "policies/verification.yaml" {
 		t.Fatalf("promote JSON %+v %v\n%s", pj, err, r.stdout)
+	}
+	if c, g := read(t, filepath.Join(results, "COMMIT")), read(t, filepath.Join(results, "GENERATION")); c != pj.Commit || g != id2 {
+		t.Fatalf("Tekton results COMMIT=%q GENERATION=%q, want %q %q", c, g, pj.Commit, id2)
+	}
+
+	// A refused verification under GitHub: verified=false, the failed check as an annotation, exit 1.
+	ghOut := filepath.Join(dir, "github_output")
+	t.Setenv("GITHUB_OUTPUT", ghOut)
+	t.Setenv("GITHUB_STEP_SUMMARY", "")
+	r = run(t, "", "verify", img("platform/runner:evil"), "--policy", pol, "--ci", "github")
+	if r.code != 1 || !strings.Contains(r.stdout, "::error title=verification refused%3A ") || !strings.Contains(read(t, ghOut), "verified=false\n") {
+		t.Fatalf("verify --ci github: %+v\n%s", r, read(t, ghOut))
 	}
 	r = run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", g1)
 	if r.code != 1 || !strings.Contains(r.stderr, "--rollback") {

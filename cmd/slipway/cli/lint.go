@@ -29,6 +29,9 @@ for the tag again, which may return different bytes.`,
 				return err
 			}
 			findings := pin.Lint(tree)
+			if err := g.ci(lintStep(findings)); err != nil {
+				return err
+			}
 			if g.json() {
 				if findings == nil {
 					findings = []pin.Finding{}

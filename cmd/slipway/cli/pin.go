@@ -69,8 +69,12 @@ Files are written only after every reference resolved; one failure writes nothin
 					return usage(err)
 				}
 			}
+			report := pinReport{Write: write, Files: res.Files, Pins: res.Pins, Skipped: tree.Skipped, Lock: rf.lockFile}
+			if err := g.ci(pinStep(report, len(res.Changes()))); err != nil {
+				return err
+			}
 			if g.json() {
-				return g.printJSON(pinReport{Write: write, Files: res.Files, Pins: res.Pins, Skipped: tree.Skipped, Lock: rf.lockFile})
+				return g.printJSON(report)
 			}
 			changed := 0
 			for _, f := range res.Files {

@@ -160,6 +160,9 @@ func (g *globals) printRollout(r *pool.Rollout) error {
 	if r == nil {
 		return nil
 	}
+	if err := g.ci(rolloutStep(r)); err != nil {
+		return err
+	}
 	if g.json() {
 		return g.printJSON(r)
 	}

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -42,6 +44,7 @@ type globals struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	cif    ciFlags
 }
 
 func (g *globals) json() bool { return g.output == "json" }
@@ -66,15 +69,17 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch g.output {
 			case "text", "json":
-				return nil
+			default:
+				return usage(fmt.Errorf("--output must be text or json, got %q", g.output))
 			}
-			return usage(fmt.Errorf("--output must be text or json, got %q", g.output))
+			return g.cif.setup(os.Getenv, g)
 		},
 	}
 	root.SetIn(g.stdin)
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	g.cif.add(root.PersistentFlags())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
 		NewCmdVersion(g),
@@ -110,7 +115,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := NewCmdRoot(g)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -123,5 +128,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stderr, "slipway: %v\n", err)
+	if cmd != nil {
+		g.ciError(strings.TrimPrefix(cmd.CommandPath(), "slipway "), err)
+	}
 	return code
 }

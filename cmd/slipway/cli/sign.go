@@ -311,6 +311,9 @@ Exit 0 verified, 1 refused (the failed checks are printed), 2 usage or I/O error
 			if err != nil {
 				return usage(err)
 			}
+			if err := g.ci(verifyStep(res)); err != nil {
+				return err
+			}
 			if g.json() {
 				if err := g.printJSON(res); err != nil {
 					return err

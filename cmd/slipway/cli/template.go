@@ -124,6 +124,9 @@ It prints a JSON result.`,
 			if err != nil {
 				return failed(err)
 			}
+			if err := g.ci(templateStep(res)); err != nil {
+				return err
+			}
 			// JSON by default; --output text prints one line.
 			if cmd.Flags().Changed("output") && !g.json() {
 				fmt.Fprintf(g.stdout, "%s %s %s\n", res.Name, res.TemplateID, res.ContentID)

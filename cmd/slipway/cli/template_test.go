@@ -42,8 +42,10 @@ func TestTemplateBuildAndScan(t *testing.T) {
 	if r := run(t, "", "keys", "generate", "--output-key-prefix", filepath.Join(keys, "release")); r.code != 0 {
 		t.Fatalf("keys generate: %+v", r)
 	}
+	results := t.TempDir()
 	r := run(t, "", "template", "build", spec, "--push", host+"/templates/minimal", "--oci-layout", layout,
-		"--sign-key", filepath.Join(keys, "release.key"), "--offline-no-tlog", "--builder-id", "https://ci.example/builders/t")
+		"--sign-key", filepath.Join(keys, "release.key"), "--offline-no-tlog", "--builder-id", "https://ci.example/builders/t",
+		"--ci", "tekton", "--tekton-results", results)
 	if r.code != 0 {
 		t.Fatalf("template build: %+v", r)
 	}
@@ -74,6 +76,19 @@ func TestTemplateBuildAndScan(t *testing.T) {
 	}
 	if res.Sign.Ref != res.Ref || res.Sign.Signature.Status != "created" || len(res.Sign.Attestations) != 3 {
 		t.Fatalf("sign result %+v", res.Sign)
+	}
+	// The Tekton results: Chains' IMAGE_URL and IMAGE_DIGEST, and the step's outputs; never the password.
+	for name, want := range map[string]string{"IMAGE_URL": host + "/templates/minimal", "IMAGE_DIGEST": res.TemplateID,
+		"DIGEST": res.TemplateID, "REF": res.Ref, "TEMPLATE_ID": res.TemplateID, "CONTENT_ID": res.ContentID} {
+		if got := read(t, filepath.Join(results, name)); got != want {
+			t.Errorf("Tekton result %s = %q, want %q", name, got, want)
+		}
+	}
+	ents, _ := os.ReadDir(results)
+	for _, e := range ents {
+		if strings.Contains(read(t, filepath.Join(results, e.Name())), "build-key-pw") {
+			t.Fatalf("the key password is in result %s", e.Name())
+		}
 	}
 	// The published template verifies against a policy requiring the key,
 	// the builder, the build type and an SBOM.
