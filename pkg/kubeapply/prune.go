@@ -121,7 +121,7 @@ func ownedOutsideMetadata(mf metav1.ManagedFieldsEntry) []string {
 		return nil
 	}
 	var top map[string]json.RawMessage
-	if err := json.Unmarshal(mf.FieldsV1.Raw, &top); err != nil {
+	if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &top); err != nil {
 		return []string{"unreadable fields"}
 	}
 	var out []string

@@ -13,7 +13,7 @@ import (
 func TestForeign(t *testing.T) {
 	entry := func(manager, sub, fields string) metav1.ManagedFieldsEntry {
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, Subresource: sub,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	ours := entry(FieldManager, "", `{"f:metadata":{"f:labels":{}},"f:spec":{"f:replicas":{}}}`)
 	for _, tc := range []struct {

@@ -78,16 +78,6 @@ func (p *proc) tail(n int64) string {
 	return strings.TrimSpace(string(b))
 }
 
-// running reports whether the process has not exited yet.
-func (p *proc) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
 // kill kills the process's group by its process id and waits for it.
 func (p *proc) kill() {
 	p.once.Do(func() { killGroup(p.cmd.Process.Pid) })
