@@ -40,11 +40,12 @@ type Params struct {
 	AllowEmpty bool
 }
 
-// escaped is how Argo CD turns a parameter name into the tail of its
-// PARAM_ variable: upper-cased, every character other than a letter, a
-// digit or '_' replaced by '_'.
+// notEnv matches what Argo CD replaces by '_' when it turns a parameter
+// name into the tail of its PARAM_ variable (upper-cased after).
 var notEnv = regexp.MustCompile(`[^a-zA-Z0-9_]`)
 
+// envName is prefix and name as Argo CD spells a variable: allow-empty is
+// PARAM_ALLOW_EMPTY.
 func envName(prefix, name string) string {
 	return prefix + strings.ToUpper(notEnv.ReplaceAllString(name, "_"))
 }
