@@ -39,9 +39,12 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/kubetest":     {},
 		// Applying a render to a cluster sits on render and nothing else.
 		"pkg/kubeapply": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
-		"pkg/gittest":   {},
-		"pkg/gitops":    {},
-		"pkg/runs":      {},
+		// Argo CD's plugins: render and the config repository, nothing of
+		// Argo CD itself (its code stays in integrations/argocd).
+		"pkg/argocd":  {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/gitops", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		"pkg/gittest": {},
+		"pkg/gitops":  {},
+		"pkg/runs":    {},
 		// Step outputs in CI systems' forms: formatting only, no Slipway
 		// package under it.
 		"pkg/cioutput": {},

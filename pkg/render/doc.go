@@ -39,6 +39,18 @@
 // pool's own objects carry no generation label: they belong to no one
 // generation.
 //
+// For Argo CD, a generation's SandboxTemplate carries the sync wave
+// WaveTemplate and its SandboxWarmPool WaveWarmPool, so a warm pool is
+// created after the template it names (the pool's own objects keep their
+// kustomization's waves, 0 by default). Retained and draining generations
+// are not marked Prune=false: their templates stay in the render for as
+// long as desired.yaml lists them, which is until gc takes them out when
+// their rollback and restore windows have closed; Argo CD reads
+// Prune=false from the live object, so the mark would keep them in the
+// cluster after gc, and the window cannot be computed without a clock.
+// DirTree reads a checked-out directory (Argo CD's plugin contract) as a
+// Tree.
+//
 // The output is a pure function of the tree: no clock, sorted by kind
 // (Namespace, the pool's own kinds, SandboxTemplate, SandboxWarmPool),
 // then namespace and name, byte-stable.

@@ -107,6 +107,11 @@ func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gen
 		if err := n.PipeE(yaml.SetAnnotation(AnnotationConfigRevision, revision)); err != nil {
 			return nil, fmt.Errorf("render: %w", err)
 		}
+		if wave := syncWave(n); wave != "" {
+			if err := n.PipeE(yaml.SetAnnotation(AnnotationSyncWave, wave)); err != nil {
+				return nil, fmt.Errorf("render: %w", err)
+			}
+		}
 	}
 	if err := checkPins(nodes, name, gens); err != nil {
 		return nil, err
@@ -232,4 +237,22 @@ func rank(kind string) int {
 		return 3
 	}
 	return 1
+}
+
+// syncWave is the Argo CD sync wave of a generation's object: its
+// SandboxTemplate in WaveTemplate, its SandboxWarmPool in WaveWarmPool
+// (after the template it names); "" for the pool's own objects, which
+// keep whatever wave their kustomization gives them (0 by default, before
+// both).
+func syncWave(n *yaml.RNode) string {
+	if n.GetApiVersion() != ExtensionsAPIVersion || n.GetAnnotations()[AnnotationGenerationID] == "" {
+		return ""
+	}
+	switch n.GetKind() {
+	case KindSandboxTemplate:
+		return WaveTemplate
+	case KindSandboxWarmPool:
+		return WaveWarmPool
+	}
+	return ""
 }

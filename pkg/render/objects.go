@@ -29,6 +29,13 @@ const (
 	// AnnotationConfigRevision is the config repository commit rendered,
 	// on every rendered object.
 	AnnotationConfigRevision = "slipway.dev/config-revision"
+	// AnnotationSyncWave is Argo CD's sync wave: a generation's
+	// SandboxTemplate is applied (and healthy) before its
+	// SandboxWarmPool. Slipway sets it after the kustomize build, so a
+	// kustomization cannot reorder the two.
+	AnnotationSyncWave = "argocd.argoproj.io/sync-wave"
+	WaveTemplate       = "1"
+	WaveWarmPool       = "2"
 )
 
 // The agent-sandbox API Slipway renders to (sigs.k8s.io/agent-sandbox v0.5.6).

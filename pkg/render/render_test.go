@@ -87,7 +87,15 @@ func TestGolden(t *testing.T) {
 		res.Generations[2].WarmPool == "" || res.Generations[3].WarmPool == "" {
 		t.Fatalf("generations = %+v", res.Generations)
 	}
-	for _, bad := range []string{"Recreate", "evidence", "not kustomize input"} {
+	// Argo CD applies a generation's template before its warm pool, and
+	// prunes nothing of a generation while it is in desired.yaml (its
+	// objects are in the render until gc takes it out when its windows
+	// close): no Prune=false that would outlive the window on the live
+	// objects.
+	if n, m := bytes.Count(got, []byte(render.AnnotationSyncWave+": '1'")), bytes.Count(got, []byte(render.AnnotationSyncWave+": '2'")); n != 4 || m != 2 {
+		t.Errorf("sync waves: %d templates in wave 1, %d warm pools in wave 2", n, m)
+	}
+	for _, bad := range []string{"Recreate", "evidence", "not kustomize input", "Prune=false"} {
 		if bytes.Contains(got, []byte(bad)) {
 			t.Errorf("render holds %q", bad)
 		}

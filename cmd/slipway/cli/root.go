@@ -104,6 +104,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdClaim(g),
 		NewCmdRender(g),
 		NewCmdApply(g),
+		NewCmdArgoCD(g),
 	)
 	return root
 }
