@@ -36,6 +36,7 @@ type Cluster struct {
 	etcdURL    string
 	etcd, api  *proc
 	extra      []*proc // processes started later (controllers), killed first
+	node       *Node   // the node, if started: closed after extra, before the API server
 }
 
 // New starts a cluster in tb.TempDir and stops it when the test and its
@@ -184,6 +185,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 		"--service-account-key-file="+c.pki.saPub, "--service-account-signing-key-file="+c.pki.saKey,
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
+		// A node's kubelet (StartNode) listens on 127.0.0.1 and refuses a
+		// loopback node IP, so the API server reaches it (pod logs, exec) by
+		// the host's name, as the admin.
+		"--kubelet-preferred-address-types=Hostname",
+		"--kubelet-client-certificate="+c.pki.adminCert, "--kubelet-client-key="+c.pki.adminKey,
 		"--enable-priority-and-fairness=false", "--profiling=false",
 		"--v=1")
 	if err != nil {
@@ -275,6 +281,9 @@ func (c *Cluster) Dynamic() (dynamic.Interface, error) { return dynamic.NewForCo
 func (c *Cluster) Close() {
 	for i := len(c.extra) - 1; i >= 0; i-- {
 		c.extra[i].kill()
+	}
+	if c.node != nil {
+		c.node.Close()
 	}
 	if c.api != nil {
 		c.api.kill()
