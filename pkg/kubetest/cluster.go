@@ -63,8 +63,14 @@ func New(tb testing.TB) *Cluster {
 	tb.Cleanup(func() {
 		if tb.Failed() {
 			tb.Logf("kube-apiserver log ends:\n%s", c.api.tail(3000))
-			for _, p := range c.extra {
-				tb.Logf("%s log ends:\n%s", p.name, p.tail(3000))
+			ps := append([]*proc(nil), c.extra...)
+			if c.node != nil {
+				ps = append(ps, c.node.procs()...)
+			}
+			for _, p := range ps {
+				if p != nil {
+					tb.Logf("%s log ends:\n%s", p.name, p.tail(3000))
+				}
 			}
 		}
 		c.Close()
@@ -293,21 +299,30 @@ func (c *Cluster) Close() {
 	}
 }
 
-// Log returns the end of a process's log (etcd, kube-apiserver or a
-// controller's name), for a failing test to show.
+// Log returns the end of a process's log (etcd, kube-apiserver, a
+// controller's name, kube-scheduler, or the node's containerd and kubelet),
+// for a failing test to show.
 func (c *Cluster) Log(name string) string {
-	for _, p := range append([]*proc{c.etcd, c.api}, c.extra...) {
+	ps := append([]*proc{c.etcd, c.api}, c.extra...)
+	if c.node != nil {
+		ps = append(ps, c.node.procs()...)
+	}
+	for _, p := range ps {
 		if p != nil && p.name == name {
 			return p.tail(4096)
 		}
 	}
-	return fmt.Sprintf("no process %q (have etcd, kube-apiserver%s)", name, names(c.extra))
+	return fmt.Sprintf("no process %q (have%s)", name, names(ps))
 }
 
 func names(ps []*proc) string {
 	var b strings.Builder
+	sep := " "
 	for _, p := range ps {
-		b.WriteString(", " + p.name)
+		if p != nil {
+			b.WriteString(sep + p.name)
+			sep = ", "
+		}
 	}
 	return b.String()
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -61,14 +62,9 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 	if c.node != nil {
 		return nil, errors.New("kubetest: the cluster has a node already")
 	}
-	bins := map[string]string{}
-	for _, name := range []string{"kubelet", "pause", "containerd", "containerd-shim-runc-v2", "runc",
-		CNIBinDir + "/bridge", CNIBinDir + "/host-local", CNIBinDir + "/loopback"} {
-		p, err := Binary(name)
-		if err != nil {
-			return nil, err
-		}
-		bins[name] = p
+	bins, err := nodeBinaries()
+	if err != nil {
+		return nil, err
 	}
 	host, err := os.Hostname()
 	if err != nil {
@@ -145,9 +141,77 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w; containerd log ends:\n%s", err, n.containerd.tail(2000))
 	}
+	if err := untaintReady(ctx, c, n.name); err != nil {
+		return nil, err
+	}
 	c.node = n
 	ok = true
 	return n, nil
+}
+
+// nodeParts are the binaries a node runs.
+var nodeParts = []string{"kubelet", "pause", "containerd", "containerd-shim-runc-v2", "runc",
+	CNIBinDir + "/bridge", CNIBinDir + "/host-local", CNIBinDir + "/loopback"}
+
+// CheckNode says why StartNode cannot run here (nil when it can): a part
+// not installed or built (matching ErrNotBuilt, naming what to run), or
+// not root. Tests skip with its message.
+func CheckNode() error {
+	if _, err := nodeBinaries(); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("kubetest: a node (containerd, kubelet, a network bridge) needs root")
+	}
+	return nil
+}
+
+func nodeBinaries() (map[string]string, error) {
+	bins := map[string]string{}
+	for _, name := range nodeParts {
+		p, err := Binary(name)
+		if err != nil {
+			return nil, err
+		}
+		bins[name] = p
+	}
+	return bins, nil
+}
+
+// untaintReady removes the node.kubernetes.io/not-ready taint the kubelet
+// registers its Node with, as the node lifecycle controller of a
+// kube-controller-manager (not run here) does once the Node is Ready, so
+// that kube-scheduler places pods on it.
+func untaintReady(ctx context.Context, c *Cluster, node string) error {
+	dyn, err := c.Dynamic()
+	if err != nil {
+		return err
+	}
+	return poll(ctx, func() (bool, error) {
+		u, err := dyn.Resource(nodeGVR).Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		taints, _, _ := unstructured.NestedSlice(u.Object, "spec", "taints")
+		kept := []any{}
+		for _, t := range taints {
+			if m, ok := t.(map[string]any); ok && m["key"] == "node.kubernetes.io/not-ready" {
+				continue
+			}
+			kept = append(kept, t)
+		}
+		if len(kept) == len(taints) {
+			return true, nil
+		}
+		if err := unstructured.SetNestedSlice(u.Object, kept, "spec", "taints"); err != nil {
+			return false, err
+		}
+		_, err = dyn.Resource(nodeGVR).Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 }
 
 // Name is the Node's name: the host's name.
@@ -491,3 +555,6 @@ func deleteBridge() {
 	}
 	_ = exec.Command("ip", "link", "delete", BridgeName).Run()
 }
+
+// procs are the node's processes, for logs.
+func (n *Node) procs() []*proc { return []*proc{n.containerd, n.kubelet} }

@@ -15,8 +15,13 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 	return nil, errors.New("kubetest: a node needs Linux")
 }
 
+// CheckNode says a node needs Linux.
+func CheckNode() error { return errors.New("kubetest: a node needs Linux") }
+
 // Name is empty.
 func (n *Node) Name() string { return "" }
 
 // Close does nothing.
 func (n *Node) Close() {}
+
+func (n *Node) procs() []*proc { return nil }
