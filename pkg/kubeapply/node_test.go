@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,24 +37,7 @@ func TestWaitReadyOnNode(t *testing.T) {
 	w := runtimetest.New(t, host)
 	// The workspace container's command is the template image's own:
 	// here one that blocks.
-	tref, err := name.ParseReference(w.Template)
-	if err != nil {
-		t.Fatal(err)
-	}
-	timg, err := remote.Image(tref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := timg.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := cf.Config
-	cfg.Entrypoint = []string{"/bin/sleep", "86400"}
-	if timg, err = mutate.Config(timg, cfg); err != nil {
-		t.Fatal(err)
-	}
-	sleeper := registrytest.Push(t, host+"/templates/sleeper:v1", timg).String()
+	sleeper := w.TemplateWithEntrypoint(t, "/bin/sleep", "86400")
 	controlPlane := w.ControlPlane(t)
 
 	c := kubetest.New(t)

@@ -37,6 +37,10 @@ const (
 // Ready, unless the context's deadline is sooner.
 const NodeStartTimeout = 3 * time.Minute
 
+// NodeLockTimeout bounds how long StartNode waits for another test's node
+// to be closed (the packages of `go test ./...` run at once).
+const NodeLockTimeout = 10 * time.Minute
+
 var nodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 
 // Node is a kubelet with Debian's containerd and runc and a CNI bridge,
@@ -55,9 +59,11 @@ type Node struct {
 // StartNode starts a node for the cluster, pulling images (and the pause
 // image, which it builds from the pause binary of `make kube-bins` and
 // pushes to registry/kubetest/pause) from registry, a plain-HTTP registry
-// at host:port on this machine. It returns once the Node is Ready. Its
-// containerd has its own root, state and socket under the cluster's
-// directory; the cluster's Close stops the node before the API server.
+// at host:port on this machine. It first waits for the machine's node lock
+// (at most NodeLockTimeout) while another test has a node, and returns
+// once the Node is Ready and schedulable. Its containerd has its own root,
+// state and socket under the cluster's directory; the cluster's Close
+// stops the node before the API server.
 func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error) {
 	if c.node != nil {
 		return nil, errors.New("kubetest: the cluster has a node already")
@@ -70,13 +76,16 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubetest: host name: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, NodeStartTimeout)
-	defer cancel()
 	n := &Node{name: strings.ToLower(host), dir: filepath.Join(c.dir, "node")}
 	n.sock = filepath.Join(n.dir, "containerd", "containerd.sock")
-	if n.lock, err = lockNode(ctx); err != nil {
+	lockCtx, cancelLock := context.WithTimeout(ctx, NodeLockTimeout)
+	n.lock, err = lockNode(lockCtx)
+	cancelLock()
+	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, NodeStartTimeout)
+	defer cancel()
 	ok := false
 	defer func() {
 		if !ok {

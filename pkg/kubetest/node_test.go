@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,12 +114,30 @@ func TestNodeRunsPod(t *testing.T) {
 		t.Fatalf("the pod ran a runner with sha256 %s, the image holds %s", v.RunnerBinarySHA256, want)
 	}
 
-	if len(pidsOf(t, dir)) == 0 {
-		t.Fatal("no process runs from the cluster's directory")
+	// A pod that still runs at Close.
+	sleeper := w.TemplateWithEntrypoint(t, "/bin/sleep", "86400")
+	pod.SetName("sleeper")
+	_ = unstructured.SetNestedSlice(pod.Object, []any{map[string]any{"name": "sleep", "image": sleeper}}, "spec", "containers")
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, dyn, "sleeper", "Running")
+
+	// The shims (their command line names containerd's socket in dir)
+	// and the pods' processes under them.
+	pids := pidsOf(t, dir)
+	under := childrenOf(t, pids)
+	if len(pids) == 0 || len(under) == 0 {
+		t.Fatalf("want processes running from the cluster's directory and pod processes under them, found %v and %v", pids, under)
 	}
 	c.Close()
 	if pids := pidsOf(t, dir); len(pids) != 0 {
 		t.Errorf("processes %v still run from %s after Close", pids, dir)
+	}
+	for _, pid := range under {
+		if alive(pid) {
+			t.Errorf("pod process %d still runs after Close", pid)
+		}
 	}
 	if m := mountsUnder(t, dir); len(m) != 0 {
 		t.Errorf("still mounted after Close: %v", m)
@@ -196,4 +215,42 @@ func mountsUnder(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// childrenOf lists the processes whose parent is one of pids.
+func childrenOf(t *testing.T, pids []int) []int {
+	t.Helper()
+	parents := map[int]bool{}
+	for _, p := range pids {
+		parents[p] = true
+	}
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if ppid, _ := strconv.Atoi(f[1]); len(f) > 1 && parents[ppid] {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
 }
