@@ -1,61 +1,71 @@
 package kubetest
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-
-	"github.com/slipway-dev/slipway/pkg/template"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // PauseRepository is where StartNode pushes the pause image in the tests'
 // registry (tag KubeVersion).
 const PauseRepository = "kubetest/pause"
 
-// pushPause makes an image of the static pause binary (/pause, its
-// entrypoint; times at epoch) and pushes it to registry as
-// PauseRepository:KubeVersion, which it returns.
+// pushPause makes an OCI image of the static pause binary (one layer
+// holding /pause, mode 0755, owned by root, times at epoch; /pause its
+// entrypoint) and pushes it to registry as PauseRepository:KubeVersion,
+// which it returns. (kubetest imports no Slipway package, so it writes the
+// one-file layer itself rather than through pkg/rootfs.)
 func pushPause(ctx context.Context, bin, registry string) (string, error) {
-	stage, err := os.MkdirTemp("", "kubetest-pause-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(stage)
 	b, err := os.ReadFile(bin)
 	if err != nil {
 		return "", err
 	}
-	epoch := time.Unix(0, 0)
-	dst := filepath.Join(stage, "pause")
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
+	epoch := time.Unix(0, 0).UTC()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(b)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
 		return "", err
 	}
-	for _, p := range []string{dst, stage} {
-		if err := os.Chtimes(p, epoch, epoch); err != nil {
-			return "", err
-		}
+	if _, err := tw.Write(b); err != nil {
+		return "", err
 	}
-	img, closeLayer, err := template.ImageFromDir(ctx, stage, epoch, v1.Platform{OS: "linux", Architecture: "amd64"}, nil)
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+	}, tarball.WithMediaType(types.OCILayer))
 	if err != nil {
-		return "", fmt.Errorf("kubetest: pause image: %w", err)
+		return "", fmt.Errorf("kubetest: pause image layer: %w", err)
 	}
-	defer closeLayer()
+	img, err := mutate.Append(empty.Image, mutate.Addendum{Layer: layer, MediaType: types.OCILayer})
+	if err != nil {
+		return "", err
+	}
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return "", err
 	}
-	cfg := cf.Config
-	cfg.Entrypoint = []string{"/pause"}
-	if img, err = mutate.Config(img, cfg); err != nil {
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Created = v1.Time{Time: epoch}
+	cf.Config.Entrypoint = []string{"/pause"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return "", err
 	}
+	img = mutate.ConfigMediaType(mutate.MediaType(img, types.OCIManifestSchema1), types.OCIConfigJSON)
 	ref := registry + "/" + PauseRepository + ":" + KubeVersion
 	tag, err := name.NewTag(ref)
 	if err != nil {
