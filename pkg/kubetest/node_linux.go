@@ -92,8 +92,9 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 			n.Close()
 		}
 	}()
-	// A bridge left by a node whose test binary died: nobody else uses it
-	// while the lock is held.
+	// The pods and bridge of a node whose test binary died: nobody else
+	// uses them while the lock is held.
+	killOrphanShims()
 	deleteBridge()
 	pause, err := pushPause(ctx, bins["pause"], registry)
 	if err != nil {
@@ -412,11 +413,42 @@ func (n *Node) Close() {
 // containerd's process group) and every process under them (pause and the
 // containers' processes), and waits until they are gone.
 func killShims(socket string) {
+	killShimsWhere(func(address string) bool { return address == socket })
+}
+
+// killOrphanShims kills the shims, and the pods under them, of a node
+// whose test binary died (its kubelet and containerd died with it, by the
+// parent-death signal; the shims and pods did not): shims of a kubetest
+// containerd socket that nothing serves any more. Called with the node
+// lock held, so no other node is starting or running.
+func killOrphanShims() {
+	killShimsWhere(func(address string) bool {
+		if !strings.HasSuffix(address, "/node/containerd/containerd.sock") {
+			return false
+		}
+		conn, err := net.DialTimeout("unix", address, time.Second)
+		if err == nil {
+			conn.Close()
+			return false
+		}
+		return true
+	})
+}
+
+// killShimsWhere kills the shims whose -address argument match accepts,
+// and everything under them.
+func killShimsWhere(match func(address string) bool) {
 	procs := processes()
 	var shims []int
 	for pid, p := range procs {
-		if strings.Contains(p.cmdline, "containerd-shim") && containsArg(p.args, socket) {
-			shims = append(shims, pid)
+		if !strings.Contains(p.cmdline, "containerd-shim") {
+			continue
+		}
+		for i, a := range p.args {
+			if a == "-address" && i+1 < len(p.args) && match(p.args[i+1]) {
+				shims = append(shims, pid)
+				break
+			}
 		}
 	}
 	var victims []int
@@ -469,15 +501,6 @@ func processes() map[int]procInfo {
 		out[pid] = procInfo{ppid: ppid, cmdline: string(cmd), args: strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")}
 	}
 	return out
-}
-
-func containsArg(args []string, arg string) bool {
-	for _, a := range args {
-		if a == arg {
-			return true
-		}
-	}
-	return false
 }
 
 // descendants lists the processes under pid, deepest first.
