@@ -3,14 +3,18 @@
 package kubetest_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -253,4 +257,112 @@ func alive(pid int) bool {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// A test binary that dies with a pod running leaves the pod and its shim
+// behind (its kubelet and containerd die with it); the next StartNode
+// kills them.
+func TestNodeAfterDeadTest(t *testing.T) {
+	if dir := os.Getenv("KUBETEST_DEAD_CHILD_DIR"); dir != "" {
+		deadChild(t, dir)
+		return
+	}
+	needNode(t)
+	host := registrytest.NewInProcess(t)
+	w := runtimetest.New(t, host)
+	sleeper := w.TemplateWithEntrypoint(t, "/bin/sleep", "86400")
+	dir := t.TempDir()
+	child := exec.Command(os.Args[0], "-test.run=^TestNodeAfterDeadTest$", "-test.v")
+	child.Env = append(os.Environ(), "KUBETEST_DEAD_CHILD_DIR="+dir, "KUBETEST_DEAD_CHILD_REGISTRY="+host, "KUBETEST_DEAD_CHILD_IMAGE="+sleeper)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = child.Stdout
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		for _, m := range mountsUnder(t, dir) {
+			_ = syscall.Unmount(m, syscall.MNT_DETACH)
+		}
+	}()
+	var log strings.Builder
+	sc := bufio.NewScanner(out)
+	running := false
+	for sc.Scan() {
+		log.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "POD RUNNING") {
+			running = true
+			break
+		}
+	}
+	if !running {
+		t.Fatalf("the child test never ran its pod:\n%s", log.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	// containerd, kubelet, the API server and etcd die with the child (the
+	// parent-death signal); the shim (its command line names the socket in
+	// dir) and the pod's processes under it do not.
+	var shims []int
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		shims = pidsOf(t, dir)
+		if len(shims) == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pods := childrenOf(t, shims)
+	if len(shims) != 1 || len(pods) != 2 {
+		t.Fatalf("want the shim and the pod's two processes (pause, sleep) left by the dead test, have %v and %v", shims, pods)
+	}
+
+	c := kubetest.New(t)
+	if _, err := c.StartNode(context.Background(), host); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range append(shims, pods...) {
+		if alive(pid) {
+			t.Errorf("process %d of the dead test's node still runs after StartNode", pid)
+		}
+	}
+}
+
+// deadChild is the child of TestNodeAfterDeadTest: a node with a pod
+// running, then it waits to be killed.
+func deadChild(t *testing.T, dir string) {
+	ctx := context.Background()
+	c, err := kubetest.Start(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.StartNode(ctx, os.Getenv("KUBETEST_DEAD_CHILD_REGISTRY"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := c.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "sleeper"},
+		"spec": map[string]any{
+			"nodeName": n.Name(), "restartPolicy": "Never",
+			"containers": []any{map[string]any{"name": "sleep", "image": os.Getenv("KUBETEST_DEAD_CHILD_IMAGE")}},
+		},
+	}}
+	if _, err := dyn.Resource(podGVR).Namespace("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, dyn, "sleeper", "Running")
+	fmt.Println("POD RUNNING")
+	select {}
 }
