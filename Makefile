@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
 # Debian packages the tests, the demo and the benchmarks need.
-DEBS := bubblewrap busybox-static docker-registry etcd-server git
+DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-registry etcd-server gcc git libc6-dev runc
 FUZZTIME ?= 20s
 
 export SLIPWAY_BIN := $(BIN)/slipway
@@ -43,7 +43,7 @@ $(BIN)/actionlint: tools/go.mod tools/go.sum
 
 # The real Kubernetes parts the tests run (pkg/kubetest): kube-apiserver and
 # kubelet v1.37.2 and agent-sandbox's controller v0.5.6, built from the Go
-# module proxy once into $SLIPWAY_KUBE_CACHE (default ~/.cache/slipway-kube),
+# module proxy, and the pod sandbox's pause binary (gcc -static), once into $SLIPWAY_KUBE_CACHE (default ~/.cache/slipway-kube),
 # outside the clone; a binary already there is not built again.
 kube-bins:
 	GO=$(GO) ./tools/kube-bins.sh
@@ -54,6 +54,10 @@ deps:
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	command -v docker-registry >/dev/null || missing="$$missing docker-registry"; \
 	command -v etcd >/dev/null || missing="$$missing etcd-server"; \
+	command -v containerd >/dev/null || missing="$$missing containerd"; \
+	command -v runc >/dev/null || missing="$$missing runc"; \
+	test -x /usr/lib/cni/bridge || missing="$$missing containernetworking-plugins"; \
+	command -v gcc >/dev/null || missing="$$missing gcc libc6-dev"; \
 	command -v git >/dev/null || missing="$$missing git"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
 	if [ -n "$$missing" ]; then \

@@ -2,16 +2,20 @@
 # Builds the real Kubernetes parts the tests run (pkg/kubetest) once into a
 # cache outside the clone, from the Go module proxy:
 #
-#   $SLIPWAY_KUBE_CACHE/v1.37.2/bin/kube-apiserver, kubelet
+#   $SLIPWAY_KUBE_CACHE/v1.37.2/bin/kube-apiserver, kubelet, kube-scheduler
 #     from a scratch module requiring k8s.io/kubernetes v1.37.2, its staging
 #     modules replaced to v0.37.2 (the list is generated from the replace block
 #     of k8s.io/kubernetes's own go.mod, never typed by hand);
 #   $SLIPWAY_KUBE_CACHE/agent-sandbox-v0.5.6/bin/agent-sandbox-controller
-#     from a scratch module requiring sigs.k8s.io/agent-sandbox v0.5.6.
+#     from a scratch module requiring sigs.k8s.io/agent-sandbox v0.5.6;
+#   $SLIPWAY_KUBE_CACHE/v1.37.2/bin/pause
+#     the pod sandbox's process, from build/pause/linux/pause.c in the
+#     k8s.io/kubernetes module, with gcc -static (pkg/kubetest makes it an
+#     image in the tests' registry).
 #
 # A binary already present is not built again. Usage: kube-bins.sh [NAME...]
-# with NAME among kube-apiserver, agent-sandbox-controller, kubelet (default:
-# all three, in that order).
+# with NAME among kube-apiserver, agent-sandbox-controller, kubelet,
+# kube-scheduler, pause (default: all five, in that order).
 set -euo pipefail
 
 KUBE_VERSION=v1.37.2
@@ -24,7 +28,7 @@ SANDBOX_DIR=$CACHE/agent-sandbox-$SANDBOX_VERSION
 export GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(kube-apiserver agent-sandbox-controller kubelet)
+[ ${#names[@]} -gt 0 ] || names=(kube-apiserver agent-sandbox-controller kubelet kube-scheduler pause)
 
 log() { printf 'kube-bins: %s\n' "$*" >&2; }
 
@@ -63,6 +67,7 @@ package kubebins
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 EOF
@@ -115,10 +120,25 @@ EOF2
 	log "built $out in $((SECONDS - start))s"
 }
 
+# build_pause compiles Kubernetes's pause.c as a static binary.
+build_pause() {
+	local out=$KUBE_DIR/bin/pause
+	[ -x "$out" ] && { log "$out present"; return 0; }
+	local kdir
+	kdir=$($GO mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	[ -f "$kdir/build/pause/linux/pause.c" ] || { log "no build/pause/linux/pause.c in k8s.io/kubernetes@$KUBE_VERSION"; return 1; }
+	command -v gcc >/dev/null || { log "gcc missing: apt-get install gcc libc6-dev (make deps)"; return 1; }
+	mkdir -p "$KUBE_DIR/bin"
+	gcc -Os -Wall -Werror -static -DVERSION="$KUBE_VERSION" -o "$out.tmp" "$kdir/build/pause/linux/pause.c"
+	mv "$out.tmp" "$out"
+	log "built $out"
+}
+
 for n in "${names[@]}"; do
 	case $n in
-	kube-apiserver | kubelet) build_kube "$n" ;;
+	kube-apiserver | kubelet | kube-scheduler) build_kube "$n" ;;
 	agent-sandbox-controller) build_sandbox ;;
-	*) log "unknown binary $n (want kube-apiserver, kubelet or agent-sandbox-controller)"; exit 2 ;;
+	pause) build_pause ;;
+	*) log "unknown binary $n (want kube-apiserver, kubelet, kube-scheduler, agent-sandbox-controller or pause)"; exit 2 ;;
 	esac
 done

@@ -29,6 +29,22 @@ type configRepo struct {
 // is package render's to test).
 func newConfigRepo(tb testing.TB, poolName, ns string, n int) *configRepo {
 	tb.Helper()
+	d := func(c byte, i int) string { return fmt.Sprintf("@sha256:%c%063d", c, i) }
+	return newConfigRepoPins(tb, poolName, ns, n, func(i int) map[generation.Kind]generation.Pin {
+		return map[generation.Kind]generation.Pin{
+			generation.ControlPlane:      {Image: "registry.example/platform/control-plane" + d('a', i)},
+			generation.Runner:            {Image: "registry.example/platform/runner" + d('b', i)},
+			generation.WorkspaceTemplate: {Image: "registry.example/templates/tools" + d('c', i)},
+			generation.RuntimeClass:      {ID: "runc"},
+			generation.SecretVersion:     {ID: fmt.Sprintf("vault://kv/agents/token#%d", i)},
+		}
+	})
+}
+
+// newConfigRepoPins is newConfigRepo with generation i's (1-based) pins
+// from pins.
+func newConfigRepoPins(tb testing.TB, poolName, ns string, n int, pins func(i int) map[generation.Kind]generation.Pin) *configRepo {
+	tb.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(tb.TempDir(), "config.git")
 	if err := gitops.InitBare(dir, "main"); err != nil {
@@ -39,15 +55,8 @@ func newConfigRepo(tb testing.TB, poolName, ns string, n int) *configRepo {
 		tb.Fatal(err)
 	}
 	c := &configRepo{tb: tb, dir: dir, repo: repo, pool: poolName}
-	d := func(c byte, i int) string { return fmt.Sprintf("@sha256:%c%063d", c, i) }
 	for i := 1; i <= n; i++ {
-		g, err := generation.New(poolName, nil, map[generation.Kind]generation.Pin{
-			generation.ControlPlane:      {Image: "registry.example/platform/control-plane" + d('a', i)},
-			generation.Runner:            {Image: "registry.example/platform/runner" + d('b', i)},
-			generation.WorkspaceTemplate: {Image: "registry.example/templates/tools" + d('c', i)},
-			generation.RuntimeClass:      {ID: "runc"},
-			generation.SecretVersion:     {ID: fmt.Sprintf("vault://kv/agents/token#%d", i)},
-		}, &generation.Compatibility{
+		g, err := generation.New(poolName, nil, pins(i), &generation.Compatibility{
 			ControlPlaneProtocol: generation.Range{Min: 1, Max: 1}, RunnerProtocol: generation.Range{Min: 1, Max: 1},
 		})
 		if err != nil {

@@ -39,15 +39,31 @@ func CacheDir() (string, error) {
 	return filepath.Join(home, ".cache", "slipway-kube"), nil
 }
 
-// Binary returns the path of a built binary: kube-apiserver and kubelet
-// under <cache>/v1.37.2/bin, agent-sandbox-controller under
-// <cache>/agent-sandbox-v0.5.6/bin, etcd from PATH. The error matches
-// ErrNotBuilt when it is absent.
+// debianBinaries are the binaries Debian packages provide (found in PATH,
+// or at a fixed path for CNI plugins), with the package to install.
+var debianBinaries = map[string]string{
+	"etcd": "etcd-server", "containerd": "containerd", "runc": "runc",
+	"containerd-shim-runc-v2": "containerd",
+	CNIBinDir + "/bridge":     "containernetworking-plugins",
+	CNIBinDir + "/host-local": "containernetworking-plugins",
+	CNIBinDir + "/loopback":   "containernetworking-plugins",
+}
+
+// CNIBinDir is where Debian's containernetworking-plugins puts the CNI
+// plugins.
+const CNIBinDir = "/usr/lib/cni"
+
+// Binary returns the path of a built binary: kube-apiserver, kubelet,
+// kube-scheduler and pause under <cache>/v1.37.2/bin,
+// agent-sandbox-controller under <cache>/agent-sandbox-v0.5.6/bin; etcd,
+// containerd, runc and containerd-shim-runc-v2 from PATH, and the CNI
+// plugins by their path under CNIBinDir (Debian packages). The error
+// matches ErrNotBuilt when it is absent.
 func Binary(name string) (string, error) {
-	if name == "etcd" {
-		p, err := exec.LookPath("etcd")
+	if pkg, ok := debianBinaries[name]; ok {
+		p, err := exec.LookPath(name)
 		if err != nil {
-			return "", fmt.Errorf("kubetest: etcd %w: apt-get install etcd-server (make deps)", ErrNotBuilt)
+			return "", fmt.Errorf("kubetest: %s %w: apt-get install %s (make deps)", name, ErrNotBuilt, pkg)
 		}
 		return p, nil
 	}
@@ -57,7 +73,7 @@ func Binary(name string) (string, error) {
 	}
 	var p string
 	switch name {
-	case "kube-apiserver", "kubelet":
+	case "kube-apiserver", "kubelet", "kube-scheduler", "pause":
 		p = filepath.Join(cache, KubeVersion, "bin", name)
 	case "agent-sandbox-controller":
 		p = filepath.Join(cache, "agent-sandbox-"+AgentSandboxVersion, "bin", name)

@@ -133,3 +133,73 @@ func writeKey(file string, key *ecdsa.PrivateKey) error {
 	}
 	return os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600)
 }
+
+// nodeCerts are a kubelet's certificates, signed by the cluster's CA.
+type nodeCerts struct {
+	clientCert, clientKey string // system:node:<host> in group system:nodes
+	serveCert, serveKey   string // the kubelet's serving certificate for host and 127.0.0.1
+}
+
+// issueNode signs a kubelet's client and serving certificates for host
+// with the CA read back from p's files, and writes them into dir.
+func (p *pki) issueNode(dir, host string) (*nodeCerts, error) {
+	ca, caKey, err := p.loadCA()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	n := &nodeCerts{
+		clientCert: filepath.Join(dir, "kubelet-client.crt"), clientKey: filepath.Join(dir, "kubelet-client.key"),
+		serveCert: filepath.Join(dir, "kubelet.crt"), serveKey: filepath.Join(dir, "kubelet.key"),
+	}
+	client := &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano()),
+		Subject:      pkix.Name{CommonName: "system:node:" + host, Organization: []string{"system:nodes"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if _, _, err := issue(client, ca, caKey, n.clientCert, n.clientKey); err != nil {
+		return nil, err
+	}
+	serve := &x509.Certificate{
+		SerialNumber: big.NewInt(now.UnixNano() + 1),
+		Subject:      pkix.Name{CommonName: host},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:     []string{host, "localhost"},
+	}
+	if _, _, err := issue(serve, ca, caKey, n.serveCert, n.serveKey); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// loadCA reads the CA's certificate and key back from p's files.
+func (p *pki) loadCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	blk, _ := pem.Decode(p.caPEM)
+	if blk == nil {
+		return nil, nil, fmt.Errorf("kubetest: %s holds no PEM certificate", p.caCert)
+	}
+	ca, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubetest: %s: %w", p.caCert, err)
+	}
+	b, err := os.ReadFile(p.caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	kblk, _ := pem.Decode(b)
+	if kblk == nil {
+		return nil, nil, fmt.Errorf("kubetest: %s holds no PEM key", p.caKey)
+	}
+	key, err := x509.ParseECPrivateKey(kblk.Bytes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubetest: %s: %w", p.caKey, err)
+	}
+	return ca, key, nil
+}

@@ -36,6 +36,7 @@ type Cluster struct {
 	etcdURL    string
 	etcd, api  *proc
 	extra      []*proc // processes started later (controllers), killed first
+	node       *Node   // the node, if started: closed after extra, before the API server
 }
 
 // New starts a cluster in tb.TempDir and stops it when the test and its
@@ -62,8 +63,14 @@ func New(tb testing.TB) *Cluster {
 	tb.Cleanup(func() {
 		if tb.Failed() {
 			tb.Logf("kube-apiserver log ends:\n%s", c.api.tail(3000))
-			for _, p := range c.extra {
-				tb.Logf("%s log ends:\n%s", p.name, p.tail(3000))
+			ps := append([]*proc(nil), c.extra...)
+			if c.node != nil {
+				ps = append(ps, c.node.procs()...)
+			}
+			for _, p := range ps {
+				if p != nil {
+					tb.Logf("%s log ends:\n%s", p.name, p.tail(3000))
+				}
 			}
 		}
 		c.Close()
@@ -184,6 +191,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 		"--service-account-key-file="+c.pki.saPub, "--service-account-signing-key-file="+c.pki.saKey,
 		"--service-cluster-ip-range="+ServiceCIDR,
 		"--authorization-mode=Node,RBAC", "--allow-privileged=true",
+		// A node's kubelet (StartNode) listens on 127.0.0.1 and refuses a
+		// loopback node IP, so the API server reaches it (pod logs, exec) by
+		// the host's name, as the admin.
+		"--kubelet-preferred-address-types=Hostname",
+		"--kubelet-client-certificate="+c.pki.adminCert, "--kubelet-client-key="+c.pki.adminKey,
 		"--enable-priority-and-fairness=false", "--profiling=false",
 		"--v=1")
 	if err != nil {
@@ -276,6 +288,9 @@ func (c *Cluster) Close() {
 	for i := len(c.extra) - 1; i >= 0; i-- {
 		c.extra[i].kill()
 	}
+	if c.node != nil {
+		c.node.Close()
+	}
 	if c.api != nil {
 		c.api.kill()
 	}
@@ -284,21 +299,30 @@ func (c *Cluster) Close() {
 	}
 }
 
-// Log returns the end of a process's log (etcd, kube-apiserver or a
-// controller's name), for a failing test to show.
+// Log returns the end of a process's log (etcd, kube-apiserver, a
+// controller's name, kube-scheduler, or the node's containerd and kubelet),
+// for a failing test to show.
 func (c *Cluster) Log(name string) string {
-	for _, p := range append([]*proc{c.etcd, c.api}, c.extra...) {
+	ps := append([]*proc{c.etcd, c.api}, c.extra...)
+	if c.node != nil {
+		ps = append(ps, c.node.procs()...)
+	}
+	for _, p := range ps {
 		if p != nil && p.name == name {
 			return p.tail(4096)
 		}
 	}
-	return fmt.Sprintf("no process %q (have etcd, kube-apiserver%s)", name, names(c.extra))
+	return fmt.Sprintf("no process %q (have%s)", name, names(ps))
 }
 
 func names(ps []*proc) string {
 	var b strings.Builder
+	sep := " "
 	for _, p := range ps {
-		b.WriteString(", " + p.name)
+		if p != nil {
+			b.WriteString(sep + p.name)
+			sep = ", "
+		}
 	}
 	return b.String()
 }

@@ -45,3 +45,32 @@ func (c *Cluster) StartSandboxController(ctx context.Context) error {
 		return nil
 	})
 }
+
+// StartScheduler runs kube-scheduler v1.37.2 (built by `make kube-bins`)
+// against the cluster as the admin, so pods that name no node (those of
+// agent-sandbox's warm pools) are bound to the node of StartNode. It
+// serves nothing (no secure port) and returns once it runs; it is killed
+// first by Close, with the controllers.
+func (c *Cluster) StartScheduler(ctx context.Context) error {
+	bin, err := Binary("kube-scheduler")
+	if err != nil {
+		return err
+	}
+	p, err := startProc("kube-scheduler", bin, filepath.Join(c.dir, "logs", "kube-scheduler.log"),
+		"--kubeconfig="+c.kubeconfig, "--authentication-kubeconfig="+c.kubeconfig, "--authorization-kubeconfig="+c.kubeconfig,
+		"--leader-elect=false", "--secure-port=0", "--v=1")
+	if err != nil {
+		return err
+	}
+	// A bad flag or kubeconfig ends it at once.
+	select {
+	case <-p.exited:
+		return p.exitError()
+	case <-time.After(500 * time.Millisecond):
+	case <-ctx.Done():
+		p.kill()
+		return ctx.Err()
+	}
+	c.extra = append(c.extra, p)
+	return nil
+}

@@ -18,10 +18,27 @@
 // missing; everything is killed by process id at cleanup, and a test binary
 // that dies first takes its children with it (parent-death signal).
 //
-// It runs no kubelet, scheduler or controller-manager: objects are stored
-// and validated by the real API server against the real CRDs, but no pod
-// ever runs, and the kubernetes Service has no endpoints (the API server
-// listens on a loopback address, which cannot be one). CheckStored reads
-// objects back to prove a CRD's schema kept every field given. It is not for production use: everything listens on the
-// loopback interface only and etcd speaks plain HTTP.
+// By default it runs no kubelet, scheduler or controller-manager: objects
+// are stored and validated by the real API server against the real CRDs,
+// but no pod runs, and the kubernetes Service has no endpoints (the API
+// server listens on a loopback address, which cannot be one). CheckStored
+// reads objects back to prove a CRD's schema kept every field given.
+//
+// StartNode adds a real node, as root on Linux (CheckNode says why not):
+// Debian's containerd 1.6 (own root, state and socket in the cluster's
+// directory; the cri plugin with restrict_oom_score_adj, cgroupfs, runc,
+// the registry's hosts.toml) and runc, a CNI bridge (BridgeName, PodCIDR:
+// no default route, no masquerade) and kubelet v1.37.2 registered under
+// the host's name with a client certificate of the cluster's CA. The pause
+// image is made from the static pause binary of `make kube-bins` and
+// pushed to the tests' registry. The API server reaches the kubelet by
+// the host's name (pod logs). Without a controller-manager, StartNode
+// lifts the kubelet's not-ready taint itself once the Node is Ready.
+// StartScheduler runs kube-scheduler for pods that name no node. Close
+// stops the node first (kubelet, the shims and the pods' processes,
+// containerd), unmounts what it mounted and deletes the bridge. One node
+// runs on a machine at a time (a lock file).
+//
+// It is not for production use: everything listens on the loopback
+// interface only and etcd speaks plain HTTP.
 package kubetest

@@ -130,6 +130,15 @@ func (w *World) TemplateAsUser(tb testing.TB, user string) string {
 	return w.reconfigure(tb, w.Template, "templates/busybox:u", func(c *v1.Config) { c.User = user })
 }
 
+// TemplateWithEntrypoint pushes the world's template again with its
+// config's Entrypoint set to entrypoint (say /bin/sleep 86400: a
+// workspace container that blocks, where a pod runs the image's own
+// command) and returns its digest reference.
+func (w *World) TemplateWithEntrypoint(tb testing.TB, entrypoint ...string) string {
+	tb.Helper()
+	return w.reconfigure(tb, w.Template, "templates/busybox:e", func(c *v1.Config) { c.Entrypoint = entrypoint })
+}
+
 // relabel pushes image ref again with its labels changed by edit, under
 // repoTag plus a sequence number, and returns its digest reference.
 func (w *World) relabel(tb testing.TB, ref, repoTag string, edit func(map[string]string)) string {
