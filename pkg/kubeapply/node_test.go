@@ -24,14 +24,7 @@ import (
 // from the runner image, a workspace that blocks) becomes ready, and Wait
 // returns once status.readyReplicas reaches spec.replicas.
 func TestWaitReadyOnNode(t *testing.T) {
-	for _, b := range []string{"kube-apiserver", "etcd", "kube-scheduler", "agent-sandbox-controller"} {
-		if _, err := kubetest.Binary(b); err != nil {
-			t.Skip(err)
-		}
-	}
-	if err := kubetest.CheckNode(); err != nil {
-		t.Skip(err)
-	}
+	kubetest.SkipUnlessNode(t, "kube-scheduler", "agent-sandbox-controller")
 	ctx := context.Background()
 	host := registrytest.NewInProcess(t)
 	w := runtimetest.New(t, host)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // Versions of the parts the harness runs; tools/kube-bins.sh builds the
@@ -109,4 +110,18 @@ func CRDFiles(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("kubetest: no CRDs under %s", filepath.Join(mod.Dir, "k8s", "crds"))
 	}
 	return files, nil
+}
+
+// SkipUnlessNode skips tb, naming what to build or install, unless a node
+// can start here with kube-apiserver, etcd and the extra binaries named.
+func SkipUnlessNode(tb testing.TB, extra ...string) {
+	tb.Helper()
+	for _, b := range append([]string{"kube-apiserver", "etcd"}, extra...) {
+		if _, err := Binary(b); err != nil {
+			tb.Skip(err)
+		}
+	}
+	if err := CheckNode(); err != nil {
+		tb.Skip(err)
+	}
 }

@@ -34,26 +34,12 @@ import (
 
 var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
-// needNode skips the test when the cluster or its node cannot start here,
-// naming what to run.
-func needNode(t *testing.T) {
-	t.Helper()
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := kubetest.Binary(b); err != nil {
-			t.Skip(err)
-		}
-	}
-	if err := kubetest.CheckNode(); err != nil {
-		t.Skip(err)
-	}
-}
-
 // A pod of the static runner image runs to completion on the node, and its
 // log, read through the API server (which reaches the kubelet by the
 // host's name), is the runner's version of the binary the image holds.
 // Close leaves no process, mount or bridge behind.
 func TestNodeRunsPod(t *testing.T) {
-	needNode(t)
+	kubetest.SkipUnlessNode(t)
 	ctx := context.Background()
 	host := registrytest.NewInProcess(t)
 	w := runtimetest.New(t, host)
@@ -267,7 +253,7 @@ func TestNodeAfterDeadTest(t *testing.T) {
 		deadChild(t, dir)
 		return
 	}
-	needNode(t)
+	kubetest.SkipUnlessNode(t)
 	host := registrytest.NewInProcess(t)
 	w := runtimetest.New(t, host)
 	sleeper := w.TemplateWithEntrypoint(t, "/bin/sleep", "86400")

@@ -19,14 +19,7 @@ import (
 // prints it: the runner image's binary installed by the init container, a
 // workspace image whose own command blocks.
 func TestApplyWaitReadyOnNode(t *testing.T) {
-	for _, b := range []string{"kube-apiserver", "etcd", "kube-scheduler", "agent-sandbox-controller"} {
-		if _, err := kubetest.Binary(b); err != nil {
-			t.Skip(err)
-		}
-	}
-	if err := kubetest.CheckNode(); err != nil {
-		t.Skip(err)
-	}
+	kubetest.SkipUnlessNode(t, "kube-scheduler", "agent-sandbox-controller")
 	ctx := context.Background()
 	host := registrytest.NewInProcess(t)
 	w := runtimetest.New(t, host)
