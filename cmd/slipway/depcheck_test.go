@@ -46,8 +46,8 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/gitops":  {},
 		"pkg/runs":    {},
 		// Step outputs in CI systems' forms: formatting only, no Slipway
-		// package under it.
-		"pkg/cioutput": {},
+		// package under it but the atomic write of GitLab's code-quality report.
+		"pkg/cioutput": {"pkg/atomicfile"},
 
 		// Sandboxes: the runner protocol at the bottom, the shape of a
 		// sandbox (refresh phase, workspace, environment) over isolate, shared

@@ -93,6 +93,9 @@ type Annotation struct {
 	Col     int
 	Title   string
 	Message string
+	// Check names the rule that found it (slipway/mutable-image-reference):
+	// GitLab's code-quality check_name. "" is "slipway".
+	Check string
 }
 
 // ErrInvalid marks a step that cannot be written in the form asked for: a

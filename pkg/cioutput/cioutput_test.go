@@ -3,6 +3,7 @@ package cioutput
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -265,5 +266,80 @@ func TestParseFormatAndDetect(t *testing.T) {
 		if got := Detect(env(c.env), c.tekton); got != c.want {
 			t.Errorf("Detect(%v, %q) = %q, want %q", c.env, c.tekton, got, c.want)
 		}
+	}
+}
+
+// TestGitLabCodeQuality: findings at a file become GitLab Code Quality
+// issues with paths relative to the project, fingerprints that survive a
+// line move and differ between identical findings, and an empty report is
+// still [] (GitLab then shows the findings resolved).
+func TestGitLabCodeQuality(t *testing.T) {
+	dir := t.TempDir()
+	cq := filepath.Join(dir, "gl-code-quality.json")
+	w := &GitLabWriter{File: filepath.Join(dir, "slipway.env"), CodeQualityFile: cq, ProjectDir: "/builds/p"}
+	finding := func(line int) Annotation {
+		return Annotation{Level: Error, File: "/builds/p/deploy/app.yaml", Line: line, Col: 9, Title: "mutable image reference",
+			Message: "nginx:1.25: tag without digest", Check: "slipway/mutable-image-reference"}
+	}
+	step := Step{Outputs: []Output{{"findings", "3"}}, Annotations: []Annotation{
+		finding(4), finding(12), {Level: Warning, File: "other.yaml", Message: "m"}, {Level: Error, Message: "no file: log only"},
+	}}
+	if err := w.Write(step); err != nil {
+		t.Fatal(err)
+	}
+	var got []CodeQualityIssue
+	b, _ := os.ReadFile(cq)
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d issues, want 3 (the finding without a file stays out):\n%s", len(got), b)
+	}
+	g := got[0]
+	if g.Description != "nginx:1.25: tag without digest" || g.CheckName != "slipway/mutable-image-reference" || g.Severity != "major" ||
+		g.Location.Path != "deploy/app.yaml" || g.Location.Lines.Begin != 4 || len(g.Fingerprint) != 64 {
+		t.Errorf("issue = %+v", g)
+	}
+	if got[1].Fingerprint == g.Fingerprint {
+		t.Errorf("two identical findings share fingerprint %s", g.Fingerprint)
+	}
+	if got[2].CheckName != "slipway" || got[2].Severity != "minor" || got[2].Location.Path != "other.yaml" || got[2].Location.Lines.Begin != 1 {
+		t.Errorf("issue = %+v", got[2])
+	}
+	// The same findings moved down two lines keep their fingerprints.
+	moved := CodeQuality(Step{Annotations: []Annotation{finding(6), finding(14)}}, "/builds/p")
+	if moved[0].Fingerprint != got[0].Fingerprint || moved[1].Fingerprint != got[1].Fingerprint {
+		t.Errorf("fingerprints moved with the lines: %s %s, were %s %s", moved[0].Fingerprint, moved[1].Fingerprint, got[0].Fingerprint, got[1].Fingerprint)
+	}
+
+	// A second command of the job adds to the report; a clean one writes [].
+	if err := w.Write(Step{Annotations: []Annotation{finding(20)}}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(cq)
+	if err := json.Unmarshal(b, &got); err != nil || len(got) != 4 {
+		t.Fatalf("after a second step: %d issues, %v", len(got), err)
+	}
+	clean := filepath.Join(dir, "clean.json")
+	if err := (&GitLabWriter{File: filepath.Join(dir, "e"), CodeQualityFile: clean}).Write(Step{Outputs: []Output{{"findings", "0"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(clean); strings.TrimSpace(string(b)) != "[]" {
+		t.Errorf("clean report = %q, want []", b)
+	}
+
+	// A report that is not an array is named, and a step refused for its
+	// dotenv writes no issue either.
+	if err := os.WriteFile(clean, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := (&GitLabWriter{File: filepath.Join(dir, "e"), CodeQualityFile: clean}).Write(Step{})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), clean) {
+		t.Errorf("err = %v, want ErrInvalid naming %s", err, clean)
+	}
+	before, _ := os.ReadFile(cq)
+	err = w.Write(Step{Outputs: []Output{{"notes", "a\nb"}}, Annotations: []Annotation{finding(30)}})
+	if after, _ := os.ReadFile(cq); !errors.Is(err, ErrInvalid) || !bytes.Equal(before, after) {
+		t.Errorf("refused step: err %v, report changed: %v", err, !bytes.Equal(before, after))
 	}
 }

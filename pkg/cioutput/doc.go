@@ -12,9 +12,11 @@
 //     that published an image, the type hint Tekton Chains signs;
 //   - GitLab CI: KEY=value lines appended to a dotenv file for
 //     artifacts:reports:dotenv (no line breaks in a value, no empty lines,
-//     under 5 KB, as GitLab requires).
+//     under 5 KB, as GitLab requires), and findings at file:line added to a
+//     Code Quality report (artifacts:reports:codequality) with a fingerprint
+//     that does not change when lines move.
 //
 // It formats and writes, nothing else: which values a command publishes is
 // the command's choice (never a secret), and it knows nothing of what the
-// values mean. Code-quality and JUnit reports for GitLab are not here yet.
+// values mean. JUnit reports for GitLab are not here.
 package cioutput

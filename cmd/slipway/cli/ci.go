@@ -21,6 +21,7 @@ type ciFlags struct {
 	mode          string
 	tektonResults string
 	gitlabDotenv  string
+	gitlabQuality string
 	writer        cioutput.Writer // set by setup
 	format        cioutput.Format
 }
@@ -29,6 +30,7 @@ func (c *ciFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&c.mode, "ci", "none", "also write the step's outputs in a CI system's form: none, github ($GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY, ::error annotations), tekton (--tekton-results), gitlab (--gitlab-dotenv), or auto (from GITHUB_ACTIONS, GITLAB_CI, --tekton-results)")
 	fs.StringVar(&c.tektonResults, "tekton-results", "", "Tekton results directory: one file per result (--ci tekton)")
 	fs.StringVar(&c.gitlabDotenv, "gitlab-dotenv", "slipway.env", "dotenv report to append to (--ci gitlab; artifacts:reports:dotenv)")
+	fs.StringVar(&c.gitlabQuality, "gitlab-code-quality", "", "Code Quality report to add findings to, written even with none (--ci gitlab; artifacts:reports:codequality)")
 }
 
 // setup resolves --ci into a writer. Every error is a usage error.
@@ -58,7 +60,7 @@ func (c *ciFlags) setup(getenv func(string) string, g *globals) error {
 		}
 		c.writer = &cioutput.TektonWriter{Dir: c.tektonResults}
 	case cioutput.GitLab:
-		c.writer = &cioutput.GitLabWriter{File: c.gitlabDotenv}
+		c.writer = &cioutput.GitLabWriter{File: c.gitlabDotenv, CodeQualityFile: c.gitlabQuality, ProjectDir: getenv("CI_PROJECT_DIR")}
 	default:
 		c.writer = cioutput.Discard{}
 	}
@@ -96,7 +98,7 @@ func lintStep(findings []pin.Finding) cioutput.Step {
 		s.Details = append(s.Details, f.String())
 		s.Annotations = append(s.Annotations, cioutput.Annotation{
 			Level: cioutput.Error, File: f.File, Line: f.Line, Col: f.Col,
-			Title: "mutable image reference", Message: f.Ref + ": " + f.Reason,
+			Title: "mutable image reference", Message: f.Ref + ": " + f.Reason, Check: "slipway/mutable-image-reference",
 		})
 	}
 	return s

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/cioutput"
 )
 
 // TestLintCIGitHub runs lint as a GitHub Actions step would: the finding is an
@@ -77,5 +80,30 @@ func TestLintCITektonGitLab(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(results, "slipway.env")); err == nil {
 		t.Fatal("dotenv written to the wrong place")
+	}
+}
+
+// TestLintCIGitLabCodeQuality: lint --ci gitlab --gitlab-code-quality writes
+// the finding into GitLab's Code Quality report, its path relative to
+// $CI_PROJECT_DIR, and the count to the dotenv report; exit code stays 1.
+func TestLintCIGitLabCodeQuality(t *testing.T) {
+	dir := writeTree(t, map[string]string{"deploy/web.yaml": strings.ReplaceAll(deployment, "HOST", "registry.example")})
+	t.Setenv("CI_PROJECT_DIR", dir)
+	r := run(t, dir, "lint", "--ci", "gitlab", "--gitlab-code-quality", "gl-code-quality.json", filepath.Join(dir, "deploy"))
+	if r.code != 1 {
+		t.Fatalf("lint: %+v", r)
+	}
+	var issues []cioutput.CodeQualityIssue
+	b := read(t, filepath.Join(dir, "gl-code-quality.json"))
+	if err := json.Unmarshal([]byte(b), &issues); err != nil || len(issues) != 1 {
+		t.Fatalf("report %v:\n%s", err, b)
+	}
+	is := issues[0]
+	if is.CheckName != "slipway/mutable-image-reference" || is.Location.Path != "deploy/web.yaml" || is.Location.Lines.Begin != 10 ||
+		!strings.HasPrefix(is.Description, "registry.example/web:v1: tag without digest") || is.Severity != "major" {
+		t.Fatalf("issue %+v", is)
+	}
+	if got := read(t, filepath.Join(dir, "slipway.env")); got != "FINDINGS=1\n" {
+		t.Fatalf("slipway.env = %q", got)
 	}
 }
