@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
 # Debian packages the tests, the demo and the benchmarks need.
-DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-registry etcd-server gcc git libc6-dev runc
+DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-registry etcd-server gcc git libc6-dev rsync runc
 FUZZTIME ?= 20s
 
 export SLIPWAY_BIN := $(BIN)/slipway
@@ -14,8 +14,12 @@ export SYFT := $(BIN)/syft
 export COSIGN := $(BIN)/cosign
 export KUSTOMIZE := $(BIN)/kustomize
 export ACTIONLINT := $(BIN)/actionlint
+# gitlab-ci-local (npm), outside the clone; the pipelines tests run it.
+SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
+GITLAB_CI_LOCAL_VERSION := 4.75.1
+export GITLAB_CI_LOCAL := $(SLIPWAY_NPM_CACHE)/node_modules/gitlab-ci-local/dist/index.js
 
-.PHONY: all build tools kube-bins deps test demo bench lint fuzz clean
+.PHONY: all build tools kube-bins gitlab-ci-local deps test demo bench lint fuzz clean
 
 all: build
 
@@ -48,6 +52,14 @@ $(BIN)/actionlint: tools/go.mod tools/go.sum
 kube-bins:
 	GO=$(GO) ./tools/kube-bins.sh
 
+# gitlab-ci-local from npm, at a pinned version, into $SLIPWAY_NPM_CACHE (outside
+# the clone). The pipelines tests validate the GitLab component against the
+# CI schema it embeds and run the example pipeline with it; they skip when it
+# is missing. Needs node and npm; installed once.
+gitlab-ci-local: $(GITLAB_CI_LOCAL)
+$(GITLAB_CI_LOCAL):
+	npm install --prefix $(SLIPWAY_NPM_CACHE) --no-audit --no-fund --ignore-scripts gitlab-ci-local@$(GITLAB_CI_LOCAL_VERSION)
+
 # Installs the Debian packages that are missing (needs root and apt-get).
 deps:
 	@missing=""; \
@@ -59,6 +71,7 @@ deps:
 	test -x /usr/lib/cni/bridge || missing="$$missing containernetworking-plugins"; \
 	command -v gcc >/dev/null || missing="$$missing gcc libc6-dev"; \
 	command -v git >/dev/null || missing="$$missing git"; \
+	command -v rsync >/dev/null || missing="$$missing rsync"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
@@ -67,11 +80,12 @@ deps:
 	fi
 
 # The sign interop tests run the cosign CLI ($COSIGN), the pipelines tests
-# actionlint ($ACTIONLINT). A package's tests may
+# actionlint ($ACTIONLINT) and gitlab-ci-local ($GITLAB_CI_LOCAL, make
+# gitlab-ci-local) with slipway ($SLIPWAY_BIN). A package's tests may
 # take TEST_TIMEOUT (go test's default, 10m, is too short for a busy machine
 # under -race).
 TEST_TIMEOUT ?= 25m
-test: deps $(BIN)/cosign $(BIN)/actionlint
+test: deps build $(BIN)/cosign $(BIN)/actionlint
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 demo: deps build

@@ -1,0 +1,159 @@
+package pipelines
+
+import (
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// TestGitLabCILocalE2E runs examples/gitlab/local.gitlab-ci.yml with
+// gitlab-ci-local on the host shell executor, in a git repository holding
+// the component templates, a pinned tree and a policy: slipway-lint passes,
+// slipway-verify verifies an image signed in an in-process registry, and
+// the report job sees both jobs' dotenv outputs (FINDINGS, VERIFIED,
+// DIGEST). Then the same pipeline with an unsigned image: verify fails
+// with the CLI's message, still reports VERIFIED=false, and the report
+// job does not run.
+func TestGitLabCILocalE2E(t *testing.T) {
+	node, index := gitlabCILocal(t)
+	slipway := os.Getenv("SLIPWAY_BIN")
+	if slipway == "" {
+		t.Skip("SLIPWAY_BIN is not set: make test builds bin/slipway and sets it")
+	}
+	if _, err := exec.LookPath("rsync"); err != nil {
+		t.Skip("rsync is not installed: gitlab-ci-local copies the checkout with it (make deps installs it)")
+	}
+	if _, err := os.Stat(slipway); err != nil {
+		t.Fatalf("SLIPWAY_BIN=%s: %v", slipway, err)
+	}
+	polyfill, err := filepath.Abs("gitlab/testdata/set-methods.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	push := func(repo string) string {
+		img, err := random.Image(64, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag, _ := name.NewTag(host + "/" + repo + ":v1")
+		if err := remote.Write(tag, img); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := img.Digest()
+		return host + "/" + repo + "@" + d.String()
+	}
+	signed, unsigned := push("runners/agent"), push("runners/other")
+
+	// The project: templates, a pinned tree, the policy and its key.
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "pipelines", "gitlab", "templates"), os.DirFS("gitlab/templates")); err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile("../examples/gitlab/local.gitlab-ci.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		".gitlab-ci.yml":  string(ci),
+		"deploy/web.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec:\n  containers:\n    - name: web\n      image: " + signed + "\n",
+		"policies/verification.yaml": `apiVersion: slipway.dev/v1alpha1
+kind: VerificationPolicy
+metadata: {name: runners}
+spec:
+  transparencyLog: none
+  keys: [{name: ci, publicKeyFile: ci.pub}]
+  rules:
+    - name: runners
+      match: {kinds: [runner]}
+      signatures: {keys: [ci]}
+`,
+	}
+	for f, body := range files {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := t.TempDir()
+	env := append(os.Environ(), "COSIGN_PASSWORD=gitlab-e2e")
+	sh := func(dir, bin string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	sh(keys, slipway, "keys", "generate", "--output-key-prefix", "ci")
+	sh(keys, slipway, "sign", signed, "--key", "ci.key", "--offline-no-tlog")
+	pub, _ := os.ReadFile(filepath.Join(keys, "ci.pub"))
+	os.WriteFile(filepath.Join(dir, "policies", "ci.pub"), pub, 0o644)
+	sh(dir, "git", "init", "-q")
+	sh(dir, "git", "add", "-A")
+	sh(dir, "git", "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "project")
+
+	// slipway on PATH, as in a job's image.
+	bin := t.TempDir()
+	if err := os.Symlink(slipway, filepath.Join(bin, "slipway")); err != nil {
+		t.Fatal(err)
+	}
+	run := func(image string) (string, error) {
+		cmd := exec.Command(node, "--import", polyfill, index,
+			"--shell-executor-no-image", "--shell-isolation", "--color=false", "--variable", "IMAGE="+image)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	dotenv := func(job string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, ".gitlab-ci-local", "artifacts", job, ".gitlab-ci-reports", "dotenv", "slipway.env"))
+		return string(b)
+	}
+
+	out, err := run(signed)
+	if err != nil {
+		t.Fatalf("gitlab-ci-local: %v\n%s", err, out)
+	}
+	digest := signed[strings.Index(signed, "@")+1:]
+	for _, want := range []string{"PASS  slipway-lint", "PASS  slipway-verify", "PASS  report", "findings=0 verified=true digest=" + digest} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if got := dotenv("slipway-lint"); got != "FINDINGS=0\n" {
+		t.Errorf("lint dotenv %q", got)
+	}
+	if got, want := dotenv("slipway-verify"), "VERIFIED=true\nREF="+signed+"\nDIGEST="+digest+"\n"; got != want {
+		t.Errorf("verify dotenv %q, want %q", got, want)
+	}
+	if t.Failed() {
+		t.Fatalf("output:\n%s", out)
+	}
+
+	out, err = run(unsigned)
+	if err == nil || !strings.Contains(out, "FAIL  slipway-verify") || strings.Contains(out, "PASS  report") || strings.Contains(out, "findings=") {
+		t.Fatalf("an unsigned image passed: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "FAIL runners/signature: no signature of "+unsigned) || !strings.Contains(out, "FAIL 1") {
+		t.Errorf("the refusal's message or exit code 1 is not in the job's log:\n%s", out)
+	}
+	if got := dotenv("slipway-verify"); !strings.HasPrefix(got, "VERIFIED=false\n") {
+		t.Errorf("refused verify dotenv %q", got)
+	}
+}
