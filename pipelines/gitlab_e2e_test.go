@@ -142,6 +142,11 @@ spec:
 	if got, want := dotenv("slipway-verify"), "VERIFIED=true\nREF="+signed+"\nDIGEST="+digest+"\n"; got != want {
 		t.Errorf("verify dotenv %q, want %q", got, want)
 	}
+	// The Code Quality report is written in the job's directory (gitlab-ci-local
+	// does not collect it): a clean tree's is [].
+	if b, err := os.ReadFile(filepath.Join(dir, ".gitlab-ci-local", "builds", "slipway-lint", "gl-code-quality.json")); err != nil || strings.TrimSpace(string(b)) != "[]" {
+		t.Errorf("lint's code quality report %q, %v", b, err)
+	}
 	if t.Failed() {
 		t.Fatalf("output:\n%s", out)
 	}
