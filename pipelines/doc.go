@@ -3,6 +3,7 @@
 // is only the tests that validate those files: a strict schema check of the
 // composite actions' action.yml, actionlint over the sample workflows in
 // ../examples/github with the local actions resolved, and the setup
-// action's installer run for real. Tekton Tasks and a GitLab component come
-// later (issue 15).
+// action's installer run for real. tekton/ holds Tekton Tasks and a
+// Pipeline, checked by the nested module tekton/validate with Tekton's own
+// code (make test-tekton). A GitLab component comes later (issue 15).
 package pipelines

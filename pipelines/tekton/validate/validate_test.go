@@ -126,6 +126,9 @@ func TestBrokenRefused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "lint.yaml") {
 				t.Fatalf("err = %v, want one naming lint.yaml and %s", err, c.want)
 			}
+			if testing.Verbose() {
+				t.Log(err)
+			}
 		})
 	}
 
