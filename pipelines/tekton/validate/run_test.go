@@ -150,7 +150,7 @@ func TestLintTaskRuns(t *testing.T) {
 	}
 }
 
-func TestVerifyTaskRuns(t *testing.T) {
+func TestVerifyGenerationPromoteTasksRun(t *testing.T) {
 	h := newHarness(t)
 	host := startRegistry(t)
 	rootfs := t.TempDir()
@@ -175,8 +175,7 @@ spec:
   transparencyLog: none
   keys: [{name: ci, publicKeyFile: ci.pub}]
   rules:
-    - name: runners
-      match: {kinds: [runner]}
+    - name: images
       signatures: {keys: [ci]}
 `), 0o644)
 
@@ -196,6 +195,39 @@ spec:
 	res, log, err = h.run("slipway-verify", map[string]any{"ref": host + "/tekton/signed:latest", "policy": "policy.yaml", "kind": "runner"})
 	if err == nil || res["VERIFIED"] == "true" {
 		t.Fatalf("verify a tag: %v %v\n%s", err, res, log)
+	}
+
+	// The release chain as the Pipeline wires it: verify's REF becomes a pin
+	// of generation-create, whose FILE is promote's generation param.
+	verified, _, err := h.run("slipway-verify", map[string]any{"ref": signed, "policy": "policy.yaml", "kind": "runner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := filepath.Join(t.TempDir(), "config.git")
+	h.slipway("config", "init", repo, "--pool", "agents", "--policy", filepath.Join(h.source, "policy.yaml"))
+	gen, log, err := h.run("slipway-generation-create", map[string]any{"pool": "agents", "pins": []string{"runner=" + verified["REF"], "controlPlane=" + signed, "workspaceTemplate=" + signed, "secretVersion=vault://kv/agents/token#1"}, "policy": "policy.yaml", "control-plane-protocol": "1-2", "runner-protocol": "1"})
+	if err != nil || !strings.HasPrefix(gen["GENERATION"], "g-") || gen["SEQUENCE"] != "1" || gen["FILE"] != "generation.yaml" {
+		t.Fatalf("generation-create: %v %v\n%s", err, gen, log)
+	}
+	// An unsigned pin is refused and nothing is written.
+	os.Remove(filepath.Join(h.source, "generation.yaml"))
+	if res, log, err := h.run("slipway-generation-create", map[string]any{"pool": "agents", "pins": []string{"runner=" + unsigned}, "policy": "policy.yaml", "output": "refused.yaml"}); err == nil || res["GENERATION"] != "" {
+		t.Fatalf("generation-create of an unsigned pin: %v %v\n%s", err, res, log)
+	}
+	if _, err := os.Stat(filepath.Join(h.source, "refused.yaml")); err == nil {
+		t.Fatal("a refused generation was written")
+	}
+	gen, _, err = h.run("slipway-generation-create", map[string]any{"pool": "agents", "pins": []string{"runner=" + verified["REF"], "controlPlane=" + signed, "workspaceTemplate=" + signed, "secretVersion=vault://kv/agents/token#1"}, "policy": "policy.yaml", "control-plane-protocol": "1-2", "runner-protocol": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom, log, err := h.run("slipway-promote", map[string]any{"repo": repo, "pool": "agents", "generation": gen["FILE"]})
+	if err != nil || prom["GENERATION"] != gen["GENERATION"] || len(prom["COMMIT"]) != 40 {
+		t.Fatalf("promote: %v %v\n%s", err, prom, log)
+	}
+	out, err := exec.Command("git", "-C", repo, "rev-parse", "main").Output()
+	if err != nil || strings.TrimSpace(string(out)) != prom["COMMIT"] {
+		t.Fatalf("config repo main is %s, promote said %s (%v)", out, prom["COMMIT"], err)
 	}
 }
 
