@@ -159,20 +159,17 @@ func walkEvidence(ctx context.Context, repo *gitops.Repo, q EvidenceQuery, verif
 		if q.Rollout != "" {
 			what += ", rollout " + q.Rollout
 		}
-		return nil, fmt.Errorf("%w for %s under %s/ at %s", ErrNoEvidence, what, root, shortRev(rev))
+		at := short(rev)
+		if rev == "" {
+			at = "an empty branch"
+		}
+		return nil, fmt.Errorf("%w for %s under %s/ at %s", ErrNoEvidence, what, root, at)
 	}
 	rep.Verified = verify
 	for _, r := range rep.Records {
 		rep.Verified = rep.Verified && r.Verified
 	}
 	return rep, nil
-}
-
-func shortRev(rev string) string {
-	if rev == "" {
-		return "an empty branch"
-	}
-	return rev[:min(12, len(rev))]
 }
 
 // readRecord reads one evidence folder; with pol, it verifies it.

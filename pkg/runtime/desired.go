@@ -88,16 +88,16 @@ type Verify struct {
 	Packages PackageIndex
 }
 
-// verifyCache remembers which generation verified under which policy
-// revision, so a poll does not verify again what did not change.
+// verifyCache remembers verification results (policy.Cache: keyed by the
+// policy's document and key bytes, the kind and the digest), so a poll does
+// not verify again what did not change, and the packages indexed.
 type verifyCache struct {
-	mu       sync.Mutex
-	seen     map[string]error // policy digest + generation id
+	verified *policy.Cache
 	packages packages
 }
 
 func newVerifyCache(v Verify) *verifyCache {
-	return &verifyCache{seen: map[string]error{}, packages: packages{index: v.Packages, done: map[string]string{}}}
+	return &verifyCache{verified: policy.NewCache(), packages: packages{index: v.Packages, done: map[string]string{}}}
 }
 
 // Load reads the desired state from t, the tree of the config repository
@@ -201,21 +201,12 @@ func loadPool(ctx context.Context, t *gitops.Tree, name string, pol *policy.Poli
 	return pd, nil
 }
 
+// verify verifies g's image pins, each answered from the cache when it was
+// verified before under the same policy and keys; a refusal is remembered,
+// an error (a registry down) is asked again next time.
 func (c *verifyCache) verify(ctx context.Context, pol *policy.Policy, g *generation.Generation, opts []policy.Option) error {
-	key := pol.Digest + " " + g.ID
-	c.mu.Lock()
-	err, ok := c.seen[key]
-	c.mu.Unlock()
-	if ok {
-		return err
-	}
-	_, err = pol.VerifyGeneration(ctx, g, time.Now(), opts...)
-	if err != nil && !errors.Is(err, policy.ErrRefused) {
-		return err // could not verify (registry down): ask again next time
-	}
-	c.mu.Lock()
-	c.seen[key] = err
-	c.mu.Unlock()
+	opts = append(append([]policy.Option(nil), opts...), policy.WithCache(c.verified))
+	_, err := pol.VerifyGeneration(ctx, g, time.Now(), opts...)
 	return err
 }
 
