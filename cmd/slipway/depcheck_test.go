@@ -39,6 +39,9 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/kubetest":     {},
 		// Applying a render to a cluster sits on render and nothing else.
 		"pkg/kubeapply": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		// A rollout's fleet on a cluster: rollout's Fleet over render and
+		// kubeapply (the proofs come through an interface).
+		"pkg/kubefleet": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/rollout", "pkg/render", "pkg/kubeapply"},
 		// Argo CD's plugins: render and the config repository, nothing of
 		// Argo CD itself (its code stays in integrations/argocd).
 		"pkg/argocd":  {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/gitops", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},

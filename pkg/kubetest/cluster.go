@@ -35,6 +35,8 @@ type Cluster struct {
 	pki        *pki
 	etcdURL    string
 	etcd, api  *proc
+	apiBin     string // the API server's binary and address, for RestartAPIServer
+	apiAddr    string
 	extra      []*proc // processes started later (controllers), killed first
 	node       *Node   // the node, if started: closed after extra, before the API server
 }
@@ -178,6 +180,11 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 	if err != nil {
 		return err
 	}
+	return c.runAPIServer(ctx, bin, addr)
+}
+
+// runAPIServer starts kube-apiserver on addr and waits for /readyz.
+func (c *Cluster) runAPIServer(ctx context.Context, bin, addr string) error {
 	_, port, _ := net.SplitHostPort(addr)
 	p, err := startProc("kube-apiserver", bin, filepath.Join(c.dir, "logs", "kube-apiserver.log"),
 		"--etcd-servers="+c.etcdURL,
@@ -221,7 +228,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 		p.kill()
 		return err
 	}
-	c.api = p
+	c.api, c.apiBin, c.apiAddr = p, bin, addr
 	return c.writeKubeconfig()
 }
 
