@@ -43,6 +43,7 @@ type rolloutFlags struct {
 	signKey          string
 	unsignedEvidence bool
 	lease, poll      time.Duration
+	kube             kubeFleetFlags
 }
 
 func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
@@ -56,6 +57,7 @@ func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
 	cmd.Flags().BoolVar(&f.unsignedEvidence, "unsigned-evidence", false, "commit the evidence as an unsigned statement (no --sign-key)")
 	cmd.Flags().DurationVar(&f.lease, "lease", time.Minute, "how long the driver's lease lasts unless renewed")
 	cmd.Flags().DurationVar(&f.poll, "poll", 500*time.Millisecond, "how often the driver looks at the runtime while a step waits for it")
+	f.kube.add(cmd)
 }
 
 func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*rollout.Driver, error) {
@@ -70,18 +72,28 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 	if !drive {
 		return d, nil
 	}
-	if f.server == "" {
-		return nil, usage(errors.New("--server is required to drive a rollout (the runtime that runs the pool)"))
+	switch {
+	case f.server != "" && f.kube.kubeconfig != "":
+		return nil, usage(errors.New("--server and --kubeconfig exclude each other: the pool runs on a runtime or on a cluster"))
+	case f.kube.kubeconfig != "":
+		fl, err := f.kube.fleet(cmd, &f.rf)
+		if err != nil {
+			return nil, err
+		}
+		d.Fleet = fl
+	case f.server == "":
+		return nil, usage(errors.New("--server (the runtime that runs the pool) or --kubeconfig (the cluster) is required to drive a rollout"))
+	default:
+		tok, err := readToken(f.tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		c, err := runtime.NewClient(f.server, tok)
+		if err != nil {
+			return nil, usage(err)
+		}
+		d.Fleet = c
 	}
-	tok, err := readToken(f.tokenFile)
-	if err != nil {
-		return nil, err
-	}
-	c, err := runtime.NewClient(f.server, tok)
-	if err != nil {
-		return nil, usage(err)
-	}
-	d.Fleet = c
 	switch {
 	case f.signKey != "" && f.unsignedEvidence:
 		return nil, usage(errors.New("--sign-key and --unsigned-evidence exclude each other"))
@@ -147,6 +159,9 @@ func (g *globals) drive(ctx context.Context, d *rollout.Driver, id string) error
 		run = func(ctx context.Context) (*pool.Rollout, error) { return d.Drive(ctx, id) }
 	}
 	r, err := run(ctx)
+	if errors.Is(err, rollout.ErrRolledBack) {
+		syncAfterRollback(ctx, g, d)
+	}
 	if perr := g.printRollout(r); perr != nil {
 		return perr
 	}
@@ -188,7 +203,7 @@ func newCmdRolloutStart(g *globals) *cobra.Command {
 		wait bool
 	)
 	cmd := &cobra.Command{
-		Use:   "start --repo URL --pool P --to ID --server URL --token-file FILE [--wait]",
+		Use:   "start --repo URL --pool P --to ID (--server URL --token-file FILE | --kubeconfig F [--namespace N]) [--wait]",
 		Short: "Commit the intent to roll a pool out to a generation; with --wait, drive it to the end",
 		Long: `Start commits the rollout's intent (phase compatibility). With --wait it then drives
 the rollout through the seven steps under the lease in desired.yaml, and exits 0 only when it
@@ -224,7 +239,7 @@ progress) and start runs again.`,
 func newCmdRolloutResume(g *globals) *cobra.Command {
 	var f rolloutFlags
 	cmd := &cobra.Command{
-		Use:   "resume --repo URL --pool P --server URL --token-file FILE",
+		Use:   "resume --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N])",
 		Short: "Drive the pool's rollout from where it stands to its end (after a crash, a failure, or start without --wait)",
 		Long: `Resume drives the rollout in progress on the pool to its end, from the step where it
 stands: after a driver died, after a visible failure, or after start without --wait. Exit
@@ -270,7 +285,7 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 		to string
 	)
 	cmd := &cobra.Command{
-		Use:   "rollback --repo URL --pool P --server URL --token-file FILE [--to ID]",
+		Use:   "rollback --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N]) [--to ID]",
 		Short: "Make a retained generation active again (the newest one by default), warming and proving it first",
 		Args:  cobra.NoArgs,
 		RunE: f.run(g, true, func(ctx context.Context, d *rollout.Driver) error {

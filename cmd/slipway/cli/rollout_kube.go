@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/kubeapply"
+	"github.com/slipway-dev/slipway/pkg/kubefleet"
+	"github.com/slipway-dev/slipway/pkg/policy"
+	"github.com/slipway-dev/slipway/pkg/render"
+	"github.com/slipway-dev/slipway/pkg/rollout"
+)
+
+// kubeFleetFlags drive a rollout on a cluster: the pool's objects applied
+// from the config repository's render, read back per generation.
+type kubeFleetFlags struct {
+	kubeconfig, namespace string
+	vf                    verifierFlags
+}
+
+func (f *kubeFleetFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "drive the rollout on the Kubernetes cluster of this kubeconfig file (agent-sandbox v0.5.6) instead of a runtime (--server)")
+	cmd.Flags().StringVar(&f.namespace, "namespace", "", "namespace of the pool's SandboxTemplates and warm pools (default: the kubeconfig context's)")
+	f.vf.add(cmd)
+}
+
+// fleet is the pool's fleet on the cluster: each step renders the branch
+// head (verified as --policy or the repository's policy says) and applies
+// it with server-side apply before reading the cluster back.
+func (f *kubeFleetFlags) fleet(cmd *cobra.Command, rf *repoFlags) (*kubefleet.Fleet, error) {
+	cfg, ns, err := kubeapply.LoadKubeconfig(f.kubeconfig)
+	if err != nil {
+		return nil, usage(err)
+	}
+	if f.namespace != "" {
+		ns = f.namespace
+	}
+	pol, err := f.vf.load()
+	if err != nil {
+		return nil, err
+	}
+	ropts := []render.Option{render.WithVerifyCache(policy.NewCache())}
+	if pol != nil {
+		ropts = append(ropts, render.WithPolicy(pol))
+	}
+	if f.vf.skip {
+		ropts = append(ropts, render.WithInsecureSkipVerify())
+	}
+	// The applier reads the repository on its own handle: the driver's is
+	// for the driver.
+	repo, err := gitops.Open(cmd.Context(), rf.repo, rf.options()...)
+	if err != nil {
+		return nil, usage(err)
+	}
+	a, err := kubeapply.New(cfg, kubeapply.WithNamespace(ns))
+	if err != nil {
+		return nil, usage(err)
+	}
+	ra, err := kubefleet.NewRenderApplier(repo, rf.branch, rf.pool, a, ropts...)
+	if err != nil {
+		return nil, usage(err)
+	}
+	// Proofs run through the runtime on the Kubernetes sandbox backend;
+	// until it is wired here, a rollout's step 3 reports that no prover ran
+	// the checks and rolls back at its deadline.
+	fl, err := kubefleet.New(cfg, rf.pool, ns, kubefleet.WithApplier(ra))
+	if err != nil {
+		return nil, usage(err)
+	}
+	return fl, nil
+}
+
+// syncAfterRollback has a cluster follow a rollback commit at once (the
+// new generation's objects pruned) rather than at the next apply: a
+// runtime polls the repository by itself, a cluster without Argo CD does
+// not. A failure is reported, not fatal: the rollout's outcome stands.
+func syncAfterRollback(ctx context.Context, g *globals, d *rollout.Driver) {
+	fl, ok := d.Fleet.(*kubefleet.Fleet)
+	if !ok {
+		return
+	}
+	rev, err := fl.Sync(ctx)
+	if err != nil {
+		fmt.Fprintf(g.stderr, "the cluster did not take the rollback yet (slipway apply or the next rollout will): %v\n", err)
+		return
+	}
+	fmt.Fprintf(g.stderr, "the cluster serves %s (the rollback)\n", rev)
+}
