@@ -39,6 +39,11 @@
 // containerd), unmounts what it mounted and deletes the bridge. One node
 // runs on a machine at a time (a lock file).
 //
+// StopAPIServer kills the API server alone (etcd, the node and the
+// controllers keep running) and RestartAPIServer starts it again on the
+// same address with the same etcd, for tests of what survives the API
+// server going away.
+//
 // It is not for production use: everything listens on the loopback
 // interface only and etcd speaks plain HTTP.
 package kubetest
