@@ -25,7 +25,9 @@
 //	rolled-back    a check failed before routing: the new generation leaves the
 //	               pool, the active one never changed, the reason is recorded
 //	failed         a visible, resumable failure (the fleet did not confirm a
-//	               step by its deadline): unknown is never taken for success
+//	               step by its deadline, or did not answer at all, warm and
+//	               proofs included): unknown is never taken for success, nor
+//	               for a failure of the new generation
 //
 // A step counts as done only when the fleet reports that it serves from
 // the step's commit or a later one (Fleet.Sync, gitops.Repo.Contains).

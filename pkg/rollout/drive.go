@@ -242,16 +242,25 @@ func (d *Driver) failed(reason string) change {
 // errDeadline: a wait reached the phase deadline.
 var errDeadline = errors.New("phase deadline reached")
 
+// errNoAnswer marks a condition's error as the fleet not answering (or not
+// syncing) at all, as opposed to answering "not yet". A wait whose last
+// look got no answer ends with an error that is both errDeadline and
+// errNoAnswer: nothing was observed about the new generation, so the steps
+// that roll back on what they observe (warm) fail resumably instead.
+var errNoAnswer = errors.New("the fleet did not answer")
+
 // waitFor polls cond until it is done or the phase deadline passes
-// (errDeadline, with cond's last note). Errors of cond (a fleet that does
-// not answer) are retried until then. The lease is renewed on the way.
+// (errDeadline, with cond's last note, and errNoAnswer too when cond's
+// last error was one). Errors of cond (a fleet that does not answer) are
+// retried until then. The lease is renewed on the way.
 func (d *Driver) waitFor(ctx context.Context, r **pool.Rollout, until time.Time, cond func(ctx context.Context) (bool, string, error)) (string, error) {
 	note := ""
 	for {
 		done, n, err := cond(ctx)
+		unanswered := false
 		switch {
 		case err != nil:
-			note = err.Error()
+			note, unanswered = err.Error(), errors.Is(err, errNoAnswer)
 		case done:
 			return n, nil
 		default:
@@ -259,6 +268,9 @@ func (d *Driver) waitFor(ctx context.Context, r **pool.Rollout, until time.Time,
 		}
 		now := d.Now()
 		if !now.Before(until) {
+			if unanswered {
+				return note, fmt.Errorf("%w: %w", errDeadline, errNoAnswer)
+			}
 			return note, errDeadline
 		}
 		if (*r).LeaseUntil.Sub(now) < d.Lease/2 {
@@ -288,7 +300,7 @@ func (d *Driver) observed(ctx context.Context, r **pool.Rollout, until time.Time
 	return d.waitFor(ctx, r, until, func(ctx context.Context) (bool, string, error) {
 		rev, err := d.Fleet.Sync(ctx)
 		if err != nil {
-			return false, "", fmt.Errorf("the fleet did not sync: %w", err)
+			return false, "", fmt.Errorf("%w: it did not sync: %w", errNoAnswer, err)
 		}
 		ok, err := d.Repo.Contains(ctx, d.Branch, rev, head)
 		if err != nil {

@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -76,4 +77,74 @@ func TestProofFailuresRollBack(t *testing.T) {
 		t.Errorf("active %s after two rollbacks", a.ID)
 	}
 	e.checkRouting()
+}
+
+// goneFleet answers Info through the real runtime and everything else
+// through a client of an address where nothing listens: a fleet that went
+// away after step 1 (the connection is really refused).
+type goneFleet struct{ live, gone *runtime.Client }
+
+func (f goneFleet) Info(ctx context.Context) (*runtime.Info, error) { return f.live.Info(ctx) }
+func (f goneFleet) Sync(ctx context.Context) (string, error)        { return f.gone.Sync(ctx) }
+func (f goneFleet) PoolStatus(ctx context.Context, p string) (*runtime.PoolStatus, error) {
+	return f.gone.PoolStatus(ctx, p)
+}
+func (f goneFleet) Prove(ctx context.Context, p string, req runtime.ProofRequest) (*runtime.ProofResult, error) {
+	return f.gone.Prove(ctx, p, req)
+}
+func (f goneFleet) Stop(ctx context.Context, p, g string) (*runtime.StopResult, error) {
+	return f.gone.Stop(ctx, p, g)
+}
+
+// TestFleetGoneInWarmFailsResumably: a fleet that stops answering during
+// the warm phase tells nothing about the new generation, so the rollout
+// fails visibly at the deadline (not rolled back: nothing was observed to
+// be wrong), and resume completes it once the fleet answers again.
+func TestFleetGoneInWarmFailsResumably(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(s *pool.Spec) { s.PhaseDeadlines[rollout.PhaseWarm] = pool.Duration{Duration: 2 * time.Second} })
+	ctx := context.Background()
+	g2 := e.next(e.g1)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	gone, err := runtime.NewClient("http://"+addr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e.driver()
+	d.Fleet = goneFleet{live: e.client, gone: gone}
+	if _, err := d.Start(ctx, g2.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.Run(ctx)
+	if !errors.Is(err, rollout.ErrFailed) || r.Phase != rollout.PhaseWarm || !strings.Contains(r.Reason, "step 2, the fleet did not answer by the phase deadline") {
+		t.Fatalf("a fleet gone in the warm phase: %v %+v", err, r)
+	}
+	if a, _ := e.state().Active(); a.ID != e.g1.ID {
+		t.Errorf("active %s after a failed warm phase", a.ID)
+	}
+	// The runtime warms g2 from the warming commit meanwhile; once it
+	// answers with a ready member, resume goes on from step 2.
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		st, err := e.client.PoolStatus(ctx, "agents")
+		if err == nil && st.Generation(g2.ID).Ready > 0 {
+			break
+		}
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("g2 never warmed on the runtime: %v", err)
+		}
+	}
+	d = e.driver()
+	r, err = d.Run(ctx)
+	if err != nil || r.Status != pool.RolloutSucceeded {
+		t.Fatalf("resume once the fleet answers: %v %+v", err, r)
+	}
+	if a, _ := e.state().Active(); a.ID != g2.ID {
+		t.Errorf("active %s after the resumed rollout, want %s", a.ID, g2.ID)
+	}
 }

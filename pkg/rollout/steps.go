@@ -37,7 +37,7 @@ func (d *Driver) compatibility(ctx context.Context, r *pool.Rollout) (*pool.Roll
 	note, err := d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
 		i, err := d.Fleet.Info(ctx)
 		if err != nil {
-			return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+			return false, "", fmt.Errorf("%w: %w", errNoAnswer, err)
 		}
 		info = i
 		return true, "", nil
@@ -110,11 +110,16 @@ func (d *Driver) warm(ctx context.Context, r *pool.Rollout) (*pool.Rollout, erro
 		note, err = d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
 			st, err := d.Fleet.PoolStatus(ctx, d.Pool)
 			if err != nil {
-				return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+				return false, "", fmt.Errorf("%w: %w", errNoAnswer, err)
 			}
 			g := st.Generation(r.To)
 			return g.Ready >= want, fmt.Sprintf("%d of %d warm members of %s ready (%d warming)", g.Ready, want, r.To, g.Warming), nil
 		})
+	}
+	if errors.Is(err, errNoAnswer) {
+		// Nothing is known of the new generation's warm capacity: fail
+		// visibly; resume waits again once the fleet answers.
+		return d.advance(ctx, r, d.failed("step 2, the fleet did not answer by the phase deadline: "+note))
 	}
 	if errors.Is(err, errDeadline) {
 		return d.advance(ctx, r, d.rolledBack("step 2, warm capacity not ready by the phase deadline: "+note))
@@ -148,7 +153,7 @@ func (d *Driver) prove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, err
 	note, err := d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
 		st, err := d.Fleet.PoolStatus(ctx, d.Pool)
 		if err != nil {
-			return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+			return false, "", fmt.Errorf("%w: %w", errNoAnswer, err)
 		}
 		if g := st.Generation(r.To); g.Ready == 0 {
 			return false, fmt.Sprintf("no warm member of %s ready for the proofs (%d warming)", r.To, g.Warming), nil
@@ -165,6 +170,9 @@ func (d *Driver) prove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, err
 	})
 	if errors.Is(err, errDeadline) && res != nil {
 		err = nil // the last proof, its allocation failed: the evidence says so
+	}
+	if errors.Is(err, errNoAnswer) {
+		return d.advance(ctx, r, d.failed("step 3, the fleet did not answer by the phase deadline: "+note))
 	}
 	if errors.Is(err, errDeadline) {
 		return d.advance(ctx, r, d.rolledBack("step 3, proofs not run by the phase deadline: "+note))
@@ -274,7 +282,7 @@ func (d *Driver) drain(ctx context.Context, r *pool.Rollout) (*pool.Rollout, err
 		}
 		st, err := d.Fleet.PoolStatus(ctx, d.Pool)
 		if err != nil {
-			return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+			return false, "", fmt.Errorf("%w: %w", errNoAnswer, err)
 		}
 		g := st.Generation(r.From)
 		return g.Claimed == 0, fmt.Sprintf("%s open on %s: %s", plural(g.Claimed, "run"), r.From, strings.Join(g.Runs, ", ")), nil
@@ -337,7 +345,7 @@ func (d *Driver) remove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, er
 			}
 			st, err := d.Fleet.PoolStatus(ctx, d.Pool)
 			if err != nil {
-				return false, "", fmt.Errorf("the fleet did not answer: %w", err)
+				return false, "", fmt.Errorf("%w: %w", errNoAnswer, err)
 			}
 			g := st.Generation(r.From)
 			n := g.Ready + g.Warming + g.Claimed
