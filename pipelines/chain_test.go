@@ -40,7 +40,7 @@ type releaseChain struct {
 }
 
 // builderID is the provenance builder the policy accepts (the CI step sets it).
-const builderID = "https://slipway.dev/builders/act"
+const builderID = "https://slipway.dev/builders/ci"
 
 func chainSkips(t *testing.T) string {
 	t.Helper()
