@@ -5,10 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/slipway-dev/slipway/pkg/registrytest"
 )
@@ -67,9 +65,7 @@ func newReleaseChain(t *testing.T, slipway string) *releaseChain {
 	cmd := exec.Command("bash", "testdata/release-chain.sh", slipway, c.host, work)
 	cmd.Env = append(os.Environ(), "COSIGN_PASSWORD="+c.password)
 	out, err := cmd.CombinedOutput()
-	if pid, _ := os.ReadFile(filepath.Join(work, "runtime.pid")); len(pid) > 0 {
-		t.Cleanup(func() { stopRuntime(strings.TrimSpace(string(pid))) })
-	}
+	t.Cleanup(func() { exec.Command("bash", "testdata/release-chain.sh", "--stop", work).Run() })
 	if err != nil {
 		t.Fatalf("release-chain.sh: %v\n%s", err, out)
 	}
@@ -87,29 +83,6 @@ func newReleaseChain(t *testing.T, slipway string) *releaseChain {
 		}
 	}
 	return c
-}
-
-// stopRuntime interrupts the runtime release-chain.sh started and waits
-// (up to 10s, then kills it) until it is gone.
-func stopRuntime(pid string) {
-	n, err := strconv.Atoi(pid)
-	if err != nil {
-		return
-	}
-	p, err := os.FindProcess(n)
-	if err != nil {
-		return
-	}
-	p.Signal(os.Interrupt)
-	for i := 0; i < 100; i++ {
-		// Gone, or a zombie (not our child: nobody here reaps it).
-		st, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	p.Kill()
 }
 
 // run runs slipway in dir with the key's password and returns its stdout.

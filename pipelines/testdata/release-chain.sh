@@ -15,9 +15,29 @@
 #
 # and WORK/chain.env, KEY=value lines naming all of it. REGISTRY is
 # host:port of a running registry. The provenance builder the policy wants
-# is https://slipway.dev/builders/ci. The caller stops the runtime (SIGINT to
-# RUNTIME_PID).
+# is https://slipway.dev/builders/ci.
+#
+# release-chain.sh --stop WORK stops that runtime (SIGINT, SIGKILL after 10s).
 set -euo pipefail
+
+# alive PID: the runtime is running (not gone, not a zombie nobody reaps).
+alive() {
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[[ ${st%% *} != Z ]] && grep -qa 'runtime' "/proc/$1/cmdline" 2>/dev/null
+}
+if [[ ${1:-} == --stop ]]; then
+	pid=$(cat "${2:?usage: release-chain.sh --stop WORK}/runtime.pid" 2>/dev/null) || exit 0
+	alive "$pid" || exit 0
+	kill -INT "$pid"
+	for _ in $(seq 100); do
+		alive "$pid" || exit 0
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	exit 0
+fi
 slipway=${1:?usage: release-chain.sh SLIPWAY REGISTRY WORK}
 reg=${2:?registry host:port}
 work=${3:?work directory}
@@ -97,7 +117,7 @@ umask 022
 pid=$!
 echo "$pid" >"$work/runtime.pid"
 for _ in $(seq 900); do
-	if ! kill -0 "$pid" 2>/dev/null; then
+	if ! alive "$pid"; then
 		echo "release-chain.sh: runtime serve exited:" >&2
 		cat "$work/runtime.log" >&2
 		exit 1
