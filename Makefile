@@ -97,7 +97,8 @@ test: deps build $(BIN)/cosign $(BIN)/actionlint $(BIN)/act
 # The Tekton Tasks and Pipeline (pipelines/tekton), checked with Tekton's own
 # Go types and substitution code in a module of their own
 # (pipelines/tekton/validate: tektoncd/pipeline v1.15.0 never enters the root
-# go.mod), and the lint and verify Tasks run on the host with bin/slipway.
+# go.mod), and the Tasks and the release Pipeline run on the host with
+# bin/slipway (pipelines/testdata/release-chain.sh).
 # Cold, its dependencies take about 11 minutes to build on 2 busy cores.
 test-tekton: deps build
 	cd pipelines/tekton/validate && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
