@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -79,6 +80,26 @@ func (r *actRun) summary(job string) string {
 	return b.String()
 }
 
+// releaseShape is a version pipelines/github/setup/install.sh installs.
+var releaseShape = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+
+// releaseArtifact returns slipway and its version when it reports a release
+// version, or else a build of ../cmd/slipway at v0.0.0-act.
+func releaseArtifact(t *testing.T, slipway string) (string, string) {
+	t.Helper()
+	out, err := exec.Command(slipway, "version").Output()
+	if f := strings.Fields(string(out)); err == nil && len(f) > 1 && releaseShape.MatchString(f[1]) {
+		return f[1], slipway
+	}
+	const version = "v0.0.0-act"
+	artifact := filepath.Join(t.TempDir(), "slipway-linux-amd64")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/slipway-dev/slipway/cmd/slipway/cli.version="+version, "-o", artifact, "../cmd/slipway")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/slipway: %v\n%s", err, out)
+	}
+	return version, artifact
+}
+
 // TestActReleaseE2E runs examples/github/local-release.yml with nektos/act on
 // the host (-P ubuntu-latest=-self-hosted) against a releaseChain: the setup
 // action installs slipway from a file:// artifact checked against its
@@ -103,13 +124,10 @@ func TestActReleaseE2E(t *testing.T) {
 	c := newReleaseChain(t, chainSkips(t))
 
 	// The release artifact the setup action installs: slipway at a release
-	// version (the installer checks the binary reports it).
-	const version = "v0.0.0-act"
-	artifact := filepath.Join(t.TempDir(), "slipway-linux-amd64")
-	build := exec.Command("go", "build", "-ldflags", "-X github.com/slipway-dev/slipway/cmd/slipway/cli.version="+version, "-o", artifact, "../cmd/slipway")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/slipway: %v\n%s", err, out)
-	}
+	// version (the installer checks the binary reports it). make build's
+	// binary has one (v0.0.0-<commit> when untagged); another is rebuilt
+	// with one.
+	version, artifact := releaseArtifact(t, c.slipway)
 	body, err := os.ReadFile(artifact)
 	if err != nil {
 		t.Fatal(err)
