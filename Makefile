@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# A release tag (v0.4.0, v0.4.0-3-gabc1234) or, untagged, v0.0.0-<commit>: always
+# the shape pipelines/github/setup installs.
+VERSION ?= $(shell git describe --tags --always --dirty --match 'v[0-9]*' 2>/dev/null | sed -E 's/^([0-9a-f]+(-dirty)?)$$/v0.0.0-\1/' || echo devel)
 LDFLAGS := -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
 # Debian packages the tests, the demo and the benchmarks need.
 DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-registry etcd-server gcc git libc6-dev rsync runc
@@ -14,6 +16,7 @@ export SYFT := $(BIN)/syft
 export COSIGN := $(BIN)/cosign
 export KUSTOMIZE := $(BIN)/kustomize
 export ACTIONLINT := $(BIN)/actionlint
+export ACT := $(BIN)/act
 # gitlab-ci-local (npm), outside the clone; the pipelines tests run it.
 SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
@@ -32,7 +35,7 @@ $(BIN)/slipway-runner:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/slipway-runner
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
-tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize $(BIN)/actionlint
+tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize $(BIN)/actionlint $(BIN)/act
 $(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck
 $(BIN)/syft: tools/go.mod tools/go.sum
@@ -44,6 +47,10 @@ $(BIN)/kustomize: tools/go.mod tools/go.sum
 # Checks the sample GitHub workflows and the local actions they use (pipelines/).
 $(BIN)/actionlint: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/rhysd/actionlint/cmd/actionlint
+# Runs the sample GitHub workflow end to end on the host (nektos/act v0.2.89,
+# -P ubuntu-latest=-self-hosted: no Docker), in the pipelines tests.
+$(BIN)/act: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $(BIN)/ github.com/nektos/act
 
 # The real Kubernetes parts the tests run (pkg/kubetest): kube-apiserver and
 # kubelet v1.37.2 and agent-sandbox's controller v0.5.6, built from the Go
@@ -80,19 +87,20 @@ deps:
 	fi
 
 # The sign interop tests run the cosign CLI ($COSIGN), the pipelines tests
-# actionlint ($ACTIONLINT) and gitlab-ci-local ($GITLAB_CI_LOCAL, make
+# actionlint ($ACTIONLINT), act ($ACT) and gitlab-ci-local ($GITLAB_CI_LOCAL, make
 # gitlab-ci-local) with slipway ($SLIPWAY_BIN). A package's tests may
 # take TEST_TIMEOUT (go test's default, 10m, is too short for a busy machine
 # under -race).
 TEST_TIMEOUT ?= 25m
-test: deps build $(BIN)/cosign $(BIN)/actionlint
+test: deps build $(BIN)/cosign $(BIN)/actionlint $(BIN)/act
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) test-tekton
 
 # The Tekton Tasks and Pipeline (pipelines/tekton), checked with Tekton's own
 # Go types and substitution code in a module of their own
 # (pipelines/tekton/validate: tektoncd/pipeline v1.15.0 never enters the root
-# go.mod), and the lint and verify Tasks run on the host with bin/slipway.
+# go.mod), and the Tasks and the release Pipeline run on the host with
+# bin/slipway (pipelines/testdata/release-chain.sh).
 # Cold, its dependencies take about 11 minutes to build on 2 busy cores.
 test-tekton: deps build
 	cd pipelines/tekton/validate && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -7,7 +7,11 @@
 // ../examples/github with the local actions resolved, the setup action's
 // installer run for real; GitLab's published CI schema (ci.json, as the
 // gitlab-ci-local npm package embeds it) over every template document and
-// ../examples/gitlab, and the example pipeline run by gitlab-ci-local on the
-// host shell executor. The Tekton files are checked by the nested module
-// tekton/validate with Tekton's own code (make test-tekton).
+// ../examples/gitlab, and the example pipelines run by gitlab-ci-local on the
+// host shell executor; ../examples/github/local-release.yml run by nektos/act
+// on the host. The release runs (template build, verify, generation, promote,
+// rollout) share testdata/release-chain.sh: a registry's images, a config
+// repository and a running runtime. The Tekton files are checked and run by
+// the nested module tekton/validate with Tekton's own code (make
+// test-tekton).
 package pipelines

@@ -162,3 +162,109 @@ spec:
 		t.Errorf("refused verify dotenv %q", got)
 	}
 }
+
+// TestGitLabCILocalRelease runs examples/gitlab/release.gitlab-ci.yml with
+// gitlab-ci-local on the host shell executor against a releaseChain:
+// template-build -> verify -> generation-create -> promote -> rollout, each
+// job reading the one before's dotenv report (REF, FILE, GENERATION) and
+// artifacts. Then a runner image by tag: generation-create fails with the
+// CLI's message and exit 2, and promote and rollout never run.
+func TestGitLabCILocalRelease(t *testing.T) {
+	node, index := gitlabCILocal(t)
+	if _, err := exec.LookPath("rsync"); err != nil {
+		t.Skip("rsync is not installed: gitlab-ci-local copies the checkout with it (make deps installs it)")
+	}
+	polyfill, err := filepath.Abs("gitlab/testdata/set-methods.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newReleaseChain(t, chainSkips(t))
+	ci, err := os.ReadFile("../examples/gitlab/release.gitlab-ci.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.write(t, ".gitlab-ci.yml", string(ci))
+	if err := os.CopyFS(filepath.Join(c.project, "pipelines", "gitlab", "templates"), os.DirFS("gitlab/templates")); err != nil {
+		t.Fatal(err)
+	}
+	c.git(t, "add", "-A")
+	c.git(t, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "pipeline")
+
+	bin := t.TempDir()
+	if err := os.Symlink(c.slipway, filepath.Join(bin, "slipway")); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	run := func(runner string) (string, error) {
+		vars := map[string]string{
+			"REGISTRY": c.host, "CONFIG_REPO": c.configRepo, "PREVIOUS": c.g1File, "RUNNER_IMAGE": runner,
+			"RUNTIME_URL": c.server, "RUNTIME_TOKEN_FILE": c.tokenFile, "SLIPWAY_SIGN_KEY": c.keyFile, "COSIGN_PASSWORD": c.password,
+		}
+		args := []string{"--import", polyfill, index, "--shell-executor-no-image", "--shell-isolation", "--color=false"}
+		for k, v := range vars {
+			args = append(args, "--variable", k+"="+v)
+		}
+		cmd := exec.Command(node, args...)
+		cmd.Dir = c.project
+		cmd.Env = []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + home}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	dotenv := func(job string) map[string]string {
+		b, _ := os.ReadFile(filepath.Join(c.project, ".gitlab-ci-local", "artifacts", job, ".gitlab-ci-reports", "dotenv", "slipway.env"))
+		m := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok {
+				m[k] = v
+			}
+		}
+		return m
+	}
+
+	before := c.head(t)
+	out, err := run(c.runner)
+	if err != nil {
+		t.Fatalf("gitlab-ci-local: %v\n%s", err, out)
+	}
+	build, verify, gen, prom, roll := dotenv("slipway-template-build"), dotenv("slipway-verify"), dotenv("slipway-generation-create"), dotenv("slipway-promote"), dotenv("slipway-rollout")
+	digest := build["DIGEST"]
+	if !strings.HasPrefix(digest, "sha256:") || build["REF"] != c.host+"/templates/agent-tools@"+digest {
+		t.Errorf("template-build dotenv %v", build)
+	}
+	if verify["VERIFIED"] != "true" || verify["DIGEST"] != digest {
+		t.Errorf("verify dotenv %v", verify)
+	}
+	if !strings.HasPrefix(gen["GENERATION"], "g-") || gen["GENERATION"] == c.g1 || prom["GENERATION"] != gen["GENERATION"] || roll["GENERATION"] != gen["GENERATION"] {
+		t.Errorf("generation %v, promote %v, rollout %v", gen, prom, roll)
+	}
+	if parent, err := exec.Command("git", "-C", c.configRepo, "rev-parse", prom["COMMIT"]+"^").Output(); err != nil || strings.TrimSpace(string(parent)) != before {
+		t.Errorf("promote's COMMIT %q: parent %q (%v), want %s", prom["COMMIT"], parent, err, before)
+	}
+	if roll["STATUS"] != "succeeded" {
+		t.Errorf("rollout dotenv %v", roll)
+	}
+	if want := "released digest=" + digest + " generation=" + gen["GENERATION"] + " rollout=succeeded"; !strings.Contains(out, want) {
+		t.Errorf("the report job did not print %q", want)
+	}
+	if strings.Contains(out, c.password) {
+		t.Error("the key's password is in the log")
+	}
+	if t.Failed() {
+		t.Fatalf("output:\n%s", out)
+	}
+
+	// A runner image by tag where a digest is required.
+	before = c.head(t)
+	tag := c.host + "/platform/runner:v1"
+	out, err = run(tag)
+	if err == nil || !strings.Contains(out, "PASS  slipway-verify") || !strings.Contains(out, "FAIL  slipway-generation-create") ||
+		strings.Contains(out, "PASS  slipway-promote") || strings.Contains(out, "PASS  slipway-rollout") {
+		t.Fatalf("a runner by tag: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, tag) || !strings.Contains(out, "FAIL 2") {
+		t.Errorf("the CLI's message naming %s or exit code 2 is not in the job's log:\n%s", tag, out)
+	}
+	if c.head(t) != before {
+		t.Error("the config repository changed after a refused generation")
+	}
+}
