@@ -275,7 +275,7 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 	}
 	var reached []string
 	for _, t := range targets {
-		st, out, err := p.exec(ctx, sandbox.RunnerPath, "probe", "dial", t)
+		st, out, err := p.exec(ctx, p.s.RunnerBinaryPath(), "probe", "dial", t)
 		switch {
 		case err != nil:
 			p.add("network", start, false, "the probe did not run: %v", err)
@@ -377,7 +377,7 @@ func (p *prover) workspace(ctx context.Context, start time.Time) {
 	if dir == "" {
 		dir = "."
 	}
-	st, out, err := p.exec(ctx, sandbox.RunnerPath, "probe", "write", dir)
+	st, out, err := p.exec(ctx, p.s.RunnerBinaryPath(), "probe", "write", dir)
 	switch {
 	case err != nil:
 		p.add("workspace-writable", start, false, "the probe did not run: %v", err)
