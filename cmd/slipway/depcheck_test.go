@@ -28,7 +28,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/policy":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation"},
 		"pkg/runtime":    {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/sandbox/shape"},
 		// The runtime on this machine: the local backend under it.
-		"pkg/runtime/serve": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape"},
+		"pkg/runtime/serve": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox/kube", "pkg/kubeapply", "pkg/render"},
 		// Rollouts sit on top of the library; the fleet is an interface the
 		// runtime's client implements (runtime for its API types).
 		"pkg/rollout":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape"},

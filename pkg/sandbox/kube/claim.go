@@ -194,7 +194,7 @@ type nodeInfo struct {
 
 // placement is where a claim's sandbox runs: its node, the node's image
 // (the value of the label the pod selects its node by, render's node-image
-// pin, or else the node's OS image), runtime class and launch type
+// pin, or else the node's OS image, its spaces made '_'), runtime class and launch type
 // (agent-sandbox's launch-type label; a cold start on a node younger than
 // the claim is a new node).
 func (b *Backend) placement(ctx context.Context, sb, pod *unstructured.Unstructured, claimed time.Time) (*sandbox.Placement, error) {
@@ -210,7 +210,9 @@ func (b *Backend) placement(ctx context.Context, sb, pod *unstructured.Unstructu
 			return nil, fmt.Errorf("kube: node %s: %w", nodeName, err)
 		}
 		osImage, _, _ := unstructured.NestedString(u.Object, "status", "nodeInfo", "osImage")
-		n = nodeInfo{created: u.GetCreationTimestamp().Time, labels: u.GetLabels(), os: osImage}
+		// A manifest's ids hold no white space: "Debian GNU/Linux 13
+		// (trixie)" is recorded as Debian_GNU/Linux_13_(trixie).
+		n = nodeInfo{created: u.GetCreationTimestamp().Time, labels: u.GetLabels(), os: strings.Join(strings.Fields(osImage), "_")}
 		b.mu.Lock()
 		b.nodes[nodeName] = n
 		b.mu.Unlock()

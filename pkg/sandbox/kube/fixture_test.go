@@ -36,6 +36,7 @@ type node struct {
 	pool  string
 	gens  []*generation.Generation
 	repo  *gitops.Repo
+	dir   string // the config repository
 	apply *kubeapply.Applier
 }
 
@@ -77,6 +78,7 @@ func startNode(t testing.TB, poolName string) *node {
 	if err := gitops.InitBare(dir, "main"); err != nil {
 		t.Fatal(err)
 	}
+	n.dir = dir
 	if n.repo, err = gitops.Open(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +97,13 @@ func startNode(t testing.TB, poolName string) *node {
 // runtime class runc) following from.
 func (n *node) generation(t testing.TB, from *generation.Generation) *generation.Generation {
 	t.Helper()
-	g := n.w.Generation(t, n.pool, from, "")
+	return n.generationOf(t, from, "")
+}
+
+// generationOf is generation with template templateRef ("": the world's).
+func (n *node) generationOf(t testing.TB, from *generation.Generation, templateRef string) *generation.Generation {
+	t.Helper()
+	g := n.w.Generation(t, n.pool, from, templateRef)
 	g.Pins[generation.RuntimeClass] = generation.Pin{ID: "runc"}
 	var compat *generation.Compatibility
 	if from == nil {
