@@ -391,7 +391,26 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, poolStatusOf(name, d, all))
+	st := poolStatusOf(name, d, all)
+	if cp, ok := s.backend.(sandbox.ClusterPools); ok {
+		counts, err := cp.WarmCounts(r.Context(), name)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		addWarmCounts(st, counts)
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// addWarmCounts counts the warm members a cluster keeps (its List shows
+// claimed sandboxes only) in pool status st.
+func addWarmCounts(st *PoolStatus, counts map[string]sandbox.WarmCount) {
+	for i := range st.Generations {
+		c := counts[st.Generations[i].ID]
+		st.Generations[i].Ready += c.Ready
+		st.Generations[i].Warming += c.Warming
+	}
 }
 
 // poolStatusOf counts the pool's sandboxes per generation: those the
@@ -459,6 +478,13 @@ func (s *Server) observeSizes(ctx context.Context) {
 	}
 }
 
+// Confinement is what a backend says about how its sandboxes are confined,
+// for GET /v1/info, when it is not the local backend's (setrlimit and a
+// deadline, a network namespace of their own).
+type Confinement interface {
+	Confinement() (limits, network string)
+}
+
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	d, at := s.rt.desired()
 	out := Info{
@@ -466,6 +492,9 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
 		Limits:               "setrlimit and a wall-clock deadline per command; cgroup v2 not used",
 		Network:              "deny (own network namespace, loopback only)",
+	}
+	if c, ok := s.backend.(Confinement); ok {
+		out.Limits, out.Network = c.Confinement()
 	}
 	if d != nil {
 		out.ObservedRevision, out.ObservedAt = d.Revision, at.UTC()
