@@ -39,7 +39,7 @@ type world struct {
 	ns       string
 	gens     []*generation.Generation
 	fleet    *kubefleet.Fleet
-	prover   *claimProver
+	prover   *runtimeProver
 }
 
 // newWorld starts the node and makes generations whose workspace runs each
@@ -124,7 +124,8 @@ func newWorld(t testing.TB, poolName string, warm int, spec func(*pool.Spec), te
 }
 
 // newFleet is the pool's fleet applying the render of the branch head
-// (its own repository handle), proving with a claimProver.
+// (its own repository handle), proving through the runtime on the
+// Kubernetes backend (started once per world).
 func (w *world) newFleet() *kubefleet.Fleet {
 	w.t.Helper()
 	ctx := context.Background()
@@ -140,7 +141,9 @@ func (w *world) newFleet() *kubefleet.Fleet {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	w.prover = &claimProver{w: w}
+	if w.prover == nil {
+		w.prover = startRuntime(w.t, w)
+	}
 	f, err := kubefleet.New(w.c.Config(), w.poolName, w.ns, kubefleet.WithApplier(ra), kubefleet.WithProver(w.prover))
 	if err != nil {
 		w.t.Fatal(err)
