@@ -3,6 +3,8 @@
 // socket and proves its identity. See package runner for the protocol.
 //
 //	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR
+//	slipway-runner serve --listen-unix PATH   (in a pod: generation and sandbox from $SLIPWAY_GENERATION, $SLIPWAY_SANDBOX_ID)
+//	slipway-runner connect PATH               (bridges stdin and stdout to the runner's socket: run through pod exec)
 //	slipway-runner version
 //	slipway-runner install DIR            (copies itself to DIR/slipway-runner: a Kubernetes init container)
 //	slipway-runner probe dial HOST:PORT   (exit 0: connected; 3: could not; IPv6 as [ADDR]:PORT)
@@ -37,7 +39,13 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: slipway-runner serve|version [flags]")
+		return fmt.Errorf("usage: slipway-runner serve|connect|version|install|probe [flags]")
+	}
+	if args[0] == "connect" { // before hashing itself: it runs for every call through pod exec
+		if len(args) != 2 {
+			return fmt.Errorf("usage: slipway-runner connect SOCKET")
+		}
+		return runner.Bridge(args[1], os.Stdin, os.Stdout)
 	}
 	digest, err := runner.SelfDigest()
 	if err != nil {
@@ -53,21 +61,32 @@ func run(args []string) error {
 		return install(args[1:], digest)
 	case "serve":
 	default:
-		return fmt.Errorf("unknown command %q: want serve, version or probe", args[0])
+		return fmt.Errorf("unknown command %q: want serve, connect, version, install or probe", args[0])
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fd := fs.Int("listen-fd", 0, "file descriptor of the listening unix socket")
+	sock := fs.String("listen-unix", "", "listen on a unix socket at this path instead of --listen-fd (in a pod)")
 	cfg := runner.Config{Digest: digest, Env: os.Environ(), Log: os.Stderr}
-	fs.StringVar(&cfg.Generation, "generation", "", "the generation this sandbox belongs to")
-	fs.StringVar(&cfg.SandboxID, "sandbox", "", "the sandbox's id")
-	fs.StringVar(&cfg.Workdir, "workdir", "/", "default working directory of commands")
+	fs.StringVar(&cfg.Generation, "generation", os.Getenv(runner.EnvGeneration), "the generation this sandbox belongs to (default $"+runner.EnvGeneration+")")
+	fs.StringVar(&cfg.SandboxID, "sandbox", os.Getenv(runner.EnvSandboxID), "the sandbox's id (default $"+runner.EnvSandboxID+")")
+	fs.StringVar(&cfg.Workdir, "workdir", "", "default working directory of commands (default: the runner's own)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if cfg.Workdir == "" {
+		if cfg.Workdir, err = os.Getwd(); err != nil {
+			return err
+		}
 	}
 	if err := runner.Harden(); err != nil {
 		return err
 	}
-	ln, err := runner.ListenerFromFD(*fd)
+	var ln net.Listener
+	if *sock != "" {
+		ln, err = runner.ListenUnix(*sock)
+	} else {
+		ln, err = runner.ListenerFromFD(*fd)
+	}
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,12 @@
 // hex of the id>, whose pod runs the workspace template image by digest
 // with the runner brought in by digest from its own image (an init
 // container runs `slipway-runner install` into an emptyDir, mounted
-// read-only at RunnerDir in the workspace container), the runtimeClass
+// read-only at RunnerDir in the workspace container, whose command is that
+// runner serving the runner protocol on a unix socket at RunnerSocket, in
+// an emptyDir of its own, with the generation in $SLIPWAY_GENERATION and
+// the pod's name, the sandbox's id, from the downward API in
+// $SLIPWAY_SANDBOX_ID: the runtime reaches it through pod exec, see
+// package sandbox/kube), the runtimeClass
 // pin's id as runtimeClassName, the nodeImage pin as a node selector when
 // pool.yaml sets spec.kubernetes.nodeImageLabel, the secretVersion pin as
 // a projected Secret named by SecretName, mounted at

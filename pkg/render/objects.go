@@ -13,6 +13,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/pool"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 )
 
 // Labels and annotations Slipway puts on what it renders.
@@ -56,6 +57,16 @@ const (
 	RunnerInitContainer = "slipway-runner"
 	runnerVolume        = "slipway-runner"
 	credentialsVolume   = "slipway-credentials"
+	socketVolume        = "slipway-runner-socket"
+	// RunnerSocketDir is a small emptyDir of the workspace container
+	// holding RunnerSocket, where the runner (the container's command)
+	// serves the runner protocol. Nothing listens on the pod's network:
+	// the runtime reaches it through the API server's pod exec of
+	// `slipway-runner connect RunnerSocket` (package sandbox/kube).
+	RunnerSocketDir = "/run/slipway/runner"
+	RunnerSocket    = RunnerSocketDir + "/runner.sock"
+	// RunnerBinary is the runner's path in the workspace container.
+	RunnerBinary = RunnerDir + "/slipway-runner"
 )
 
 // GenerationLabel is the value of LabelGeneration for generation id.
@@ -139,8 +150,14 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 	if !ok || run.Form() != generation.FormImage {
 		return nil, fmt.Errorf("%s: %w: no runner image pin to bring the runner from", file, ErrRender)
 	}
-	mounts := []any{map[string]any{"name": runnerVolume, "mountPath": RunnerDir, "readOnly": true}}
-	volumes := []any{map[string]any{"name": runnerVolume, "emptyDir": map[string]any{}}}
+	mounts := []any{
+		map[string]any{"name": runnerVolume, "mountPath": RunnerDir, "readOnly": true},
+		map[string]any{"name": socketVolume, "mountPath": RunnerSocketDir},
+	}
+	volumes := []any{
+		map[string]any{"name": runnerVolume, "emptyDir": map[string]any{}},
+		map[string]any{"name": socketVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "1Mi"}},
+	}
 	if sv, ok := g.Pins[generation.SecretVersion]; ok {
 		mounts = append(mounts, map[string]any{"name": credentialsVolume, "mountPath": sandbox.CredentialDir, "readOnly": true})
 		volumes = append(volumes, map[string]any{"name": credentialsVolume, "projected": map[string]any{
@@ -156,8 +173,13 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 			"volumeMounts": []any{map[string]any{"name": runnerVolume, "mountPath": RunnerDir}},
 		}},
 		"containers": []any{map[string]any{
-			"name":         WorkspaceContainer,
-			"image":        tmpl.Image,
+			"name":    WorkspaceContainer,
+			"image":   tmpl.Image,
+			"command": []any{RunnerBinary, "serve", "--listen-unix", RunnerSocket},
+			"env": []any{
+				map[string]any{"name": runner.EnvGeneration, "value": g.ID},
+				map[string]any{"name": runner.EnvSandboxID, "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "metadata.name"}}},
+			},
 			"volumeMounts": mounts,
 		}},
 		"volumes": volumes,

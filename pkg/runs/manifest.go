@@ -101,6 +101,11 @@ type Manifest struct {
 	// Warm is true when the claim got a member of the warm pool, false for a
 	// cold start.
 	Warm bool `json:"warm"`
+	// LaunchType says how the sandbox came to be where the backend's
+	// objects record it: "warm", "cold" or "new-node" (a cold start on a
+	// node that joined after the claim). Left out where the backend says
+	// nothing more than Warm (the local one; and manifests before it).
+	LaunchType string `json:"launch_type,omitempty"`
 	// ConfigRevision is the config repository commit the runtime had when it
 	// granted the claim.
 	ConfigRevision string `json:"config_revision"`
@@ -225,6 +230,7 @@ func (m *Manifest) validate() error {
 		{"workspace_template_id", m.WorkspaceTemplateID}, {"workspace_checkpoint_id", m.WorkspaceCheckpointID},
 		{"policy_revision", m.PolicyRevision}, {"model_id", m.ModelID}, {"prompt_bundle_id", m.PromptBundleID},
 		{"generation", m.Generation}, {"pool", m.Pool}, {"tenant", m.Tenant}, {"config_revision", m.ConfigRevision},
+		{"launch_type", m.LaunchType},
 	} {
 		if err := checkID(f.v); err != nil {
 			return fmt.Errorf("%w: %s (run %s): %s", ErrInvalid, f.name, safeID(m.RunID), err)

@@ -391,7 +391,26 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, poolStatusOf(name, d, all))
+	st := poolStatusOf(name, d, all)
+	if cp, ok := s.backend.(sandbox.ClusterPools); ok {
+		counts, err := cp.WarmCounts(r.Context(), name)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		addWarmCounts(st, counts)
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// addWarmCounts counts the warm members a cluster keeps (its List shows
+// claimed sandboxes only) in pool status st.
+func addWarmCounts(st *PoolStatus, counts map[string]sandbox.WarmCount) {
+	for i := range st.Generations {
+		c := counts[st.Generations[i].ID]
+		st.Generations[i].Ready += c.Ready
+		st.Generations[i].Warming += c.Warming
+	}
 }
 
 // poolStatusOf counts the pool's sandboxes per generation: those the

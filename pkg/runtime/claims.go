@@ -266,9 +266,12 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	// (Reconcile pings them) is not pinged again: the heartbeat monitor
 	// takes over from the grant on.
 	ready := make(chan error, 1)
-	if warm && r.o.freshness > 0 && r.warm.answered(s.ID, r.o.freshness) {
+	switch {
+	case r.warm.cluster != nil: // Create returned once its runner proved its identity, just now
 		ready <- nil
-	} else {
+	case warm && r.o.freshness > 0 && r.warm.answered(s.ID, r.o.freshness):
+		ready <- nil
+	default:
 		go func() { ready <- ping(ctx, s, readyTimeout) }()
 	}
 	bg := context.WithoutCancel(ctx)
@@ -281,6 +284,7 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	m := manifestOf(g, d, s)
 	m.RunID, m.SessionID, m.Tenant, m.Pool, m.Warm = runID, req.SessionID, req.Tenant, req.Pool, warm
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
+	placeManifest(m, s)
 	m.Status = runs.StatusGranted
 	m.Lifecycle = runs.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
 	if c.secretVersion != "" {
@@ -340,6 +344,27 @@ func (c *claim) check(token string) error {
 		return fmt.Errorf("%w (run %s, attempt %d)", ErrFenced, c.runID, c.attempt)
 	}
 	return nil
+}
+
+// placeManifest records in m where sandbox s runs, when its backend says
+// (s.Placement): cluster, namespace, node, node image, runtime class and
+// launch type from the backend's objects, in place of this host.
+func placeManifest(m *runs.Manifest, s *sandbox.Sandbox) {
+	pl := s.Placement
+	if pl == nil {
+		return
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&m.Cluster, pl.Cluster)
+	set(&m.Namespace, pl.Namespace)
+	set(&m.NodeID, pl.NodeID)
+	set(&m.NodeImageID, pl.NodeImageID)
+	set(&m.RuntimeClass, pl.RuntimeClass)
+	m.LaunchType = pl.LaunchType
 }
 
 // manifestOf fills the artifact fields of a run manifest from g, served

@@ -132,7 +132,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 			return nil, err
 		}
 	}
-	s, err := r.warm.create(ctx, c.pool, c.gen, c.runID)
+	s, err := r.warm.create(ctx, c.pool, c.gen, c.runID, false)
 	if err != nil {
 		err = fmt.Errorf("runtime: move run %s (%s) to attempt %d: %w", c.runID, why, attempt, err)
 		r.logf("%v", err)
@@ -165,6 +165,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 	if err := r.store.Update(bg, c.runID, func(m *runs.Manifest) error {
 		m.AllocationAttempt, m.SandboxID, m.Warm = attempt, s.ID, false
 		m.RunnerBinarySHA256 = s.RunnerBinarySHA256
+		placeManifest(m, s)
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
 		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
 		return nil

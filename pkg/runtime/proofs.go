@@ -275,7 +275,7 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 	}
 	var reached []string
 	for _, t := range targets {
-		st, out, err := p.exec(ctx, sandbox.RunnerPath, "probe", "dial", t)
+		st, out, err := p.exec(ctx, p.s.RunnerBinaryPath(), "probe", "dial", t)
 		switch {
 		case err != nil:
 			p.add("network", start, false, "the probe did not run: %v", err)
@@ -377,7 +377,7 @@ func (p *prover) workspace(ctx context.Context, start time.Time) {
 	if dir == "" {
 		dir = "."
 	}
-	st, out, err := p.exec(ctx, sandbox.RunnerPath, "probe", "write", dir)
+	st, out, err := p.exec(ctx, p.s.RunnerBinaryPath(), "probe", "write", dir)
 	switch {
 	case err != nil:
 		p.add("workspace-writable", start, false, "the probe did not run: %v", err)
@@ -424,7 +424,22 @@ func (p *prover) cleanup(ctx context.Context, start time.Time) {
 
 // claimMember takes a ready warm member of generation g (never creating
 // one): proofs run on what claims would get.
+//
+// On a cluster that keeps the warm pools it is a claim marked as a proof
+// on g's warm pool, refused (and released) when the cluster cold-started
+// it instead of handing it a ready warm member.
 func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.Generation, claimID string) (*sandbox.Sandbox, error) {
+	if w.cluster != nil {
+		s, err := w.create(ctx, poolName, g, claimID, true)
+		if err != nil {
+			return nil, err
+		}
+		if !launchedWarm(s) {
+			_ = w.Release(context.WithoutCancel(ctx), s.ID)
+			return nil, fmt.Errorf("no ready warm member of %s in pool %s: the proof claim was not handed a warm member", g.ID, poolName)
+		}
+		return s, nil
+	}
 	s, err := w.take(ctx, poolName, g, claimID)
 	if err == nil && s == nil {
 		err = fmt.Errorf("no ready warm member of %s in pool %s", g.ID, poolName)

@@ -44,6 +44,9 @@ var ErrNoActive = errors.New("runtime: the pool has no active generation")
 // warm it is deleted, and a claim takes it for good (release deletes it).
 type Warm struct {
 	backend sandbox.Backend
+	// cluster is backend when the cluster keeps its warm pools: then Warm
+	// creates no warm member, and a claim is a Create.
+	cluster sandbox.ClusterPools
 	art     Artifacts
 	log     *lineLog
 
@@ -94,11 +97,18 @@ type readyAt struct {
 	seq uint64
 }
 
-// NewWarm keeps warm pools on backend with artifacts from art.
+// NewWarm keeps warm pools on backend with artifacts from art. A backend
+// whose cluster keeps the warm pools (sandbox.ClusterPools: Kubernetes,
+// where agent-sandbox's SandboxWarmPool of each warming and active
+// generation is rendered from the config repository) gets no warm member
+// from Warm: Reconcile does nothing, a claim is a Create on the active
+// generation (the cluster hands it a warm member, or cold-starts one), a
+// proof claim a Create on the warming generation, marked as a proof.
 func NewWarm(backend sandbox.Backend, art Artifacts, opts ...WarmOption) *Warm {
 	w := &Warm{backend: backend, art: art, inflight: map[string]int{}, buckets: map[string]*bucket{},
 		ready: map[string][]readyAt{}, taken: map[string]uint64{}, now: time.Now,
 		creating: make(chan struct{}, maxCreates()), alive: map[string]time.Time{}, coldYield: coldYield}
+	w.cluster, _ = backend.(sandbox.ClusterPools)
 	for _, opt := range opts {
 		opt(w)
 	}
@@ -119,8 +129,13 @@ type Report struct {
 // starts the creates each warm generation is short of, within the pool's
 // refill rate. Creates run concurrently and are counted while in flight;
 // Reconcile waits for the ones it started.
+//
+// With a backend whose cluster keeps the warm pools it does nothing.
 func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	var rep Report
+	if w.cluster != nil {
+		return rep
+	}
 	var mu sync.Mutex
 	note := func(f func()) { mu.Lock(); f(); mu.Unlock() }
 	w.mu.Lock()
@@ -165,7 +180,7 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 				go func() {
 					defer wg.Done()
 					defer w.done(key)
-					s, err := w.create(ctx, name, g, sandbox.OwnerWarm)
+					s, err := w.create(ctx, name, g, sandbox.OwnerWarm, false)
 					if err == nil {
 						w.addReady(key, s)
 					}
@@ -439,15 +454,15 @@ func (w *Warm) done(key string) {
 
 // create makes a sandbox of generation g in pool for owner, and logs why
 // when it cannot.
-func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string) (*sandbox.Sandbox, error) {
-	s, err := w.createSandbox(ctx, pool, g, owner)
+func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool) (*sandbox.Sandbox, error) {
+	s, err := w.createSandbox(ctx, pool, g, owner, proof)
 	if err != nil && ctx.Err() == nil { // not when the caller gave up
 		w.log.printf("sandbox create failed: pool %s, generation %s, for %s: %v", pool, g.ID, owner, err)
 	}
 	return s, err
 }
 
-func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string) (*sandbox.Sandbox, error) {
+func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool) (*sandbox.Sandbox, error) {
 	img, id, err := w.art.Template(ctx, g)
 	if err != nil {
 		return nil, err
@@ -456,13 +471,15 @@ func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Gen
 	if err != nil {
 		return nil, err
 	}
-	select {
-	case w.creating <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("runtime: waiting to create a sandbox of %s: %w", g.ID, ctx.Err())
+	if w.cluster == nil { // a claim on a cluster costs this host no CPU: no turn to wait for
+		select {
+		case w.creating <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("runtime: waiting to create a sandbox of %s: %w", g.ID, ctx.Err())
+		}
+		defer func() { <-w.creating }()
 	}
-	defer func() { <-w.creating }()
-	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: sandbox.NetworkDeny})
+	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: sandbox.NetworkDeny, Proof: proof})
 }
 
 // maxCreates is how many sandboxes a Warm creates at once (refills and
@@ -504,6 +521,10 @@ func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 	if !ok {
 		return nil, false, granted, fmt.Errorf("%w: %s", ErrNoActive, pool)
 	}
+	if w.cluster != nil {
+		s, err = w.create(ctx, pool, g, claimID, false)
+		return s, err == nil && launchedWarm(s), granted, err
+	}
 	taken, err := w.take(ctx, pool, g, claimID)
 	if err != nil {
 		return nil, false, granted, err
@@ -513,8 +534,14 @@ func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 	}
 	granted()
 	w.yieldToHits(ctx)
-	s, err = w.create(ctx, pool, g, claimID)
+	s, err = w.create(ctx, pool, g, claimID, false)
 	return s, false, granted, err
+}
+
+// launchedWarm says whether a cluster handed s to its claim from a warm
+// pool.
+func launchedWarm(s *sandbox.Sandbox) bool {
+	return s.Placement != nil && s.Placement.LaunchType == sandbox.LaunchWarm
 }
 
 // take takes a ready warm member of generation g of pool for owner

@@ -62,7 +62,57 @@ type Spec struct {
 	// Env is added over the template's environment for the runner and
 	// every command it runs.
 	Env map[string]string
+	// Proof marks the sandbox of a rollout's proof claim: a backend that
+	// records claims outside the runtime (ClusterPools) labels it so, so
+	// that it never counts as traffic.
+	Proof bool
 }
+
+// ClusterPools is a Backend whose warm pools the cluster keeps, not the
+// runtime (Kubernetes: agent-sandbox's SandboxWarmPool, rendered per
+// generation). With such a backend the runtime never creates warm members:
+// a claim is a Create with the claim as owner on the pool's active
+// generation (the cluster hands it a warm member, or cold-starts one), a
+// proof claim a Create with Proof set on the warming generation, List
+// shows claimed sandboxes only, and pool status counts warm members with
+// WarmCounts.
+type ClusterPools interface {
+	Backend
+	// WarmCounts returns the warm members of each generation of pool as
+	// the cluster counts them, by generation id.
+	WarmCounts(ctx context.Context, pool string) (map[string]WarmCount, error)
+}
+
+// WarmCount is one generation's warm pool as its cluster counts it.
+type WarmCount struct {
+	// Replicas is the size asked for; Ready the members ready to be
+	// claimed; the others are Warming.
+	Replicas, Ready, Warming int
+}
+
+// Placement is where a sandbox runs, as its backend's objects say, for the
+// run manifest; nil where the backend records none (the local backend:
+// this host).
+type Placement struct {
+	Cluster      string `json:"cluster,omitempty"`
+	Namespace    string `json:"namespace,omitempty"`
+	NodeID       string `json:"nodeId,omitempty"`
+	NodeImageID  string `json:"nodeImageId,omitempty"`
+	RuntimeClass string `json:"runtimeClass,omitempty"`
+	// LaunchType is LaunchWarm, LaunchCold or LaunchNewNode.
+	LaunchType string `json:"launchType,omitempty"`
+}
+
+// Launch types of a claimed sandbox.
+const (
+	// LaunchWarm: a warm member, ready before the claim.
+	LaunchWarm = "warm"
+	// LaunchCold: started for the claim on a node that was already there.
+	LaunchCold = "cold"
+	// LaunchNewNode: started for the claim on a node that joined the
+	// cluster after the claim was made.
+	LaunchNewNode = "new-node"
+)
 
 // OwnerWarm is the owner of a sandbox waiting in a warm pool.
 const OwnerWarm = "warm"
@@ -146,6 +196,12 @@ type Sandbox struct {
 	Ready time.Time `json:"ready,omitzero"`
 	// Workdir is the workspace's path inside the sandbox.
 	Workdir string `json:"workdir"`
+	// RunnerPath is the runner binary's path inside the sandbox (for the
+	// probes proofs run with it); "" means RunnerPath.
+	RunnerPath string `json:"runnerPath,omitempty"`
+	// Placement is where it runs, when the backend says more than "this
+	// host".
+	Placement *Placement `json:"placement,omitempty"`
 	// Refresh says what the refresh phase did at start.
 	Refresh []RefreshResult `json:"refresh,omitempty"`
 
@@ -180,6 +236,14 @@ func (s *Sandbox) Exec(ctx context.Context, req runner.ExecRequest, stdout, stde
 		return nil, s.notRunning()
 	}
 	return s.Runner.Exec(ctx, req, stdout, stderr)
+}
+
+// RunnerBinaryPath is the runner's path inside the sandbox.
+func (s *Sandbox) RunnerBinaryPath() string {
+	if s.RunnerPath != "" {
+		return s.RunnerPath
+	}
+	return RunnerPath
 }
 
 func (s *Sandbox) notRunning() error {

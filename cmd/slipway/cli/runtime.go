@@ -46,13 +46,19 @@ func newCmdRuntimeServe(g *globals) *cobra.Command {
 		vf        verifierFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --config-repo URL --state DIR --listen ADDR --token-file FILE",
+		Use:   "serve --config-repo URL --state DIR --listen ADDR --token-file FILE [--backend kubernetes --kubeconfig F [--namespace N]]",
 		Short: "Follow the config repository, keep warm pools, and serve the claims API",
 		Long: `Serve polls the config repository (every 2 s, and on POST /v1/sync), verifies each generation
 the pools want against the repository's policies/verification.yaml before unpacking it, keeps
 each warming and active generation's warm sandboxes (bubblewrap, no network), grants claims on
 the active generation, and records a run manifest for every claim in DIR/runs.db.
-Claims get 503 while its view of the repository is older than --max-staleness.`,
+Claims get 503 while its view of the repository is older than --max-staleness.
+
+With --backend kubernetes the sandboxes are agent-sandbox's on the cluster of --kubeconfig (in
+--namespace, default the kubeconfig context's): the cluster keeps each generation's warm pool
+(apply the render: slipway apply), a claim is a SandboxClaim on the active generation's warm pool
+named for its run, commands reach the runner through the API server's pod exec, and release
+deletes the claim. It serves the same API.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Repo == "" || c.State == "" || c.Listen == "" {
@@ -67,6 +73,15 @@ Claims get 503 while its view of the repository is older than --max-staleness.`,
 				return err
 			}
 			c.Verify.Skip = vf.skip
+			if c.Backend == serve.BackendKubernetes && c.Kubeconfig == "" {
+				c.Kubeconfig = os.Getenv("KUBECONFIG")
+				if c.Kubeconfig == "" {
+					return usage(errors.New("--backend kubernetes needs --kubeconfig (or $KUBECONFIG)"))
+				}
+			}
+			if c.Backend != serve.BackendKubernetes && (c.Kubeconfig != "" || c.Namespace != "") {
+				return usage(errors.New("--kubeconfig and --namespace are for --backend kubernetes"))
+			}
 			c.Log = g.stderr
 			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil {
@@ -83,6 +98,9 @@ Claims get 503 while its view of the repository is older than --max-staleness.`,
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API's bearer token")
 	cmd.Flags().DurationVar(&c.MaxStaleness, "max-staleness", 30*time.Second, "refuse claims (503) when the view of the config repository is older")
 	cmd.Flags().DurationVar(&c.SyncInterval, "sync-interval", 2*time.Second, "how often the config repository is read")
+	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
+	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG)")
+	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's)")
 	vf.add(cmd)
 	cmd.Flags().Lookup("policy").Usage = "VerificationPolicy for when the config repository holds none"
 	return cmd

@@ -15,10 +15,23 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 	"github.com/slipway-dev/slipway/pkg/sandbox/local"
+)
+
+// Backends serve runs sandboxes on.
+const (
+	// BackendLocal: bubblewrap on this host; the runtime keeps the warm
+	// pools, and sandboxes die with it.
+	BackendLocal = "local"
+	// BackendKubernetes: agent-sandbox on a cluster (Config.Kubeconfig);
+	// the cluster keeps the warm pools render made, a claim is a
+	// SandboxClaim, and sandboxes outlive the runtime.
+	BackendKubernetes = "kubernetes"
 )
 
 // Config is what `slipway runtime serve` runs with.
@@ -36,6 +49,10 @@ type Config struct {
 	Verify                     runtime.Verify
 	// Log receives one line per event worth knowing (default: discard).
 	Log io.Writer
+	// Backend is BackendLocal (the default) or BackendKubernetes, on the
+	// cluster of Kubeconfig, in Namespace (default: the kubeconfig
+	// context's).
+	Backend, Kubeconfig, Namespace string
 }
 
 // Run runs the runtime until ctx ends: it follows the config repository,
@@ -53,34 +70,60 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 		return err
 	}
 	c.State = state
-	// The backend makes the state directory and its missing parents 0711:
-	// traversable (not listable) by the users templates run as, whose
-	// sandboxes' roots live below it. The state directory is the
-	// runtime's, so it is set so even when it exists.
-	be, err := local.New(filepath.Join(c.State, "sandboxes"))
-	if err != nil {
-		return err
-	}
-	defer be.Close()
-	if err := os.Chmod(c.State, 0o711); err != nil {
-		return err
+	var (
+		be sandbox.Backend
+		lb *local.Backend
+	)
+	switch c.Backend {
+	case "", BackendLocal:
+		// The backend makes the state directory and its missing parents
+		// 0711: traversable (not listable) by the users templates run as,
+		// whose sandboxes' roots live below it. The state directory is the
+		// runtime's, so it is set so even when it exists.
+		if lb, err = local.New(filepath.Join(c.State, "sandboxes")); err != nil {
+			return err
+		}
+		defer lb.Close()
+		if err := os.Chmod(c.State, 0o711); err != nil {
+			return err
+		}
+		be = lb
+	case BackendKubernetes:
+		if be, err = kubeBackend(c); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(c.State, 0o700); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("runtime: backend %q: want %s or %s", c.Backend, BackendLocal, BackendKubernetes)
 	}
 	repo, err := gitops.Open(ctx, c.Repo, gitops.WithCacheDir(filepath.Join(c.State, "config-cache")))
 	if err != nil {
 		return err
 	}
-	// A runtime that was killed left its sandboxes dead (they die with it)
-	// and their runs open: reap the one, then finalise the other.
-	gone, err := sandbox.Reap(ctx, be)
-	if len(gone) > 0 || err != nil {
-		fmt.Fprintf(c.Log, "reaped %d sandboxes of an earlier run (errors: %v)\n", len(gone), err)
+	// A runtime that was killed left its local sandboxes dead (they die
+	// with it) and their runs open: reap the one, then finalise the other.
+	if lb != nil {
+		gone, err := sandbox.Reap(ctx, be)
+		if len(gone) > 0 || err != nil {
+			fmt.Fprintf(c.Log, "reaped %d sandboxes of an earlier run (errors: %v)\n", len(gone), err)
+		}
 	}
-	reaped := time.Now()
 	store, err := runs.OpenSQLite(ctx, filepath.Join(c.State, runs.StateFile))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	// On a cluster its claims outlived it: the claims of its open runs are
+	// found by their names and released (no grant of them survived).
+	if lb == nil {
+		n, err := releaseClaims(ctx, store, be)
+		if n > 0 || err != nil {
+			fmt.Fprintf(c.Log, "released %d claims of an earlier run (errors: %v)\n", n, err)
+		}
+	}
+	reaped := time.Now()
 	if n, err := finishOrphans(ctx, store, be, reaped); n > 0 || err != nil {
 		fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
 	}
@@ -91,8 +134,10 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	art := runtime.NewRegistryArtifacts(filepath.Join(c.State, "artifacts"))
 	if d, err := syncer.Sync(ctx); err == nil { // a failure is logged by the syncer
 		fmt.Fprintf(c.Log, "synced %s\n", d.Summary())
-		if err := checkTemplates(ctx, d, art, be, c.Log); err != nil {
-			return err
+		if lb != nil {
+			if err := checkTemplates(ctx, d, art, lb, c.Log); err != nil {
+				return err
+			}
 		}
 	}
 	warm := runtime.NewWarm(be, art, runtime.WithWarmLog(c.Log))
@@ -153,9 +198,13 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	// and so do the claims on them; no heartbeat moves a claim meanwhile.
 	_ = rt.Close()
 	stop := context.Background()
-	all, _ := be.List(stop, sandbox.Filter{})
-	for _, s := range all {
-		_ = be.Delete(stop, s.ID)
+	if lb != nil {
+		all, _ := be.List(stop, sandbox.Filter{})
+		for _, s := range all {
+			_ = be.Delete(stop, s.ID)
+		}
+	} else {
+		_, _ = releaseClaims(stop, store, be) // its own claims only: others may share the namespace
 	}
 	if n, err := finishOrphans(stop, store, be, time.Now()); n > 0 || err != nil {
 		fmt.Fprintf(c.Log, "finalised %d open runs as failed: the runtime stopped (errors: %v)\n", n, err)
@@ -186,6 +235,51 @@ func checkTemplates(ctx context.Context, d *runtime.Desired, art runtime.Artifac
 		return fmt.Errorf("runtime: no sandbox could start: %w", err)
 	}
 	return nil
+}
+
+// kubeBackend is the Kubernetes backend of c.
+func kubeBackend(c Config) (sandbox.Backend, error) {
+	if c.Kubeconfig == "" {
+		return nil, errors.New("runtime: the kubernetes backend needs a kubeconfig")
+	}
+	cfg, ns, err := kubeapply.LoadKubeconfig(c.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if c.Namespace != "" {
+		ns = c.Namespace
+	}
+	return kube.New(cfg, ns)
+}
+
+// releaseClaims deletes the sandboxes whose owner is an open run of store
+// (on a cluster: the claims named for those runs) and returns how many.
+func releaseClaims(ctx context.Context, store runs.Store, be sandbox.Backend) (int, error) {
+	open, err := store.Open(ctx)
+	if err != nil || len(open) == 0 {
+		return 0, err
+	}
+	all, err := be.List(ctx, sandbox.Filter{})
+	if err != nil {
+		return 0, err
+	}
+	mine := map[string]bool{}
+	for _, id := range open {
+		mine[id] = true
+	}
+	n := 0
+	var errs []error
+	for _, s := range all {
+		if !mine[s.Owner] {
+			continue
+		}
+		if err := be.Delete(ctx, s.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // errSandboxExists keeps a run open in finishOrphans.

@@ -49,3 +49,21 @@ func Harden() error {
 	}
 	return nil
 }
+
+// ListenUnix listens on a unix socket at path, replacing a socket an
+// earlier runner left there (a restarted container), and makes it
+// reachable by its owner only (mode 0600).
+func ListenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().Type() == os.ModeSocket {
+		_ = os.Remove(path)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("runner: listen: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("runner: listen: %w", err)
+	}
+	return ln, nil
+}

@@ -1,0 +1,3 @@
+// Package kube is the Kubernetes sandbox backend (see DialRunner; the
+// backend itself follows).
+package kube
