@@ -478,6 +478,13 @@ func (s *Server) observeSizes(ctx context.Context) {
 	}
 }
 
+// Confinement is what a backend says about how its sandboxes are confined,
+// for GET /v1/info, when it is not the local backend's (setrlimit and a
+// deadline, a network namespace of their own).
+type Confinement interface {
+	Confinement() (limits, network string)
+}
+
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	d, at := s.rt.desired()
 	out := Info{
@@ -485,6 +492,9 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
 		Limits:               "setrlimit and a wall-clock deadline per command; cgroup v2 not used",
 		Network:              "deny (own network namespace, loopback only)",
+	}
+	if c, ok := s.backend.(Confinement); ok {
+		out.Limits, out.Network = c.Confinement()
 	}
 	if d != nil {
 		out.ObservedRevision, out.ObservedAt = d.Revision, at.UTC()

@@ -45,8 +45,14 @@
 // /run/slipway/credentials/token (mode 0400, the sandbox's user), revoked
 // on move and release; the manifest records only its receipt.
 //
+// On a backend whose cluster keeps the warm pools (sandbox.ClusterPools:
+// package sandbox/kube), Warm creates no warm member: a claim is a Create
+// on the active generation, a proof claim a Create marked as a proof on
+// the warming one, pool status counts the cluster's warm members, and the
+// run manifest records where the backend says the sandbox runs.
+//
 // Package serve (pkg/runtime/serve) runs all of this as `slipway runtime
-// serve` on the local backend, with the sandboxes and run manifests in its
+// serve` on the local backend (or the Kubernetes one), with the sandboxes and run manifests in its
 // state directory; this package itself imports no backend, so rollouts
 // and clients stay independent of one. Sandboxes die with the process
 // that runs them, so a runtime killed outright leaves dead sandboxes and

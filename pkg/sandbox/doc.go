@@ -22,7 +22,12 @@
 // (a file in the sandbox's own tmpfs at CredentialDir) implements
 // Credentials besides Backend; the runtime's credential broker asserts it.
 //
+// A backend whose cluster keeps the warm pools implements ClusterPools:
+// the runtime then creates no warm member and claims with Create; its
+// sandboxes say where they run (Placement) for the run manifest.
+//
 // It is not a backend itself (see package local for bubblewrap on this
-// host; Kubernetes comes later), and it does not choose generations, warm
-// pools or claims: that is the runtime's business, as a client of Backend.
+// host, package kube for agent-sandbox on Kubernetes), and it does not
+// choose generations, warm pools or claims: that is the runtime's
+// business, as a client of Backend.
 package sandbox

@@ -363,3 +363,9 @@ func finished(u *unstructured.Unstructured) bool {
 }
 
 type schemaGVR = schema.GroupVersionResource
+
+// Confinement says how the cluster confines its sandboxes (GET /v1/info).
+func (b *Backend) Confinement() (limits, network string) {
+	return "the pod's: the generation's template (resources, runtime class); a deadline per command",
+		"the template's NetworkPolicy (agent-sandbox), enforced by the cluster's network plugin; no port opened: the runner is reached through pod exec"
+}

@@ -35,29 +35,51 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 		return nil, err
 	}
 	name := boundName(c)
+	// The runner's identity (a pod exec: the slowest step) is asked beside
+	// the reads of the Sandbox and its pod, of the pod agent-sandbox names
+	// after its Sandbox; asked again should the Sandbox name another.
+	type answer struct {
+		id  *runner.Identity
+		err error
+	}
+	ask := func(pod string) (*runner.Client, chan answer) {
+		rc := runner.NewClient(DialRunner(b.cfg, b.namespace, pod))
+		ch := make(chan answer, 1)
+		go func() {
+			id, err := rc.Identity(ctx)
+			ch <- answer{id, err}
+		}()
+		return rc, ch
+	}
+	rc, identity := ask(name)
 	sb, err := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
+		<-identity
 		return nil, fmt.Errorf("kube: Sandbox %s/%s of claim %s: %w", b.namespace, name, c.GetName(), err)
 	}
 	podName := sb.GetAnnotations()[annotationPodName]
 	if podName == "" {
 		podName = name
 	}
+	if podName != name {
+		<-identity
+		rc, identity = ask(podName)
+	}
 	pod, err := b.dyn.Resource(podsGVR).Namespace(b.namespace).Get(ctx, podName, metav1.GetOptions{})
+	if err == nil {
+		err = checkImages(pod, spec.TemplateID)
+	}
+	var pl *sandbox.Placement
+	if err == nil {
+		pl, err = b.placement(ctx, sb, pod, created)
+	}
+	a := <-identity
 	if err != nil {
 		return nil, fmt.Errorf("kube: pod %s/%s of claim %s: %w", b.namespace, podName, c.GetName(), err)
 	}
-	if err := checkImages(pod, spec.TemplateID); err != nil {
-		return nil, fmt.Errorf("kube: claim %s: %w", c.GetName(), err)
-	}
-	pl, err := b.placement(ctx, sb, pod, created)
-	if err != nil {
-		return nil, err
-	}
 	s := b.sandboxOf(c)
-	s.ID, s.State, s.Placement = podName, sandbox.StateRunning, pl
-	s.Runner = runner.NewClient(DialRunner(b.cfg, b.namespace, podName))
-	id, err := s.Runner.Identity(ctx)
+	s.ID, s.State, s.Placement, s.Runner = podName, sandbox.StateRunning, pl, rc
+	id, err := a.id, a.err
 	if err != nil {
 		return nil, fmt.Errorf("kube: runner of pod %s/%s (claim %s): %w", b.namespace, podName, c.GetName(), err)
 	}

@@ -1,3 +1,40 @@
-// Package kube is the Kubernetes sandbox backend (see DialRunner; the
-// backend itself follows).
+// Package kube is the Kubernetes sandbox backend: sandboxes are
+// agent-sandbox's (sigs.k8s.io/agent-sandbox v0.5.6), made from the
+// SandboxTemplate and SandboxWarmPool package render makes per generation.
+//
+// Backend implements sandbox.ClusterPools: the cluster keeps the warm
+// pools, so Create makes claims only. A claim is a SandboxClaim
+// (extensions.agents.x-k8s.io/v1beta1) named ClaimName(owner), whose
+// warmPoolRef is render.ObjectName(pool, generation), labelled LabelClaim,
+// render.LabelPool and render.LabelGeneration (and LabelProof for a
+// rollout's proof claim, which never counts as traffic). Create watches it
+// until it is bound and Ready (agent-sandbox hands it a ready warm member,
+// or cold-starts one where none is ready), checks the pod's images against
+// the pinned digests (status imageID) and the runner's identity, and
+// records the placement for the run manifest: cluster, namespace, node,
+// node image, runtime class and launch type (warm or cold from
+// agent-sandbox's launch-type label; a cold start on a node that joined
+// after the claim is a new node). A claim that is not ready by its
+// deadline (WithReadyTimeout) is deleted with its claim object. A claim
+// of that name already there, of the same owner (a runtime that was
+// killed mid-claim), is taken up. List reads Slipway's claims, Delete
+// deletes a claim, its Sandbox and pod (without waiting for a garbage
+// collector) and returns once they are gone, WarmCounts reads the warm
+// pools' status.
+//
+// DialRunner reaches a pod's runner through the API server's pod exec,
+// not the pod network: the workspace container's command (set by render)
+// is the runner serving the unchanged runner protocol on a unix socket in
+// a small emptyDir, and every connection is a pod exec of `slipway-runner
+// connect` on it, whose stdin and stdout are the connection. Why: warm
+// members are made by agent-sandbox's controller from one shared template,
+// so no per-sandbox secret can be in their spec; pod exec rides
+// Kubernetes authentication, RBAC (pods/exec) and audit; and the pod opens
+// no port on a network shared with untrusted neighbours. The runner learns
+// its sandbox id (the pod's name) from the downward API and its generation
+// from the template.
+//
+// It is not the runtime (which grants claims and records manifests on any
+// backend), and it applies nothing: render and kubeapply (or Argo CD) put
+// the templates and warm pools in the cluster.
 package kube
