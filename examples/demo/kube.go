@@ -83,6 +83,7 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 	section("cluster", "a real single-node cluster on this machine (package kubetest)")
 	fmt.Printf("  etcd (Debian), kube-apiserver %s, kubelet %s with containerd and runc (Debian), a CNI bridge,\n", kubetest.KubeVersion, kubetest.KubeVersion)
 	fmt.Printf("  kube-scheduler, agent-sandbox's controller %s with its CRDs; images pulled from http://%s\n", kubetest.AgentSandboxVersion, host)
+	fmt.Printf("  (one node runs on a machine at a time: this waits while a test's node holds the lock)\n")
 	t0 := time.Now()
 	c, err := kubetest.Start(ctx, filepath.Join(work, "cluster"))
 	if err != nil {
