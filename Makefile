@@ -22,7 +22,7 @@ SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
 export GITLAB_CI_LOCAL := $(SLIPWAY_NPM_CACHE)/node_modules/gitlab-ci-local/dist/index.js
 
-.PHONY: all build tools kube-bins gitlab-ci-local deps test test-tekton demo bench lint fuzz clean
+.PHONY: all build tools kube-bins gitlab-ci-local deps test test-tekton demo demo-kube bench lint fuzz clean
 
 all: build
 
@@ -107,6 +107,14 @@ test-tekton: deps build
 
 demo: deps build
 	$(GO) run ./examples/demo
+
+# The Kubernetes part of the demo (examples/demo -kubernetes, walked through
+# for a cluster of your own in examples/kubernetes/): a real single-node
+# cluster on this machine with agent-sandbox's controller, the pool rendered,
+# applied, claimed from and rolled out. It needs the binaries of make
+# kube-bins and root on Linux; without them it says so and exits 0.
+demo-kube: deps build
+	$(GO) run ./examples/demo -kubernetes
 
 bench: deps build tools
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...

@@ -14,24 +14,9 @@ import (
 // a rotated secret, so both sample templates pass a rollout's proofs, and a
 // rollback refused without --rollback.
 func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
-	section("image runner", "the runner artifact: bin/slipway-runner in its own image, its sha256 in a label")
-	b, err := sh.capture("image", "runner", runnerBin, "--push", host+"/platform/runner:v1.0.0")
+	pinned, err := platform(sh, host, runnerBin)
 	if err != nil {
 		return err
-	}
-	fmt.Printf("  %s", b)
-	section("sign", "the control plane and the runner (a generation pins only verified images)")
-	pinned := map[string]string{}
-	for _, rt := range []string{"platform/control-plane:v1.4.0", "platform/runner:v1.0.0"} {
-		b, err := sh.capture("resolve", host+"/"+rt)
-		if err != nil {
-			return err
-		}
-		ref := strings.TrimSpace(string(b))
-		pinned[rt] = ref
-		if err := sh.run(0, "sign", ref, "--key", filepath.Join("policies", "release.key"), "--offline-no-tlog"); err != nil {
-			return err
-		}
 	}
 
 	section("config init", "a bare config repository for pool agents, with the verification policy and its key")
@@ -41,7 +26,7 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 
 	base := []string{"generation", "create", "--pool", "agents", "--policy", filepath.Join("policies", "verification.yaml")}
 	section("generation create", "g1: control plane, runner, minimal template, a secret version; every image verified")
-	b, err = sh.capture(append(base, "--output", "g1.yaml",
+	b, err := sh.capture(append(base, "--output", "g1.yaml",
 		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
 		"--pin", "runner="+pinned["platform/runner:v1.0.0"],
 		"--pin", "workspaceTemplate="+tmpl.minimal,
@@ -124,6 +109,32 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	fmt.Printf("  g3         %s (minimal, token #4): rolled out, proofs passed: both templates' tests passed in a sandbox\n", g3)
 	fmt.Printf("  operator   runs show answers what produced a run; %d runs used a template containing %s\n", sum.runsWithPkg, sum.pkg)
 	return nil
+}
+
+// platform publishes the runner artifact (bin/slipway-runner) in its own
+// image and signs it and the sample control plane: it returns their
+// references by digest, keyed by repository:tag.
+func platform(sh shell, host, runnerBin string) (map[string]string, error) {
+	section("image runner", "the runner artifact: bin/slipway-runner in its own image, its sha256 in a label")
+	b, err := sh.capture("image", "runner", runnerBin, "--push", host+"/platform/runner:v1.0.0")
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("  %s", b)
+	section("sign", "the control plane and the runner (a generation pins only verified images)")
+	pinned := map[string]string{}
+	for _, rt := range []string{"platform/control-plane:v1.4.0", "platform/runner:v1.0.0"} {
+		b, err := sh.capture("resolve", host+"/"+rt)
+		if err != nil {
+			return nil, err
+		}
+		ref := strings.TrimSpace(string(b))
+		pinned[rt] = ref
+		if err := sh.run(0, "sign", ref, "--key", filepath.Join("policies", "release.key"), "--offline-no-tlog"); err != nil {
+			return nil, err
+		}
+	}
+	return pinned, nil
 }
 
 // short is the digest of a reference, cut to 12 hex digits.

@@ -6,7 +6,15 @@
 // It drives the real slipway binary ($SLIPWAY_BIN, default bin/slipway) so
 // that every step is a command a CI pipeline would run.
 //
-//	go run ./examples/demo [-keep]
+// With -kubernetes (make demo-kube) it runs the Kubernetes part instead: a
+// real single-node cluster (package kubetest: etcd, kube-apiserver,
+// kubelet, containerd, agent-sandbox's controller) on this machine, the
+// pool rendered, applied, claimed from through the runtime's Kubernetes
+// backend and rolled out on the cluster. It says how to get what is
+// missing and exits 0 when the cluster's binaries are not built or a node
+// cannot run here.
+//
+//	go run ./examples/demo [-keep] [-kubernetes]
 package main
 
 import (
@@ -39,53 +47,25 @@ import (
 
 func main() {
 	keep := flag.Bool("keep", false, "keep the work directory")
+	kube := flag.Bool("kubernetes", false, "run the Kubernetes part on a single-node cluster of this machine (make demo-kube)")
 	flag.Parse()
-	if err := run(context.Background(), *keep); err != nil {
+	do := run
+	if *kube {
+		do = runKube
+	}
+	if err := do(context.Background(), *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, keep bool) error {
-	bin := os.Getenv("SLIPWAY_BIN")
-	if bin == "" {
-		bin = "bin/slipway"
-	}
-	bin, err := filepath.Abs(bin)
+	d, err := setup(keep)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("slipway binary %s: %w (run `make build` first)", bin, err)
-	}
-	_, self, _, _ := runtime.Caller(0)
-	here := filepath.Dir(self)
-
-	work, err := os.MkdirTemp("", "slipway-demo-")
-	if err != nil {
-		return err
-	}
-	if !keep {
-		defer os.RemoveAll(work)
-	}
-
-	// The demo's key password, for the slipway processes it runs (a CI job
-	// takes it from its secret store the same way).
-	if _, ok := os.LookupEnv("COSIGN_PASSWORD"); !ok {
-		os.Setenv("COSIGN_PASSWORD", "demo-only-password")
-	}
-
-	// 1. The registry.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
-	host := ln.Addr().String()
-	section("registry", "go-containerregistry in-process registry at http://%s", host)
-
+	defer d.close()
+	bin, here, work, host := d.bin, d.here, d.work, d.host
 	// 2. Sample images: what a sandbox platform ships.
 	for _, im := range []struct {
 		repoTag   string
@@ -96,11 +76,11 @@ func run(ctx context.Context, keep bool) error {
 		{"platform/workspace:2026.11", nil},
 		{"library/busybox:latest", []string{"linux/amd64", "linux/arm64"}},
 	} {
-		d, err := pushSample(host, im.repoTag, im.platforms)
+		dg, err := pushSample(host, im.repoTag, im.platforms)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  pushed %s/%s  %s\n", host, im.repoTag, d)
+		fmt.Printf("  pushed %s/%s  %s\n", host, im.repoTag, dg)
 	}
 
 	// 3. The sample tree, with the registry's address filled in.
@@ -110,7 +90,7 @@ func run(ctx context.Context, keep bool) error {
 	}
 	cfg := filepath.Join(here, "slipway-pin.yaml")
 	lock := filepath.Join(work, "images.lock")
-	sh := shell{bin: bin, dir: work}
+	sh := d.sh
 
 	section("lint", "every mutable reference, with file:line:col (exit 1: findings)")
 	if err := sh.run(1, "lint", "--config", cfg, "tree"); err != nil {
@@ -157,6 +137,61 @@ func run(ctx context.Context, keep bool) error {
 	}
 	fmt.Println("\ndemo: ok")
 	return nil
+}
+
+// demo is what both parts of the demo start with.
+type demo struct {
+	bin, here, work, host string // slipway, this directory, the work directory, the registry
+	sh                    shell
+	close                 func()
+}
+
+// setup finds the slipway binary, makes the work directory (removed by
+// close unless keep), sets the demo's key password and starts the
+// in-process registry (stopped by close).
+func setup(keep bool) (*demo, error) {
+	bin := os.Getenv("SLIPWAY_BIN")
+	if bin == "" {
+		bin = "bin/slipway"
+	}
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("slipway binary %s: %w (run `make build` first)", bin, err)
+	}
+	_, self, _, _ := runtime.Caller(0)
+	here := filepath.Dir(self)
+
+	work, err := os.MkdirTemp("", "slipway-demo-")
+	if err != nil {
+		return nil, err
+	}
+	// The demo's key password, for the slipway processes it runs (a CI job
+	// takes it from its secret store the same way).
+	if _, ok := os.LookupEnv("COSIGN_PASSWORD"); !ok {
+		os.Setenv("COSIGN_PASSWORD", "demo-only-password")
+	}
+
+	// 1. The registry.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(work)
+		return nil, err
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	host := ln.Addr().String()
+	section("registry", "go-containerregistry in-process registry at http://%s", host)
+	return &demo{bin: bin, here: here, work: work, host: host, sh: shell{bin: bin, dir: work}, close: func() {
+		srv.Close()
+		if keep {
+			fmt.Printf("work directory kept: %s\n", work)
+		} else {
+			os.RemoveAll(work)
+		}
+	}}, nil
 }
 
 func section(title, format string, args ...any) {

@@ -20,6 +20,12 @@ type runtimeProc struct {
 // startRuntime starts the runtime and waits for its first warm sandbox.
 func startRuntime(sh shell, work string) (*runtimeProc, error) {
 	section("runtime serve", "follows config.git, verifies g1 against its policy, keeps warm sandboxes (bubblewrap, no network)")
+	return serveRuntime(sh, work, "warm pools: ")
+}
+
+// serveRuntime starts `slipway runtime serve` with the extra arguments and
+// waits until it serves and logs a line starting with ready.
+func serveRuntime(sh shell, work, ready string, extra ...string) (*runtimeProc, error) {
 	// The template runs as uid 1000: the path to the runtime's state must be
 	// traversable by it (the demo's folder is made 0700).
 	if err := os.Chmod(work, 0o711); err != nil {
@@ -30,6 +36,7 @@ func startRuntime(sh shell, work string) (*runtimeProc, error) {
 		return nil, err
 	}
 	args := []string{"runtime", "serve", "--config-repo", "config.git", "--state", "state", "--listen", "127.0.0.1:0", "--token-file", token, "--sync-interval", "500ms"}
+	args = append(args, extra...)
 	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
 	srv := exec.Command(sh.bin, args...)
 	srv.Dir = sh.dir
@@ -60,7 +67,7 @@ func startRuntime(sh shell, work string) (*runtimeProc, error) {
 			if a, ok := strings.CutPrefix(line, "serving on "); ok {
 				addr <- a
 			}
-			if strings.HasPrefix(line, "warm pools: ") {
+			if strings.HasPrefix(line, ready) {
 				select {
 				case warm <- struct{}{}:
 				default:
@@ -80,7 +87,7 @@ func startRuntime(sh shell, work string) (*runtimeProc, error) {
 	case <-warm:
 	case <-time.After(60 * time.Second):
 		stop()
-		return nil, fmt.Errorf("the runtime made no warm sandbox")
+		return nil, fmt.Errorf("the runtime logged no %q within 60s", ready)
 	}
 	return p, nil
 }

@@ -18,39 +18,11 @@ import (
 type built struct{ agentTools, minimal string }
 
 func templates(ctx context.Context, sh shell, work, host, repoRoot string) (*built, error) {
-	section("base image", "Debian's busybox-static unpacked, made an OCI image by slipway itself")
-	base := filepath.Join(work, "base-rootfs")
-	out, err := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot, "fixtures/base/busybox-rootfs.sh"), base).CombinedOutput()
+	baseRef, err := prepare(ctx, sh, work, host, repoRoot)
 	if err != nil {
-		return nil, fmt.Errorf("busybox-rootfs.sh: %v\n%s", err, out)
-	}
-	b, err := sh.capture("image", "from-dir", base, "--push", host+"/slipway/base:busybox")
-	if err != nil {
-		return nil, err
-	}
-	baseRef := strings.TrimSpace(string(b))
-	fmt.Printf("  %s\n", baseRef)
-	tdir := filepath.Join(work, "templates")
-	if err := copyTree(filepath.Join(repoRoot, "templates"), tdir, ""); err != nil {
-		return nil, err
-	}
-	if err := replaceAll(tdir, "127.0.0.1:5000", host); err != nil {
-		return nil, err
-	}
-
-	section("keys generate", "a cosign-compatible key pair; the password comes from COSIGN_PASSWORD")
-	keys := filepath.Join(work, "policies")
-	if err := os.MkdirAll(keys, 0o755); err != nil {
-		return nil, err
-	}
-	if err := sh.run(0, "keys", "generate", "--output-key-prefix", filepath.Join("policies", "release")); err != nil {
 		return nil, err
 	}
 	policy := filepath.Join("policies", "verification.yaml")
-	if err := copyFile(filepath.Join(repoRoot, "examples", "demo", "verification.yaml"), filepath.Join(work, policy)); err != nil {
-		return nil, err
-	}
-
 	section("template build", "a base given by tag is refused unless --resolve-base pins it (exit 1)")
 	minimal := filepath.Join("templates", "minimal", "template.yaml")
 	if err := sh.run(1, "template", "build", minimal); err != nil {
@@ -59,58 +31,15 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) (*bui
 	var ids []string
 	var agentTools, minimalRef string
 	for _, name := range []string{"minimal", "agent-tools", "minimal"} {
-		section("template build", "%s: steps in bubblewrap, scrub, scan, freeze, smoke tests, SBOM, push by digest, sign, attest", name)
-		b, err := sh.capture("template", "build", filepath.Join("templates", name, "template.yaml"),
-			"--resolve-base", "--push", host+"/templates/"+name+":demo", "--oci-layout", "layout",
-			"--sign-key", filepath.Join("policies", "release.key"), "--offline-no-tlog", "--builder-id", "https://slipway.dev/builders/demo")
+		ref, id, err := buildTemplate(sh, host, name)
 		if err != nil {
 			return nil, err
 		}
-		var r struct {
-			Name, TemplateID, ContentID, Ref, BaseDigest string
-			Scrubbed                                     []struct{ Path, Action string }
-			Scan                                         struct{ Files, Dirs int }
-			Tests                                        []struct {
-				Name   string
-				Passed bool
-			}
-			SBOM struct {
-				Files    []struct{ Path string }
-				Packages []struct{ Name, Version, Type string }
-			}
-			Sign struct {
-				Signature    struct{ Tag, Status string }
-				Attestations []struct{ PredicateType, Status string }
-				Tlog         string
-			}
-		}
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("template build printed no JSON: %v\n%s", err, b)
-		}
-		var scrubbed, tests []string
-		for _, s := range r.Scrubbed {
-			if s.Action == "removed" || s.Action == "emptied" {
-				scrubbed = append(scrubbed, s.Path)
-			}
-		}
-		for _, tt := range r.Tests {
-			tests = append(tests, fmt.Sprintf("%s=%v", tt.Name, tt.Passed))
-		}
-		fmt.Printf("  name        %s\n  templateID  %s\n  contentID   %s\n  ref         %s\n  base        %s\n", r.Name, r.TemplateID, r.ContentID, r.Ref, r.BaseDigest)
-		fmt.Printf("  scrubbed    %s\n  scan        clean: %d files, %d dirs\n  tests       %s\n", strings.Join(scrubbed, " "), r.Scan.Files, r.Scan.Dirs, strings.Join(tests, " "))
-		fmt.Printf("  sbom        %d packages in %d files\n", len(r.SBOM.Packages), len(r.SBOM.Files))
-		fmt.Printf("  signature   %s (%s, %s)\n", r.Sign.Signature.Tag, r.Sign.Signature.Status, r.Sign.Tlog)
-		for _, a := range r.Sign.Attestations {
-			fmt.Printf("  attestation %s (%s)\n", a.PredicateType, a.Status)
-		}
 		if name == "minimal" {
-			ids = append(ids, r.TemplateID)
-		}
-		if name == "agent-tools" {
-			agentTools = r.Ref
-		}
-		if name == "minimal" {
-			minimalRef = r.Ref
+			ids = append(ids, id)
+			minimalRef = ref
+		} else {
+			agentTools = ref
 		}
 	}
 	section("reproducible", "minimal built twice")
@@ -137,6 +66,97 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) (*bui
 		return nil, err
 	}
 	return &built{agentTools: agentTools, minimal: minimalRef}, nil
+}
+
+// prepare makes the base image, copies the sample templates (the
+// registry's address filled in), generates the release key pair and puts
+// the verification policy beside it, in work. It returns the base image's
+// reference.
+func prepare(ctx context.Context, sh shell, work, host, repoRoot string) (string, error) {
+	section("base image", "Debian's busybox-static unpacked, made an OCI image by slipway itself")
+	base := filepath.Join(work, "base-rootfs")
+	out, err := exec.CommandContext(ctx, "bash", filepath.Join(repoRoot, "fixtures/base/busybox-rootfs.sh"), base).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("busybox-rootfs.sh: %v\n%s", err, out)
+	}
+	b, err := sh.capture("image", "from-dir", base, "--push", host+"/slipway/base:busybox")
+	if err != nil {
+		return "", err
+	}
+	baseRef := strings.TrimSpace(string(b))
+	fmt.Printf("  %s\n", baseRef)
+	tdir := filepath.Join(work, "templates")
+	if err := copyTree(filepath.Join(repoRoot, "templates"), tdir, ""); err != nil {
+		return "", err
+	}
+	if err := replaceAll(tdir, "127.0.0.1:5000", host); err != nil {
+		return "", err
+	}
+
+	section("keys generate", "a cosign-compatible key pair; the password comes from COSIGN_PASSWORD")
+	keys := filepath.Join(work, "policies")
+	if err := os.MkdirAll(keys, 0o755); err != nil {
+		return "", err
+	}
+	if err := sh.run(0, "keys", "generate", "--output-key-prefix", filepath.Join("policies", "release")); err != nil {
+		return "", err
+	}
+	policy := filepath.Join("policies", "verification.yaml")
+	if err := copyFile(filepath.Join(repoRoot, "examples", "demo", "verification.yaml"), filepath.Join(work, policy)); err != nil {
+		return "", err
+	}
+	return baseRef, nil
+}
+
+// buildTemplate builds templates/<name>/template.yaml, publishes it by
+// digest, signed and attested, and prints what the build reports. It
+// returns the published reference (with digest) and the template's id.
+func buildTemplate(sh shell, host, name string) (ref, id string, err error) {
+	section("template build", "%s: steps in bubblewrap, scrub, scan, freeze, smoke tests, SBOM, push by digest, sign, attest", name)
+	b, err := sh.capture("template", "build", filepath.Join("templates", name, "template.yaml"),
+		"--resolve-base", "--push", host+"/templates/"+name+":demo", "--oci-layout", "layout",
+		"--sign-key", filepath.Join("policies", "release.key"), "--offline-no-tlog", "--builder-id", "https://slipway.dev/builders/demo")
+	if err != nil {
+		return "", "", err
+	}
+	var r struct {
+		Name, TemplateID, ContentID, Ref, BaseDigest string
+		Scrubbed                                     []struct{ Path, Action string }
+		Scan                                         struct{ Files, Dirs int }
+		Tests                                        []struct {
+			Name   string
+			Passed bool
+		}
+		SBOM struct {
+			Files    []struct{ Path string }
+			Packages []struct{ Name, Version, Type string }
+		}
+		Sign struct {
+			Signature    struct{ Tag, Status string }
+			Attestations []struct{ PredicateType, Status string }
+			Tlog         string
+		}
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "", "", fmt.Errorf("template build printed no JSON: %v\n%s", err, b)
+	}
+	var scrubbed, tests []string
+	for _, s := range r.Scrubbed {
+		if s.Action == "removed" || s.Action == "emptied" {
+			scrubbed = append(scrubbed, s.Path)
+		}
+	}
+	for _, tt := range r.Tests {
+		tests = append(tests, fmt.Sprintf("%s=%v", tt.Name, tt.Passed))
+	}
+	fmt.Printf("  name        %s\n  templateID  %s\n  contentID   %s\n  ref         %s\n  base        %s\n", r.Name, r.TemplateID, r.ContentID, r.Ref, r.BaseDigest)
+	fmt.Printf("  scrubbed    %s\n  scan        clean: %d files, %d dirs\n  tests       %s\n", strings.Join(scrubbed, " "), r.Scan.Files, r.Scan.Dirs, strings.Join(tests, " "))
+	fmt.Printf("  sbom        %d packages in %d files\n", len(r.SBOM.Packages), len(r.SBOM.Files))
+	fmt.Printf("  signature   %s (%s, %s)\n", r.Sign.Signature.Tag, r.Sign.Signature.Status, r.Sign.Tlog)
+	for _, a := range r.Sign.Attestations {
+		fmt.Printf("  attestation %s (%s)\n", a.PredicateType, a.Status)
+	}
+	return r.Ref, r.TemplateID, nil
 }
 
 func copyFile(src, dst string) error {

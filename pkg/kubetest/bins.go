@@ -116,12 +116,21 @@ func CRDFiles(ctx context.Context) ([]string, error) {
 // can start here with kube-apiserver, etcd and the extra binaries named.
 func SkipUnlessNode(tb testing.TB, extra ...string) {
 	tb.Helper()
-	for _, b := range append([]string{"kube-apiserver", "etcd"}, extra...) {
-		if _, err := Binary(b); err != nil {
-			tb.Skip(err)
-		}
-	}
-	if err := CheckNode(); err != nil {
+	if err := CheckNodeCluster(extra...); err != nil {
 		tb.Skip(err)
 	}
+}
+
+// CheckNodeCluster says why a cluster with a node cannot start here, with
+// kube-apiserver, etcd and the extra binaries named (nil when it can): a
+// binary not built or installed (matching ErrNotBuilt, naming what to run),
+// or CheckNode's reason. SkipUnlessNode skips a test with it; a program
+// (make demo-kube) prints it.
+func CheckNodeCluster(extra ...string) error {
+	for _, b := range append([]string{"kube-apiserver", "etcd"}, extra...) {
+		if _, err := Binary(b); err != nil {
+			return err
+		}
+	}
+	return CheckNode()
 }

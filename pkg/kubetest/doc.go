@@ -16,7 +16,10 @@
 //
 // New skips the test, naming the make target to run, when a binary is
 // missing; everything is killed by process id at cleanup, and a test binary
-// that dies first takes its children with it (parent-death signal).
+// that dies first takes its children with it (parent-death signal). A
+// program (the Kubernetes part of the demo, make demo-kube) uses Start with
+// a directory of its own and Close instead, after CheckNodeCluster says a
+// node can run here.
 //
 // By default it runs no kubelet, scheduler or controller-manager: objects
 // are stored and validated by the real API server against the real CRDs,

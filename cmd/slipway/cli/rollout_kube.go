@@ -12,25 +12,28 @@ import (
 	"github.com/slipway-dev/slipway/pkg/policy"
 	"github.com/slipway-dev/slipway/pkg/render"
 	"github.com/slipway-dev/slipway/pkg/rollout"
+	"github.com/slipway-dev/slipway/pkg/runtime"
 )
 
 // kubeFleetFlags drive a rollout on a cluster: the pool's objects applied
 // from the config repository's render, read back per generation.
 type kubeFleetFlags struct {
-	kubeconfig, namespace string
-	vf                    verifierFlags
+	kubeconfig, namespace, prover string
+	vf                            verifierFlags
 }
 
 func (f *kubeFleetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "drive the rollout on the Kubernetes cluster of this kubeconfig file (agent-sandbox v0.5.6) instead of a runtime (--server)")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "", "namespace of the pool's SandboxTemplates and warm pools (default: the kubeconfig context's)")
+	cmd.Flags().StringVar(&f.prover, "prover", "", "with --kubeconfig: the API (http://host:port, token from --token-file) of the runtime on the cluster (slipway runtime serve --backend kubernetes) that runs the proof checks")
 	f.vf.add(cmd)
 }
 
 // fleet is the pool's fleet on the cluster: each step renders the branch
 // head (verified as --policy or the repository's policy says) and applies
-// it with server-side apply before reading the cluster back.
-func (f *kubeFleetFlags) fleet(cmd *cobra.Command, rf *repoFlags) (*kubefleet.Fleet, error) {
+// it with server-side apply before reading the cluster back; the proofs
+// run through the runtime at --prover (its token in tokenFile).
+func (f *kubeFleetFlags) fleet(cmd *cobra.Command, rf *repoFlags, tokenFile string) (*kubefleet.Fleet, error) {
 	cfg, ns, err := kubeapply.LoadKubeconfig(f.kubeconfig)
 	if err != nil {
 		return nil, usage(err)
@@ -63,10 +66,23 @@ func (f *kubeFleetFlags) fleet(cmd *cobra.Command, rf *repoFlags) (*kubefleet.Fl
 	if err != nil {
 		return nil, usage(err)
 	}
-	// Proofs run through the runtime on the Kubernetes sandbox backend;
-	// until it is wired here, a rollout's step 3 reports that no prover ran
-	// the checks and rolls back at its deadline.
-	fl, err := kubefleet.New(cfg, rf.pool, ns, kubefleet.WithApplier(ra))
+	// Proofs run through the runtime on the Kubernetes sandbox backend (a
+	// proof claim on the new generation's warm pool, the checks through the
+	// runner in its pod); without --prover, step 3 reports that no prover
+	// ran the checks and the rollout rolls back.
+	opts := []kubefleet.Option{kubefleet.WithApplier(ra)}
+	if f.prover != "" {
+		tok, err := readToken(tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		c, err := runtime.NewClient(f.prover, tok)
+		if err != nil {
+			return nil, usage(err)
+		}
+		opts = append(opts, kubefleet.WithProver(c))
+	}
+	fl, err := kubefleet.New(cfg, rf.pool, ns, opts...)
 	if err != nil {
 		return nil, usage(err)
 	}

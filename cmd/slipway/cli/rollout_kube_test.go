@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,5 +101,37 @@ func TestRolloutStartKubeconfig(t *testing.T) {
 	}
 	if _, err := wp.Get(ctx, render.ObjectName("agents", ids[0]), metav1.GetOptions{}); err != nil {
 		t.Fatalf("the active generation's warm pool: %v", err)
+	}
+}
+
+// --prover names the runtime that proves on a cluster: it is for
+// --kubeconfig only (a runtime at --server proves by itself) and needs the
+// runtime's token from --token-file.
+func TestRolloutProverFlag(t *testing.T) {
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "config.git")
+	if err := gitops.InitBare(repo, "main"); err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: default}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(dir, "token")
+	if err := os.WriteFile(tok, []byte("runtime-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"rollout", "start", "--repo", repo, "--pool", "agents", "--to", "g-1", "--wait", "--unsigned-evidence", "--prover", "http://127.0.0.1:1"}
+	if r := run(t, "", append(base, "--server", "http://127.0.0.1:1", "--token-file", tok)...); r.code != 2 || !strings.Contains(r.stderr, "--prover is for --kubeconfig") {
+		t.Fatalf("--prover with --server: %+v", r)
+	}
+	if r := run(t, "", append(base, "--kubeconfig", kc)...); r.code != 2 || !strings.Contains(r.stderr, "--token-file is required") {
+		t.Fatalf("--prover without --token-file: %+v", r)
 	}
 }
