@@ -18,7 +18,6 @@ import (
 // phaseClock timestamps the driver's step lines ("ro-…: <step> (<status>)").
 type phaseClock struct {
 	mu    sync.Mutex
-	start time.Time
 	steps []string
 	at    []time.Time
 }
@@ -40,8 +39,9 @@ func (c *phaseClock) Write(b []byte) (int, error) {
 // cluster (a real node, agent-sandbox's controller), a rollout g1 -> g2 of
 // a pool whose warm pool holds 10 members (BENCH_SMOKE=1: 2), timed per
 // phase: compatibility (the cluster answers), warm (g2's warm pool applied
-// and all its members Ready), prove (a proof claim on g2: allocate,
-// identity, cleanup), route (the routing commit applied and read back),
+// and all its members Ready), prove (the runtime on the Kubernetes
+// backend: a proof claim on g2 and the checks through the runner in its
+// pod), route (the routing commit applied and read back),
 // drain (no run open on g1), remove (g1's warm members deleted and gone).
 // Each phase's time is reported as s/<phase>, and the whole as s/rollout.
 //

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/slipway-dev/slipway/pkg/render"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
