@@ -32,6 +32,7 @@ type gen struct {
 	sequence int
 	file     string // its YAML
 	tmpl     string // its workspace template's digest reference
+	pool     string
 }
 
 func newWorld(t testing.TB) *world {
@@ -62,8 +63,15 @@ func (w *world) image(t testing.TB, repoTag, key string) string {
 // the first) pinning cp, runner and tmpl, remembered under label.
 func (w *world) generation(t testing.TB, label, prev, cp, runner, tmpl string) *gen {
 	t.Helper()
+	return w.generationIn(t, "agents", label, prev, cp, runner, tmpl)
+}
+
+// generationIn is generation for another pool; checkout writes only pool
+// agents' generations.
+func (w *world) generationIn(t testing.TB, pool, label, prev, cp, runner, tmpl string) *gen {
+	t.Helper()
 	out := filepath.Join(w.keys, label+".yaml")
-	args := []string{"generation", "create", "--pool", "agents", "--insecure-skip-verify", "--output", out,
+	args := []string{"generation", "create", "--pool", pool, "--insecure-skip-verify", "--output", out,
 		"--pin", "controlPlane=" + cp, "--pin", "runner=" + runner, "--pin", "workspaceTemplate=" + tmpl,
 		"--control-plane-protocol", "1", "--runner-protocol", "1"}
 	if prev != "" {
@@ -81,7 +89,7 @@ func (w *world) generation(t testing.TB, label, prev, cp, runner, tmpl string) *
 	if err := yaml.Unmarshal(b, &doc); err != nil || doc.ID == "" {
 		t.Fatalf("generation %s: %v\n%s", label, err, b)
 	}
-	g := &gen{id: doc.ID, sequence: doc.Sequence, file: out, tmpl: tmpl}
+	g := &gen{id: doc.ID, sequence: doc.Sequence, file: out, tmpl: tmpl, pool: pool}
 	w.gens[label] = g
 	return g
 }
@@ -91,6 +99,21 @@ func (w *world) generation(t testing.TB, label, prev, cp, runner, tmpl string) *
 // (the first active, the rest warming), the verification policy trusting
 // ci, and extra files. It returns the root.
 func (w *world) checkout(t testing.TB, root string, gens []*gen, extra map[string]string) string {
+	t.Helper()
+	for p, body := range w.files(t, gens, extra) {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// files is what checkout writes, by path.
+func (w *world) files(t testing.TB, gens []*gen, extra map[string]string) map[string]string {
 	t.Helper()
 	pub, err := os.ReadFile(filepath.Join(w.keys, "ci.pub"))
 	if err != nil {
@@ -113,6 +136,9 @@ spec:
 		"pools/agents/desired.yaml": stateYAML(gens),
 	}
 	for _, g := range w.gens {
+		if g.pool != "agents" {
+			continue
+		}
 		b, err := os.ReadFile(g.file)
 		if err != nil {
 			t.Fatal(err)
@@ -122,16 +148,7 @@ spec:
 	for p, body := range extra {
 		files[p] = body
 	}
-	for p, body := range files {
-		full := filepath.Join(root, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
+	return files
 }
 
 // poolYAML is pool.Marshal(pool.Default("agents")).

@@ -6,8 +6,10 @@ require (
 	github.com/argoproj/argo-cd/v2 v2.14.21
 	github.com/golang/protobuf v1.5.4
 	github.com/google/go-containerregistry v0.22.1
+	github.com/sirupsen/logrus v1.10.2
 	github.com/slipway-dev/slipway v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.84.0
+	k8s.io/apiextensions-apiserver v0.31.2
 	sigs.k8s.io/yaml v1.6.0
 )
 
@@ -116,7 +118,6 @@ require (
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/sergi/go-diff v1.4.0 // indirect
-	github.com/sirupsen/logrus v1.10.2 // indirect
 	github.com/skeema/knownhosts v1.3.1 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
@@ -152,7 +153,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 	k8s.io/api v0.37.2 // indirect
-	k8s.io/apiextensions-apiserver v0.31.2 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/apiserver v0.31.0 // indirect
 	k8s.io/cli-runtime v0.31.0 // indirect
