@@ -172,6 +172,15 @@ spec:
 
 // stateYAML is pool agents' desired.yaml: gens[0] active, the rest warming.
 func stateYAML(gens []*gen) string {
+	states := make([]string, len(gens))
+	for i := range gens {
+		states[i] = map[bool]string{true: "active", false: "warming"}[i == 0]
+	}
+	return statesYAML(gens, states)
+}
+
+// statesYAML is pool agents' desired.yaml with gens[i] in states[i].
+func statesYAML(gens []*gen, states []string) string {
 	var sb strings.Builder
 	sb.WriteString("apiVersion: slipway.dev/v1alpha1\nkind: PoolState\npool: agents\n")
 	if len(gens) == 0 {
@@ -180,11 +189,7 @@ func stateYAML(gens []*gen) string {
 	}
 	sb.WriteString("generations:\n")
 	for i, g := range gens {
-		state := "warming"
-		if i == 0 {
-			state = "active"
-		}
-		fmt.Fprintf(&sb, "- id: %s\n  sequence: %d\n  state: %s\n  warmSize: 2\n  since: 2026-11-01T00:00:00Z\n", g.id, g.sequence, state)
+		fmt.Fprintf(&sb, "- id: %s\n  sequence: %d\n  state: %s\n  warmSize: 2\n  since: 2026-11-01T00:00:00Z\n", g.id, g.sequence, states[i])
 	}
 	fmt.Fprintf(&sb, "target: %s\n", gens[len(gens)-1].id)
 	return sb.String()
