@@ -102,9 +102,10 @@ test-tekton: deps build
 # server and clients, in a module of their own (argo-cd v2.14.21 and its
 # Kubernetes v0.31 pins never enter the root go.mod), with bin/slipway on
 # PATH and the sidecar component built by bin/kustomize. Its modules are
-# downloaded once into the Go module cache and its build kept in Go's build
-# cache, both outside the clone: cold about 6 minutes on 2 busy cores,
-# warm about 20 seconds (README).
+# downloaded once (go mod download, a no-op when cached) into the Go module
+# cache and its build kept in Go's build cache, both outside the clone: cold,
+# compiling its test binary took about 16 minutes on 2 cores shared with
+# other builds (load 10-22); warm, the whole run takes about 15 seconds.
 test-argocd: deps build $(BIN)/kustomize
 	cd integrations/argocd && $(GO) mod download && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
