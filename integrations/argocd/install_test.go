@@ -78,6 +78,7 @@ func TestInstall(t *testing.T) {
 			Spec     struct {
 				Template struct {
 					Spec struct {
+						Volumes    []struct{ Name string }
 						Containers []struct {
 							Name, Image  string
 							Command      []string
@@ -103,6 +104,13 @@ func TestInstall(t *testing.T) {
 				mounts := map[string]string{}
 				for _, m := range c.VolumeMounts {
 					mounts[m.MountPath] = m.Name
+					found := false
+					for _, v := range o.Spec.Template.Spec.Volumes {
+						found = found || v.Name == m.Name
+					}
+					if !found {
+						t.Errorf("the sidecar mounts %s, which is no volume of the pod", m.Name)
+					}
 				}
 				found = c.Image == image && strings.Join(c.Command, " ") == "/var/run/argocd/argocd-cmp-server" &&
 					mounts["/home/argocd/cmp-server/config/plugin.yaml"] == "slipway-plugin" && mounts["/home/argocd/cmp-server/plugins"] == "plugins" &&
