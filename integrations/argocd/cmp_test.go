@@ -90,6 +90,8 @@ type app struct {
 	name, path, revision string
 	params               map[string]string
 	env                  map[string]string // spec.source.plugin.env
+	// exclude is the repo-server's reposerver.plugin.tar.exclusions.
+	exclude []string
 }
 
 // environ is the environment the repo-server sends with a request
@@ -135,7 +137,7 @@ func (s *cmpServer) match(t testing.TB, root string, a app) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmp.SendRepoStream(ctx, filepath.Join(root, a.path), root, stream, a.environ(t), nil); err != nil {
+	if err := cmp.SendRepoStream(ctx, filepath.Join(root, a.path), root, stream, a.environ(t), a.exclude); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := stream.CloseAndRecv()
@@ -153,7 +155,7 @@ func (s *cmpServer) announce(t testing.TB, root string, a app) []*repoclient.Par
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmp.SendRepoStream(ctx, filepath.Join(root, a.path), root, stream, a.environ(t), nil); err != nil {
+	if err := cmp.SendRepoStream(ctx, filepath.Join(root, a.path), root, stream, a.environ(t), a.exclude); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := stream.CloseAndRecv()
@@ -173,7 +175,7 @@ func (s *cmpServer) generate(t testing.TB, root string, a app) ([]string, error)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmp.SendRepoStream(stream.Context(), filepath.Join(root, a.path), root, stream, a.environ(t), nil); err != nil {
+	if err := cmp.SendRepoStream(stream.Context(), filepath.Join(root, a.path), root, stream, a.environ(t), a.exclude); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := stream.CloseAndRecv()
