@@ -90,26 +90,38 @@ func Binary(name string) (string, error) {
 // CRDFiles returns the paths of agent-sandbox v0.5.6's CRDs (k8s/crds/ in
 // its module), downloading the module into the Go module cache if needed.
 func CRDFiles(ctx context.Context) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", AgentSandboxModule+"@"+AgentSandboxVersion)
+	dir, err := ModuleDir(ctx, AgentSandboxModule, AgentSandboxVersion)
+	if err != nil {
+		return nil, err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "k8s", "crds", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("kubetest: no CRDs under %s", filepath.Join(dir, "k8s", "crds"))
+	}
+	return files, nil
+}
+
+// ModuleDir returns the folder of module at version in the Go module
+// cache, downloading it (that module alone, not its dependencies) if
+// needed: a test reads another project's CRDs from there, never from a
+// copy in this repository.
+func ModuleDir(ctx context.Context, module, version string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("kubetest: go mod download %s@%s: %w: %s", AgentSandboxModule, AgentSandboxVersion, err, stderr.Bytes())
+		return "", fmt.Errorf("kubetest: go mod download %s@%s: %w: %s", module, version, err, stderr.Bytes())
 	}
 	var mod struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &mod); err != nil {
-		return nil, fmt.Errorf("kubetest: go mod download %s@%s: %w", AgentSandboxModule, AgentSandboxVersion, err)
+		return "", fmt.Errorf("kubetest: go mod download %s@%s: %w", module, version, err)
 	}
 	if mod.Error != "" || mod.Dir == "" {
-		return nil, fmt.Errorf("kubetest: go mod download %s@%s: no module directory: %s", AgentSandboxModule, AgentSandboxVersion, mod.Error)
+		return "", fmt.Errorf("kubetest: go mod download %s@%s: no module directory: %s", module, version, mod.Error)
 	}
-	files, err := filepath.Glob(filepath.Join(mod.Dir, "k8s", "crds", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("kubetest: no CRDs under %s", filepath.Join(mod.Dir, "k8s", "crds"))
-	}
-	return files, nil
+	return mod.Dir, nil
 }
 
 // SkipUnlessNode skips tb, naming what to build or install, unless a node

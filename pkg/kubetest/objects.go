@@ -28,6 +28,13 @@ var (
 	cmGVR  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
+// InstallCRDs applies the CustomResourceDefinitions in files (another
+// project's, beside agent-sandbox's that Start installs) and waits until
+// each is established and its kind is in discovery.
+func (c *Cluster) InstallCRDs(ctx context.Context, files ...string) error {
+	return c.installCRDs(ctx, files)
+}
+
 // installCRDs applies every CRD file and waits until each is established
 // and its kind is in discovery.
 func (c *Cluster) installCRDs(ctx context.Context, files []string) error {

@@ -1,8 +1,16 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/slipway-dev/slipway/pkg/atomicfile"
 )
 
 // Cache remembers verification results of targets pinned by digest, keyed
@@ -20,10 +28,66 @@ type Cache struct {
 	mu           sync.Mutex
 	results      map[string]*Result
 	hits, misses int
+	// dir, when set, also holds every passing result, one file per key.
+	dir string
 }
 
 // NewCache returns an empty cache.
 func NewCache() *Cache { return &Cache{results: map[string]*Result{}} }
+
+// OpenCache returns a cache that also keeps its passing results in dir
+// (created 0700 if missing), one file per key named by the key's SHA-256,
+// so that processes run one after another share them: the Argo CD
+// plugin's generate is a new process for every render. Only passes are
+// written: a refusal (an image not signed yet) is remembered by this
+// process alone, so signing the image later is seen by the next one. A
+// file that cannot be read or does not hold the key's result is a miss.
+// Whoever can write dir can make a refusal pass: keep it private to the
+// process (an emptyDir of the plugin's container).
+func OpenCache(dir string) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("policy: verification cache: %w", err)
+	}
+	c := NewCache()
+	c.dir = dir
+	return c, nil
+}
+
+// stored is a result as OpenCache's directory holds it.
+type stored struct {
+	Key    string  `json:"key"`
+	Result *Result `json:"result"`
+}
+
+func (c *Cache) file(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return filepath.Join(c.dir, hex.EncodeToString(sum[:])+".json")
+}
+
+// load reads key's result from the directory, nil when there is none.
+func (c *Cache) load(key string) *Result {
+	b, err := os.ReadFile(c.file(key))
+	if err != nil {
+		return nil
+	}
+	var s stored
+	sum := sha256.Sum256([]byte(key))
+	if json.Unmarshal(b, &s) != nil || s.Result == nil || !s.Result.Verified || s.Key != hex.EncodeToString(sum[:]) {
+		return nil
+	}
+	return s.Result
+}
+
+// store writes a passing result to the directory; a failure to write only
+// costs the next process a verification.
+func (c *Cache) store(key string, r *Result) {
+	sum := sha256.Sum256([]byte(key))
+	b, err := json.Marshal(stored{Key: hex.EncodeToString(sum[:]), Result: r})
+	if err != nil {
+		return
+	}
+	_ = atomicfile.Write(c.file(key), b, 0o600)
+}
 
 // WithCache makes Verify (and VerifyGeneration) answer from c what it
 // verified before, and remember what it verifies.
@@ -50,6 +114,11 @@ func (c *Cache) get(key string) (*Result, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.results[key]
+	if !ok && c.dir != "" {
+		if r = c.load(key); r != nil {
+			c.results[key], ok = r, true
+		}
+	}
 	if !ok {
 		c.misses++
 		return nil, false
@@ -62,6 +131,9 @@ func (c *Cache) put(key string, r *Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.results[key] = r.clone()
+	if c.dir != "" && r.Verified {
+		c.store(key, r)
+	}
 }
 
 // clone copies r deep enough that callers cannot change the cached one.

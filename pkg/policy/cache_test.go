@@ -50,3 +50,47 @@ func TestCache(t *testing.T) {
 		t.Fatalf("a changed key answered from the cache: %v %+v", err, res)
 	}
 }
+
+// OpenCache shares passes between caches (processes) opened on one
+// directory, never refusals: an image signed later is seen by the next.
+func TestOpenCache(t *testing.T) {
+	f := newFixture(t)
+	p := f.policy("  rules:\n    - name: any\n      signatures:\n        keys: [release]\n", false)
+	signed, unsigned := f.push("runners/agent"), f.push("runners/other")
+	f.publish(signed, f.release, builder, buildType, false)
+	dir := filepath.Join(t.TempDir(), "verify")
+	ctx := context.Background()
+	verify := func(d string) (*policy.Result, *policy.Cache) {
+		t.Helper()
+		c, err := policy.OpenCache(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Verify(ctx, policy.Target{Ref: d, Kind: "runner"}, policy.WithCache(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, c
+	}
+	if res, c := verify(signed.String()); !res.Verified {
+		t.Fatalf("signed: %+v", res)
+	} else if h, m := c.Stats(); h != 0 || m != 1 {
+		t.Fatalf("first process: hits %d misses %d", h, m)
+	}
+	if res, c := verify(signed.String()); !res.Verified {
+		t.Fatalf("signed, second process: %+v", res)
+	} else if h, m := c.Stats(); h != 1 || m != 0 {
+		t.Fatalf("second process: hits %d misses %d, want the pass from %s", h, m, dir)
+	}
+	if res, _ := verify(unsigned.String()); res.Verified {
+		t.Fatalf("unsigned: %+v", res)
+	}
+	if res, c := verify(unsigned.String()); res.Verified {
+		t.Fatalf("unsigned, second process: %+v", res)
+	} else if h, m := c.Stats(); h != 0 || m != 1 {
+		t.Fatalf("a refusal was kept on disk: hits %d misses %d", h, m)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("cache dir: %v %v", fi.Mode(), err)
+	}
+}

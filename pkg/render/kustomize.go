@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
+	goyaml "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -37,7 +40,9 @@ const kustomizeConfig = `nameReference:
 
 const emptyKustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
 
-// build copies t into an in-memory file system (without the pools'
+// build copies what the pool's kustomization can read (its folder and the
+// folders its resources, components and bases name, transitively: see
+// copyNeeded) into an in-memory file system (without the pools'
 // generations and evidence folders, which are Slipway's documents and no
 // kustomize input), adds the generated objects to the pool's
 // kustomization as one more resource, so that its transformers
@@ -47,7 +52,7 @@ const emptyKustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: K
 func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gens map[string]*generation.Generation, hook func(filesys.FileSystem, string)) ([]byte, error) {
 	name := pl.Metadata.Name
 	fsys := filesys.MakeFsInMemory()
-	if err := copyTree(t, "", fsys); err != nil {
+	if err := copyNeeded(t, pool.Dir(name), fsys, map[string]bool{}); err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
 	dir := "/" + pool.Dir(name)
@@ -129,6 +134,68 @@ func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gen
 		out.WriteString(s)
 	}
 	return []byte(out.String()), nil
+}
+
+// copyNeeded copies the folder dir of t into fsys and, for the
+// kustomization it holds, every folder its resources, components and
+// bases name (relative paths inside the tree), the same way. That is all
+// kustomize can read with its default load restrictions (a file it loads
+// must be inside the kustomization's folder; only a resource, component or
+// base may be another folder), so a config repository of 10,000 files is
+// not copied for a pool that reads forty. An entry that is a file is in
+// dir already; a URL or a path out of the tree is left for kustomize to
+// refuse.
+func copyNeeded(t Tree, dir string, fsys filesys.FileSystem, done map[string]bool) error {
+	if done[dir] {
+		return nil
+	}
+	done[dir] = true
+	if err := copyTree(t, dir, fsys); err != nil {
+		return err
+	}
+	var kb []byte
+	for _, f := range konfig.RecognizedKustomizationFileNames() {
+		b, err := t.ReadFile(path.Join(dir, f))
+		if err == nil {
+			kb = b
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if kb == nil {
+		return nil
+	}
+	var k struct {
+		Resources  []string `yaml:"resources"`
+		Components []string `yaml:"components"`
+		Bases      []string `yaml:"bases"`
+	}
+	if err := goyaml.Unmarshal(kb, &k); err != nil {
+		return nil // kustomize reports it, naming the file
+	}
+	for _, e := range slices.Concat(k.Resources, k.Components, k.Bases) {
+		if strings.Contains(e, "://") || path.IsAbs(e) {
+			continue
+		}
+		p := path.Clean(path.Join(dir, e))
+		if p == ".." || strings.HasPrefix(p, "../") || p == "." {
+			if p == "." {
+				if err := copyTree(t, "", fsys); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if _, err := t.ReadFile(p); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			continue // a file (in dir already), or kustomize's error to give
+		}
+		if err := copyNeeded(t, p, fsys, done); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // copyTree copies the files below dir of t into fsys, skipping every

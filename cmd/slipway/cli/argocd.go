@@ -10,6 +10,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/argocd"
 	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/policy"
 	"github.com/slipway-dev/slipway/pkg/render"
 )
 
@@ -37,7 +38,8 @@ func argocdRoot() (string, error) {
 }
 
 func newCmdArgoCDGenerate(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var cacheDir string
+	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "The config management plugin's generate: a pool's verified objects from the checked-out config repository",
 		Long: `generate runs in the working directory Argo CD gives a config management plugin (the
@@ -48,7 +50,10 @@ against the repository's policies/verification.yaml (or the parameter policy, a 
 repository, when it holds none) before anything is printed; a refusal names the generation,
 the pin and the failed check on stderr. A pool with no generation is an error unless the
 parameter allow-empty is true (only while the pool is being removed). The output is a pure
-function of the tree and the parameters. Exit 0 rendered, 1 refused, 2 usage, input or I/O.`,
+function of the tree and the parameters. With --verify-cache-dir (default
+$SLIPWAY_VERIFY_CACHE_DIR), passing verification results are kept there, keyed by the policy,
+its keys and the image digest, and the next run answers from them. Exit 0 rendered, 1
+refused, 2 usage, input or I/O.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			env, err := argocd.ReadEnv(os.Getenv)
@@ -59,7 +64,15 @@ function of the tree and the parameters. Exit 0 rendered, 1 refused, 2 usage, in
 			if err != nil {
 				return err
 			}
-			res, err := argocd.Generate(cmd.Context(), root, env)
+			var opts []render.Option
+			if cacheDir != "" {
+				c, err := policy.OpenCache(cacheDir)
+				if err != nil {
+					return usage(err)
+				}
+				opts = append(opts, render.WithVerifyCache(c))
+			}
+			res, err := argocd.Generate(cmd.Context(), root, env, opts...)
 			switch {
 			case errors.Is(err, render.ErrNotVerified):
 				return failed(err)
@@ -70,6 +83,8 @@ function of the tree and the parameters. Exit 0 rendered, 1 refused, 2 usage, in
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&cacheDir, "verify-cache-dir", os.Getenv("SLIPWAY_VERIFY_CACHE_DIR"), "keep passing verification results here for the next run (a directory private to the plugin)")
+	return cmd
 }
 
 func newCmdArgoCDParameters(g *globals) *cobra.Command {

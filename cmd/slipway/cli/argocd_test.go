@@ -111,6 +111,9 @@ func TestArgoCDGenerate(t *testing.T) {
 	t.Setenv("ARGOCD_APP_SOURCE_PATH", "pools/agents")
 	t.Setenv("ARGOCD_APP_PARAMETERS", `[{"name":"pool","string":"agents"}]`)
 
+	cacheDir := filepath.Join(t.TempDir(), "verify")
+	t.Setenv("SLIPWAY_VERIFY_CACHE_DIR", cacheDir)
+
 	setState(t, root, signed)
 	r := run(t, app, "argocd", "generate")
 	if r.code != 0 || strings.Count(r.stdout, "kind: SandboxTemplate") != 1 || strings.Count(r.stdout, "kind: SandboxWarmPool") != 1 ||
@@ -119,6 +122,9 @@ func TestArgoCDGenerate(t *testing.T) {
 	}
 	if again := run(t, app, "argocd", "generate"); again.code != 0 || again.stdout != r.stdout {
 		t.Fatalf("second render differs: %+v", again)
+	}
+	if kept, _ := filepath.Glob(filepath.Join(cacheDir, "*.json")); len(kept) != 3 {
+		t.Fatalf("verification cache holds %d results, want 3 (one per pinned image): %v", len(kept), kept)
 	}
 
 	r = run(t, app, "argocd", "parameters")

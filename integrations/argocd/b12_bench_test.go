@@ -1,0 +1,237 @@
+package argocd_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// b12Tree writes, beside checkout's pool agents, the rest of a config
+// repository of the shape of benchmark B5's (pkg/release: 200 pools of 10
+// generations and 27 manifests each, clusters/ filling up to 10,000 files;
+// here pools pools and files files;
+// manifests of 300 to 2,700 bytes, half random): 199 more pools and the
+// clusters' manifests, and pool agents' own 27 manifests and
+// kustomization. It returns how many files the tree holds.
+func b12Tree(tb testing.TB, root string, pools, files int) int {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(12, 5))
+	kinds := []string{"deployment", "configmap", "service", "networkpolicy", "serviceaccount", "hpa"}
+	manifest := func(name, ns string) string {
+		noise := 150 + rng.IntN(1200)
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\n  labels:\n    app.kubernetes.io/part-of: sandbox-platform\ndata:\n", name, ns)
+		for i := 0; sb.Len() < noise; i++ {
+			fmt.Fprintf(&sb, "  setting-%03d: \"enabled for the sandbox tier, see runbook\"\n", i)
+		}
+		sb.WriteString("  blob: ")
+		for range noise {
+			sb.WriteByte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[rng.IntN(64)])
+		}
+		sb.WriteString("\n")
+		return sb.String()
+	}
+	write := func(p, body string) {
+		full := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	pool := func(name string, gens int) {
+		var res strings.Builder
+		for i := range 27 {
+			f := fmt.Sprintf("%s-%02d.yaml", kinds[i%len(kinds)], i/len(kinds))
+			write("pools/"+name+"/manifests/"+f, manifest(strings.TrimSuffix(f, ".yaml"), name))
+			fmt.Fprintf(&res, "  - manifests/%s\n", f)
+		}
+		write("pools/"+name+"/kustomization.yaml", "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: sandboxes\nlabels:\n  - pairs:\n      team: "+name+"\nresources:\n"+res.String())
+		if name == "agents" {
+			return
+		}
+		write("pools/"+name+"/pool.yaml", strings.Replace(poolYAML, "name: agents", "name: "+name, 1))
+		write("pools/"+name+"/desired.yaml", "apiVersion: slipway.dev/v1alpha1\nkind: PoolState\npool: "+name+"\ngenerations: []\n")
+		for g := range gens {
+			write(fmt.Sprintf("pools/%s/generations/g-%064x.yaml", name, rng.Uint64()), manifest(fmt.Sprint("g", g), name))
+		}
+	}
+	pool("agents", 0)
+	for i := 1; i < pools; i++ {
+		pool(fmt.Sprintf("pool-%04d", i), 10)
+	}
+	n := 0
+	filepath.Walk(root, func(_ string, fi os.FileInfo, _ error) error {
+		if fi != nil && !fi.IsDir() {
+			n++
+		}
+		return nil
+	})
+	for i := 0; n < files; i, n = i+1, n+1 {
+		f := fmt.Sprintf("clusters/c-%02d/app-%03d/%s-%02d.yaml", i%20, i/20%50, kinds[i%len(kinds)], i/len(kinds))
+		write(f, manifest(strings.TrimSuffix(filepath.Base(f), ".yaml"), filepath.Base(filepath.Dir(f))))
+	}
+	return n
+}
+
+// BenchmarkB12ArgoCD is benchmark B12: Argo CD's CMP server running
+// Slipway's plugin.yaml renders and verifies pool agents, with 20
+// generations (60 images signed by the key the policy trusts, in the
+// in-process registry), of a config repository of B5's shape (10,000
+// files), driven by Argo CD's client as the repo-server does (the whole
+// checkout streamed by SendRepoStream, then `slipway argocd generate` in
+// the sidecar); beside it, in the same run, `kustomize build` ($KUSTOMIZE,
+// the CLI make bench builds) of the same pool's kustomization with the
+// generated objects added as a resource, on disk. It reports the plugin
+// with an empty verification cache (every signature checked against the
+// registry) and with the results kept in $SLIPWAY_VERIFY_CACHE_DIR by an
+// earlier render (the steady state: Argo CD renders again on every
+// refresh), the same with clusters/ left out of the stream (the
+// repo-server's tar exclusions), the checkout's stream and untar alone (a
+// MatchRepository call), the generate command alone in the checkout (no streaming), and
+// kustomize's time, and the ratios. Target: warm plugin within 1.5x of
+// kustomize. BENCH_SMOKE=1: 4 generations, 2,000 files.
+func BenchmarkB12ArgoCD(b *testing.B) {
+	kustomize := os.Getenv("KUSTOMIZE")
+	if kustomize == "" {
+		b.Skip("set KUSTOMIZE to the kustomize CLI (make bench does)")
+	}
+	n, pools, total := 20, 200, 10000
+	if os.Getenv("BENCH_SMOKE") != "" {
+		n, pools, total = 4, 40, 2000
+	}
+	w := newWorld(b)
+	var gens []*gen
+	var states []string
+	prev := ""
+	for i := range n {
+		label := fmt.Sprint("g", i)
+		gens = append(gens, w.generation(b, label, prev,
+			w.image(b, fmt.Sprintf("platform/control-plane:cp%d", i), "ci"),
+			w.image(b, fmt.Sprintf("platform/runner:r%d", i), "ci"),
+			w.image(b, fmt.Sprintf("templates/tools:t%d", i), "ci")))
+		prev = label
+		states = append(states, map[bool]string{true: "retained", false: "draining"}[i < n-3])
+	}
+	states[n-2], states[n-1] = "active", "warming"
+	root := b.TempDir()
+	w.checkout(b, root, nil, map[string]string{"pools/agents/desired.yaml": statesYAML(gens, states)})
+	files := b12Tree(b, root, pools, total)
+	cacheDir := filepath.Join(b.TempDir(), "verify")
+	s := startCMP(b, "SLIPWAY_VERIFY_CACHE_DIR="+cacheDir)
+	rev := strings.Repeat("b1", 20)
+	a := app{name: "pool-agents", path: "pools/agents", revision: rev, params: map[string]string{"pool": "agents"}}
+
+	// The kustomize input: the pool's kustomization and manifests, and the
+	// objects the plugin generated (its own are those Slipway adds).
+	first, err := s.generate(b, root, a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	input := b.TempDir()
+	var generated strings.Builder
+	for _, m := range first {
+		var o struct{ Kind string }
+		if err := json.Unmarshal([]byte(m), &o); err != nil {
+			b.Fatal(err)
+		}
+		if strings.HasPrefix(o.Kind, "Sandbox") {
+			y, err := yaml.JSONToYAML([]byte(m))
+			if err != nil {
+				b.Fatal(err)
+			}
+			fmt.Fprintf(&generated, "---\n%s", y)
+		}
+	}
+	if err := os.CopyFS(input, os.DirFS(filepath.Join(root, "pools", "agents"))); err != nil {
+		b.Fatal(err)
+	}
+	kb, err := os.ReadFile(filepath.Join(input, "kustomization.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for f, body := range map[string]string{"generated.yaml": generated.String(), "kustomization.yaml": string(kb) + "  - generated.yaml\n"} {
+		if err := os.WriteFile(filepath.Join(input, f), []byte(body), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out, err := exec.Command(kustomize, "build", input).Output()
+	if err != nil {
+		b.Fatalf("kustomize build: %v %s", err, exitStderr(err))
+	}
+	if got, want := strings.Count(string(out), "kind: SandboxTemplate"), strings.Count(generated.String(), "kind: SandboxTemplate"); got != n || want != n || len(first) < n+27 {
+		b.Fatalf("kustomize: %d SandboxTemplates, plugin %d, want %d; plugin: %d objects", got, want, n, len(first))
+	}
+
+	timed := func(f func()) time.Duration {
+		b.StartTimer()
+		start := time.Now()
+		f()
+		d := time.Since(start)
+		b.StopTimer()
+		return d
+	}
+	env := a.environ(b)
+	var cold, warm, excluded, alone, stream, kust time.Duration
+	// The repo-server can leave out of the stream what no plugin reads
+	// (argocd-cmd-params-cm reposerver.plugin.tar.exclusions).
+	ax := a
+	ax.exclude = []string{"clusters"}
+	for b.Loop() {
+		b.StopTimer()
+		if err := os.RemoveAll(cacheDir); err != nil {
+			b.Fatal(err)
+		}
+		var m1, m2 []string
+		cold = timed(func() { m1, err = s.generate(b, root, a) })
+		if err != nil {
+			b.Fatal(err)
+		}
+		warm = timed(func() { m2, err = s.generate(b, root, a) })
+		if err != nil || strings.Join(m1, "") != strings.Join(m2, "") || strings.Join(m1, "") != strings.Join(first, "") {
+			b.Fatalf("renders differ: %v", err)
+		}
+		var m3 []string
+		excluded = timed(func() { m3, err = s.generate(b, root, ax) })
+		if err != nil || strings.Join(m3, "") != strings.Join(first, "") {
+			b.Fatalf("render with clusters/ left out of the stream differs: %v", err)
+		}
+		if kept, _ := filepath.Glob(filepath.Join(cacheDir, "*.json")); len(kept) != 3*n {
+			b.Fatalf("verification cache: %d results, want %d", len(kept), 3*n)
+		}
+		alone = timed(func() { must(b, filepath.Join(root, "pools", "agents"), env, "argocd", "generate") })
+		// What the CMP protocol costs before any command runs: the
+		// checkout tarred, streamed and untarred (MatchRepository does
+		// that and a glob).
+		stream = timed(func() {
+			if !s.match(b, root, a) {
+				b.Fatal("MatchRepository: not supported")
+			}
+		})
+		kust = timed(func() {
+			if err := exec.Command(kustomize, "build", input).Run(); err != nil {
+				b.Fatal(err)
+			}
+		})
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(cold.Milliseconds()), "cold-ms")
+	b.ReportMetric(float64(warm.Milliseconds()), "warm-ms")
+	b.ReportMetric(float64(alone.Milliseconds()), "generate-ms")
+	b.ReportMetric(float64(stream.Milliseconds()), "stream-ms")
+	b.ReportMetric(float64(excluded.Milliseconds()), "warm-excluding-clusters-ms")
+	b.ReportMetric(float64(kust.Milliseconds()), "kustomize-ms")
+	b.ReportMetric(float64(warm)/float64(kust), "warm/kustomize")
+	fmt.Fprintf(os.Stderr, "B12: %d generations (%d signed images), %d files: CMP server render+verify cold cache %v, warm cache %v (of which the checkout's stream and untar, as MatchRepository pays it, %v; warm with clusters/ left out of the stream %v; generate alone in the checkout %v); kustomize build (CLI) %v; warm/kustomize %.2fx (target 1.5x), cold/kustomize %.2fx, generate/kustomize %.2fx\n",
+		n, 3*n, files, cold.Round(time.Millisecond), warm.Round(time.Millisecond), stream.Round(time.Millisecond), excluded.Round(time.Millisecond), alone.Round(time.Millisecond), kust.Round(time.Millisecond),
+		float64(warm)/float64(kust), float64(cold)/float64(kust), float64(alone)/float64(kust))
+}
