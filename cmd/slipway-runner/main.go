@@ -5,6 +5,8 @@
 //	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR
 //	slipway-runner serve --listen-unix PATH   (in a pod: generation and sandbox from $SLIPWAY_GENERATION, $SLIPWAY_SANDBOX_ID)
 //	slipway-runner connect PATH               (bridges stdin and stdout to the runner's socket: run through pod exec)
+//	slipway-runner credential put NAME        (stdin becomes /run/slipway/credentials/NAME, mode 0400: run through pod exec)
+//	slipway-runner credential rm NAME         (removes it; one not there is no error)
 //	slipway-runner version
 //	slipway-runner install DIR            (copies itself to DIR/slipway-runner: a Kubernetes init container)
 //	slipway-runner probe dial HOST:PORT   (exit 0: connected; 3: could not; IPv6 as [ADDR]:PORT)
@@ -39,13 +41,16 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: slipway-runner serve|connect|version|install|probe [flags]")
+		return fmt.Errorf("usage: slipway-runner serve|connect|credential|version|install|probe [flags]")
 	}
 	if args[0] == "connect" { // before hashing itself: it runs for every call through pod exec
 		if len(args) != 2 {
 			return fmt.Errorf("usage: slipway-runner connect SOCKET")
 		}
 		return runner.Bridge(args[1], os.Stdin, os.Stdout)
+	}
+	if args[0] == "credential" {
+		return credential(args[1:], runner.CredentialDir)
 	}
 	digest, err := runner.SelfDigest()
 	if err != nil {
@@ -61,7 +66,7 @@ func run(args []string) error {
 		return install(args[1:], digest)
 	case "serve":
 	default:
-		return fmt.Errorf("unknown command %q: want serve, connect, version, install or probe", args[0])
+		return fmt.Errorf("unknown command %q: want serve, connect, credential, version, install or probe", args[0])
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fd := fs.Int("listen-fd", 0, "file descriptor of the listening unix socket")
@@ -96,6 +101,27 @@ func run(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// credential puts its standard input as a credential file in dir, or
+// removes one: the Kubernetes backend places a claim's token this way, by
+// a pod exec whose stdin carries it (never its arguments or environment).
+// The exec runs as the container's user, so the file is the sandbox
+// user's. dir must be in memory (the render's memory emptyDir).
+func credential(args []string, dir string) error {
+	if len(args) != 2 || (args[0] != "put" && args[0] != "rm") {
+		return fmt.Errorf("usage: slipway-runner credential put NAME (data on stdin) | credential rm NAME")
+	}
+	if err := runner.CredentialName(args[1]); err != nil {
+		return err
+	}
+	if args[0] == "rm" {
+		return runner.RemoveCredential(dir, args[1])
+	}
+	if err := runner.InMemory(dir); err != nil {
+		return err
+	}
+	return runner.PutCredential(dir, args[1], os.Stdin)
 }
 
 // install copies the running binary to DIR/slipway-runner, mode 0555,

@@ -58,7 +58,8 @@ func TestStaticAndKnowsItself(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "slipway-runner")); err != nil || fi.Mode().Perm() != 0o555 {
 		t.Errorf("installed copy: %v %v", fi, err)
 	}
-	for _, args := range [][]string{nil, {"bogus"}, {"serve", "--listen-fd", "99"}, {"install"}, {"install", filepath.Join(dir, "missing")}} {
+	for _, args := range [][]string{nil, {"bogus"}, {"serve", "--listen-fd", "99"}, {"install"}, {"install", filepath.Join(dir, "missing")},
+		{"credential"}, {"credential", "cat", "token"}, {"credential", "put", "a/b"}, {"credential", "rm", "../token"}} {
 		if out, err := exec.Command(bin, args...).CombinedOutput(); err == nil || !strings.HasPrefix(string(out), "slipway-runner: ") {
 			t.Errorf("%v: %v %q", args, err, out)
 		}

@@ -22,8 +22,10 @@
 // package sandbox/kube), the runtimeClass
 // pin's id as runtimeClassName, the nodeImage pin as a node selector when
 // pool.yaml sets spec.kubernetes.nodeImageLabel, the secretVersion pin as
-// a projected Secret named by SecretName, mounted at
-// /run/slipway/credentials, and the pool's network as the template's
+// a projected Secret named by SecretName, mounted read-only at SecretDir
+// (/run/slipway/secret), with a writable memory emptyDir at
+// sandbox.CredentialDir (/run/slipway/credentials) where the runtime puts
+// each claim's token through pod exec, and the pool's network as the template's
 // networkPolicy (no ingress; egress only to the allow-list, whose entries
 // must be IP:PORT or CIDR:PORT: a host name is refused, since a network
 // policy selects by address). Warming and active generations also get a

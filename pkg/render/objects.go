@@ -57,6 +57,7 @@ const (
 	RunnerInitContainer = "slipway-runner"
 	runnerVolume        = "slipway-runner"
 	credentialsVolume   = "slipway-credentials"
+	secretVolume        = "slipway-secret"
 	socketVolume        = "slipway-runner-socket"
 	// RunnerSocketDir is a small emptyDir of the workspace container
 	// holding RunnerSocket, where the runner (the container's command)
@@ -67,6 +68,16 @@ const (
 	RunnerSocket    = RunnerSocketDir + "/runner.sock"
 	// RunnerBinary is the runner's path in the workspace container.
 	RunnerBinary = RunnerDir + "/slipway-runner"
+	// SecretDir is where the workspace container of a generation that
+	// pins a secretVersion finds the projected Secret of that version
+	// (SecretName), read-only. It is not sandbox.CredentialDir: that is a
+	// writable memory emptyDir of its own, where the runtime puts each
+	// claim's token through pod exec after the claim (package
+	// sandbox/kube), since a warm member is made before anyone claims it.
+	SecretDir = "/run/slipway/secret"
+	// CredentialDirSize is the sizeLimit of the memory emptyDir at
+	// sandbox.CredentialDir.
+	CredentialDirSize = "1Mi"
 )
 
 // GenerationLabel is the value of LabelGeneration for generation id.
@@ -159,10 +170,14 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 		map[string]any{"name": socketVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "1Mi"}},
 	}
 	if sv, ok := g.Pins[generation.SecretVersion]; ok {
-		mounts = append(mounts, map[string]any{"name": credentialsVolume, "mountPath": sandbox.CredentialDir, "readOnly": true})
-		volumes = append(volumes, map[string]any{"name": credentialsVolume, "projected": map[string]any{
-			"sources": []any{map[string]any{"secret": map[string]any{"name": SecretName(sv.Identity())}}},
-		}})
+		mounts = append(mounts,
+			map[string]any{"name": credentialsVolume, "mountPath": sandbox.CredentialDir},
+			map[string]any{"name": secretVolume, "mountPath": SecretDir, "readOnly": true})
+		volumes = append(volumes,
+			map[string]any{"name": credentialsVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": CredentialDirSize}},
+			map[string]any{"name": secretVolume, "projected": map[string]any{
+				"sources": []any{map[string]any{"secret": map[string]any{"name": SecretName(sv.Identity())}}},
+			}})
 	}
 	podSpec := map[string]any{
 		"automountServiceAccountToken": false,

@@ -1,11 +1,16 @@
 package sandbox
 
-import "context"
+import (
+	"context"
+
+	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+)
 
 // CredentialDir is where a sandbox finds the credentials issued to its
 // claim: a tmpfs of the sandbox's own (in memory, never on a disk), one
 // file per credential, readable only by the sandbox's user.
-const CredentialDir = "/run/slipway/credentials"
+// `slipway-runner credential put` writes in it (runner.CredentialDir).
+const CredentialDir = runner.CredentialDir
 
 // Credentials is implemented by a Backend that can place credentials in a
 // running sandbox's CredentialDir after it started (a warm sandbox is made

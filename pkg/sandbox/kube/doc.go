@@ -34,6 +34,14 @@
 // its sandbox id (the pod's name) from the downward API and its generation
 // from the template.
 //
+// Backend implements sandbox.Credentials too: PutCredential is a pod exec
+// of `slipway-runner credential put NAME` whose standard input carries
+// the data (never its arguments, environment, a log or an error); the
+// runner writes it atomically, mode 0400, in sandbox.CredentialDir, the
+// memory emptyDir render mounts there for a generation that pins a
+// secretVersion, as the container's user. RemoveCredential is the same
+// with `credential rm`; a pod that is gone has nothing to remove.
+//
 // It is not the runtime (which grants claims and records manifests on any
 // backend), and it applies nothing: render and kubeapply (or Argo CD) put
 // the templates and warm pools in the cluster.

@@ -103,8 +103,17 @@ func (n *node) generation(t testing.TB, from *generation.Generation) *generation
 // generationOf is generation with template templateRef ("": the world's).
 func (n *node) generationOf(t testing.TB, from *generation.Generation, templateRef string) *generation.Generation {
 	t.Helper()
+	return n.generationPinning(t, from, templateRef, nil)
+}
+
+// generationPinning is generationOf with the pins of extra added.
+func (n *node) generationPinning(t testing.TB, from *generation.Generation, templateRef string, extra generation.Pins) *generation.Generation {
+	t.Helper()
 	g := n.w.Generation(t, n.pool, from, templateRef)
 	g.Pins[generation.RuntimeClass] = generation.Pin{ID: "runc"}
+	for k, p := range extra {
+		g.Pins[k] = p
+	}
 	var compat *generation.Compatibility
 	if from == nil {
 		compat = &g.Compatibility
