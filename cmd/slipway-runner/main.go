@@ -8,7 +8,9 @@
 //	slipway-runner credential put NAME        (stdin becomes /run/slipway/credentials/NAME, mode 0400: run through pod exec)
 //	slipway-runner credential rm NAME         (removes it; one not there is no error)
 //	slipway-runner version
-//	slipway-runner install DIR            (copies itself to DIR/slipway-runner: a Kubernetes init container)
+//	slipway-runner install DIR [--refresh RDIR]
+//	                                      (copies itself to DIR/slipway-runner: a Kubernetes init container;
+//	                                      with --refresh, also the pod's refresh phase: RDIR/machine-id)
 //	slipway-runner probe dial HOST:PORT   (exit 0: connected; 3: could not; IPv6 as [ADDR]:PORT)
 //	slipway-runner probe write DIR        (exit 0: a file was written, read back and removed)
 //
@@ -30,6 +32,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 )
 
 func main() {
@@ -128,10 +131,24 @@ func credential(args []string, dir string) error {
 // and checks that the copy is the binary that ran (digest): the init
 // container of a rendered SandboxTemplate brings the runner, pinned by its
 // image's digest, into the workspace container this way, since the runner
-// image holds nothing else (no cp).
+// image holds nothing else (no cp). With --refresh RDIR it first runs the
+// pod's refresh phase (shape.RefreshPod): a fresh machine id in
+// RDIR/machine-id, which the workspace container mounts read-only over
+// /etc/machine-id.
 func install(args []string, digest string) error {
+	refresh := ""
+	if len(args) == 3 && args[1] == "--refresh" && args[2] != "" {
+		refresh, args = args[2], args[:1]
+	}
 	if len(args) != 1 {
-		return fmt.Errorf("usage: slipway-runner install DIR")
+		return fmt.Errorf("usage: slipway-runner install DIR [--refresh RDIR]")
+	}
+	if refresh != "" {
+		res, err := shape.RefreshPod(refresh)
+		if err != nil {
+			return fmt.Errorf("install: %w", err)
+		}
+		fmt.Printf("refreshed %s: %s\n", res.Kind, res.Detail)
 	}
 	src, err := os.Open("/proc/self/exe")
 	if err != nil {

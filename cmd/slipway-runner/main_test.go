@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 )
 
 // Built as the Makefile builds it, the runner is a static executable (it
@@ -58,7 +59,37 @@ func TestStaticAndKnowsItself(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "slipway-runner")); err != nil || fi.Mode().Perm() != 0o555 {
 		t.Errorf("installed copy: %v %v", fi, err)
 	}
+	// install --refresh also runs a pod's refresh phase: a fresh machine id
+	// per pod (per refresh folder), read-only, kept when run again.
+	var ids []string
+	for i := range 2 {
+		rdir, bindir := t.TempDir(), t.TempDir()
+		for range 2 {
+			if out, err := exec.Command(bin, "install", bindir, "--refresh", rdir).CombinedOutput(); err != nil || !strings.Contains(string(out), "refreshed machine-id") {
+				t.Fatalf("install --refresh: %v %s", err, out)
+			}
+			id, err := os.ReadFile(filepath.Join(rdir, shape.MachineIDFile))
+			if err != nil || !shape.ValidMachineID(id) {
+				t.Fatalf("pod %d: machine id %q %v", i, id, err)
+			}
+			if len(ids) == i {
+				ids = append(ids, string(id))
+			} else if ids[i] != string(id) {
+				t.Errorf("pod %d: the second run changed the machine id %q to %q", i, ids[i], id)
+			}
+		}
+		if fi, err := os.Stat(filepath.Join(rdir, shape.MachineIDFile)); err != nil || fi.Mode().Perm() != 0o444 {
+			t.Errorf("machine id: %v %v", fi, err)
+		}
+		if got, _ := runner.FileDigest(filepath.Join(bindir, "slipway-runner")); got != want {
+			t.Errorf("install --refresh: installed copy %s, want %s", got, want)
+		}
+	}
+	if ids[0] == ids[1] {
+		t.Errorf("two pods got the same machine id %q", ids[0])
+	}
 	for _, args := range [][]string{nil, {"bogus"}, {"serve", "--listen-fd", "99"}, {"install"}, {"install", filepath.Join(dir, "missing")},
+		{"install", dir, "--refresh"}, {"install", dir, "--refresh", filepath.Join(dir, "missing")}, {"install", dir, "--bogus", dir},
 		{"credential"}, {"credential", "cat", "token"}, {"credential", "put", "a/b"}, {"credential", "rm", "../token"}} {
 		if out, err := exec.Command(bin, args...).CombinedOutput(); err == nil || !strings.HasPrefix(string(out), "slipway-runner: ") {
 			t.Errorf("%v: %v %q", args, err, out)

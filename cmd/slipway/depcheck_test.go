@@ -56,13 +56,14 @@ func TestDependenciesPointDown(t *testing.T) {
 		// sandbox (refresh phase, workspace, environment) over isolate, shared
 		// by the template build's tests and the local backend; the Backend
 		// interface over rootfs, the local backend over rootfs and isolate.
-		// The runner artifact stays small: the protocol package and nothing
-		// else of Slipway's.
+		// The runner artifact stays small: the protocol package, and the
+		// shape's refresh phase it runs as a pod's init container (over
+		// isolate, standard library only), nothing else of Slipway's.
 		"pkg/sandbox/runner": {},
 		"pkg/sandbox/shape":  {"pkg/isolate"},
 		"pkg/sandbox":        {"pkg/rootfs", "pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},
 		"pkg/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/atomicfile", "pkg/sandbox", "pkg/sandbox/runner", "pkg/sandbox/shape"},
-		"cmd/slipway-runner": {"pkg/sandbox/runner"},
+		"cmd/slipway-runner": {"pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},
 		// The Kubernetes backend: agent-sandbox's objects as render names
 		// them, the runner reached through pod exec; nothing of the runtime.
 		"pkg/sandbox/kube": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},

@@ -19,7 +19,10 @@
 // an emptyDir of its own, with the generation in $SLIPWAY_GENERATION and
 // the pod's name, the sandbox's id, from the downward API in
 // $SLIPWAY_SANDBOX_ID: the runtime reaches it through pod exec, see
-// package sandbox/kube), the runtimeClass
+// package sandbox/kube; the same init container writes the pod's
+// refresh phase, a fresh machine id, into a memory emptyDir at RefreshDir,
+// mounted read-only by subPath over /etc/machine-id: no random seed or ssh
+// host keys in a pod, see RefreshDir), the runtimeClass
 // pin's id as runtimeClassName, the nodeImage pin as a node selector when
 // pool.yaml sets spec.kubernetes.nodeImageLabel, the secretVersion pin as
 // a projected Secret named by SecretName, mounted read-only at SecretDir

@@ -14,6 +14,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/pool"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 )
 
 // Labels and annotations Slipway puts on what it renders.
@@ -78,6 +79,16 @@ const (
 	// CredentialDirSize is the sizeLimit of the memory emptyDir at
 	// sandbox.CredentialDir.
 	CredentialDirSize = "1Mi"
+	// RefreshDir is where the init container (slipway-runner install
+	// --refresh) writes the pod's refresh phase (shape.RefreshPod), a
+	// small memory emptyDir: its machine-id is mounted read-only over
+	// /etc/machine-id of the workspace container, so every pod has a
+	// fresh one as every local sandbox does. No random seed and no ssh
+	// host keys on Kubernetes: the init container cannot see the
+	// template's files.
+	RefreshDir    = "/run/slipway/refresh"
+	MachineIDPath = "/etc/machine-id"
+	refreshVolume = "slipway-refresh"
 )
 
 // GenerationLabel is the value of LabelGeneration for generation id.
@@ -164,10 +175,12 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 	mounts := []any{
 		map[string]any{"name": runnerVolume, "mountPath": RunnerDir, "readOnly": true},
 		map[string]any{"name": socketVolume, "mountPath": RunnerSocketDir},
+		map[string]any{"name": refreshVolume, "mountPath": MachineIDPath, "subPath": shape.MachineIDFile, "readOnly": true},
 	}
 	volumes := []any{
 		map[string]any{"name": runnerVolume, "emptyDir": map[string]any{}},
 		map[string]any{"name": socketVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "1Mi"}},
+		map[string]any{"name": refreshVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "1Mi"}},
 	}
 	if sv, ok := g.Pins[generation.SecretVersion]; ok {
 		mounts = append(mounts,
@@ -182,10 +195,13 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 	podSpec := map[string]any{
 		"automountServiceAccountToken": false,
 		"initContainers": []any{map[string]any{
-			"name":         RunnerInitContainer,
-			"image":        run.Image,
-			"command":      []any{sandbox.RunnerPath, "install", RunnerDir},
-			"volumeMounts": []any{map[string]any{"name": runnerVolume, "mountPath": RunnerDir}},
+			"name":    RunnerInitContainer,
+			"image":   run.Image,
+			"command": []any{sandbox.RunnerPath, "install", RunnerDir, "--refresh", RefreshDir},
+			"volumeMounts": []any{
+				map[string]any{"name": runnerVolume, "mountPath": RunnerDir},
+				map[string]any{"name": refreshVolume, "mountPath": RefreshDir},
+			},
 		}},
 		"containers": []any{map[string]any{
 			"name":    WorkspaceContainer,

@@ -12,7 +12,9 @@
 //     must not carry, made fresh and mounted read-only over the template's
 //     files: always a new /etc/machine-id (and /var/lib/dbus/machine-id
 //     when the template has one); a new /var/lib/systemd/random-seed and
-//     new ssh host keys when the template's refresh list asks;
+//     new ssh host keys when the template's refresh list asks; in a pod
+//     on Kubernetes (RefreshPod, run by the pod's init container, which
+//     cannot see the template's files) only the new /etc/machine-id;
 //   - a private writable workspace at the working directory (Workdir),
 //     seeded from the template's own copy of it (SeedWorkspace);
 //   - the environment (Env): the image's, with PATH and HOME defaults.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,13 +54,12 @@ func Refresh(ctx context.Context, root string, kinds []string, dir string) ([]is
 	var mounts []isolate.Mount
 	var results []RefreshResult
 
-	// machine-id: 32 lowercase hex digits and a newline (machine-id(5)).
-	id := make([]byte, 16)
-	if _, err := rand.Read(id); err != nil {
+	id, err := NewMachineID()
+	if err != nil {
 		return nil, nil, err
 	}
-	midFile := filepath.Join(dir, "machine-id")
-	if err := os.WriteFile(midFile, []byte(hex.EncodeToString(id)+"\n"), 0o444); err != nil {
+	midFile := filepath.Join(dir, MachineIDFile)
+	if err := os.WriteFile(midFile, id, 0o444); err != nil {
 		return nil, nil, err
 	}
 	mounts = append(mounts, isolate.Mount{Source: midFile, Target: "/etc/machine-id", ReadOnly: true})

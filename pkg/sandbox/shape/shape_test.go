@@ -53,3 +53,50 @@ func TestMountPoints(t *testing.T) {
 		t.Fatal("a directory where a file mount point goes was accepted")
 	}
 }
+
+// RefreshPod writes a pod's machine id: valid, read-only, different per
+// pod, kept when the pod's init container runs again.
+func TestRefreshPod(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	for _, dir := range []string{a, b} {
+		res, err := shape.RefreshPod(dir)
+		if err != nil || !res.Done || res.Kind != shape.RefreshMachineID {
+			t.Fatalf("RefreshPod(%s) = %+v, %v", dir, res, err)
+		}
+	}
+	ida, _ := os.ReadFile(filepath.Join(a, shape.MachineIDFile))
+	idb, _ := os.ReadFile(filepath.Join(b, shape.MachineIDFile))
+	if !shape.ValidMachineID(ida) || !shape.ValidMachineID(idb) || string(ida) == string(idb) {
+		t.Fatalf("machine ids %q %q: want two different valid ones", ida, idb)
+	}
+	if fi, err := os.Stat(filepath.Join(a, shape.MachineIDFile)); err != nil || fi.Mode().Perm() != 0o444 {
+		t.Fatalf("mode: %v %v", fi, err)
+	}
+	if res, err := shape.RefreshPod(a); err != nil || !res.Done {
+		t.Fatal(res, err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(a, shape.MachineIDFile)); string(again) != string(ida) {
+		t.Errorf("a second run changed the pod's id: %q, was %q", again, ida)
+	}
+	// An invalid file (say an empty one) is replaced.
+	if err := os.Remove(filepath.Join(b, shape.MachineIDFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b, shape.MachineIDFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shape.RefreshPod(b); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(b, shape.MachineIDFile)); !shape.ValidMachineID(got) {
+		t.Errorf("empty machine id not replaced: %q", got)
+	}
+	if _, err := shape.RefreshPod(filepath.Join(a, "missing")); err == nil {
+		t.Error("RefreshPod in a missing directory: no error")
+	}
+	for _, bad := range []string{"", "0123456789abcdef0123456789abcdef", "0123456789ABCDEF0123456789ABCDEF\n", "0123456789abcdef0123456789abcde\n"} {
+		if shape.ValidMachineID([]byte(bad)) {
+			t.Errorf("ValidMachineID(%q) = true", bad)
+		}
+	}
+}
