@@ -77,6 +77,8 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 		return nil, usage(errors.New("--server and --kubeconfig exclude each other: the pool runs on a runtime or on a cluster"))
 	case f.kube.prover != "" && f.kube.kubeconfig == "":
 		return nil, usage(errors.New("--prover is for --kubeconfig: a runtime (--server) runs its own proofs"))
+	case f.kube.argoApp != "" && f.kube.kubeconfig == "":
+		return nil, usage(errors.New("--argocd-application is for --kubeconfig: a runtime (--server) follows the config repository itself"))
 	case f.kube.kubeconfig != "":
 		fl, err := f.kube.fleet(cmd, &f.rf, f.tokenFile)
 		if err != nil {
@@ -205,7 +207,7 @@ func newCmdRolloutStart(g *globals) *cobra.Command {
 		wait bool
 	)
 	cmd := &cobra.Command{
-		Use:   "start --repo URL --pool P --to ID (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE]) [--wait]",
+		Use:   "start --repo URL --pool P --to ID (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME]) [--wait]",
 		Short: "Commit the intent to roll a pool out to a generation; with --wait, drive it to the end",
 		Long: `Start commits the rollout's intent (phase compatibility). With --wait it then drives
 the rollout through the seven steps under the lease in desired.yaml, and exits 0 only when it
@@ -241,7 +243,7 @@ progress) and start runs again.`,
 func newCmdRolloutResume(g *globals) *cobra.Command {
 	var f rolloutFlags
 	cmd := &cobra.Command{
-		Use:   "resume --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE])",
+		Use:   "resume --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME])",
 		Short: "Drive the pool's rollout from where it stands to its end (after a crash, a failure, or start without --wait)",
 		Long: `Resume drives the rollout in progress on the pool to its end, from the step where it
 stands: after a driver died, after a visible failure, or after start without --wait. Exit
@@ -287,7 +289,7 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 		to string
 	)
 	cmd := &cobra.Command{
-		Use:   "rollback --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE]) [--to ID]",
+		Use:   "rollback --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME]) [--to ID]",
 		Short: "Make a retained generation active again (the newest one by default), warming and proving it first",
 		Args:  cobra.NoArgs,
 		RunE: f.run(g, true, func(ctx context.Context, d *rollout.Driver) error {

@@ -3,9 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
+	"github.com/slipway-dev/slipway/pkg/argocd"
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/kubefleet"
@@ -16,16 +20,18 @@ import (
 )
 
 // kubeFleetFlags drive a rollout on a cluster: the pool's objects applied
-// from the config repository's render, read back per generation.
+// from the config repository's render (by Slipway, or by Argo CD), read
+// back per generation.
 type kubeFleetFlags struct {
-	kubeconfig, namespace, prover string
-	vf                            verifierFlags
+	kubeconfig, namespace, prover, argoApp string
+	vf                                     verifierFlags
 }
 
 func (f *kubeFleetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "drive the rollout on the Kubernetes cluster of this kubeconfig file (agent-sandbox v0.5.6) instead of a runtime (--server)")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "", "namespace of the pool's SandboxTemplates and warm pools (default: the kubeconfig context's)")
 	cmd.Flags().StringVar(&f.prover, "prover", "", "with --kubeconfig: the API (http://host:port, token from --token-file) of the runtime on the cluster (slipway runtime serve --backend kubernetes) that runs the proof checks")
+	cmd.Flags().StringVar(&f.argoApp, "argocd-application", "", "with --kubeconfig: Argo CD applies the pool (this Application, NAMESPACE/NAME, with Slipway's plugin): a step is served once the Application reports its commit or a later one as synced and healthy; Slipway applies nothing itself")
 	f.vf.add(cmd)
 }
 
@@ -52,25 +58,15 @@ func (f *kubeFleetFlags) fleet(cmd *cobra.Command, rf *repoFlags, tokenFile stri
 	if f.vf.skip {
 		ropts = append(ropts, render.WithInsecureSkipVerify())
 	}
-	// The applier reads the repository on its own handle: the driver's is
-	// for the driver.
-	repo, err := gitops.Open(cmd.Context(), rf.repo, rf.options()...)
+	applier, err := f.applier(cmd, rf, cfg, ns, ropts)
 	if err != nil {
-		return nil, usage(err)
-	}
-	a, err := kubeapply.New(cfg, kubeapply.WithNamespace(ns))
-	if err != nil {
-		return nil, usage(err)
-	}
-	ra, err := kubefleet.NewRenderApplier(repo, rf.branch, rf.pool, a, ropts...)
-	if err != nil {
-		return nil, usage(err)
+		return nil, err
 	}
 	// Proofs run through the runtime on the Kubernetes sandbox backend (a
 	// proof claim on the new generation's warm pool, the checks through the
 	// runner in its pod); without --prover, step 3 reports that no prover
 	// ran the checks and the rollout rolls back.
-	opts := []kubefleet.Option{kubefleet.WithApplier(ra)}
+	opts := []kubefleet.Option{kubefleet.WithApplier(applier)}
 	if f.prover != "" {
 		tok, err := readToken(tokenFile)
 		if err != nil {
@@ -89,6 +85,42 @@ func (f *kubeFleetFlags) fleet(cmd *cobra.Command, rf *repoFlags, tokenFile stri
 	return fl, nil
 }
 
+// applier brings the cluster to the branch head for each step: Argo CD
+// (--argocd-application: its Application's synced revision, read through
+// the API server) or Slipway itself (the branch head rendered and applied
+// with server-side apply, on a repository handle of its own: the driver's
+// is for the driver).
+func (f *kubeFleetFlags) applier(cmd *cobra.Command, rf *repoFlags, cfg *rest.Config, ns string, ropts []render.Option) (kubefleet.Applier, error) {
+	if f.argoApp != "" {
+		appNS, name, ok := strings.Cut(f.argoApp, "/")
+		if !ok {
+			return nil, usage(fmt.Errorf("--argocd-application %q: want NAMESPACE/NAME (Argo CD's namespace, usually argocd)", f.argoApp))
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, usage(err)
+		}
+		app, err := argocd.NewApplication(dyn, appNS, name)
+		if err != nil {
+			return nil, usage(err)
+		}
+		return app, nil
+	}
+	repo, err := gitops.Open(cmd.Context(), rf.repo, rf.options()...)
+	if err != nil {
+		return nil, usage(err)
+	}
+	a, err := kubeapply.New(cfg, kubeapply.WithNamespace(ns))
+	if err != nil {
+		return nil, usage(err)
+	}
+	ra, err := kubefleet.NewRenderApplier(repo, rf.branch, rf.pool, a, ropts...)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return ra, nil
+}
+
 // syncAfterRollback has a cluster follow a rollback commit at once (the
 // new generation's objects pruned) rather than at the next apply: a
 // runtime polls the repository by itself, a cluster without Argo CD does
@@ -100,7 +132,7 @@ func syncAfterRollback(ctx context.Context, g *globals, d *rollout.Driver) {
 	}
 	rev, err := fl.Sync(ctx)
 	if err != nil {
-		fmt.Fprintf(g.stderr, "the cluster did not take the rollback yet (slipway apply or the next rollout will): %v\n", err)
+		fmt.Fprintf(g.stderr, "the cluster did not take the rollback yet (its applier will: Argo CD, slipway apply or the next rollout): %v\n", err)
 		return
 	}
 	fmt.Fprintf(g.stderr, "the cluster serves %s (the rollback)\n", rev)
