@@ -8,8 +8,9 @@
 // a serving certificate, a service-account signing key and an admin client
 // certificate (group system:masters) in a kubeconfig file. Once /readyz
 // answers, it installs agent-sandbox v0.5.6's CRDs, read from its module in
-// the Go module cache (never copied into this repository), waits until they
-// are established, and creates the default ServiceAccount and the
+// the Go module cache (never copied into this repository; their conversion
+// webhook replaced by conversion None, as the controller runs without its
+// webhook), waits until they are established, and creates the default ServiceAccount and the
 // kube-root-ca.crt ConfigMap a controller-manager would have created.
 // StartSandboxController runs agent-sandbox's own controller (also built by
 // `make kube-bins`) against it.

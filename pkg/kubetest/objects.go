@@ -52,6 +52,18 @@ func (c *Cluster) installCRDs(ctx context.Context, files []string) error {
 			if o.GetKind() != "CustomResourceDefinition" {
 				continue
 			}
+			// The harness runs agent-sandbox's controller without its
+			// webhook (--enable-webhook=false), so a conversion webhook
+			// (v1alpha1 <-> v1beta1) would have no server: the API
+			// server's watch cache then fails on any object asked for in
+			// the other version, and after a restart on re-listing.
+			// Conversion None (apiVersion rewritten) is enough for the
+			// tests, which use v1beta1 only.
+			if st, _, _ := unstructured.NestedString(o.Object, "spec", "conversion", "strategy"); st == "Webhook" {
+				if err := unstructured.SetNestedMap(o.Object, map[string]any{"strategy": "None"}, "spec", "conversion"); err != nil {
+					return err
+				}
+			}
 			if _, err := dyn.Resource(crdGVR).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: fieldManager}); err != nil {
 				return fmt.Errorf("kubetest: install CRD %s from %s: %w", o.GetName(), f, err)
 			}

@@ -343,6 +343,12 @@ func (d *Driver) remove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, er
 			if r.From == "" {
 				return true, "no old generation", nil
 			}
+			// Each look syncs first: a fleet with no reconcile loop of its
+			// own (a cluster without a garbage collector) collects there
+			// what its last sync left behind.
+			if _, err := d.Fleet.Sync(ctx); err != nil {
+				return false, "", fmt.Errorf("%w: it did not sync: %w", errNoAnswer, err)
+			}
 			st, err := d.Fleet.PoolStatus(ctx, d.Pool)
 			if err != nil {
 				return false, "", fmt.Errorf("%w: %w", errNoAnswer, err)

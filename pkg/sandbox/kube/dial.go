@@ -31,9 +31,14 @@ import (
 // the bridge's hello came back (runner.BridgeHello): a pod that is gone,
 // or a runner that does not listen, fails the dial with
 // runner.ErrUnavailable and what the exec said.
+//
+// Each dial makes its own executor: client-go's WebSocket executor keeps
+// the connection of its last round trip in itself, so one executor shared
+// by concurrent dials (a heartbeat beside an exec) races.
 func DialRunner(cfg *rest.Config, namespace, pod string) runner.DialFunc {
-	exec, err := newExecutor(cfg, namespace, pod, render.WorkspaceContainer, []string{render.RunnerBinary, "connect", render.RunnerSocket})
+	argv := []string{render.RunnerBinary, "connect", render.RunnerSocket}
 	return func(ctx context.Context) (net.Conn, error) {
+		exec, err := newExecutor(cfg, namespace, pod, render.WorkspaceContainer, argv)
 		if err != nil {
 			return nil, err
 		}
