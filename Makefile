@@ -7,7 +7,7 @@ BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty --match 'v[0-9]*' 2>/dev/null | sed -E 's/^([0-9a-f]+(-dirty)?)$$/v0.0.0-\1/' || echo devel)
 LDFLAGS := -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
 # Debian packages the tests, the demo and the benchmarks need.
-DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-registry etcd-server gcc git libc6-dev rsync runc
+DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-registry etcd-server gcc git libc6-dev postgresql rsync runc
 FUZZTIME ?= 20s
 
 export SLIPWAY_BIN := $(BIN)/slipway
@@ -80,6 +80,7 @@ deps:
 	command -v git >/dev/null || missing="$$missing git"; \
 	command -v rsync >/dev/null || missing="$$missing rsync"; \
 	test -x /bin/busybox || missing="$$missing busybox-static"; \
+	test -x /usr/lib/postgresql/15/bin/initdb || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \

@@ -37,6 +37,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/pool":         {"pkg/ref", "pkg/strictyaml", "pkg/generation"},
 		"pkg/registrytest": {},
 		"pkg/kubetest":     {},
+		"pkg/pgtest":       {},
 		// Applying a render to a cluster sits on render and nothing else.
 		"pkg/kubeapply": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
 		// A rollout's fleet on a cluster: rollout's Fleet over render and
@@ -71,7 +72,7 @@ func TestDependenciesPointDown(t *testing.T) {
 	// Flags and the CLI stay under cmd/: no library package imports them itself
 	// (a dependency such as syft may use cobra internally).
 	forbiddenDirect := []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}
-	forbidden := []string{mod + "cmd/", mod + "pkg/registrytest", mod + "pkg/gittest", mod + "pkg/kubetest", mod + "pkg/runtime/runtimetest"}
+	forbidden := []string{mod + "cmd/", mod + "pkg/registrytest", mod + "pkg/gittest", mod + "pkg/kubetest", mod + "pkg/pgtest", mod + "pkg/runtime/runtimetest"}
 	for pkg, ok := range allowed {
 		direct, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../../"+pkg).CombinedOutput()
 		if err != nil {
@@ -105,7 +106,7 @@ func TestDependenciesPointDown(t *testing.T) {
 				}
 			}
 			for _, f := range forbidden {
-				if strings.HasPrefix(dep, f) && !((pkg == "pkg/registrytest" || pkg == "pkg/gittest" || pkg == "pkg/kubetest") && dep == mod+pkg) {
+				if strings.HasPrefix(dep, f) && !((pkg == "pkg/registrytest" || pkg == "pkg/gittest" || pkg == "pkg/kubetest" || pkg == "pkg/pgtest") && dep == mod+pkg) {
 					t.Errorf("%s depends on %s", pkg, dep)
 				}
 			}

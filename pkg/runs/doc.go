@@ -26,14 +26,22 @@
 //	ids, err := s.Query(ctx, runs.Query{Package: "openssl@3.0.7"})
 //	open, err := s.Open(ctx) // runs not final yet: granted or running
 //
-// Store is the interface; SQLite (modernc.org/sqlite, pure Go) is its
-// implementation (schema version 2; a version 1 file is migrated when
-// opened, runner_digest renamed runner_image_digest), for one runtime,
-// durable once a call returns (WAL,
-// synchronous=FULL) and safe for concurrent use. Query returns run ids,
-// sorted; Get gives the manifest of each. Open lists the runs not final
-// yet, from an index of those alone: a runtime that starts again after a
-// crash finalises the ones whose sandboxes died with it.
+// Store is the interface, with two implementations that pass one
+// conformance suite. SQLite (modernc.org/sqlite, pure Go; schema version 2:
+// a version 1 file is migrated when opened, runner_digest renamed
+// runner_image_digest) is the store of one runtime, durable once a call
+// returns (WAL, synchronous=FULL) and safe for concurrent use. Query
+// returns run ids, sorted; Get gives the manifest of each. Open lists the
+// runs not final yet, from an index of those alone: a runtime that starts
+// again after a crash finalises the ones whose sandboxes died with it.
+//
+// Postgres (OpenPostgres, pgx) keeps the same records in a PostgreSQL
+// database, in schema slipway_runs, for many runtimes sharing one manifest
+// store: queries span every run of every handle. Updates of one run queue
+// on its row lock and recordings of one template's packages on an advisory
+// lock, across processes. Open lists every open run in the database, not
+// one runtime's: a runtime's restart recovery (finalising its orphans)
+// needs runs to record their runtime before it can use a shared store.
 //
 // It does not decide anything about a run (the runtime does), it does not
 // fetch or verify SBOM attestations (the runtime verifies them and hands the

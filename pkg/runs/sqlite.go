@@ -3,9 +3,7 @@ package runs
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -452,11 +450,8 @@ const openStmt = `SELECT group_concat(run_id, char(10)) FROM runs WHERE ` + open
 // SQLite for ORDER BY run_id invites it to scan the run_id index of every
 // run instead.
 func (q Query) sql() (string, []any, error) {
-	if q.Limit < 0 {
-		return "", nil, fmt.Errorf("%w: query: limit %d is negative", ErrInvalid, q.Limit)
-	}
-	if q.empty() {
-		return "", nil, fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, policy, secret version, generation or package)", ErrInvalid)
+	if err := q.check(); err != nil {
+		return "", nil, err
 	}
 	var where []string
 	var args []any
@@ -485,28 +480,10 @@ func (q Query) sql() (string, []any, error) {
 
 // RecordPackages implements Store.
 func (s *SQLite) RecordPackages(ctx context.Context, templateID string, pkgs []Package) (Change, error) {
-	if templateID == "" {
-		return "", fmt.Errorf("%w: template id: required", ErrInvalid)
+	set, sum, err := packageSet(templateID, pkgs)
+	if err != nil {
+		return "", err
 	}
-	if err := checkID(templateID); err != nil {
-		return "", fmt.Errorf("%w: template id: %s", ErrInvalid, err)
-	}
-	set := slices.Clone(pkgs)
-	for _, p := range set {
-		if err := p.validate(); err != nil {
-			return "", fmt.Errorf("template %s: %w", templateID, err)
-		}
-	}
-	slices.SortFunc(set, func(a, b Package) int {
-		return cmpPackage(a, b)
-	})
-	set = slices.Compact(set)
-	h := sha256.New()
-	for _, p := range set {
-		fmt.Fprintf(h, "%s\x00%s\n", p.Name, p.Version)
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return "", fmt.Errorf("runs: record packages of %s: %w", templateID, err)
@@ -545,6 +522,17 @@ func (s *SQLite) RecordPackages(ctx context.Context, templateID string, pkgs []P
 		return "", fmt.Errorf("runs: record packages of %s: commit: %w", templateID, err)
 	}
 	return change, nil
+}
+
+// check refuses a query without a criterion or with a negative limit.
+func (q Query) check() error {
+	if q.Limit < 0 {
+		return fmt.Errorf("%w: query: limit %d is negative", ErrInvalid, q.Limit)
+	}
+	if q.empty() {
+		return fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, policy, secret version, generation or package)", ErrInvalid)
+	}
+	return nil
 }
 
 func cmpPackage(a, b Package) int {
