@@ -92,6 +92,22 @@ type app struct {
 	env                  map[string]string // spec.source.plugin.env
 	// exclude is the repo-server's reposerver.plugin.tar.exclusions.
 	exclude []string
+	// alone is an Application annotated argocd.argoproj.io/
+	// manifest-generate-paths: "." on a repo-server with
+	// reposerver.plugin.use.manifest.generate.paths: "true": it streams
+	// only the common root of the Application's path and the annotation's
+	// paths, which it computes with getApplicationRootPath (unexported in
+	// reposerver/repository) and which for "." is the path itself.
+	alone bool
+}
+
+// rootPath is what runConfigManagementPluginSidecars streams of the
+// checkout at root for a's GenerateManifest.
+func (a app) rootPath(root string) string {
+	if a.alone {
+		return filepath.Join(root, a.path)
+	}
+	return root
 }
 
 // environ is the environment the repo-server sends with a request
@@ -125,14 +141,14 @@ func (a app) environ(t testing.TB) []string {
 	return append(env, params...)
 }
 
-// match is the repo-server's discovery of the plugin for the
-// application at a.path of the checkout at root (MatchRepository).
-func (s *cmpServer) match(t testing.TB, root string, a app) bool {
+// stream is what a MatchRepository call costs the repo-server: the whole
+// checkout at root tarred, streamed and untarred in the sidecar (always
+// the whole of it: discovery never uses manifest-generate-paths). The
+// repo-server makes it only for a plugin with discovery configured, which
+// Slipway's is not, so the answer is "not supported".
+func (s *cmpServer) stream(t testing.TB, root string, a app) {
 	t.Helper()
 	ctx := context.Background()
-	if cfg, err := s.client.CheckPluginConfiguration(ctx, &empty.Empty{}); err != nil || !cfg.IsDiscoveryConfigured || cfg.ProvideGitCreds {
-		t.Fatalf("CheckPluginConfiguration: %v %+v", err, cfg)
-	}
 	stream, err := s.client.MatchRepository(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -141,10 +157,9 @@ func (s *cmpServer) match(t testing.TB, root string, a app) bool {
 		t.Fatal(err)
 	}
 	resp, err := stream.CloseAndRecv()
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || resp.IsSupported || resp.IsDiscoveryEnabled {
+		t.Fatalf("MatchRepository: %v %+v, want no discovery", err, resp)
 	}
-	return resp.IsSupported
 }
 
 // announce is the repo-server's GetParametersAnnouncement.
@@ -175,7 +190,7 @@ func (s *cmpServer) generate(t testing.TB, root string, a app) ([]string, error)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmp.SendRepoStream(stream.Context(), filepath.Join(root, a.path), root, stream, a.environ(t), a.exclude); err != nil {
+	if err := cmp.SendRepoStream(stream.Context(), filepath.Join(root, a.path), a.rootPath(root), stream, a.environ(t), a.exclude); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := stream.CloseAndRecv()
@@ -187,8 +202,7 @@ func (s *cmpServer) generate(t testing.TB, root string, a app) ([]string, error)
 
 // TestCMPServer drives Argo CD's CMP server, running Slipway's
 // plugin.yaml, with Argo CD's own client as the repo-server does: the
-// plugin is discovered for a pool's folder and not for another; it
-// announces its parameters naming the pools; a verified pool renders its
+// plugin has no discovery (Applications name it); it announces its parameters naming the pools; a verified pool renders its
 // objects, the same bytes twice for the same tree and parameters; an
 // unsigned or wrongly signed generation is refused with the generation,
 // the pin and the failed check in the gRPC error; an empty pool is an
@@ -206,11 +220,11 @@ func TestCMPServer(t *testing.T) {
 	rev := strings.Repeat("5e", 20)
 	a := app{name: "pool-agents", path: "pools/agents", revision: rev, params: map[string]string{"pool": "agents"}}
 
-	if !s.match(t, root, a) {
-		t.Fatal("MatchRepository: the plugin does not support pools/agents")
-	}
-	if s.match(t, root, app{name: "other", path: "clusters/prod", revision: rev}) {
-		t.Fatal("MatchRepository: the plugin claims clusters/prod, which holds no pool.yaml")
+	// No discovery: the repo-server then uses the plugin an Application
+	// names without asking MatchRepository (which streams the whole
+	// checkout once more before every render).
+	if cfg, err := s.client.CheckPluginConfiguration(context.Background(), &empty.Empty{}); err != nil || cfg.IsDiscoveryConfigured || cfg.ProvideGitCreds {
+		t.Fatalf("CheckPluginConfiguration: %v %+v, want no discovery and no git credentials", err, cfg)
 	}
 
 	// Dynamic first, static after; the UI keeps the last of each name.

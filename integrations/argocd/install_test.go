@@ -15,7 +15,9 @@ import (
 // well-formed reference by digest, and `kustomize build` ($KUSTOMIZE) of
 // Argo CD v2.14.21's own install.yaml (from its module) with the component
 // gives argocd-repo-server the slipway sidecar running argocd-cmp-server
-// with that image, mounting plugin.yaml from the generated ConfigMap.
+// with that image, mounting plugin.yaml from the generated ConfigMap, the
+// operator's policy from the ConfigMap slipway-policy at
+// $SLIPWAY_ARGOCD_POLICY_FILE, and /tmp (the checkouts) in memory.
 func TestInstall(t *testing.T) {
 	b, err := os.ReadFile("kustomization.yaml")
 	if err != nil {
@@ -78,10 +80,15 @@ func TestInstall(t *testing.T) {
 			Spec     struct {
 				Template struct {
 					Spec struct {
-						Volumes    []struct{ Name string }
+						Volumes []struct {
+							Name      string
+							ConfigMap *struct{ Name string }
+							EmptyDir  *struct{ Medium string }
+						}
 						Containers []struct {
 							Name, Image  string
 							Command      []string
+							Env          []struct{ Name, Value string }
 							VolumeMounts []struct{ Name, MountPath, SubPath string }
 						}
 					}
@@ -112,9 +119,27 @@ func TestInstall(t *testing.T) {
 						t.Errorf("the sidecar mounts %s, which is no volume of the pod", m.Name)
 					}
 				}
+				env := map[string]string{}
+				for _, e := range c.Env {
+					env[e.Name] = e.Value
+				}
+				// The operator's policy, from the ConfigMap slipway-policy,
+				// and the checkouts untarred in memory.
+				volumes := map[string]string{}
+				for _, v := range o.Spec.Template.Spec.Volumes {
+					switch {
+					case v.ConfigMap != nil:
+						volumes[v.Name] = "configMap " + v.ConfigMap.Name
+					case v.EmptyDir != nil:
+						volumes[v.Name] = "emptyDir " + v.EmptyDir.Medium
+					}
+				}
+				policyFile, _ := strings.CutSuffix(env["SLIPWAY_ARGOCD_POLICY_FILE"], "/verification.yaml")
 				found = c.Image == image && strings.Join(c.Command, " ") == "/var/run/argocd/argocd-cmp-server" &&
 					mounts["/home/argocd/cmp-server/config/plugin.yaml"] == "slipway-plugin" && mounts["/home/argocd/cmp-server/plugins"] == "plugins" &&
-					mounts["/var/run/argocd"] == "var-files"
+					mounts["/var/run/argocd"] == "var-files" &&
+					volumes[mounts[policyFile]] == "configMap slipway-policy" && volumes[mounts["/tmp"]] == "emptyDir Memory" &&
+					strings.HasPrefix(env["SLIPWAY_VERIFY_CACHE_DIR"], "/tmp/")
 			}
 			if !found {
 				t.Errorf("argocd-repo-server's containers %v: no slipway sidecar as wanted:\n%s", names, doc)

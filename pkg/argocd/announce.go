@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/slipway-dev/slipway/pkg/pool"
-	"github.com/slipway-dev/slipway/pkg/render"
 )
 
 // Announcement is one entry of Argo CD's ParameterAnnouncement list (what
@@ -34,13 +33,13 @@ func Static() []Announcement {
 	}
 }
 
-// Announce is the dynamic announcement for the checkout at root: the
+// Announce is the dynamic announcement for the checkout co: the
 // static parameters, with the pools found in the tree named in pool's
 // tooltip (and as its default when there is only one). Argo CD's
 // announcement has no list of choices, and a separate "pools" parameter
 // would be one more thing a user could set that generate does not read.
-func Announce(root string) ([]Announcement, error) {
-	tree, err := render.OpenDir(root)
+func Announce(co Checkout) ([]Announcement, error) {
+	tree, err := co.Open()
 	if err != nil {
 		return nil, fmt.Errorf("argocd: %w", err)
 	}

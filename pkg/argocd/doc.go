@@ -9,7 +9,12 @@
 // ARGOCD_APP_PARAMETERS and PARAM_<NAME>, the Application's env as
 // ARGOCD_ENV_<NAME>) through package render, which verifies every
 // generation against the tree's policies/verification.yaml before
-// anything is printed. An empty render is an error unless the parameter
+// anything is printed. Locate also knows the layout Argo CD's
+// manifest-generate-paths gives: the pool's folder alone at the top of the
+// checkout, read in place as pools/<pool> (render.OpenPoolDir). An
+// operator's policy (OperatorPolicy, the sidecar's
+// SLIPWAY_ARGOCD_POLICY_FILE) wins over anything in the checkout, and is
+// required for a pool's folder alone. An empty render is an error unless the parameter
 // allow-empty says the pool is being removed. The output is a pure
 // function of the tree and the parameters: Argo CD caches it keyed on both.
 //

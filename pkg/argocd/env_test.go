@@ -85,3 +85,47 @@ func TestFindRoot(t *testing.T) {
 		}
 	}
 }
+
+// Locate tells the whole checkout from a pool's folder streamed alone
+// (manifest-generate-paths) and names both layouts when neither fits.
+func TestLocate(t *testing.T) {
+	root := t.TempDir()
+	app := filepath.Join(root, "pools", "agents")
+	alone, other := t.TempDir(), t.TempDir()
+	for _, f := range []string{filepath.Join(app, "pool.yaml"), filepath.Join(alone, "pool.yaml")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("kind: Pool\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		wd, sourcePath string
+		want           argocd.Checkout
+		wantErr        string
+	}{
+		{app, "pools/agents", argocd.Checkout{Dir: root}, ""},
+		{root, "", argocd.Checkout{Dir: root}, ""},
+		{alone, "pools/agents", argocd.Checkout{Dir: alone, Pool: "agents"}, ""},
+		{alone, "pools/agents/", argocd.Checkout{Dir: alone, Pool: "agents"}, ""},
+		{alone, "clusters/prod", argocd.Checkout{}, "fits neither layout"},
+		{alone, "pools/agents/overlay", argocd.Checkout{}, "fits neither layout"},
+		{other, "pools/agents", argocd.Checkout{}, "nor is it a pool's folder streamed alone"},
+		{root, "pools/agents", argocd.Checkout{}, "fits neither layout"}, // pools/ at the top: not a pool's folder
+	} {
+		got, err := argocd.Locate(tc.wd, tc.sourcePath)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Locate(%s, %q): err = %v, want %q", tc.wd, tc.sourcePath, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("Locate(%s, %q) = %+v, %v; want %+v", tc.wd, tc.sourcePath, got, err, tc.want)
+		}
+	}
+	if _, err := argocd.FindRoot(alone, "pools/agents"); err == nil || !strings.Contains(err.Error(), "not a config repository's root") {
+		t.Errorf("FindRoot of a pool's folder alone: %v", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/slipway-dev/slipway/pkg/pool"
 )
 
 // DirTree is a config repository checked out in a directory, as Argo CD
@@ -17,6 +19,9 @@ import (
 type DirTree struct {
 	root *os.Root
 	dir  string
+	// mount is the tree path the directory is ("" for the root): a pool's
+	// folder checked out alone is pools/<pool>.
+	mount string
 }
 
 var _ Tree = (*DirTree)(nil)
@@ -30,6 +35,24 @@ func OpenDir(dir string) (*DirTree, error) {
 	return &DirTree{root: r, dir: dir}, nil
 }
 
+// OpenPoolDir opens dir, which holds pool poolName's folder alone (Argo
+// CD streams only the common root of an Application's path and its
+// manifest-generate-paths, here pools/<pool>), as that folder of a tree
+// that holds nothing else: its files are read in place under
+// pools/<pool>/, every other path is absent, and List names the folders
+// above it. Close it when done.
+func OpenPoolDir(dir, poolName string) (*DirTree, error) {
+	if !pool.ValidName(poolName) {
+		return nil, fmt.Errorf("render: %q is not a pool name", poolName)
+	}
+	d, err := OpenDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	d.mount = pool.Dir(poolName)
+	return d, nil
+}
+
 // Close releases the directory.
 func (d *DirTree) Close() error { return d.root.Close() }
 
@@ -41,6 +64,19 @@ func (d *DirTree) clean(p string) (string, error) {
 	return c, nil
 }
 
+// local is tree path c (clean) in the directory; ok is false for a path
+// outside the folder the directory is mounted as.
+func (d *DirTree) local(c string) (l string, ok bool) {
+	switch {
+	case d.mount == "":
+		return c, true
+	case c == d.mount:
+		return ".", true
+	}
+	l, ok = strings.CutPrefix(c, d.mount+"/")
+	return l, ok
+}
+
 // ReadFile returns the content of the regular file at p (slash-separated,
 // relative to the directory); a path that is no file fails with an error
 // matching fs.ErrNotExist, as a gitops.Tree's does.
@@ -49,7 +85,11 @@ func (d *DirTree) ReadFile(p string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := d.root.Stat(c)
+	l, ok := d.local(c)
+	if !ok {
+		return nil, fmt.Errorf("render: %s: %w (only %s is checked out)", c, fs.ErrNotExist, d.mount)
+	}
+	fi, err := d.root.Stat(l)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("render: %s: %w", c, fs.ErrNotExist)
@@ -60,7 +100,7 @@ func (d *DirTree) ReadFile(p string) ([]byte, error) {
 	case !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("render: %s is not a regular file", c)
 	}
-	b, err := d.root.ReadFile(c)
+	b, err := d.root.ReadFile(l)
 	if err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
@@ -74,7 +114,19 @@ func (d *DirTree) List(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := d.root.Open(c)
+	l, ok := d.local(c)
+	if !ok {
+		// A folder above the mount holds the next folder on its way.
+		if rest, above := strings.CutPrefix(d.mount, c+"/"); c == "." || above {
+			if c == "." {
+				rest = d.mount
+			}
+			next, _, _ := strings.Cut(rest, "/")
+			return []string{next}, nil
+		}
+		return []string{}, nil
+	}
+	f, err := d.root.Open(l)
 	if errors.Is(err, fs.ErrNotExist) {
 		return []string{}, nil
 	}
@@ -88,7 +140,7 @@ func (d *DirTree) List(dir string) ([]string, error) {
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if c == "." && e.Name() == ".git" {
+		if l == "." && e.Name() == ".git" {
 			continue
 		}
 		names = append(names, e.Name())

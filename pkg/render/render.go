@@ -37,6 +37,7 @@ type Option func(*options) error
 
 type options struct {
 	policy     *policy.Policy
+	operator   *policy.Policy
 	skip       bool
 	cache      *policy.Cache
 	policyOpts []policy.Option
@@ -48,6 +49,21 @@ type options struct {
 // policies/verification.yaml (the tree's own policy always wins).
 func WithPolicy(p *policy.Policy) Option {
 	return func(o *options) error { o.policy = p; return nil }
+}
+
+// WithOperatorPolicy verifies against p whatever the tree holds: the
+// policy of an operator who does not trust the tree to name the policy
+// that verifies it (Argo CD's plugin given a pool's folder alone, which a
+// pool's writer controls). It wins over WithPolicy and the tree's
+// policies/verification.yaml, which is not read.
+func WithOperatorPolicy(p *policy.Policy) Option {
+	return func(o *options) error {
+		if p == nil {
+			return errors.New("render: WithOperatorPolicy: no policy")
+		}
+		o.operator = p
+		return nil
+	}
 }
 
 // WithInsecureSkipVerify renders a tree that holds no verification policy
@@ -182,9 +198,13 @@ func Pool(ctx context.Context, t Tree, poolName, revision string, opts ...Option
 }
 
 // treePolicy is the policy at this revision, as the runtime finds it: the
-// tree's policies/verification.yaml, else the given one, else none when
+// operator's when given (the tree's is not read), else the tree's
+// policies/verification.yaml, else the given one, else none when
 // verification is skipped by name.
 func treePolicy(t Tree, o *options) (*policy.Policy, error) {
+	if o.operator != nil {
+		return o.operator, nil
+	}
 	p, err := policy.ReadFrom(t.ReadFile, pool.PolicyPath, pool.PolicyPath)
 	switch {
 	case err == nil:

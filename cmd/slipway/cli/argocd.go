@@ -23,18 +23,19 @@ func NewCmdArgoCD(g *globals) *cobra.Command {
 	return cmd
 }
 
-// argocdRoot is the checked-out config repository's root for the working
-// directory Argo CD runs the plugin in.
-func argocdRoot() (string, error) {
+// argocdLocate is the checked-out config repository (the whole of it, or
+// a pool's folder alone) for the working directory Argo CD runs the plugin
+// in.
+func argocdLocate() (argocd.Checkout, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return "", usage(err)
+		return argocd.Checkout{}, usage(err)
 	}
-	root, err := argocd.FindRoot(wd, os.Getenv("ARGOCD_APP_SOURCE_PATH"))
+	co, err := argocd.Locate(wd, os.Getenv("ARGOCD_APP_SOURCE_PATH"))
 	if err != nil {
-		return "", usage(err)
+		return argocd.Checkout{}, usage(err)
 	}
-	return root, nil
+	return co, nil
 }
 
 func newCmdArgoCDGenerate(g *globals) *cobra.Command {
@@ -45,10 +46,15 @@ func newCmdArgoCDGenerate(g *globals) *cobra.Command {
 		Long: `generate runs in the working directory Argo CD gives a config management plugin (the
 application's source path in the checked-out config repository) and renders the pool named by
 the parameter pool (ARGOCD_APP_PARAMETERS or PARAM_POOL; ARGOCD_ENV_POOL from the
-Application's env) at ARGOCD_APP_REVISION, as slipway render does. Every generation is verified
-against the repository's policies/verification.yaml (or the parameter policy, a file in the
-repository, when it holds none) before anything is printed; a refusal names the generation,
-the pin and the failed check on stderr. A pool with no generation is an error unless the
+Application's env) at ARGOCD_APP_REVISION, as slipway render does. The checkout is the whole
+repository, or the pool's folder alone (ARGOCD_APP_SOURCE_PATH pools/<pool> and pool.yaml at
+the top: Argo CD's reposerver.plugin.use.manifest.generate.paths with the Application's
+annotation argocd.argoproj.io/manifest-generate-paths: .). Every generation is verified before
+anything is printed, against the operator's policy when $SLIPWAY_ARGOCD_POLICY_FILE names one
+(nothing in the checkout is then read as a policy), else against the repository's
+policies/verification.yaml (or the parameter policy, a file in the repository, when it holds
+none); a pool's folder alone with no operator policy is refused. stderr names the policy used;
+a refusal names the generation, the pin and the failed check on stderr. A pool with no generation is an error unless the
 parameter allow-empty is true (only while the pool is being removed). The output is a pure
 function of the tree and the parameters. With --verify-cache-dir (default
 $SLIPWAY_VERIFY_CACHE_DIR), passing verification results are kept there, keyed by the policy,
@@ -60,9 +66,15 @@ refused, 2 usage, input or I/O.`,
 			if err != nil {
 				return usage(err)
 			}
-			root, err := argocdRoot()
+			co, err := argocdLocate()
 			if err != nil {
 				return err
+			}
+			var op *argocd.OperatorPolicy
+			if f := os.Getenv(argocd.EnvPolicyFile); f != "" {
+				if op, err = argocd.LoadOperatorPolicy(f); err != nil {
+					return usage(err)
+				}
 			}
 			var opts []render.Option
 			if cacheDir != "" {
@@ -72,12 +84,15 @@ refused, 2 usage, input or I/O.`,
 				}
 				opts = append(opts, render.WithVerifyCache(c))
 			}
-			res, err := argocd.Generate(cmd.Context(), root, env, opts...)
+			res, used, err := argocd.Generate(cmd.Context(), co, env, op, opts...)
 			switch {
 			case errors.Is(err, render.ErrNotVerified):
 				return failed(err)
 			case err != nil:
 				return usage(err)
+			}
+			if used != nil {
+				fmt.Fprintf(g.stderr, "slipway argocd generate: pool %s verified against the policy of the %s; checkout: %s\n", env.Params.Pool, used, co.Layout())
 			}
 			_, err = g.stdout.Write(res.YAML)
 			return err
@@ -93,11 +108,11 @@ func newCmdArgoCDParameters(g *globals) *cobra.Command {
 		Short: "The config management plugin's parameter announcement (JSON), naming the pools of the checked-out repository",
 		Args:  cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			root, err := argocdRoot()
+			co, err := argocdLocate()
 			if err != nil {
 				return err
 			}
-			a, err := argocd.Announce(root)
+			a, err := argocd.Announce(co)
 			if err != nil {
 				return usage(err)
 			}
