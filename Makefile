@@ -5,7 +5,7 @@ BIN := $(CURDIR)/bin
 # A release tag (v0.4.0, v0.4.0-3-gabc1234) or, untagged, v0.0.0-<commit>: always
 # the shape pipelines/github/setup installs.
 VERSION ?= $(shell git describe --tags --always --dirty --match 'v[0-9]*' 2>/dev/null | sed -E 's/^([0-9a-f]+(-dirty)?)$$/v0.0.0-\1/' || echo devel)
-LDFLAGS := -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
+LDFLAGS := -s -w -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
 # Debian packages the tests, the demo and the benchmarks need.
 DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-registry etcd-server gcc git libc6-dev postgresql rsync runc
 FUZZTIME ?= 20s

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/slipway-dev/slipway/pkg/generation"
@@ -224,17 +225,24 @@ func treePolicy(t Tree, o *options) (*policy.Policy, error) {
 // order, and refuses them all together.
 func verifyAll(ctx context.Context, t Tree, pl *pool.Pool, state *pool.State, pol *policy.Policy, o *options) (map[string]*generation.Generation, error) {
 	name := pl.Metadata.Name
-	gens := map[string]*generation.Generation{}
-	nv := &NotVerifiedError{Pool: name}
 	popts := o.policyOpts
 	if o.cache != nil {
 		popts = append(append([]policy.Option(nil), popts...), policy.WithCache(o.cache))
 	}
-	for _, e := range state.Generations {
+	// Read and check every generation in the state's order, then verify
+	// them side by side (each verification is registry round trips), and
+	// report refusals in the state's order again.
+	type item struct {
+		g        *generation.Generation
+		err      error
+		refusals bool
+	}
+	items := make([]item, len(state.Generations))
+	for i, e := range state.Generations {
 		file := pool.GenerationFile(name, e.ID)
 		b, err := t.ReadFile(file)
 		if err != nil {
-			nv.Refusals = append(nv.Refusals, Refusal{e.ID, fmt.Sprintf("%s: %v", file, err)})
+			items[i].err = fmt.Errorf("%s: %v", file, err)
 			continue
 		}
 		g, err := generation.ParseNamed(b, file)
@@ -244,22 +252,44 @@ func verifyAll(ctx context.Context, t Tree, pl *pool.Pool, state *pool.State, po
 		if err == nil {
 			err = g.Validate(pl.Spec.RequiredKinds)
 		}
-		if err == nil && pol != nil {
-			// The record's time is not rendered: a zero time keeps it out.
-			_, err = pol.VerifyGeneration(ctx, g, time.Time{}, popts...)
-			if err != nil && !errors.Is(err, policy.ErrRefused) {
-				return nil, fmt.Errorf("render: pool %s: verify %s: %w", name, e.ID, err)
+		items[i].g, items[i].err = g, err
+	}
+	if pol != nil {
+		eg, ectx := errgroup.WithContext(ctx)
+		eg.SetLimit(verifyConcurrency)
+		for i := range items {
+			if items[i].err != nil {
+				continue
 			}
-			nv.refused = nv.refused || err != nil
+			eg.Go(func() error {
+				// The record's time is not rendered: a zero time keeps it out.
+				_, err := pol.VerifyGeneration(ectx, items[i].g, time.Time{}, popts...)
+				if err != nil && !errors.Is(err, policy.ErrRefused) {
+					return fmt.Errorf("render: pool %s: verify %s: %w", name, items[i].g.ID, err)
+				}
+				items[i].err, items[i].refusals = err, err != nil
+				return nil
+			})
 		}
-		if err != nil {
-			nv.Refusals = append(nv.Refusals, Refusal{e.ID, err.Error()})
+		if err := eg.Wait(); err != nil {
+			return nil, err
+		}
+	}
+	gens := map[string]*generation.Generation{}
+	nv := &NotVerifiedError{Pool: name}
+	for i, e := range state.Generations {
+		if items[i].err != nil {
+			nv.Refusals = append(nv.Refusals, Refusal{e.ID, items[i].err.Error()})
+			nv.refused = nv.refused || items[i].refusals
 			continue
 		}
-		gens[e.ID] = g
+		gens[e.ID] = items[i].g
 	}
 	if len(nv.Refusals) > 0 {
 		return nil, nv
 	}
 	return gens, nil
 }
+
+// verifyConcurrency bounds the generations verified at once.
+const verifyConcurrency = 8
