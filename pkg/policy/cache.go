@@ -28,12 +28,18 @@ type Cache struct {
 	mu           sync.Mutex
 	results      map[string]*Result
 	hits, misses int
+	// inflight holds a channel per key being verified now, closed when it
+	// is done: a second caller of the same key waits for the first one's
+	// result rather than verifying it again.
+	inflight map[string]chan struct{}
 	// dir, when set, also holds every passing result, one file per key.
 	dir string
 }
 
 // NewCache returns an empty cache.
-func NewCache() *Cache { return &Cache{results: map[string]*Result{}} }
+func NewCache() *Cache {
+	return &Cache{results: map[string]*Result{}, inflight: map[string]chan struct{}{}}
+}
 
 // OpenCache returns a cache that also keeps its passing results in dir
 // (created 0700 if missing), one file per key named by the key's SHA-256,
@@ -110,7 +116,10 @@ func (c *Cache) Len() int {
 
 func cacheKey(p *Policy, t Target) string { return p.trust + "\x00" + t.Kind + "\x00" + t.Ref }
 
-func (c *Cache) get(key string) (*Result, bool) {
+// lookup answers key from the cache (a hit), or says that another caller
+// is verifying it now (wait on the channel, then look again), or, a miss,
+// makes the caller the one verifying it: it must call done.
+func (c *Cache) lookup(key string) (res *Result, wait <-chan struct{}) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.results[key]
@@ -119,20 +128,32 @@ func (c *Cache) get(key string) (*Result, bool) {
 			c.results[key], ok = r, true
 		}
 	}
-	if !ok {
-		c.misses++
-		return nil, false
+	if ok {
+		c.hits++
+		return r.clone(), nil
 	}
-	c.hits++
-	return r.clone(), true
+	if ch, busy := c.inflight[key]; busy {
+		return nil, ch
+	}
+	c.misses++
+	c.inflight[key] = make(chan struct{})
+	return nil, nil
 }
 
-func (c *Cache) put(key string, r *Result) {
+// done ends the verification of key lookup handed out: its result is
+// kept unless err says it did not finish, and its waiters look again.
+func (c *Cache) done(key string, r *Result, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.results[key] = r.clone()
-	if c.dir != "" && r.Verified {
-		c.store(key, r)
+	if err == nil {
+		c.results[key] = r.clone()
+		if c.dir != "" && r.Verified {
+			c.store(key, r)
+		}
+	}
+	if ch, ok := c.inflight[key]; ok {
+		close(ch)
+		delete(c.inflight, key)
 	}
 }
 

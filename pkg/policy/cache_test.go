@@ -2,8 +2,10 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/slipway-dev/slipway/pkg/policy"
@@ -92,5 +94,40 @@ func TestOpenCache(t *testing.T) {
 	}
 	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("cache dir: %v %v", fi.Mode(), err)
+	}
+}
+
+// Callers verifying the same target at once through one cache verify it
+// once: the others wait for that result (render verifies a pool's
+// generations side by side, and they share their runner image).
+func TestCacheVerifiesOnceForConcurrentCallers(t *testing.T) {
+	f := newFixture(t)
+	p := f.policy("  rules:\n    - name: any\n      signatures:\n        keys: [release]\n", false)
+	d := f.push("runners/agent")
+	f.publish(d, f.release, builder, buildType, false)
+	c := policy.NewCache()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := p.Verify(ctx, policy.Target{Ref: d.String(), Kind: "runner"}, policy.WithCache(c))
+			if err == nil && !res.Verified {
+				err = fmt.Errorf("not verified: %+v", res.Failed())
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, m := c.Stats(); h != 7 || m != 1 || c.Len() != 1 {
+		t.Fatalf("8 concurrent callers: hits %d misses %d len %d, want one verification", h, m, c.Len())
 	}
 }

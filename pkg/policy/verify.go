@@ -106,13 +106,22 @@ func (p *Policy) Verify(ctx context.Context, t Target, opts ...Option) (*Result,
 		return p.verify(ctx, t, o) // a tag names no fixed content: never cached
 	}
 	key := cacheKey(p, t)
-	if res, ok := o.cache.get(key); ok {
-		return res, nil
+	for {
+		res, wait := o.cache.lookup(key)
+		if res != nil {
+			return res, nil
+		}
+		if wait == nil {
+			break // ours to verify
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("policy: verify %s: %w", t.Ref, ctx.Err())
+		}
 	}
 	res, err := p.verify(ctx, t, o)
-	if err == nil {
-		o.cache.put(key, res)
-	}
+	o.cache.done(key, res, err)
 	return res, err
 }
 
