@@ -28,7 +28,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/policy":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation"},
 		"pkg/runtime":    {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/sandbox/shape"},
 		// The runtime on this machine: the local backend under it.
-		"pkg/runtime/serve": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox/kube", "pkg/kubeapply", "pkg/render"},
+		"pkg/runtime/serve": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape", "pkg/kubesandbox", "pkg/kubeapply", "pkg/render"},
 		// Rollouts sit on top of the library; the fleet is an interface the
 		// runtime's client implements (runtime for its API types).
 		"pkg/rollout":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape"},
@@ -67,7 +67,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"cmd/slipway-runner": {"pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},
 		// The Kubernetes backend: agent-sandbox's objects as render names
 		// them, the runner reached through pod exec; nothing of the runtime.
-		"pkg/sandbox/kube": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		"pkg/kubesandbox": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
 	}
 	// Flags and the CLI stay under cmd/: no library package imports them itself
 	// (a dependency such as syft may use cobra internally).

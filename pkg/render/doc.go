@@ -19,7 +19,7 @@
 // an emptyDir of its own, with the generation in $SLIPWAY_GENERATION and
 // the pod's name, the sandbox's id, from the downward API in
 // $SLIPWAY_SANDBOX_ID: the runtime reaches it through pod exec, see
-// package sandbox/kube; the same init container writes the pod's
+// package kubesandbox; the same init container writes the pod's
 // refresh phase, a fresh machine id, into a memory emptyDir at RefreshDir,
 // mounted read-only by subPath over /etc/machine-id: no random seed or ssh
 // host keys in a pod, see RefreshDir), the runtimeClass

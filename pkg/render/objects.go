@@ -64,7 +64,7 @@ const (
 	// holding RunnerSocket, where the runner (the container's command)
 	// serves the runner protocol. Nothing listens on the pod's network:
 	// the runtime reaches it through the API server's pod exec of
-	// `slipway-runner connect RunnerSocket` (package sandbox/kube).
+	// `slipway-runner connect RunnerSocket` (package kubesandbox).
 	RunnerSocketDir = "/run/slipway/runner"
 	RunnerSocket    = RunnerSocketDir + "/runner.sock"
 	// RunnerBinary is the runner's path in the workspace container.
@@ -74,7 +74,7 @@ const (
 	// (SecretName), read-only. It is not sandbox.CredentialDir: that is a
 	// writable memory emptyDir of its own, where the runtime puts each
 	// claim's token through pod exec after the claim (package
-	// sandbox/kube), since a warm member is made before anyone claims it.
+	// kubesandbox), since a warm member is made before anyone claims it.
 	SecretDir = "/run/slipway/secret"
 	// CredentialDirSize is the sizeLimit of the memory emptyDir at
 	// sandbox.CredentialDir.

@@ -46,7 +46,7 @@
 // on move and release; the manifest records only its receipt.
 //
 // On a backend whose cluster keeps the warm pools (sandbox.ClusterPools:
-// package sandbox/kube), Warm creates no warm member: a claim is a Create
+// package kubesandbox), Warm creates no warm member: a claim is a Create
 // on the active generation, a proof claim a Create marked as a proof on
 // the warming one, pool status counts the cluster's warm members, and the
 // run manifest records where the backend says the sandbox runs.

@@ -16,10 +16,10 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/kubeapply"
+	"github.com/slipway-dev/slipway/pkg/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 	"github.com/slipway-dev/slipway/pkg/sandbox/local"
 )
 
@@ -249,7 +249,7 @@ func kubeBackend(c Config) (sandbox.Backend, error) {
 	if c.Namespace != "" {
 		ns = c.Namespace
 	}
-	return kube.New(cfg, ns)
+	return kubesandbox.New(cfg, ns)
 }
 
 // releaseClaims deletes the sandboxes whose owner is an open run of store

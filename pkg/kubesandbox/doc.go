@@ -1,4 +1,4 @@
-// Package kube is the Kubernetes sandbox backend: sandboxes are
+// Package kubesandbox is the Kubernetes sandbox backend: sandboxes are
 // agent-sandbox's (sigs.k8s.io/agent-sandbox v0.5.6), made from the
 // SandboxTemplate and SandboxWarmPool package render makes per generation.
 //
@@ -45,4 +45,4 @@
 // It is not the runtime (which grants claims and records manifests on any
 // backend), and it applies nothing: render and kubeapply (or Argo CD) put
 // the templates and warm pools in the cluster.
-package kube
+package kubesandbox

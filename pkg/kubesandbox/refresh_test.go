@@ -1,6 +1,6 @@
 //go:build linux
 
-package kube_test
+package kubesandbox_test
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
-	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
 	"github.com/slipway-dev/slipway/pkg/template"
@@ -30,7 +30,7 @@ func TestFreshMachineIDPerPod(t *testing.T) {
 	}))
 	d := n.desire(t, 2)
 	ctx := context.Background()
-	be, err := kube.New(n.c.Config(), n.ns, kube.WithClusterName("node-test"))
+	be, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithClusterName("node-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

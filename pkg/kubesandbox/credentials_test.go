@@ -1,6 +1,6 @@
 //go:build linux
 
-package kube_test
+package kubesandbox_test
 
 import (
 	"bytes"
@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/slipway-dev/slipway/pkg/generation"
+	"github.com/slipway-dev/slipway/pkg/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/render"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 )
 
@@ -74,7 +74,7 @@ func TestRuntimeCredentialsOnKube(t *testing.T) {
 	}
 	d := n.desire(t, 1)
 
-	be, err := kube.New(n.c.Config(), n.ns, kube.WithClusterName("node-test"))
+	be, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithClusterName("node-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

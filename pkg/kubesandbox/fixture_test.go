@@ -1,6 +1,6 @@
 //go:build linux
 
-package kube_test
+package kubesandbox_test
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 //go:build linux
 
-package kube_test
+package kubesandbox_test
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/slipway-dev/slipway/pkg/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/render"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 )
 
@@ -39,7 +39,7 @@ func TestDialRunnerThroughPodExec(t *testing.T) {
 		t.Fatalf("pods of the warm pool: %v %v", pods, err)
 	}
 	pod := pods.Items[0].GetName()
-	rc := runner.NewClient(kube.DialRunner(n.c.Config(), n.ns, pod))
+	rc := runner.NewClient(kubesandbox.DialRunner(n.c.Config(), n.ns, pod))
 
 	start := time.Now()
 	id, err := rc.Identity(ctx)
@@ -92,7 +92,7 @@ func TestDialRunnerThroughPodExec(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	if _, err := runner.NewClient(kube.DialRunner(n.c.Config(), n.ns, "no-such-pod")).Ping(ctx); !errors.Is(err, runner.ErrUnavailable) {
+	if _, err := runner.NewClient(kubesandbox.DialRunner(n.c.Config(), n.ns, "no-such-pod")).Ping(ctx); !errors.Is(err, runner.ErrUnavailable) {
 		t.Fatalf("ping of a pod that does not exist: %v, want ErrUnavailable", err)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package kube_test
+package kubesandbox_test
 
 import (
 	"bufio"
@@ -21,8 +21,8 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/kubeapply"
+	"github.com/slipway-dev/slipway/pkg/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 )
 
@@ -67,7 +67,7 @@ func TestClaimExecRelease(t *testing.T) {
 	g := n.generation(t, nil)
 	n.desire(t, 2)
 	ctx := context.Background()
-	b, err := kube.New(n.c.Config(), n.ns, kube.WithClusterName("test-cluster"), kube.WithReadyTimeout(20*time.Second))
+	b, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithClusterName("test-cluster"), kubesandbox.WithReadyTimeout(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestClaimExecRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("release: %s", time.Since(start).Round(time.Millisecond))
-	gone(t, n, claimsGVR, kube.ClaimName("r-claim-1"))
+	gone(t, n, claimsGVR, kubesandbox.ClaimName("r-claim-1"))
 	gone(t, n, sandboxesGVR, s.ID)
 	gone(t, n, podsGVR, s.ID)
 	if err := b.Delete(ctx, s.ID); err != nil {
@@ -119,15 +119,15 @@ func TestClaimExecRelease(t *testing.T) {
 
 	// A generation with no warm pool: its claim never binds.
 	other := n.generation(t, g)
-	short, err := kube.New(n.c.Config(), n.ns, kube.WithReadyTimeout(3*time.Second))
+	short, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithReadyTimeout(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = short.Create(ctx, specOf(t, n, other, "r-unbound"))
-	if !errors.Is(err, kube.ErrNotReady) || !strings.Contains(err.Error(), "not bound to a sandbox") {
+	if !errors.Is(err, kubesandbox.ErrNotReady) || !strings.Contains(err.Error(), "not bound to a sandbox") {
 		t.Fatalf("a claim that never binds: %v", err)
 	}
-	gone(t, n, claimsGVR, kube.ClaimName("r-unbound"))
+	gone(t, n, claimsGVR, kubesandbox.ClaimName("r-unbound"))
 
 	// Owners whose claim names collide: the second is refused.
 	s1, err := b.Create(ctx, specOf(t, n, g, "r-Same"))
@@ -135,8 +135,8 @@ func TestClaimExecRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Delete(ctx, s1.ID)
-	if kube.ClaimName("r-Same") == kube.ClaimName("r-same") {
-		t.Fatalf("claim names collide: %s", kube.ClaimName("r-same"))
+	if kubesandbox.ClaimName("r-Same") == kubesandbox.ClaimName("r-same") {
+		t.Fatalf("claim names collide: %s", kubesandbox.ClaimName("r-same"))
 	}
 	if _, err := b.Create(ctx, sandbox.Spec{Pool: n.pool, Generation: g.ID, Owner: sandbox.OwnerWarm}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("a warm member by Create: %v", err)
@@ -188,7 +188,7 @@ func TestKillMidClaim(t *testing.T) {
 	_ = child.Wait()
 
 	ctx := context.Background()
-	b, err := kube.New(n.c.Config(), n.ns)
+	b, err := kubesandbox.New(n.c.Config(), n.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestKillMidClaim(t *testing.T) {
 	if err := b.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	gone(t, n, claimsGVR, kube.ClaimName(spec.Owner))
+	gone(t, n, claimsGVR, kubesandbox.ClaimName(spec.Owner))
 	gone(t, n, sandboxesGVR, id)
 	gone(t, n, podsGVR, id)
 }
@@ -219,7 +219,7 @@ func killedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := kube.New(cfg, os.Getenv("KUBE_CHILD_NS"))
+	b, err := kubesandbox.New(cfg, os.Getenv("KUBE_CHILD_NS"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package kube_test
+package kubesandbox_test
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/runtime/serve"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 )
 
 const apiToken = "test-token-0123456789abcdef"
@@ -32,7 +32,7 @@ func TestServeOnKube(t *testing.T) {
 	state := t.TempDir()
 
 	// The earlier runtime's claim, and its open run.
-	be, err := kube.New(n.c.Config(), n.ns)
+	be, err := kubesandbox.New(n.c.Config(), n.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestServeOnKube(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	gone(t, n, claimsGVR, kube.ClaimName("r-left"))
+	gone(t, n, claimsGVR, kubesandbox.ClaimName("r-left"))
 	c, err := runtime.NewClient("http://"+a, apiToken)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,7 @@ func TestServeOnKube(t *testing.T) {
 	if err := c.Release(ctx, gr.RunID, runtime.ReleaseBody{Token: gr.Token, ExitCode: &code}); err != nil {
 		t.Fatal(err)
 	}
-	gone(t, n, claimsGVR, kube.ClaimName(gr.RunID))
+	gone(t, n, claimsGVR, kubesandbox.ClaimName(gr.RunID))
 
 	open, err := c.Claim(ctx, n.pool, runtime.ClaimBody{Tenant: "t"})
 	if err != nil {
@@ -114,7 +114,7 @@ func TestServeOnKube(t *testing.T) {
 		t.Fatalf("serve: %v", err)
 	}
 	done <- nil
-	gone(t, n, claimsGVR, kube.ClaimName(open.RunID))
+	gone(t, n, claimsGVR, kubesandbox.ClaimName(open.RunID))
 	if all, _ := be.List(ctx, sandbox.Filter{}); len(all) != 0 {
 		t.Errorf("claims left after the runtime stopped: %+v", all)
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package kube_test
+package kubesandbox_test
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/slipway-dev/slipway/pkg/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/render"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 )
 
 // BenchmarkB13bWarmClaim is benchmark B13b's claim half: on the local
@@ -40,7 +40,7 @@ func BenchmarkB13bWarmClaim(b *testing.B) {
 	g := n.generation(b, nil)
 	n.desire(b, size)
 	ctx := context.Background()
-	be, err := kube.New(n.c.Config(), n.ns)
+	be, err := kubesandbox.New(n.c.Config(), n.ns)
 	if err != nil {
 		b.Fatal(err)
 	}

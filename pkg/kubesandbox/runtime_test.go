@@ -1,6 +1,6 @@
 //go:build linux
 
-package kube_test
+package kubesandbox_test
 
 import (
 	"bytes"
@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
-	"github.com/slipway-dev/slipway/pkg/sandbox/kube"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/template"
 )
@@ -31,7 +31,7 @@ func TestRuntimeOnKube(t *testing.T) {
 	g2 := n.generationOf(t, g1, n.w.TemplateWithTests(t, []template.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}}))
 	d := n.desire(t, 1)
 	ctx := context.Background()
-	be, err := kube.New(n.c.Config(), n.ns, kube.WithClusterName("node-test"))
+	be, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithClusterName("node-test"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +89,6 @@ func TestRuntimeOnKube(t *testing.T) {
 	if err := rt.Release(ctx, gr.RunID, gr.Token, &code); err != nil {
 		t.Fatal(err)
 	}
-	gone(t, n, claimsGVR, kube.ClaimName(gr.RunID))
+	gone(t, n, claimsGVR, kubesandbox.ClaimName(gr.RunID))
 	gone(t, n, podsGVR, gr.SandboxID)
 }
