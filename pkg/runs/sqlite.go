@@ -342,26 +342,9 @@ func (s *SQLite) Update(ctx context.Context, runID string, fn func(*Manifest) er
 	if m.Status.Final() {
 		return fmt.Errorf("%w: %s is %s", ErrCompleted, safeID(runID), m.Status)
 	}
-	attempt, oldColumns := m.AllocationAttempt, m.columnValues()
-	if err := fn(m); err != nil {
-		return fmt.Errorf("runs: update %s: %w", runID, err)
-	}
-	if m.RunID != runID {
-		return fmt.Errorf("%w: update %s: run_id changed", ErrInvalid, runID)
-	}
-	if m.AllocationAttempt < attempt {
-		return fmt.Errorf("%w: update %s: allocation_attempt lowered from %d to %d", ErrInvalid, runID, attempt, m.AllocationAttempt)
-	}
-	if m.Status == "" {
-		return fmt.Errorf("%w: update %s: status: required", ErrInvalid, runID)
-	}
-	m.normalize()
-	if err := m.validate(); err != nil {
-		return err
-	}
-	next, err := json.Marshal(m)
+	oldColumns, next, err := change(runID, m, fn)
 	if err != nil {
-		return fmt.Errorf("runs: update %s: %w", runID, err)
+		return err
 	}
 	if bytes.Equal(next, doc) {
 		return nil

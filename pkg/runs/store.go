@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -156,3 +157,33 @@ const (
 
 // StateFile is where a runtime's state directory keeps its run manifests.
 const StateFile = "runs.db"
+
+// change applies fn to m, the stored manifest of run runID, with the rules
+// every store keeps: fn may not change the run id, lower the allocation
+// attempt or clear the status, and the result is normalized and valid. It
+// returns the query columns' values from before fn and the manifest's new
+// encoding.
+func change(runID string, m *Manifest, fn func(*Manifest) error) (oldColumns []string, next []byte, err error) {
+	attempt, oldColumns := m.AllocationAttempt, m.columnValues()
+	if err := fn(m); err != nil {
+		return nil, nil, fmt.Errorf("runs: update %s: %w", runID, err)
+	}
+	if m.RunID != runID {
+		return nil, nil, fmt.Errorf("%w: update %s: run_id changed", ErrInvalid, runID)
+	}
+	if m.AllocationAttempt < attempt {
+		return nil, nil, fmt.Errorf("%w: update %s: allocation_attempt lowered from %d to %d", ErrInvalid, runID, attempt, m.AllocationAttempt)
+	}
+	if m.Status == "" {
+		return nil, nil, fmt.Errorf("%w: update %s: status: required", ErrInvalid, runID)
+	}
+	m.normalize()
+	if err := m.validate(); err != nil {
+		return nil, nil, err
+	}
+	next, err = json.Marshal(m)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runs: update %s: %w", runID, err)
+	}
+	return oldColumns, next, nil
+}
