@@ -16,17 +16,7 @@ import (
 // task's result.
 func kubeRollout(sh shell, rt *runtimeProc, kc, g2 string) (*claimResult, error) {
 	section("long task", "a task on a pod of g1 that runs through the rollout (started in the background)")
-	long := make(chan *claimResult, 1)
-	longErr := make(chan error, 1)
-	go func() {
-		res, err := rt.claim(sh, true, "sh", "-c", "echo long task started on $SLIPWAY_GENERATION in pod $(hostname); sleep 20; echo long task done")
-		if err != nil {
-			longErr <- err
-			return
-		}
-		long <- res
-	}()
-	time.Sleep(3 * time.Second) // it has its claim
+	long, longErr := rt.background(sh, "echo long task started on $SLIPWAY_GENERATION in pod $(hostname); sleep 20; echo long task done", 3*time.Second)
 
 	section("rollout start", "to g2 on the cluster: each step applies the render and reads the cluster back; proofs through the runtime")
 	drive := []string{"rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g2,

@@ -153,17 +153,7 @@ type summary struct {
 
 func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 	section("long task", "a task on g1 that runs through the rollout (started in the background)")
-	long := make(chan *claimResult, 1)
-	longErr := make(chan error, 1)
-	go func() {
-		res, err := p.claim(sh, true, "sh", "-c", "echo long task started on $(cat /etc/hostname 2>/dev/null || echo g1); sleep 10; echo long task done")
-		if err != nil {
-			longErr <- err
-			return
-		}
-		long <- res
-	}()
-	time.Sleep(2 * time.Second) // it has its sandbox
+	long, longErr := p.background(sh, "echo long task started on $(cat /etc/hostname 2>/dev/null || echo g1); sleep 10; echo long task done", 2*time.Second)
 
 	section("rollout start", "to g2: compatibility, warm, prove (evidence signed), route, drain, remove, retain; one commit each")
 	drive := []string{"rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g2, "--server", p.server, "--token-file", p.token,
@@ -285,4 +275,22 @@ func busyboxPackage() string {
 		}
 	}
 	return "busybox@unknown"
+}
+
+// background claims a sandbox and runs script in it in the background; it
+// returns once settle has passed (the claim is held by then), with where
+// the result or the error will come.
+func (p *runtimeProc) background(sh shell, script string, settle time.Duration) (<-chan *claimResult, <-chan error) {
+	long := make(chan *claimResult, 1)
+	longErr := make(chan error, 1)
+	go func() {
+		res, err := p.claim(sh, true, "sh", "-c", script)
+		if err != nil {
+			longErr <- err
+			return
+		}
+		long <- res
+	}()
+	time.Sleep(settle)
+	return long, longErr
 }
