@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -22,53 +18,17 @@ func kubeRollout(sh shell, rt *runtimeProc, kc, g2 string) (*claimResult, error)
 	drive := []string{"rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g2,
 		"--kubeconfig", kc, "--prover", rt.server, "--token-file", rt.token,
 		"--sign-key", filepath.Join("policies", "release.key"), "--wait"}
-	fmt.Printf("$ slipway %s &\n", strings.Join(drive, " "))
-	cmd := exec.Command(sh.bin, drive...)
-	cmd.Dir = sh.dir
-	cmd.Stdout, cmd.Stderr = indent{os.Stdout}, indent{os.Stdout}
-	if err := cmd.Start(); err != nil {
+	driven, err := sh.start(drive)
+	if err != nil {
 		return nil, err
 	}
-	driven := make(chan error, 1)
-	go func() { driven <- cmd.Wait() }()
-
 	// Show the drain: claims go to g2, the long task keeps g1 draining.
-	for shown := false; !shown; {
-		b, err := exec.Command(sh.bin, "rollout", "status", "--repo", filepath.Join(sh.dir, "config.git"), "--pool", "agents", "--output", "json").Output()
-		if err == nil {
-			var st struct {
-				Phase        string
-				DrainingRuns []string
-			}
-			if json.Unmarshal(b, &st) == nil && st.Phase == "drain" && len(st.DrainingRuns) > 0 {
-				section("rollout status", "claims go to g2 now; g1 drains while the long task's claim is open")
-				if err := sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents"); err != nil {
-					return nil, err
-				}
-				shown = true
-			}
-		}
-		select {
-		case err := <-driven:
-			return nil, fmt.Errorf("the rollout ended before the drain was shown: %v", err)
-		case err := <-longErr:
-			return nil, err
-		case res := <-long:
-			return nil, fmt.Errorf("the long task ended (%s) before the rollout reached its drain: the machine is too slow for the demo's 20 s task", res.RunID)
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-	var res *claimResult
-	select {
-	case res = <-long:
-	case err := <-longErr:
+	if err := sh.showDrain(driven, long, longErr, "claims go to g2 now; g1 drains while the long task's claim is open"); err != nil {
 		return nil, err
-	case <-time.After(60 * time.Second):
-		return nil, fmt.Errorf("the long task did not end")
 	}
-	fmt.Printf("\n  the long task ended: run %s on %s, exit %d\n", res.RunID, res.Generation, res.ExitCode)
-	for _, l := range strings.Split(strings.TrimSpace(res.Output), "\n") {
-		fmt.Printf("  > %s\n", l)
+	res, err := awaitLong(long, longErr)
+	if err != nil {
+		return nil, err
 	}
 	select {
 	case err := <-driven:

@@ -158,44 +158,13 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 	section("rollout start", "to g2: compatibility, warm, prove (evidence signed), route, drain, remove, retain; one commit each")
 	drive := []string{"rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g2, "--server", p.server, "--token-file", p.token,
 		"--sign-key", filepath.Join("policies", "release.key"), "--wait"}
-	fmt.Printf("$ slipway %s &\n", strings.Join(drive, " "))
-	cmd := exec.Command(sh.bin, drive...)
-	cmd.Dir = sh.dir
-	cmd.Stdout, cmd.Stderr = indent{os.Stdout}, indent{os.Stdout}
-	if err := cmd.Start(); err != nil {
+	driven, err := sh.start(drive)
+	if err != nil {
 		return err
 	}
-	driven := make(chan error, 1)
-	go func() { driven <- cmd.Wait() }()
-
 	// Show the drain: routing moved, the long task keeps g1 draining.
-	deadline := time.Now().Add(90 * time.Second)
-	for shown := false; !shown; {
-		b, err := exec.Command(sh.bin, "rollout", "status", "--repo", filepath.Join(sh.dir, "config.git"), "--pool", "agents", "--output", "json").Output()
-		if err == nil {
-			var st struct {
-				Phase        string
-				DrainingRuns []string
-			}
-			if json.Unmarshal(b, &st) == nil && st.Phase == "drain" && len(st.DrainingRuns) > 0 {
-				section("rollout status", "claims go to g2 now; g1 drains while its long task runs")
-				if err := sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents"); err != nil {
-					return err
-				}
-				shown = true
-			}
-		}
-		select {
-		case err := <-driven:
-			return fmt.Errorf("the rollout ended before the drain was shown: %v", err)
-		case err := <-longErr:
-			return err
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no drain within 90s")
-		}
-		time.Sleep(300 * time.Millisecond)
+	if err := sh.showDrain(driven, long, longErr, "claims go to g2 now; g1 drains while its long task runs"); err != nil {
+		return err
 	}
 	section("claim", "a new claim during the drain gets g2, with the agent's tools on PATH")
 	nr, err := p.claim(sh, false, "sh", "-c", "agent-lint --version && agent-run echo tools from $AGENT_CACHE")
@@ -203,17 +172,9 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 		return err
 	}
 	sum.newRun = nr.RunID
-	var res *claimResult
-	select {
-	case res = <-long:
-	case err := <-longErr:
+	res, err := awaitLong(long, longErr)
+	if err != nil {
 		return err
-	case <-time.After(60 * time.Second):
-		return fmt.Errorf("the long task did not end")
-	}
-	fmt.Printf("\n  the long task ended: run %s on %s, exit %d\n", res.RunID, res.Generation, res.ExitCode)
-	for _, l := range strings.Split(strings.TrimSpace(res.Output), "\n") {
-		fmt.Printf("  > %s\n", l)
 	}
 	sum.longRun = res.RunID
 	select {
@@ -293,4 +254,68 @@ func (p *runtimeProc) background(sh shell, script string, settle time.Duration) 
 	}()
 	time.Sleep(settle)
 	return long, longErr
+}
+
+// start runs slipway args in the background, its output indented, and
+// returns where its end will come.
+func (sh shell) start(args []string) (<-chan error, error) {
+	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
+	cmd := exec.Command(sh.bin, args...)
+	cmd.Dir = sh.dir
+	cmd.Stdout, cmd.Stderr = indent{os.Stdout}, indent{os.Stdout}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	driven := make(chan error, 1)
+	go func() { driven <- cmd.Wait() }()
+	return driven, nil
+}
+
+// showDrain waits (at most 90 s) until the rollout driven in the
+// background drains with runs open, and shows its status then, with note.
+// The rollout or the long task ending first is an error.
+func (sh shell) showDrain(driven <-chan error, long <-chan *claimResult, longErr <-chan error, note string) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		b, err := exec.Command(sh.bin, "rollout", "status", "--repo", filepath.Join(sh.dir, "config.git"), "--pool", "agents", "--output", "json").Output()
+		if err == nil {
+			var st struct {
+				Phase        string
+				DrainingRuns []string
+			}
+			if json.Unmarshal(b, &st) == nil && st.Phase == "drain" && len(st.DrainingRuns) > 0 {
+				section("rollout status", "%s", note)
+				return sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents")
+			}
+		}
+		select {
+		case err := <-driven:
+			return fmt.Errorf("the rollout ended before the drain was shown: %v", err)
+		case err := <-longErr:
+			return err
+		case res := <-long:
+			return fmt.Errorf("the long task ended (%s) before the rollout reached its drain: the machine is too slow for the demo", res.RunID)
+		case <-time.After(300 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no drain within 90s")
+		}
+	}
+}
+
+// awaitLong waits (at most 60 s) for the long task and prints how it ended.
+func awaitLong(long <-chan *claimResult, longErr <-chan error) (*claimResult, error) {
+	var res *claimResult
+	select {
+	case res = <-long:
+	case err := <-longErr:
+		return nil, err
+	case <-time.After(60 * time.Second):
+		return nil, fmt.Errorf("the long task did not end")
+	}
+	fmt.Printf("\n  the long task ended: run %s on %s, exit %d\n", res.RunID, res.Generation, res.ExitCode)
+	for _, l := range strings.Split(strings.TrimSpace(res.Output), "\n") {
+		fmt.Printf("  > %s\n", l)
+	}
+	return res, nil
 }

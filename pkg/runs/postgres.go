@@ -241,17 +241,7 @@ func (s *Postgres) Update(ctx context.Context, runID string, fn func(*Manifest) 
 func (s *Postgres) Get(ctx context.Context, runID string) (*Manifest, error) {
 	var doc []byte
 	err := s.pool.QueryRow(ctx, `SELECT manifest FROM slipway_runs.runs WHERE run_id = $1`, runID).Scan(&doc)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, safeID(runID))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("runs: get %s: %w", safeID(runID), err)
-	}
-	m, err := decodeManifest(doc)
-	if err != nil {
-		return nil, fmt.Errorf("runs: get %s: stored manifest: %w", runID, err)
-	}
-	return m, nil
+	return stored(runID, doc, err, errors.Is(err, pgx.ErrNoRows))
 }
 
 // Query implements Store. A package query goes from the package index to

@@ -374,17 +374,7 @@ func (s *SQLite) Update(ctx context.Context, runID string, fn func(*Manifest) er
 func (s *SQLite) Get(ctx context.Context, runID string) (*Manifest, error) {
 	var doc []byte
 	err := s.r.QueryRowContext(ctx, `SELECT manifest FROM runs WHERE run_id = ?`, runID).Scan(&doc)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, safeID(runID))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("runs: get %s: %w", safeID(runID), err)
-	}
-	m, err := decodeManifest(doc)
-	if err != nil {
-		return nil, fmt.Errorf("runs: get %s: stored manifest: %w", runID, err)
-	}
-	return m, nil
+	return stored(runID, doc, err, errors.Is(err, sql.ErrNoRows))
 }
 
 // Query implements Store.

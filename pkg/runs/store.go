@@ -187,3 +187,20 @@ func change(runID string, m *Manifest, fn func(*Manifest) error) (oldColumns []s
 	}
 	return oldColumns, next, nil
 }
+
+// stored is Get's answer from a store's read of run runID's manifest: doc
+// as read, err the read's error, and missing whether that error says the
+// row does not exist.
+func stored(runID string, doc []byte, err error, missing bool) (*Manifest, error) {
+	if missing {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, safeID(runID))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runs: get %s: %w", safeID(runID), err)
+	}
+	m, err := decodeManifest(doc)
+	if err != nil {
+		return nil, fmt.Errorf("runs: get %s: stored manifest: %w", runID, err)
+	}
+	return m, nil
+}
