@@ -1,0 +1,88 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/tenancy"
+)
+
+// admitTick is how often admission looks without being woken.
+const admitTick = 100 * time.Millisecond
+
+func (p *Plane) admitLoop(ctx context.Context) {
+	t := time.NewTicker(admitTick)
+	defer t.Stop()
+	for {
+		if _, err := p.admitOnce(ctx); err != nil && ctx.Err() == nil {
+			p.c.Logger.Warn("admission", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.wakeCh:
+		}
+	}
+}
+
+// admitOnce admits what fits and hands the admitted jobs to River.
+func (p *Plane) admitOnce(ctx context.Context) (int, error) {
+	cfg, err := p.c.Config.Current(ctx)
+	if err != nil {
+		return 0, err
+	}
+	limits := make(map[string]tenantLimit, len(cfg.Tenants))
+	for name, t := range cfg.Tenants {
+		limits[name] = tenantLimit{concurrency: max(1, t.Value.Concurrency)}
+	}
+	admitted, err := p.c.Store.admit(ctx, p.c.MaxActive, limits, func(j *Job, l *lease) { p.decide(cfg, j, l) })
+	if err != nil || len(admitted) == 0 || p.c.noDispatch {
+		return len(admitted), err
+	}
+	ids := make([]string, len(admitted))
+	for i, j := range admitted {
+		ids[i] = j.ID
+	}
+	// Not in the admission transaction (River's SQLite file is not the
+	// store's): a lost insert is redispatched by the recoverer once the
+	// job's dispatch is overdue.
+	if err := p.q.insertMany(ctx, ids); err != nil {
+		return len(admitted), fmt.Errorf("queue %d admitted jobs: %w", len(ids), err)
+	}
+	return len(admitted), nil
+}
+
+// dispatchGrace is how long an admitted job may wait for a worker before
+// the recoverer hands it to River again.
+const dispatchGrace = 30 * time.Second
+
+// decide admits a queued job under today's configuration, or refuses it
+// when the tenant may no longer run it; a profile changed since submission
+// never changes the job silently: the job keeps the profile it resolved,
+// and says so.
+func (p *Plane) decide(cfg *tenancy.Config, j *Job, l *lease) {
+	now := time.Now().UTC()
+	if _, ok := cfg.Tenants[j.Tenant]; !ok {
+		j.State, j.Reason, j.EndedAt = Refused, "forbidden", tp(now)
+		j.Detail = fmt.Sprintf("tenant %s is no longer declared in the config repository at %s", j.Tenant, short(cfg.Revision))
+		return
+	}
+	if err := cfg.Authorize(j.Tenant, j.Profile.Name, j.Pool); err != nil {
+		j.State, j.Reason, j.EndedAt = Refused, "forbidden", tp(now)
+		j.Detail = fmt.Sprintf("at config revision %s: %v", short(cfg.Revision), err)
+		return
+	}
+	switch cur, ok := cfg.Profiles[j.Profile.Name]; {
+	case !ok:
+		j.Notes = append(j.Notes, Note{At: now, Text: fmt.Sprintf("profile %s was deleted at %s after submission; the job runs with it as at %s (digest %s)",
+			j.Profile.Name, short(cfg.Revision), short(j.Profile.Revision), j.Profile.Digest)})
+	case cur.Digest != j.Profile.Digest:
+		j.Notes = append(j.Notes, Note{At: now, Text: fmt.Sprintf("profile %s changed at %s (digest %s) after submission; the job runs with it as at %s (digest %s)",
+			j.Profile.Name, short(cur.Revision), cur.Digest, short(j.Profile.Revision), j.Profile.Digest)})
+	}
+	j.State, j.Reason, j.Detail = Admitted, "admitted", ""
+	j.AdmittedAt, j.DeadlineAt = tp(now), tp(now.Add(time.Duration(j.Limits.Deadline)))
+	l.DispatchDue = now.Add(dispatchGrace)
+}

@@ -1,0 +1,341 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxBody bounds a request body; larger is 413.
+const MaxBody = 1 << 20
+
+// Server is the control plane's HTTP API:
+//
+//	POST /v1/jobs                 submit (Idempotency-Key header or idempotencyKey)
+//	GET  /v1/jobs?state=&limit=   list
+//	GET  /v1/jobs/{id}            the job's whole story
+//	GET  /v1/jobs/{id}/profile    its profile as it was at its revision
+//	POST /v1/jobs/{id}/cancel     cancel
+//	GET  /v1/usage                the tenants' counters (operators)
+//	GET  /v1/audit                the audit log (operators)
+//
+// Every request carries a bearer token; a tenant's token sees its own jobs
+// only (another tenant's job is 404), an operator's sees all and each of
+// its requests is audited.
+type Server struct {
+	p   *Plane
+	mux *http.ServeMux
+}
+
+// NewServer serves p.
+func NewServer(p *Plane) *Server {
+	s := &Server{p: p, mux: http.NewServeMux()}
+	s.mux.Handle("POST /v1/jobs", s.auth(s.submit))
+	s.mux.Handle("GET /v1/jobs", s.auth(s.list))
+	s.mux.Handle("GET /v1/jobs/{id}", s.auth(s.get))
+	s.mux.Handle("GET /v1/jobs/{id}/profile", s.auth(s.profile))
+	s.mux.Handle("POST /v1/jobs/{id}/cancel", s.auth(s.cancel))
+	s.mux.Handle("GET /v1/usage", s.auth(s.operator(s.usage)))
+	s.mux.Handle("GET /v1/audit", s.auth(s.operator(s.audit)))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type tokenKey struct{}
+
+func tokenOf(r *http.Request) *Token { return r.Context().Value(tokenKey{}).(*Token) }
+
+// tenantOf is the tenant whose jobs the request may see ("" : all).
+func tenantOf(r *http.Request) string {
+	t := tokenOf(r)
+	if t.Scope == ScopeOperator {
+		return ""
+	}
+	return t.Tenant
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+
+func (s *Server) auth(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		text, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
+			return
+		}
+		t, err := s.p.c.Store.Authenticate(r.Context(), text)
+		switch {
+		case errors.Is(err, ErrUnauthenticated):
+			writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
+			return
+		case err != nil:
+			writeError(w, http.StatusServiceUnavailable, errors.New("the control plane's database is unavailable; retry"))
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), tokenKey{}, t))
+		if t.Scope != ScopeOperator {
+			h(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h(sw, r)
+		if err := s.p.c.Store.Audit(context.WithoutCancel(r.Context()), AuditEntry{At: time.Now().UTC(), TokenID: t.ID, Tenant: t.Tenant,
+			Scope: t.Scope, Method: r.Method, Path: r.URL.Path, Status: sw.status}); err != nil {
+			s.p.c.Logger.Error("audit", "err", err)
+		}
+	})
+}
+
+func (s *Server) operator(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if tokenOf(r).Scope != ScopeOperator {
+			writeError(w, http.StatusForbidden, errors.New("an operator token is required"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ErrorBody is every error's body.
+type ErrorBody struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason,omitempty"`
+	// RetryAfterSeconds repeats the Retry-After header of a 429.
+	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, ErrorBody{Error: err.Error()})
+}
+
+// writeFailure maps an error of the plane to its status.
+func writeFailure(w http.ResponseWriter, err error) {
+	var le *LimitError
+	switch {
+	case errors.As(err, &le):
+		secs := int(le.RetryAfter.Seconds() + 0.5)
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
+		writeJSON(w, http.StatusTooManyRequests, ErrorBody{Error: le.Detail, Reason: le.Reason, RetryAfterSeconds: max(1, secs)})
+	case errors.Is(err, ErrBadRequest):
+		writeError(w, http.StatusBadRequest, err)
+	case errors.Is(err, ErrForbidden):
+		writeError(w, http.StatusForbidden, err)
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, err)
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, err)
+	default:
+		writeError(w, http.StatusInternalServerError, err)
+	}
+}
+
+// decode reads a JSON body: at most MaxBody (413), no unknown fields, no
+// field twice, nothing after it.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("body over %d bytes", MaxBody))
+		return false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return false
+	}
+	if err := checkDuplicateKeys(body); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return false
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("body: %v", err))
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, errors.New("body: data after the JSON object"))
+		return false
+	}
+	return true
+}
+
+// checkDuplicateKeys refuses an object that names a field twice (Go's
+// decoder would keep the last silently).
+func checkDuplicateKeys(b []byte) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	var walk func(path string) error
+	walk = func(path string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("body: %v", err)
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return fmt.Errorf("body: %v", err)
+				}
+				key := k.(string)
+				if seen[key] {
+					return fmt.Errorf("body: field %s%s appears twice", path, key)
+				}
+				seen[key] = true
+				if err := walk(path + key + "."); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if err := walk(fmt.Sprintf("%s%d.", path, i)); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		}
+		return nil
+	}
+	return walk("")
+}
+
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	var spec Spec
+	if !decode(w, r, &spec) {
+		return
+	}
+	if h := r.Header.Get("Idempotency-Key"); h != "" {
+		if spec.IdempotencyKey != "" && spec.IdempotencyKey != h {
+			writeError(w, http.StatusBadRequest, errors.New("the Idempotency-Key header and idempotencyKey differ"))
+			return
+		}
+		spec.IdempotencyKey = h
+	}
+	t := tokenOf(r)
+	if t.Scope == ScopeOperator {
+		writeError(w, http.StatusForbidden, errors.New("an operator token cannot submit jobs; use a tenant's token"))
+		return
+	}
+	j, created, err := s.p.Submit(r.Context(), t.Tenant, spec)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	code := http.StatusCreated
+	if !created {
+		code = http.StatusOK
+	}
+	w.Header().Set("Location", "/v1/jobs/"+j.ID)
+	writeJSON(w, code, j)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	f := ListFilter{Tenant: tenantOf(r)}
+	for k, v := range r.URL.Query() {
+		switch k {
+		case "state":
+			f.State = State(v[0])
+		case "limit":
+			n, err := strconv.Atoi(v[0])
+			if err != nil || n <= 0 {
+				writeError(w, http.StatusBadRequest, fmt.Errorf("limit %q: want a positive number", v[0]))
+				return
+			}
+			f.Limit = n
+		case "tenant":
+			if tenantOf(r) != "" && v[0] != tenantOf(r) {
+				writeJSON(w, http.StatusOK, map[string]any{"jobs": []*Job{}})
+				return
+			}
+			f.Tenant = v[0]
+		default:
+			writeError(w, http.StatusBadRequest, fmt.Errorf("unknown query parameter %q (want state, limit, tenant)", k))
+			return
+		}
+	}
+	js, err := s.p.List(r.Context(), f)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	if js == nil {
+		js = []*Job{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": js})
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	j, err := s.p.Get(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
+	j, err := s.p.Get(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	jp, err := s.p.Profile(r.Context(), j)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jp)
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	j, err := s.p.Cancel(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
+	u, err := s.p.c.Store.Usage(r.Context())
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenants": u})
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
+	n, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	a, err := s.p.c.Store.AuditLog(r.Context(), n)
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": a})
+}

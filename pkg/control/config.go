@@ -1,0 +1,66 @@
+package control
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/tenancy"
+)
+
+// RepoConfig reads tenants, profiles and prices from the config
+// repository's branch, at most once per refresh interval; a failed read
+// keeps serving the last good configuration (and says so in Err).
+type RepoConfig struct {
+	repo    *gitops.Repo
+	branch  string
+	refresh time.Duration
+
+	mu      sync.Mutex
+	cur     *tenancy.Config
+	at      time.Time
+	lastErr error
+}
+
+var _ ConfigSource = (*RepoConfig)(nil)
+
+// NewRepoConfig reads repo's branch every refresh (default 5s).
+func NewRepoConfig(repo *gitops.Repo, branch string, refresh time.Duration) *RepoConfig {
+	if refresh <= 0 {
+		refresh = 5 * time.Second
+	}
+	return &RepoConfig{repo: repo, branch: branch, refresh: refresh}
+}
+
+// Current returns the configuration in effect.
+func (r *RepoConfig) Current(ctx context.Context) (*tenancy.Config, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cur != nil && time.Since(r.at) < r.refresh {
+		return r.cur, nil
+	}
+	c, err := tenancy.Load(ctx, r.repo, r.branch)
+	r.at = time.Now()
+	if err != nil {
+		r.lastErr = err
+		if r.cur != nil {
+			return r.cur, nil
+		}
+		return nil, err
+	}
+	r.cur, r.lastErr = c, nil
+	return c, nil
+}
+
+// Err is the last refresh's error, nil when the configuration is current.
+func (r *RepoConfig) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr
+}
+
+// ProfileAt reads a profile as it was at revision.
+func (r *RepoConfig) ProfileAt(ctx context.Context, revision, name string) (*tenancy.Versioned[tenancy.Profile], error) {
+	return tenancy.ProfileAt(ctx, r.repo, r.branch, revision, name)
+}

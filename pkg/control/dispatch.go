@@ -1,0 +1,318 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/runtime"
+)
+
+// dispatch works one admitted job: claim a sandbox (with the job's request
+// key, so a retry after a crash adopts the sandbox an earlier attempt
+// created), run its commands within the deadline, release, and commit the
+// outcome. Each state is committed before its effect. An error asks River
+// to retry (a dispatch failure within the budget); every other outcome is
+// recorded on the job and returns nil.
+func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts int) error {
+	now := time.Now()
+	j, err := p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+		if j.State != Admitted || (l.Owner != "" && l.Owner != p.c.ID && l.Until.After(now)) {
+			return errSkip // another delivery of the same job, or already past
+		}
+		if j.CancelRequested {
+			j.State, j.Reason, j.Detail, j.EndedAt = Canceled, "canceled", "canceled before it started", tp(now)
+			return nil
+		}
+		if j.DeadlineAt != nil && now.After(*j.DeadlineAt) {
+			j.State, j.Reason, j.EndedAt = DeadlineExceeded, "deadline", tp(now)
+			j.Detail = "the deadline passed before a sandbox was allocated"
+			return nil
+		}
+		if j.RequestKey == "" {
+			j.Attempt++
+			j.RequestKey = fmt.Sprintf("%s.a%d", j.ID, j.Attempt)
+		}
+		j.State, j.Reason, j.Detail = Allocating, "claiming", "request key "+j.RequestKey
+		l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
+		return nil
+	})
+	if err != nil || j == nil || j.State != Allocating {
+		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	defer p.wake() // a slot frees whatever happens
+
+	rt, g, err := p.claim(ctx, j)
+	if err != nil {
+		return p.dispatchFailed(ctx, j, err, attempt, maxAttempts)
+	}
+	j, err = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+		if l.Owner != p.c.ID {
+			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, id, l.Owner)
+		}
+		j.State, j.Reason, j.Detail = Running, "running", fmt.Sprintf("run %s in sandbox %s on %s", g.RunID, g.SandboxID, rt.Name)
+		j.Runtime, j.RunID, j.SandboxID, j.Generation, j.Adopted = rt.Name, g.RunID, g.SandboxID, g.Generation, g.Adopted
+		j.StartedAt = tp(time.Now())
+		l.Grant, l.Until = g.Token, time.Now().Add(p.c.Lease)
+		return nil
+	})
+	if err != nil {
+		// The claim exists but the job cannot say so: release it, and let
+		// the recoverer find the job by its lease.
+		_ = rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token})
+		return err
+	}
+	p.run(ctx, rt, g, j)
+	return nil
+}
+
+// claim asks the pool's runtimes, in turn, for a sandbox.
+func (p *Plane) claim(ctx context.Context, j *Job) (Runtime, *runtime.Grant, error) {
+	rts := p.c.Runtimes[j.Pool]
+	if len(rts) == 0 {
+		return Runtime{}, nil, fmt.Errorf("no runtime serves pool %s", j.Pool)
+	}
+	v, _ := p.rr.LoadOrStore(j.Pool, new(atomic.Int64))
+	start := int(v.(*atomic.Int64).Add(1))
+	var errs []error
+	remaining := time.Until(*j.DeadlineAt)
+	for i := range rts {
+		rt := rts[(start+i)%len(rts)]
+		cctx, cancel := context.WithTimeout(ctx, remaining)
+		g, err := rt.Client.Claim(cctx, j.Pool, runtime.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, DeadlineSeconds: remaining.Seconds(), RequestKey: j.RequestKey})
+		cancel()
+		if err == nil {
+			return rt, g, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", rt.Name, err))
+	}
+	return Runtime{}, nil, errors.Join(errs...)
+}
+
+// dispatchFailed records a failed claim: back to admitted for River's
+// retry while the budget lasts, failed with the reason when it is spent.
+// A key the runtime already released means an earlier attempt ran: the job
+// ends unknown rather than running twice.
+func (p *Plane) dispatchFailed(ctx context.Context, j *Job, cause error, attempt, maxAttempts int) error {
+	var api *runtime.APIError
+	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "released")
+	last := attempt >= maxAttempts
+	_, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+		now := time.Now().UTC()
+		j.DispatchFailures++
+		l.Owner, l.Until = "", time.Time{}
+		switch {
+		case released:
+			j.State, j.Reason, j.Owner, j.OwnerDeadline = Unknown, "claim_released", "operator", tp(now.Add(24*time.Hour))
+			j.Detail = fmt.Sprintf("the runtime says request key %s was already claimed and released: an earlier attempt may have run; not run again: %v", j.RequestKey, cause)
+		case last:
+			j.State, j.Reason, j.EndedAt = Failed, "dispatch_budget", tp(now)
+			j.Detail = fmt.Sprintf("dispatch failed %d times, the retry budget: %v", j.DispatchFailures, cause)
+		default:
+			j.State, j.Reason = Admitted, "dispatch_retry"
+			j.Detail = fmt.Sprintf("dispatch attempt %d of %d failed: %v; River retries with backoff", attempt, maxAttempts, cause)
+			l.DispatchDue = now.Add(dispatchGrace + 30*time.Second)
+			j.Notes = append(j.Notes, Note{At: now, Text: j.Detail})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if released || last {
+		return nil
+	}
+	return cause
+}
+
+// run runs the job's commands in its sandbox, then releases it and commits
+// the outcome.
+func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
+	out := newBoundedOutput(j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines)
+	deadline := *j.DeadlineAt
+	// The owner's heartbeat keeps the lease, and watches for a cancel, a
+	// budget stop or a lost lease.
+	hctx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHB()
+	execCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abort(nil)
+	go p.heartbeat(hctx, j, abort)
+
+	final := Succeeded
+	reason, detail, stop := "exit_code", "every command exited 0", ""
+	var results []CommandResult
+	var exit *int
+	for i, argv := range j.Commands {
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			final, reason, detail = DeadlineExceeded, "deadline", fmt.Sprintf("the deadline passed before command %d", i+1)
+			break
+		}
+		timeout := min(time.Duration(j.Limits.CommandTimeout), remaining)
+		fmt.Fprintf(out, "$ %s\n", shellLine(argv))
+		start := time.Now()
+		res, err := rt.Client.Exec(execCtx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
+			GraceSeconds: p.c.Grace.Seconds(), MaxOutput: j.Limits.MaxOutputBytes, KeepTail: true})
+		cr := CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
+		if err != nil {
+			results = append(results, cr)
+			if cause := context.Cause(execCtx); cause != nil {
+				final, reason, detail, stop = stopState(cause), stopReason(cause), fmt.Sprintf("command %d stopped: %v", i+1, cause), "signalled"
+			} else {
+				final, reason = Unknown, "exec_unconfirmed"
+				detail = fmt.Sprintf("command %d: the runtime's answer was lost (%v); whether it ran is not known", i+1, err)
+			}
+			break
+		}
+		out.Write([]byte(res.Stdout))
+		out.Write([]byte(res.Stderr))
+		code := res.ExitCode
+		cr.ExitCode, cr.TimedOut, cr.Stop = &code, res.TimedOut, res.Stop
+		results = append(results, cr)
+		exit = &code
+		if res.TimedOut {
+			stop = res.Stop
+			if !time.Now().Before(deadline.Add(-50 * time.Millisecond)) {
+				final, reason, detail = DeadlineExceeded, "deadline", fmt.Sprintf("command %d was stopped at the job's deadline (%s)", i+1, orWord(res.Stop, "stopped"))
+			} else {
+				final, reason, detail = Failed, "command_timeout", fmt.Sprintf("command %d exceeded its timeout %s (%s)", i+1, timeout, orWord(res.Stop, "stopped"))
+			}
+			break
+		}
+		if code != 0 {
+			final, reason, detail = Failed, "exit_code", fmt.Sprintf("command %d exited %d", i+1, code)
+			break
+		}
+	}
+	stopHB()
+	// Release whatever happened; the exit code says what the runtime may
+	// record.
+	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: exit})
+	ended := time.Now().UTC()
+	_, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+		if l.Owner != p.c.ID {
+			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, j.ID, l.Owner)
+		}
+		j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
+		j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.droppedBytes, out.droppedLines
+		j.State, j.Reason, j.Detail = final, reason, detail
+		if rerr != nil {
+			j.Notes = append(j.Notes, Note{At: ended, Text: fmt.Sprintf("release of run %s failed: %v", g.RunID, rerr)})
+		}
+		if final == Unknown {
+			j.Owner, j.OwnerDeadline = "operator", tp(ended.Add(24*time.Hour))
+		} else {
+			j.EndedAt = tp(ended)
+		}
+		if j.Cost.Known && j.StartedAt != nil {
+			j.Cost.Amount = ended.Sub(*j.StartedAt).Hours() * j.Cost.RatePerHour
+		}
+		l.Owner, l.Until, l.Grant = "", time.Time{}, ""
+		return nil
+	})
+	if err != nil {
+		p.c.Logger.Error("commit job outcome", "job", j.ID, "err", err)
+	}
+}
+
+func orWord(s, w string) string {
+	if s == "" {
+		return w
+	}
+	return s
+}
+
+// Stop causes of a running job.
+var (
+	errCanceled  = errors.New("canceled")
+	errBudget    = errors.New("the tenant's budget is spent")
+	errLeaseLost = errors.New("this control plane lost the job's lease")
+)
+
+func stopState(cause error) State {
+	switch {
+	case errors.Is(cause, errCanceled):
+		return Canceled
+	case errors.Is(cause, errBudget):
+		return Failed
+	}
+	return Unknown
+}
+
+func stopReason(cause error) string {
+	switch {
+	case errors.Is(cause, errCanceled):
+		return "canceled"
+	case errors.Is(cause, errBudget):
+		return "budget"
+	}
+	return "lease_lost"
+}
+
+// heartbeat extends the lease every third of it and stops the job's
+// commands (abort) on a cancel, a spent budget or a lost lease.
+func (p *Plane) heartbeat(ctx context.Context, j *Job, abort context.CancelCauseFunc) {
+	t := time.NewTicker(p.c.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := p.c.Store.heartbeat(ctx, j.ID, p.c.ID, time.Now().Add(p.c.Lease))
+		if err != nil {
+			continue // the database is away: the lease may lapse, the job goes on
+		}
+		if !ok {
+			abort(errLeaseLost)
+			return
+		}
+		cur, err := p.c.Store.Get(ctx, "", j.ID)
+		if err != nil {
+			continue
+		}
+		if cur.CancelRequested {
+			abort(errCanceled)
+			return
+		}
+		if over, _ := p.overBudget(ctx, cur); over {
+			abort(errBudget)
+			return
+		}
+	}
+}
+
+// overBudget says a running job has taken its tenant past the budget in
+// effect now (which may have been lowered since admission).
+func (p *Plane) overBudget(ctx context.Context, j *Job) (bool, error) {
+	if !j.Cost.Known || j.StartedAt == nil {
+		return false, nil
+	}
+	cfg, err := p.c.Config.Current(ctx)
+	if err != nil {
+		return false, err
+	}
+	t, ok := cfg.Tenants[j.Tenant]
+	if !ok || t.Value.Budget == nil {
+		return false, nil
+	}
+	us, err := p.c.Store.Usage(ctx)
+	if err != nil {
+		return false, err
+	}
+	accrued := time.Since(*j.StartedAt).Hours() * j.Cost.RatePerHour
+	for _, u := range us {
+		if u.Tenant == j.Tenant {
+			return u.Spent+accrued > t.Value.Budget.Amount, nil
+		}
+	}
+	return false, nil
+}

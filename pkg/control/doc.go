@@ -1,0 +1,33 @@
+// Package control is Slipway's control plane: authenticated tenants,
+// durable job intent, an admission queue with backpressure and fair
+// sharing, per-tenant concurrency, deadlines, output and spend limits, and
+// versioned capability profiles. It is its own process (`slipway control
+// serve`); it dispatches admitted jobs to the execution plane (one or more
+// `slipway runtime serve`) through the runtime's HTTP API, and only it
+// holds runtime credentials.
+//
+// A job is stored before anything happens to it (Store, on SQLite or
+// PostgreSQL through one database/sql implementation), with its tenant,
+// pool, the capability profile by name and the config revision and digest
+// it resolved to, its commands, deadline and limits. Its states are
+// queued, admitted, allocating, running, the terminal succeeded, failed,
+// canceled, deadline_exceeded and refused, and the visible non-terminal
+// unknown (with an owner and a deadline). Every transition is committed
+// before its effect.
+//
+// Admission is Slipway's: bounds are counted in the database and taken
+// with a conditional update (a submit over the global or the tenant's
+// queue bound, or whose worst-case cost does not fit the tenant's budget,
+// is a 429 with Retry-After and the reason); a freed slot goes to the
+// tenant with the fewest active jobs that has one queued, so a tenant that
+// floods the queue only delays itself. Dispatch is River's (DispatchArgs):
+// a bounded worker pool, retries with backoff within the attempt budget.
+// The claim carries a request key (job id and allocation attempt); a
+// replica that dies leaves a lease that runs out, and the recoverer
+// re-dispatches an allocating job with the same key (adopting the sandbox
+// the dead owner may have made) and ends a running one unknown: its
+// commands never run twice.
+//
+// What it is not: the runtime (pkg/runtime) and the configuration's
+// parsing (pkg/tenancy).
+package control

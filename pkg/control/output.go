@@ -1,0 +1,106 @@
+package control
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// boundedOutput keeps a job's output within a byte and a line bound: the
+// first half of each bound as the head, the last half as the tail, and
+// counts what it dropped between them. Memory never exceeds the bounds,
+// whatever is written.
+type boundedOutput struct {
+	maxBytes, maxLines int64
+	head               []byte
+	headLines          int64
+	headFull           bool
+	tail               [][]byte // complete or partial lines, oldest first
+	tailBytes          int64
+	droppedBytes       int64
+	droppedLines       int64
+}
+
+func newBoundedOutput(maxBytes, maxLines int64) *boundedOutput {
+	if maxBytes < 2 {
+		maxBytes = 2
+	}
+	if maxLines < 2 {
+		maxLines = 2
+	}
+	return &boundedOutput{maxBytes: maxBytes, maxLines: maxLines}
+}
+
+// Write keeps what fits; it never fails.
+func (o *boundedOutput) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && !o.headFull {
+		line := p
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			line = p[:i+1]
+		}
+		room := o.maxBytes/2 - int64(len(o.head))
+		if room <= 0 || o.headLines >= o.maxLines/2 {
+			o.headFull = true
+			break
+		}
+		if int64(len(line)) > room {
+			line = line[:room]
+		}
+		o.head = append(o.head, line...)
+		if line[len(line)-1] == '\n' {
+			o.headLines++
+		}
+		p = p[len(line):]
+	}
+	for len(p) > 0 {
+		line := p
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			line = p[:i+1]
+		}
+		p = p[len(line):]
+		// continue a partial last line, or start a new one
+		if k := len(o.tail); k > 0 && o.tail[k-1][len(o.tail[k-1])-1] != '\n' {
+			o.tail[k-1] = append(o.tail[k-1], line...)
+		} else {
+			o.tail = append(o.tail, append([]byte(nil), line...))
+		}
+		o.tailBytes += int64(len(line))
+		o.trim()
+	}
+	return n, nil
+}
+
+// trim drops the oldest tail lines (or the front of a single long one)
+// until the tail fits half of each bound.
+func (o *boundedOutput) trim() {
+	for int64(len(o.tail)) > o.maxLines/2 || (o.tailBytes > o.maxBytes/2 && len(o.tail) > 1) {
+		o.droppedBytes += int64(len(o.tail[0]))
+		o.droppedLines++
+		o.tailBytes -= int64(len(o.tail[0]))
+		o.tail[0] = nil
+		o.tail = o.tail[1:]
+	}
+	if len(o.tail) == 1 && o.tailBytes > o.maxBytes/2 {
+		cut := o.tailBytes - o.maxBytes/2
+		o.droppedBytes += cut
+		o.tail[0] = append([]byte(nil), o.tail[0][cut:]...)
+		o.tailBytes -= cut
+	}
+}
+
+// String is the head, a marker where bytes or lines were dropped, and the
+// tail.
+func (o *boundedOutput) String() string {
+	var b bytes.Buffer
+	b.Write(o.head)
+	if o.droppedBytes > 0 || o.droppedLines > 0 {
+		if b.Len() > 0 && b.Bytes()[b.Len()-1] != '\n' {
+			b.WriteByte('\n')
+		}
+		fmt.Fprintf(&b, "[... %d bytes, %d lines dropped ...]\n", o.droppedBytes, o.droppedLines)
+	}
+	for _, l := range o.tail {
+		b.Write(l)
+	}
+	return b.String()
+}

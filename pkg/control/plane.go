@@ -1,0 +1,383 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/tenancy"
+)
+
+// Errors of a request, each a 4xx.
+var (
+	ErrBadRequest = errors.New("control: bad request")
+	ErrForbidden  = errors.New("control: forbidden")
+)
+
+// ConfigSource gives the configuration in effect (tenants, profiles,
+// prices) and profiles as they were at an older revision.
+type ConfigSource interface {
+	Current(ctx context.Context) (*tenancy.Config, error)
+	ProfileAt(ctx context.Context, revision, name string) (*tenancy.Versioned[tenancy.Profile], error)
+}
+
+// Runtime is an execution plane the control plane dispatches to, through
+// its HTTP API.
+type Runtime struct {
+	// Name is what job records say (never the URL's credentials).
+	Name   string
+	Client *runtime.Client
+}
+
+// Config configures a Plane.
+type Config struct {
+	Store  *Store
+	Config ConfigSource
+	// Runtimes serve each pool; a pool not here is unknown.
+	Runtimes map[string][]Runtime
+	// MaxActive bounds the jobs admitted, allocating or running at once
+	// (default 64); QueueBound bounds the queued jobs of all tenants
+	// (default 10000).
+	MaxActive, QueueBound int
+	// DispatchAttempts is the retry budget of a failing dispatch (default
+	// 5); Lease is how long a dead owner holds a job (default 15s).
+	DispatchAttempts int
+	Lease            time.Duration
+	// Grace is how long a command gets between SIGTERM and SIGKILL when
+	// the job's deadline stops it (default 2s).
+	Grace time.Duration
+	// ID names this replica in leases (default host:pid).
+	ID     string
+	Logger *slog.Logger
+	// noDispatch leaves admitted jobs alone (tests, benchmarks of submit).
+	noDispatch bool
+}
+
+// Plane is the control plane: it stores intent, admits fairly within the
+// bounds, dispatches to runtimes through River, and recovers jobs whose
+// owner died.
+type Plane struct {
+	c      Config
+	q      queue
+	wakeCh chan struct{}
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+	rr     sync.Map // pool -> *int (round robin)
+}
+
+// New makes a plane on c.Store; Start runs it.
+func New(ctx context.Context, c Config) (*Plane, error) {
+	if c.Store == nil || c.Config == nil {
+		return nil, errors.New("control: a store and a config source are required")
+	}
+	if c.MaxActive <= 0 {
+		c.MaxActive = 64
+	}
+	if c.QueueBound <= 0 {
+		c.QueueBound = 10000
+	}
+	if c.DispatchAttempts <= 0 {
+		c.DispatchAttempts = 5
+	}
+	if c.Lease <= 0 {
+		c.Lease = 15 * time.Second
+	}
+	if c.Grace <= 0 {
+		c.Grace = 2 * time.Second
+	}
+	if c.ID == "" {
+		h, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s:%d:%s", h, os.Getpid(), randHex(3))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Plane{c: c, wakeCh: make(chan struct{}, 1)}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &dispatchWorker{p: p})
+	if c.noDispatch {
+		workers = nil
+	}
+	q, err := openQueue(ctx, c.Store, queueConfig{workers: c.MaxActive, maxAttempts: c.DispatchAttempts, logger: c.Logger, id: c.ID}, workers)
+	if err != nil {
+		return nil, err
+	}
+	p.q = q
+	return p, nil
+}
+
+// Start runs admission, the recoverer and River's workers until Stop.
+func (p *Plane) Start(ctx context.Context) error {
+	ctx, p.cancel = context.WithCancel(ctx)
+	if !p.c.noDispatch {
+		if err := p.q.start(ctx); err != nil {
+			return fmt.Errorf("control: start queue: %w", err)
+		}
+	}
+	p.wg.Add(2)
+	go func() { defer p.wg.Done(); p.admitLoop(ctx) }()
+	go func() { defer p.wg.Done(); p.recoverLoop(ctx) }()
+	return nil
+}
+
+// Stop stops taking work, waits for River's running jobs (up to ctx) and
+// closes the queue. Jobs still running keep their lease and are recovered
+// by the next plane.
+func (p *Plane) Stop(ctx context.Context) error {
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
+	var err error
+	if !p.c.noDispatch {
+		err = p.q.stop(ctx)
+	}
+	p.q.close()
+	return err
+}
+
+func (p *Plane) wake() {
+	select {
+	case p.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newJobID(now time.Time) string { return fmt.Sprintf("j-%011x%s", now.UnixMilli(), randHex(5)) }
+
+var keyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+
+// Submit stores a job for tenant and returns it; created is false when the
+// idempotency key named an existing job (which is returned). Errors:
+// ErrBadRequest, ErrForbidden (a 4xx each, nothing stored), *LimitError
+// (429), ErrConflict (the key was used for another request).
+func (p *Plane) Submit(ctx context.Context, tenant string, spec Spec) (*Job, bool, error) {
+	now := time.Now().UTC()
+	if spec.IdempotencyKey == "" {
+		spec.IdempotencyKey = "auto-" + randHex(12)
+	} else if !keyRE.MatchString(spec.IdempotencyKey) {
+		return nil, false, fmt.Errorf("%w: idempotency key %q: want 1 to 128 of A-Z a-z 0-9 . _ : -", ErrBadRequest, spec.IdempotencyKey)
+	}
+	if err := checkCommands(spec.Commands); err != nil {
+		return nil, false, err
+	}
+	if spec.DeadlineSeconds < 0 || spec.CommandTimeoutSeconds < 0 {
+		return nil, false, fmt.Errorf("%w: deadlineSeconds and commandTimeoutSeconds must not be negative", ErrBadRequest)
+	}
+	cfg, err := p.c.Config.Current(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: config repository: %v", ErrUnavailable, err)
+	}
+	t, ok := cfg.Tenants[tenant]
+	if !ok {
+		return nil, false, fmt.Errorf("%w: tenant %s is not declared in the config repository (tenants/%s.yaml at %s)", ErrForbidden, tenant, tenant, short(cfg.Revision))
+	}
+	if _, ok := p.c.Runtimes[spec.Pool]; !ok || spec.Pool == "" {
+		return nil, false, fmt.Errorf("%w: unknown pool %q: no runtime of this control plane serves it", ErrBadRequest, spec.Pool)
+	}
+	prof, ok := cfg.Profiles[spec.Profile]
+	if !ok {
+		return nil, false, fmt.Errorf("%w: unknown profile %q (no profiles/%s.yaml at config revision %s)", ErrBadRequest, spec.Profile, spec.Profile, short(cfg.Revision))
+	}
+	if err := cfg.Authorize(tenant, spec.Profile, spec.Pool); err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrForbidden, err)
+	}
+	lim, err := limitsOf(spec, prof)
+	if err != nil {
+		return nil, false, err
+	}
+	j := &Job{
+		ID: newJobID(now), Tenant: tenant, IdempotencyKey: spec.IdempotencyKey, Pool: spec.Pool,
+		Profile:        ProfileRef{Name: spec.Profile, Path: prof.Path, Revision: prof.Revision, Digest: prof.Digest},
+		ConfigRevision: cfg.Revision, Commands: spec.Commands, Limits: lim, State: Queued, Reason: "submitted", CreatedAt: now,
+	}
+	sub := submission{job: j, hash: requestHash(spec), tenantBound: t.Value.QueueBound, globalBound: p.c.QueueBound, budget: -1, profile: prof.Raw}
+	if sub.tenantBound <= 0 {
+		sub.tenantBound = 1
+	}
+	if cfg.Pricing != nil {
+		j.Cost.Currency, j.Cost.PricingRevision = cfg.Pricing.Value.Currency, cfg.Pricing.Revision
+		if r, ok := cfg.Pricing.Value.Rate(spec.Pool); ok {
+			j.Cost.Known, j.Cost.RatePerHour = true, r.Active
+			j.Cost.WorstCase = tenancy.WorstCase(r, time.Duration(lim.Deadline))
+		}
+	}
+	if b := t.Value.Budget; b != nil {
+		if !j.Cost.Known {
+			return nil, false, fmt.Errorf("%w: pool %s has no price in pricing.yaml at %s, so tenant %s's budget cannot be checked", ErrForbidden, spec.Pool, short(cfg.Revision), tenant)
+		}
+		sub.budget, sub.periodStart = b.Amount, b.PeriodStart(now)
+	}
+	out, created, err := p.c.Store.insert(ctx, sub)
+	if err == nil && created {
+		p.wake()
+	}
+	return out, created, err
+}
+
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}
+
+func checkCommands(cmds [][]string) error {
+	if len(cmds) == 0 {
+		return fmt.Errorf("%w: commands: at least one command is required", ErrBadRequest)
+	}
+	if len(cmds) > 64 {
+		return fmt.Errorf("%w: commands: %d commands, at most 64", ErrBadRequest, len(cmds))
+	}
+	size := 0
+	for i, c := range cmds {
+		if len(c) == 0 || c[0] == "" {
+			return fmt.Errorf("%w: commands[%d]: empty command", ErrBadRequest, i)
+		}
+		for _, a := range c {
+			size += len(a)
+		}
+	}
+	if size > 256<<10 {
+		return fmt.Errorf("%w: commands: %d bytes of arguments, at most 256 KiB", ErrBadRequest, size)
+	}
+	return nil
+}
+
+func limitsOf(spec Spec, prof tenancy.Versioned[tenancy.Profile]) (Limits, error) {
+	pr := prof.Value
+	d := pr.MaxDuration
+	if spec.DeadlineSeconds > 0 {
+		d = time.Duration(spec.DeadlineSeconds * float64(time.Second))
+		if d > pr.MaxDuration {
+			return Limits{}, fmt.Errorf("%w: deadline %s exceeds profile %s's maxDuration %s (%s at %s)", ErrBadRequest, d, pr.Name, pr.MaxDuration, prof.Path, short(prof.Revision))
+		}
+	}
+	ct := d
+	if pr.MaxCommandDuration > 0 && pr.MaxCommandDuration < ct {
+		ct = pr.MaxCommandDuration
+	}
+	if spec.CommandTimeoutSeconds > 0 {
+		want := time.Duration(spec.CommandTimeoutSeconds * float64(time.Second))
+		if want > ct {
+			return Limits{}, fmt.Errorf("%w: command timeout %s exceeds what profile %s allows (%s, %s at %s)", ErrBadRequest, want, pr.Name, ct, prof.Path, short(prof.Revision))
+		}
+		ct = want
+	}
+	return Limits{Deadline: Duration(d), CommandTimeout: Duration(ct), MaxOutputBytes: pr.MaxOutputBytes, MaxOutputLines: pr.MaxOutputLines}, nil
+}
+
+// requestHash identifies a request's content, for idempotency keys reused
+// with other content.
+func requestHash(s Spec) string {
+	s.IdempotencyKey = ""
+	b, _ := json.Marshal(s)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// Get returns a job of tenant ("" : any, for operators).
+func (p *Plane) Get(ctx context.Context, tenant, id string) (*Job, error) {
+	return p.c.Store.Get(ctx, tenant, id)
+}
+
+// JobProfile is a job's profile as it was at the job's revision.
+type JobProfile struct {
+	Ref     ProfileRef      `json:"ref"`
+	Profile tenancy.Profile `json:"profile"`
+	// Source says where it was read: the config repository at the job's
+	// revision, or the copy the control plane stored at submission.
+	Source string `json:"source"`
+	// Current says how the profile stands now: "unchanged", "changed at
+	// <rev> (digest ...)" or "deleted at <rev>".
+	Current string `json:"current"`
+}
+
+// Profile interprets a job with its profile as it was when it was
+// submitted, even after the file changed or was deleted.
+func (p *Plane) Profile(ctx context.Context, j *Job) (*JobProfile, error) {
+	out := &JobProfile{Ref: j.Profile}
+	v, err := p.c.Config.ProfileAt(ctx, j.Profile.Revision, j.Profile.Name)
+	if err == nil && v != nil && v.Digest == j.Profile.Digest {
+		out.Profile, out.Source = v.Value, "config repository at "+short(j.Profile.Revision)
+	} else {
+		raw, serr := p.c.Store.StoredProfile(ctx, j.Profile.Digest)
+		if serr != nil {
+			return nil, fmt.Errorf("job %s: profile %s at %s: %v; stored copy: %w", j.ID, j.Profile.Name, short(j.Profile.Revision), err, serr)
+		}
+		pr, perr := tenancy.ParseProfile(j.Profile.Path, raw)
+		if perr != nil {
+			return nil, perr
+		}
+		out.Profile, out.Source = *pr, "stored at submission ("+j.Profile.Digest+")"
+	}
+	cfg, err := p.c.Config.Current(ctx)
+	if err != nil {
+		out.Current = "unknown: " + err.Error()
+		return out, nil
+	}
+	switch cur, ok := cfg.Profiles[j.Profile.Name]; {
+	case !ok:
+		out.Current = "deleted at " + short(cfg.Revision)
+	case cur.Digest != j.Profile.Digest:
+		out.Current = fmt.Sprintf("changed at %s (digest %s)", short(cur.Revision), cur.Digest)
+	default:
+		out.Current = "unchanged"
+	}
+	return out, nil
+}
+
+// List lists jobs.
+func (p *Plane) List(ctx context.Context, f ListFilter) ([]*Job, error) { return p.c.Store.List(ctx, f) }
+
+// Cancel cancels a job of tenant ("" : any): a queued or admitted job ends
+// canceled at once; an allocating or running one is stopped by its owner
+// (or the recoverer, if the owner is gone).
+func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*Job, error) {
+	if _, err := p.c.Store.Get(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	j, err := p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+		switch j.State {
+		case Queued, Admitted:
+			if l.Owner != "" && l.Until.After(time.Now()) {
+				j.CancelRequested = true
+				return nil
+			}
+			j.State, j.Reason, j.Detail, j.EndedAt = Canceled, "canceled", "canceled before it started", tp(time.Now())
+		default:
+			if j.CancelRequested {
+				return errSkip
+			}
+			j.CancelRequested = true
+			j.Notes = append(j.Notes, Note{At: time.Now().UTC(), Text: "cancel requested"})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if j == nil {
+		return p.c.Store.Get(ctx, tenant, id)
+	}
+	p.wake()
+	return j, nil
+}

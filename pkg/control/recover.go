@@ -1,0 +1,110 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/runtime"
+)
+
+func (p *Plane) recoverLoop(ctx context.Context) {
+	every := min(p.c.Lease/3, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := p.recoverOnce(ctx); err != nil && ctx.Err() == nil {
+			p.c.Logger.Warn("recover", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// recoverOnce takes over the jobs whose owner died (its lease ran out):
+//   - admitted, dispatch overdue: handed to River again;
+//   - allocating: back to admitted with the same request key, so the claim
+//     adopts the sandbox the dead owner may have created;
+//   - running: its commands may have run, so they are never run again: the
+//     sandbox is released and the job ends canceled (a cancel was asked)
+//     or unknown, with an owner and a deadline.
+func (p *Plane) recoverOnce(ctx context.Context) error {
+	ids, err := p.c.Store.orphans(ctx, time.Now(), 100)
+	if err != nil {
+		return err
+	}
+	var redispatch []string
+	for _, id := range ids {
+		var grant, runID, rtName string
+		j, err := p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+			now := time.Now().UTC()
+			if l.Owner != "" && l.Until.After(now) {
+				return errSkip
+			}
+			lost := l.Owner
+			switch j.State {
+			case Admitted:
+				if l.DispatchDue.After(now) {
+					return errSkip
+				}
+				l.DispatchDue = now.Add(dispatchGrace)
+				j.Notes = append(j.Notes, Note{At: now, Text: "dispatch overdue: handed to the queue again"})
+			case Allocating:
+				j.State, j.Reason = Admitted, "owner_lost"
+				j.Detail = fmt.Sprintf("owner %s stopped while claiming; the claim is retried with request key %s, adopting the sandbox if the runtime made one", lost, j.RequestKey)
+				l.Owner, l.Until, l.DispatchDue = "", time.Time{}, now.Add(dispatchGrace)
+			case Running:
+				grant, runID, rtName = l.Grant, j.RunID, j.Runtime
+				if j.CancelRequested {
+					j.State, j.Reason, j.EndedAt = Canceled, "canceled", tp(now)
+					j.Detail = fmt.Sprintf("owner %s stopped while the job ran; canceled as asked, sandbox %s released", lost, j.SandboxID)
+				} else {
+					j.State, j.Reason, j.Owner, j.OwnerDeadline = Unknown, "owner_lost", "operator", tp(now.Add(24*time.Hour))
+					j.Detail = fmt.Sprintf("owner %s stopped while run %s was running in sandbox %s; its commands are never run again and their outcome was not observed", lost, j.RunID, j.SandboxID)
+				}
+				l.Owner, l.Until, l.Grant = "", time.Time{}, ""
+			default:
+				return errSkip
+			}
+			return nil
+		})
+		if err != nil || j == nil {
+			continue
+		}
+		if j.State == Admitted {
+			redispatch = append(redispatch, id)
+		}
+		if grant != "" {
+			p.releaseLost(ctx, id, rtName, runID, grant)
+		}
+	}
+	if len(redispatch) > 0 && !p.c.noDispatch {
+		p.wake()
+		return p.q.insertMany(ctx, redispatch)
+	}
+	return nil
+}
+
+// releaseLost releases the sandbox of a job whose owner died, and notes
+// whether the runtime confirmed it.
+func (p *Plane) releaseLost(ctx context.Context, id, rtName, runID, grant string) {
+	var err error = fmt.Errorf("runtime %s is not configured", rtName)
+	for _, rts := range p.c.Runtimes {
+		for _, rt := range rts {
+			if rt.Name == rtName {
+				err = rt.Client.Release(ctx, runID, runtime.ReleaseBody{Token: grant})
+			}
+		}
+	}
+	text := fmt.Sprintf("run %s released by the recoverer", runID)
+	if err != nil {
+		text = fmt.Sprintf("release of run %s by the recoverer failed: %v", runID, err)
+	}
+	_, _ = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+		j.Notes = append(j.Notes, Note{At: time.Now().UTC(), Text: text})
+		return nil
+	})
+}

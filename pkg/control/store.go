@@ -1,0 +1,371 @@
+package control
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // the embedded default database
+)
+
+// Store errors. ErrNotFound also answers a job of another tenant (a tenant
+// cannot learn that a job id exists).
+var (
+	ErrNotFound    = errors.New("control: not found")
+	ErrConflict    = errors.New("control: conflict")
+	ErrUnavailable = errors.New("control: database unavailable")
+)
+
+// Store keeps the control plane's durable records: jobs and their
+// transitions, tenants' counters, tokens, the audit log and the profiles
+// jobs resolved. One implementation on database/sql serves SQLite
+// (modernc.org/sqlite) and PostgreSQL (pgx's stdlib driver); the few
+// differences are in dialect.
+type Store struct {
+	w, r *sql.DB
+	d    dialect
+	// dsn is what OpenQueue opens River on.
+	dsn string
+}
+
+type dialect struct {
+	name     string
+	autoID   string // the audit table's key column
+	double   string
+	lockStmt string // serialises admitters (PostgreSQL: across replicas)
+}
+
+var (
+	sqliteDialect   = dialect{name: "sqlite", autoID: "INTEGER PRIMARY KEY AUTOINCREMENT", double: "REAL"}
+	postgresDialect = dialect{name: "postgres", autoID: "BIGSERIAL PRIMARY KEY", double: "DOUBLE PRECISION",
+		lockStmt: "SELECT pg_advisory_xact_lock(7271100016)"}
+)
+
+// q rewrites ? placeholders to $n for PostgreSQL.
+func (d dialect) q(s string) string {
+	if d.name != "postgres" {
+		return s
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range s {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+const busyTimeoutMillis = 10000
+
+// Open opens the store named by a DSN: sqlite:PATH or postgres://...
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return OpenSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"))
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return OpenPostgres(ctx, dsn)
+	}
+	return nil, fmt.Errorf("control: database %q: want sqlite:PATH or postgres://...", redactDSN(dsn))
+}
+
+// OpenSQLite opens (creating) the store in the SQLite file at path. River's
+// queue lives in a file of its own beside it (path + "-queue").
+func OpenSQLite(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("control: sqlite: empty path")
+	}
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMillis)
+	w, err := sql.Open("sqlite", path+"?"+common+"&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("control: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	s := &Store{w: w, d: sqliteDialect, dsn: "sqlite:" + path}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("control: %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", path+"?"+common+"&_query_only=1")
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(4)
+	s.r = r
+	return s, nil
+}
+
+// Schema is the PostgreSQL schema of the control plane's tables.
+const Schema = "slipway_control"
+
+// OpenPostgres opens the store in a PostgreSQL database (the tables in
+// schema slipway_control); several control planes may share it.
+func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("control: postgres: %w", err) // pgx redacts the password
+	}
+	cfg.RuntimeParams["search_path"] = Schema
+	admin := stdlib.OpenDB(*cfg.Copy())
+	defer admin.Close()
+	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
+		return nil, fmt.Errorf("control: postgres %s: %w", redactDSN(dsn), unavailable(err))
+	}
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	s := &Store{w: db, r: db, d: postgresDialect, dsn: dsn}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("control: postgres %s: %w", redactDSN(dsn), err)
+	}
+	return s, nil
+}
+
+// Close closes the store.
+func (s *Store) Close() error {
+	err := s.w.Close()
+	if s.r != s.w {
+		err = errors.Join(err, s.r.Close())
+	}
+	return err
+}
+
+// Dialect is "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.d.name }
+
+func redactDSN(dsn string) string {
+	if i := strings.Index(dsn, "@"); i > 0 {
+		if j := strings.Index(dsn, "://"); j > 0 && j < i {
+			return dsn[:j+3] + "…" + dsn[i:]
+		}
+	}
+	return dsn
+}
+
+// unavailable marks errors of a database that cannot be reached.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "failed to connect", "broken pipe", "connection reset",
+		"unexpected EOF", "terminating connection", "the database system is", "conn closed", "no such host"} {
+		if strings.Contains(msg, s) {
+			return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+	}
+	return err
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	d := s.d
+	stmts := []string{
+		`CREATE TABLE IF NOT EXISTS cp_jobs (
+			id TEXT PRIMARY KEY,
+			tenant TEXT NOT NULL,
+			idem_key TEXT NOT NULL,
+			request_hash TEXT NOT NULL,
+			pool TEXT NOT NULL,
+			state TEXT NOT NULL,
+			created_ns BIGINT NOT NULL,
+			lease_owner TEXT NOT NULL DEFAULT '',
+			lease_until_ns BIGINT NOT NULL DEFAULT 0,
+			dispatch_due_ns BIGINT NOT NULL DEFAULT 0,
+			worst_case ` + d.double + ` NOT NULL DEFAULT 0,
+			doc TEXT NOT NULL,
+			grant_token TEXT NOT NULL DEFAULT '',
+			UNIQUE (tenant, idem_key))`,
+		`CREATE INDEX IF NOT EXISTS cp_jobs_queue ON cp_jobs (tenant, state, created_ns)`,
+		`CREATE INDEX IF NOT EXISTS cp_jobs_state ON cp_jobs (state, lease_until_ns)`,
+		`CREATE TABLE IF NOT EXISTS cp_transitions (
+			job_id TEXT NOT NULL, seq INTEGER NOT NULL, at_ns BIGINT NOT NULL,
+			state TEXT NOT NULL, reason TEXT NOT NULL, PRIMARY KEY (job_id, seq))`,
+		`CREATE TABLE IF NOT EXISTS cp_tenants (
+			tenant TEXT PRIMARY KEY,
+			queued INTEGER NOT NULL DEFAULT 0,
+			active INTEGER NOT NULL DEFAULT 0,
+			reserved ` + d.double + ` NOT NULL DEFAULT 0,
+			spent ` + d.double + ` NOT NULL DEFAULT 0,
+			unknown_cost INTEGER NOT NULL DEFAULT 0,
+			period_ns BIGINT NOT NULL DEFAULT 0,
+			last_admit_ns BIGINT NOT NULL DEFAULT 0)`,
+		`CREATE TABLE IF NOT EXISTS cp_plane (id INTEGER PRIMARY KEY, queued INTEGER NOT NULL DEFAULT 0)`,
+		`INSERT INTO cp_plane (id, queued) VALUES (1, 0) ON CONFLICT (id) DO NOTHING`,
+		`CREATE TABLE IF NOT EXISTS cp_tokens (
+			id TEXT PRIMARY KEY, tenant TEXT NOT NULL, scope TEXT NOT NULL, hash TEXT NOT NULL,
+			label TEXT NOT NULL, created_ns BIGINT NOT NULL, revoked_ns BIGINT NOT NULL DEFAULT 0)`,
+		`CREATE TABLE IF NOT EXISTS cp_audit (
+			id ` + d.autoID + `, at_ns BIGINT NOT NULL, token_id TEXT NOT NULL, tenant TEXT NOT NULL,
+			scope TEXT NOT NULL, method TEXT NOT NULL, path TEXT NOT NULL, status INTEGER NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS cp_profiles (
+			digest TEXT PRIMARY KEY, name TEXT NOT NULL, revision TEXT NOT NULL, path TEXT NOT NULL, raw TEXT NOT NULL)`,
+	}
+	for _, st := range stmts {
+		if _, err := s.w.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("migrate: %w", unavailable(err))
+		}
+	}
+	return nil
+}
+
+// tx runs f in a write transaction.
+func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(err)
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return unavailable(err)
+	}
+	return unavailable(tx.Commit())
+}
+
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, s.d.q(q), args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (s *Store) addTransition(ctx context.Context, tx *sql.Tx, id string, st State, reason string, at time.Time) error {
+	_, err := s.exec(ctx, tx, `INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason)
+		SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM cp_transitions WHERE job_id = ?`,
+		id, at.UnixNano(), string(st), reason, id)
+	return err
+}
+
+func scanJob(doc string) (*Job, error) {
+	var j Job
+	if err := json.Unmarshal([]byte(doc), &j); err != nil {
+		return nil, fmt.Errorf("control: stored job: %w", err)
+	}
+	return &j, nil
+}
+
+// Get returns the job with its story. A tenant other than the job's gets
+// ErrNotFound; tenant "" is the operator and sees every job.
+func (s *Store) Get(ctx context.Context, tenant, id string) (*Job, error) {
+	var doc, owner string
+	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT doc, tenant FROM cp_jobs WHERE id = ?`), id).Scan(&doc, &owner)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && tenant != "" && owner != tenant) {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	j, err := scanJob(doc)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT seq, at_ns, state, reason FROM cp_transitions WHERE job_id = ? ORDER BY seq`), id)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t Transition
+		var at int64
+		if err := rows.Scan(&t.Seq, &at, &t.State, &t.Reason); err != nil {
+			return nil, err
+		}
+		t.At = time.Unix(0, at).UTC()
+		j.Story = append(j.Story, t)
+	}
+	return j, unavailable(rows.Err())
+}
+
+// ListFilter selects jobs for List.
+type ListFilter struct {
+	// Tenant limits the list to one tenant's jobs ("" : all, operators only).
+	Tenant string
+	State  State
+	Limit  int
+}
+
+// List returns jobs, newest first.
+func (s *Store) List(ctx context.Context, f ListFilter) ([]*Job, error) {
+	q := `SELECT doc FROM cp_jobs WHERE 1 = 1`
+	var args []any
+	if f.Tenant != "" {
+		q += ` AND tenant = ?`
+		args = append(args, f.Tenant)
+	}
+	if f.State != "" {
+		q += ` AND state = ?`
+		args = append(args, string(f.State))
+	}
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 100
+	}
+	q += ` ORDER BY created_ns DESC, id DESC LIMIT ` + strconv.Itoa(f.Limit)
+	rows, err := s.r.QueryContext(ctx, s.d.q(q), args...)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []*Job
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return nil, err
+		}
+		j, err := scanJob(doc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, unavailable(rows.Err())
+}
+
+// StoredProfile returns a profile document a job resolved, by digest.
+func (s *Store) StoredProfile(ctx context.Context, digest string) (raw []byte, err error) {
+	var r string
+	err = s.r.QueryRowContext(ctx, s.d.q(`SELECT raw FROM cp_profiles WHERE digest = ?`), digest).Scan(&r)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("profile %s: %w", digest, ErrNotFound)
+	}
+	return []byte(r), unavailable(err)
+}
+
+// TenantUsage is a tenant's counters.
+type TenantUsage struct {
+	Tenant      string  `json:"tenant"`
+	Queued      int     `json:"queued"`
+	Active      int     `json:"active"`
+	Reserved    float64 `json:"reserved"`
+	Spent       float64 `json:"spent"`
+	UnknownCost int     `json:"unknownCost"`
+}
+
+// Usage returns every tenant's counters.
+func (s *Store) Usage(ctx context.Context) ([]TenantUsage, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT tenant, queued, active, reserved, spent, unknown_cost FROM cp_tenants ORDER BY tenant`)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []TenantUsage
+	for rows.Next() {
+		var u TenantUsage
+		if err := rows.Scan(&u.Tenant, &u.Queued, &u.Active, &u.Reserved, &u.Spent, &u.UnknownCost); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,423 @@
+package control
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// LimitError refuses a submission over a bound: the queue's, the tenant's
+// queue bound or its budget. The API answers 429 with Retry-After.
+type LimitError struct {
+	// Reason is queue_full, tenant_queue_full or budget.
+	Reason     string
+	Detail     string
+	RetryAfter time.Duration
+}
+
+func (e *LimitError) Error() string { return e.Reason + ": " + e.Detail }
+
+// submission is one job to store with the bounds it must fit in.
+type submission struct {
+	job         *Job
+	hash        string
+	tenantBound int
+	globalBound int
+	// budget < 0: the tenant has none.
+	budget      float64
+	periodStart time.Time
+	profile     []byte
+}
+
+// lease is the columns beside a job's document that say who works it.
+type lease struct {
+	Owner       string
+	Until       time.Time
+	DispatchDue time.Time
+	// Grant is the runtime's fencing token of the job's claim: a runtime
+	// credential, stored, never shown.
+	Grant string
+}
+
+func isUniqueViolation(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "UNIQUE constraint failed") || strings.Contains(err.Error(), "SQLSTATE 23505"))
+}
+
+// insert stores a new job, or returns the job stored under the same
+// idempotency key (created false). A key reused with another request is
+// ErrConflict.
+func (s *Store) insert(ctx context.Context, sub submission) (*Job, bool, error) {
+	j := sub.job
+	for try := 0; ; try++ {
+		var existing *Job
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			var doc, hash string
+			err := tx.QueryRowContext(ctx, s.d.q(`SELECT doc, request_hash FROM cp_jobs WHERE tenant = ? AND idem_key = ?`),
+				j.Tenant, j.IdempotencyKey).Scan(&doc, &hash)
+			if err == nil {
+				if hash != sub.hash {
+					e, _ := scanJob(doc)
+					id := ""
+					if e != nil {
+						id = e.ID
+					}
+					return fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, id)
+				}
+				existing, err = scanJob(doc)
+				return err
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if _, err := s.exec(ctx, tx, `INSERT INTO cp_tenants (tenant) VALUES (?) ON CONFLICT (tenant) DO NOTHING`, j.Tenant); err != nil {
+				return err
+			}
+			p := sub.periodStart.UnixNano()
+			if _, err := s.exec(ctx, tx, `UPDATE cp_tenants SET spent = CASE WHEN period_ns < ? THEN 0 ELSE spent END,
+				period_ns = CASE WHEN period_ns < ? THEN ? ELSE period_ns END WHERE tenant = ?`, p, p, p, j.Tenant); err != nil {
+				return err
+			}
+			n, err := s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued + 1, reserved = reserved + ?
+				WHERE tenant = ? AND queued < ? AND (? < 0 OR spent + reserved + ? <= ?)`,
+				j.Cost.WorstCase, j.Tenant, sub.tenantBound, sub.budget, j.Cost.WorstCase, sub.budget)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return s.explainRefusal(ctx, tx, sub)
+			}
+			if n, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued + 1 WHERE id = 1 AND queued < ?`, sub.globalBound); err != nil {
+				return err
+			}
+			if n == 0 {
+				return &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
+					Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
+			}
+			doc, err := json.Marshal(j)
+			if err != nil {
+				return err
+			}
+			if _, err := s.exec(ctx, tx, `INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State),
+				j.CreatedAt.UnixNano(), j.Cost.WorstCase, string(doc)); err != nil {
+				return err
+			}
+			if _, err := s.exec(ctx, tx, `INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (digest) DO NOTHING`, j.Profile.Digest, j.Profile.Name, j.Profile.Revision, j.Profile.Path, string(sub.profile)); err != nil {
+				return err
+			}
+			return s.addTransition(ctx, tx, j.ID, j.State, "submitted", j.CreatedAt)
+		})
+		switch {
+		case err == nil && existing != nil:
+			return existing, false, nil
+		case err == nil:
+			return j, true, nil
+		case isUniqueViolation(err) && try == 0:
+			continue // a concurrent submit with the same key won: read it
+		}
+		return nil, false, err
+	}
+}
+
+func (s *Store) explainRefusal(ctx context.Context, tx *sql.Tx, sub submission) error {
+	var queued int
+	var reserved, spent float64
+	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT queued, reserved, spent FROM cp_tenants WHERE tenant = ?`), sub.job.Tenant).
+		Scan(&queued, &reserved, &spent); err != nil {
+		return err
+	}
+	if queued >= sub.tenantBound {
+		return &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
+			Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", sub.job.Tenant, queued, sub.tenantBound)}
+	}
+	c := sub.job.Cost
+	next := sub.periodStart // the caller's period start; the next one is unknown here: say the numbers
+	return &LimitError{Reason: "budget", RetryAfter: time.Hour,
+		Detail: fmt.Sprintf("the job's worst case %.4f %s (deadline %s at %.4f/h) does not fit tenant %s's budget of %.4f %s for the period from %s: spent %.4f, reserved by queued and running jobs %.4f",
+			c.WorstCase, c.Currency, time.Duration(sub.job.Limits.Deadline), c.RatePerHour, sub.job.Tenant, sub.budget, c.Currency,
+			next.UTC().Format(time.RFC3339), spent, reserved)}
+}
+
+// errSkip, returned by an update's function, leaves the job as it was.
+var errSkip = errors.New("control: unchanged")
+
+// class groups states by what they hold of a tenant's counters.
+func class(s State) int {
+	switch {
+	case s == Queued:
+		return 0
+	case s.active():
+		return 1
+	}
+	return 2 // terminal or unknown: holds nothing
+}
+
+// update reads the job (locked), lets f change it and its lease, writes
+// both and the tenant's counters, and records a transition when the state
+// changed. f returning errSkip leaves everything as it was (nil job).
+func (s *Store) update(ctx context.Context, id string, f func(*Job, *lease) error) (*Job, error) {
+	var out *Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		lock := ""
+		if s.d.name == "postgres" {
+			lock = " FOR UPDATE"
+		}
+		var doc, owner, grant string
+		var until, due int64
+		err := tx.QueryRowContext(ctx, s.d.q(`SELECT doc, lease_owner, lease_until_ns, dispatch_due_ns, grant_token FROM cp_jobs WHERE id = ?`+lock), id).
+			Scan(&doc, &owner, &until, &due, &grant)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("job %s: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		j, err := scanJob(doc)
+		if err != nil {
+			return err
+		}
+		old := j.State
+		l := lease{Owner: owner, Until: time.Unix(0, until), DispatchDue: time.Unix(0, due), Grant: grant}
+		if old.Terminal() {
+			return fmt.Errorf("%w: job %s is %s", ErrConflict, id, old)
+		}
+		if err := f(j, &l); err != nil {
+			return err
+		}
+		now := time.Now()
+		if err := s.account(ctx, tx, j, old, now); err != nil {
+			return err
+		}
+		b, err := json.Marshal(j)
+		if err != nil {
+			return err
+		}
+		if _, err := s.exec(ctx, tx, `UPDATE cp_jobs SET doc = ?, state = ?, lease_owner = ?, lease_until_ns = ?, dispatch_due_ns = ?, grant_token = ? WHERE id = ?`,
+			string(b), string(j.State), l.Owner, l.Until.UnixNano(), l.DispatchDue.UnixNano(), l.Grant, id); err != nil {
+			return err
+		}
+		if j.State != old {
+			reason := j.Reason
+			if j.Detail != "" {
+				reason = strings.TrimPrefix(reason+": "+j.Detail, ": ")
+			}
+			if err := s.addTransition(ctx, tx, id, j.State, reason, now); err != nil {
+				return err
+			}
+		}
+		out = j
+		return nil
+	})
+	if errors.Is(err, errSkip) {
+		return nil, nil
+	}
+	return out, err
+}
+
+// account moves the tenant's counters for a change of state.
+func (s *Store) account(ctx context.Context, tx *sql.Tx, j *Job, old State, now time.Time) error {
+	from, to := class(old), class(j.State)
+	if from == to {
+		return nil
+	}
+	unknownCost := 0
+	if !j.Cost.Known {
+		unknownCost = 1
+	}
+	var err error
+	switch {
+	case from == 0 && to == 1:
+		_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, active = active + 1, last_admit_ns = ? WHERE tenant = ?`, now.UnixNano(), j.Tenant)
+		if err == nil {
+			_, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
+		}
+	case from == 0 && to == 2:
+		_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, reserved = reserved - ? WHERE tenant = ?`, j.Cost.WorstCase, j.Tenant)
+		if err == nil {
+			_, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
+		}
+	case from == 1 && to == 2:
+		_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET active = active - 1, reserved = reserved - ?, spent = spent + ?, unknown_cost = unknown_cost + ? WHERE tenant = ?`,
+			j.Cost.WorstCase, j.Cost.Amount, unknownCost, j.Tenant)
+	default:
+		return fmt.Errorf("control: job %s: no move from %s to %s", j.ID, old, j.State)
+	}
+	return err
+}
+
+// tenantLimit is what admission needs of a tenant's configuration.
+type tenantLimit struct {
+	concurrency int
+}
+
+// admit moves queued jobs to admitted while the plane and each tenant have
+// room, fairly: the next slot goes to the tenant with the fewest active
+// jobs that has one queued, the longest-waiting such tenant first. decide
+// sets the admitted job's fields (or refuses it); it runs inside the
+// transaction.
+func (s *Store) admit(ctx context.Context, maxActive int, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
+	var out []*Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		if s.d.lockStmt != "" {
+			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
+				return err
+			}
+		}
+		type cand struct {
+			tenant       string
+			queued       int
+			active       int
+			last         int64
+			jobs         []*Job
+			fetched, end bool
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT tenant, queued, active, last_admit_ns FROM cp_tenants`)
+		if err != nil {
+			return err
+		}
+		var cs []*cand
+		total := 0
+		for rows.Next() {
+			c := &cand{}
+			if err := rows.Scan(&c.tenant, &c.queued, &c.active, &c.last); err != nil {
+				rows.Close()
+				return err
+			}
+			total += c.active
+			if c.queued > 0 {
+				cs = append(cs, c)
+			}
+		}
+		rows.Close()
+		free := maxActive - total
+		for free > 0 {
+			var best *cand
+			for _, c := range cs {
+				lim, known := limits[c.tenant]
+				if c.end || (known && c.active >= lim.concurrency) {
+					continue
+				}
+				if best == nil || c.active < best.active || (c.active == best.active && c.last < best.last) {
+					best = c
+				}
+			}
+			if best == nil {
+				break
+			}
+			if len(best.jobs) == 0 {
+				if best.fetched && len(best.jobs) == 0 {
+					best.end = true
+					continue
+				}
+				js, err := s.queuedOf(ctx, tx, best.tenant, 16)
+				if err != nil {
+					return err
+				}
+				best.jobs, best.fetched = js, len(js) < 16
+				if len(js) == 0 {
+					best.end = true
+					continue
+				}
+			}
+			j := best.jobs[0]
+			best.jobs = best.jobs[1:]
+			if len(best.jobs) == 0 && !best.fetched {
+				best.jobs = nil
+			}
+			best.last = time.Now().UnixNano()
+			old := j.State
+			l := lease{}
+			decide(j, &l)
+			if err := s.account(ctx, tx, j, old, time.Now()); err != nil {
+				return err
+			}
+			b, err := json.Marshal(j)
+			if err != nil {
+				return err
+			}
+			if _, err := s.exec(ctx, tx, `UPDATE cp_jobs SET doc = ?, state = ?, dispatch_due_ns = ? WHERE id = ? AND state = ?`,
+				string(b), string(j.State), l.DispatchDue.UnixNano(), j.ID, string(Queued)); err != nil {
+				return err
+			}
+			reason := j.Reason
+			if j.Detail != "" && j.State != Admitted {
+				reason += ": " + j.Detail
+			}
+			if err := s.addTransition(ctx, tx, j.ID, j.State, reason, time.Now()); err != nil {
+				return err
+			}
+			if j.State == Admitted {
+				best.active++
+				free--
+				out = append(out, j)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) ([]*Job, error) {
+	rows, err := tx.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT doc FROM cp_jobs WHERE tenant = ? AND state = ? ORDER BY created_ns, id LIMIT %d`, n)), tenant, string(Queued))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Job
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return nil, err
+		}
+		j, err := scanJob(doc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// heartbeat extends the owner's lease; false when the owner lost it.
+func (s *Store) heartbeat(ctx context.Context, id, owner string, until time.Time) (bool, error) {
+	res, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_jobs SET lease_until_ns = ? WHERE id = ? AND lease_owner = ?`), until.UnixNano(), id, owner)
+	if err != nil {
+		return false, unavailable(err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// orphans lists jobs whose owner's lease expired (allocating or running),
+// and admitted jobs whose dispatch is overdue.
+func (s *Store) orphans(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT id FROM cp_jobs WHERE
+		(state IN ('allocating', 'running') AND lease_until_ns < ?) OR
+		(state = 'admitted' AND dispatch_due_ns < ? AND lease_until_ns < ?) LIMIT %d`, limit)), now.UnixNano(), now.UnixNano(), now.UnixNano())
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// grant returns the job's stored claim token.
+func (s *Store) grant(ctx context.Context, id string) (string, error) {
+	var g string
+	err := s.w.QueryRowContext(ctx, s.d.q(`SELECT grant_token FROM cp_jobs WHERE id = ?`), id).Scan(&g)
+	return g, unavailable(err)
+}

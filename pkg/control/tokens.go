@@ -1,0 +1,187 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/base32"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Scopes of a token: a tenant's token acts on that tenant's jobs only; an
+// operator's sees all, and every request it makes is in the audit log.
+const (
+	ScopeTenant   = "tenant"
+	ScopeOperator = "operator"
+)
+
+// ErrUnauthenticated is a token that is not one, unknown or revoked; the
+// API says 401 and nothing else.
+var ErrUnauthenticated = errors.New("control: unauthenticated")
+
+// Token is a stored API token: never its secret, only its hash.
+type Token struct {
+	ID        string     `json:"id"`
+	Tenant    string     `json:"tenant"`
+	Scope     string     `json:"scope"`
+	Label     string     `json:"label,omitempty"`
+	CreatedAt time.Time  `json:"createdAt"`
+	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+}
+
+var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// tokenPrefix makes a leaked token recognisable to secret scanners.
+const tokenPrefix = "swt_"
+
+var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+func hashSecret(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// CreateToken makes a token for tenant (for ScopeOperator the tenant names
+// who holds it) and returns its text, shown this once: only its hash is
+// stored.
+func (s *Store) CreateToken(ctx context.Context, tenant, scope, label string) (string, *Token, error) {
+	if scope != ScopeTenant && scope != ScopeOperator {
+		return "", nil, fmt.Errorf("control: token scope %q: want %s or %s", scope, ScopeTenant, ScopeOperator)
+	}
+	if !tenantName.MatchString(tenant) {
+		return "", nil, fmt.Errorf("control: tenant name %q: want lower-case letters, digits and dashes", tenant)
+	}
+	idb := make([]byte, 5)
+	sec := make([]byte, 20)
+	if _, err := rand.Read(idb); err != nil {
+		return "", nil, err
+	}
+	if _, err := rand.Read(sec); err != nil {
+		return "", nil, err
+	}
+	id := strings.ToLower(b32.EncodeToString(idb))
+	secret := strings.ToLower(b32.EncodeToString(sec))
+	t := &Token{ID: id, Tenant: tenant, Scope: scope, Label: label, CreatedAt: time.Now().UTC()}
+	if _, err := s.w.ExecContext(ctx, s.d.q(`INSERT INTO cp_tokens (id, tenant, scope, hash, label, created_ns) VALUES (?, ?, ?, ?, ?, ?)`),
+		id, tenant, scope, hashSecret(secret), label, t.CreatedAt.UnixNano()); err != nil {
+		return "", nil, unavailable(err)
+	}
+	return tokenPrefix + id + "_" + secret, t, nil
+}
+
+// Authenticate returns the live token whose text this is. The secret is
+// compared by hash in constant time; an unknown, malformed or revoked token
+// is ErrUnauthenticated.
+func (s *Store) Authenticate(ctx context.Context, text string) (*Token, error) {
+	rest, ok := strings.CutPrefix(text, tokenPrefix)
+	id, secret, ok2 := strings.Cut(rest, "_")
+	if !ok || !ok2 || len(id) != 8 || len(secret) != 32 {
+		return nil, ErrUnauthenticated
+	}
+	var t Token
+	var hash string
+	var created, revoked int64
+	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT tenant, scope, hash, label, created_ns, revoked_ns FROM cp_tokens WHERE id = ?`), id).
+		Scan(&t.Tenant, &t.Scope, &hash, &t.Label, &created, &revoked)
+	want := hashSecret(secret)
+	if errors.Is(err, sql.ErrNoRows) {
+		subtle.ConstantTimeCompare([]byte(want), []byte(want)) // the same work as a found token
+		return nil, ErrUnauthenticated
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if subtle.ConstantTimeCompare([]byte(hash), []byte(want)) != 1 || revoked != 0 {
+		return nil, ErrUnauthenticated
+	}
+	t.ID, t.CreatedAt = id, time.Unix(0, created).UTC()
+	return &t, nil
+}
+
+// ListTokens lists the tokens of a tenant ("" : all), never their secrets.
+func (s *Store) ListTokens(ctx context.Context, tenant string) ([]Token, error) {
+	q, args := `SELECT id, tenant, scope, label, created_ns, revoked_ns FROM cp_tokens`, []any{}
+	if tenant != "" {
+		q += ` WHERE tenant = ?`
+		args = append(args, tenant)
+	}
+	rows, err := s.r.QueryContext(ctx, s.d.q(q+` ORDER BY created_ns, id`), args...)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		var t Token
+		var created, revoked int64
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Scope, &t.Label, &created, &revoked); err != nil {
+			return nil, err
+		}
+		t.CreatedAt = time.Unix(0, created).UTC()
+		if revoked != 0 {
+			t.RevokedAt = tp(time.Unix(0, revoked))
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// RevokeToken revokes a token at once: the next request with it is 401.
+func (s *Store) RevokeToken(ctx context.Context, id string) error {
+	res, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_tokens SET revoked_ns = ? WHERE id = ? AND revoked_ns = 0`), time.Now().UnixNano(), id)
+	if err != nil {
+		return unavailable(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("token %s: %w (or already revoked)", id, ErrNotFound)
+	}
+	return nil
+}
+
+// AuditEntry is one request made with an operator token.
+type AuditEntry struct {
+	At      time.Time `json:"at"`
+	TokenID string    `json:"tokenId"`
+	Tenant  string    `json:"tenant"`
+	Scope   string    `json:"scope"`
+	Method  string    `json:"method"`
+	Path    string    `json:"path"`
+	Status  int       `json:"status"`
+}
+
+// Audit records an entry.
+func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+	_, err := s.w.ExecContext(ctx, s.d.q(`INSERT INTO cp_audit (at_ns, token_id, tenant, scope, method, path, status) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+		e.At.UnixNano(), e.TokenID, e.Tenant, e.Scope, e.Method, e.Path, e.Status)
+	return unavailable(err)
+}
+
+// AuditLog returns the newest entries, newest first.
+func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
+	if limit <= 0 || limit > 10000 {
+		limit = 100
+	}
+	rows, err := s.r.QueryContext(ctx, fmt.Sprintf(`SELECT at_ns, token_id, tenant, scope, method, path, status FROM cp_audit ORDER BY id DESC LIMIT %d`, limit))
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		if err := rows.Scan(&at, &e.TokenID, &e.Tenant, &e.Scope, &e.Method, &e.Path, &e.Status); err != nil {
+			return nil, err
+		}
+		e.At = time.Unix(0, at).UTC()
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
