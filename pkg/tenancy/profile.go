@@ -77,8 +77,8 @@ type networkDoc struct {
 }
 
 type outputDoc struct {
-	MaxBytes int64 `yaml:"maxBytes"`
-	MaxLines int64 `yaml:"maxLines"`
+	MaxBytes whole `yaml:"maxBytes"`
+	MaxLines whole `yaml:"maxLines"`
 }
 
 // ParseProfile decodes and validates profiles/<name>.yaml; path is the
@@ -124,8 +124,8 @@ func ParseProfile(path string, b []byte) (*Profile, error) {
 		Name:           d.Name,
 		Network:        Network{Mode: d.Network.Mode, Allow: d.Network.Allow},
 		MaxDuration:    d.MaxDuration.Duration,
-		MaxOutputBytes: d.Output.MaxBytes,
-		MaxOutputLines: d.Output.MaxLines,
+		MaxOutputBytes: int64(d.Output.MaxBytes),
+		MaxOutputLines: int64(d.Output.MaxLines),
 		Secrets:        d.Secrets,
 		Pools:          d.Pools,
 		Templates:      d.Templates,

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
 	"github.com/slipway-dev/slipway/pkg/pool"
 	"github.com/slipway-dev/slipway/pkg/strictyaml"
 )
@@ -103,7 +105,10 @@ type fieldErr func(field, format string, args ...any) error
 
 // header checks apiVersion and kind.
 func header(fe fieldErr, apiVersion, kind, want string) error {
-	if apiVersion != APIVersion || kind != want {
+	if apiVersion != APIVersion {
+		return fe("apiVersion", "want apiVersion %s, kind %s (got %s, %s)", APIVersion, want, orNone(apiVersion), orNone(kind))
+	}
+	if kind != want {
 		return fe("kind", "want apiVersion %s, kind %s (got %s, %s)", APIVersion, want, orNone(apiVersion), orNone(kind))
 	}
 	return nil
@@ -143,6 +148,20 @@ func names(fe fieldErr, field string, list []string, ok func(string) bool, what 
 		}
 		seen[n] = true
 	}
+	return nil
+}
+
+// whole is an integer field that refuses 2.5 (which the YAML decoder would
+// silently truncate to 2) and anything else but a whole number.
+type whole int64
+
+// UnmarshalYAML reads a whole number.
+func (w *whole) UnmarshalYAML(n *yaml.Node) error {
+	var v int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		return fmt.Errorf("line %d: %q is not a whole number", n.Line, n.Value)
+	}
+	*w = whole(v)
 	return nil
 }
 
@@ -219,8 +238,8 @@ type tenantDoc struct {
 	Name        string     `yaml:"name"`
 	Pools       []string   `yaml:"pools"`
 	Profiles    []string   `yaml:"profiles"`
-	Concurrency int        `yaml:"concurrency"`
-	QueueBound  int        `yaml:"queueBound"`
+	Concurrency whole      `yaml:"concurrency"`
+	QueueBound  whole      `yaml:"queueBound"`
 	Budget      *budgetDoc `yaml:"budget,omitempty"`
 }
 
@@ -263,7 +282,7 @@ func ParseTenant(path string, b []byte) (*Tenant, error) {
 	case d.QueueBound < 1:
 		return nil, fe("queueBound", "%d: want 1 or more queued jobs", d.QueueBound)
 	}
-	t := &Tenant{Name: d.Name, Pools: d.Pools, Profiles: d.Profiles, Concurrency: d.Concurrency, QueueBound: d.QueueBound}
+	t := &Tenant{Name: d.Name, Pools: d.Pools, Profiles: d.Profiles, Concurrency: int(d.Concurrency), QueueBound: int(d.QueueBound)}
 	if bd := d.Budget; bd != nil {
 		switch {
 		case bd.Amount == nil:
