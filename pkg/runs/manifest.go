@@ -109,6 +109,11 @@ type Manifest struct {
 	// ConfigRevision is the config repository commit the runtime had when it
 	// granted the claim.
 	ConfigRevision string `json:"config_revision"`
+	// RequestKey is the key the claimant gave its claim request so that a
+	// retry of the request (after a crash, say) finds this run instead of
+	// starting another: the control plane derives it from the job and its
+	// attempt. Left out when the claim carried none.
+	RequestKey string `json:"request_key,omitempty"`
 	// Status is empty only before Create, which records it as granted.
 	Status    Status    `json:"status"`
 	ExitCode  *int      `json:"exit_code,omitempty"`
@@ -230,7 +235,7 @@ func (m *Manifest) validate() error {
 		{"workspace_template_id", m.WorkspaceTemplateID}, {"workspace_checkpoint_id", m.WorkspaceCheckpointID},
 		{"policy_revision", m.PolicyRevision}, {"model_id", m.ModelID}, {"prompt_bundle_id", m.PromptBundleID},
 		{"generation", m.Generation}, {"pool", m.Pool}, {"tenant", m.Tenant}, {"config_revision", m.ConfigRevision},
-		{"launch_type", m.LaunchType},
+		{"launch_type", m.LaunchType}, {"request_key", m.RequestKey},
 	} {
 		if err := checkID(f.v); err != nil {
 			return fmt.Errorf("%w: %s (run %s): %s", ErrInvalid, f.name, safeID(m.RunID), err)

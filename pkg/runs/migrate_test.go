@@ -134,3 +134,61 @@ func TestOpenRefusesUnknownOldSchema(t *testing.T) {
 		t.Errorf("OpenSQLite of schema version 0: err = %v, want ErrSchema", err)
 	}
 }
+
+// A store whose schema predates request keys (SQLite version 2,
+// PostgreSQL version 1: the same tables without request_key) is migrated
+// when it is opened: its runs keep everything, and new runs are found by
+// their request key.
+func TestMigrateAddsRequestKey(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range []struct {
+		name string
+		old  []string // statements that take a new database back to the old version
+	}{
+		{"sqlite", []string{`DROP INDEX runs_by_request_key`, `ALTER TABLE runs DROP COLUMN request_key`, `UPDATE schema_version SET version = 2`}},
+		{"postgres", []string{`DROP INDEX slipway_runs.runs_by_request_key`, `ALTER TABLE slipway_runs.runs DROP COLUMN request_key`,
+			`UPDATE slipway_runs.schema_version SET version = 1`}},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			var open opener
+			for _, be := range backends {
+				if be.name == b.name {
+					open = be.db(t)
+				}
+			}
+			s := open(t)
+			if err := s.Create(ctx, &Manifest{RunID: "r-old", Generation: "g-1"}); err != nil {
+				t.Fatal(err)
+			}
+			for _, stmt := range b.old {
+				var err error
+				switch s := s.(type) {
+				case *SQLite:
+					_, err = s.w.ExecContext(ctx, stmt)
+				case *Postgres:
+					_, err = s.pool.Exec(ctx, stmt)
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			s.Close()
+			s = open(t) // migrates
+			if m, err := s.Get(ctx, "r-old"); err != nil || m.RequestKey != "" || m.Generation != "g-1" {
+				t.Fatalf("old run after the migration: %+v, %v", m, err)
+			}
+			if err := s.Create(ctx, &Manifest{RunID: "r-new", Generation: "g-1", RequestKey: "job-7:1"}); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Query(ctx, Query{RequestKey: "job-7:1"}); err != nil || !slices.Equal(got, []string{"r-new"}) {
+				t.Errorf("Query(request key) = %v, %v", got, err)
+			}
+			if got, err := s.Query(ctx, Query{Generation: "g-1"}); err != nil || !slices.Equal(got, []string{"r-new", "r-old"}) {
+				t.Errorf("Query(generation) = %v, %v", got, err)
+			}
+			if m, err := s.Get(ctx, "r-new"); err != nil || m.RequestKey != "job-7:1" {
+				t.Errorf("Get(r-new) = %+v, %v", m, err)
+			}
+		})
+	}
+}

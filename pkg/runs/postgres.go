@@ -16,8 +16,9 @@ import (
 )
 
 // PostgresSchemaVersion is the version of the PostgreSQL schema this build
-// writes. A database with a higher version is refused (ErrSchema).
-const PostgresSchemaVersion = 1
+// writes. A database with a higher version is refused (ErrSchema); one with
+// a lower version is migrated when it is opened (pgMigrations).
+const PostgresSchemaVersion = 2
 
 // PostgresSchema is the PostgreSQL schema (namespace) the store's tables
 // live in, so that one database can hold other Slipway tables (the control
@@ -41,7 +42,8 @@ var pgSchema = []string{
 		policy_revision       text COLLATE "C" NOT NULL,
 		secret_version        text COLLATE "C" NOT NULL,
 		generation            text COLLATE "C" NOT NULL,
-		manifest              jsonb NOT NULL
+		manifest              jsonb NOT NULL,
+		request_key           text COLLATE "C" NOT NULL DEFAULT ''
 	)`,
 	`CREATE INDEX runs_by_template ON slipway_runs.runs (workspace_template_id, run_id)`,
 	`CREATE INDEX runs_by_runner_image ON slipway_runs.runs (runner_image_digest, run_id)`,
@@ -50,6 +52,7 @@ var pgSchema = []string{
 	`CREATE INDEX runs_by_policy ON slipway_runs.runs (policy_revision, run_id)`,
 	`CREATE INDEX runs_by_secret_version ON slipway_runs.runs (secret_version, run_id)`,
 	`CREATE INDEX runs_by_generation ON slipway_runs.runs (generation, run_id)`,
+	`CREATE INDEX runs_by_request_key ON slipway_runs.runs (request_key, run_id)`,
 	`CREATE INDEX runs_open ON slipway_runs.runs (run_id) WHERE ` + openWhere,
 	`CREATE TABLE slipway_runs.templates (
 		template_id     text COLLATE "C" PRIMARY KEY,
@@ -63,6 +66,16 @@ var pgSchema = []string{
 		PRIMARY KEY (template_id, name, version)
 	)`,
 	`CREATE INDEX template_packages_by_package ON slipway_runs.template_packages (name, version, template_id)`,
+}
+
+// pgMigrations[v] takes a database from schema version v+1 to v+2, in the
+// transaction that opens it. Version 2 records the claim request's key
+// (request_key, "" for the runs before it).
+var pgMigrations = [][]string{
+	{
+		`ALTER TABLE slipway_runs.runs ADD COLUMN request_key text COLLATE "C" NOT NULL DEFAULT ''`,
+		`CREATE INDEX runs_by_request_key ON slipway_runs.runs (request_key, run_id)`,
+	},
 }
 
 // Advisory lock keys (pg_advisory_xact_lock(class, key)): class pgLockClass
@@ -127,6 +140,16 @@ func (s *Postgres) migrate(ctx context.Context) error {
 			}
 			if v > PostgresSchemaVersion || v < 1 {
 				return fmt.Errorf("%w: schema version %d, this build knows 1 to %d", ErrSchema, v, PostgresSchemaVersion)
+			}
+			for ; v < PostgresSchemaVersion; v++ {
+				for _, stmt := range pgMigrations[v-1] {
+					if _, err := tx.Exec(ctx, stmt); err != nil {
+						return fmt.Errorf("migrate from schema version %d to %d: %w", v, v+1, err)
+					}
+				}
+				if _, err := tx.Exec(ctx, `UPDATE slipway_runs.schema_version SET version = $1`, v+1); err != nil {
+					return fmt.Errorf("migrate to schema version %d: %w", v+1, err)
+				}
 			}
 			return nil
 		}

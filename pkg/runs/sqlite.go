@@ -18,7 +18,7 @@ import (
 // SchemaVersion is the version of the SQLite schema this build writes. A
 // database with a higher version is refused (ErrSchema); one with a lower
 // version is migrated when it is opened (migrations).
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // schema is the current version. Manifests are stored whole, as their JSON
 // (the record), beside copies of the fields queries select on. Each query
@@ -37,7 +37,8 @@ var schema = []string{
 		generation            TEXT NOT NULL,
 		manifest              TEXT NOT NULL,
 		runner_binary_sha256  TEXT NOT NULL DEFAULT '',
-		secret_version        TEXT NOT NULL DEFAULT ''
+		secret_version        TEXT NOT NULL DEFAULT '',
+		request_key           TEXT NOT NULL DEFAULT ''
 	)`,
 	`CREATE INDEX runs_by_template ON runs (workspace_template_id, run_id)`,
 	`CREATE INDEX runs_by_runner_image ON runs (runner_image_digest, run_id)`,
@@ -46,6 +47,7 @@ var schema = []string{
 	`CREATE INDEX runs_by_generation ON runs (generation, run_id)`,
 	`CREATE INDEX runs_by_runner_binary ON runs (runner_binary_sha256, run_id)`,
 	`CREATE INDEX runs_by_secret_version ON runs (secret_version, run_id)`,
+	`CREATE INDEX runs_by_request_key ON runs (request_key, run_id)`,
 	// templates whose package index was recorded, with a digest of the set
 	// so that recording it again is a no-op
 	`CREATE TABLE templates (
@@ -71,6 +73,9 @@ var schema = []string{
 // pinned secret_version and the verification_policy_revision. The stored
 // manifests are rewritten to the new names (the old runs' binary sha256,
 // secret version and verification revision were never recorded: "").
+//
+// Version 3 records the claim request's key (request_key, "" for the runs
+// before it: their manifests leave the field out).
 var migrations = [][]string{
 	{
 		`ALTER TABLE runs RENAME COLUMN runner_digest TO runner_image_digest`,
@@ -83,6 +88,10 @@ var migrations = [][]string{
 		`UPDATE runs SET manifest = json_set(json_remove(manifest, '$.runner_digest'),
 			'$.runner_image_digest', json_extract(manifest, '$.runner_digest'),
 			'$.runner_binary_sha256', '', '$.verification_policy_revision', '', '$.secret_version', '')`,
+	},
+	{
+		`ALTER TABLE runs ADD COLUMN request_key TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX runs_by_request_key ON runs (request_key, run_id)`,
 	},
 }
 
@@ -103,15 +112,15 @@ var additions = []string{
 // queryColumns are the manifest fields copied into columns for Query, in
 // Query's order.
 var queryColumns = []string{"workspace_template_id", "runner_image_digest", "runner_binary_sha256", "node_image_id",
-	"policy_revision", "secret_version", "generation"}
+	"policy_revision", "secret_version", "generation", "request_key"}
 
 func (q Query) columnValues() []string {
-	return []string{q.Template, q.RunnerImage, q.RunnerBinary, q.NodeImage, q.Policy, q.SecretVersion, q.Generation}
+	return []string{q.Template, q.RunnerImage, q.RunnerBinary, q.NodeImage, q.Policy, q.SecretVersion, q.Generation, q.RequestKey}
 }
 
 func (m *Manifest) columnValues() []string {
 	return []string{m.WorkspaceTemplateID, m.RunnerImageDigest, m.RunnerBinarySHA256, m.NodeImageID,
-		m.PolicyRevision, m.SecretVersion, m.Generation}
+		m.PolicyRevision, m.SecretVersion, m.Generation, m.RequestKey}
 }
 
 // SQLite is a Store in one SQLite file (modernc.org/sqlite: pure Go, no cgo).
@@ -503,7 +512,7 @@ func (q Query) check() error {
 		return fmt.Errorf("%w: query: limit %d is negative", ErrInvalid, q.Limit)
 	}
 	if q.empty() {
-		return fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, policy, secret version, generation or package)", ErrInvalid)
+		return fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, policy, secret version, generation, request key or package)", ErrInvalid)
 	}
 	return nil
 }

@@ -93,6 +93,8 @@ type Query struct {
 	SecretVersion string
 	// Generation matches generation.
 	Generation string
+	// RequestKey matches request_key: the claim request's key.
+	RequestKey string
 	// Package ("name@version", as in the template SBOMs) matches runs whose
 	// workspace template contains that package.
 	Package string

@@ -230,6 +230,9 @@ func queryFixture(t *testing.T, s Store) {
 	} {
 		m := &Manifest{RunID: fmt.Sprintf("r-%d", i), WorkspaceTemplateID: c.tpl, RunnerImageDigest: c.runner,
 			RunnerBinarySHA256: c.bin, NodeImageID: c.img, PolicyRevision: c.pol, SecretVersion: c.secret, Generation: c.gen}
+		if i%2 == 0 { // the even runs carry a request key each
+			m.RequestKey = fmt.Sprintf("job-%d:attempt-1", i)
+		}
 		if err := s.Create(ctx, m); err != nil {
 			t.Fatal(err)
 		}
@@ -264,6 +267,10 @@ func TestQuery(t *testing.T) {
 			{Query{SecretVersion: "vault://kv/agents/token#3"}, []string{"r-0", "r-1"}},
 			{Query{SecretVersion: "vault://kv/agents/token#4"}, []string{"r-2", "r-3", "r-4"}},
 			{Query{SecretVersion: "vault://kv/agents/token"}, nil},
+			// a claim request's key finds its run
+			{Query{RequestKey: "job-2:attempt-1"}, []string{"r-2"}},
+			{Query{RequestKey: "job-2:attempt-1", Template: "tpl-b"}, nil},
+			{Query{RequestKey: "job-1:attempt-1"}, nil},
 		} {
 			got, err := s.Query(ctx, c.q)
 			if err != nil {

@@ -28,7 +28,7 @@ const maxBody = 1 << 20
 
 // Server is the runtime's HTTP API (JSON, bearer-token auth):
 //
-//	POST /v1/pools/{pool}/claims      claim a sandbox        -> Grant
+//	POST /v1/pools/{pool}/claims      claim a sandbox        -> Grant (201; 200 adopted)
 //	POST /v1/claims/{run}/exec        run a command           -> ExecResult
 //	POST /v1/claims/{run}/release     end the claim
 //	GET  /v1/runs/{run}               the run manifest
@@ -150,10 +150,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 // ClaimBody is the body of POST /v1/pools/{pool}/claims.
+//
+// RequestKey (1 to 128 characters of [A-Za-z0-9._:-]) makes the claim
+// idempotent: while the claim it made is open, the same key answers that
+// claim's grant again with 200 and "adopted": true (a new claim is 201);
+// a key whose claim has ended is refused with 409.
 type ClaimBody struct {
 	Tenant          string  `json:"tenant,omitempty"`
 	SessionID       string  `json:"sessionId,omitempty"`
 	DeadlineSeconds float64 `json:"deadlineSeconds,omitempty"`
+	RequestKey      string  `json:"requestKey,omitempty"`
 }
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +171,13 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errors.New("deadlineSeconds < 0"))
 		return
 	}
-	req := ClaimRequest{Pool: r.PathValue("pool"), Tenant: b.Tenant, SessionID: b.SessionID}
+	if b.RequestKey != "" {
+		if err := CheckRequestKey(b.RequestKey); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+	}
+	req := ClaimRequest{Pool: r.PathValue("pool"), Tenant: b.Tenant, SessionID: b.SessionID, RequestKey: b.RequestKey}
 	if b.DeadlineSeconds > 0 {
 		req.Deadline = time.Now().Add(time.Duration(b.DeadlineSeconds * float64(time.Second)))
 	}
@@ -175,14 +187,21 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrStale):
 		writeError(w, http.StatusServiceUnavailable, err)
 		return
-	case errors.Is(err, ErrNoActive):
+	case errors.Is(err, ErrNoActive), errors.Is(err, ErrRequestKeyUsed):
 		writeError(w, http.StatusConflict, err)
+		return
+	case errors.Is(err, ErrRequestKeyInvalid):
+		writeError(w, http.StatusBadRequest, err)
 		return
 	case errors.Is(err, ErrNoPool):
 		writeError(w, http.StatusNotFound, err)
 		return
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if g.Adopted {
+		writeJSON(w, http.StatusOK, g)
 		return
 	}
 	kind := "cold"
@@ -284,7 +303,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 // runner is a synonym of runner_image (the runner IMAGE's digest, as
 // runs.Query.RunnerImage); runner_binary is the runner BINARY's sha256.
 var QueryParams = []string{"template", "runner_image", "runner", "runner_binary", "node_image", "policy",
-	"secret_version", "generation", "package", "limit"}
+	"secret_version", "generation", "request_key", "package", "limit"}
 
 // queryRuns lists the runs matching the query parameters (at least one
 // artifact criterion): {"runs": [ids]}.
@@ -314,7 +333,7 @@ func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
 func queryFields(q *runs.Query) map[string]*string {
 	return map[string]*string{"template": &q.Template, "runner_image": &q.RunnerImage, "runner_binary": &q.RunnerBinary,
 		"node_image": &q.NodeImage, "policy": &q.Policy, "secret_version": &q.SecretVersion,
-		"generation": &q.Generation, "package": &q.Package}
+		"generation": &q.Generation, "request_key": &q.RequestKey, "package": &q.Package}
 }
 
 // querySynonyms are the other names of query parameters: runner is the

@@ -69,6 +69,7 @@ type Runtime struct {
 
 	mu     sync.Mutex
 	claims map[string]*claim
+	keys   map[string]*keyed // by request key
 	closed bool
 	stop   chan struct{} // closed by Close
 	wg     sync.WaitGroup
@@ -143,6 +144,8 @@ func WithLog(w io.Writer) RuntimeOption {
 // Exec blocks neither heartbeats nor a move that fences it out.
 type claim struct {
 	runID, pool   string
+	tenant        string
+	requestKey    string // "" when the request carried none
 	gen           *generation.Generation
 	secretVersion string // the generation's pinned secret version; "" when none
 
@@ -175,7 +178,7 @@ func NewRuntime(desired func() (*Desired, time.Time), warm *Warm, store runs.Sto
 	node, _ := os.Hostname()
 	return &Runtime{
 		desired: desired, warm: warm, store: store, maxStaleness: maxStaleness, node: node, now: time.Now, o: o,
-		claims: map[string]*claim{}, stop: make(chan struct{}),
+		claims: map[string]*claim{}, keys: map[string]*keyed{}, stop: make(chan struct{}),
 	}
 }
 
@@ -200,6 +203,9 @@ type ClaimRequest struct {
 	SessionID string
 	// Deadline bounds the allocation (zero: the context's).
 	Deadline time.Time
+	// RequestKey makes the claim idempotent (see Claim); "" for none. It is
+	// 1 to 128 characters of [A-Za-z0-9._:-].
+	RequestKey string
 }
 
 // Grant is a claim's current allocation.
@@ -211,6 +217,11 @@ type Grant struct {
 	AllocationAttempt int    `json:"allocationAttempt"`
 	// Token fences this attempt: requests must carry it.
 	Token string `json:"token"`
+	// RequestKey is the claim request's key, when it carried one.
+	RequestKey string `json:"requestKey,omitempty"`
+	// Adopted says this grant answers a request whose key named a claim
+	// that was already open: the same claim, not a new one.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 func newToken() string {
@@ -227,7 +238,29 @@ func newToken() string {
 // claim's deadline allows. When the generation pins a secretVersion, the
 // broker's token for this claim is placed in the sandbox. The claim's
 // heartbeat monitor starts with the grant.
+//
+// A request with a RequestKey is idempotent: while the claim it made is
+// open, the same key answers that claim's current grant again (Adopted),
+// and concurrent requests with one key make one claim. A key whose claim
+// has ended is refused (ErrRequestKeyUsed): a claimant that crashed learns
+// that its work must not run again. The key is recorded in the run
+// manifest (request_key).
 func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
+	if req.RequestKey != "" {
+		return r.claimKeyed(ctx, req)
+	}
+	c, err := r.newClaim(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.grant(), nil
+}
+
+// newClaim is Claim without its request key's bookkeeping: it always
+// makes a new claim.
+func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error) {
 	received := r.now()
 	if r.isClosed() {
 		return nil, ErrClosed
@@ -276,13 +309,14 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	}
 	bg := context.WithoutCancel(ctx)
 	c := &claim{
-		runID: runID, pool: req.Pool, gen: g, secretVersion: secretVersion(g),
+		runID: runID, pool: req.Pool, tenant: req.Tenant, requestKey: req.RequestKey, gen: g, secretVersion: secretVersion(g),
 		sandbox: s, attempt: 1, token: newToken(), warm: warm,
 		fence: make(chan struct{}), done: make(chan struct{}),
 	}
 	assigned := r.now()
 	m := manifestOf(g, d, s)
 	m.RunID, m.SessionID, m.Tenant, m.Pool, m.Warm = runID, req.SessionID, req.Tenant, req.Pool, warm
+	m.RequestKey = req.RequestKey
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
 	placeManifest(m, s)
 	m.Status = runs.StatusGranted
@@ -315,9 +349,7 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	r.wg.Add(1)
 	go r.heartbeat(c)
 	r.mu.Unlock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.grant(), nil
+	return c, nil
 }
 
 func (r *Runtime) isClosed() bool {
@@ -332,7 +364,8 @@ func (c *claim) grant() *Grant {
 	if c.sandbox != nil {
 		id = c.sandbox.ID
 	}
-	return &Grant{RunID: c.runID, SandboxID: id, Generation: c.gen.ID, Warm: c.warm, AllocationAttempt: c.attempt, Token: c.token}
+	return &Grant{RunID: c.runID, SandboxID: id, Generation: c.gen.ID, Warm: c.warm, AllocationAttempt: c.attempt, Token: c.token,
+		RequestKey: c.requestKey}
 }
 
 // check says whether token is the claim's current one; c.mu must be held.
@@ -487,6 +520,7 @@ func (r *Runtime) Release(ctx context.Context, runID, token string, exitCode *in
 	close(c.done)
 	r.mu.Lock()
 	delete(r.claims, runID)
+	r.forgetKey(c)
 	r.mu.Unlock()
 	return nil
 }

@@ -64,6 +64,7 @@ func (r *Runtime) Stop(ctx context.Context, pool, gen string) ([]string, error) 
 		c.op.Unlock()
 		r.mu.Lock()
 		delete(r.claims, c.runID)
+		r.forgetKey(c)
 		r.mu.Unlock()
 		stopped = append(stopped, c.runID)
 	}

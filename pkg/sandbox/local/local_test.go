@@ -68,7 +68,7 @@ func TestSandbox(t *testing.T) {
 			t.Errorf("truncation: %+v %v, %d bytes streamed", st, err, out.Len())
 		}
 		st, err = s.Exec(ctx, runner.ExecRequest{Argv: []string{"sleep", "30"}, TimeoutMs: 200}, nil, nil)
-		if err != nil || !st.TimedOut || st.Signal != "killed" || st.DurationMs > 5000 {
+		if err != nil || !st.TimedOut || st.Signal != "terminated" || st.Stop != runner.StopTerminated || st.DurationMs > 5000 {
 			t.Errorf("timeout: %+v %v", st, err)
 		}
 		if _, err := s.Exec(ctx, runner.ExecRequest{Argv: []string{"no-such-command"}}, nil, nil); !errors.Is(err, runner.ErrStart) {

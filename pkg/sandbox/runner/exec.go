@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // outputGrace bounds how long an exec waits, after its command exited, for
@@ -39,6 +41,14 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	if req.TimeoutMs < 0 || req.MaxOutput < 0 || req.MaxOutput > MaxOutputLimit {
 		fw.fail(ErrCodeBadRequest, "exec: timeoutMs %d or maxOutput %d out of range (maxOutput at most %d)", req.TimeoutMs, req.MaxOutput, MaxOutputLimit)
 		return
+	}
+	if req.GraceMs < 0 || req.GraceMs > MaxGraceMs {
+		fw.fail(ErrCodeBadRequest, "exec: graceMs %d out of range (0 to %d)", req.GraceMs, MaxGraceMs)
+		return
+	}
+	grace := time.Duration(req.GraceMs) * time.Millisecond
+	if grace == 0 {
+		grace = DefaultGraceMs * time.Millisecond
 	}
 	max := req.MaxOutput
 	if max == 0 {
@@ -65,7 +75,7 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	go watchConn(r, cancel)
 
 	out := &outputLimiter{fw: fw, max: max, cancel: cancel}
-	cmd := exec.CommandContext(ctx, path, req.Argv[1:]...)
+	cmd := exec.Command(path, req.Argv[1:]...)
 	cmd.Args[0] = req.Argv[0]
 	cmd.Env = env
 	cmd.Dir = dir
@@ -75,10 +85,8 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	cmd.Stdout = out.stream(StreamStdout)
 	cmd.Stderr = out.stream(StreamStderr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		// The whole process group: the command and what it started.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
+	// Once the command has exited, Wait gives the output pipes this long to
+	// close.
 	cmd.WaitDelay = outputGrace
 
 	start := time.Now()
@@ -89,6 +97,7 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	s.mu.Lock()
 	s.running++
 	s.mu.Unlock()
+	stop := stopOnDone(ctx, cmd.Process.Pid, grace)
 	werr := cmd.Wait()
 	s.mu.Lock()
 	s.running--
@@ -107,6 +116,7 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	case errors.Is(cause, errCancelled), ctx.Err() != nil:
 		st.Cancelled = true
 	}
+	st.Stop = stop
 	var exitErr *exec.ExitError
 	if werr != nil && !errors.As(werr, &exitErr) && !errors.Is(werr, exec.ErrWaitDelay) && ctx.Err() == nil {
 		fw.fail(ErrCodeInternal, "wait for %s: %v", req.Argv[0], werr)
@@ -114,6 +124,57 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	}
 	st.Truncated, st.OutputBytes = out.result()
 	fw.write(&Frame{Type: FrameExit, Exit: st})
+}
+
+// stopOnDone stops the process group pid (the command and what it
+// started) when ctx ends before the command exits: SIGTERM, then SIGKILL
+// once grace has passed without the command exiting. It waits for the
+// command (the group's leader) to exit, without reaping it, and returns
+// the stop's outcome: "" when no stop was needed, StopTerminated when the
+// command exited within the grace, StopKilled when it needed SIGKILL. The
+// caller reaps the command (cmd.Wait) after it returned.
+//
+// Whatever the outcome, a stop ends with SIGKILL to the group, so that
+// nothing it started outlives a stopped command. That signal goes out
+// while the leader is an unreaped zombie, which keeps the group's id from
+// being reused.
+func stopOnDone(ctx context.Context, pid int, grace time.Duration) string {
+	exited := make(chan struct{})
+	done := make(chan string, 1)
+	go func() {
+		select {
+		case <-exited:
+			done <- ""
+			return
+		case <-ctx.Done():
+		}
+		stop := StopTerminated
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-exited:
+		case <-t.C:
+			stop = StopKilled
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		done <- stop
+	}()
+	waitExited(pid)
+	close(exited)
+	return <-done
+}
+
+// waitExited returns once process pid, a child, has exited, leaving it
+// for Wait to reap.
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
 }
 
 // watchConn cancels the exec when the client sends OpCancel or the

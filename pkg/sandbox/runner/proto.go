@@ -22,6 +22,10 @@ const (
 	DefaultMaxOutput = 1 << 20
 	// MaxOutputLimit is the largest ExecRequest.MaxOutput a runner accepts.
 	MaxOutputLimit = 256 << 20
+	// DefaultGraceMs is how long a stop waits between SIGTERM and SIGKILL
+	// when ExecRequest.GraceMs is 0; MaxGraceMs is the largest GraceMs.
+	DefaultGraceMs = 2000
+	MaxGraceMs     = 60000
 	// MaxRequestBytes bounds one request line (ExecRequest.Stdin included).
 	MaxRequestBytes = 8 << 20
 	// MaxFrameBytes bounds one frame line a client reads.
@@ -45,6 +49,12 @@ const (
 	FrameOutput   = "output"
 	FrameExit     = "exit"
 	FrameError    = "error"
+)
+
+// Stop outcomes (ExitStatus.Stop).
+const (
+	StopTerminated = "terminated"
+	StopKilled     = "killed"
 )
 
 // Output streams.
@@ -84,9 +94,15 @@ type ExecRequest struct {
 	Dir string `json:"dir,omitempty"`
 	// Stdin is the command's whole standard input; /dev/null when empty.
 	Stdin []byte `json:"stdin,omitempty"`
-	// TimeoutMs kills the command's process group after this many
-	// milliseconds; 0 means none (the caller's context still applies).
+	// TimeoutMs stops the command's process group after this many
+	// milliseconds; 0 means none (the caller's context still applies). A
+	// stop, at the timeout or when the exec is cancelled, sends SIGTERM to
+	// the process group, waits GraceMs, then sends SIGKILL; ExitStatus.Stop
+	// says which of them ended the command.
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+	// GraceMs is how long a stop waits after SIGTERM before SIGKILL:
+	// DefaultGraceMs when 0, at most MaxGraceMs.
+	GraceMs int64 `json:"graceMs,omitempty"`
 	// MaxOutput bounds the bytes of stdout and stderr together that are
 	// streamed; later output is counted and dropped, and the exit says
 	// Truncated. DefaultMaxOutput when 0, at most MaxOutputLimit.
@@ -138,11 +154,15 @@ type ExitStatus struct {
 	ExitCode int `json:"exitCode"`
 	// Signal names the signal that killed the command ("killed"), if any.
 	Signal string `json:"signal,omitempty"`
-	// TimedOut says TimeoutMs passed and the process group was killed.
+	// TimedOut says TimeoutMs passed and the process group was stopped.
 	TimedOut bool `json:"timedOut,omitempty"`
 	// Cancelled says the client cancelled or went away and the process
-	// group was killed.
+	// group was stopped.
 	Cancelled bool `json:"cancelled,omitempty"`
+	// Stop says how a stop (TimedOut or Cancelled) ended the command: ""
+	// when the command exited by itself, StopTerminated when it exited
+	// within the grace after SIGTERM, StopKilled when it needed SIGKILL.
+	Stop string `json:"stop,omitempty"`
 	// Truncated says output beyond MaxOutput was dropped; OutputBytes is
 	// how much the command wrote in all.
 	Truncated   bool  `json:"truncated,omitempty"`

@@ -96,7 +96,22 @@ func TestExec(t *testing.T) {
 		{"truncated", runner.ExecRequest{Argv: []string{"sh", "-c", "head -c 5000 /dev/zero; head -c 5000 /dev/zero >&2"}, MaxOutput: 6000}, "", "", 0,
 			func(s *runner.ExitStatus) bool { return s.Truncated && s.OutputBytes == 10000 }},
 		{"timeout", runner.ExecRequest{Argv: []string{"sleep", "30"}, TimeoutMs: 100}, "", "", -1,
-			func(s *runner.ExitStatus) bool { return s.TimedOut && s.Signal == "killed" && s.DurationMs < 5000 }},
+			func(s *runner.ExitStatus) bool {
+				return s.TimedOut && s.Signal == "terminated" && s.Stop == runner.StopTerminated && s.DurationMs < 5000
+			}},
+		// At the timeout the group gets SIGTERM: a command that exits on it
+		// within the grace was terminated, with its own exit code.
+		{"timeout, exits on TERM", runner.ExecRequest{Argv: []string{"sh", "-c", "trap 'echo bye; exit 0' TERM; echo hi; sleep 100 & wait"}, TimeoutMs: 300, GraceMs: 5000}, "hi\nbye\n", "", 0,
+			func(s *runner.ExitStatus) bool {
+				return s.TimedOut && s.Signal == "" && s.Stop == runner.StopTerminated && s.DurationMs < 5000
+			}},
+		// One that ignores it is killed once the grace has passed.
+		{"timeout, ignores TERM", runner.ExecRequest{Argv: []string{"sh", "-c", "trap '' TERM; sleep 100"}, TimeoutMs: 200, GraceMs: 500}, "", "", -1,
+			func(s *runner.ExitStatus) bool {
+				return s.TimedOut && s.Signal == "killed" && s.Stop == runner.StopKilled && s.DurationMs >= 700 && s.DurationMs < 700+3000
+			}},
+		{"exits by itself", runner.ExecRequest{Argv: []string{"true"}, TimeoutMs: 10000}, "", "", 0,
+			func(s *runner.ExitStatus) bool { return !s.TimedOut && s.Stop == "" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,6 +152,11 @@ func TestExecErrors(t *testing.T) {
 	}
 	if _, err := c.Exec(ctx, runner.ExecRequest{Argv: []string{"true"}, MaxOutput: runner.MaxOutputLimit + 1}, nil, nil); !errors.Is(err, runner.ErrRemote) {
 		t.Errorf("max output over the limit: %v", err)
+	}
+	for _, g := range []int64{-1, runner.MaxGraceMs + 1} {
+		if _, err := c.Exec(ctx, runner.ExecRequest{Argv: []string{"true"}, GraceMs: g}, nil, nil); !errors.Is(err, runner.ErrRemote) || !strings.Contains(err.Error(), "graceMs") {
+			t.Errorf("graceMs %d: %v, want a refusal naming graceMs", g, err)
+		}
 	}
 
 	// Raw protocol: a version the runner does not speak, an unknown op,
