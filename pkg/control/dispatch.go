@@ -102,7 +102,7 @@ func (p *Plane) claim(ctx context.Context, j *Job) (Runtime, *runtime.Grant, err
 // ends unknown rather than running twice.
 func (p *Plane) dispatchFailed(ctx context.Context, j *Job, cause error, attempt, maxAttempts int) error {
 	var api *runtime.APIError
-	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "released")
+	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "request key already used")
 	last := attempt >= maxAttempts
 	_, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
 		now := time.Now().UTC()
@@ -315,4 +315,19 @@ func (p *Plane) overBudget(ctx context.Context, j *Job) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// shellLine writes argv as a shell would read it back, for the output.
+func shellLine(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+		}) < 0 {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }

@@ -97,13 +97,13 @@ func (s *Store) insert(ctx context.Context, sub submission) (*Job, bool, error) 
 				return &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
 					Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
 			}
-			doc, err := json.Marshal(j)
+			jdoc, err := json.Marshal(j)
 			if err != nil {
 				return err
 			}
 			if _, err := s.exec(ctx, tx, `INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State),
-				j.CreatedAt.UnixNano(), j.Cost.WorstCase, string(doc)); err != nil {
+				j.CreatedAt.UnixNano(), j.Cost.WorstCase, string(jdoc)); err != nil {
 				return err
 			}
 			if _, err := s.exec(ctx, tx, `INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES (?, ?, ?, ?, ?)

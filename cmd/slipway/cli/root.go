@@ -105,6 +105,9 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdRender(g),
 		NewCmdApply(g),
 		NewCmdArgoCD(g),
+		NewCmdControl(g),
+		NewCmdTenant(g),
+		NewCmdJob(g),
 	)
 	return root
 }

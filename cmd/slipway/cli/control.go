@@ -1,0 +1,391 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slipway-dev/slipway/pkg/control"
+)
+
+// NewCmdControl is the control plane's process.
+func NewCmdControl(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "control", Short: "The control plane: tenants, jobs, admission, limits"}
+	var c control.ServeConfig
+	serve := &cobra.Command{
+		Use:   "serve --config-repo URL --db sqlite:PATH|postgres://... --listen ADDR --runtime POOL=URL,TOKEN-FILE...",
+		Short: "Serve the jobs API and dispatch admitted jobs to the runtimes",
+		Long: `Serve reads tenants/, profiles/ and pricing.yaml from the config repository, stores jobs in the
+database (SQLite by default; PostgreSQL for several replicas on one database), admits them fairly
+within each tenant's concurrency, queue bound and budget, and dispatches them through River to the
+runtimes serving their pool (--runtime, repeatable; only the control plane holds their tokens).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.ConfigRepo == "" || c.DB == "" || c.Listen == "" {
+				return usage(errors.New("--config-repo, --db and --listen are required"))
+			}
+			c.Logger = slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			err := control.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
+			if err != nil && cmd.Context().Err() == nil {
+				return usage(err)
+			}
+			return nil
+		},
+	}
+	f := serve.Flags()
+	f.StringVar(&c.ConfigRepo, "config-repo", "", "the config repository (path, file://, http(s)://, ssh://)")
+	f.StringVar(&c.Branch, "branch", "main", "its branch")
+	f.StringVar(&c.DB, "db", "", "database: sqlite:PATH or postgres://...")
+	f.StringVar(&c.Listen, "listen", "", "address of the API, e.g. 127.0.0.1:7080")
+	f.StringArrayVar(&c.Runtimes, "runtime", nil, "a runtime serving a pool: POOL=URL,TOKEN-FILE (repeatable)")
+	f.IntVar(&c.MaxActive, "max-active", 64, "jobs admitted, allocating or running at once")
+	f.IntVar(&c.QueueBound, "queue-bound", 10000, "queued jobs of all tenants at most")
+	f.IntVar(&c.DispatchAttempts, "dispatch-attempts", 5, "the retry budget of a failing dispatch")
+	f.DurationVar(&c.Lease, "lease", 15*time.Second, "how long a job's owner holds it without a heartbeat")
+	f.DurationVar(&c.ConfigRefresh, "config-refresh", 5*time.Second, "how often the config repository is read")
+	f.DurationVar(&c.Grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when a deadline stops a command")
+	cmd.AddCommand(serve)
+	return cmd
+}
+
+// NewCmdTenant manages tenants' API tokens in the control plane's database.
+func NewCmdTenant(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "tenant", Short: "Tenants' API tokens (tenants themselves are files in the config repository)"}
+	tok := &cobra.Command{Use: "token", Short: "Create, list and revoke API tokens"}
+	var db, scope, label string
+	create := &cobra.Command{
+		Use:   "create TENANT --db DSN [--scope tenant|operator] [--label L]",
+		Short: "Create a token and print it once: only its hash is stored",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := openStore(cmd, db)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			text, t, err := s.CreateToken(cmd.Context(), args[0], scope, label)
+			if err != nil {
+				return usage(err)
+			}
+			if g.json() {
+				return g.printJSON(struct {
+					*control.Token
+					Text string `json:"token"`
+				}{t, text})
+			}
+			fmt.Fprintln(g.stdout, text)
+			fmt.Fprintf(g.stderr, "token %s for %s (%s): shown once, keep it in a secret store\n", t.ID, t.Tenant, t.Scope)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&scope, "scope", control.ScopeTenant, "tenant (its own jobs) or operator (every job, audited)")
+	create.Flags().StringVar(&label, "label", "", "a note saying what the token is for")
+	var tenant string
+	list := &cobra.Command{
+		Use:   "list --db DSN [--tenant T]",
+		Short: "List tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := openStore(cmd, db)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ts, err := s.ListTokens(cmd.Context(), tenant)
+			if err != nil {
+				return usage(err)
+			}
+			if g.json() {
+				return g.printJSON(map[string]any{"tokens": ts})
+			}
+			for _, t := range ts {
+				state := "live"
+				if t.RevokedAt != nil {
+					state = "revoked " + t.RevokedAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Tenant, t.Scope, t.CreatedAt.Format(time.RFC3339), state, t.Label)
+			}
+			return nil
+		},
+	}
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's")
+	revoke := &cobra.Command{
+		Use:   "revoke ID --db DSN",
+		Short: "Revoke a token at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := openStore(cmd, db)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			if err := s.RevokeToken(cmd.Context(), args[0]); err != nil {
+				return failed(err)
+			}
+			fmt.Fprintf(g.stderr, "revoked %s\n", args[0])
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{create, list, revoke} {
+		c.Flags().StringVar(&db, "db", "", "the control plane's database: sqlite:PATH or postgres://...")
+		tok.AddCommand(c)
+	}
+	cmd.AddCommand(tok)
+	return cmd
+}
+
+func openStore(cmd *cobra.Command, db string) (*control.Store, error) {
+	if db == "" {
+		return nil, usage(errors.New("--db is required"))
+	}
+	s, err := control.Open(cmd.Context(), db)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return s, nil
+}
+
+// jobFlags are how a job command reaches the control plane.
+type jobFlags struct{ server, tokenFile string }
+
+func (f *jobFlags) add(c *cobra.Command) {
+	c.Flags().StringVar(&f.server, "server", os.Getenv("SLIPWAY_CONTROL_URL"), "the control plane's URL ($SLIPWAY_CONTROL_URL)")
+	c.Flags().StringVar(&f.tokenFile, "token-file", os.Getenv("SLIPWAY_TOKEN_FILE"), "file holding your API token ($SLIPWAY_TOKEN_FILE)")
+}
+
+func (f *jobFlags) client() (*control.Client, error) {
+	if f.server == "" || f.tokenFile == "" {
+		return nil, usage(errors.New("--server and --token-file are required (or $SLIPWAY_CONTROL_URL and $SLIPWAY_TOKEN_FILE)"))
+	}
+	tok, err := readToken(f.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	c, err := control.NewClient(f.server, tok)
+	if err != nil {
+		return nil, usage(err)
+	}
+	return c, nil
+}
+
+// NewCmdJob submits and inspects jobs.
+func NewCmdJob(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "job", Short: "Submit, follow, show, list and cancel jobs on the control plane"}
+	var jf jobFlags
+	var spec control.Spec
+	var wait bool
+	submit := &cobra.Command{
+		Use:   "submit --pool P --profile NAME [--deadline D] [--command-timeout D] [--idempotency-key K] [--wait] -- CMD...",
+		Short: "Submit a job; with --wait follow it and exit with its exit code",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := jf.client()
+			if err != nil {
+				return err
+			}
+			spec.Commands = [][]string{args}
+			j, created, err := c.Submit(cmd.Context(), spec)
+			if err != nil {
+				return failed(err)
+			}
+			if !created {
+				fmt.Fprintf(g.stderr, "idempotency key %s names job %s: not submitted again\n", spec.IdempotencyKey, j.ID)
+			}
+			if !wait {
+				if g.json() {
+					return g.printJSON(j)
+				}
+				fmt.Fprintln(g.stdout, j.ID)
+				return nil
+			}
+			fmt.Fprintf(g.stderr, "%s %s\n", j.ID, j.State)
+			j, err = c.Wait(cmd.Context(), j.ID, 200*time.Millisecond, func(j *control.Job) {
+				if !g.json() {
+					fmt.Fprintf(g.stderr, "%s %s %s\n", j.ID, j.State, j.Detail)
+				}
+			})
+			if err != nil {
+				return failed(err)
+			}
+			if g.json() {
+				_ = g.printJSON(j)
+			} else {
+				io.WriteString(g.stdout, j.Output)
+			}
+			return jobExit(j)
+		},
+	}
+	submit.Flags().StringVar(&spec.Pool, "pool", "", "the pool to run in")
+	submit.Flags().StringVar(&spec.Profile, "profile", "", "the capability profile")
+	submit.Flags().Float64Var(&spec.DeadlineSeconds, "deadline", 0, "seconds from admission to the end (default: the profile's maxDuration)")
+	submit.Flags().Float64Var(&spec.CommandTimeoutSeconds, "command-timeout", 0, "seconds per command (default: the profile's)")
+	submit.Flags().StringVar(&spec.IdempotencyKey, "idempotency-key", "", "the same key returns the same job, never a second one")
+	submit.Flags().BoolVar(&wait, "wait", false, "follow the job and exit with its exit code (1 for a refused or failed job)")
+	jf.add(submit)
+
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a job's whole story: states with times, profile revision, runtime, sandbox, run, cost, why it ended",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := jf.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return failed(err)
+			}
+			prof, perr := c.Profile(cmd.Context(), args[0])
+			if g.json() {
+				out := map[string]any{"job": j}
+				if perr == nil {
+					out["profile"] = prof
+				} else {
+					out["profileError"] = perr.Error()
+				}
+				return g.printJSON(out)
+			}
+			printJob(g.stdout, j, prof, perr)
+			return nil
+		},
+	}
+	jf.add(show)
+
+	var state string
+	var limit int
+	list := &cobra.Command{
+		Use:   "list [--state S] [--limit N]",
+		Short: "List jobs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := jf.client()
+			if err != nil {
+				return err
+			}
+			js, err := c.List(cmd.Context(), control.State(state), limit)
+			if err != nil {
+				return failed(err)
+			}
+			if g.json() {
+				return g.printJSON(map[string]any{"jobs": js})
+			}
+			for _, j := range js {
+				fmt.Fprintf(g.stdout, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, j.Tenant, j.Pool, j.State, j.CreatedAt.Format(time.RFC3339), j.Reason)
+			}
+			return nil
+		},
+	}
+	list.Flags().StringVar(&state, "state", "", "only jobs in this state")
+	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	jf.add(list)
+
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := jf.client()
+			if err != nil {
+				return err
+			}
+			j, err := c.Cancel(cmd.Context(), args[0])
+			if err != nil {
+				return failed(err)
+			}
+			if g.json() {
+				return g.printJSON(j)
+			}
+			fmt.Fprintf(g.stdout, "%s %s\n", j.ID, j.State)
+			return nil
+		},
+	}
+	jf.add(cancel)
+	cmd.AddCommand(submit, show, list, cancel)
+	return cmd
+}
+
+// jobExit is a finished job's exit code: the command's, or 1 for a job
+// that was refused, failed without one, or whose outcome is unknown.
+func jobExit(j *control.Job) error {
+	switch {
+	case j.State == control.Succeeded:
+		return nil
+	case j.ExitCode != nil && *j.ExitCode != 0 && j.State == control.Failed:
+		return silent(*j.ExitCode)
+	}
+	return failed(fmt.Errorf("job %s %s: %s", j.ID, j.State, strings.TrimPrefix(j.Reason+": "+j.Detail, ": ")))
+}
+
+func printJob(w io.Writer, j *control.Job, prof *control.JobProfile, perr error) {
+	fmt.Fprintf(w, "job %s (tenant %s, key %s)\n", j.ID, j.Tenant, j.IdempotencyKey)
+	fmt.Fprintf(w, "state:    %s", j.State)
+	if j.Reason != "" {
+		fmt.Fprintf(w, " (%s)", j.Reason)
+	}
+	fmt.Fprintln(w)
+	if j.Detail != "" {
+		fmt.Fprintf(w, "why:      %s\n", j.Detail)
+	}
+	if j.State == control.Unknown {
+		fmt.Fprintf(w, "owner:    %s, by %s\n", j.Owner, j.OwnerDeadline.Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "pool:     %s\n", j.Pool)
+	fmt.Fprintf(w, "profile:  %s at %s (%s, %s)\n", j.Profile.Name, j.Profile.Revision, j.Profile.Path, j.Profile.Digest)
+	if prof != nil {
+		p := prof.Profile
+		fmt.Fprintf(w, "          as then: network %s, maxDuration %s, output %d bytes / %d lines; read from %s; now %s\n",
+			p.Network.Mode, p.MaxDuration, p.MaxOutputBytes, p.MaxOutputLines, prof.Source, prof.Current)
+	} else if perr != nil {
+		fmt.Fprintf(w, "          (profile as then: %v)\n", perr)
+	}
+	fmt.Fprintf(w, "limits:   deadline %s, command timeout %s, output %d bytes / %d lines\n",
+		time.Duration(j.Limits.Deadline), time.Duration(j.Limits.CommandTimeout), j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines)
+	if j.RunID != "" {
+		adopted := ""
+		if j.Adopted {
+			adopted = ", adopted after a restart"
+		}
+		fmt.Fprintf(w, "runtime:  %s, run %s, sandbox %s, generation %s, attempt %d (request key %s%s)\n",
+			j.Runtime, j.RunID, j.SandboxID, j.Generation, j.Attempt, j.RequestKey, adopted)
+	}
+	switch {
+	case !j.Cost.Known:
+		fmt.Fprintf(w, "cost:     unknown (pool %s has no price)\n", j.Pool)
+	default:
+		fmt.Fprintf(w, "cost:     %.6f %s (worst case %.6f at %.4f/h)\n", j.Cost.Amount, j.Cost.Currency, j.Cost.WorstCase, j.Cost.RatePerHour)
+	}
+	for _, r := range j.Results {
+		code := "none"
+		if r.ExitCode != nil {
+			code = fmt.Sprint(*r.ExitCode)
+		}
+		fmt.Fprintf(w, "command:  %v exit %s in %.3fs", r.Argv, code, r.Seconds)
+		if r.Stop != "" {
+			fmt.Fprintf(w, ", %s", r.Stop)
+		}
+		fmt.Fprintln(w)
+	}
+	if j.StopOutcome != "" {
+		fmt.Fprintf(w, "stopped:  %s\n", j.StopOutcome)
+	}
+	fmt.Fprintln(w, "story:")
+	for _, t := range j.Story {
+		fmt.Fprintf(w, "  %s  %-17s %s\n", t.At.Format("15:04:05.000"), t.State, t.Reason)
+	}
+	for _, n := range j.Notes {
+		fmt.Fprintf(w, "note:     %s %s\n", n.At.Format("15:04:05.000"), n.Text)
+	}
+	if j.Output != "" {
+		fmt.Fprintf(w, "output (%d bytes and %d lines dropped):\n%s", j.OutputDroppedBytes, j.OutputDroppedLines, j.Output)
+		if !strings.HasSuffix(j.Output, "\n") {
+			fmt.Fprintln(w)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/runtime"
+)
+
+// ServeConfig is `slipway control serve`.
+type ServeConfig struct {
+	ConfigRepo, Branch string
+	// DB is sqlite:PATH or postgres://...
+	DB     string
+	Listen string
+	// Runtimes are POOL=URL,TOKEN-FILE.
+	Runtimes              []string
+	MaxActive, QueueBound int
+	DispatchAttempts      int
+	Lease, ConfigRefresh  time.Duration
+	Grace                 time.Duration
+	Logger                *slog.Logger
+}
+
+// ParseRuntime reads POOL=URL,TOKEN-FILE: the pool, and the runtime with
+// the token the file holds.
+func ParseRuntime(spec string) (string, Runtime, error) {
+	pool, rest, ok := strings.Cut(spec, "=")
+	u, file, ok2 := strings.Cut(rest, ",")
+	if !ok || !ok2 || pool == "" || u == "" || file == "" {
+		return "", Runtime{}, fmt.Errorf("--runtime %q: want POOL=URL,TOKEN-FILE", spec)
+	}
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" || pu.User != nil {
+		return "", Runtime{}, fmt.Errorf("--runtime %s: URL %q: want http(s)://host:port without credentials", pool, u)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", Runtime{}, fmt.Errorf("--runtime %s: token file: %w", pool, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", Runtime{}, fmt.Errorf("--runtime %s: token file %s is empty", pool, file)
+	}
+	c, err := runtime.NewClient(u, tok)
+	if err != nil {
+		return "", Runtime{}, err
+	}
+	return pool, Runtime{Name: pu.Host, Client: c}, nil
+}
+
+// Serve runs a control plane until ctx ends: it opens the database and the
+// config repository, starts admission, dispatch and recovery, and serves
+// the API on c.Listen (ready gets the address).
+func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
+	if c.ConfigRepo == "" || c.DB == "" || c.Listen == "" {
+		return errors.New("control: a config repository, a database and a listen address are required")
+	}
+	if c.Branch == "" {
+		c.Branch = "main"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	rts := map[string][]Runtime{}
+	for _, s := range c.Runtimes {
+		pool, rt, err := ParseRuntime(s)
+		if err != nil {
+			return err
+		}
+		rts[pool] = append(rts[pool], rt)
+	}
+	repo, err := gitops.Open(ctx, c.ConfigRepo)
+	if err != nil {
+		return err
+	}
+	cfg := NewRepoConfig(repo, c.Branch, c.ConfigRefresh)
+	if _, err := cfg.Current(ctx); err != nil {
+		return fmt.Errorf("control: config repository %s: %w", repo.URL(), err)
+	}
+	store, err := Open(ctx, c.DB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	p, err := New(ctx, Config{Store: store, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, QueueBound: c.QueueBound,
+		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger})
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		_ = p.Stop(context.Background())
+		return err
+	}
+	srv := &http.Server{Handler: NewServer(p), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	c.Logger.Info("control plane serving", "addr", ln.Addr().String(), "db", store.Dialect(), "replica", p.c.ID)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return errors.Join(err, p.Stop(sctx))
+}
