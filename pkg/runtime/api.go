@@ -2,11 +2,13 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -216,21 +218,45 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 
 // ExecBody is the body of POST /v1/claims/{run}/exec.
 type ExecBody struct {
-	Token          string            `json:"token"`
-	Argv           []string          `json:"argv"`
-	Env            map[string]string `json:"env,omitempty"`
-	Dir            string            `json:"dir,omitempty"`
-	TimeoutSeconds float64           `json:"timeoutSeconds,omitempty"`
-	MaxOutput      int64             `json:"maxOutput,omitempty"`
+	Token string            `json:"token"`
+	Argv  []string          `json:"argv"`
+	Env   map[string]string `json:"env,omitempty"`
+	Dir   string            `json:"dir,omitempty"`
+	// TimeoutSeconds stops the command after this long (0: none): SIGTERM
+	// to its process group, GraceSeconds later SIGKILL. ExecResult.Stop
+	// says which ended it.
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
+	// GraceSeconds is the wait between SIGTERM and SIGKILL: 2 when 0, at
+	// most 60.
+	GraceSeconds float64 `json:"graceSeconds,omitempty"`
+	// MaxOutput bounds the output kept: stdout and stderr together (the
+	// first MaxOutput bytes) without KeepTail, each stream with it.
+	// runner.DefaultMaxOutput when 0, at most runner.MaxOutputLimit.
+	MaxOutput int64 `json:"maxOutput,omitempty"`
+	// KeepTail keeps, per stream, the first MaxOutput/2 bytes and the last
+	// MaxOutput/2, with the line "\n[... N bytes dropped ...]\n" between
+	// them when bytes were dropped: the end of a command stopped at its
+	// deadline is kept. The runtime bounds the streams itself, in memory
+	// that never exceeds MaxOutput per stream; the runner still drops
+	// whatever the command writes beyond runner.MaxOutputLimit bytes in
+	// all, so past that the tail kept is not the command's last output.
+	KeepTail bool `json:"keepTail,omitempty"`
 }
 
 // ExecResult answers an exec.
 type ExecResult struct {
-	ExitCode  int    `json:"exitCode"`
-	Stdout    string `json:"stdout"`
-	Stderr    string `json:"stderr"`
-	Truncated bool   `json:"truncated"`
-	TimedOut  bool   `json:"timedOut"`
+	ExitCode int    `json:"exitCode"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	// Truncated says output was dropped; DroppedBytes counts it.
+	Truncated    bool  `json:"truncated"`
+	DroppedBytes int64 `json:"droppedBytes"`
+	TimedOut     bool  `json:"timedOut"`
+	// Stop says how a stop (at the timeout, or when the exec was
+	// cancelled) ended the command: "" (it exited by itself),
+	// "terminated" (it exited within the grace after SIGTERM) or "killed"
+	// (it needed SIGKILL).
+	Stop string `json:"stop,omitempty"`
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -242,17 +268,37 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, errors.New("argv: required"))
 		return
 	}
-	req := runner.ExecRequest{Argv: b.Argv, Env: b.Env, Dir: b.Dir, MaxOutput: b.MaxOutput}
-	if b.TimeoutSeconds > 0 {
-		req.TimeoutMs = int64(b.TimeoutSeconds * 1000)
+	if b.TimeoutSeconds < 0 || b.GraceSeconds < 0 || b.GraceSeconds*1000 > runner.MaxGraceMs || b.MaxOutput < 0 || b.MaxOutput > runner.MaxOutputLimit {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("timeoutSeconds %g, graceSeconds %g or maxOutput %d out of range (graceSeconds 0 to %d, maxOutput 0 to %d)",
+			b.TimeoutSeconds, b.GraceSeconds, b.MaxOutput, runner.MaxGraceMs/1000, runner.MaxOutputLimit))
+		return
 	}
-	var out, errb bytes.Buffer
-	st, err := s.rt.Exec(r.Context(), r.PathValue("run"), b.Token, req, &out, &errb)
+	req := runner.ExecRequest{Argv: b.Argv, Env: b.Env, Dir: b.Dir, MaxOutput: b.MaxOutput,
+		TimeoutMs: int64(b.TimeoutSeconds * 1000), GraceMs: int64(b.GraceSeconds * 1000)}
+	var out, errb interface {
+		io.Writer
+		String() string
+	}
+	var kept func() int64
+	if b.KeepTail {
+		limit := cmp.Or(b.MaxOutput, runner.DefaultMaxOutput)
+		o, e := newHeadTail(limit), newHeadTail(limit)
+		out, errb = o, e
+		kept = func() int64 { return int64(o.kept() + e.kept()) }
+		req.MaxOutput = runner.MaxOutputLimit // the runtime bounds it
+	} else {
+		o, e := &bytes.Buffer{}, &bytes.Buffer{}
+		out, errb = o, e
+		kept = func() int64 { return int64(o.Len() + e.Len()) }
+	}
+	st, err := s.rt.Exec(r.Context(), r.PathValue("run"), b.Token, req, out, errb)
 	if err != nil {
 		writeError(w, claimStatus(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(), Truncated: st.Truncated, TimedOut: st.TimedOut})
+	dropped := max(st.OutputBytes-kept(), 0)
+	writeJSON(w, http.StatusOK, ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(),
+		Truncated: st.Truncated || dropped > 0, DroppedBytes: dropped, TimedOut: st.TimedOut, Stop: st.Stop})
 }
 
 func claimStatus(err error) int {

@@ -51,6 +51,19 @@
 // the warming one, pool status counts the cluster's warm members, and the
 // run manifest records where the backend says the sandbox runs.
 //
+// A claim request may carry a request key (ClaimRequest.RequestKey, the
+// API's requestKey): while the claim it made is open the same key adopts
+// it (the same grant, Adopted, HTTP 200), concurrent requests with one key
+// make one claim, and a key whose claim has ended is refused
+// (ErrRequestKeyUsed, HTTP 409). The key is the run manifest's
+// request_key, queryable (GET /v1/runs?request_key=).
+//
+// Exec stops a command at its timeout, or when it is cancelled, with
+// SIGTERM, then SIGKILL after the grace (graceSeconds); the result's stop
+// says "terminated" or "killed". With keepTail the API keeps each
+// stream's first and last maxOutput/2 bytes in a bounded ring, with a
+// line counting the bytes dropped between them (droppedBytes).
+//
 // Package serve (pkg/runtime/serve) runs all of this as `slipway runtime
 // serve` on the local backend (or the Kubernetes one), with the sandboxes and run manifests in its
 // state directory; this package itself imports no backend, so rollouts
