@@ -1,0 +1,327 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/gitops"
+)
+
+func TestTokens(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		text, tok, err := s.CreateToken(ctx, "acme", ScopeTenant, "ci")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(text, "swt_"+tok.ID+"_") {
+			t.Fatalf("token text %q does not name id %s", text, tok.ID)
+		}
+		got, err := s.Authenticate(ctx, text)
+		if err != nil || got.Tenant != "acme" || got.Scope != ScopeTenant {
+			t.Fatalf("Authenticate = %+v, %v", got, err)
+		}
+		wrong := text[:len(text)-1] + "a"
+		if strings.HasSuffix(text, "a") {
+			wrong = text[:len(text)-1] + "b"
+		}
+		for _, bad := range []string{wrong, "", "swt_", "swt_" + tok.ID, "Bearer " + text, text + "x"} {
+			if _, err := s.Authenticate(ctx, bad); !errors.Is(err, ErrUnauthenticated) {
+				t.Errorf("Authenticate(%q) = %v, want ErrUnauthenticated", bad, err)
+			}
+		}
+		ts, err := s.ListTokens(ctx, "acme")
+		if err != nil || len(ts) != 1 || ts[0].ID != tok.ID {
+			t.Fatalf("ListTokens = %+v, %v", ts, err)
+		}
+		if fmt.Sprintf("%+v", ts) != "" && strings.Contains(fmt.Sprintf("%+v", ts), text[len(text)-32:]) {
+			t.Fatal("ListTokens shows the secret")
+		}
+		if err := s.RevokeToken(ctx, tok.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Authenticate(ctx, text); !errors.Is(err, ErrUnauthenticated) {
+			t.Fatalf("revoked token authenticates: %v", err)
+		}
+		if err := s.RevokeToken(ctx, tok.ID); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("second revoke: %v", err)
+		}
+		if _, _, err := s.CreateToken(ctx, "Acme!", ScopeTenant, ""); err == nil {
+			t.Fatal("bad tenant name accepted")
+		}
+	})
+}
+
+func TestSubmitIdempotent(t *testing.T) {
+	repo := configRepo(t)
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		p := newPlane(t, s, repo, 8)
+		spec := Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: "build-42", DeadlineSeconds: 60}
+		var wg sync.WaitGroup
+		ids := make(chan string, 20)
+		created := make(chan bool, 20)
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				j, c, err := p.Submit(ctx, "globex", spec)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				ids <- j.ID
+				created <- c
+			}()
+		}
+		wg.Wait()
+		close(ids)
+		close(created)
+		seen := map[string]bool{}
+		for id := range ids {
+			seen[id] = true
+		}
+		n := 0
+		for c := range created {
+			if c {
+				n++
+			}
+		}
+		if len(seen) != 1 || n != 1 {
+			t.Fatalf("20 submits with one key made jobs %v (%d created), want one", seen, n)
+		}
+		spec.Commands = cmd("false")
+		_, _, err := p.Submit(ctx, "globex", spec)
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("key reused with another request: %v", err)
+		}
+		wantErr(t, err, "build-42", "different request")
+		// The same key of another tenant is another job.
+		spec.Commands = cmd("true")
+		spec.Profile = "short"
+		spec.DeadlineSeconds = 1
+		j, c, err := p.Submit(ctx, "acme", spec)
+		if err != nil || !c || seen[j.ID] {
+			t.Fatalf("acme's job with globex's key: %+v %v %v", j, c, err)
+		}
+	})
+}
+
+func TestSubmitRefusals(t *testing.T) {
+	repo := configRepo(t)
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		p := newPlane(t, s, repo, 8)
+		for name, c := range map[string]struct {
+			tenant string
+			spec   Spec
+			is     error
+			says   []string
+		}{
+			"unknown pool":       {"acme", Spec{Pool: "gpu", Profile: "standard", Commands: cmd("true")}, ErrBadRequest, []string{`unknown pool "gpu"`}},
+			"unknown profile":    {"acme", Spec{Pool: "agents", Profile: "huge", Commands: cmd("true")}, ErrBadRequest, []string{`unknown profile "huge"`, "profiles/huge.yaml"}},
+			"profile not theirs": {"globex", Spec{Pool: "agents", Profile: "short", Commands: cmd("true")}, ErrForbidden, []string{"short"}},
+			"pool not theirs":    {"acme", Spec{Pool: "unpriced", Profile: "standard", Commands: cmd("true")}, ErrForbidden, []string{"unpriced"}},
+			"undeclared tenant":  {"initech", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")}, ErrForbidden, []string{"tenants/initech.yaml"}},
+			"deadline over max":  {"acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), DeadlineSeconds: 60}, ErrBadRequest, []string{"deadline 1m0s exceeds profile short's maxDuration 5s", "profiles/short.yaml"}},
+			"no command":         {"acme", Spec{Pool: "agents", Profile: "short"}, ErrBadRequest, []string{"at least one command"}},
+			"empty command":      {"acme", Spec{Pool: "agents", Profile: "short", Commands: [][]string{{}}}, ErrBadRequest, []string{"commands[0]: empty"}},
+			"bad key":            {"acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "a b"}, ErrBadRequest, []string{`"a b"`}},
+			"budget":             {"acme", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), DeadlineSeconds: 120}, nil, nil},
+		} {
+			if c.is == nil {
+				continue
+			}
+			_, _, err := p.Submit(ctx, c.tenant, c.spec)
+			if !errors.Is(err, c.is) {
+				t.Errorf("%s: %v, want %v", name, err, c.is)
+				continue
+			}
+			wantErr(t, err, c.says...)
+		}
+		if js, _ := s.List(ctx, ListFilter{}); len(js) != 0 {
+			t.Fatalf("refused submissions stored %d jobs", len(js))
+		}
+
+		// Budget: 5 credits a day; 2 minutes at 60/h is 2 credits: two
+		// jobs fit, the third does not (429 with the numbers).
+		for i := range 2 {
+			if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("b", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+		var le *LimitError
+		if !errors.As(err, &le) || le.Reason != "budget" {
+			t.Fatalf("over budget: %v", err)
+		}
+		wantErr(t, err, "worst case 2.0000 credits", "budget of 5.0000 credits", "reserved by queued and running jobs 4.0000")
+
+		// Queue bound: acme's is 5; short jobs cost 5s at 60/h each.
+		for i := range 3 {
+			if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("q", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, err = p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true")})
+		if !errors.As(err, &le) || le.Reason != "tenant_queue_full" || le.RetryAfter <= 0 {
+			t.Fatalf("over the queue bound: %v", err)
+		}
+		wantErr(t, err, "tenant acme has 5 queued jobs, its queue bound is 5")
+
+		// A pool without a price: known as unknown, never zero; refused
+		// only for a tenant with a budget.
+		j, _, err := p.Submit(ctx, "globex", Spec{Pool: "unpriced", Profile: "standard", Commands: cmd("true")})
+		if err != nil || j.Cost.Known {
+			t.Fatalf("unpriced job: %+v %v", j, err)
+		}
+		us, _ := s.Usage(ctx)
+		t.Logf("usage: %+v", us)
+	})
+}
+
+func TestGlobalQueueBound(t *testing.T) {
+	repo := configRepo(t)
+	s, err := OpenSQLite(context.Background(), t.TempDir()+"/c.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := newPlane(t, s, repo, 8)
+	p.c.QueueBound = 3
+	for i := range 3 {
+		if _, _, err := p.Submit(context.Background(), "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err = p.Submit(context.Background(), "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Reason != "queue_full" {
+		t.Fatalf("over the global bound: %v", err)
+	}
+	if u, _ := s.Usage(context.Background()); len(u) != 1 || u[0].Queued != 3 {
+		t.Fatalf("a refused submit changed the counters: %+v", u)
+	}
+}
+
+// finish ends an admitted job as a dispatcher would.
+func finish(t *testing.T, s *Store, id string) {
+	t.Helper()
+	if _, err := s.update(context.Background(), id, func(j *Job, l *lease) error {
+		j.State, j.Reason, j.EndedAt = Succeeded, "exit_code", tp(time.Now())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A tenant that floods the queue gets its share of the slots, not all of
+// them: the other tenant's few jobs are admitted among the first, not after
+// the flood.
+func TestAdmissionFair(t *testing.T) {
+	repo := configRepo(t)
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		p := newPlane(t, s, repo, 3)
+		for i := range 40 {
+			if _, _, err := p.Submit(ctx, "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("g", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 4 {
+			if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("a", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var order []string
+		for round := 0; round < 100 && len(order) < 44; round++ {
+			n, err := p.admitOnce(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			js, err := s.List(ctx, ListFilter{State: Admitted, Limit: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(js) > 3 {
+				t.Fatalf("%d admitted at once, the plane's bound is 3", len(js))
+			}
+			per := map[string]int{}
+			for _, j := range js {
+				per[j.Tenant]++
+			}
+			if per["acme"] > 2 || per["globex"] > 2 {
+				t.Fatalf("over a tenant's concurrency of 2: %v", per)
+			}
+			_ = n
+			// finish the oldest admitted job only: one slot frees per round
+			if len(js) > 0 {
+				j := js[len(js)-1]
+				order = append(order, j.Tenant)
+				finish(t, s, j.ID)
+			}
+		}
+		last := 0
+		for i, tn := range order {
+			if tn == "acme" {
+				last = i
+			}
+		}
+		if last > 10 {
+			t.Fatalf("acme's 4 jobs finished by position %d among %v: the flood delayed them", last, order)
+		}
+		t.Logf("order: %v", order)
+	})
+}
+
+// A profile changed or deleted after submission never changes the job
+// silently: the job keeps the profile it resolved, says so, and shows it as
+// it was.
+func TestProfileHistory(t *testing.T) {
+	repo := configRepo(t)
+	s, err := OpenSQLite(context.Background(), t.TempDir()+"/c.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	p := newPlane(t, s, repo, 8)
+	j, _, err := p.Submit(ctx, "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit(t, repo, "standard: 1 minute", func(tr *gitops.Tree) error {
+		return tr.WriteFile("profiles/standard.yaml", []byte(strings.Replace(profileStandard, "maxDuration: 2m", "maxDuration: 1m", 1)))
+	})
+	if _, err := p.admitOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "globex", j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != Admitted || len(got.Notes) != 1 || !strings.Contains(got.Notes[0].Text, "profile standard changed at") {
+		t.Fatalf("admitted job after the profile changed: %s %+v", got.State, got.Notes)
+	}
+	commit(t, repo, "remove standard", func(tr *gitops.Tree) error {
+		if err := tr.Remove("profiles/standard.yaml"); err != nil {
+			return err
+		}
+		return tr.WriteFile("tenants/globex.yaml", []byte(strings.Replace(tenantGlobex, "profiles: [standard]", "profiles: []", 1)))
+	})
+	jp, err := p.Profile(ctx, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jp.Profile.MaxDuration != 2*time.Minute || !strings.HasPrefix(jp.Current, "deleted at") || jp.Ref.Digest != j.Profile.Digest {
+		t.Fatalf("old job's profile: %+v", jp)
+	}
+	if _, err := s.Get(ctx, "acme", j.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another tenant's job: %v", err)
+	}
+}
