@@ -178,6 +178,12 @@ func TestProfileAt(t *testing.T) {
 		t.Fatalf("head profile = %+v", c2.Profiles["short"])
 	}
 	check(rev2, c2.Profiles["short"])
+	if got := c2.ProfileChange("short", old.Digest); got != tenancy.ProfileChanged {
+		t.Errorf("ProfileChange(old digest) = %s", got)
+	}
+	if got := c2.ProfileChange("short", c2.Profiles["short"].Digest); got != tenancy.ProfileUnchanged {
+		t.Errorf("ProfileChange(head digest) = %s", got)
+	}
 
 	// The profile is deleted (and no tenant names it any more): both old
 	// revisions still answer; the head says not found.
@@ -185,10 +191,20 @@ func TestProfileAt(t *testing.T) {
 		if err := tr.Remove("profiles/short.yaml"); err != nil {
 			return err
 		}
+		if err := tr.WriteFile("tenants/acme.yaml", []byte(strings.Replace(testdata(t, "tenant.yaml"), "[standard, short]", "[standard]", 1))); err != nil {
+			return err
+		}
 		return tr.Remove("tenants/globex.yaml")
 	})
 	check(rev1, old)
 	check(rev2, c2.Profiles["short"])
+	c3, err := tenancy.Load(ctx, repo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c3.ProfileChange("short", old.Digest); got != tenancy.ProfileDeleted {
+		t.Errorf("ProfileChange after deletion = %s", got)
+	}
 	if _, err := tenancy.ProfileAt(ctx, repo, "main", head, "short"); !errors.Is(err, tenancy.ErrNotFound) ||
 		!strings.Contains(err.Error(), "no profiles/short.yaml at "+head[:12]) {
 		t.Errorf("deleted profile at head: %v", err)
@@ -230,6 +246,11 @@ func TestAuthorize(t *testing.T) {
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("Authorize(%s, %s, %s) = %v\nwant %v: %s", tc.tenant, tc.profile, tc.pool, err, tc.want, tc.msg)
 		}
+	}
+
+	var none *tenancy.Config
+	if err := none.Authorize("acme", "standard", "agents"); !errors.Is(err, tenancy.ErrNotFound) {
+		t.Errorf("no configuration: %v", err)
 	}
 
 	// A profile limited to pools: globex may use gpu, the profile may not.
