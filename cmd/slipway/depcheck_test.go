@@ -35,6 +35,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sandbox/shape"},
 		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/gitops", "pkg/policy", "pkg/pool", "pkg/sandbox/shape"},
 		"pkg/pool":         {"pkg/ref", "pkg/strictyaml", "pkg/generation"},
+		"pkg/tenancy":      {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/pool", "pkg/gitops"},
 		"pkg/registrytest": {},
 		"pkg/kubetest":     {},
 		"pkg/pgtest":       {},

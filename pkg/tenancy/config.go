@@ -131,6 +131,9 @@ func (c *Config) Check() error {
 // tenant's profiles, a pool not in the tenant's pools, or a pool the
 // profile does not allow.
 func (c *Config) Authorize(tenant, profile, pool string) error {
+	if c == nil {
+		return fmt.Errorf("tenant %q: %w (no configuration loaded)", tenant, ErrNotFound)
+	}
 	t, ok := c.Tenants[tenant]
 	if !ok {
 		return fmt.Errorf("tenant %q: %w (no %s at %s)", tenant, ErrNotFound, TenantFile(tenant), short(c.Revision))
@@ -150,6 +153,28 @@ func (c *Config) Authorize(tenant, profile, pool string) error {
 		return fmt.Errorf("profile %s: %w: does not run on pool %q (allowed: %s; %s@%s)", profile, ErrForbidden, pool, strings.Join(p.Value.Pools, ", "), p.Path, short(p.Revision))
 	}
 	return nil
+}
+
+// Profile change states, as ProfileChange reports them.
+const (
+	ProfileUnchanged = "unchanged"
+	ProfileChanged   = "changed"
+	ProfileDeleted   = "deleted"
+)
+
+// ProfileChange says what became of profile name, recorded by a job with
+// digest, in this configuration: unchanged (same bytes), changed or
+// deleted. A queued or running job keeps the profile it recorded; this is
+// what the job should say happened since.
+func (c *Config) ProfileChange(name, digest string) string {
+	p, ok := c.Profiles[name]
+	switch {
+	case !ok:
+		return ProfileDeleted
+	case p.Digest != digest:
+		return ProfileChanged
+	}
+	return ProfileUnchanged
 }
 
 // Load reads branch's head of repo and returns its Config (FromTree).

@@ -3,6 +3,9 @@ package tenancy_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +178,12 @@ func TestProfileAt(t *testing.T) {
 		t.Fatalf("head profile = %+v", c2.Profiles["short"])
 	}
 	check(rev2, c2.Profiles["short"])
+	if got := c2.ProfileChange("short", old.Digest); got != tenancy.ProfileChanged {
+		t.Errorf("ProfileChange(old digest) = %s", got)
+	}
+	if got := c2.ProfileChange("short", c2.Profiles["short"].Digest); got != tenancy.ProfileUnchanged {
+		t.Errorf("ProfileChange(head digest) = %s", got)
+	}
 
 	// The profile is deleted (and no tenant names it any more): both old
 	// revisions still answer; the head says not found.
@@ -182,10 +191,20 @@ func TestProfileAt(t *testing.T) {
 		if err := tr.Remove("profiles/short.yaml"); err != nil {
 			return err
 		}
+		if err := tr.WriteFile("tenants/acme.yaml", []byte(strings.Replace(testdata(t, "tenant.yaml"), "[standard, short]", "[standard]", 1))); err != nil {
+			return err
+		}
 		return tr.Remove("tenants/globex.yaml")
 	})
 	check(rev1, old)
 	check(rev2, c2.Profiles["short"])
+	c3, err := tenancy.Load(ctx, repo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c3.ProfileChange("short", old.Digest); got != tenancy.ProfileDeleted {
+		t.Errorf("ProfileChange after deletion = %s", got)
+	}
 	if _, err := tenancy.ProfileAt(ctx, repo, "main", head, "short"); !errors.Is(err, tenancy.ErrNotFound) ||
 		!strings.Contains(err.Error(), "no profiles/short.yaml at "+head[:12]) {
 		t.Errorf("deleted profile at head: %v", err)
@@ -229,6 +248,11 @@ func TestAuthorize(t *testing.T) {
 		}
 	}
 
+	var none *tenancy.Config
+	if err := none.Authorize("acme", "standard", "agents"); !errors.Is(err, tenancy.ErrNotFound) {
+		t.Errorf("no configuration: %v", err)
+	}
+
 	// A profile limited to pools: globex may use gpu, the profile may not.
 	update(t, repo, "short on agents only", func(tr *gitops.Tree) error {
 		return tr.WriteFile("profiles/short.yaml", []byte(short+"pools: [agents]\n"))
@@ -243,5 +267,53 @@ func TestAuthorize(t *testing.T) {
 	}
 	if err := c.Authorize("globex", "short", "agents"); err != nil {
 		t.Errorf("globex short agents: %v", err)
+	}
+}
+
+// TestDemoConfig loads the demo's control-plane config
+// (examples/demo/control) from a real repository, as the demo commits it.
+func TestDemoConfig(t *testing.T) {
+	root := filepath.Join("..", "..", "examples", "demo", "control")
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := gittest.NewServer(t)
+	repo, err := gitops.Open(context.Background(), srv.Seed(t, "config.git", "main", files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tenancy.Load(context.Background(), repo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, globex := c.Tenants["acme"].Value, c.Tenants["globex"].Value
+	if acme.Concurrency != 2 || acme.QueueBound != 20 || *acme.Budget != (tenancy.Budget{Amount: 5, Period: "day"}) ||
+		globex.Concurrency != 2 || globex.QueueBound != 200 || *globex.Budget != (tenancy.Budget{Amount: 1, Period: "day"}) {
+		t.Errorf("tenants: %+v %+v", acme, globex)
+	}
+	std, short := c.Profiles["standard"].Value, c.Profiles["short"].Value
+	if std.Network.Mode != "deny" || std.MaxDuration != 2*time.Minute || std.MaxCommandDuration != time.Minute ||
+		std.MaxOutputBytes != 64<<10 || std.MaxOutputLines != 2000 || short.MaxDuration != 5*time.Second {
+		t.Errorf("profiles: %+v %+v", std, short)
+	}
+	if r, ok := c.Prices().Rate("agents"); !ok || r != (tenancy.Rates{Warm: 0.1, Active: 1, Storage: 0.01}) || c.Pricing.Value.Currency != "credits" {
+		t.Errorf("agents' rates: %+v, %v", r, ok)
+	}
+	for _, tn := range []string{"acme", "globex"} {
+		for _, p := range []string{"standard", "short"} {
+			if err := c.Authorize(tn, p, "agents"); err != nil {
+				t.Error(err)
+			}
+		}
 	}
 }

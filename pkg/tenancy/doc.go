@@ -15,7 +15,8 @@
 // and checks that every profile a tenant names exists; Load does it for a
 // branch's head. Every document comes as a Versioned value with its path,
 // revision and digest, which a job records; ProfileAt reads a profile back
-// as it was at that revision, after it changed or was deleted.
+// as it was at that revision, after it changed or was deleted, and
+// Config.ProfileChange says whether it has changed or been deleted since.
 // Authorize says whether a tenant may use a profile on a pool (ErrNotFound,
 // ErrForbidden); Pricing.Rate gives a pool's rates or says its price is
 // unknown (never zero), WorstCase a job's highest cost, Budget.PeriodStart
