@@ -53,6 +53,7 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 	if err != nil {
 		return p.dispatchFailed(ctx, j, err, attempt, maxAttempts)
 	}
+	p.failpoint(ctx, "after-claim")
 	j, err = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, id, l.Owner)

@@ -61,6 +61,10 @@ type Config struct {
 	// ID names this replica in leases (default host:pid).
 	ID     string
 	Logger *slog.Logger
+	// Failpoint names a point where the plane blocks forever, for crash
+	// tests that kill it there (after-claim: a sandbox was claimed, the job
+	// does not say so yet).
+	Failpoint string
 	// noDispatch leaves admitted jobs alone (tests, benchmarks of submit).
 	noDispatch bool
 }
@@ -380,4 +384,13 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*Job, error) {
 	}
 	p.wake()
 	return j, nil
+}
+
+// failpoint blocks forever at the configured point (crash tests kill the
+// process there).
+func (p *Plane) failpoint(ctx context.Context, name string) {
+	if p.c.Failpoint == name {
+		p.c.Logger.Warn("failpoint reached", "name", name)
+		<-ctx.Done()
+	}
 }

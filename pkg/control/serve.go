@@ -29,6 +29,8 @@ type ServeConfig struct {
 	Lease, ConfigRefresh  time.Duration
 	Grace                 time.Duration
 	Logger                *slog.Logger
+	// Failpoint: see Config.Failpoint (crash tests only).
+	Failpoint string
 }
 
 // ParseRuntime reads POOL=URL,TOKEN-FILE: the pool, and the runtime with
@@ -93,7 +95,7 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	}
 	defer store.Close()
 	p, err := New(ctx, Config{Store: store, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, QueueBound: c.QueueBound,
-		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger})
+		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger, Failpoint: c.Failpoint})
 	if err != nil {
 		return err
 	}

@@ -238,10 +238,11 @@ func TestAdmissionFair(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var order []string
-		for round := 0; round < 100 && len(order) < 44; round++ {
-			n, err := p.admitOnce(ctx)
-			if err != nil {
+		var order []string // tenants in the order their jobs were admitted
+		var admitted []string
+		seen := map[string]bool{}
+		for round := 0; round < 200 && len(order) < 44; round++ {
+			if _, err := p.admitOnce(ctx); err != nil {
 				t.Fatal(err)
 			}
 			js, err := s.List(ctx, ListFilter{State: Admitted, Limit: 1000})
@@ -252,18 +253,26 @@ func TestAdmissionFair(t *testing.T) {
 				t.Fatalf("%d admitted at once, the plane's bound is 3", len(js))
 			}
 			per := map[string]int{}
-			for _, j := range js {
+			for i := len(js) - 1; i >= 0; i-- {
+				j := js[i]
 				per[j.Tenant]++
+				if !seen[j.ID] {
+					seen[j.ID] = true
+					order = append(order, j.Tenant)
+					admitted = append(admitted, j.ID)
+				}
 			}
 			if per["acme"] > 2 || per["globex"] > 2 {
 				t.Fatalf("over a tenant's concurrency of 2: %v", per)
 			}
-			_ = n
-			// finish the oldest admitted job only: one slot frees per round
-			if len(js) > 0 {
-				j := js[len(js)-1]
-				order = append(order, j.Tenant)
-				finish(t, s, j.ID)
+			// the job admitted first finishes first: one slot frees a round
+			for len(admitted) > 0 {
+				id := admitted[0]
+				admitted = admitted[1:]
+				if j, _ := s.Get(ctx, "", id); j != nil && j.State == Admitted {
+					finish(t, s, id)
+					break
+				}
 			}
 		}
 		last := 0
@@ -312,14 +321,17 @@ func TestProfileHistory(t *testing.T) {
 		if err := tr.Remove("profiles/standard.yaml"); err != nil {
 			return err
 		}
-		return tr.WriteFile("tenants/globex.yaml", []byte(strings.Replace(tenantGlobex, "profiles: [standard]", "profiles: []", 1)))
+		if err := tr.WriteFile("tenants/acme.yaml", []byte(strings.Replace(tenantAcme, "profiles: [standard, short]", "profiles: [short]", 1))); err != nil {
+			return err
+		}
+		return tr.WriteFile("tenants/globex.yaml", []byte(strings.Replace(tenantGlobex, "profiles: [standard]", "profiles: [short]", 1)))
 	})
 	jp, err := p.Profile(ctx, got)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if jp.Profile.MaxDuration != 2*time.Minute || !strings.HasPrefix(jp.Current, "deleted at") || jp.Ref.Digest != j.Profile.Digest {
-		t.Fatalf("old job's profile: %+v", jp)
+		t.Fatalf("old job's profile: %+v (config: %v)", jp, p.c.Config.(*RepoConfig).Err())
 	}
 	if _, err := s.Get(ctx, "acme", j.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another tenant's job: %v", err)

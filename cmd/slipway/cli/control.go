@@ -30,6 +30,7 @@ runtimes serving their pool (--runtime, repeatable; only the control plane holds
 			if c.ConfigRepo == "" || c.DB == "" || c.Listen == "" {
 				return usage(errors.New("--config-repo, --db and --listen are required"))
 			}
+			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // crash tests only
 			c.Logger = slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			err := control.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil && cmd.Context().Err() == nil {
