@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/control"
+	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/runs"
+)
+
+// controlWorld is a config repository with pool agents (a real runner and
+// busybox template), the demo's tenants, profiles and prices, and a real
+// runtime process serving it.
+type controlWorld struct {
+	repo, dir, rtTokenFile string
+	rt                     *runtimeProc
+}
+
+func newControlWorld(t *testing.T) *controlWorld {
+	t.Helper()
+	repo, _ := runtimeConfigRepo(t)
+	ctx := context.Background()
+	r, err := gitops.Open(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "../../../examples/demo/control"
+	if _, err := r.Update(ctx, gitops.Request{Branch: "main", Author: gitops.Signature{Name: "t", Email: "t@example.invalid"},
+		Edit: func(tr *gitops.Tree) (*gitops.Commit, error) {
+			err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() {
+					return err
+				}
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				rel, _ := filepath.Rel(src, p)
+				return tr.WriteFile(filepath.ToSlash(rel), b)
+			})
+			return &gitops.Commit{Subject: "tenants, profiles, prices"}, err
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	w := &controlWorld{repo: repo, dir: t.TempDir()}
+	w.rtTokenFile = filepath.Join(w.dir, "runtime-token")
+	if err := os.WriteFile(w.rtTokenFile, []byte(restartToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.rt = startRuntime(t, repo, filepath.Join(w.dir, "runtime-state"), w.rtTokenFile)
+	w.rt.waitWarm(t, 2)
+	return w
+}
+
+// token creates a tenant's token in db and returns the file holding it.
+func (w *controlWorld) token(t *testing.T, db, tenant string) string {
+	t.Helper()
+	r := run(t, "", "tenant", "token", "create", tenant, "--db", db)
+	if r.code != 0 {
+		t.Fatalf("token create: %+v", r)
+	}
+	f := filepath.Join(w.dir, tenant+"-token")
+	if err := os.WriteFile(f, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// controlProc is `slipway control serve` as a separate process.
+type controlProc struct {
+	cmd  *exec.Cmd
+	url  string
+	log  *lineLog
+	done chan struct{}
+}
+
+func (w *controlWorld) startControl(t *testing.T, db string, env ...string) *controlProc {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &lineLog{t: t, addr: make(chan string, 1)}
+	cmd := exec.Command(self, "control", "serve", "--config-repo", w.repo, "--db", db, "--listen", "127.0.0.1:0",
+		"--runtime", "agents="+w.rt.base+","+w.rtTokenFile, "--lease", "2s", "--config-refresh", "200ms", "--max-active", "1", "--grace", "1s")
+	cmd.Env = append(append(os.Environ(), envRunMain+"=1"), env...)
+	cmd.Stderr = log
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &controlProc{cmd: cmd, log: log, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-p.done })
+	select {
+	case a := <-log.addr:
+		p.url = "http://" + a
+		return p
+	case <-p.done:
+		t.Fatalf("control serve exited:\n%s", log.text())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("control serve did not start:\n%s", log.text())
+	}
+	return nil
+}
+
+func (p *controlProc) kill9(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func waitJob(t *testing.T, c *control.Client, id string, limit time.Duration, ok func(*control.Job) bool) *control.Job {
+	t.Helper()
+	var j *control.Job
+	poll(t, limit, "job "+id, func() (bool, string) {
+		var err error
+		if j, err = c.Get(context.Background(), id); err != nil {
+			return false, err.Error()
+		}
+		return ok(j), string(j.State) + " " + j.Detail
+	})
+	return j
+}
+
+// Jobs through the real planes: exit codes, deadlines with their stop
+// outcome and the output's tail, and a whole story in job show.
+func TestControlJobs(t *testing.T) {
+	w := newControlWorld(t)
+	db := "sqlite:" + filepath.Join(w.dir, "control.db")
+	cp := w.startControl(t, db)
+	tok := w.token(t, db, "acme")
+	base := []string{"job", "submit", "--server", cp.url, "--token-file", tok, "--pool", "agents", "--wait"}
+
+	r := run(t, "", append(base, "--profile", "standard", "--", "sh", "-c", "echo hello from $(hostname); exit 3")...)
+	if r.code != 3 || !strings.Contains(r.stdout, "hello from") {
+		t.Fatalf("exit 3: %+v", r)
+	}
+	r = run(t, "", append(base, "--profile", "short", "-o", "json", "--", "sh", "-c", "trap 'echo got TERM; exit 0' TERM; i=0; while :; do i=$((i+1)); echo line $i; sleep 0.01; done")...)
+	if r.code != 1 {
+		t.Fatalf("deadline: %+v", r)
+	}
+	var j control.Job
+	if err := json.Unmarshal([]byte(r.stdout), &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.State != control.DeadlineExceeded || j.StopOutcome != "terminated" || !strings.Contains(j.Output, "got TERM") || j.OutputDroppedLines == 0 && !strings.Contains(j.Output, "line 1\n") {
+		t.Fatalf("deadline job: %s %s stop=%q dropped=%d output:\n%s", j.State, j.Detail, j.StopOutcome, j.OutputDroppedLines, j.Output)
+	}
+	r = run(t, "", "job", "show", j.ID, "--server", cp.url, "--token-file", tok)
+	for _, want := range []string{"deadline_exceeded", "profile:  short at", "as then: network deny, maxDuration 5s", "runtime:", "run r-", "cost:", "stopped:  terminated", "story:", "allocating", "running"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("job show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = run(t, "", "job", "show", "j-nope", "--server", cp.url, "--token-file", tok)
+	if r.code != 1 || !strings.Contains(r.stderr, "404") {
+		t.Fatalf("unknown job: %+v", r)
+	}
+}
+
+// Kill -9 the control plane while jobs are queued, running, and between a
+// claim and its record: on restart none is lost, none runs twice, each
+// ends confirmed or unknown with an owner and a deadline, and the claim
+// made before the crash is adopted, not made again.
+func TestControlKill9(t *testing.T) {
+	w := newControlWorld(t)
+	ctx := context.Background()
+	db := "sqlite:" + filepath.Join(w.dir, "control.db")
+	cp := w.startControl(t, db)
+	tok, _ := readToken(w.token(t, db, "acme"))
+	c, _ := control.NewClient(cp.url, tok)
+
+	// One slot: A runs (a marker file counts its runs), B and C wait.
+	a, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "A",
+		Commands: [][]string{{"sh", "-c", "echo started; sleep 5; echo finished"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued []string
+	for _, k := range []string{"B", "C"} {
+		j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: k, Commands: [][]string{{"echo", k}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued = append(queued, j.ID)
+	}
+	waitJob(t, c, a.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Running })
+	cp.kill9(t)
+
+	cp = w.startControl(t, db)
+	c, _ = control.NewClient(cp.url, tok)
+	ja := waitJob(t, c, a.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Unknown || j.State.Terminal() })
+	if ja.State != control.Unknown || ja.Owner == "" || ja.OwnerDeadline == nil || ja.Reason != "owner_lost" {
+		t.Fatalf("job running at the kill: %s %s owner=%q", ja.State, ja.Detail, ja.Owner)
+	}
+	for _, id := range queued {
+		j := waitJob(t, c, id, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
+		if j.State != control.Succeeded {
+			t.Fatalf("queued at the kill: %s %s", j.State, j.Detail)
+		}
+	}
+	m, err := w.rt.client.Run(ctx, ja.RunID)
+	if err != nil || m.Status == runs.StatusRunning || m.Lifecycle.ResourcesReleased.IsZero() {
+		t.Fatalf("the lost job's run: %+v %v", m, err)
+	}
+
+	// The crash between a claim and its record.
+	cp.kill9(t)
+	cp = w.startControl(t, db, "SLIPWAY_TEST_FAILPOINT=after-claim")
+	c, _ = control.NewClient(cp.url, tok)
+	d, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "D", Commands: [][]string{{"echo", "D ran"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 60*time.Second, "the failpoint", func() (bool, string) { return strings.Contains(cp.log.text(), "failpoint reached"), "" })
+	cp.kill9(t)
+	cp = w.startControl(t, db)
+	c, _ = control.NewClient(cp.url, tok)
+	jd := waitJob(t, c, d.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
+	if jd.State != control.Succeeded || !jd.Adopted || !strings.Contains(jd.Output, "D ran") {
+		t.Fatalf("job claimed at the kill: %s %s adopted=%v output=%q", jd.State, jd.Detail, jd.Adopted, jd.Output)
+	}
+	ids, err := w.rt.client.Query(ctx, runs.Query{RequestKey: jd.RequestKey})
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("runs with request key %s: %v %v (want exactly one)", jd.RequestKey, ids, err)
+	}
+	// Nothing ran twice: A's marker output appears in one run only.
+	again, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "A",
+		Commands: [][]string{{"sh", "-c", "echo started; sleep 5; echo finished"}}})
+	if err != nil || again.ID != a.ID {
+		t.Fatalf("resubmitting A's key: %v %v", again, err)
+	}
+}
