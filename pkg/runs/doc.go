@@ -27,16 +27,17 @@
 //	open, err := s.Open(ctx) // runs not final yet: granted or running
 //
 // Store is the interface, with two implementations that pass one
-// conformance suite. SQLite (modernc.org/sqlite, pure Go; schema version 2:
-// a version 1 file is migrated when opened, runner_digest renamed
-// runner_image_digest) is the store of one runtime, durable once a call
+// conformance suite. SQLite (modernc.org/sqlite, pure Go; schema version 3:
+// an older file is migrated when opened, from version 1 runner_digest
+// renamed runner_image_digest, from version 2 request_key added) is the store of one runtime, durable once a call
 // returns (WAL, synchronous=FULL) and safe for concurrent use. Query
 // returns run ids, sorted; Get gives the manifest of each. Open lists the
 // runs not final yet, from an index of those alone: a runtime that starts
 // again after a crash finalises the ones whose sandboxes died with it.
 //
 // Postgres (OpenPostgres, pgx) keeps the same records in a PostgreSQL
-// database, in schema slipway_runs, for many runtimes sharing one manifest
+// database, in schema slipway_runs (schema version 2: a version 1 database
+// gets request_key when opened), for many runtimes sharing one manifest
 // store: queries span every run of every handle. Updates of one run queue
 // on its row lock and recordings of one template's packages on an advisory
 // lock, across processes. Open lists every open run in the database, not

@@ -13,13 +13,15 @@
 //	identity  ->  {"type":"identity","identity":{runnerBinarySha256, generation, sandboxId, protocolVersion, ...}}
 //	ping      ->  {"type":"pong","pong":{time, running}}
 //	exec      ->  {"type":"output","stream":"stdout"|"stderr","data":<base64>} ...
-//	              then {"type":"exit","exit":{exitCode, signal, timedOut, cancelled, truncated, outputBytes, durationMs}}
+//	              then {"type":"exit","exit":{exitCode, signal, timedOut, cancelled, stop, truncated, outputBytes, durationMs}}
 //	anything  ->  {"type":"error","error":{code, message}} when refused
 //
 // Identity and ping may repeat on one connection; an exec takes its
 // connection over and the runner closes it after the exit frame. Closing
-// the connection (or sending {"op":"cancel"}) during an exec kills the
-// command's process group. Output is streamed as it comes, at most
+// the connection (or sending {"op":"cancel"}) during an exec, or its
+// timeoutMs passing, stops the command's process group: SIGTERM, then
+// SIGKILL graceMs later (DefaultGraceMs when 0) unless the command exited
+// meanwhile; the exit's stop says "terminated" or "killed". Output is streamed as it comes, at most
 // ExecRequest.MaxOutput bytes of stdout and stderr together; the rest is
 // counted and dropped and the exit says Truncated. A command that exits
 // leaves its background processes running (they are the sandbox's), but
