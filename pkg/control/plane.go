@@ -350,7 +350,9 @@ func (p *Plane) Profile(ctx context.Context, j *Job) (*JobProfile, error) {
 }
 
 // List lists jobs.
-func (p *Plane) List(ctx context.Context, f ListFilter) ([]*Job, error) { return p.c.Store.List(ctx, f) }
+func (p *Plane) List(ctx context.Context, f ListFilter) ([]*Job, error) {
+	return p.c.Store.List(ctx, f)
+}
 
 // Cancel cancels a job of tenant ("" : any): a queued or admitted job ends
 // canceled at once; an allocating or running one is stopped by its owner
