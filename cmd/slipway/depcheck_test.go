@@ -46,7 +46,10 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/kubefleet": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/rollout", "pkg/render", "pkg/kubeapply"},
 		// Argo CD's plugins: render and the config repository, nothing of
 		// Argo CD itself (its code stays in integrations/argocd).
-		"pkg/argocd":  {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/gitops", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		"pkg/argocd": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/gitops", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		// The control plane: tenancy and the runtime's API client, never a
+		// sandbox backend (dispatch crosses the network).
+		"pkg/control": {"pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy"},
 		"pkg/gittest": {},
 		"pkg/gitops":  {},
 		"pkg/runs":    {},

@@ -39,6 +39,11 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 	}
 	admitted, err := p.c.Store.admit(ctx, p.c.MaxActive, limits, func(j *Job, l *lease) { p.decide(cfg, j, l) })
 	if err != nil || len(admitted) == 0 || p.c.noDispatch {
+		if p.c.nullDispatch != nil {
+			for _, j := range admitted {
+				go p.c.nullDispatch(j.ID)
+			}
+		}
 		return len(admitted), err
 	}
 	ids := make([]string, len(admitted))

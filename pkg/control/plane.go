@@ -65,6 +65,9 @@ type Config struct {
 	// tests that kill it there (after-claim: a sandbox was claimed, the job
 	// does not say so yet).
 	Failpoint string
+	// nullDispatch, with noDispatch, gets each admitted job instead of
+	// River (benchmarks: a null dispatcher).
+	nullDispatch func(id string)
 	// noDispatch leaves admitted jobs alone (tests, benchmarks of submit).
 	noDispatch bool
 }

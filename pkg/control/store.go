@@ -32,7 +32,8 @@ type Store struct {
 	w, r *sql.DB
 	d    dialect
 	// dsn is what OpenQueue opens River on.
-	dsn string
+	dsn     string
+	submits submitQueue
 }
 
 type dialect struct {

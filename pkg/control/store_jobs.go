@@ -47,76 +47,99 @@ func isUniqueViolation(err error) bool {
 	return err != nil && (strings.Contains(err.Error(), "UNIQUE constraint failed") || strings.Contains(err.Error(), "SQLSTATE 23505"))
 }
 
-// insert stores a new job, or returns the job stored under the same
-// idempotency key (created false). A key reused with another request is
-// ErrConflict.
-func (s *Store) insert(ctx context.Context, sub submission) (*Job, bool, error) {
+// insertOne stores a new job in tx, or returns the job stored under the
+// same idempotency key. Its refusals (*LimitError, ErrConflict) leave
+// nothing written; any other error spoils tx.
+func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job, error) {
 	j := sub.job
+	var doc, hash string
+	err := tx.QueryRowContext(ctx, s.d.q(`SELECT doc, request_hash FROM cp_jobs WHERE tenant = ? AND idem_key = ?`),
+		j.Tenant, j.IdempotencyKey).Scan(&doc, &hash)
+	if err == nil {
+		e, err := scanJob(doc)
+		if err != nil {
+			return nil, err
+		}
+		if hash != sub.hash {
+			return nil, fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, e.ID)
+		}
+		return e, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	if _, err := s.exec(ctx, tx, `INSERT INTO cp_tenants (tenant) VALUES (?) ON CONFLICT (tenant) DO NOTHING`, j.Tenant); err != nil {
+		return nil, err
+	}
+	if sub.budget >= 0 {
+		p := sub.periodStart.UnixNano()
+		if _, err := s.exec(ctx, tx, `UPDATE cp_tenants SET spent = CASE WHEN period_ns < ? THEN 0 ELSE spent END,
+			period_ns = CASE WHEN period_ns < ? THEN ? ELSE period_ns END WHERE tenant = ?`, p, p, p, j.Tenant); err != nil {
+			return nil, err
+		}
+	}
+	n, err := s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued + 1, reserved = reserved + ?
+		WHERE tenant = ? AND queued < ? AND (? < 0 OR spent + reserved + ? <= ?)`,
+		j.Cost.WorstCase, j.Tenant, sub.tenantBound, sub.budget, j.Cost.WorstCase, sub.budget)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, s.explainRefusal(ctx, tx, sub)
+	}
+	if n, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued + 1 WHERE id = 1 AND queued < ?`, sub.globalBound); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		if _, err := s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, reserved = reserved - ? WHERE tenant = ?`, j.Cost.WorstCase, j.Tenant); err != nil {
+			return nil, err
+		}
+		return nil, &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
+			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
+	}
+	jdoc, err := json.Marshal(j)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.exec(ctx, tx, `INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State),
+		j.CreatedAt.UnixNano(), j.Cost.WorstCase, string(jdoc)); err != nil {
+		return nil, err
+	}
+	if _, err := s.exec(ctx, tx, `INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (digest) DO NOTHING`, j.Profile.Digest, j.Profile.Name, j.Profile.Revision, j.Profile.Path, string(sub.profile)); err != nil {
+		return nil, err
+	}
+	return nil, s.addTransition(ctx, tx, j.ID, j.State, "submitted", j.CreatedAt)
+}
+
+// refusal says an error of insertOne refuses its submission only.
+func refusal(err error) bool {
+	var le *LimitError
+	return errors.As(err, &le) || errors.Is(err, ErrConflict)
+}
+
+// insertAlone stores one submission in a transaction of its own.
+func (s *Store) insertAlone(ctx context.Context, sub submission) (*Job, bool, error) {
 	for try := 0; ; try++ {
 		var existing *Job
+		var refused error
 		err := s.tx(ctx, func(tx *sql.Tx) error {
-			var doc, hash string
-			err := tx.QueryRowContext(ctx, s.d.q(`SELECT doc, request_hash FROM cp_jobs WHERE tenant = ? AND idem_key = ?`),
-				j.Tenant, j.IdempotencyKey).Scan(&doc, &hash)
-			if err == nil {
-				if hash != sub.hash {
-					e, _ := scanJob(doc)
-					id := ""
-					if e != nil {
-						id = e.ID
-					}
-					return fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, id)
-				}
-				existing, err = scanJob(doc)
-				return err
+			var err error
+			existing, err = s.insertOne(ctx, tx, sub)
+			if refusal(err) {
+				refused = err
+				return nil
 			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
-			if _, err := s.exec(ctx, tx, `INSERT INTO cp_tenants (tenant) VALUES (?) ON CONFLICT (tenant) DO NOTHING`, j.Tenant); err != nil {
-				return err
-			}
-			p := sub.periodStart.UnixNano()
-			if _, err := s.exec(ctx, tx, `UPDATE cp_tenants SET spent = CASE WHEN period_ns < ? THEN 0 ELSE spent END,
-				period_ns = CASE WHEN period_ns < ? THEN ? ELSE period_ns END WHERE tenant = ?`, p, p, p, j.Tenant); err != nil {
-				return err
-			}
-			n, err := s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued + 1, reserved = reserved + ?
-				WHERE tenant = ? AND queued < ? AND (? < 0 OR spent + reserved + ? <= ?)`,
-				j.Cost.WorstCase, j.Tenant, sub.tenantBound, sub.budget, j.Cost.WorstCase, sub.budget)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return s.explainRefusal(ctx, tx, sub)
-			}
-			if n, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued + 1 WHERE id = 1 AND queued < ?`, sub.globalBound); err != nil {
-				return err
-			}
-			if n == 0 {
-				return &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
-					Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
-			}
-			jdoc, err := json.Marshal(j)
-			if err != nil {
-				return err
-			}
-			if _, err := s.exec(ctx, tx, `INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State),
-				j.CreatedAt.UnixNano(), j.Cost.WorstCase, string(jdoc)); err != nil {
-				return err
-			}
-			if _, err := s.exec(ctx, tx, `INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (digest) DO NOTHING`, j.Profile.Digest, j.Profile.Name, j.Profile.Revision, j.Profile.Path, string(sub.profile)); err != nil {
-				return err
-			}
-			return s.addTransition(ctx, tx, j.ID, j.State, "submitted", j.CreatedAt)
+			return err
 		})
 		switch {
+		case err == nil && refused != nil:
+			return nil, false, refused
 		case err == nil && existing != nil:
 			return existing, false, nil
 		case err == nil:
-			return j, true, nil
+			return sub.job, true, nil
 		case isUniqueViolation(err) && try == 0:
 			continue // a concurrent submit with the same key won: read it
 		}
