@@ -339,6 +339,7 @@ func (g *Cgroup) join(pid int) error {
 type CgroupEvents struct {
 	OOMKills    uint64 // processes the kernel killed for memory
 	PidsRefused uint64 // forks refused at the pids limit
+	Throttled   uint64 // CPU periods in which the quota stopped the sandbox
 }
 
 // Events reads the cgroup's counters.
@@ -356,6 +357,10 @@ func (g *Cgroup) Events() (CgroupEvents, error) {
 	if dir, ok := g.dirs[ControllerPids]; ok {
 		v, err := readKey(filepath.Join(dir, "pids.events"), "max")
 		e.PidsRefused, errs = v, append(errs, err)
+	}
+	if dir, ok := g.dirs[ControllerCPU]; ok {
+		v, err := readKey(filepath.Join(dir, "cpu.stat"), "nr_throttled")
+		e.Throttled, errs = v, append(errs, err)
 	}
 	return e, errors.Join(errs...)
 }
