@@ -102,9 +102,7 @@
 // which Delete unmounts. Enforcement says which hold here; LimitEvents
 // reads the OOM kills, refused forks, throttled CPU periods and a full
 // workspace, from which sandbox.Outcome names the limit that ended a
-// command. WithoutCgroups turns cgroups off. Templates are never removed
-// from the state directory
-// yet. The listening socket is inherited by bwrap's pid 1 inside the
+// command. WithoutCgroups turns cgroups off. The listening socket is inherited by bwrap's pid 1 inside the
 // sandbox (bwrap keeps standard input there), so a workload of the
 // sandbox's uid could take it with pidfd_getfd and answer in the runner's
 // place after Create: treat the runner's later answers as the sandbox's
