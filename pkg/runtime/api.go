@@ -212,6 +212,9 @@ type ExecResult struct {
 	Stderr    string `json:"stderr"`
 	Truncated bool   `json:"truncated"`
 	TimedOut  bool   `json:"timedOut"`
+	// Outcome names the sandbox limit that ended the command, if one did
+	// (oom_killed, pids_exhausted, disk_full, cpu_time_exceeded).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -233,7 +236,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, claimStatus(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(), Truncated: st.Truncated, TimedOut: st.TimedOut})
+	writeJSON(w, http.StatusOK, ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(), Truncated: st.Truncated, TimedOut: st.TimedOut, Outcome: st.Outcome})
 }
 
 func claimStatus(err error) int {
@@ -490,11 +493,15 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	out := Info{
 		ControlPlaneProtocol: generation.Range{Min: MinControlPlaneProtocol, Max: ControlPlaneProtocol},
 		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
-		Limits:               "setrlimit and a wall-clock deadline per command; cgroup v2 not used",
+		Limits:               LimitsInfo{Cgroup: "none", Enforced: []string{}, Description: "setrlimit and a wall-clock deadline per command"},
 		Network:              "deny (own network namespace, loopback only)",
 	}
+	if e := enforcement(s.backend); e != nil {
+		out.Limits = LimitsInfo{Cgroup: e.Cgroup, Enforced: e.Enforced, How: e.How, Unavailable: e.Unavailable,
+			Description: "setrlimit and a wall-clock deadline per command; the pool's limits as Enforced says"}
+	}
 	if c, ok := s.backend.(Confinement); ok {
-		out.Limits, out.Network = c.Confinement()
+		out.Limits.Description, out.Network = c.Confinement()
 	}
 	if d != nil {
 		out.ObservedRevision, out.ObservedAt = d.Revision, at.UTC()

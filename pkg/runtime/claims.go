@@ -285,6 +285,7 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
 	m.RunID, m.SessionID, m.Tenant, m.Pool, m.Warm = runID, req.SessionID, req.Tenant, req.Pool, warm
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
 	placeManifest(m, s)
+	m.Limits = r.manifestLimits(d, req.Pool)
 	m.Status = runs.StatusGranted
 	m.Lifecycle = runs.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
 	if c.secretVersion != "" {
@@ -447,7 +448,7 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 		case <-ctx.Done():
 		}
 	}()
-	st, err := s.Exec(ctx, req, stdout, stderr)
+	st, err := r.execBounded(ctx, runID, s, req, stdout, stderr)
 	select {
 	case <-fence:
 		return nil, fmt.Errorf("%w: run %s attempt %d ended while the command ran", ErrFenced, runID, attempt)
