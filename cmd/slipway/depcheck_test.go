@@ -19,6 +19,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/pin":        {"pkg/ref", "pkg/resolve", "pkg/atomicfile"},
 		"pkg/rootfs":     {},
 		"pkg/isolate":    {},
+		"pkg/egress":     {},
 		"pkg/scan":       {},
 		"pkg/sbom":       {"pkg/atomicfile"},
 		"pkg/strictyaml": {},

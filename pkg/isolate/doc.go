@@ -39,10 +39,16 @@
 // in a directory other users cannot reach. When the caller is not root, bwrap always uses a user
 // namespace and the command has no power beyond the caller's.
 //
+// Aggregate limits (CPU, memory, processes over the whole sandbox) come
+// from cgroups: DetectCgroups finds the controllers this process may use
+// (the cgroup v2 tree where it is delegated, else the cgroup v1 cpu, memory
+// and pids hierarchies), Cgroups.New makes one sandbox's cgroup, and
+// Spec.Cgroup puts bwrap in it before bwrap reads its options, so no
+// process of the sandbox starts outside it. Cgroup.Events counts OOM kills
+// and refused forks.
+//
 // It is not a security boundary against kernel exploits (no seccomp filter,
-// no LSM profile), not an aggregate resource limiter (rlimits are per
-// process; cgroup v2 limits belong to the sandbox backend where a writable
-// cgroup tree exists), and not a container runtime: it does not pull or
+// no LSM profile) and not a container runtime: it does not pull or
 // unpack images (see package rootfs) nor set up networking beyond
 // loopback-only or the host's.
 package isolate

@@ -146,6 +146,18 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 	go p.run(cctx, started, infoDone)
 	err = <-started
 	closeAll(argsR, infoW)
+	if err == nil && s.Cgroup != nil {
+		// bwrap (or prlimit, which execs it) waits for its options on
+		// argsFD before it forks anything: joined now, the whole sandbox
+		// is in the cgroup.
+		if err = s.Cgroup.join(p.cmd.Process.Pid); err != nil {
+			_ = p.kill()
+			closeAll(argsW, infoR)
+			close(infoDone)
+			<-p.done
+			return nil, fmt.Errorf("isolate: start %s: %w", shellJoin(p.command), err)
+		}
+	}
 	if err != nil {
 		closeAll(argsW, infoR)
 		p.cancel()

@@ -75,6 +75,11 @@ type Spec struct {
 	// Limits are resource limits (setrlimit) for every process in the
 	// sandbox.
 	Limits Limits
+	// Cgroup, when set, is the cgroup (see Cgroups.New) the sandbox runs
+	// in: Start moves bwrap into it before bwrap reads its options, so
+	// every process of the sandbox is in it from the first. Its limits are
+	// aggregate over the sandbox, unlike Limits.
+	Cgroup *Cgroup
 	// User, when set, runs the command as User.UID and User.GID inside a new
 	// user namespace (bwrap --unshare-user). Only that one id is mapped, onto
 	// the caller's own: when the caller is root, the command's files are

@@ -145,7 +145,7 @@ func (f *Fleet) Info(ctx context.Context) (*runtime.Info, error) {
 	info := &runtime.Info{
 		ControlPlaneProtocol: generation.Range{Min: runtime.MinControlPlaneProtocol, Max: runtime.ControlPlaneProtocol},
 		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
-		Limits:               "the pod's: the generation's runtimeClassName and the template's container resources",
+		Limits:               runtime.LimitsInfo{Cgroup: "none", Enforced: []string{}, Description: "the pod's: the generation's runtimeClassName and the template's container resources"},
 		Network:              "the SandboxTemplate's networkPolicy (the pool's network)",
 	}
 	if rev, err := f.observed(ctx); err == nil {

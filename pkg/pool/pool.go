@@ -100,6 +100,12 @@ type Spec struct {
 	RestoreWindow  Duration `yaml:"restoreWindow" json:"restoreWindow"`
 	// Network is what a sandbox may reach.
 	Network Network `yaml:"network" json:"network"`
+	// Limits bound each sandbox (see Limits); AcceptUnenforced names the
+	// limits the pool accepts running without where the runtime's host
+	// cannot enforce them. A runtime refuses to serve a pool with a limit
+	// it cannot enforce that is not listed there.
+	Limits           Limits   `yaml:"limits,omitempty" json:"limits,omitzero"`
+	AcceptUnenforced []string `yaml:"acceptUnenforced,omitempty" json:"acceptUnenforced,omitempty"`
 	// Proofs are the checks a rollout runs before routing claims.
 	Proofs []string `yaml:"proofs,omitempty" json:"proofs,omitempty"`
 	// Kubernetes holds what only rendering for Kubernetes uses.
@@ -201,6 +207,9 @@ func ParsePool(b []byte, name string) (*Pool, error) {
 		return nil, fe("spec.network.mode", "%q: want deny or allow-list", s.Network.Mode)
 	case s.Network.Mode == "deny" && len(s.Network.Allow) > 0:
 		return nil, fe("spec.network.allow", "an allow list with mode deny")
+	}
+	if field, err := validateLimits(&s); err != nil {
+		return nil, fe(field, "%v", err)
 	}
 	if k := s.Kubernetes; k != nil && k.NodeImageLabel != "" && !ValidLabelKey(k.NodeImageLabel) {
 		return nil, fe("spec.kubernetes.nodeImageLabel", "%q is not a Kubernetes label key ([prefix/]name)", k.NodeImageLabel)

@@ -3,8 +3,10 @@ package runs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"time"
 	"unicode"
@@ -118,7 +120,32 @@ type Manifest struct {
 	Status    Status    `json:"status"`
 	ExitCode  *int      `json:"exit_code,omitempty"`
 	Lifecycle Lifecycle `json:"lifecycle"`
+	// Limits says which of the pool's limits bound the sandbox and how;
+	// left out when the pool sets none (and in manifests before them).
+	Limits *Limits `json:"limits,omitempty"`
+	// Outcome names the limit that ended the run's work (OutcomeOOMKilled,
+	// ...), the first one a command of the run hit; "" when none did.
+	Outcome string `json:"outcome,omitempty"`
 }
+
+// Limits is a run's record of its sandbox's limits.
+type Limits struct {
+	// Cgroup is the cgroup tree the sandbox was put in: "v2", "v1" or
+	// "none".
+	Cgroup string `json:"cgroup"`
+	// Enforced maps each limit the pool sets (cpu, memory, pids,
+	// openFiles, workspace) to how it was enforced, or to "not enforced
+	// (...)" where the pool accepted that.
+	Enforced map[string]string `json:"enforced"`
+}
+
+// Outcomes a run can record: which limit ended its work.
+const (
+	OutcomeOOMKilled       = "oom_killed"
+	OutcomePidsExhausted   = "pids_exhausted"
+	OutcomeDiskFull        = "disk_full"
+	OutcomeCPUTimeExceeded = "cpu_time_exceeded"
+)
 
 // Lifecycle holds the times of a run's steps, in the order they happen.
 // Unset times are zero and left out of the JSON; stored times are UTC with
@@ -184,6 +211,11 @@ func (m *Manifest) clone() *Manifest {
 	if m.ExitCode != nil {
 		e := *m.ExitCode
 		c.ExitCode = &e
+	}
+	if m.Limits != nil {
+		l := *m.Limits
+		l.Enforced = maps.Clone(m.Limits.Enforced)
+		c.Limits = &l
 	}
 	return &c
 }
@@ -251,6 +283,21 @@ func (m *Manifest) validate() error {
 		return fmt.Errorf("%w: status (run %s): %q is not granted, running, completed, failed or released",
 			ErrInvalid, safeID(m.RunID), safeID(string(m.Status)))
 	}
+	switch m.Outcome {
+	case "", OutcomeOOMKilled, OutcomePidsExhausted, OutcomeDiskFull, OutcomeCPUTimeExceeded:
+	default:
+		return fmt.Errorf("%w: outcome (run %s): %q is not oom_killed, pids_exhausted, disk_full or cpu_time_exceeded", ErrInvalid, safeID(m.RunID), safeID(m.Outcome))
+	}
+	if l := m.Limits; l != nil {
+		if l.Cgroup != "v1" && l.Cgroup != "v2" && l.Cgroup != "none" {
+			return fmt.Errorf("%w: limits.cgroup (run %s): %q is not v1, v2 or none", ErrInvalid, safeID(m.RunID), safeID(l.Cgroup))
+		}
+		for k, v := range l.Enforced {
+			if err := errors.Join(checkID(k), checkText(v)); err != nil {
+				return fmt.Errorf("%w: limits.enforced (run %s): %s", ErrInvalid, safeID(m.RunID), err)
+			}
+		}
+	}
 	for i, r := range m.CredentialIssuances {
 		if err := r.validate(); err != nil {
 			return fmt.Errorf("%w: credential_issuances[%d] (run %s): %s", ErrInvalid, i, safeID(m.RunID), err)
@@ -270,6 +317,22 @@ func checkID(v string) error {
 	for _, r := range v {
 		if unicode.IsControl(r) || unicode.IsSpace(r) {
 			return fmt.Errorf("contains white space or a control character")
+		}
+	}
+	return nil
+}
+
+// checkText accepts a single line of printable text (spaces allowed).
+func checkText(v string) error {
+	if len(v) > maxField {
+		return fmt.Errorf("longer than %d bytes", maxField)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("not UTF-8")
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("contains a control character")
 		}
 	}
 	return nil

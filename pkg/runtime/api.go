@@ -257,6 +257,9 @@ type ExecResult struct {
 	// "terminated" (it exited within the grace after SIGTERM) or "killed"
 	// (it needed SIGKILL).
 	Stop string `json:"stop,omitempty"`
+	// Outcome names the sandbox limit that ended the command, if one did
+	// (oom_killed, pids_exhausted, disk_full, cpu_time_exceeded).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -298,7 +301,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	dropped := max(st.OutputBytes-kept(), 0)
 	writeJSON(w, http.StatusOK, ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(),
-		Truncated: st.Truncated || dropped > 0, DroppedBytes: dropped, TimedOut: st.TimedOut, Stop: st.Stop})
+		Truncated: st.Truncated || dropped > 0, DroppedBytes: dropped, TimedOut: st.TimedOut, Stop: st.Stop, Outcome: st.Outcome})
 }
 
 func claimStatus(err error) int {
@@ -555,11 +558,15 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	out := Info{
 		ControlPlaneProtocol: generation.Range{Min: MinControlPlaneProtocol, Max: ControlPlaneProtocol},
 		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
-		Limits:               "setrlimit and a wall-clock deadline per command; cgroup v2 not used",
+		Limits:               LimitsInfo{Cgroup: "none", Enforced: []string{}, Description: "setrlimit and a wall-clock deadline per command"},
 		Network:              "deny (own network namespace, loopback only)",
 	}
+	if e := enforcement(s.backend); e != nil {
+		out.Limits = LimitsInfo{Cgroup: e.Cgroup, Enforced: e.Enforced, How: e.How, Unavailable: e.Unavailable,
+			Description: "setrlimit and a wall-clock deadline per command; the pool's limits as Enforced says"}
+	}
 	if c, ok := s.backend.(Confinement); ok {
-		out.Limits, out.Network = c.Confinement()
+		out.Limits.Description, out.Network = c.Confinement()
 	}
 	if d != nil {
 		out.ObservedRevision, out.ObservedAt = d.Revision, at.UTC()

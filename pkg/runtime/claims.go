@@ -319,6 +319,7 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	m.RequestKey = req.RequestKey
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
 	placeManifest(m, s)
+	m.Limits = r.manifestLimits(d, req.Pool)
 	m.Status = runs.StatusGranted
 	m.Lifecycle = runs.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
 	if c.secretVersion != "" {
@@ -480,7 +481,7 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 		case <-ctx.Done():
 		}
 	}()
-	st, err := s.Exec(ctx, req, stdout, stderr)
+	st, err := r.execBounded(ctx, runID, s, req, stdout, stderr)
 	select {
 	case <-fence:
 		return nil, fmt.Errorf("%w: run %s attempt %d ended while the command ran", ErrFenced, runID, attempt)

@@ -132,7 +132,11 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 			return nil, err
 		}
 	}
-	s, err := r.warm.create(ctx, c.pool, c.gen, c.runID, false)
+	lim, err := r.limitsOf(c.pool)
+	var s *sandbox.Sandbox
+	if err == nil {
+		s, err = r.warm.create(ctx, c.pool, c.gen, c.runID, false, lim)
+	}
 	if err != nil {
 		err = fmt.Errorf("runtime: move run %s (%s) to attempt %d: %w", c.runID, why, attempt, err)
 		r.logf("%v", err)

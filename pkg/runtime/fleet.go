@@ -30,8 +30,24 @@ type Info struct {
 	ObservedAt       time.Time `json:"observedAt,omitzero"`
 	LastSyncError    string    `json:"lastSyncError,omitempty"`
 	// Limits and Network say how sandboxes are confined here.
-	Limits  string `json:"limits"`
-	Network string `json:"network"`
+	Limits  LimitsInfo `json:"limits"`
+	Network string     `json:"network"`
+}
+
+// LimitsInfo says which of pool.yaml's limits (spec.limits) this runtime's
+// backend enforces, and how. A pool setting one not in Enforced is refused
+// unless its spec.acceptUnenforced names it.
+type LimitsInfo struct {
+	// Cgroup is the cgroup tree sandboxes are put in: "v2", "v1" or "none".
+	Cgroup string `json:"cgroup"`
+	// Enforced lists the limit names (cpu, memory, pids, openFiles,
+	// workspace) enforced here; How says with what.
+	Enforced []string          `json:"enforced"`
+	How      map[string]string `json:"how,omitempty"`
+	// Unavailable says why a limit is not enforced, where one is not.
+	Unavailable string `json:"unavailable,omitempty"`
+	// Description says in words how commands are bounded.
+	Description string `json:"description"`
 }
 
 // PoolStatus is GET /v1/pools/{pool}: per generation, what the runtime

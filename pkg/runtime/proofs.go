@@ -73,7 +73,11 @@ func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) 
 	defer pr.release(context.WithoutCancel(ctx))
 
 	start := r.now()
-	s, err := r.warm.claimMember(ctx, poolName, g, "proof-"+req.Rollout+"-"+newToken()[:8])
+	lim, lerr := poolLimits(p.Pool, r.warm.enforcement)
+	if lerr != nil {
+		return nil, fmt.Errorf("%w: %w", ErrProofRefused, lerr)
+	}
+	s, err := r.warm.claimMember(ctx, poolName, g, "proof-"+req.Rollout+"-"+newToken()[:8], lim)
 	if err != nil {
 		pr.add("allocate", start, false, "no warm member of %s could be claimed: %v", g.ID, err)
 	} else {
@@ -428,9 +432,9 @@ func (p *prover) cleanup(ctx context.Context, start time.Time) {
 // On a cluster that keeps the warm pools it is a claim marked as a proof
 // on g's warm pool, refused (and released) when the cluster cold-started
 // it instead of handing it a ready warm member.
-func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.Generation, claimID string) (*sandbox.Sandbox, error) {
+func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.Generation, claimID string, lim sandbox.Limits) (*sandbox.Sandbox, error) {
 	if w.cluster != nil {
-		s, err := w.create(ctx, poolName, g, claimID, true)
+		s, err := w.create(ctx, poolName, g, claimID, true, lim)
 		if err != nil {
 			return nil, err
 		}

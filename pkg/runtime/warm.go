@@ -49,6 +49,9 @@ type Warm struct {
 	cluster sandbox.ClusterPools
 	art     Artifacts
 	log     *lineLog
+	// enforcement is what the backend enforces of pool.yaml's limits (nil:
+	// none); fixed when the Warm is made.
+	enforcement *sandbox.Enforcement
 
 	mu       sync.Mutex
 	inflight map[string]int       // pool/generation -> creates in flight
@@ -109,6 +112,7 @@ func NewWarm(backend sandbox.Backend, art Artifacts, opts ...WarmOption) *Warm {
 		ready: map[string][]readyAt{}, taken: map[string]uint64{}, now: time.Now,
 		creating: make(chan struct{}, maxCreates()), alive: map[string]time.Time{}, coldYield: coldYield}
 	w.cluster, _ = backend.(sandbox.ClusterPools)
+	w.enforcement = enforcement(backend)
 	for _, opt := range opts {
 		opt(w)
 	}
@@ -170,6 +174,11 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	var wg sync.WaitGroup
 	for name, p := range d.Pools {
 		size := p.Pool.Spec.WarmSize
+		lim, err := poolLimits(p.Pool, w.enforcement)
+		if err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+			continue
+		}
 		for _, g := range p.Warm() {
 			key := name + "/" + g.ID
 			if n := stateWarmSize(p, g.ID); n > 0 {
@@ -180,7 +189,7 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 				go func() {
 					defer wg.Done()
 					defer w.done(key)
-					s, err := w.create(ctx, name, g, sandbox.OwnerWarm, false)
+					s, err := w.create(ctx, name, g, sandbox.OwnerWarm, false, lim)
 					if err == nil {
 						w.addReady(key, s)
 					}
@@ -454,15 +463,15 @@ func (w *Warm) done(key string) {
 
 // create makes a sandbox of generation g in pool for owner, and logs why
 // when it cannot.
-func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool) (*sandbox.Sandbox, error) {
-	s, err := w.createSandbox(ctx, pool, g, owner, proof)
+func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim sandbox.Limits) (*sandbox.Sandbox, error) {
+	s, err := w.createSandbox(ctx, pool, g, owner, proof, lim)
 	if err != nil && ctx.Err() == nil { // not when the caller gave up
 		w.log.printf("sandbox create failed: pool %s, generation %s, for %s: %v", pool, g.ID, owner, err)
 	}
 	return s, err
 }
 
-func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool) (*sandbox.Sandbox, error) {
+func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim sandbox.Limits) (*sandbox.Sandbox, error) {
 	img, id, err := w.art.Template(ctx, g)
 	if err != nil {
 		return nil, err
@@ -479,7 +488,7 @@ func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Gen
 		}
 		defer func() { <-w.creating }()
 	}
-	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: sandbox.NetworkDeny, Proof: proof})
+	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: sandbox.NetworkDeny, Proof: proof, Limits: lim})
 }
 
 // maxCreates is how many sandboxes a Warm creates at once (refills and
@@ -521,8 +530,12 @@ func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 	if !ok {
 		return nil, false, granted, fmt.Errorf("%w: %s", ErrNoActive, pool)
 	}
+	lim, err := poolLimits(p.Pool, w.enforcement)
+	if err != nil {
+		return nil, false, granted, err
+	}
 	if w.cluster != nil {
-		s, err = w.create(ctx, pool, g, claimID, false)
+		s, err = w.create(ctx, pool, g, claimID, false, lim)
 		return s, err == nil && launchedWarm(s), granted, err
 	}
 	taken, err := w.take(ctx, pool, g, claimID)
@@ -534,7 +547,7 @@ func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 	}
 	granted()
 	w.yieldToHits(ctx)
-	s, err = w.create(ctx, pool, g, claimID, false)
+	s, err = w.create(ctx, pool, g, claimID, false, lim)
 	return s, false, granted, err
 }
 

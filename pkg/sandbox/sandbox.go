@@ -127,15 +127,24 @@ const (
 	NetworkDeny Network = "deny"
 )
 
-// Limits are per-process resource limits (setrlimit) for everything in a
-// sandbox. Zero leaves a limit as the backend's process has it. NProc
-// counts processes of the sandbox's uid across the whole host.
+// Limits bound a sandbox. The first five are per-process resource limits
+// (setrlimit) for everything in it; NProc counts processes of the
+// sandbox's uid across the whole host. The others are aggregate over the
+// sandbox (see Bounded): CPU in thousandths of a core, memory in bytes,
+// processes and threads alive at once, and the workspace's size in bytes.
+// Zero leaves a limit unset. A backend refuses (ErrInvalidSpec) a limit
+// it cannot enforce: it never drops one silently.
 type Limits struct {
 	NoFile       uint64 `json:"noFile,omitempty"`
 	NProc        uint64 `json:"nproc,omitempty"`
 	AddressSpace uint64 `json:"addressSpace,omitempty"`
 	CPUSeconds   uint64 `json:"cpuSeconds,omitempty"`
 	FileSize     uint64 `json:"fileSize,omitempty"`
+
+	CPUMillis      uint64 `json:"cpuMillis,omitempty"`
+	MemoryBytes    uint64 `json:"memoryBytes,omitempty"`
+	Pids           uint64 `json:"pids,omitempty"`
+	WorkspaceBytes uint64 `json:"workspaceBytes,omitempty"`
 }
 
 // RunnerBinary is a runner executable on the host and its identity.

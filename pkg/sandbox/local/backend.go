@@ -59,6 +59,9 @@ type Backend struct {
 
 	owners     idLocks    // one owner change (or removal) per sandbox at a time
 	ownerStore ownerStore // how owner changes are recorded (owner.go)
+
+	cgroups        *isolate.Cgroups // where sandboxes' cgroups go (bounds.go)
+	sizedWorkspace bool             // workspaces can be sized tmpfs mounts
 }
 
 // idLocks serialises work per sandbox id without a lock across all of
@@ -104,6 +107,7 @@ type Option func(*options) error
 type options struct {
 	readyTimeout  time.Duration
 	ownerInRecord bool // tests: record owners as a file system without xattrs must
+	noCgroups     bool // WithoutCgroups
 }
 
 // WithReadyTimeout bounds how long Create waits for a new sandbox's runner
@@ -160,6 +164,7 @@ func New(dir string, opts ...Option) (*Backend, error) {
 	if o.ownerInRecord {
 		b.ownerStore = ownerInRecord
 	}
+	b.detectBounds()
 	b.finishInterrupted()
 	return b, nil
 }
@@ -174,6 +179,12 @@ func (b *Backend) finishInterrupted() {
 		leftovers = append(leftovers, m...)
 	}
 	for _, p := range leftovers {
+		if id, ok := strings.CutPrefix(filepath.Base(p), ".deleting-"); ok {
+			_ = unmountWorkspace(p)
+			if validID(id) {
+				_ = b.cgroups.OpenCgroup(id).Remove()
+			}
+		}
 		_ = removeAll(p)
 	}
 }
@@ -226,6 +237,10 @@ type record struct {
 	BootID string  `json:"bootId"`
 	Bwrap  procRef `json:"bwrap"`
 	Init   procRef `json:"init"`
+	// Cgroup says the sandbox has a cgroup (named by its id) to read and
+	// remove; WorkspaceBytes is the size of its workspace tmpfs (0: none).
+	Cgroup         bool   `json:"cgroup,omitempty"`
+	WorkspaceBytes uint64 `json:"workspaceBytes,omitempty"`
 }
 
 func (b *Backend) sandboxDir(id string) string { return filepath.Join(b.dir, "sandboxes", id) }
@@ -416,6 +431,12 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	if err := b.kill(rec, p); err != nil {
+		return fmt.Errorf("local: delete %s: %w", id, err)
+	}
+	if err := b.cgroups.OpenCgroup(id).Remove(); err != nil {
+		return fmt.Errorf("local: delete %s: %w", id, err)
+	}
+	if err := unmountWorkspace(b.sandboxDir(id)); err != nil {
 		return fmt.Errorf("local: delete %s: %w", id, err)
 	}
 	unlock := b.owners.lock(id) // not while SetOwner writes into the directory

@@ -32,6 +32,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err := validate(&spec); err != nil {
 		return nil, err
 	}
+	if err := b.checkLimits(spec.Limits); err != nil {
+		return nil, err
+	}
 	if err := b.CheckTemplate(spec.Template); err != nil {
 		return nil, err
 	}
@@ -124,6 +127,26 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		return nil, err
 	}
+	if n := spec.Limits.WorkspaceBytes; n > 0 {
+		rec.WorkspaceBytes = n
+		if err := b.writeRecord(rec); err != nil {
+			return nil, err
+		}
+		if err := mountWorkspace(ws, n); err != nil {
+			return nil, err
+		}
+	}
+	var cg *isolate.Cgroup
+	if l := cgroupLimits(spec.Limits); l != (isolate.CgroupLimits{}) {
+		rec.Cgroup = true
+		if err := b.writeRecord(rec); err != nil {
+			return nil, err
+		}
+		var err error
+		if cg, err = b.cgroups.New(id, l); err != nil {
+			return nil, err
+		}
+	}
 	if err := shape.SeedWorkspace(t.root, t.workdir, ws, t.user); err != nil {
 		return nil, err
 	}
@@ -162,6 +185,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 			NoFile: spec.Limits.NoFile, NProc: spec.Limits.NProc, AddressSpace: spec.Limits.AddressSpace,
 			CPUSeconds: spec.Limits.CPUSeconds, FileSize: spec.Limits.FileSize,
 		},
+		Cgroup: cg,
 	}
 	if t.user != nil {
 		if os.Geteuid() == 0 {

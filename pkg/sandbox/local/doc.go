@@ -90,10 +90,19 @@
 //
 // bwrap runs with --die-with-parent: sandboxes do not outlive the process
 // that created them, so a runtime killed with SIGKILL leaks no sandbox, and
-// the next Backend finds them dead. Limits are rlimits (per process; NProc
-// counts the uid's processes host-wide); there is no aggregate memory or
-// CPU limit without a writable cgroup v2, which this backend does not use
-// yet. The listening socket is inherited by bwrap's pid 1 inside the
+// the next Backend finds them dead. Limits.NoFile and the other rlimits
+// are per process (NProc counts the uid's processes host-wide). The
+// aggregate limits are enforced where the host allows and refused
+// (ErrInvalidSpec, naming the limit) where it does not, never dropped:
+// CPU, memory and pids by a cgroup per sandbox (package isolate: the
+// cgroup v2 tree where it is delegated, else the v1 cpu, memory and pids
+// hierarchies, under the backend's own cgroup in a "slipway" directory),
+// which bwrap joins before it starts anything; the workspace by a tmpfs of
+// that size mounted on the host at sandboxes/<id>/workspace (root only),
+// which Delete unmounts. Enforcement says which hold here; LimitEvents
+// reads the OOM kills, refused forks, throttled CPU periods and a full
+// workspace, from which sandbox.Outcome names the limit that ended a
+// command. WithoutCgroups turns cgroups off. The listening socket is inherited by bwrap's pid 1 inside the
 // sandbox (bwrap keeps standard input there), so a workload of the
 // sandbox's uid could take it with pidfd_getfd and answer in the runner's
 // place after Create: treat the runner's later answers as the sandbox's

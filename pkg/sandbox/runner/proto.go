@@ -167,6 +167,11 @@ type ExitStatus struct {
 	// how much the command wrote in all.
 	Truncated   bool  `json:"truncated,omitempty"`
 	OutputBytes int64 `json:"outputBytes"`
+	// Outcome names the sandbox limit that ended the command's work
+	// (sandbox.Outcome: oom_killed, pids_exhausted, disk_full,
+	// cpu_time_exceeded). The host sets it from the sandbox's counters;
+	// the runner never does.
+	Outcome string `json:"outcome,omitempty"`
 	// DurationMs is the wall-clock time from start to exit.
 	DurationMs int64 `json:"durationMs"`
 }

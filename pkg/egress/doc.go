@@ -1,0 +1,20 @@
+// Package egress is a sandbox's egress allow-list: a policy parsed from a
+// pool's network.allow entries and an HTTP proxy (CONNECT and plain HTTP)
+// that enforces it after DNS resolution and records every attempt.
+//
+// An entry is "host:port" (a DNS name or an IP address), "CIDR:port"
+// ("10.0.0.0/8:443") or "*.domain:port" (any name under domain, not domain
+// itself). The proxy resolves a name once, checks every address it gets,
+// and dials the checked address, so a name that later resolves elsewhere
+// (DNS rebinding) cannot reach past the check. A name entry allows public
+// addresses only: loopback, private and other non-public addresses must
+// be listed by an IP or CIDR entry. Link-local addresses (the cloud
+// metadata service at 169.254.169.254 among them) are never allowed,
+// whatever the list says.
+//
+// It is not the network plumbing: the sandbox side (a unix socket bound
+// into the sandbox, a forwarder on 127.0.0.1 inside, HTTP_PROXY and
+// HTTPS_PROXY) belongs to the sandbox backend, and recording attempts into
+// a run to the runtime. It inspects no TLS: a CONNECT is allowed or denied
+// by its destination alone.
+package egress

@@ -1,0 +1,215 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Attempt is one connection a sandbox asked the proxy for.
+type Attempt struct {
+	Time        time.Time `json:"time"`
+	Method      string    `json:"method"`      // CONNECT or the plain-HTTP method
+	Destination string    `json:"destination"` // host:port as asked
+	Address     string    `json:"address,omitempty"`
+	Allowed     bool      `json:"allowed"`
+	Rule        string    `json:"rule,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	BytesOut    int64     `json:"bytesOut"` // sandbox to destination
+	BytesIn     int64     `json:"bytesIn"`  // destination to sandbox
+}
+
+// Resolver looks names up; net.DefaultResolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Proxy is an HTTP proxy enforcing a Policy. Record is called once per
+// attempt, when it ends (from the proxy's goroutines).
+type Proxy struct {
+	Policy   *Policy
+	Resolver Resolver
+	Record   func(Attempt)
+	// DialTimeout bounds each dial (10s when 0).
+	DialTimeout time.Duration
+}
+
+var _ http.Handler = (*Proxy)(nil)
+
+// decide resolves dest and picks the first address the policy allows;
+// every address must pass (a name with one forbidden address is refused,
+// so that no answer order decides).
+func (p *Proxy) decide(ctx context.Context, a *Attempt) (netip.Addr, bool) {
+	host, port, err := splitHostPort(a.Destination)
+	if err != nil {
+		a.Reason = err.Error()
+		return netip.Addr{}, false
+	}
+	var addrs []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{ip}
+	} else {
+		r := p.Resolver
+		if r == nil {
+			r = net.DefaultResolver
+		}
+		if addrs, err = r.LookupNetIP(ctx, "ip", host); err != nil || len(addrs) == 0 {
+			a.Reason = fmt.Sprintf("resolve %s: %v", host, err)
+			return netip.Addr{}, false
+		}
+	}
+	pol := p.Policy
+	if pol == nil {
+		pol = &Policy{}
+	}
+	for _, ip := range addrs {
+		d := pol.Check(host, port, ip)
+		if !d.Allowed {
+			a.Address, a.Reason = ip.String(), d.Reason
+			return netip.Addr{}, false
+		}
+		a.Rule = d.Rule
+	}
+	a.Address, a.Allowed = addrs[0].Unmap().String(), true
+	return addrs[0].Unmap(), true
+}
+
+func (p *Proxy) dial(ctx context.Context, ip netip.Addr, dest string) (net.Conn, error) {
+	_, port, _ := splitHostPort(dest)
+	t := p.DialTimeout
+	if t == 0 {
+		t = 10 * time.Second
+	}
+	d := net.Dialer{Timeout: t}
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), strconv.Itoa(int(port))))
+}
+
+func (p *Proxy) record(a Attempt) {
+	if p.Record != nil {
+		p.Record(a)
+	}
+}
+
+// ServeHTTP handles CONNECT host:port and plain HTTP requests in proxy
+// form (GET http://host/...).
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := Attempt{Time: time.Now().UTC(), Method: r.Method}
+	if r.Method == http.MethodConnect {
+		a.Destination = r.Host
+		p.connect(w, r, &a)
+		return
+	}
+	if r.URL.Scheme != "http" || r.URL.Host == "" {
+		http.Error(w, "egress: only CONNECT and absolute http:// requests are proxied", http.StatusBadRequest)
+		return
+	}
+	a.Destination = r.URL.Host
+	if r.URL.Port() == "" {
+		a.Destination = net.JoinHostPort(r.URL.Hostname(), "80")
+	}
+	defer func() { p.record(a) }()
+	ip, ok := p.decide(r.Context(), &a)
+	if !ok {
+		http.Error(w, "egress: denied: "+a.Reason, http.StatusForbidden)
+		return
+	}
+	tr := &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := p.dial(ctx, ip, a.Destination)
+			if err != nil {
+				return nil, err
+			}
+			return &counted{Conn: c, out: &a.BytesOut, in: &a.BytesIn}, nil
+		},
+	}
+	defer tr.CloseIdleConnections()
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	out.Header.Del("Proxy-Connection")
+	out.Header.Del("Proxy-Authorization")
+	resp, err := tr.RoundTrip(out)
+	if err != nil {
+		a.Reason = err.Error()
+		http.Error(w, "egress: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, a *Attempt) {
+	defer func() { p.record(*a) }()
+	ip, ok := p.decide(r.Context(), a)
+	if !ok {
+		http.Error(w, "egress: denied: "+a.Reason, http.StatusForbidden)
+		return
+	}
+	up, err := p.dial(r.Context(), ip, a.Destination)
+	if err != nil {
+		a.Reason = err.Error()
+		http.Error(w, "egress: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer up.Close()
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		a.Reason = "connection cannot be hijacked"
+		http.Error(w, "egress: "+a.Reason, http.StatusInternalServerError)
+		return
+	}
+	down, buf, err := hj.Hijack()
+	if err != nil {
+		a.Reason = err.Error()
+		return
+	}
+	defer down.Close()
+	if _, err := io.WriteString(down, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		n, _ := io.Copy(up, buf) // buffered bytes first, then the connection
+		atomic.AddInt64(&a.BytesOut, n)
+		if c, ok := up.(*net.TCPConn); ok {
+			_ = c.CloseWrite()
+		}
+		close(done)
+	}()
+	n, _ := io.Copy(down, up)
+	atomic.AddInt64(&a.BytesIn, n)
+	if c, ok := down.(*net.TCPConn); ok {
+		_ = c.CloseWrite()
+	}
+	<-done
+}
+
+// counted counts the bytes through a connection.
+type counted struct {
+	net.Conn
+	out, in *int64
+}
+
+func (c *counted) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	atomic.AddInt64(c.in, int64(n))
+	return n, err
+}
+
+func (c *counted) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	atomic.AddInt64(c.out, int64(n))
+	return n, err
+}

@@ -1,0 +1,220 @@
+package local_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/sandbox"
+	"github.com/slipway-dev/slipway/pkg/sandbox/local"
+	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+)
+
+// bounded makes a backend that must enforce every limit and a sandbox
+// with limits l.
+func bounded(t *testing.T, l sandbox.Limits) (*local.Backend, *sandbox.Sandbox) {
+	t.Helper()
+	b := newBackend(t, t.TempDir())
+	e := b.Enforcement()
+	for _, n := range []string{sandbox.LimitCPU, sandbox.LimitMemory, sandbox.LimitPids, sandbox.LimitWorkspace} {
+		if !containsStr(e.Enforced, n) {
+			t.Fatalf("this host must let the backend enforce %s: %+v", n, e)
+		}
+	}
+	spec := specFor(t, templateImage(t, "", "machine-id"))
+	spec.Limits = l
+	return b, create(t, b, spec)
+}
+
+func containsStr(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// execOutcome runs script with a timeout and returns the limit outcome
+// (sandbox.Outcome), the exit status and the output.
+func execOutcome(t *testing.T, b *local.Backend, s *sandbox.Sandbox, script string, timeout time.Duration) (string, *runner.ExitStatus, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
+	defer cancel()
+	before, err := b.LimitEvents(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	st, err := s.Exec(ctx, runner.ExecRequest{Argv: []string{"sh", "-c", script}, TimeoutMs: timeout.Milliseconds()}, &out, &out)
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	after, err := b.LimitEvents(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sandbox.Outcome(before, after, st), st, out.String()
+}
+
+// stillServes checks the sandbox's runner still runs commands.
+func stillServes(t *testing.T, s *sandbox.Sandbox) {
+	t.Helper()
+	if out, stderr, code := sh(t, s, "echo alive"); out != "alive\n" || code != 0 {
+		t.Fatalf("the sandbox no longer serves: %q %q %d", out, stderr, code)
+	}
+}
+
+func TestBoundsForkBomb(t *testing.T) {
+	setup(t)
+	b, s := bounded(t, sandbox.Limits{Pids: 64})
+	neighbour := create(t, b, specFor(t, templateImage(t, "", "machine-id")))
+	outcome, st, out := execOutcome(t, b, s, `bomb() { bomb | bomb & }; bomb; sleep 3`, 5*time.Second)
+	if outcome != sandbox.OutcomePidsExhausted {
+		t.Fatalf("outcome %q, want %q; status %+v; output %.300q", outcome, sandbox.OutcomePidsExhausted, st, out)
+	}
+	stillServes(t, neighbour)
+	// The bomb's processes are gone with its process group; the sandbox
+	// serves again.
+	stillServes(t, s)
+}
+
+func TestBoundsMemoryBalloon(t *testing.T) {
+	setup(t)
+	b, s := bounded(t, sandbox.Limits{MemoryBytes: 64 << 20})
+	outcome, st, out := execOutcome(t, b, s, `x=$(yes | head -c 300000000); echo survived ${#x}`, time.Minute)
+	if outcome != sandbox.OutcomeOOMKilled || strings.Contains(out, "survived") {
+		t.Fatalf("outcome %q, want %q; status %+v; output %.300q", outcome, sandbox.OutcomeOOMKilled, st, out)
+	}
+	stillServes(t, s)
+}
+
+func TestBoundsWorkspaceFull(t *testing.T) {
+	setup(t)
+	b, s := bounded(t, sandbox.Limits{WorkspaceBytes: 8 << 20})
+	outcome, st, out := execOutcome(t, b, s, `dd if=/dev/zero of=/workspace/fill bs=1M count=100`, time.Minute)
+	if outcome != sandbox.OutcomeDiskFull {
+		t.Fatalf("outcome %q, want %q; status %+v; output %.300q", outcome, sandbox.OutcomeDiskFull, st, out)
+	}
+	if out, _, _ := sh(t, s, "ls -l /workspace/fill"); !strings.Contains(out, " 8388608 ") {
+		t.Errorf("the workspace holds more or less than its 8 MiB: %q", out)
+	}
+	stillServes(t, s)
+	if out, _, code := sh(t, s, "rm /workspace/fill && echo x > /workspace/small && cat /workspace/small"); code != 0 || out != "x\n" {
+		t.Errorf("after freeing space: %q %d", out, code)
+	}
+}
+
+// A CPU spinner limited to half a core beside an unlimited neighbour: the
+// neighbour's command must not take more than twice its time alone. With
+// four spinners and no limit, on two cores, it would.
+func TestBoundsCPUSpinnerBesideNeighbour(t *testing.T) {
+	setup(t)
+	b, spinner := bounded(t, sandbox.Limits{CPUMillis: 500})
+	neighbour := create(t, b, specFor(t, templateImage(t, "", "machine-id")))
+	const work = `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`
+	timeIt := func() time.Duration {
+		start := time.Now()
+		if _, stderr, code := sh(t, neighbour, work); code != 0 {
+			t.Fatalf("neighbour: %q", stderr)
+		}
+		return time.Since(start)
+	}
+	timeIt() // warm up
+	before, err := b.LimitEvents(context.Background(), spinner.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		after, err := b.LimitEvents(context.Background(), spinner.ID)
+		if err != nil || after.CPUThrottled <= before.CPUThrottled {
+			t.Errorf("the spinner's quota never held it back: %+v then %+v (%v)", before, after, err)
+		}
+	}()
+	var ratio float64
+	for attempt := 0; attempt < 3; attempt++ {
+		base := timeIt()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = spinner.Exec(ctx, runner.ExecRequest{Argv: []string{"sh", "-c", "for n in 1 2 3 4; do (while :; do :; done) & done; wait"}, TimeoutMs: 60000}, nil, nil)
+		}()
+		time.Sleep(500 * time.Millisecond) // the spinners run
+		loaded := timeIt()
+		cancel()
+		<-done
+		ratio = float64(loaded) / float64(base)
+		t.Logf("attempt %d: alone %s, beside the spinner %s (%.2fx)", attempt, base, loaded, ratio)
+		if ratio <= 2 {
+			return
+		}
+	}
+	t.Fatalf("the neighbour ran %.2fx slower beside a spinner limited to half a core", ratio)
+}
+
+func TestBoundsRefusedWhenUnenforceable(t *testing.T) {
+	setup(t)
+	b := newBackend(t, t.TempDir(), local.WithoutCgroups())
+	if e := b.Enforcement(); e.Cgroup != "none" || containsStr(e.Enforced, sandbox.LimitMemory) || !strings.Contains(e.Unavailable, "WithoutCgroups") {
+		t.Fatalf("enforcement %+v", e)
+	}
+	spec := specFor(t, templateImage(t, "", "machine-id"))
+	spec.Limits = sandbox.Limits{MemoryBytes: 64 << 20, Pids: 64}
+	_, err := b.Create(context.Background(), spec)
+	if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "memory cannot be enforced") || !strings.Contains(err.Error(), "pids cannot be enforced") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// Delete leaves no cgroup and no workspace mount behind.
+func TestBoundsDeleteCleansUp(t *testing.T) {
+	setup(t)
+	b, s := bounded(t, sandbox.Limits{MemoryBytes: 64 << 20, Pids: 64, CPUMillis: 1000, WorkspaceBytes: 4 << 20})
+	cgroups := cgroupDirs(t, s.ID)
+	if len(cgroups) == 0 {
+		t.Fatal("no cgroup directory names the sandbox")
+	}
+	if !mountedUnder(t, s.ID) {
+		t.Fatal("no workspace tmpfs mounted for the sandbox")
+	}
+	if err := b.Delete(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if left := cgroupDirs(t, s.ID); len(left) != 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+	if mountedUnder(t, s.ID) {
+		t.Error("the workspace tmpfs is still mounted")
+	}
+}
+
+func cgroupDirs(t *testing.T, id string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == id {
+			out = append(out, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return out
+}
+
+func mountedUnder(t *testing.T, id string) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(data), "/"+id+"/workspace ")
+}
