@@ -77,7 +77,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return OpenPostgres(ctx, dsn)
 	}
-	return nil, fmt.Errorf("control: database %q: want sqlite:PATH or postgres://...", redactDSN(dsn))
+	return nil, fmt.Errorf("control: database %q: want sqlite:PATH or a postgres:// URL", redactDSN(dsn))
 }
 
 // OpenSQLite opens (creating) the store in the SQLite file at path. River's

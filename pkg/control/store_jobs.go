@@ -437,10 +437,3 @@ func (s *Store) orphans(ctx context.Context, now time.Time, limit int) ([]string
 	}
 	return ids, rows.Err()
 }
-
-// grant returns the job's stored claim token.
-func (s *Store) grant(ctx context.Context, id string) (string, error) {
-	var g string
-	err := s.w.QueryRowContext(ctx, s.d.q(`SELECT grant_token FROM cp_jobs WHERE id = ?`), id).Scan(&g)
-	return g, unavailable(err)
-}
