@@ -91,23 +91,15 @@ func contains(b []*pendingSubmit, p *pendingSubmit) bool {
 // commitBatch commits batch in one transaction and tells each its outcome
 // (returning, not sending, mine's).
 func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit, mine *pendingSubmit) submitOutcome {
-	outs := make([]submitOutcome, len(batch))
+	var outs []submitOutcome
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		for i, p := range batch {
-			existing, err := s.insertOne(ctx, tx, p.sub)
-			switch {
-			case refusal(err):
-				outs[i] = submitOutcome{err: err}
-			case err != nil:
-				return err
-			case existing != nil:
-				outs[i] = submitOutcome{job: existing}
-			default:
-				outs[i] = submitOutcome{job: p.sub.job, created: true}
-			}
-		}
-		return nil
+		var err error
+		outs, err = s.insertBatch(ctx, tx, batch)
+		return err
 	})
+	if err != nil {
+		outs = make([]submitOutcome, len(batch))
+	}
 	if err != nil && len(batch) > 1 {
 		for i, p := range batch {
 			j, c, err := s.insertAlone(ctx, p.sub)

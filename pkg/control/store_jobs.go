@@ -78,24 +78,26 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job
 			return nil, err
 		}
 	}
-	n, err := s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued + 1, reserved = reserved + ?
-		WHERE tenant = ? AND queued < ? AND (? < 0 OR spent + reserved + ? <= ?)`,
-		j.Cost.WorstCase, j.Tenant, sub.tenantBound, sub.budget, j.Cost.WorstCase, sub.budget)
+	// The plane's row first, then the tenant's: every transaction takes
+	// them in this order (no deadlock on PostgreSQL).
+	n, err := s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued + 1 WHERE id = 1 AND queued < ?`, sub.globalBound)
 	if err != nil {
 		return nil, err
 	}
 	if n == 0 {
-		return nil, s.explainRefusal(ctx, tx, sub)
+		return nil, &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
+			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
 	}
-	if n, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued + 1 WHERE id = 1 AND queued < ?`, sub.globalBound); err != nil {
+	if n, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued + 1, reserved = reserved + ?
+		WHERE tenant = ? AND queued < ? AND (? < 0 OR spent + reserved + ? <= ?)`,
+		j.Cost.WorstCase, j.Tenant, sub.tenantBound, sub.budget, j.Cost.WorstCase, sub.budget); err != nil {
 		return nil, err
 	}
 	if n == 0 {
-		if _, err := s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, reserved = reserved - ? WHERE tenant = ?`, j.Cost.WorstCase, j.Tenant); err != nil {
+		if _, err := s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`); err != nil {
 			return nil, err
 		}
-		return nil, &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
-			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
+		return nil, s.explainRefusal(ctx, tx, sub)
 	}
 	jdoc, err := json.Marshal(j)
 	if err != nil {
@@ -158,12 +160,7 @@ func (s *Store) explainRefusal(ctx context.Context, tx *sql.Tx, sub submission) 
 		return &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
 			Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", sub.job.Tenant, queued, sub.tenantBound)}
 	}
-	c := sub.job.Cost
-	next := sub.periodStart // the caller's period start; the next one is unknown here: say the numbers
-	return &LimitError{Reason: "budget", RetryAfter: time.Hour,
-		Detail: fmt.Sprintf("the job's worst case %.4f %s (deadline %s at %.4f/h) does not fit tenant %s's budget of %.4f %s for the period from %s: spent %.4f, reserved by queued and running jobs %.4f",
-			c.WorstCase, c.Currency, time.Duration(sub.job.Limits.Deadline), c.RatePerHour, sub.job.Tenant, sub.budget, c.Currency,
-			next.UTC().Format(time.RFC3339), spent, reserved)}
+	return budgetRefusal(sub, spent, reserved)
 }
 
 // errSkip, returned by an update's function, leaves the job as it was.
@@ -255,14 +252,14 @@ func (s *Store) account(ctx context.Context, tx *sql.Tx, j *Job, old State, now 
 	var err error
 	switch {
 	case from == 0 && to == 1:
-		_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, active = active + 1, last_admit_ns = ? WHERE tenant = ?`, now.UnixNano(), j.Tenant)
+		_, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
 		if err == nil {
-			_, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
+			_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, active = active + 1, last_admit_ns = ? WHERE tenant = ?`, now.UnixNano(), j.Tenant)
 		}
 	case from == 0 && to == 2:
-		_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, reserved = reserved - ? WHERE tenant = ?`, j.Cost.WorstCase, j.Tenant)
+		_, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
 		if err == nil {
-			_, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
+			_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, reserved = reserved - ? WHERE tenant = ?`, j.Cost.WorstCase, j.Tenant)
 		}
 	case from == 1 && to == 2:
 		_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET active = active - 1, reserved = reserved - ?, spent = spent + ?, unknown_cost = unknown_cost + ? WHERE tenant = ?`,
@@ -436,4 +433,12 @@ func (s *Store) orphans(ctx context.Context, now time.Time, limit int) ([]string
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+func budgetRefusal(sub submission, spent, reserved float64) *LimitError {
+	c := sub.job.Cost
+	return &LimitError{Reason: "budget", RetryAfter: time.Hour,
+		Detail: fmt.Sprintf("the job's worst case %.4f %s (deadline %s at %.4f/h) does not fit tenant %s's budget of %.4f %s for the period from %s: spent %.4f, reserved by queued and running jobs %.4f",
+			c.WorstCase, c.Currency, time.Duration(sub.job.Limits.Deadline), c.RatePerHour, sub.job.Tenant, sub.budget, c.Currency,
+			sub.periodStart.UTC().Format(time.RFC3339), spent, reserved)}
 }

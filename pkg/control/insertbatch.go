@@ -1,0 +1,228 @@
+package control
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// insertBatch stores a group commit's submissions in tx with a fixed
+// number of statements, whatever their count: it reads the keys already
+// used, the plane's and the tenants' counters (locked on PostgreSQL: the
+// plane's row, then the tenants' in name order, as every transaction takes
+// them), decides each submission in order in memory, and writes the
+// counters' changes and the new rows with one statement each. Each
+// submission gets its own outcome; a refusal writes nothing of it.
+func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit) ([]submitOutcome, error) {
+	outs := make([]submitOutcome, len(batch))
+	lock := ""
+	if s.d.name == "postgres" {
+		lock = " FOR UPDATE"
+	}
+	type key struct{ tenant, idem string }
+	// Keys already stored.
+	stored := map[key]struct {
+		doc, hash string
+	}{}
+	keys := make([]key, 0, len(batch))
+	seenKey := map[key]bool{}
+	for _, p := range batch {
+		k := key{p.sub.job.Tenant, p.sub.job.IdempotencyKey}
+		if !seenKey[k] {
+			seenKey[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for chunk := range slices.Chunk(keys, 200) {
+		var args []any
+		vals := make([]string, len(chunk))
+		for i, k := range chunk {
+			vals[i] = "(?, ?)"
+			args = append(args, k.tenant, k.idem)
+		}
+		rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, idem_key, doc, request_hash FROM cp_jobs WHERE (tenant, idem_key) IN (VALUES `+strings.Join(vals, ", ")+`)`), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k key
+			var v struct{ doc, hash string }
+			if err := rows.Scan(&k.tenant, &k.idem, &v.doc, &v.hash); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			stored[k] = v
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+
+	// Counters: the plane's, then the tenants' (created when new).
+	var planeQueued int
+	if err := tx.QueryRowContext(ctx, `SELECT queued FROM cp_plane WHERE id = 1`+lock).Scan(&planeQueued); err != nil {
+		return nil, err
+	}
+	var tenants []string
+	for _, k := range keys {
+		if !slices.Contains(tenants, k.tenant) {
+			tenants = append(tenants, k.tenant)
+		}
+	}
+	slices.Sort(tenants)
+	ph := strings.TrimSuffix(strings.Repeat("(?), ", len(tenants)), ", ")
+	targs := make([]any, len(tenants))
+	for i, t := range tenants {
+		targs[i] = t
+	}
+	if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_tenants (tenant) VALUES `+ph+` ON CONFLICT (tenant) DO NOTHING`), targs...); err != nil {
+		return nil, err
+	}
+	type counters struct {
+		queued          int
+		reserved, spent float64
+		period          int64
+		dQueued         int
+		dReserved       float64
+		rolled          bool
+		newPeriod       int64
+	}
+	cs := map[string]*counters{}
+	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, queued, reserved, spent, period_ns FROM cp_tenants WHERE tenant IN (`+
+		strings.TrimSuffix(strings.Repeat("?, ", len(tenants)), ", ")+`) ORDER BY tenant`+lock), targs...)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		c := &counters{}
+		var t string
+		if err := rows.Scan(&t, &c.queued, &c.reserved, &c.spent, &c.period); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		cs[t] = c
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	// Decide, in order.
+	taken := map[key]int{} // key -> index of the batch's submission that holds it
+	var fresh []int
+	planeDelta := 0
+	for i, p := range batch {
+		sub := p.sub
+		j := sub.job
+		k := key{j.Tenant, j.IdempotencyKey}
+		if v, ok := stored[k]; ok {
+			e, err := scanJob(v.doc)
+			if err != nil {
+				return nil, err
+			}
+			if v.hash != sub.hash {
+				outs[i] = submitOutcome{err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, e.ID)}
+			} else {
+				outs[i] = submitOutcome{job: e}
+			}
+			continue
+		}
+		if first, ok := taken[k]; ok {
+			switch {
+			case batch[first].sub.hash != sub.hash:
+				outs[i] = submitOutcome{err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, batch[first].sub.job.ID)}
+			case outs[first].err != nil:
+				outs[i] = outs[first]
+			default:
+				outs[i] = submitOutcome{job: batch[first].sub.job}
+			}
+			continue
+		}
+		taken[k] = i
+		c := cs[j.Tenant]
+		if sub.budget >= 0 {
+			if p := sub.periodStart.UnixNano(); c.period < p && (!c.rolled || c.newPeriod < p) {
+				c.rolled, c.newPeriod, c.spent, c.period = true, p, 0, p
+			}
+		}
+		wc := j.Cost.WorstCase
+		switch {
+		case planeQueued+planeDelta >= sub.globalBound:
+			outs[i] = submitOutcome{err: &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
+				Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}}
+		case c.queued+c.dQueued >= sub.tenantBound:
+			outs[i] = submitOutcome{err: &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
+				Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", j.Tenant, c.queued+c.dQueued, sub.tenantBound)}}
+		case sub.budget >= 0 && c.spent+c.reserved+c.dReserved+wc > sub.budget:
+			outs[i] = submitOutcome{err: budgetRefusal(sub, c.spent, c.reserved+c.dReserved)}
+		default:
+			c.dQueued++
+			c.dReserved += wc
+			planeDelta++
+			fresh = append(fresh, i)
+			outs[i] = submitOutcome{job: j, created: true}
+		}
+	}
+	if len(fresh) == 0 {
+		return outs, nil
+	}
+
+	// Write.
+	if _, err := tx.ExecContext(ctx, `UPDATE cp_plane SET queued = queued + `+fmt.Sprint(planeDelta)+` WHERE id = 1`); err != nil {
+		return nil, err
+	}
+	for _, t := range tenants {
+		c := cs[t]
+		if c.dQueued == 0 && !c.rolled {
+			continue
+		}
+		if c.rolled {
+			if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE cp_tenants SET spent = 0, period_ns = ? WHERE tenant = ? AND period_ns < ?`), c.newPeriod, t, c.newPeriod); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE cp_tenants SET queued = queued + ?, reserved = reserved + ? WHERE tenant = ?`), c.dQueued, c.dReserved, t); err != nil {
+			return nil, err
+		}
+	}
+	profiles := map[string]submission{}
+	for chunk := range slices.Chunk(fresh, 100) {
+		var jargs, targs []any
+		jv := make([]string, len(chunk))
+		tv := make([]string, len(chunk))
+		for n, i := range chunk {
+			sub := batch[i].sub
+			j := sub.job
+			doc, err := json.Marshal(j)
+			if err != nil {
+				return nil, err
+			}
+			jv[n], tv[n] = "(?, ?, ?, ?, ?, ?, ?, ?, ?)", "(?, 1, ?, ?, ?)"
+			jargs = append(jargs, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), j.CreatedAt.UnixNano(), j.Cost.WorstCase, string(doc))
+			targs = append(targs, j.ID, j.CreatedAt.UnixNano(), string(j.State), "submitted")
+			profiles[j.Profile.Digest] = sub
+		}
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc) VALUES `+strings.Join(jv, ", ")), jargs...); err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason) VALUES `+strings.Join(tv, ", ")), targs...); err != nil {
+			return nil, err
+		}
+	}
+	var pargs []any
+	var pv []string
+	for _, sub := range profiles {
+		pr := sub.job.Profile
+		pv = append(pv, "(?, ?, ?, ?, ?)")
+		pargs = append(pargs, pr.Digest, pr.Name, pr.Revision, pr.Path, string(sub.profile))
+	}
+	if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES `+strings.Join(pv, ", ")+` ON CONFLICT (digest) DO NOTHING`), pargs...); err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
