@@ -84,6 +84,7 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 			writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
 			return
 		case err != nil:
+			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, errors.New("the control plane's database is unavailable; retry"))
 			return
 		}

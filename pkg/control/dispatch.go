@@ -175,9 +175,13 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 		out.Write([]byte(res.Stdout))
 		out.Write([]byte(res.Stderr))
 		code := res.ExitCode
-		cr.ExitCode, cr.TimedOut, cr.Stop = &code, res.TimedOut, res.Stop
+		cr.ExitCode, cr.TimedOut, cr.Stop, cr.Outcome = &code, res.TimedOut, res.Stop, res.Outcome
 		results = append(results, cr)
 		exit = &code
+		if res.Outcome != "" {
+			final, reason, detail = Failed, res.Outcome, fmt.Sprintf("command %d hit a limit of its sandbox: %s (exit %d)", i+1, res.Outcome, code)
+			break
+		}
 		if res.TimedOut {
 			stop = res.Stop
 			if !time.Now().Before(deadline.Add(-50 * time.Millisecond)) {

@@ -94,7 +94,10 @@ type CommandResult struct {
 	TimedOut bool     `json:"timedOut,omitempty"`
 	// Stop is how the command was stopped when it was: terminated (it
 	// exited within the grace after SIGTERM) or killed (SIGKILL).
-	Stop    string  `json:"stop,omitempty"`
+	Stop string `json:"stop,omitempty"`
+	// Outcome names the sandbox limit that ended the command, if one did
+	// (oom_killed, pids_exhausted, disk_full, cpu_time_exceeded).
+	Outcome string  `json:"outcome,omitempty"`
 	Seconds float64 `json:"seconds"`
 }
 

@@ -104,7 +104,7 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 		return nil, fmt.Errorf("pgtest: initdb %s: %w: %s", s.data(), err, bytes.TrimSpace(out))
 	}
 	for attempt := 1; ; attempt++ {
-		err := s.start(ctx)
+		err := s.start(ctx, 0)
 		if errors.Is(err, errPortTaken) && attempt < maxPortAttempts {
 			continue
 		}
@@ -163,12 +163,14 @@ func (s *Server) command(ctx context.Context, name string, args ...string) *exec
 
 func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 
-// start runs postgres on a free port and waits until it accepts
-// connections.
-func (s *Server) start(ctx context.Context) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+// start runs postgres on port (a free one when 0) and waits until it
+// accepts connections.
+func (s *Server) start(ctx context.Context, port int) error {
+	if port == 0 {
+		var err error
+		if port, err = freePort(); err != nil {
+			return err
+		}
 	}
 	logPath := filepath.Join(s.dir, "postgres.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
@@ -249,6 +251,26 @@ func (s *Server) admin(ctx context.Context, stmt string) error {
 		return fmt.Errorf("pgtest: %s: %w", stmt, err)
 	}
 	return nil
+}
+
+// Stop stops the server (fast shutdown: sessions are ended) and leaves it
+// to Restart: a test of a database that goes away for a while.
+func (s *Server) Stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), StopTimeout)
+	defer cancel()
+	out, err := s.command(ctx, "pg_ctl", "stop", "-D", s.data(), "-m", "fast", "-w").CombinedOutput()
+	<-s.exited
+	if err != nil {
+		return fmt.Errorf("pgtest: pg_ctl stop: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// Restart starts a stopped server again on the same port.
+func (s *Server) Restart(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	return s.start(ctx, s.port)
 }
 
 // Close stops the server (pg_ctl stop, fast shutdown: sessions are ended,
