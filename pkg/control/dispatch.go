@@ -37,7 +37,7 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 			j.Attempt++
 			j.RequestKey = fmt.Sprintf("%s.a%d", j.ID, j.Attempt)
 		}
-		j.State, j.Reason, j.Detail = Allocating, "claiming", "request key "+j.RequestKey
+		j.State, j.Reason, j.Detail, j.Replica = Allocating, "claiming", "request key "+j.RequestKey, p.c.ID
 		l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
 		return nil
 	})

@@ -143,11 +143,13 @@ type Job struct {
 	Attempt          int    `json:"attempt"`
 	RequestKey       string `json:"requestKey,omitempty"`
 	DispatchFailures int    `json:"dispatchFailures,omitempty"`
-	Runtime          string `json:"runtime,omitempty"`
-	RunID            string `json:"runId,omitempty"`
-	SandboxID        string `json:"sandboxId,omitempty"`
-	Generation       string `json:"generation,omitempty"`
-	Adopted          bool   `json:"adopted,omitempty"`
+	// Replica is the control plane (host:pid:id) that dispatched the job.
+	Replica    string `json:"replica,omitempty"`
+	Runtime    string `json:"runtime,omitempty"`
+	RunID      string `json:"runId,omitempty"`
+	SandboxID  string `json:"sandboxId,omitempty"`
+	Generation string `json:"generation,omitempty"`
+	Adopted    bool   `json:"adopted,omitempty"`
 
 	Results  []CommandResult `json:"results,omitempty"`
 	ExitCode *int            `json:"exitCode,omitempty"`

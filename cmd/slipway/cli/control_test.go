@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/pgtest"
 	"github.com/slipway-dev/slipway/pkg/runs"
 )
 
@@ -84,13 +86,18 @@ type controlProc struct {
 
 func (w *controlWorld) startControl(t *testing.T, db string, env ...string) *controlProc {
 	t.Helper()
+	return w.startControlArgs(t, db, env, "--runtime", "agents="+w.rt.base+","+w.rtTokenFile)
+}
+
+func (w *controlWorld) startControlArgs(t *testing.T, db string, env []string, args ...string) *controlProc {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := &lineLog{t: t, addr: make(chan string, 1)}
-	cmd := exec.Command(self, "control", "serve", "--config-repo", w.repo, "--db", db, "--listen", "127.0.0.1:0",
-		"--runtime", "agents="+w.rt.base+","+w.rtTokenFile, "--lease", "2s", "--config-refresh", "200ms", "--max-active", "1", "--grace", "1s")
+	cmd := exec.Command(self, append([]string{"control", "serve", "--config-repo", w.repo, "--db", db, "--listen", "127.0.0.1:0",
+		"--lease", "2s", "--config-refresh", "200ms", "--max-active", "1", "--grace", "1s"}, args...)...)
 	cmd.Env = append(append(os.Environ(), envRunMain+"=1"), env...)
 	cmd.Stderr = log
 	cmd.WaitDelay = 5 * time.Second
@@ -238,5 +245,85 @@ func TestControlKill9(t *testing.T) {
 		Commands: [][]string{{"sh", "-c", "echo started; sleep 5; echo finished"}}})
 	if err != nil || again.ID != a.ID {
 		t.Fatalf("resubmitting A's key: %v %v", again, err)
+	}
+}
+
+// A runtime that cannot be reached: the dispatch is retried with backoff
+// within the budget, then the job fails with the reason.
+func TestControlDispatchBudget(t *testing.T) {
+	w := newControlWorld(t)
+	db := "sqlite:" + filepath.Join(w.dir, "control.db")
+	cp := w.startControlArgs(t, db, nil, "--runtime", "agents=http://127.0.0.1:1,"+w.rtTokenFile, "--dispatch-attempts", "3")
+	tok, _ := readToken(w.token(t, db, "acme"))
+	c, _ := control.NewClient(cp.url, tok)
+	j, _, err := c.Submit(context.Background(), control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
+	if j.State != control.Failed || j.Reason != "dispatch_budget" || j.DispatchFailures != 3 || !strings.Contains(j.Detail, "connection refused") {
+		t.Fatalf("job on an unreachable runtime: %s %s %s failures=%d", j.State, j.Reason, j.Detail, j.DispatchFailures)
+	}
+	if len(j.Notes) != 2 {
+		t.Errorf("notes of the retries: %+v", j.Notes)
+	}
+}
+
+// Two control planes on one PostgreSQL database: every job is dispatched
+// once, whichever replica took it, and a replica killed mid-run leaves its
+// job to the other.
+func TestControlReplicasPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no PostgreSQL")
+	}
+	w := newControlWorld(t)
+	ctx := context.Background()
+	db := pgtest.New(t)
+	cp1 := w.startControl(t, db)
+	cp2 := w.startControl(t, db)
+	tok, _ := readToken(w.token(t, db, "acme"))
+	c1, _ := control.NewClient(cp1.url, tok)
+	c2, _ := control.NewClient(cp2.url, tok)
+	var ids []string
+	for i := range 6 {
+		c := c1
+		if i%2 == 1 {
+			c = c2
+		}
+		j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo job; sleep 0.2"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	for _, id := range ids {
+		j := waitJob(t, c2, id, 90*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
+		if j.State != control.Succeeded || j.Attempt != 1 {
+			t.Fatalf("job %s: %s %s attempt %d", id, j.State, j.Detail, j.Attempt)
+		}
+		runsOf, err := w.rt.client.Query(ctx, runs.Query{RequestKey: j.RequestKey})
+		if err != nil || len(runsOf) != 1 {
+			t.Fatalf("job %s: runs %v %v, want exactly one", id, runsOf, err)
+		}
+		if n := strings.Count(j.Output, "job\n"); n != 1 {
+			t.Fatalf("job %s ran %d times:\n%s", id, n, j.Output)
+		}
+	}
+	// A long job; kill -9 whichever replica owns it: the other recovers it.
+	j, _, err := c1.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sleep", "30"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := waitJob(t, c1, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Running })
+	owner, survivor := cp1, c2
+	if strings.Contains(running.Replica, fmt.Sprintf(":%d:", cp2.cmd.Process.Pid)) {
+		owner, survivor = cp2, c1
+	} else if !strings.Contains(running.Replica, fmt.Sprintf(":%d:", cp1.cmd.Process.Pid)) {
+		t.Fatalf("job runs on replica %q, neither of pids %d and %d", running.Replica, cp1.cmd.Process.Pid, cp2.cmd.Process.Pid)
+	}
+	owner.kill9(t)
+	got := waitJob(t, survivor, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Unknown || j.State.Terminal() })
+	if got.State != control.Unknown || got.Reason != "owner_lost" || !strings.Contains(got.Detail, running.Replica) {
+		t.Fatalf("job after its replica was killed: %s %s %s", got.State, got.Reason, got.Detail)
 	}
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"os"
 	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/pgtest"
 )
 
 // envRunMain makes the test binary behave as the slipway command, so that
@@ -13,5 +15,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRunMain) == "1" {
 		os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m) // runs the tests, then stops the shared PostgreSQL if one started
 }
