@@ -152,3 +152,107 @@ func BenchmarkB8aSubmit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkB8bFairness: 10 tenants (concurrency 2 each) share 8 slots
+// whose null dispatcher holds each job 10 ms. Nine tenants submit b.N jobs
+// each at 25 jobs/s; with the flood, t0 submits 10x as many at 10x the
+// rate. The nine's p99 queue wait (submission to admission) with the flood
+// must stay within 1.25x of their p99 without it.
+func BenchmarkB8bFairness(b *testing.B) {
+	n := max(b.N, 20)
+	quiet := fairnessRun(b, n, false)
+	flood := fairnessRun(b, n, true)
+	qp, fp := pct(quiet, 0.99), pct(flood, 0.99)
+	b.ReportMetric(float64(qp.Microseconds())/1000, "quiet-p99-ms")
+	b.ReportMetric(float64(fp.Microseconds())/1000, "flood-p99-ms")
+	b.ReportMetric(float64(fp)/float64(max(qp, time.Microsecond)), "ratio")
+	b.ReportMetric(float64(pct(flood, 0.5).Microseconds())/1000, "flood-p50-ms")
+}
+
+func fairnessRun(b *testing.B, n int, flood bool) []time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	repo := benchRepo(b, 10, 2)
+	s := benchStore(b, "sqlite")
+	var p *Plane
+	var err error
+	var inflight sync.WaitGroup
+	var stopped atomic.Bool
+	cfg := NewRepoConfig(repo, "main", time.Minute)
+	if _, err := cfg.Current(ctx); err != nil { // read once before the clock starts
+		b.Fatal(err)
+	}
+	p, err = New(ctx, Config{Store: s, Config: cfg, Runtimes: map[string][]Runtime{"agents": nil},
+		MaxActive: 8, QueueBound: 10_000_000, noDispatch: true, nullDispatch: func(id string) {
+			inflight.Add(1)
+			defer inflight.Done()
+			time.Sleep(10 * time.Millisecond)
+			if stopped.Load() {
+				return
+			}
+			if _, err := s.update(ctx, id, func(j *Job, l *lease) error {
+				j.State, j.Reason, j.EndedAt = Succeeded, "null", tp(time.Now())
+				return nil
+			}); err != nil {
+				b.Error(err)
+			}
+			p.wake()
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		stopped.Store(true)
+		_ = p.Stop(ctx)
+		inflight.Wait()
+	}()
+	var wg sync.WaitGroup
+	submit := func(tenant string, count int, every time.Duration) {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for i := range count {
+			if _, _, err := p.Submit(ctx, tenant, Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(tenant, "-", i)}); err != nil {
+				b.Error(err)
+				return
+			}
+			<-t.C
+		}
+	}
+	for i := 1; i < 10; i++ {
+		wg.Add(1)
+		go submit(fmt.Sprint("t", i), n, 40*time.Millisecond)
+	}
+	if flood {
+		wg.Add(1)
+		go submit("t0", 10*n, 4*time.Millisecond)
+	}
+	wg.Wait()
+	// Wait until the nine's jobs are all admitted.
+	var waits []time.Duration
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		waits = waits[:0]
+		pending := 0
+		for i := 1; i < 10; i++ {
+			js, err := s.List(ctx, ListFilter{Tenant: fmt.Sprint("t", i), Limit: 1000})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, j := range js {
+				if j.AdmittedAt == nil {
+					pending++
+					continue
+				}
+				waits = append(waits, j.AdmittedAt.Sub(j.CreatedAt))
+			}
+		}
+		if pending == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return waits
+}
