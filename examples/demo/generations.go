@@ -13,7 +13,7 @@ import (
 // rollout to agent-tools, their diff, a second rollout back to minimal with
 // a rotated secret, so both sample templates pass a rollout's proofs, and a
 // rollback refused without --rollback.
-func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
+func generations(sh shell, work, here, host, runnerBin string, tmpl *built) error {
 	pinned, err := platform(sh, host, runnerBin)
 	if err != nil {
 		return err
@@ -94,6 +94,9 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	if err := rt.rolloutQuiet(sh, "g3", g3); err != nil {
 		return err
 	}
+	if err := controlPlane(sh, work, here, rt); err != nil {
+		return err
+	}
 	section("promote", "g1 again: an older generation needs --rollback, so a re-run never undoes anything (exit 1)")
 	if err := sh.run(1, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g1.yaml"); err != nil {
 		return err
@@ -108,6 +111,7 @@ func generations(sh shell, work, host, runnerBin string, tmpl *built) error {
 	fmt.Printf("  drain      long task %s stayed on g1 until it ended; claim %s got g2\n", sum.longRun, sum.newRun)
 	fmt.Printf("  g3         %s (minimal, token #4): rolled out, proofs passed: both templates' tests passed in a sandbox\n", g3)
 	fmt.Printf("  operator   runs show answers what produced a run; %d runs used a template containing %s\n", sum.runsWithPkg, sum.pkg)
+	fmt.Printf("  control    globex's flood got 429s while acme's job ran; a deadline stopped a job with its outcome; a budget refused a job; an old job shown with its old profile\n")
 	return nil
 }
 

@@ -132,7 +132,7 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 	// The runner artifact is built beside slipway (make build).
-	if err := generations(sh, work, host, filepath.Join(filepath.Dir(bin), "slipway-runner"), tmpl); err != nil {
+	if err := generations(sh, work, here, host, filepath.Join(filepath.Dir(bin), "slipway-runner"), tmpl); err != nil {
 		return err
 	}
 	fmt.Println("\ndemo: ok")

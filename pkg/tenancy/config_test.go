@@ -298,7 +298,7 @@ func TestDemoConfig(t *testing.T) {
 	}
 	acme, globex := c.Tenants["acme"].Value, c.Tenants["globex"].Value
 	if acme.Concurrency != 2 || acme.QueueBound != 20 || *acme.Budget != (tenancy.Budget{Amount: 5, Period: "day"}) ||
-		globex.Concurrency != 2 || globex.QueueBound != 200 || *globex.Budget != (tenancy.Budget{Amount: 1, Period: "day"}) {
+		globex.Concurrency != 2 || globex.QueueBound != 4 || *globex.Budget != (tenancy.Budget{Amount: 1, Period: "day"}) {
 		t.Errorf("tenants: %+v %+v", acme, globex)
 	}
 	std, short := c.Profiles["standard"].Value, c.Profiles["short"].Value
