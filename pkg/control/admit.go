@@ -37,6 +37,10 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 	for name, t := range cfg.Tenants {
 		limits[name] = tenantLimit{concurrency: max(1, t.Value.Concurrency)}
 	}
+	// Look first without the write lock (most wake-ups find no room).
+	if ok, err := p.c.Store.admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
+		return 0, err
+	}
 	admitted, err := p.c.Store.admit(ctx, p.c.MaxActive, limits, func(j *Job, l *lease) { p.decide(cfg, j, l) })
 	if err != nil || len(admitted) == 0 || p.c.noDispatch {
 		if p.c.nullDispatch != nil {

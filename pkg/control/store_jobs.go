@@ -383,6 +383,30 @@ func (s *Store) admit(ctx context.Context, maxActive int, limits map[string]tena
 	return out, err
 }
 
+// admissible says, from a read (no write lock), whether admit could admit
+// anything: the plane has a free slot and a tenant with a queued job has
+// room.
+func (s *Store) admissible(ctx context.Context, maxActive int, limits map[string]tenantLimit) (bool, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT tenant, queued, active FROM cp_tenants`)
+	if err != nil {
+		return false, unavailable(err)
+	}
+	defer rows.Close()
+	total, candidate := 0, false
+	for rows.Next() {
+		var t string
+		var queued, active int
+		if err := rows.Scan(&t, &queued, &active); err != nil {
+			return false, err
+		}
+		total += active
+		if lim, known := limits[t]; queued > 0 && (!known || active < lim.concurrency) {
+			candidate = true
+		}
+	}
+	return candidate && total < maxActive, rows.Err()
+}
+
 func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) ([]*Job, error) {
 	rows, err := tx.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT doc FROM cp_jobs WHERE tenant = ? AND state = ? ORDER BY created_ns, id LIMIT %d`, n)), tenant, string(Queued))
 	if err != nil {
