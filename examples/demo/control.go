@@ -112,8 +112,12 @@ func controlPlane(sh shell, work, here string, rt *runtimeProc) error {
 		return err
 	}
 	var dj struct{ ID, State, StopOutcome string }
-	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &dj); err != nil || code != 1 || dj.State != "deadline_exceeded" {
-		return fmt.Errorf("the deadline job: exit %d, %v:\n%s", code, err, out)
+	var derr error
+	if i := strings.Index(out, "{"); i >= 0 {
+		derr = json.NewDecoder(strings.NewReader(out[i:])).Decode(&dj) // then the CLI's last word on stderr
+	}
+	if derr != nil || code != 1 || dj.State != "deadline_exceeded" {
+		return fmt.Errorf("the deadline job: exit %d, %v:\n%s", code, derr, out)
 	}
 	fmt.Printf("  job %s: %s, stop outcome %s (exit %d)\n", dj.ID, dj.State, dj.StopOutcome, code)
 

@@ -327,3 +327,37 @@ func TestControlReplicasPostgres(t *testing.T) {
 		t.Fatalf("job after its replica was killed: %s %s %s", got.State, got.Reason, got.Detail)
 	}
 }
+
+// A running job whose tenant crosses the budget in effect (lowered while
+// it runs) is stopped, and says why.
+func TestControlBudgetStop(t *testing.T) {
+	w := newControlWorld(t)
+	ctx := context.Background()
+	db := "sqlite:" + filepath.Join(w.dir, "control.db")
+	cp := w.startControl(t, db)
+	tok, _ := readToken(w.token(t, db, "acme"))
+	c, _ := control.NewClient(cp.url, tok)
+	j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sleep", "60"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Running })
+	r, err := gitops.Open(ctx, w.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Update(ctx, gitops.Request{Branch: "main", Author: gitops.Signature{Name: "t", Email: "t@example.invalid"},
+		Edit: func(tr *gitops.Tree) (*gitops.Commit, error) {
+			b, err := tr.ReadFile("tenants/acme.yaml")
+			if err != nil {
+				return nil, err
+			}
+			return &gitops.Commit{Subject: "acme: a tiny budget"}, tr.WriteFile("tenants/acme.yaml", []byte(strings.Replace(string(b), "amount: 5", "amount: 0.0001", 1)))
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
+	if got.State != control.Failed || got.Reason != "budget" || got.StopOutcome == "" || !got.Cost.Known || got.Cost.Amount <= 0 {
+		t.Fatalf("job over the lowered budget: %s %s %s stop=%q cost=%+v", got.State, got.Reason, got.Detail, got.StopOutcome, got.Cost)
+	}
+}
