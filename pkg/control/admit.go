@@ -33,34 +33,51 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	limits := make(map[string]tenantLimit, len(cfg.Tenants))
-	for name, t := range cfg.Tenants {
-		limits[name] = tenantLimit{concurrency: max(1, t.Value.Concurrency)}
-	}
+	limits := tenantLimits(cfg)
 	// Look first without the write lock (most wake-ups find no room).
 	if ok, err := p.c.Store.admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
 		return 0, err
 	}
 	admitted, err := p.c.Store.admit(ctx, p.c.MaxActive, limits, func(j *Job, l *lease) { p.decide(cfg, j, l) })
-	if err != nil || len(admitted) == 0 || p.c.noDispatch {
+	if err != nil {
+		return len(admitted), err
+	}
+	return len(admitted), p.dispatchAdmitted(ctx, admitted)
+}
+
+// tenantLimits is what admission needs of the tenants' configuration.
+func tenantLimits(cfg *tenancy.Config) map[string]tenantLimit {
+	limits := make(map[string]tenantLimit, len(cfg.Tenants))
+	for name, t := range cfg.Tenants {
+		limits[name] = tenantLimit{concurrency: max(1, t.Value.Concurrency)}
+	}
+	return limits
+}
+
+// dispatchAdmitted hands admitted jobs to River. It is not in the
+// admission transaction (River's SQLite file is not the store's): a lost
+// insert is redispatched by the recoverer once the job's dispatch is
+// overdue.
+func (p *Plane) dispatchAdmitted(ctx context.Context, admitted []*Job) error {
+	if len(admitted) == 0 {
+		return nil
+	}
+	if p.c.noDispatch {
 		if p.c.nullDispatch != nil {
 			for _, j := range admitted {
 				go p.c.nullDispatch(j.ID)
 			}
 		}
-		return len(admitted), err
+		return nil
 	}
 	ids := make([]string, len(admitted))
 	for i, j := range admitted {
 		ids[i] = j.ID
 	}
-	// Not in the admission transaction (River's SQLite file is not the
-	// store's): a lost insert is redispatched by the recoverer once the
-	// job's dispatch is overdue.
 	if err := p.q.insertMany(ctx, ids); err != nil {
-		return len(admitted), fmt.Errorf("queue %d admitted jobs: %w", len(ids), err)
+		return fmt.Errorf("queue %d admitted jobs: %w", len(ids), err)
 	}
-	return len(admitted), nil
+	return nil
 }
 
 // dispatchGrace is how long an admitted job may wait for a worker before

@@ -92,11 +92,24 @@ func contains(b []*pendingSubmit, p *pendingSubmit) bool {
 // (returning, not sending, mine's).
 func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit, mine *pendingSubmit) submitOutcome {
 	var outs []submitOutcome
+	var admitted []*Job
+	ba := batch[0].sub.admit
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		outs, err = s.insertBatch(ctx, tx, batch)
-		return err
+		if outs, err = s.insertBatch(ctx, tx, batch); err != nil || ba == nil {
+			return err
+		}
+		for _, o := range outs {
+			if o.created {
+				admitted, err = s.admitTx(ctx, tx, ba.maxActive, ba.limits, ba.decide)
+				return err
+			}
+		}
+		return nil
 	})
+	if err == nil && len(admitted) > 0 && ba.after != nil {
+		ba.after(admitted)
+	}
 	if err != nil {
 		outs = make([]submitOutcome, len(batch))
 	}

@@ -131,7 +131,7 @@ func commit(t *testing.T, repo *gitops.Repo, subject string, edit func(*gitops.T
 func newPlane(t *testing.T, s *Store, repo *gitops.Repo, maxActive int) *Plane {
 	t.Helper()
 	p, err := New(context.Background(), Config{Store: s, Config: NewRepoConfig(repo, "main", time.Millisecond),
-		Runtimes: map[string][]Runtime{"agents": nil, "unpriced": nil}, MaxActive: maxActive, QueueBound: 50, noDispatch: true})
+		Runtimes: map[string][]Runtime{"agents": nil, "unpriced": nil}, MaxActive: maxActive, QueueBound: 50, noDispatch: true, manualAdmission: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,12 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	lock := ""
 	if s.d.name == "postgres" {
 		lock = " FOR UPDATE"
+		if batch[0].sub.admit != nil && s.d.lockStmt != "" {
+			// admission's lock before any row's, as the admitter takes them
+			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
+				return nil, err
+			}
+		}
 	}
 	type key struct{ tenant, idem string }
 	// Keys already stored.
@@ -198,6 +204,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		for n, i := range chunk {
 			sub := batch[i].sub
 			j := sub.job
+			j.CreatedAt = time.Now().UTC() // stored now: its time in the queue starts here
 			doc, err := json.Marshal(j)
 			if err != nil {
 				return nil, err

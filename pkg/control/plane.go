@@ -68,6 +68,9 @@ type Config struct {
 	// nullDispatch, with noDispatch, gets each admitted job instead of
 	// River (benchmarks: a null dispatcher).
 	nullDispatch func(id string)
+	// manualAdmission leaves admission to admitOnce (tests of the queue's
+	// bounds, which want jobs to stay queued).
+	manualAdmission bool
 	// noDispatch leaves admitted jobs alone (tests, benchmarks of submit).
 	noDispatch bool
 }
@@ -217,6 +220,14 @@ func (p *Plane) Submit(ctx context.Context, tenant string, spec Spec) (*Job, boo
 		ConfigRevision: cfg.Revision, Commands: spec.Commands, Limits: lim, State: Queued, Reason: "submitted", CreatedAt: now,
 	}
 	sub := submission{job: j, hash: requestHash(spec), tenantBound: t.Value.QueueBound, globalBound: p.c.QueueBound, budget: -1, profile: prof.Raw}
+	if !p.c.manualAdmission {
+		sub.admit = &batchAdmit{maxActive: p.c.MaxActive, limits: tenantLimits(cfg), decide: func(j *Job, l *lease) { p.decide(cfg, j, l) },
+			after: func(js []*Job) {
+				if err := p.dispatchAdmitted(context.WithoutCancel(ctx), js); err != nil {
+					p.c.Logger.Warn("admission", "err", err)
+				}
+			}}
+	}
 	if sub.tenantBound <= 0 {
 		sub.tenantBound = 1
 	}

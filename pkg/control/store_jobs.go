@@ -31,6 +31,19 @@ type submission struct {
 	budget      float64
 	periodStart time.Time
 	profile     []byte
+	// admit, when set, admits in the submission's transaction what its
+	// job lets in: no later transaction, no wake-up between submission
+	// and admission.
+	admit *batchAdmit
+}
+
+// batchAdmit is admission run inside a group commit.
+type batchAdmit struct {
+	maxActive int
+	limits    map[string]tenantLimit
+	decide    func(*Job, *lease)
+	// after gets the admitted jobs once the transaction committed.
+	after func([]*Job)
 }
 
 // lease is the columns beside a job's document that say who works it.
@@ -283,7 +296,17 @@ type tenantLimit struct {
 func (s *Store) admit(ctx context.Context, maxActive int, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
 	var out []*Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		out = nil
+		var err error
+		out, err = s.admitTx(ctx, tx, maxActive, limits, decide)
+		return err
+	})
+	return out, err
+}
+
+// admitTx is admit in tx.
+func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, maxActive int, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
+	var out []*Job
+	err := func() error {
 		if s.d.lockStmt != "" {
 			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
 				return err
@@ -379,7 +402,7 @@ func (s *Store) admit(ctx context.Context, maxActive int, limits map[string]tena
 			}
 		}
 		return nil
-	})
+	}()
 	return out, err
 }
 

@@ -337,3 +337,37 @@ func TestProfileHistory(t *testing.T) {
 		t.Fatalf("another tenant's job: %v", err)
 	}
 }
+
+// A submission that finds a free slot is admitted in its own transaction:
+// no wake-up, no second transaction between submission and admission.
+func TestAdmitOnSubmit(t *testing.T) {
+	repo := configRepo(t)
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		p := newPlane(t, s, repo, 3)
+		p.c.manualAdmission = false
+		var ids []string
+		for i := range 4 {
+			j, _, err := p.Submit(ctx, "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, j.ID)
+		}
+		states := map[State]int{}
+		for _, id := range ids {
+			j, err := s.Get(ctx, "", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			states[j.State]++
+			if j.State == Admitted && j.AdmittedAt.Sub(j.CreatedAt) > time.Second {
+				t.Errorf("job %s waited %v in the queue with a slot free", id, j.AdmittedAt.Sub(j.CreatedAt))
+			}
+		}
+		// globex's concurrency is 2: two admitted at once, two wait
+		if states[Admitted] != 2 || states[Queued] != 2 {
+			t.Fatalf("states after 4 submissions: %v", states)
+		}
+	})
+}
