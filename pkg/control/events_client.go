@@ -107,6 +107,8 @@ func (c *Client) followOnce(ctx context.Context, hc *http.Client, id string, o F
 				continue
 			}
 			switch kind {
+			case "end":
+				return true, nil
 			case "error":
 				var td TrimmedData
 				if err := json.Unmarshal([]byte(data), &td); err == nil && o.OnGap != nil {

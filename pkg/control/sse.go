@@ -21,8 +21,8 @@ const ssePoll = 2 * time.Second
 
 // events serves GET /v1/jobs/{id}/events as Server-Sent Events: each
 // event with id: its sequence, from after Last-Event-ID (or ?after=N, 0
-// by default), live afterwards, ending after the result event (or, with
-// ?follow=false, when the retained events are sent). Output events lost
+// by default), live afterwards, ending after the result event with an
+// "end" event (or, with ?follow=false, when the retained events are sent). Output events lost
 // to retention are announced by an "error" event without an id. A client
 // that does not read within EventConfig.SlowClient is dropped; it resumes
 // with Last-Event-ID.
@@ -90,6 +90,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			idle.Reset(sseKeepalive)
 		}
 		if h.Ended && after >= h.Last {
+			// says a client that resumed at the end that there is no more
+			buf.WriteString("event: end\ndata: {\"last\":" + strconv.FormatInt(h.Last, 10) + "}\n\n")
+			_ = send()
 			return
 		}
 		if len(evs) == sseBatch {
