@@ -137,6 +137,7 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *Job, cause error, attempt
 // the outcome.
 func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 	out := newBoundedOutput(j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines)
+	outs := p.newOutputStream(j) // the job's events: output as produced (output_stream.go)
 	deadline := *j.DeadlineAt
 	// The owner's heartbeat keeps the lease, and watches for a cancel, a
 	// budget stop or a lost lease.
@@ -158,11 +159,15 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 		}
 		timeout := min(time.Duration(j.Limits.CommandTimeout), remaining)
 		fmt.Fprintf(out, "$ %s\n", shellLine(argv))
+		outs.command(i, argv)
 		start := time.Now()
-		res, err := rt.Client.Exec(execCtx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
-			GraceSeconds: p.c.Grace.Seconds(), MaxOutput: j.Limits.MaxOutputBytes, KeepTail: true})
+		// streamed: the output reaches the job's events as it is produced;
+		// the bounded output keeps its head and tail
+		res, err := rt.Client.ExecStream(execCtx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
+			GraceSeconds: p.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.write(i, stream, b) })
 		cr := CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
 		if err != nil {
+			exit = nil // not confirmed: never an earlier command's code
 			results = append(results, cr)
 			if cause := context.Cause(execCtx); cause != nil {
 				final, reason, detail, stop = stopState(cause), stopReason(cause), fmt.Sprintf("command %d stopped: %v", i+1, cause), "signalled"
@@ -172,8 +177,6 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 			}
 			break
 		}
-		out.Write([]byte(res.Stdout))
-		out.Write([]byte(res.Stderr))
 		code := res.ExitCode
 		cr.ExitCode, cr.TimedOut, cr.Stop, cr.Outcome = &code, res.TimedOut, res.Stop, res.Outcome
 		results = append(results, cr)
@@ -197,6 +200,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 		}
 	}
 	stopHB()
+	outs.close()
 	// Release whatever happened; the exit code says what the runtime may
 	// record.
 	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: exit})

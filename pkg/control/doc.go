@@ -28,6 +28,13 @@
 // the dead owner may have made) and ends a running one unknown: its
 // commands never run twice.
 //
+// Each job has one ordered, durable event stream (events.go,
+// events_store.go): sequences taken in the append transaction, a state
+// event in every transition's transaction and the result event last,
+// output appended as produced (output_stream.go), retention of output
+// chunks by time and size, consumer cursors with acknowledgement, and
+// Server-Sent Events that resume from Last-Event-ID (sse.go).
+//
 // What it is not: the runtime (pkg/runtime) and the configuration's
 // parsing (pkg/tenancy).
 package control

@@ -58,6 +58,9 @@ type Config struct {
 	// Grace is how long a command gets between SIGTERM and SIGKILL when
 	// the job's deadline stops it (default 2s).
 	Grace time.Duration
+	// Events bounds the jobs' event streams: retention, chunking,
+	// coalescing, slow SSE clients (defaults in EventConfig).
+	Events EventConfig
 	// ID names this replica in leases (default host:pid).
 	ID     string
 	Logger *slog.Logger
@@ -114,6 +117,8 @@ func New(ctx context.Context, c Config) (*Plane, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Events = c.Events.withDefaults()
+	c.Store.SetEventConfig(c.Events)
 	p := &Plane{c: c, wakeCh: make(chan struct{}, 1)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{p: p})
@@ -136,9 +141,10 @@ func (p *Plane) Start(ctx context.Context) error {
 			return fmt.Errorf("control: start queue: %w", err)
 		}
 	}
-	p.wg.Add(2)
+	p.wg.Add(3)
 	go func() { defer p.wg.Done(); p.admitLoop(ctx) }()
 	go func() { defer p.wg.Done(); p.recoverLoop(ctx) }()
+	go func() { defer p.wg.Done(); p.retentionLoop(ctx) }() // events_store.go
 	return nil
 }
 

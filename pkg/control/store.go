@@ -34,6 +34,8 @@ type Store struct {
 	// dsn is what OpenQueue opens River on.
 	dsn     string
 	submits submitQueue
+	// ev wakes the readers of the event streams (events_hub.go).
+	ev eventHub
 }
 
 type dialect struct {
@@ -136,6 +138,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 
 // Close closes the store.
 func (s *Store) Close() error {
+	s.ev.close()
 	err := s.w.Close()
 	if s.r != s.w {
 		err = errors.Join(err, s.r.Close())
@@ -213,6 +216,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		`CREATE TABLE IF NOT EXISTS cp_profiles (
 			digest TEXT PRIMARY KEY, name TEXT NOT NULL, revision TEXT NOT NULL, path TEXT NOT NULL, raw TEXT NOT NULL)`,
 	}
+	stmts = append(stmts, eventSchema(d)...) // events_store.go
 	for _, st := range stmts {
 		if _, err := s.w.ExecContext(ctx, st); err != nil {
 			return fmt.Errorf("migrate: %w", unavailable(err))
@@ -229,9 +233,12 @@ func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
 	}
 	if err := f(tx); err != nil {
 		_ = tx.Rollback()
+		s.ev.done(tx, false)
 		return unavailable(err)
 	}
-	return unavailable(tx.Commit())
+	err = tx.Commit()
+	s.ev.done(tx, err == nil) // wake the readers of the streams tx appended to
+	return unavailable(err)
 }
 
 func (s *Store) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (int64, error) {
@@ -246,7 +253,11 @@ func (s *Store) addTransition(ctx context.Context, tx *sql.Tx, id string, st Sta
 	_, err := s.exec(ctx, tx, `INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason)
 		SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM cp_transitions WHERE job_id = ?`,
 		id, at.UnixNano(), string(st), reason, id)
-	return err
+	if err != nil {
+		return err
+	}
+	// the transition's state event (and result event) in the same transaction
+	return s.appendTransition(ctx, tx, id, st, reason, at)
 }
 
 func scanJob(doc string) (*Job, error) {

@@ -34,12 +34,32 @@ const (
 	// StatusReleased: the claim was released before the run produced a result
 	// (cancelled, or never started). Final.
 	StatusReleased Status = "released"
+	// StatusUnknown: the run's workload ran but the claim ended without a
+	// confirmed exit code (released or lost mid-command): whether it
+	// succeeded is not known, and it is never recorded as completed. Final.
+	StatusUnknown Status = "unknown"
 )
+
+// EndStatus is the final status of a run that ends with exitCode (nil:
+// none was confirmed): completed for 0, failed for another code, released
+// when the workload never ran, unknown when it ran without a confirmed
+// exit. Nothing unconfirmed becomes completed.
+func EndStatus(m *Manifest, exitCode *int) Status {
+	switch {
+	case exitCode != nil && *exitCode == 0:
+		return StatusCompleted
+	case exitCode != nil:
+		return StatusFailed
+	case m.Lifecycle.RunnerAwakened.IsZero():
+		return StatusReleased
+	}
+	return StatusUnknown
+}
 
 // Final reports whether s ends a run: a manifest with a final status is
 // immutable.
 func (s Status) Final() bool {
-	return s == StatusCompleted || s == StatusFailed || s == StatusReleased
+	return s == StatusCompleted || s == StatusFailed || s == StatusReleased || s == StatusUnknown
 }
 
 func (s Status) valid() bool {

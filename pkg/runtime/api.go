@@ -241,6 +241,11 @@ type ExecBody struct {
 	// whatever the command writes beyond runner.MaxOutputLimit bytes in
 	// all, so past that the tail kept is not the command's last output.
 	KeepTail bool `json:"keepTail,omitempty"`
+	// Stream answers with the output as it is produced: NDJSON ExecFrames
+	// (stdout and stderr chunks, then the exit), instead of one ExecResult
+	// at exit (execstream.go). MaxOutput then bounds what is streamed
+	// (runner.MaxOutputLimit when 0); KeepTail does not apply.
+	Stream bool `json:"stream,omitempty"`
 }
 
 // ExecResult answers an exec.
@@ -278,6 +283,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	req := runner.ExecRequest{Argv: b.Argv, Env: b.Env, Dir: b.Dir, MaxOutput: b.MaxOutput,
 		TimeoutMs: int64(b.TimeoutSeconds * 1000), GraceMs: int64(b.GraceSeconds * 1000)}
+	if b.Stream {
+		s.execStream(w, r, b, req) // execstream.go
+		return
+	}
 	var out, errb interface {
 		io.Writer
 		String() string

@@ -535,13 +535,14 @@ func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, cre
 		}
 	}
 	released := r.now()
-	status := runs.StatusCompleted
-	if exitCode != nil && *exitCode != 0 {
-		status = runs.StatusFailed
-	}
 	return r.store.Update(ctx, c.runID, func(m *runs.Manifest) error {
-		m.Status, m.ExitCode = status, exitCode
-		m.Lifecycle.ResultPublished, m.Lifecycle.ResourcesReleased = published, released
+		// without a confirmed exit code a run that ran ends unknown, never
+		// completed, and no result was published
+		m.Status, m.ExitCode = runs.EndStatus(m, exitCode), exitCode
+		if exitCode != nil {
+			m.Lifecycle.ResultPublished = published
+		}
+		m.Lifecycle.ResourcesReleased = released
 		return nil
 	})
 }

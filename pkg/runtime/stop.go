@@ -46,7 +46,7 @@ func (r *Runtime) Stop(ctx context.Context, pool, gen string) ([]string, error) 
 				}
 			}
 			return r.store.Update(ctx, c.runID, func(m *runs.Manifest) error {
-				m.Status = runs.StatusReleased
+				m.Status = runs.EndStatus(m, nil) // stopped mid-run: unknown, never completed
 				m.Lifecycle.ResourcesReleased = released
 				return nil
 			})

@@ -308,7 +308,7 @@ func NewCmdJob(g *globals) *cobra.Command {
 		},
 	}
 	jf.add(cancel)
-	cmd.AddCommand(submit, show, list, cancel)
+	cmd.AddCommand(submit, show, list, cancel, newCmdJobLogs(g, &jf)) // job_logs.go
 	return cmd
 }
 

@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/slipway-dev/slipway/pkg/control"
+)
+
+// newCmdJobLogs prints a job's event stream: stdout chunks to stdout,
+// stderr chunks to stderr, states and notices to stderr; with -f it
+// follows until the result, resuming by itself after a dropped connection
+// without printing anything twice.
+func newCmdJobLogs(g *globals, jf *jobFlags) *cobra.Command {
+	var followFlag bool
+	var after int64
+	cmd := &cobra.Command{
+		Use:   "logs [-f] ID",
+		Short: "Print a job's output and states from its event stream; -f follows it to the end",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := jf.client()
+			if err != nil {
+				return err
+			}
+			var final *control.ResultData
+			o := control.FollowOptions{After: after, NoFollow: !followFlag,
+				OnGap: func(d control.TrimmedData) { fmt.Fprintf(g.stderr, "[%s]\n", d.Detail) }}
+			err = c.Follow(cmd.Context(), args[0], o, func(e control.Event) error {
+				if g.json() {
+					return g.printJSON(e)
+				}
+				switch e.Kind {
+				case control.KindStdout, control.KindStderr:
+					var d control.OutputData
+					if err := json.Unmarshal(e.Data, &d); err != nil {
+						return fmt.Errorf("event %d: %w", e.Seq, err)
+					}
+					w := g.stdout
+					if e.Kind == control.KindStderr {
+						w = g.stderr
+					}
+					_, err := w.Write(d.Bytes())
+					return err
+				case control.KindState:
+					var d control.StateData
+					_ = json.Unmarshal(e.Data, &d)
+					fmt.Fprintf(g.stderr, "[%s %s %s]\n", e.At.Format("15:04:05.000"), d.State, d.Reason)
+					if d.State == control.Unknown && followFlag {
+						return errUnknownOutcome
+					}
+				case control.KindResult:
+					var d control.ResultData
+					_ = json.Unmarshal(e.Data, &d)
+					final = &d
+				case control.KindStatus:
+					var d struct {
+						Argv   []string `json:"argv"`
+						Detail string   `json:"detail"`
+					}
+					_ = json.Unmarshal(e.Data, &d)
+					switch {
+					case d.Argv != nil:
+						fmt.Fprintf(g.stderr, "[$ %s]\n", shellWords(d.Argv))
+					case d.Detail != "":
+						fmt.Fprintf(g.stderr, "[%s]\n", d.Detail)
+					}
+				default:
+					fmt.Fprintf(g.stderr, "[%s %s]\n", e.Kind, e.Data)
+				}
+				return nil
+			})
+			if err == errUnknownOutcome {
+				return failed(fmt.Errorf("job %s: its outcome is unknown (see job show for the owner and deadline)", args[0]))
+			}
+			if err != nil {
+				return failed(err)
+			}
+			if final != nil && !g.json() {
+				j := &control.Job{ID: args[0], State: final.State, Reason: final.Reason, Detail: final.Detail, ExitCode: final.ExitCode}
+				return jobExit(j)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&followFlag, "follow", "f", false, "follow the stream until the job's result (resumes by itself after a dropped connection)")
+	cmd.Flags().Int64Var(&after, "after", 0, "start after this event sequence")
+	jf.add(cmd)
+	return cmd
+}
+
+var errUnknownOutcome = fmt.Errorf("unknown outcome")
+
+func shellWords(argv []string) string {
+	b, _ := json.Marshal(argv)
+	return string(b)
+}

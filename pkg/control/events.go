@@ -1,0 +1,197 @@
+package control
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EventsVersion names the closed set of event kinds below. A kind is
+// added only with a new version; a consumer that knows v1 knows every
+// event a v1 stream carries.
+const EventsVersion = "v1"
+
+// EventKind is the kind of one event of a job's stream.
+type EventKind string
+
+// The v1 kinds.
+const (
+	// KindState: a committed state transition (appended in the
+	// transition's own transaction). Data: StateData.
+	KindState EventKind = "state"
+	// KindStdout, KindStderr: a chunk of a command's output, in the order
+	// it was produced. Data: OutputData. Trimmed by retention.
+	KindStdout EventKind = "stdout"
+	KindStderr EventKind = "stderr"
+	// KindStatus: a status summary (progress, an output limit reached).
+	// Data: a JSON object. Trimmed by retention.
+	KindStatus EventKind = "status"
+	// KindToolCall: a tool-call request of the workload. Data: a JSON
+	// object.
+	KindToolCall EventKind = "tool_call"
+	// KindFile, KindDiff: a file or a diff the run produced. Data: a JSON
+	// object.
+	KindFile EventKind = "file"
+	KindDiff EventKind = "diff"
+	// KindResult: the final result, the last event of a stream, appended
+	// in the transaction that makes the job terminal. Data: ResultData.
+	// Never trimmed.
+	KindResult EventKind = "result"
+	// KindProduct: an event for a product (a message to a destination).
+	// Data: a JSON object.
+	KindProduct EventKind = "product"
+)
+
+var eventKinds = map[EventKind]bool{KindState: true, KindStdout: true, KindStderr: true, KindStatus: true,
+	KindToolCall: true, KindFile: true, KindDiff: true, KindResult: true, KindProduct: true}
+
+// trimmable says retention may delete events of the kind (output chunks
+// and status summaries); every other kind is kept for the job's life.
+func (k EventKind) trimmable() bool { return k == KindStdout || k == KindStderr || k == KindStatus }
+
+// Valid says k is a kind of EventsVersion.
+func (k EventKind) Valid() bool { return eventKinds[k] }
+
+// Event errors.
+var (
+	// ErrEventKind: a kind outside EventsVersion's set, or data that is not
+	// a JSON object.
+	ErrEventKind = errors.New("control: invalid event")
+	// ErrStreamEnded: an append after the stream's result event.
+	ErrStreamEnded = errors.New("control: the job's event stream has ended")
+)
+
+// Event is one event of a job's stream: Seq counts from 1 with no gaps and
+// never repeats.
+type Event struct {
+	Job  string          `json:"job"`
+	Seq  int64           `json:"seq"`
+	At   time.Time       `json:"at"`
+	Kind EventKind       `json:"kind"`
+	Data json.RawMessage `json:"data"`
+}
+
+// NewEvent is an event to append: the store gives it its job, sequence and
+// time.
+type NewEvent struct {
+	Kind EventKind
+	Data json.RawMessage
+}
+
+// StateData is a state event's data.
+type StateData struct {
+	State  State  `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// OutputData is a stdout or stderr event's data: Text when the chunk is
+// UTF-8, Base64 otherwise. Command is the command's index (from 0).
+type OutputData struct {
+	Command int    `json:"command"`
+	Text    string `json:"text,omitempty"`
+	Base64  []byte `json:"base64,omitempty"`
+}
+
+// Bytes is the chunk.
+func (d OutputData) Bytes() []byte {
+	if d.Base64 != nil {
+		return d.Base64
+	}
+	return []byte(d.Text)
+}
+
+// ResultData is the result event's data: the job's final outcome and its
+// bounded output. It outlives retention, like the job record.
+type ResultData struct {
+	State              State           `json:"state"`
+	Reason             string          `json:"reason,omitempty"`
+	Detail             string          `json:"detail,omitempty"`
+	ExitCode           *int            `json:"exitCode,omitempty"`
+	StopOutcome        string          `json:"stopOutcome,omitempty"`
+	RunID              string          `json:"runId,omitempty"`
+	Results            []CommandResult `json:"results,omitempty"`
+	Output             string          `json:"output,omitempty"`
+	OutputDroppedBytes int64           `json:"outputDroppedBytes,omitempty"`
+	OutputDroppedLines int64           `json:"outputDroppedLines,omitempty"`
+	EndedAt            *time.Time      `json:"endedAt,omitempty"`
+}
+
+// TrimmedData is the data of the error an SSE client (or a consumer) gets
+// when events it asked for were deleted by retention.
+type TrimmedData struct {
+	Error string `json:"error"`
+	Job   string `json:"job"`
+	// After is where the reader resumed; output events (stdout, stderr,
+	// status) with sequences in (After, TrimmedThrough] are gone. Other
+	// kinds in that range are still delivered.
+	After          int64  `json:"after"`
+	TrimmedThrough int64  `json:"trimmedThrough"`
+	Detail         string `json:"detail"`
+}
+
+// EventConfig bounds the event streams: retention (time and size per job,
+// trimming output events only), the size of an output event, how long
+// output is coalesced before it is appended, and when an SSE client that
+// does not read is dropped.
+type EventConfig struct {
+	// MaxAge: output events older than this are trimmed (default 7 days).
+	MaxAge time.Duration
+	// MaxBytesPerJob: when a job's retained output events exceed this, the
+	// oldest are trimmed to three quarters of it (default 64 MiB).
+	MaxBytesPerJob int64
+	// ChunkBytes bounds one output event (default 16 KiB).
+	ChunkBytes int
+	// FlushInterval: output is appended at least this often while a
+	// command writes (default 50ms); small writes in between are coalesced
+	// into one transaction.
+	FlushInterval time.Duration
+	// SlowClient: an SSE write blocked this long drops the client, which
+	// resumes with Last-Event-ID (default 10s).
+	SlowClient time.Duration
+	// Retry is the SSE retry: advice to clients (default 1s).
+	Retry time.Duration
+}
+
+func (c EventConfig) withDefaults() EventConfig {
+	if c.MaxAge <= 0 {
+		c.MaxAge = 7 * 24 * time.Hour
+	}
+	if c.MaxBytesPerJob <= 0 {
+		c.MaxBytesPerJob = 64 << 20
+	}
+	if c.ChunkBytes <= 0 {
+		c.ChunkBytes = 16 << 10
+	}
+	if c.FlushInterval <= 0 {
+		c.FlushInterval = 50 * time.Millisecond
+	}
+	if c.SlowClient <= 0 {
+		c.SlowClient = 10 * time.Second
+	}
+	if c.Retry <= 0 {
+		c.Retry = time.Second
+	}
+	return c
+}
+
+// checkEvent refuses a kind outside the set and data that is not one JSON
+// object.
+func checkEvent(e NewEvent) error {
+	if !e.Kind.Valid() {
+		return fmt.Errorf("%w: kind %q is not one of %s's", ErrEventKind, e.Kind, EventsVersion)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(e.Data, &m); err != nil || m == nil {
+		return fmt.Errorf("%w: %s event: data must be a JSON object", ErrEventKind, e.Kind)
+	}
+	return nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only our own types, which always marshal
+	}
+	return b
+}

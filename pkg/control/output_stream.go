@@ -1,0 +1,197 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// outputStream appends a running job's output to its event stream as it
+// is produced: chunks of at most ChunkBytes, coalesced for FlushInterval so
+// many small writes make one transaction, up to the job's output limit
+// (bytes and lines); past it one status event says so and the rest is
+// counted, not appended (the job's bounded output keeps its tail). Memory
+// stays within a few chunks whatever the command writes.
+type outputStream struct {
+	s     *Store
+	job   string
+	chunk int
+
+	mu                 sync.Mutex
+	pending            []NewEvent
+	pendingBytes       int
+	cur                []byte
+	curKind            EventKind
+	curCmd             int
+	carry              map[EventKind][]byte // an incomplete UTF-8 sequence
+	maxBytes, maxLines int64
+	bytes, lines       int64
+	over               bool
+	dropped            int64
+	lost               int64 // bytes an append failed to store
+
+	flushMu sync.Mutex
+	stop    chan struct{}
+	done    chan struct{}
+	log     func(msg string, args ...any)
+}
+
+// flushAt makes a synchronous flush once this much is pending.
+const flushAt = 256 << 10
+
+func (p *Plane) newOutputStream(j *Job) *outputStream {
+	o := &outputStream{s: p.c.Store, job: j.ID, chunk: p.c.Events.ChunkBytes, carry: map[EventKind][]byte{},
+		maxBytes: j.Limits.MaxOutputBytes, maxLines: j.Limits.MaxOutputLines,
+		stop: make(chan struct{}), done: make(chan struct{}), log: p.c.Logger.Warn}
+	if o.maxBytes <= 0 {
+		o.maxBytes = 1 << 62
+	}
+	go func() {
+		defer close(o.done)
+		t := time.NewTicker(p.c.Events.FlushInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-o.stop:
+				return
+			case <-t.C:
+				o.flush()
+			}
+		}
+	}()
+	return o
+}
+
+// command notes the start of command i.
+func (o *outputStream) command(i int, argv []string) {
+	o.mu.Lock()
+	o.seal()
+	o.pending = append(o.pending, NewEvent{Kind: KindStatus, Data: mustJSON(map[string]any{"command": i, "argv": argv})})
+	o.mu.Unlock()
+}
+
+// write takes a chunk of command i's stream (stdout or stderr).
+func (o *outputStream) write(i int, stream string, p []byte) {
+	kind := KindStdout
+	if stream == "stderr" {
+		kind = KindStderr
+	}
+	o.mu.Lock()
+	if o.over {
+		o.dropped += int64(len(p))
+		o.mu.Unlock()
+		return
+	}
+	for len(p) > 0 {
+		if o.bytes >= o.maxBytes || (o.maxLines > 0 && o.lines >= o.maxLines) {
+			o.seal()
+			o.over = true
+			o.dropped += int64(len(p))
+			o.pending = append(o.pending, NewEvent{Kind: KindStatus, Data: mustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
+				"detail": fmt.Sprintf("the job's output reached its limit (%d bytes, %d lines): the rest is not streamed; the result keeps its tail and counts what was dropped", o.maxBytes, o.maxLines)})})
+			break
+		}
+		if o.cur != nil && (o.curKind != kind || o.curCmd != i) {
+			o.seal()
+		}
+		if o.cur == nil {
+			o.cur, o.curKind, o.curCmd = append(make([]byte, 0, 256), o.carry[kind]...), kind, i
+			delete(o.carry, kind)
+		}
+		n := int(min(int64(len(p)), int64(o.chunk-len(o.cur)), o.maxBytes-o.bytes))
+		for k, c := range p[:n] {
+			if c == '\n' {
+				o.lines++
+				if o.maxLines > 0 && o.lines >= o.maxLines {
+					n = k + 1
+					break
+				}
+			}
+		}
+		o.cur = append(o.cur, p[:n]...)
+		o.bytes += int64(n)
+		p = p[n:]
+		if len(o.cur) >= o.chunk {
+			o.seal()
+		}
+	}
+	big := o.pendingBytes >= flushAt
+	o.mu.Unlock()
+	if big {
+		o.flush()
+	}
+}
+
+// seal turns the current chunk into a pending event (o.mu held), keeping
+// an incomplete trailing UTF-8 sequence for the stream's next chunk.
+func (o *outputStream) seal() {
+	if len(o.cur) == 0 {
+		o.cur = nil
+		return
+	}
+	b := o.cur
+	if !utf8.Valid(b) {
+		for k := 1; k <= 3 && k < len(b); k++ {
+			if utf8.Valid(b[:len(b)-k]) && !utf8.FullRune(b[len(b)-k:]) {
+				o.carry[o.curKind] = append([]byte(nil), b[len(b)-k:]...)
+				b = b[:len(b)-k]
+				break
+			}
+		}
+	}
+	d := OutputData{Command: o.curCmd}
+	if utf8.Valid(b) {
+		d.Text = string(b)
+	} else {
+		d.Base64 = b
+	}
+	o.pending = append(o.pending, NewEvent{Kind: o.curKind, Data: mustJSON(d)})
+	o.pendingBytes += len(b)
+	o.cur = nil
+}
+
+// flush appends what is pending in one transaction.
+func (o *outputStream) flush() {
+	o.flushMu.Lock()
+	defer o.flushMu.Unlock()
+	o.mu.Lock()
+	o.seal()
+	evs := o.pending
+	o.pending, o.pendingBytes = nil, 0
+	o.mu.Unlock()
+	if len(evs) == 0 {
+		return
+	}
+	if o.lost > 0 {
+		evs = append([]NewEvent{{Kind: KindStatus, Data: mustJSON(map[string]any{"lostBytes": o.lost,
+			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", o.lost)})}}, evs...)
+	}
+	if _, err := o.s.AppendEvents(context.Background(), o.job, evs); err != nil {
+		for _, e := range evs {
+			o.lost += int64(len(e.Data))
+		}
+		o.log("append output events", "job", o.job, "err", err)
+		return
+	}
+	o.lost = 0
+}
+
+// close flushes the rest (carried bytes included) and stops the ticker.
+// It returns the bytes not streamed past the output limit.
+func (o *outputStream) close() int64 {
+	close(o.stop)
+	<-o.done
+	o.mu.Lock()
+	o.seal()
+	for k, b := range o.carry {
+		o.pending = append(o.pending, NewEvent{Kind: k, Data: mustJSON(OutputData{Command: o.curCmd, Base64: b})})
+		delete(o.carry, k)
+	}
+	o.mu.Unlock()
+	o.flush()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.dropped
+}
