@@ -18,7 +18,7 @@ import (
 func eventPlane(t *testing.T, s *Store, repo *gitops.Repo, ec EventConfig) *Plane {
 	t.Helper()
 	p, err := New(context.Background(), Config{Store: s, Config: NewRepoConfig(repo, "main", time.Millisecond),
-		Runtimes: map[string][]Runtime{"agents": nil}, MaxActive: 8, QueueBound: 50, noDispatch: true, Events: ec})
+		Runtimes: map[string][]Runtime{"agents": nil}, MaxActive: 8, QueueBound: 50, noDispatch: true, manualAdmission: true, Events: ec})
 	if err != nil {
 		t.Fatal(err)
 	}

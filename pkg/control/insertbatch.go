@@ -220,6 +220,27 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason) VALUES `+strings.Join(tv, ", ")), targs...); err != nil {
 			return nil, err
 		}
+		// Each new job's stream starts with its first state event (seq 1),
+		// in the same transaction, as every transition's does.
+		var hargs, eargs []any
+		hv := make([]string, len(chunk))
+		ev := make([]string, len(chunk))
+		for n, i := range chunk {
+			j := batch[i].sub.job
+			data := mustJSON(StateData{State: j.State, Reason: "submitted"})
+			hv[n], ev[n] = "(?, 1, 0, 0)", "(?, 1, ?, ?, ?, ?)"
+			hargs = append(hargs, j.ID)
+			eargs = append(eargs, j.ID, j.CreatedAt.UnixNano(), string(KindState), string(data), len(data))
+		}
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES `+strings.Join(hv, ", ")), hargs...); err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_events (job_id, seq, at_ns, kind, data, size) VALUES `+strings.Join(ev, ", ")), eargs...); err != nil {
+			return nil, err
+		}
+		for _, i := range chunk {
+			s.ev.pending(tx, batch[i].sub.job.ID)
+		}
 	}
 	var pargs []any
 	var pv []string
