@@ -126,26 +126,42 @@ func TestBoundsCPUSpinnerBesideNeighbour(t *testing.T) {
 		return time.Since(start)
 	}
 	timeIt() // warm up
-	before, err := b.LimitEvents(context.Background(), spinner.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		after, err := b.LimitEvents(context.Background(), spinner.ID)
-		if err != nil || after.CPUThrottled <= before.CPUThrottled {
-			t.Errorf("the spinner's quota never held it back: %+v then %+v (%v)", before, after, err)
-		}
-	}()
 	var ratio float64
 	for attempt := 0; attempt < 3; attempt++ {
 		base := timeIt()
+		before, err := b.LimitEvents(context.Background(), spinner.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
+		done := make(chan error, 1)
 		go func() {
-			defer close(done)
-			_, _ = spinner.Exec(ctx, runner.ExecRequest{Argv: []string{"sh", "-c", "for n in 1 2 3 4; do (while :; do :; done) & done; wait"}, TimeoutMs: 60000}, nil, nil)
+			_, err := spinner.Exec(ctx, runner.ExecRequest{Argv: []string{"sh", "-c", "for n in 1 2 3 4; do (while :; do :; done) & done; wait"}, TimeoutMs: 60000}, nil, nil)
+			done <- err
 		}()
-		time.Sleep(500 * time.Millisecond) // the spinners run
+		// The spinners run, and the quota holds them back: the cgroup's
+		// throttle counter grows (on a busy machine this can take a while).
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			ev, err := b.LimitEvents(context.Background(), spinner.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.CPUThrottled > before.CPUThrottled {
+				break
+			}
+			select {
+			case err := <-done:
+				cancel()
+				t.Fatalf("the spinner's command ended before its quota held it back: %v", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("the spinner's quota never held it back in 20s: %+v then %+v", before, ev)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		loaded := timeIt()
 		cancel()
 		<-done
