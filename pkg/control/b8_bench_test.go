@@ -190,13 +190,12 @@ func fairnessRun(b *testing.B, n int, flood bool) []time.Duration {
 			if stopped.Load() {
 				return
 			}
-			if _, err := s.update(ctx, id, func(j *Job, l *lease) error {
+			if _, err := p.finish(ctx, id, func(j *Job, l *lease) error {
 				j.State, j.Reason, j.EndedAt = Succeeded, "null", tp(time.Now())
 				return nil
 			}); err != nil {
 				b.Error(err)
 			}
-			p.wake()
 		}})
 	if err != nil {
 		b.Fatal(err)

@@ -205,7 +205,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 	// record.
 	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: exit})
 	ended := time.Now().UTC()
-	_, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+	_, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, j.ID, l.Owner)
 		}

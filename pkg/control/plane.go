@@ -226,14 +226,7 @@ func (p *Plane) Submit(ctx context.Context, tenant string, spec Spec) (*Job, boo
 		ConfigRevision: cfg.Revision, Commands: spec.Commands, Limits: lim, State: Queued, Reason: "submitted", CreatedAt: now,
 	}
 	sub := submission{job: j, hash: requestHash(spec), tenantBound: t.Value.QueueBound, globalBound: p.c.QueueBound, budget: -1, profile: prof.Raw}
-	if !p.c.manualAdmission {
-		sub.admit = &batchAdmit{maxActive: p.c.MaxActive, limits: tenantLimits(cfg), decide: func(j *Job, l *lease) { p.decide(cfg, j, l) },
-			after: func(js []*Job) {
-				if err := p.dispatchAdmitted(context.WithoutCancel(ctx), js); err != nil {
-					p.c.Logger.Warn("admission", "err", err)
-				}
-			}}
-	}
+	sub.admit = p.inlineAdmission(ctx, cfg)
 	if sub.tenantBound <= 0 {
 		sub.tenantBound = 1
 	}
@@ -415,4 +408,29 @@ func (p *Plane) failpoint(ctx context.Context, name string) {
 		p.c.Logger.Warn("failpoint reached", "name", name)
 		<-ctx.Done()
 	}
+}
+
+// inlineAdmission is admission run inside another transaction (a
+// submission's, a finished job's) under cfg; nil when admission is left to
+// admitOnce.
+func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *batchAdmit {
+	if p.c.manualAdmission {
+		return nil
+	}
+	return &batchAdmit{maxActive: p.c.MaxActive, limits: tenantLimits(cfg), decide: func(j *Job, l *lease) { p.decide(cfg, j, l) },
+		after: func(js []*Job) {
+			if err := p.dispatchAdmitted(context.WithoutCancel(ctx), js); err != nil {
+				p.c.Logger.Warn("admission", "err", err)
+			}
+		}}
+}
+
+// finish commits a job's change that may end it, admitting into the slot it
+// frees in the same transaction.
+func (p *Plane) finish(ctx context.Context, id string, f func(*Job, *lease) error) (*Job, error) {
+	var ba *batchAdmit
+	if cfg, err := p.c.Config.Current(ctx); err == nil {
+		ba = p.inlineAdmission(ctx, cfg)
+	}
+	return p.c.Store.updateAdmit(ctx, id, f, ba)
 }

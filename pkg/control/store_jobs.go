@@ -194,8 +194,24 @@ func class(s State) int {
 // both and the tenant's counters, and records a transition when the state
 // changed. f returning errSkip leaves everything as it was (nil job).
 func (s *Store) update(ctx context.Context, id string, f func(*Job, *lease) error) (*Job, error) {
+	return s.updateAdmit(ctx, id, f, nil)
+}
+
+// updateAdmit is update that, when the change frees a slot (an active job
+// ends), admits what the slot lets in within the same transaction (ba's
+// after gets the admitted once committed): one transaction where a finish
+// and a wake-up's admission would take two. On PostgreSQL it takes
+// admission's lock first, as every admitter does.
+func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease) error, ba *batchAdmit) (*Job, error) {
 	var out *Job
+	var admitted []*Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		admitted = nil
+		if ba != nil && s.d.lockStmt != "" {
+			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
+				return err
+			}
+		}
 		lock := ""
 		if s.d.name == "postgres" {
 			lock = " FOR UPDATE"
@@ -244,10 +260,17 @@ func (s *Store) update(ctx context.Context, id string, f func(*Job, *lease) erro
 			}
 		}
 		out = j
+		if ba != nil && class(old) == 1 && class(j.State) == 2 {
+			admitted, err = s.admitTx(ctx, tx, ba.maxActive, ba.limits, ba.decide)
+			return err
+		}
 		return nil
 	})
 	if errors.Is(err, errSkip) {
 		return nil, nil
+	}
+	if err == nil && len(admitted) > 0 && ba.after != nil {
+		ba.after(admitted)
 	}
 	return out, err
 }
