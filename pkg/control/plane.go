@@ -243,6 +243,9 @@ func (p *Plane) Submit(ctx context.Context, tenant string, spec Spec) (*Job, boo
 		}
 		sub.budget, sub.periodStart = b.Amount, b.PeriodStart(now)
 	}
+	if le := p.c.Store.overBound(ctx, sub); le != nil {
+		return nil, false, le
+	}
 	out, created, err := p.c.Store.insert(ctx, sub)
 	if err == nil && created {
 		p.wake()

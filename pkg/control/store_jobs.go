@@ -512,3 +512,29 @@ func budgetRefusal(sub submission, spent, reserved float64) *LimitError {
 			c.WorstCase, c.Currency, time.Duration(sub.job.Limits.Deadline), c.RatePerHour, sub.job.Tenant, sub.budget, c.Currency,
 			sub.periodStart.UTC().Format(time.RFC3339), spent, reserved)}
 }
+
+// overBound says, from reads only (no write lock), that a submission
+// would be refused for a full queue: its tenant's or the plane's queue is
+// at its bound and its key names no stored job. A flood of refused
+// submissions then never queues for the writer; the transaction's own
+// check stays the authority.
+func (s *Store) overBound(ctx context.Context, sub submission) *LimitError {
+	var tq, pq int
+	if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COALESCE((SELECT queued FROM cp_tenants WHERE tenant = ?), 0), (SELECT queued FROM cp_plane WHERE id = 1)`),
+		sub.job.Tenant).Scan(&tq, &pq); err != nil {
+		return nil
+	}
+	if tq < sub.tenantBound && pq < sub.globalBound {
+		return nil
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_jobs WHERE tenant = ? AND idem_key = ?`), sub.job.Tenant, sub.job.IdempotencyKey).Scan(&n); err != nil || n > 0 {
+		return nil
+	}
+	if pq >= sub.globalBound {
+		return &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
+			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
+	}
+	return &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
+		Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", sub.job.Tenant, tq, sub.tenantBound)}
+}
