@@ -67,17 +67,25 @@ func TestJobLogsFollow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var firstAt, doneAt time.Time
+	first := make(chan time.Time, 1) // when the first stdout event was read
 	go func() {
 		_ = c.Follow(ctx, j.ID, control.FollowOptions{}, func(e control.Event) error {
-			if e.Kind == control.KindStdout && firstAt.IsZero() {
-				firstAt = time.Now()
+			if e.Kind == control.KindStdout {
+				select {
+				case first <- time.Now():
+				default:
+				}
 			}
 			return nil
 		})
 	}()
 	r := run(t, "", "job", "logs", "-f", j.ID, "--server", cp.url, "--token-file", tokFile)
-	doneAt = time.Now()
+	doneAt := time.Now()
+	var firstAt time.Time
+	select {
+	case firstAt = <-first:
+	case <-time.After(5 * time.Second):
+	}
 	if r.code != 0 || r.stdout != "one\n\x1b[31mthree\x1b[0m\n" || !strings.Contains(r.stderr, "two\n") || !strings.Contains(r.stderr, "running") || !strings.Contains(r.stderr, "succeeded") {
 		t.Fatalf("job logs -f: %+v", r)
 	}
