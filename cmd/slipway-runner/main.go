@@ -2,7 +2,9 @@
 // inside each sandbox, executes the commands the runtime sends over a unix
 // socket and proves its identity. See package runner for the protocol.
 //
-//	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR
+//	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR [--egress-listen ADDR --egress-socket PATH]
+//	                                      (with --egress-*: forwards ADDR, 127.0.0.1:PORT in the sandbox, to the
+//	                                      egress proxy's unix socket PATH that the backend bound in)
 //	slipway-runner serve --listen-unix PATH   (in a pod: generation and sandbox from $SLIPWAY_GENERATION, $SLIPWAY_SANDBOX_ID)
 //	slipway-runner connect PATH               (bridges stdin and stdout to the runner's socket: run through pod exec)
 //	slipway-runner credential put NAME        (stdin becomes /run/slipway/credentials/NAME, mode 0400: run through pod exec)
@@ -78,8 +80,13 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Generation, "generation", os.Getenv(runner.EnvGeneration), "the generation this sandbox belongs to (default $"+runner.EnvGeneration+")")
 	fs.StringVar(&cfg.SandboxID, "sandbox", os.Getenv(runner.EnvSandboxID), "the sandbox's id (default $"+runner.EnvSandboxID+")")
 	fs.StringVar(&cfg.Workdir, "workdir", "", "default working directory of commands (default: the runner's own)")
+	egressListen := fs.String("egress-listen", "", "forward this TCP address (127.0.0.1:PORT) to --egress-socket: the sandbox's egress proxy")
+	egressSocket := fs.String("egress-socket", "", "the egress proxy's unix socket, bound into the sandbox")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if (*egressListen == "") != (*egressSocket == "") {
+		return fmt.Errorf("serve: --egress-listen and --egress-socket go together")
 	}
 	if cfg.Workdir == "" {
 		if cfg.Workdir, err = os.Getwd(); err != nil {
@@ -100,6 +107,19 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if *egressListen != "" {
+		// Listening before Serve answers: once the backend sees the runner
+		// ready, the proxy's address is taken by the runner, not a workload.
+		eln, err := net.Listen("tcp", *egressListen)
+		if err != nil {
+			return fmt.Errorf("serve: egress: %w", err)
+		}
+		go func() {
+			if err := runner.Forward(ctx, eln, *egressSocket); err != nil && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "slipway-runner: egress forwarder:", err)
+			}
+		}()
+	}
 	if err := runner.Serve(ctx, ln, cfg); err != nil && ctx.Err() == nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -119,22 +120,29 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress: denied: "+a.Reason, http.StatusForbidden)
 		return
 	}
-	tr := &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, err := p.dial(ctx, ip, a.Destination)
-			if err != nil {
-				return nil, err
-			}
-			return &counted{Conn: c, out: &a.BytesOut, in: &a.BytesIn}, nil
-		},
+	// One connection, written and read in this goroutine: when the
+	// handler ends, nothing else counts its bytes any more.
+	up, err := p.dial(r.Context(), ip, a.Destination)
+	if err != nil {
+		a.Reason = err.Error()
+		http.Error(w, "egress: "+err.Error(), http.StatusBadGateway)
+		return
 	}
-	defer tr.CloseIdleConnections()
+	defer up.Close()
+	stop := context.AfterFunc(r.Context(), func() { _ = up.Close() })
+	defer stop()
+	cc := &counted{Conn: up, out: &a.BytesOut, in: &a.BytesIn}
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
+	out.Close = true
 	out.Header.Del("Proxy-Connection")
 	out.Header.Del("Proxy-Authorization")
-	resp, err := tr.RoundTrip(out)
+	if err := out.Write(cc); err != nil {
+		a.Reason = err.Error()
+		http.Error(w, "egress: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(cc), out)
 	if err != nil {
 		a.Reason = err.Error()
 		http.Error(w, "egress: "+err.Error(), http.StatusBadGateway)
@@ -180,6 +188,10 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, a *Attempt) {
 		return
 	}
 	done := make(chan struct{})
+	// The request's context ends when a Serve stops: the tunnel ends with
+	// it, so that every tunnel is recorded before Serve returns.
+	stop := context.AfterFunc(r.Context(), func() { _ = up.Close(); _ = down.Close() })
+	defer stop()
 	go func() {
 		n, _ := io.Copy(up, buf) // buffered bytes first, then the connection
 		atomic.AddInt64(&a.BytesOut, n)
