@@ -73,7 +73,7 @@ func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) 
 	defer pr.release(context.WithoutCancel(ctx))
 
 	start := r.now()
-	lim, lerr := poolLimits(p.Pool, r.warm.enforcement)
+	lim, lerr := poolBounds(p.Pool, r.warm.enforcement)
 	if lerr != nil {
 		return nil, fmt.Errorf("%w: %w", ErrProofRefused, lerr)
 	}
@@ -142,6 +142,7 @@ func (p *prover) release(ctx context.Context) {
 	if p.s != nil && !p.released {
 		p.released = true
 		_ = p.r.warm.Release(ctx, p.s.ID)
+		p.r.takeEgress(p.s.ID) // a proof's attempts are its evidence, not a run's
 	}
 }
 
@@ -432,7 +433,7 @@ func (p *prover) cleanup(ctx context.Context, start time.Time) {
 // On a cluster that keeps the warm pools it is a claim marked as a proof
 // on g's warm pool, refused (and released) when the cluster cold-started
 // it instead of handing it a ready warm member.
-func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.Generation, claimID string, lim sandbox.Limits) (*sandbox.Sandbox, error) {
+func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.Generation, claimID string, lim bounds) (*sandbox.Sandbox, error) {
 	if w.cluster != nil {
 		s, err := w.create(ctx, poolName, g, claimID, true, lim)
 		if err != nil {

@@ -174,7 +174,7 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	var wg sync.WaitGroup
 	for name, p := range d.Pools {
 		size := p.Pool.Spec.WarmSize
-		lim, err := poolLimits(p.Pool, w.enforcement)
+		lim, err := poolBounds(p.Pool, w.enforcement)
 		if err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
 			continue
@@ -463,7 +463,7 @@ func (w *Warm) done(key string) {
 
 // create makes a sandbox of generation g in pool for owner, and logs why
 // when it cannot.
-func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim sandbox.Limits) (*sandbox.Sandbox, error) {
+func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim bounds) (*sandbox.Sandbox, error) {
 	s, err := w.createSandbox(ctx, pool, g, owner, proof, lim)
 	if err != nil && ctx.Err() == nil { // not when the caller gave up
 		w.log.printf("sandbox create failed: pool %s, generation %s, for %s: %v", pool, g.ID, owner, err)
@@ -471,7 +471,7 @@ func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation
 	return s, err
 }
 
-func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim sandbox.Limits) (*sandbox.Sandbox, error) {
+func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim bounds) (*sandbox.Sandbox, error) {
 	img, id, err := w.art.Template(ctx, g)
 	if err != nil {
 		return nil, err
@@ -488,7 +488,7 @@ func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Gen
 		}
 		defer func() { <-w.creating }()
 	}
-	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: sandbox.NetworkDeny, Proof: proof, Limits: lim})
+	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: lim.network, Allow: lim.allow, Proof: proof, Limits: lim.limits})
 }
 
 // maxCreates is how many sandboxes a Warm creates at once (refills and
@@ -530,7 +530,7 @@ func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 	if !ok {
 		return nil, false, granted, fmt.Errorf("%w: %s", ErrNoActive, pool)
 	}
-	lim, err := poolLimits(p.Pool, w.enforcement)
+	lim, err := poolBounds(p.Pool, w.enforcement)
 	if err != nil {
 		return nil, false, granted, err
 	}
