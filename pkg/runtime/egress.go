@@ -2,12 +2,18 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"net"
+	"net/netip"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/slipway-dev/slipway/pkg/egress"
 	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
 )
 
 // egressLog holds the egress attempts of sandboxes until the runs holding
@@ -131,4 +137,89 @@ func (c *denialCollector) Collect(ch chan<- prometheus.Metric) {
 	for rev, n := range c.rt.PolicyDenials() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, n, rev)
 	}
+}
+
+// throughProxy is an allow-list pool's half of the network proof: through
+// the sandbox's egress proxy, the concrete destinations of allow (host:port
+// and IP:port entries; at most three) are reached, and a denied one (a
+// listener of this host's that allow does not list, and the cloud
+// metadata address) is refused, with no connection arriving.
+func (p *prover) throughProxy(ctx context.Context, allow []string) (bool, string) {
+	var ip string
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+				ip = n.IP.String()
+				break
+			}
+		}
+	}
+	denied := []string{"169.254.169.254:80"}
+	arrived := make(chan struct{}, 1)
+	if ip != "" {
+		ln, err := net.Listen("tcp4", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return false, fmt.Sprintf("no listener to probe the proxy with: %v", err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+				select {
+				case arrived <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		if pol, err := egress.Parse(allow); err == nil && !pol.Check(ip, uint16(ln.Addr().(*net.TCPAddr).Port), netip.MustParseAddr(ip)).Allowed {
+			denied = append(denied, ln.Addr().String())
+		}
+	}
+	probe := func(dest string) (bool, string, error) {
+		st, out, err := p.exec(ctx, p.s.RunnerBinaryPath(), "probe", "connect", sandbox.EgressProxyAddr, dest)
+		switch {
+		case err != nil:
+			return false, "", fmt.Errorf("the proxy probe did not run: %w", err)
+		case st.ExitCode != 0 && st.ExitCode != 3:
+			return false, "", fmt.Errorf("the proxy probe of %s failed to run (exit %d): %s", dest, st.ExitCode, strings.TrimSpace(out))
+		}
+		return st.ExitCode == 0, strings.TrimSpace(out), nil
+	}
+	var reached, refused []string
+	for _, d := range denied {
+		ok, out, err := probe(d)
+		if err != nil {
+			return false, err.Error()
+		}
+		if ok {
+			return false, fmt.Sprintf("the egress proxy let the sandbox reach %s, which pool %s does not allow: %s", d, p.pool.Pool.Metadata.Name, out)
+		}
+		refused = append(refused, d)
+	}
+	select {
+	case <-arrived:
+		return false, "a connection from the sandbox arrived at this host's listener, which the allow-list does not list"
+	default:
+	}
+	for _, e := range allow {
+		if len(reached) == 3 {
+			break
+		}
+		if strings.Contains(e, "/") || strings.HasPrefix(e, "*.") {
+			continue // no one destination to reach
+		}
+		ok, out, err := probe(e)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !ok {
+			return false, fmt.Sprintf("the approved destination %s was not reached through the egress proxy: %s", e, out)
+		}
+		reached = append(reached, e)
+	}
+	return true, fmt.Sprintf("through the egress proxy: approved %s reached, denied %s refused", orNone(reached), strings.Join(refused, " and "))
 }

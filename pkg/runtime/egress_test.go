@@ -16,6 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/egress"
 	"github.com/slipway-dev/slipway/pkg/pool"
 	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/local"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
 )
@@ -123,4 +124,63 @@ func TestAllowListPoolRecordsEgress(t *testing.T) {
 	if line := fmt.Sprintf("slipway_policy_denial_count{policy_revision=%q} 2", m.PolicyRevision); !strings.Contains(rec.Body.String(), line) {
 		t.Fatalf("metrics lack %q:\n%s", line, rec.Body.String())
 	}
+}
+
+// The network proof of an allow-list pool: no route of the sandbox's own,
+// the approved destination reached through the proxy, a denied one and
+// the metadata address refused; an approved destination that cannot be
+// reached fails the proof.
+func TestNetworkProofAllowList(t *testing.T) {
+	w := newWarmWorld(t)
+	ctx := context.Background()
+	ip := hostIPv4(t)
+	port := originServer(t, ip)
+	be := newLocalBackend(t)
+	g1 := w.generation(t, nil)
+	g2 := w.generation(t, g1)
+	d := w.desired(t, "rev-1", 1, g1, g2)
+	spec := &d.Pools["agents"].Pool.Spec
+	spec.Network = pool.Network{Mode: "allow-list", Allow: []string{ip + ":" + port, "*.example.com:443"}}
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, newStore(t), time.Minute)
+	defer rt.Close()
+	if rep := warm.Reconcile(ctx, d); len(rep.Errors) > 0 {
+		t.Fatal(rep.Errors)
+	}
+	res, err := rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-net", Checks: []string{"allocate", "network", "cleanup"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := res.Evidence[1]
+	if !res.Passed() || !strings.Contains(e.Reason, "(pool network: allow-list)") ||
+		!strings.Contains(e.Reason, "through the egress proxy: approved "+ip+":"+port+" reached, denied 169.254.169.254:80 and "+ip+":") {
+		t.Fatalf("network proof: %+v", res.Evidence)
+	}
+
+	// An approved destination nothing listens on.
+	spec.Network.Allow = []string{ip + ":1"}
+	d.Pools["agents"].Pool.Spec = *spec
+	for _, s := range mustList(t, be) {
+		_ = be.Delete(ctx, s.ID) // warm members made with the old list
+	}
+	if rep := warm.Reconcile(ctx, d); len(rep.Errors) > 0 {
+		t.Fatal(rep.Errors)
+	}
+	fillWarm(t, ctx, warm, be, d, g2.ID, 1)
+	res, err = rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-net2", Checks: []string{"network"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed() || !strings.Contains(res.Evidence[0].Reason, "the approved destination "+ip+":1 was not reached through the egress proxy") {
+		t.Fatalf("network proof with an unreachable approved destination: %+v", res.Evidence)
+	}
+}
+
+func mustList(t *testing.T, be *local.Backend) []*sandbox.Sandbox {
+	t.Helper()
+	all, err := be.List(context.Background(), sandbox.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
 }

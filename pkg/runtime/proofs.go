@@ -191,7 +191,8 @@ func (p *prover) identity(ctx context.Context, start time.Time) {
 		id.RunnerBinarySHA256, p.g.Pins[generation.Runner].Identity(), id.Generation, id.SandboxID, id.MinProtocolVersion, id.ProtocolVersion)
 }
 
-// network: where the pool denies network, the sandbox reaches nothing: a
+// network: the sandbox reaches nothing by itself (deny and allow-list
+// pools alike; for allow-list, throughProxy checks its proxy too): a
 // listener on every address of this host, IPv4 and IPv6, gets no
 // connection from it. The targets are 127.0.0.1, [::1] and each
 // non-loopback address of the host (IPv6 link-local ones need a zone, and
@@ -200,11 +201,24 @@ func (p *prover) identity(ctx context.Context, start time.Time) {
 // evidence says so with the reason, as it does when the host has no IPv6
 // at all or no non-loopback IPv6 address.
 func (p *prover) network(ctx context.Context, start time.Time) {
-	nw := p.pool.Pool.Spec.Network
-	if nw.Mode != "deny" {
-		p.add("network", start, true, "pool %s allows %s: nothing to deny", p.pool.Pool.Metadata.Name, strings.Join(nw.Allow, ", "))
+	if nw := p.pool.Pool.Spec.Network; nw.Mode == "allow-list" && p.r.warm.cluster != nil {
+		// A cluster's sandboxes go out by its network policy, not an
+		// egress proxy of the runtime's.
+		p.add("network", start, true, "pool %s allows %s: the cluster's network policy enforces it (not probed)", p.pool.Pool.Metadata.Name, strings.Join(nw.Allow, ", "))
 		return
 	}
+	ok, msg := p.noRoute(ctx)
+	if nw := p.pool.Pool.Spec.Network; ok && nw.Mode == "allow-list" {
+		var more string
+		ok, more = p.throughProxy(ctx, nw.Allow)
+		msg += "; " + more
+	}
+	p.add("network", start, ok, "%s", msg)
+}
+
+// noRoute checks that the sandbox reaches no address of this host by
+// itself (an allow-list pool's sandbox too: only its proxy goes out).
+func (p *prover) noRoute(ctx context.Context) (bool, string) {
 	accepted := make(chan string, 64)
 	accept := func(ln net.Listener) {
 		for {
@@ -221,8 +235,7 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 	}
 	ln4, err := net.Listen("tcp4", ":0")
 	if err != nil {
-		p.add("network", start, false, "no IPv4 listener to probe with: %v", err)
-		return
+		return false, fmt.Sprintf("no IPv4 listener to probe with: %v", err)
 	}
 	defer ln4.Close()
 	go accept(ln4)
@@ -275,21 +288,18 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 		targets = append(targets, t)
 	}
 	if len(targets) == 0 {
-		p.add("network", start, false, "no address of this host takes a connection from the host itself: %s", strings.Join(skipped, "; "))
-		return
+		return false, fmt.Sprintf("no address of this host takes a connection from the host itself: %s", strings.Join(skipped, "; "))
 	}
 	var reached []string
 	for _, t := range targets {
 		st, out, err := p.exec(ctx, p.s.RunnerBinaryPath(), "probe", "dial", t)
 		switch {
 		case err != nil:
-			p.add("network", start, false, "the probe did not run: %v", err)
-			return
+			return false, fmt.Sprintf("the probe did not run: %v", err)
 		case st.ExitCode == 0:
 			reached = append(reached, t)
 		case st.ExitCode != 3:
-			p.add("network", start, false, "the probe of %s failed to run (exit %d): %s", t, st.ExitCode, out)
-			return
+			return false, fmt.Sprintf("the probe of %s failed to run (exit %d): %s", t, st.ExitCode, out)
 		}
 	}
 	for more := true; more; {
@@ -303,8 +313,7 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 		}
 	}
 	if len(reached) > 0 {
-		p.add("network", start, false, "the sandbox has network where pool %s denies it: %s", p.pool.Pool.Metadata.Name, strings.Join(reached, "; "))
-		return
+		return false, fmt.Sprintf("the sandbox has network where pool %s denies it: %s", p.pool.Pool.Metadata.Name, strings.Join(reached, "; "))
 	}
 	var v4, v6 []string
 	for _, t := range targets {
@@ -314,12 +323,12 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 			v4 = append(v4, t)
 		}
 	}
-	msg := fmt.Sprintf("no connection to this host's IPv4 %s or IPv6 %s from inside the sandbox (pool network: deny)",
-		orNone(v4), orNone(v6))
+	msg := fmt.Sprintf("no connection to this host's IPv4 %s or IPv6 %s from inside the sandbox (pool network: %s)",
+		orNone(v4), orNone(v6), p.pool.Pool.Spec.Network.Mode)
 	if len(skipped) > 0 {
 		msg += "; skipped: " + strings.Join(skipped, "; ")
 	}
-	p.add("network", start, true, "%s", msg)
+	return true, msg
 }
 
 func orNone(s []string) string {
