@@ -95,6 +95,19 @@ func poolBounds(p *pool.Pool, e *sandbox.Enforcement) (bounds, error) {
 	return b, nil
 }
 
+// fits reports whether s, a warm member, was made for the network b asks
+// for (a backend that records no network: any).
+func (b bounds) fits(s *sandbox.Sandbox) bool {
+	if s.Network == "" && s.Allow == nil {
+		return true
+	}
+	n := s.Network
+	if n == "" {
+		n = sandbox.NetworkDeny
+	}
+	return n == b.network && slices.Equal(s.Allow, b.allow)
+}
+
 // limitsReport is a run manifest's record of its sandbox's limits.
 func limitsReport(p *pool.Pool, e *sandbox.Enforcement, l sandbox.Limits) map[string]string {
 	b, err := p.Spec.Limits.Bounds()

@@ -160,13 +160,15 @@ func TestNetworkProofAllowList(t *testing.T) {
 	// An approved destination nothing listens on.
 	spec.Network.Allow = []string{ip + ":1"}
 	d.Pools["agents"].Pool.Spec = *spec
-	for _, s := range mustList(t, be) {
-		_ = be.Delete(ctx, s.ID) // warm members made with the old list
-	}
 	if rep := warm.Reconcile(ctx, d); len(rep.Errors) > 0 {
 		t.Fatal(rep.Errors)
 	}
 	fillWarm(t, ctx, warm, be, d, g2.ID, 1)
+	for _, s := range mustList(t, be) { // the members made for the old list are gone
+		if s.Owner == sandbox.OwnerWarm && strings.Join(s.Allow, ",") != ip+":1" {
+			t.Fatalf("warm member %s of the old network %v", s.ID, s.Allow)
+		}
+	}
 	res, err = rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-net2", Checks: []string{"network"}})
 	if err != nil {
 		t.Fatal(err)
@@ -183,4 +185,47 @@ func mustList(t *testing.T, be *local.Backend) []*sandbox.Sandbox {
 		t.Fatal(err)
 	}
 	return all
+}
+
+// A pool whose network changes hands out no warm member made for the old
+// one: the claim gets a sandbox with the new network, and Reconcile
+// retires the old members.
+func TestWarmMembersFollowTheNetwork(t *testing.T) {
+	w := newWarmWorld(t)
+	ctx := context.Background()
+	be := newLocalBackend(t)
+	d := w.desired(t, "rev-1", 1, w.generation(t, nil))
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, newStore(t), time.Minute)
+	defer rt.Close()
+	if rep := warm.Reconcile(ctx, d); len(rep.Errors) > 0 || len(rep.Created) != 1 {
+		t.Fatal(rep)
+	}
+	old := rep0(t, be)
+	d.Pools["agents"].Pool.Spec.Network = pool.Network{Mode: "allow-list", Allow: []string{"192.0.2.10:443"}}
+	gr, err := rt.Claim(ctx, runtime.ClaimRequest{Pool: "agents"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gr.Warm || gr.SandboxID == old {
+		t.Fatalf("the claim got the deny pool's warm member %s: %+v", old, gr)
+	}
+	for _, s := range mustList(t, be) {
+		if s.ID == gr.SandboxID && (s.Network != sandbox.NetworkAllowList || strings.Join(s.Allow, ",") != "192.0.2.10:443") {
+			t.Fatalf("claimed sandbox network %q %v", s.Network, s.Allow)
+		}
+		if s.ID == old {
+			t.Fatalf("the old member %s is still there", old)
+		}
+	}
+}
+
+// rep0 is the id of the one sandbox be has.
+func rep0(t *testing.T, be *local.Backend) string {
+	t.Helper()
+	all := mustList(t, be)
+	if len(all) != 1 {
+		t.Fatalf("%d sandboxes, want 1", len(all))
+	}
+	return all[0].ID
 }

@@ -225,6 +225,11 @@ type Sandbox struct {
 	Placement *Placement `json:"placement,omitempty"`
 	// Refresh says what the refresh phase did at start.
 	Refresh []RefreshResult `json:"refresh,omitempty"`
+	// Network and Allow are the Spec's, as the backend recorded them
+	// (empty where it records none): a warm member made for an older
+	// network of its pool is not handed out.
+	Network Network  `json:"network,omitempty"`
+	Allow   []string `json:"allow,omitempty"`
 
 	// Runner reaches the sandbox's runner; nil for a dead sandbox.
 	Runner *runner.Client `json:"-"`

@@ -245,6 +245,9 @@ type record struct {
 	// remove; WorkspaceBytes is the size of its workspace tmpfs (0: none).
 	Cgroup         bool   `json:"cgroup,omitempty"`
 	WorkspaceBytes uint64 `json:"workspaceBytes,omitempty"`
+	// Network and Allow are the Spec's.
+	Network sandbox.Network `json:"network,omitempty"`
+	Allow   []string        `json:"allow,omitempty"`
 }
 
 func (b *Backend) sandboxDir(id string) string { return filepath.Join(b.dir, "sandboxes", id) }
@@ -297,7 +300,7 @@ func (b *Backend) viewOf(rec *record, creating bool) *sandbox.Sandbox {
 		ID: rec.ID, Pool: rec.Pool, Generation: rec.Generation, Owner: rec.Owner,
 		TemplateID: rec.TemplateID, RunnerBinarySHA256: rec.RunnerBinarySHA256,
 		Created: rec.Created, Ready: rec.Ready, Workdir: rec.Workdir,
-		Refresh: slices.Clone(rec.Refresh),
+		Refresh: slices.Clone(rec.Refresh), Network: rec.Network, Allow: slices.Clone(rec.Allow),
 	}
 	switch {
 	case creating && (rec.Bwrap.Pid == 0 || b.alive(rec)):

@@ -131,6 +131,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		ID: id, Pool: spec.Pool, Generation: spec.Generation, Owner: spec.Owner,
 		TemplateID: templateID, RunnerBinarySHA256: spec.Runner.Digest,
 		Created: time.Now().UTC().Truncate(time.Millisecond), Workdir: t.workdir, BootID: b.boot,
+		Network: spec.Network, Allow: spec.Allow,
 	}
 	if err := b.writeRecord(rec); err != nil {
 		return nil, err
