@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -146,9 +147,11 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 	return cmd
 }
 
-// printEgress writes a run's egress attempts, one line each.
-func printEgress(w io.Writer, m *runs.Manifest) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+// printEgress writes a run's egress attempts, one line each, in one
+// write (a line-wise consumer of the output sees whole lines).
+func printEgress(out io.Writer, m *runs.Manifest) error {
+	var w bytes.Buffer
+	tw := tabwriter.NewWriter(&w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tMETHOD\tDESTINATION\tRESULT\tRULE OR REASON\tBYTES OUT\tBYTES IN")
 	for _, a := range m.Egress {
 		result, why := "denied", a.Reason
@@ -161,12 +164,13 @@ func printEgress(w io.Writer, m *runs.Manifest) error {
 		return err
 	}
 	if len(m.Egress) == 0 {
-		fmt.Fprintf(w, "run %s made no egress attempts\n", m.RunID)
+		fmt.Fprintf(&w, "run %s made no egress attempts\n", m.RunID)
 	}
 	if m.EgressDropped > 0 {
-		fmt.Fprintf(w, "%d more attempts were not kept (at most %d per run)\n", m.EgressDropped, runs.MaxEgress)
+		fmt.Fprintf(&w, "%d more attempts were not kept (at most %d per run)\n", m.EgressDropped, runs.MaxEgress)
 	}
-	return nil
+	_, err := out.Write(w.Bytes())
+	return err
 }
 
 func newCmdRunsQuery(g *globals) *cobra.Command {

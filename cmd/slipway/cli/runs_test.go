@@ -118,3 +118,20 @@ func TestRunsShowEgress(t *testing.T) {
 		t.Fatalf("runs show --egress of a run without any: %+v", r)
 	}
 }
+
+// writeCounter counts Write calls.
+type writeCounter struct{ n int }
+
+func (w *writeCounter) Write(p []byte) (int, error) { w.n++; return len(p), nil }
+
+// The table is one write: a consumer that indents each write (the demo)
+// sees whole lines.
+func TestPrintEgressOneWrite(t *testing.T) {
+	m := &runs.Manifest{RunID: "r-1"}
+	m.AddEgress(runs.EgressAttempt{Method: "GET", Destination: "192.0.2.2:80", Allowed: true, Rule: "192.0.2.2:80"},
+		runs.EgressAttempt{Method: "GET", Destination: "192.0.2.2:81", Reason: "on no allow-list entry"})
+	var w writeCounter
+	if err := printEgress(&w, m); err != nil || w.n != 1 {
+		t.Fatalf("%d writes, %v", w.n, err)
+	}
+}
