@@ -111,7 +111,6 @@ type options struct {
 	ownerInRecord bool // tests: record owners as a file system without xattrs must
 	noCgroups     bool // WithoutCgroups
 	egressRecord  func(sandboxID string, a egress.Attempt)
-	resolver      egress.Resolver // tests: names without a DNS server
 }
 
 // WithReadyTimeout bounds how long Create waits for a new sandbox's runner

@@ -34,14 +34,6 @@ func WithEgressRecorder(record func(sandboxID string, a egress.Attempt)) Option 
 	}
 }
 
-// withResolver makes the egress proxies resolve names with r (tests).
-func withResolver(r egress.Resolver) Option {
-	return func(o *options) error {
-		o.resolver = r
-		return nil
-	}
-}
-
 // egressProxy is one sandbox's running proxy.
 type egressProxy struct {
 	cancel context.CancelFunc
@@ -91,7 +83,7 @@ func (b *Backend) startEgress(id, dir string, pol *egress.Policy, user *isolate.
 	if r := b.o.egressRecord; r != nil {
 		record = func(a egress.Attempt) { r(id, a) }
 	}
-	px := &egress.Proxy{Policy: pol, Resolver: b.o.resolver, Record: record}
+	px := &egress.Proxy{Policy: pol, Record: record}
 	ctx, cancel := context.WithCancel(context.Background())
 	ep := &egressProxy{cancel: cancel, done: make(chan struct{})}
 	go func() {
