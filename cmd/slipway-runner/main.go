@@ -2,7 +2,9 @@
 // inside each sandbox, executes the commands the runtime sends over a unix
 // socket and proves its identity. See package runner for the protocol.
 //
-//	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR
+//	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR [--egress-listen ADDR --egress-socket PATH]
+//	                                      (with --egress-*: forwards ADDR, 127.0.0.1:PORT in the sandbox, to the
+//	                                      egress proxy's unix socket PATH that the backend bound in)
 //	slipway-runner serve --listen-unix PATH   (in a pod: generation and sandbox from $SLIPWAY_GENERATION, $SLIPWAY_SANDBOX_ID)
 //	slipway-runner connect PATH               (bridges stdin and stdout to the runner's socket: run through pod exec)
 //	slipway-runner credential put NAME        (stdin becomes /run/slipway/credentials/NAME, mode 0400: run through pod exec)
@@ -13,12 +15,15 @@
 //	                                      with --refresh, also the pod's refresh phase: RDIR/machine-id)
 //	slipway-runner probe dial HOST:PORT   (exit 0: connected; 3: could not; IPv6 as [ADDR]:PORT)
 //	slipway-runner probe write DIR        (exit 0: a file was written, read back and removed)
+//	slipway-runner probe connect PROXY HOST:PORT
+//	                                      (exit 0: the HTTP proxy at PROXY opened a tunnel to HOST:PORT; 3: it refused)
 //
 // The probes are what a rollout's proof checks run inside a sandbox, so
 // they need no tool of the template's (no shell, no nc).
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -28,6 +33,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -78,8 +84,13 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Generation, "generation", os.Getenv(runner.EnvGeneration), "the generation this sandbox belongs to (default $"+runner.EnvGeneration+")")
 	fs.StringVar(&cfg.SandboxID, "sandbox", os.Getenv(runner.EnvSandboxID), "the sandbox's id (default $"+runner.EnvSandboxID+")")
 	fs.StringVar(&cfg.Workdir, "workdir", "", "default working directory of commands (default: the runner's own)")
+	egressListen := fs.String("egress-listen", "", "forward this TCP address (127.0.0.1:PORT) to --egress-socket: the sandbox's egress proxy")
+	egressSocket := fs.String("egress-socket", "", "the egress proxy's unix socket, bound into the sandbox")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if (*egressListen == "") != (*egressSocket == "") {
+		return fmt.Errorf("serve: --egress-listen and --egress-socket go together")
 	}
 	if cfg.Workdir == "" {
 		if cfg.Workdir, err = os.Getwd(); err != nil {
@@ -100,6 +111,19 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if *egressListen != "" {
+		// Listening before Serve answers: once the backend sees the runner
+		// ready, the proxy's address is taken by the runner, not a workload.
+		eln, err := net.Listen("tcp", *egressListen)
+		if err != nil {
+			return fmt.Errorf("serve: egress: %w", err)
+		}
+		go func() {
+			if err := runner.Forward(ctx, eln, *egressSocket); err != nil && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "slipway-runner: egress forwarder:", err)
+			}
+		}()
+	}
 	if err := runner.Serve(ctx, ln, cfg); err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -185,8 +209,11 @@ func install(args []string, digest string) error {
 // probe answers no with exit 3 (and why, on stdout); exit 1 is a probe
 // that could not run.
 func probe(args []string) error {
+	if len(args) == 3 && args[0] == "connect" {
+		return probeConnect(args[1], args[2])
+	}
 	if len(args) != 2 {
-		return fmt.Errorf("usage: slipway-runner probe dial HOST:PORT | probe write DIR")
+		return fmt.Errorf("usage: slipway-runner probe dial HOST:PORT | probe write DIR | probe connect PROXY HOST:PORT")
 	}
 	switch args[0] {
 	case "dial":
@@ -222,5 +249,33 @@ func probe(args []string) error {
 		fmt.Printf("wrote and read back %s\n", f.Name())
 		return nil
 	}
-	return fmt.Errorf("unknown probe %q: want dial or write", args[0])
+	return fmt.Errorf("unknown probe %q: want dial, write or connect", args[0])
+}
+
+// probeConnect asks the HTTP proxy at proxy for a CONNECT tunnel to dest:
+// an allow-list sandbox's proof that its proxy lets an approved
+// destination through and refuses a denied one.
+func probeConnect(proxy, dest string) error {
+	c, err := net.DialTimeout("tcp", proxy, 3*time.Second)
+	if err != nil {
+		fmt.Printf("no connection to the proxy %s: %v\n", proxy, err)
+		os.Exit(3)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", dest, dest); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		fmt.Printf("the proxy %s did not answer: %v\n", proxy, err)
+		os.Exit(3)
+	}
+	line = strings.TrimSpace(line)
+	if f := strings.Fields(line); len(f) < 2 || f[1] != "200" {
+		fmt.Printf("the proxy %s refused a tunnel to %s: %s\n", proxy, dest, line)
+		os.Exit(3)
+	}
+	fmt.Printf("tunnel to %s through %s\n", dest, proxy)
+	return nil
 }

@@ -27,12 +27,12 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/attest":     {},
 		"pkg/sign":       {"pkg/attest", "pkg/resolve", "pkg/ref", "pkg/atomicfile"},
 		"pkg/policy":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation"},
-		"pkg/runtime":    {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/sandbox/shape"},
+		"pkg/runtime":    {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/sandbox/shape"},
 		// The runtime on this machine: the local backend under it.
-		"pkg/runtime/serve": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape", "pkg/kubesandbox", "pkg/kubeapply", "pkg/render"},
+		"pkg/runtime/serve": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape", "pkg/kubesandbox", "pkg/kubeapply", "pkg/render"},
 		// Rollouts sit on top of the library; the fleet is an interface the
 		// runtime's client implements (runtime for its API types).
-		"pkg/rollout":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape"},
+		"pkg/rollout":      {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape"},
 		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sandbox/shape"},
 		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/gitops", "pkg/policy", "pkg/pool", "pkg/sandbox/shape"},
 		"pkg/pool":         {"pkg/ref", "pkg/strictyaml", "pkg/generation"},
@@ -44,13 +44,13 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/kubeapply": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
 		// A rollout's fleet on a cluster: rollout's Fleet over render and
 		// kubeapply (the proofs come through an interface).
-		"pkg/kubefleet": {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/rollout", "pkg/render", "pkg/kubeapply"},
+		"pkg/kubefleet": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/rollout", "pkg/render", "pkg/kubeapply"},
 		// Argo CD's plugins: render and the config repository, nothing of
 		// Argo CD itself (its code stays in integrations/argocd).
 		"pkg/argocd": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/gitops", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
 		// The control plane: tenancy and the runtime's API client, never a
 		// sandbox backend (dispatch crosses the network).
-		"pkg/control": {"pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy"},
+		"pkg/control": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy"},
 		"pkg/gittest": {},
 		"pkg/gitops":  {},
 		"pkg/runs":    {},
@@ -68,7 +68,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/sandbox/runner": {},
 		"pkg/sandbox/shape":  {"pkg/isolate"},
 		"pkg/sandbox":        {"pkg/rootfs", "pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},
-		"pkg/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/atomicfile", "pkg/sandbox", "pkg/sandbox/runner", "pkg/sandbox/shape"},
+		"pkg/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/egress", "pkg/atomicfile", "pkg/sandbox", "pkg/sandbox/runner", "pkg/sandbox/shape"},
 		"cmd/slipway-runner": {"pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},
 		// The Kubernetes backend: agent-sandbox's objects as render names
 		// them, the runner reached through pod exec; nothing of the runtime.

@@ -94,6 +94,10 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 	if err := rt.rolloutQuiet(sh, "g3", g3); err != nil {
 		return err
 	}
+	egressRun, err := rt.egressStep(sh)
+	if err != nil {
+		return err
+	}
 	if err := controlPlane(sh, work, here, rt); err != nil {
 		return err
 	}
@@ -110,6 +114,7 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 	fmt.Printf("  g2         %s (agent-tools): rolled out in seven steps, six proofs passed, evidence signed\n", g2)
 	fmt.Printf("  drain      long task %s stayed on g1 until it ended; claim %s got g2\n", sum.longRun, sum.newRun)
 	fmt.Printf("  g3         %s (minimal, token #4): rolled out, proofs passed: both templates' tests passed in a sandbox\n", g3)
+	fmt.Printf("  egress     run %s reached the one approved server through its egress proxy, was refused another; both attempts recorded\n", egressRun)
 	fmt.Printf("  operator   runs show answers what produced a run; %d runs used a template containing %s\n", sum.runsWithPkg, sum.pkg)
 	fmt.Printf("  control    globex's flood got 429s while acme's job ran; a deadline stopped a job with its outcome; a budget refused a job; an old job shown with its old profile\n")
 	return nil

@@ -12,6 +12,10 @@
 // metadata service at 169.254.169.254 among them) are never allowed,
 // whatever the list says.
 //
+// Proxy.Serve runs a proxy on a listener until its context ends, and then
+// closes every connection, open tunnels included, so that each attempt is
+// recorded before it returns.
+//
 // It is not the network plumbing: the sandbox side (a unix socket bound
 // into the sandbox, a forwarder on 127.0.0.1 inside, HTTP_PROXY and
 // HTTPS_PROXY) belongs to the sandbox backend, and recording attempts into

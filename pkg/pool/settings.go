@@ -52,7 +52,11 @@ func Fields() []string {
 	for _, ph := range Phases {
 		out = append(out, "phaseDeadlines."+ph)
 	}
-	return append(out, "drainDeadline", "onDrainDeadline", "rollbackWindow", "restoreWindow", "network", "network.allow", "proofs")
+	out = append(out, "drainDeadline", "onDrainDeadline", "rollbackWindow", "restoreWindow", "network", "network.allow")
+	for _, l := range LimitNames {
+		out = append(out, "limits."+l)
+	}
+	return append(out, "acceptUnenforced", "proofs")
 }
 
 // ParseAssignment reads FIELD=VALUE (FIELD as Fields lists it, "spec."
@@ -93,13 +97,30 @@ func (p *Pool) Settings() []Setting {
 		out = append(out, Setting{Field: "phaseDeadlines." + ph, Value: FormatDuration(d.Duration), Default: !ok})
 	}
 	proofs := strings.Join(s.Proofs, ",")
-	return append(out,
+	count := func(n int64) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	limits := []Setting{
+		{Field: "limits." + LimitCPU, Value: s.Limits.CPU},
+		{Field: "limits." + LimitMemory, Value: s.Limits.Memory},
+		{Field: "limits." + LimitPids, Value: count(s.Limits.Pids)},
+		{Field: "limits." + LimitOpenFiles, Value: count(s.Limits.OpenFiles)},
+		{Field: "limits." + LimitWorkspace, Value: s.Limits.Workspace},
+	}
+	out = append(out,
 		Setting{Field: "drainDeadline", Value: FormatDuration(s.DrainDeadline.Duration)},
 		Setting{Field: "onDrainDeadline", Value: s.OnDrainDeadline},
 		Setting{Field: "rollbackWindow", Value: FormatDuration(s.RollbackWindow.Duration)},
 		Setting{Field: "restoreWindow", Value: FormatDuration(s.RestoreWindow.Duration)},
 		Setting{Field: "network", Value: s.Network.Mode},
 		Setting{Field: "network.allow", Value: strings.Join(s.Network.Allow, ",")},
+	)
+	out = append(out, limits...)
+	return append(out,
+		Setting{Field: "acceptUnenforced", Value: strings.Join(s.AcceptUnenforced, ",")},
 		Setting{Field: "proofs", Value: proofs, Default: proofs == ""},
 	)
 }
@@ -270,6 +291,28 @@ func apply(root *yaml.RNode, a Assignment) error {
 			host, port, serr := net.SplitHostPort(it)
 			if p, perr := strconv.Atoi(port); serr != nil || host == "" || perr != nil || p < 1 || p > 65535 {
 				return bad("%q is not host:port", it)
+			}
+			return nil
+		})
+	case "limits." + LimitCPU, "limits." + LimitMemory, "limits." + LimitWorkspace:
+		// Empty unsets it; ParsePool checks the quantity (500m, 64Mi, ...).
+		path, key = []string{"spec", "limits"}, strings.TrimPrefix(a.Field, "limits.")
+		if v != "" {
+			n = str(v)
+		}
+	case "limits." + LimitPids, "limits." + LimitOpenFiles:
+		path, key = []string{"spec", "limits"}, strings.TrimPrefix(a.Field, "limits.")
+		if v != "" {
+			i, perr := strconv.ParseInt(v, 10, 64)
+			if perr != nil || i <= 0 {
+				return bad("want a whole number above 0, or nothing to unset it")
+			}
+			n = scalar(strconv.FormatInt(i, 10), "!!int")
+		}
+	case "acceptUnenforced":
+		n, err = list(func(it string) error {
+			if !slices.Contains(LimitNames, it) {
+				return bad("unknown limit %q (%s)", it, strings.Join(LimitNames, ", "))
 			}
 			return nil
 		})

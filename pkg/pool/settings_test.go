@@ -230,3 +230,49 @@ func TestReadmeSchema(t *testing.T) {
 		}
 	}
 }
+
+// Limits and acceptUnenforced are set, shown and unset like the rest;
+// a bad value is refused naming the assignment.
+func TestSetLimits(t *testing.T) {
+	out, changes, err := pool.Set([]byte(commented), "pools/agents/pool.yaml",
+		assignments(t, "limits.cpu=500m", "limits.memory=256Mi", "limits.pids=128", "limits.openFiles=1024", "limits.workspace=1Gi", "acceptUnenforced=cpu,workspace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.ParsePool(out, "pool.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := p.Spec.Limits; l != (pool.Limits{CPU: "500m", Memory: "256Mi", Pids: 128, OpenFiles: 1024, Workspace: "1Gi"}) ||
+		strings.Join(p.Spec.AcceptUnenforced, ",") != "cpu,workspace" || len(changes) != 6 {
+		t.Fatalf("limits %+v, accept %v, changes %v\n%s", l, p.Spec.AcceptUnenforced, changes, out)
+	}
+	if !strings.Contains(string(out), "warmSize: 2 # two is enough for the demo") {
+		t.Fatalf("comments lost:\n%s", out)
+	}
+	shown := map[string]string{}
+	for _, s := range p.Settings() {
+		shown[s.Field] = s.Value
+	}
+	if shown["limits.cpu"] != "500m" || shown["limits.pids"] != "128" || shown["acceptUnenforced"] != "cpu,workspace" {
+		t.Fatalf("settings %v", shown)
+	}
+	out, changes, err = pool.Set(out, "pools/agents/pool.yaml", assignments(t, "limits.pids=", "acceptUnenforced="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = pool.ParsePool(out, "pool.yaml"); err != nil || p.Spec.Limits.Pids != 0 || p.Spec.AcceptUnenforced != nil || len(changes) != 2 {
+		t.Fatalf("unset: %+v %v %v", p.Spec, changes, err)
+	}
+	for set, msg := range map[string]string{
+		"limits.pids=many":      "limits.pids=many: invalid pool setting: want a whole number above 0",
+		"limits.openFiles=0":    "limits.openFiles=0: invalid pool setting: want a whole number above 0",
+		"acceptUnenforced=disk": `acceptUnenforced=disk: invalid pool setting: unknown limit "disk" (cpu, memory, pids, openFiles, workspace)`,
+		"limits.memory=lots":    "after limits.memory=lots: pools/agents/pool.yaml:",
+		"limits.gpu=1":          `unknown field "limits.gpu"`,
+	} {
+		if _, _, err := pool.Set([]byte(commented), "pools/agents/pool.yaml", assignments(t, set)); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%s: err = %v, want %q", set, err, msg)
+		}
+	}
+}

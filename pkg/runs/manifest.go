@@ -146,6 +146,43 @@ type Manifest struct {
 	// Outcome names the limit that ended the run's work (OutcomeOOMKilled,
 	// ...), the first one a command of the run hit; "" when none did.
 	Outcome string `json:"outcome,omitempty"`
+	// Egress lists the connections the run's sandbox asked its egress
+	// proxy for (a pool with network mode allow-list), allowed and
+	// denied, oldest first: at most MaxEgress of them (AddEgress counts
+	// the rest in EgressDropped). Left out when there were none.
+	Egress        []EgressAttempt `json:"egress,omitempty"`
+	EgressDropped int             `json:"egress_dropped,omitempty"`
+}
+
+// EgressAttempt is one connection a run's sandbox asked for: where to (as
+// asked, and the address checked), whether the allow-list let it through
+// and by which entry or why not, and the bytes each way.
+type EgressAttempt struct {
+	Time        time.Time `json:"time"`
+	Method      string    `json:"method"` // CONNECT, or a plain HTTP method
+	Destination string    `json:"destination"`
+	Address     string    `json:"address,omitempty"`
+	Allowed     bool      `json:"allowed"`
+	Rule        string    `json:"rule,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	BytesOut    int64     `json:"bytes_out"` // sandbox to destination
+	BytesIn     int64     `json:"bytes_in"`  // destination to sandbox
+}
+
+// MaxEgress bounds the attempts one manifest keeps: a sandbox looping on
+// a refused destination must not grow its record without end.
+const MaxEgress = 1000
+
+// AddEgress appends attempts, keeping at most MaxEgress and counting the
+// others in EgressDropped.
+func (m *Manifest) AddEgress(as ...EgressAttempt) {
+	for _, a := range as {
+		if len(m.Egress) >= MaxEgress {
+			m.EgressDropped++
+			continue
+		}
+		m.Egress = append(m.Egress, a)
+	}
 }
 
 // Limits is a run's record of its sandbox's limits.
@@ -232,6 +269,9 @@ func (m *Manifest) clone() *Manifest {
 		e := *m.ExitCode
 		c.ExitCode = &e
 	}
+	if m.Egress != nil {
+		c.Egress = append([]EgressAttempt(nil), m.Egress...)
+	}
 	if m.Limits != nil {
 		l := *m.Limits
 		l.Enforced = maps.Clone(m.Limits.Enforced)
@@ -254,6 +294,9 @@ func (m *Manifest) normalize() {
 		r.IssuedAt, r.ExpiresAt = utc(r.IssuedAt), utc(r.ExpiresAt)
 	}
 	l := &m.Lifecycle
+	for i := range m.Egress {
+		m.Egress[i].Time = utc(m.Egress[i].Time)
+	}
 	for _, t := range []*time.Time{&l.RequestReceived, &l.AdmissionAccepted, &l.ClaimCreated, &l.SandboxAssigned,
 		&l.Ready, &l.RunnerAwakened, &l.FirstOutput, &l.ResultPublished, &l.ResourcesReleased} {
 		*t = utc(*t)
@@ -316,6 +359,21 @@ func (m *Manifest) validate() error {
 			if err := errors.Join(checkID(k), checkText(v)); err != nil {
 				return fmt.Errorf("%w: limits.enforced (run %s): %s", ErrInvalid, safeID(m.RunID), err)
 			}
+		}
+	}
+	if len(m.Egress) > MaxEgress || m.EgressDropped < 0 {
+		return fmt.Errorf("%w: egress (run %s): %d attempts (at most %d), %d dropped", ErrInvalid, safeID(m.RunID), len(m.Egress), MaxEgress, m.EgressDropped)
+	}
+	for i, a := range m.Egress {
+		err := errors.Join(checkID(a.Method), checkID(a.Destination), checkID(a.Address), checkText(a.Rule), checkText(a.Reason))
+		if err == nil && (a.Method == "" || a.Destination == "") {
+			err = errors.New("method and destination are required")
+		}
+		if err == nil && (a.BytesIn < 0 || a.BytesOut < 0) {
+			err = errors.New("negative byte count")
+		}
+		if err != nil {
+			return fmt.Errorf("%w: egress[%d] (run %s): %s", ErrInvalid, i, safeID(m.RunID), err)
 		}
 	}
 	for i, r := range m.CredentialIssuances {

@@ -64,6 +64,9 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string)
 		Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"pool", "start"})
 	s.sizes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "slipway_pool_sandboxes", Help: "Sandboxes per pool by owner class."}, []string{"pool", "class"})
 	s.reg.MustRegister(s.claims, s.latency, s.sizes)
+	if rt != nil {
+		s.reg.MustRegister(newDenialCollector(rt))
+	}
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := backend.Health(r.Context()); err != nil {

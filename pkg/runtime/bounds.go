@@ -74,6 +74,40 @@ func poolLimits(p *pool.Pool, e *sandbox.Enforcement) (sandbox.Limits, error) {
 	return l, nil
 }
 
+// bounds is what a pool's sandboxes are made within: its limits as
+// poolLimits has them, and its network.
+type bounds struct {
+	limits  sandbox.Limits
+	network sandbox.Network
+	allow   []string
+}
+
+// poolBounds is poolLimits with p's spec.network.
+func poolBounds(p *pool.Pool, e *sandbox.Enforcement) (bounds, error) {
+	l, err := poolLimits(p, e)
+	if err != nil {
+		return bounds{}, err
+	}
+	b := bounds{limits: l, network: sandbox.NetworkDeny}
+	if p.Spec.Network.Mode == string(sandbox.NetworkAllowList) {
+		b.network, b.allow = sandbox.NetworkAllowList, p.Spec.Network.Allow
+	}
+	return b, nil
+}
+
+// fits reports whether s, a warm member, was made for the network b asks
+// for (a backend that records no network: any).
+func (b bounds) fits(s *sandbox.Sandbox) bool {
+	if s.Network == "" && s.Allow == nil {
+		return true
+	}
+	n := s.Network
+	if n == "" {
+		n = sandbox.NetworkDeny
+	}
+	return n == b.network && slices.Equal(s.Allow, b.allow)
+}
+
 // limitsReport is a run manifest's record of its sandbox's limits.
 func limitsReport(p *pool.Pool, e *sandbox.Enforcement, l sandbox.Limits) map[string]string {
 	b, err := p.Spec.Limits.Bounds()
@@ -96,14 +130,14 @@ func limitsReport(p *pool.Pool, e *sandbox.Enforcement, l sandbox.Limits) map[st
 	return out
 }
 
-// limitsOf is poolLimits for pool as the runtime's current desired state
+// boundsOf is poolBounds for pool as the runtime's current desired state
 // has it.
-func (r *Runtime) limitsOf(poolName string) (sandbox.Limits, error) {
+func (r *Runtime) boundsOf(poolName string) (bounds, error) {
 	d, _ := r.desired()
 	if d == nil || d.Pools[poolName] == nil {
-		return sandbox.Limits{}, fmt.Errorf("%w: %q", ErrNoPool, poolName)
+		return bounds{}, fmt.Errorf("%w: %q", ErrNoPool, poolName)
 	}
-	return poolLimits(d.Pools[poolName].Pool, r.warm.enforcement)
+	return poolBounds(d.Pools[poolName].Pool, r.warm.enforcement)
 }
 
 // manifestLimits is the run manifest's record of the limits pool's

@@ -73,6 +73,8 @@ type Runtime struct {
 	closed bool
 	stop   chan struct{} // closed by Close
 	wg     sync.WaitGroup
+
+	egress egressLog // attempts of sandboxes' egress proxies (egress.go)
 }
 
 // RuntimeOption configures NewRuntime. Options cannot fail: a value out of
@@ -482,6 +484,7 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 		}
 	}()
 	st, err := r.execBounded(ctx, runID, s, req, stdout, stderr)
+	r.flushEgress(context.WithoutCancel(ctx), runID, s.ID)
 	select {
 	case <-fence:
 		return nil, fmt.Errorf("%w: run %s attempt %d ended while the command ran", ErrFenced, runID, attempt)
@@ -535,7 +538,7 @@ func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, cre
 		}
 	}
 	released := r.now()
-	return r.store.Update(ctx, c.runID, func(m *runs.Manifest) error {
+	return r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
 		// without a confirmed exit code a run that ran ends unknown, never
 		// completed, and no result was published
 		m.Status, m.ExitCode = runs.EndStatus(m, exitCode), exitCode
@@ -543,6 +546,29 @@ func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, cre
 			m.Lifecycle.ResultPublished = published
 		}
 		m.Lifecycle.ResourcesReleased = released
+	})
+}
+
+// finalUpdate finalises run runID's manifest with fn and the egress
+// attempts its sandbox s (deleted by now, so every attempt is in) made
+// since the last command.
+func (r *Runtime) finalUpdate(ctx context.Context, runID string, s *sandbox.Sandbox, fn func(*runs.Manifest)) error {
+	var (
+		as      []runs.EgressAttempt
+		dropped int
+	)
+	if s != nil {
+		as, dropped = r.takeEgress(s.ID)
+	}
+	var denied int
+	var rev string
+	err := r.store.Update(ctx, runID, func(m *runs.Manifest) error {
+		fn(m)
+		denied, rev = addEgress(m, as, dropped), m.PolicyRevision
 		return nil
 	})
+	if err == nil {
+		r.countDenials(rev, denied)
+	}
+	return err
 }

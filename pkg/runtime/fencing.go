@@ -54,9 +54,8 @@ func (r *Runtime) abandon(ctx context.Context, c *claim) {
 	if s != nil {
 		_ = r.warm.Release(ctx, s.ID)
 	}
-	_ = r.store.Update(ctx, c.runID, func(m *runs.Manifest) error {
+	_ = r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
 		m.Status, m.Lifecycle.ResourcesReleased = runs.StatusReleased, r.now()
-		return nil
 	})
 }
 
@@ -132,7 +131,10 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 			return nil, err
 		}
 	}
-	lim, err := r.limitsOf(c.pool)
+	if old != nil {
+		r.flushEgress(bg, c.runID, old.ID) // the old sandbox is gone: all its attempts are in
+	}
+	lim, err := r.boundsOf(c.pool)
 	var s *sandbox.Sandbox
 	if err == nil {
 		s, err = r.warm.create(ctx, c.pool, c.gen, c.runID, false, lim)

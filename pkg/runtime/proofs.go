@@ -73,7 +73,7 @@ func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) 
 	defer pr.release(context.WithoutCancel(ctx))
 
 	start := r.now()
-	lim, lerr := poolLimits(p.Pool, r.warm.enforcement)
+	lim, lerr := poolBounds(p.Pool, r.warm.enforcement)
 	if lerr != nil {
 		return nil, fmt.Errorf("%w: %w", ErrProofRefused, lerr)
 	}
@@ -142,6 +142,7 @@ func (p *prover) release(ctx context.Context) {
 	if p.s != nil && !p.released {
 		p.released = true
 		_ = p.r.warm.Release(ctx, p.s.ID)
+		p.r.takeEgress(p.s.ID) // a proof's attempts are its evidence, not a run's
 	}
 }
 
@@ -190,7 +191,8 @@ func (p *prover) identity(ctx context.Context, start time.Time) {
 		id.RunnerBinarySHA256, p.g.Pins[generation.Runner].Identity(), id.Generation, id.SandboxID, id.MinProtocolVersion, id.ProtocolVersion)
 }
 
-// network: where the pool denies network, the sandbox reaches nothing: a
+// network: the sandbox reaches nothing by itself (deny and allow-list
+// pools alike; for allow-list, throughProxy checks its proxy too): a
 // listener on every address of this host, IPv4 and IPv6, gets no
 // connection from it. The targets are 127.0.0.1, [::1] and each
 // non-loopback address of the host (IPv6 link-local ones need a zone, and
@@ -199,11 +201,24 @@ func (p *prover) identity(ctx context.Context, start time.Time) {
 // evidence says so with the reason, as it does when the host has no IPv6
 // at all or no non-loopback IPv6 address.
 func (p *prover) network(ctx context.Context, start time.Time) {
-	nw := p.pool.Pool.Spec.Network
-	if nw.Mode != "deny" {
-		p.add("network", start, true, "pool %s allows %s: nothing to deny", p.pool.Pool.Metadata.Name, strings.Join(nw.Allow, ", "))
+	if nw := p.pool.Pool.Spec.Network; nw.Mode == "allow-list" && p.r.warm.cluster != nil {
+		// A cluster's sandboxes go out by its network policy, not an
+		// egress proxy of the runtime's.
+		p.add("network", start, true, "pool %s allows %s: the cluster's network policy enforces it (not probed)", p.pool.Pool.Metadata.Name, strings.Join(nw.Allow, ", "))
 		return
 	}
+	ok, msg := p.noRoute(ctx)
+	if nw := p.pool.Pool.Spec.Network; ok && nw.Mode == "allow-list" {
+		var more string
+		ok, more = p.throughProxy(ctx, nw.Allow)
+		msg += "; " + more
+	}
+	p.add("network", start, ok, "%s", msg)
+}
+
+// noRoute checks that the sandbox reaches no address of this host by
+// itself (an allow-list pool's sandbox too: only its proxy goes out).
+func (p *prover) noRoute(ctx context.Context) (bool, string) {
 	accepted := make(chan string, 64)
 	accept := func(ln net.Listener) {
 		for {
@@ -220,8 +235,7 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 	}
 	ln4, err := net.Listen("tcp4", ":0")
 	if err != nil {
-		p.add("network", start, false, "no IPv4 listener to probe with: %v", err)
-		return
+		return false, fmt.Sprintf("no IPv4 listener to probe with: %v", err)
 	}
 	defer ln4.Close()
 	go accept(ln4)
@@ -274,21 +288,18 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 		targets = append(targets, t)
 	}
 	if len(targets) == 0 {
-		p.add("network", start, false, "no address of this host takes a connection from the host itself: %s", strings.Join(skipped, "; "))
-		return
+		return false, fmt.Sprintf("no address of this host takes a connection from the host itself: %s", strings.Join(skipped, "; "))
 	}
 	var reached []string
 	for _, t := range targets {
 		st, out, err := p.exec(ctx, p.s.RunnerBinaryPath(), "probe", "dial", t)
 		switch {
 		case err != nil:
-			p.add("network", start, false, "the probe did not run: %v", err)
-			return
+			return false, fmt.Sprintf("the probe did not run: %v", err)
 		case st.ExitCode == 0:
 			reached = append(reached, t)
 		case st.ExitCode != 3:
-			p.add("network", start, false, "the probe of %s failed to run (exit %d): %s", t, st.ExitCode, out)
-			return
+			return false, fmt.Sprintf("the probe of %s failed to run (exit %d): %s", t, st.ExitCode, out)
 		}
 	}
 	for more := true; more; {
@@ -302,8 +313,7 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 		}
 	}
 	if len(reached) > 0 {
-		p.add("network", start, false, "the sandbox has network where pool %s denies it: %s", p.pool.Pool.Metadata.Name, strings.Join(reached, "; "))
-		return
+		return false, fmt.Sprintf("the sandbox has network where pool %s denies it: %s", p.pool.Pool.Metadata.Name, strings.Join(reached, "; "))
 	}
 	var v4, v6 []string
 	for _, t := range targets {
@@ -313,12 +323,12 @@ func (p *prover) network(ctx context.Context, start time.Time) {
 			v4 = append(v4, t)
 		}
 	}
-	msg := fmt.Sprintf("no connection to this host's IPv4 %s or IPv6 %s from inside the sandbox (pool network: deny)",
-		orNone(v4), orNone(v6))
+	msg := fmt.Sprintf("no connection to this host's IPv4 %s or IPv6 %s from inside the sandbox (pool network: %s)",
+		orNone(v4), orNone(v6), p.pool.Pool.Spec.Network.Mode)
 	if len(skipped) > 0 {
 		msg += "; skipped: " + strings.Join(skipped, "; ")
 	}
-	p.add("network", start, true, "%s", msg)
+	return true, msg
 }
 
 func orNone(s []string) string {
@@ -432,7 +442,7 @@ func (p *prover) cleanup(ctx context.Context, start time.Time) {
 // On a cluster that keeps the warm pools it is a claim marked as a proof
 // on g's warm pool, refused (and released) when the cluster cold-started
 // it instead of handing it a ready warm member.
-func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.Generation, claimID string, lim sandbox.Limits) (*sandbox.Sandbox, error) {
+func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.Generation, claimID string, lim bounds) (*sandbox.Sandbox, error) {
 	if w.cluster != nil {
 		s, err := w.create(ctx, poolName, g, claimID, true, lim)
 		if err != nil {
@@ -444,7 +454,7 @@ func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.G
 		}
 		return s, nil
 	}
-	s, err := w.take(ctx, poolName, g, claimID)
+	s, err := w.take(ctx, poolName, g, claimID, lim)
 	if err == nil && s == nil {
 		err = fmt.Errorf("no ready warm member of %s in pool %s", g.ID, poolName)
 	}

@@ -45,10 +45,9 @@ func (r *Runtime) Stop(ctx context.Context, pool, gen string) ([]string, error) 
 					return err
 				}
 			}
-			return r.store.Update(ctx, c.runID, func(m *runs.Manifest) error {
+			return r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
 				m.Status = runs.EndStatus(m, nil) // stopped mid-run: unknown, never completed
 				m.Lifecycle.ResourcesReleased = released
-				return nil
 			})
 		}()
 		if err != nil {

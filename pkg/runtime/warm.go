@@ -156,10 +156,17 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 			wanted[name+"/"+g.ID] = true
 		}
 	}
+	nets := map[string]bounds{} // a warm member made for another network is retired
+	for name, p := range d.Pools {
+		if b, err := poolBounds(p.Pool, w.enforcement); err == nil {
+			nets[name] = b
+		}
+	}
 	have := map[string]int{}
 	for _, s := range all {
 		key := s.Pool + "/" + s.Generation
-		if wanted[key] && s.State != sandbox.StateDead {
+		b, known := nets[s.Pool]
+		if wanted[key] && s.State != sandbox.StateDead && (!known || b.fits(s)) {
 			have[key]++
 			continue
 		}
@@ -174,7 +181,7 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	var wg sync.WaitGroup
 	for name, p := range d.Pools {
 		size := p.Pool.Spec.WarmSize
-		lim, err := poolLimits(p.Pool, w.enforcement)
+		lim, err := poolBounds(p.Pool, w.enforcement)
 		if err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
 			continue
@@ -463,7 +470,7 @@ func (w *Warm) done(key string) {
 
 // create makes a sandbox of generation g in pool for owner, and logs why
 // when it cannot.
-func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim sandbox.Limits) (*sandbox.Sandbox, error) {
+func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim bounds) (*sandbox.Sandbox, error) {
 	s, err := w.createSandbox(ctx, pool, g, owner, proof, lim)
 	if err != nil && ctx.Err() == nil { // not when the caller gave up
 		w.log.printf("sandbox create failed: pool %s, generation %s, for %s: %v", pool, g.ID, owner, err)
@@ -471,7 +478,7 @@ func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation
 	return s, err
 }
 
-func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim sandbox.Limits) (*sandbox.Sandbox, error) {
+func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim bounds) (*sandbox.Sandbox, error) {
 	img, id, err := w.art.Template(ctx, g)
 	if err != nil {
 		return nil, err
@@ -488,7 +495,7 @@ func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Gen
 		}
 		defer func() { <-w.creating }()
 	}
-	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: sandbox.NetworkDeny, Proof: proof, Limits: lim})
+	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: lim.network, Allow: lim.allow, Proof: proof, Limits: lim.limits})
 }
 
 // maxCreates is how many sandboxes a Warm creates at once (refills and
@@ -530,7 +537,7 @@ func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 	if !ok {
 		return nil, false, granted, fmt.Errorf("%w: %s", ErrNoActive, pool)
 	}
-	lim, err := poolLimits(p.Pool, w.enforcement)
+	lim, err := poolBounds(p.Pool, w.enforcement)
 	if err != nil {
 		return nil, false, granted, err
 	}
@@ -538,7 +545,7 @@ func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 		s, err = w.create(ctx, pool, g, claimID, false, lim)
 		return s, err == nil && launchedWarm(s), granted, err
 	}
-	taken, err := w.take(ctx, pool, g, claimID)
+	taken, err := w.take(ctx, pool, g, claimID, lim)
 	if err != nil {
 		return nil, false, granted, err
 	}
@@ -560,7 +567,7 @@ func launchedWarm(s *sandbox.Sandbox) bool {
 // take takes a ready warm member of generation g of pool for owner
 // claimID with the owner compare-and-swap, or returns nil when none is
 // ready; it never creates one.
-func (w *Warm) take(ctx context.Context, pool string, g *generation.Generation, claimID string) (*sandbox.Sandbox, error) {
+func (w *Warm) take(ctx context.Context, pool string, g *generation.Generation, claimID string, lim bounds) (*sandbox.Sandbox, error) {
 	key := pool + "/" + g.ID
 	var listed []*sandbox.Sandbox // when no Reconcile has listed key yet
 	for {
@@ -581,6 +588,10 @@ func (w *Warm) take(ctx context.Context, pool string, g *generation.Generation, 
 		}
 		if m.Pool != pool || m.Generation != g.ID {
 			continue // never a member of another pool or generation
+		}
+		if !lim.fits(m) {
+			_, _ = w.retire(ctx, m) // made for the pool's old network: never handed out
+			continue
 		}
 		taken, err := w.backend.SetOwner(ctx, m.ID, sandbox.OwnerWarm, claimID)
 		if errors.Is(err, sandbox.ErrOwnerConflict) || errors.Is(err, sandbox.ErrNotRunning) || errors.Is(err, sandbox.ErrNotFound) {

@@ -48,9 +48,9 @@ func (w *warmWorld) generation(t testing.TB, from *generation.Generation) *gener
 
 // newLocalBackend is a bubblewrap backend whose sandboxes are all deleted
 // when the test ends.
-func newLocalBackend(t testing.TB) *local.Backend {
+func newLocalBackend(t testing.TB, opts ...local.Option) *local.Backend {
 	t.Helper()
-	be, err := local.New(t.TempDir())
+	be, err := local.New(t.TempDir(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,9 +54,12 @@ type Spec struct {
 	TemplateID string
 	// Runner is the runner binary on the host (see UnpackRunner).
 	Runner RunnerBinary
-	// Network is the sandbox's network; NetworkDeny (or empty) is the only
-	// one a local backend offers.
+	// Network is the sandbox's network: NetworkDeny (or empty), or
+	// NetworkAllowList with Allow.
 	Network Network
+	// Allow lists what a NetworkAllowList sandbox may reach: "host:port",
+	// "CIDR:port" or "*.domain:port" (pool.yaml's spec.network.allow).
+	Allow []string
 	// Limits bound every process in the sandbox.
 	Limits Limits
 	// Env is added over the template's environment for the runner and
@@ -125,7 +128,16 @@ const (
 	// NetworkDeny is a network namespace of the sandbox's own with only
 	// loopback.
 	NetworkDeny Network = "deny"
+	// NetworkAllowList is NetworkDeny plus an HTTP proxy (CONNECT and plain
+	// HTTP) at EgressProxyAddr inside the sandbox, named by HTTP_PROXY and
+	// HTTPS_PROXY, that reaches Spec.Allow's destinations only and records
+	// every attempt (a backend that implements it says how it gives them).
+	NetworkAllowList Network = "allow-list"
 )
+
+// EgressProxyAddr is where an allow-list sandbox finds its egress proxy:
+// in the sandbox's own network namespace, so no other sandbox shares it.
+const EgressProxyAddr = "127.0.0.1:3128"
 
 // Limits bound a sandbox. The first five are per-process resource limits
 // (setrlimit) for everything in it; NProc counts processes of the
@@ -213,6 +225,11 @@ type Sandbox struct {
 	Placement *Placement `json:"placement,omitempty"`
 	// Refresh says what the refresh phase did at start.
 	Refresh []RefreshResult `json:"refresh,omitempty"`
+	// Network and Allow are the Spec's, as the backend recorded them
+	// (empty where it records none): a warm member made for an older
+	// network of its pool is not handed out.
+	Network Network  `json:"network,omitempty"`
+	Allow   []string `json:"allow,omitempty"`
 
 	// Runner reaches the sandbox's runner; nil for a dead sandbox.
 	Runner *runner.Client `json:"-"`

@@ -84,9 +84,10 @@ never forced. Settings that already have their values make no commit (unchanged)
 
 Fields: requiredKinds, warmSize, refillPerSecond, readyTimeout, phaseDeadlines.PHASE
 (` + strings.Join(pool.Phases, ", ") + `), drainDeadline, onDrainDeadline,
-rollbackWindow, restoreWindow, network, network.allow, proofs. Lists are comma-separated;
-an empty phase deadline goes back to the default, empty proofs means all of them,
-network=deny also empties network.allow.
+rollbackWindow, restoreWindow, network, network.allow, limits.cpu, limits.memory,
+limits.pids, limits.openFiles, limits.workspace, acceptUnenforced, proofs. Lists are
+comma-separated; an empty phase deadline goes back to the default, empty proofs means all
+of them, an empty limit unsets it, network=deny also empties network.allow.
 Exit 0 set (or unchanged), 1 conflict or lost every race, 2 bad field or value, or I/O.`,
 		Example: `  slipway pool set --repo ./config.git --pool agents warmSize=4 phaseDeadlines.warm=10m onDrainDeadline=stop
   slipway pool set --repo https://git.example/config.git --pool agents rollbackWindow=48h \

@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -98,11 +102,20 @@ func apiErr(err error) error {
 }
 
 func newCmdRunsShow(g *globals) *cobra.Command {
-	var sf stateFlags
+	var (
+		sf         stateFlags
+		egressOnly bool
+	)
 	cmd := &cobra.Command{
-		Use:   "show RUN_ID",
-		Short: "Print a run manifest (JSON, the seed's snake_case fields)",
-		Args:  cobra.ExactArgs(1),
+		Use:   "show RUN_ID [--egress]",
+		Short: "Print a run manifest (JSON, the seed's snake_case fields), or with --egress the destinations its sandbox asked for",
+		Long: `Print a run manifest: JSON, the seed's snake_case fields. Its "egress" lists the
+connections the sandbox of an allow-list pool asked its egress proxy for.
+
+With --egress, only those attempts: one line each (time, method, destination, allowed
+or denied, the allow-list entry that allowed it or why not, bytes out and in), or
+with -o json {"run_id", "egress", "egress_dropped"}.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := sf.open(cmd)
 			if err != nil {
@@ -116,11 +129,48 @@ func newCmdRunsShow(g *globals) *cobra.Command {
 			if err != nil {
 				return usage(err)
 			}
-			return g.printJSON(m)
+			if !egressOnly {
+				return g.printJSON(m)
+			}
+			if g.json() {
+				as := m.Egress
+				if as == nil {
+					as = []runs.EgressAttempt{}
+				}
+				return g.printJSON(map[string]any{"run_id": m.RunID, "egress": as, "egress_dropped": m.EgressDropped})
+			}
+			return printEgress(cmd.OutOrStdout(), m)
 		},
 	}
 	sf.add(cmd)
+	cmd.Flags().BoolVar(&egressOnly, "egress", false, "print only the run's egress attempts")
 	return cmd
+}
+
+// printEgress writes a run's egress attempts, one line each, in one
+// write (a line-wise consumer of the output sees whole lines).
+func printEgress(out io.Writer, m *runs.Manifest) error {
+	var w bytes.Buffer
+	tw := tabwriter.NewWriter(&w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tMETHOD\tDESTINATION\tRESULT\tRULE OR REASON\tBYTES OUT\tBYTES IN")
+	for _, a := range m.Egress {
+		result, why := "denied", a.Reason
+		if a.Allowed {
+			result, why = "allowed", a.Rule
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", a.Time.Format(time.RFC3339Nano), a.Method, a.Destination, result, why, a.BytesOut, a.BytesIn)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(m.Egress) == 0 {
+		fmt.Fprintf(&w, "run %s made no egress attempts\n", m.RunID)
+	}
+	if m.EgressDropped > 0 {
+		fmt.Fprintf(&w, "%d more attempts were not kept (at most %d per run)\n", m.EgressDropped, runs.MaxEgress)
+	}
+	_, err := out.Write(w.Bytes())
+	return err
 }
 
 func newCmdRunsQuery(g *globals) *cobra.Command {

@@ -75,3 +75,63 @@ func TestRunsShowQuery(t *testing.T) {
 		t.Fatalf("state without runs: %+v", r)
 	}
 }
+
+func TestRunsShowEgress(t *testing.T) {
+	state := t.TempDir()
+	ctx := context.Background()
+	s, err := runs.OpenSQLite(ctx, filepath.Join(state, runs.StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	m := &runs.Manifest{RunID: "r-eg", AllocationAttempt: 1, Pool: "agents"}
+	m.AddEgress(runs.EgressAttempt{Time: t0, Method: "GET", Destination: "192.0.2.2:8080", Address: "192.0.2.2", Allowed: true, Rule: "192.0.2.2/32:8080", BytesOut: 80, BytesIn: 140},
+		runs.EgressAttempt{Time: t0.Add(time.Second), Method: "CONNECT", Destination: "169.254.169.254:443", Address: "169.254.169.254",
+			Reason: "169.254.169.254 is link-local (cloud metadata): never allowed"})
+	if err := s.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, &runs.Manifest{RunID: "r-none", AllocationAttempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	r := run(t, "", "runs", "show", "r-eg", "--state", state, "--egress")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "TIME") ||
+		strings.Join(strings.Fields(lines[1]), " ") != "2026-11-29T12:00:00Z GET 192.0.2.2:8080 allowed 192.0.2.2/32:8080 80 140" ||
+		!strings.Contains(strings.Join(strings.Fields(lines[2]), " "), "CONNECT 169.254.169.254:443 denied 169.254.169.254 is link-local") {
+		t.Fatalf("runs show --egress: %+v", r)
+	}
+	r = run(t, "", "runs", "show", "r-eg", "--state", state, "--egress", "-o", "json")
+	var out struct {
+		RunID  string               `json:"run_id"`
+		Egress []runs.EgressAttempt `json:"egress"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.RunID != "r-eg" || len(out.Egress) != 2 || out.Egress[1].Allowed {
+		t.Fatalf("runs show --egress -o json: %+v", r)
+	}
+	if r := run(t, "", "runs", "show", "r-eg", "--state", state); r.code != 0 || !strings.Contains(r.stdout, `"destination": "169.254.169.254:443"`) {
+		t.Fatalf("runs show: the manifest lacks its egress: %+v", r)
+	}
+	if r := run(t, "", "runs", "show", "r-none", "--state", state, "--egress"); r.code != 0 || !strings.Contains(r.stdout, "run r-none made no egress attempts") {
+		t.Fatalf("runs show --egress of a run without any: %+v", r)
+	}
+}
+
+// writeCounter counts Write calls.
+type writeCounter struct{ n int }
+
+func (w *writeCounter) Write(p []byte) (int, error) { w.n++; return len(p), nil }
+
+// The table is one write: a consumer that indents each write (the demo)
+// sees whole lines.
+func TestPrintEgressOneWrite(t *testing.T) {
+	m := &runs.Manifest{RunID: "r-1"}
+	m.AddEgress(runs.EgressAttempt{Method: "GET", Destination: "192.0.2.2:80", Allowed: true, Rule: "192.0.2.2:80"},
+		runs.EgressAttempt{Method: "GET", Destination: "192.0.2.2:81", Reason: "on no allow-list entry"})
+	var w writeCounter
+	if err := printEgress(&w, m); err != nil || w.n != 1 {
+		t.Fatalf("%d writes, %v", w.n, err)
+	}
+}

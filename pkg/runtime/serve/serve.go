@@ -12,8 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/egress"
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/kubesandbox"
@@ -71,8 +73,9 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	}
 	c.State = state
 	var (
-		be sandbox.Backend
-		lb *local.Backend
+		be   sandbox.Backend
+		lb   *local.Backend
+		rtOf atomic.Pointer[runtime.Runtime]
 	)
 	switch c.Backend {
 	case "", BackendLocal:
@@ -80,7 +83,13 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 		// 0711: traversable (not listable) by the users templates run as,
 		// whose sandboxes' roots live below it. The state directory is the
 		// runtime's, so it is set so even when it exists.
-		if lb, err = local.New(filepath.Join(c.State, "sandboxes")); err != nil {
+		// The proxies' attempts go to the runtime, made below.
+		record := func(id string, a egress.Attempt) {
+			if rt := rtOf.Load(); rt != nil {
+				rt.RecordEgress(id, a)
+			}
+		}
+		if lb, err = local.New(filepath.Join(c.State, "sandboxes"), local.WithEgressRecorder(record)); err != nil {
 			return err
 		}
 		defer lb.Close()
@@ -142,6 +151,7 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	}
 	warm := runtime.NewWarm(be, art, runtime.WithWarmLog(c.Log))
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness, runtime.WithLog(c.Log))
+	rtOf.Store(rt)
 	defer rt.Close() // stops the heartbeat monitors
 	srv, err := runtime.NewServer(rt, syncer, be, c.Token)
 	if err != nil {

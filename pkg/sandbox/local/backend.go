@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/slipway-dev/slipway/pkg/atomicfile"
+	"github.com/slipway-dev/slipway/pkg/egress"
 	"github.com/slipway-dev/slipway/pkg/isolate"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
@@ -56,6 +57,7 @@ type Backend struct {
 	mu       sync.Mutex
 	procs    map[string]*isolate.Process // sandboxes this Backend started and has not deleted
 	creating map[string]bool             // ids whose Create has not returned
+	egress   map[string]*egressProxy     // allow-list sandboxes' proxies (egress.go)
 
 	owners     idLocks    // one owner change (or removal) per sandbox at a time
 	ownerStore ownerStore // how owner changes are recorded (owner.go)
@@ -108,6 +110,7 @@ type options struct {
 	readyTimeout  time.Duration
 	ownerInRecord bool // tests: record owners as a file system without xattrs must
 	noCgroups     bool // WithoutCgroups
+	egressRecord  func(sandboxID string, a egress.Attempt)
 }
 
 // WithReadyTimeout bounds how long Create waits for a new sandbox's runner
@@ -159,7 +162,7 @@ func New(dir string, opts ...Option) (*Backend, error) {
 		lock.Close()
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	b := &Backend{dir: dir, lock: lock, boot: boot, o: o, procs: map[string]*isolate.Process{}, creating: map[string]bool{}}
+	b := &Backend{dir: dir, lock: lock, boot: boot, o: o, procs: map[string]*isolate.Process{}, creating: map[string]bool{}, egress: map[string]*egressProxy{}}
 	b.ownerStore = probeOwnerStore(filepath.Join(dir, "sandboxes"))
 	if o.ownerInRecord {
 		b.ownerStore = ownerInRecord
@@ -241,6 +244,9 @@ type record struct {
 	// remove; WorkspaceBytes is the size of its workspace tmpfs (0: none).
 	Cgroup         bool   `json:"cgroup,omitempty"`
 	WorkspaceBytes uint64 `json:"workspaceBytes,omitempty"`
+	// Network and Allow are the Spec's.
+	Network sandbox.Network `json:"network,omitempty"`
+	Allow   []string        `json:"allow,omitempty"`
 }
 
 func (b *Backend) sandboxDir(id string) string { return filepath.Join(b.dir, "sandboxes", id) }
@@ -293,7 +299,7 @@ func (b *Backend) viewOf(rec *record, creating bool) *sandbox.Sandbox {
 		ID: rec.ID, Pool: rec.Pool, Generation: rec.Generation, Owner: rec.Owner,
 		TemplateID: rec.TemplateID, RunnerBinarySHA256: rec.RunnerBinarySHA256,
 		Created: rec.Created, Ready: rec.Ready, Workdir: rec.Workdir,
-		Refresh: slices.Clone(rec.Refresh),
+		Refresh: slices.Clone(rec.Refresh), Network: rec.Network, Allow: slices.Clone(rec.Allow),
 	}
 	switch {
 	case creating && (rec.Bwrap.Pid == 0 || b.alive(rec)):
@@ -433,6 +439,7 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	if err := b.kill(rec, p); err != nil {
 		return fmt.Errorf("local: delete %s: %w", id, err)
 	}
+	b.stopEgress(id) // after the kill: every attempt is recorded by now
 	if err := b.cgroups.OpenCgroup(id).Remove(); err != nil {
 		return fmt.Errorf("local: delete %s: %w", id, err)
 	}
@@ -508,6 +515,25 @@ func dialUnix(path string) runner.DialFunc {
 // long paths) and returns it as a file to hand to the sandbox; the socket
 // file stays when the file is closed.
 func listenUnix(path string) (*os.File, error) {
+	ln, err := listenUnixAt(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := ln.File()
+	_ = ln.Close()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// listenUnixAt listens on a unix socket at path (see dialUnix for long
+// paths); the socket file stays when the listener is closed.
+func listenUnixAt(path string) (*net.UnixListener, error) {
 	addr := path
 	if len(path) >= 100 {
 		fd, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -522,16 +548,7 @@ func listenUnix(path string) (*os.File, error) {
 		return nil, err
 	}
 	ln.SetUnlinkOnClose(false)
-	f, err := ln.File()
-	_ = ln.Close()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return ln, nil
 }
 
 func sha256Hex(b []byte) string {

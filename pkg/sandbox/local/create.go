@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/egress"
 	"github.com/slipway-dev/slipway/pkg/isolate"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
@@ -20,7 +21,8 @@ import (
 // template's working directory) at that directory, the runner read-only at
 // sandbox.RunnerPath, a fresh machine id and whatever else the template's
 // refresh label asks for, a tmpfs at /tmp and one at sandbox.CredentialDir,
-// no network, pid, ipc and uts namespaces of its own, and spec.Limits. It
+// no network (an allow-list sandbox: its egress proxy, see
+// sandbox.NetworkAllowList), pid, ipc and uts namespaces of its own, and spec.Limits. It
 // returns once the runner has answered with the expected digest, generation
 // and sandbox id, and the host has checked that the process answering runs
 // the expected binary.
@@ -97,8 +99,19 @@ func validate(spec *sandbox.Spec) error {
 	if spec.Runner.Path == "" || !filepath.IsAbs(spec.Runner.Path) {
 		bad("Runner.Path", "%q is not an absolute path", spec.Runner.Path)
 	}
-	if spec.Network != "" && spec.Network != sandbox.NetworkDeny {
-		bad("Network", "%q: the local backend offers only %q", spec.Network, sandbox.NetworkDeny)
+	switch spec.Network {
+	case "", sandbox.NetworkDeny:
+		if len(spec.Allow) > 0 {
+			bad("Allow", "%d entries with network %q (an allow list needs %q)", len(spec.Allow), sandbox.NetworkDeny, sandbox.NetworkAllowList)
+		}
+	case sandbox.NetworkAllowList:
+		if len(spec.Allow) == 0 {
+			bad("Allow", "required with network %q", sandbox.NetworkAllowList)
+		} else if _, err := egress.Parse(spec.Allow); err != nil {
+			bad("Allow", "%v", err)
+		}
+	default:
+		bad("Network", "%q: want %q or %q", spec.Network, sandbox.NetworkDeny, sandbox.NetworkAllowList)
 	}
 	for k := range spec.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -118,6 +131,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		ID: id, Pool: spec.Pool, Generation: spec.Generation, Owner: spec.Owner,
 		TemplateID: templateID, RunnerBinarySHA256: spec.Runner.Digest,
 		Created: time.Now().UTC().Truncate(time.Millisecond), Workdir: t.workdir, BootID: b.boot,
+		Network: spec.Network, Allow: spec.Allow,
 	}
 	if err := b.writeRecord(rec); err != nil {
 		return nil, err
@@ -163,6 +177,23 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		isolate.Mount{Source: ws, Target: t.workdir},
 		isolate.Mount{Source: runnerPath, Target: sandbox.RunnerPath, ReadOnly: true})
 
+	env := spec.Env
+	argv := []string{sandbox.RunnerPath, "serve", "--listen-fd", "0",
+		"--generation", spec.Generation, "--sandbox", id, "--workdir", t.workdir}
+	if spec.Network == sandbox.NetworkAllowList {
+		pol, err := egress.Parse(spec.Allow) // validate parsed it
+		if err != nil {
+			return nil, err
+		}
+		m, err := b.startEgress(id, dir, pol, t.user)
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, m)
+		env = proxyEnv(env)
+		argv = append(argv, "--egress-listen", sandbox.EgressProxyAddr, "--egress-socket", egressDir+"/"+egressSocket)
+	}
+
 	ln, err := listenUnix(b.socketPath(id))
 	if err != nil {
 		return nil, err
@@ -175,12 +206,11 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		// The credential tmpfs: the host writes the claim's credentials
 		// into it after start (see PutCredential).
 		Tmpfs:    []string{sandbox.CredentialDir},
-		Env:      shape.Env(t.env, t.workdir, spec.Env),
+		Env:      shape.Env(t.env, t.workdir, env),
 		Dir:      t.workdir,
 		Hostname: id,
-		Argv: []string{sandbox.RunnerPath, "serve", "--listen-fd", "0",
-			"--generation", spec.Generation, "--sandbox", id, "--workdir", t.workdir},
-		Stdin: ln, // an *os.File: bwrap and the runner get the descriptor itself
+		Argv:     argv,
+		Stdin:    ln, // an *os.File: bwrap and the runner get the descriptor itself
 		Limits: isolate.Limits{
 			NoFile: spec.Limits.NoFile, NProc: spec.Limits.NProc, AddressSpace: spec.Limits.AddressSpace,
 			CPUSeconds: spec.Limits.CPUSeconds, FileSize: spec.Limits.FileSize,

@@ -12,7 +12,11 @@
 // directory's contents and owned by the sandbox's user; a tmpfs at /tmp
 // and another at sandbox.CredentialDir;
 // the runner binary read-only at sandbox.RunnerPath; no network (a network
-// namespace with only loopback); pid, ipc and uts namespaces of its own
+// namespace with only loopback; for sandbox.NetworkAllowList, an egress
+// proxy of package egress per sandbox on a unix socket in its state
+// directory, bound in read-only at /run/slipway/egress and forwarded by
+// the runner to sandbox.EgressProxyAddr, which HTTP_PROXY and HTTPS_PROXY
+// name; WithEgressRecorder receives its attempts); pid, ipc and uts namespaces of its own
 // (the host's processes are invisible, the host name is the sandbox id); no
 // capabilities; and the Spec's rlimits. A template whose config names a
 // user ("uid[:gid]") runs as that uid for real when the backend runs as

@@ -61,7 +61,7 @@ func TestCreateRefuses(t *testing.T) {
 		t.Errorf("wrong template id: %v", err)
 	}
 	bad = specFor(t, img)
-	bad.Generation, bad.Network = "", "allow-list"
+	bad.Generation, bad.Network = "", "open"
 	if _, err := b.Create(ctx, bad); !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), "Generation") || !strings.Contains(err.Error(), "Network") {
 		t.Errorf("missing generation and unsupported network: %v", err)
 	}

@@ -113,10 +113,10 @@ func (b *Backend) template(ctx context.Context, img v1.Image, digest v1.Hash) (*
 }
 
 // prepareMountPoints adds to an unpacked template the mount points of
-// every sandbox (package shape's, and sandbox.CredentialDir and an empty
-// file at RunnerPath), never changing what is there.
+// every sandbox (package shape's, sandbox.CredentialDir, the egress
+// proxy's directory and an empty file at RunnerPath), never changing what is there.
 func prepareMountPoints(dir, workdir string) error {
-	return shape.MountPoints(dir, workdir, []string{sandbox.CredentialDir}, []string{sandbox.RunnerPath})
+	return shape.MountPoints(dir, workdir, []string{sandbox.CredentialDir, egressDir}, []string{sandbox.RunnerPath})
 }
 
 // runnerBinary returns the state directory's copy of the runner binary,
