@@ -20,7 +20,13 @@ import (
 // hold a benchmark's jobs, one profile and no prices.
 func benchRepo(b *testing.B, n, concurrency int) *gitops.Repo {
 	b.Helper()
-	files := map[string]string{"profiles/standard.yaml": profileStandard}
+	return benchRepoWith(b, n, concurrency, profileStandard)
+}
+
+// benchRepoWith is benchRepo with another standard profile.
+func benchRepoWith(b *testing.B, n, concurrency int, profile string) *gitops.Repo {
+	b.Helper()
+	files := map[string]string{"profiles/standard.yaml": profile}
 	for i := range n {
 		files[fmt.Sprintf("tenants/t%d.yaml", i)] = fmt.Sprintf(`apiVersion: slipway.dev/v1alpha1
 kind: Tenant

@@ -55,13 +55,7 @@ func (s *Store) AppendEvents(ctx context.Context, jobID string, evs []NewEvent) 
 			return 0, fmt.Errorf("%w: %s events are appended by the job's transitions only", ErrEventKind, e.Kind)
 		}
 	}
-	var last int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		last, err = s.appendTx(ctx, tx, jobID, evs, time.Now())
-		return err
-	})
-	return last, err
+	return s.appends.append(ctx, s, jobID, evs)
 }
 
 // appendTx appends evs to jobID's stream within tx.

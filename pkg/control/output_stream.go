@@ -33,6 +33,7 @@ type outputStream struct {
 	lost               int64 // bytes an append failed to store
 
 	flushMu sync.Mutex
+	kick    chan struct{} // output is pending: flush now unless a flush runs
 	stop    chan struct{}
 	done    chan struct{}
 	log     func(msg string, args ...any)
@@ -44,7 +45,7 @@ const flushAt = 256 << 10
 func (p *Plane) newOutputStream(j *Job) *outputStream {
 	o := &outputStream{s: p.c.Store, job: j.ID, chunk: p.c.Events.ChunkBytes, carry: map[EventKind][]byte{},
 		maxBytes: j.Limits.MaxOutputBytes, maxLines: j.Limits.MaxOutputLines,
-		stop: make(chan struct{}), done: make(chan struct{}), log: p.c.Logger.Warn}
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), log: p.c.Logger.Warn}
 	if o.maxBytes <= 0 {
 		o.maxBytes = 1 << 62
 	}
@@ -57,6 +58,11 @@ func (p *Plane) newOutputStream(j *Job) *outputStream {
 			case <-o.stop:
 				return
 			case <-t.C:
+				o.flush()
+			case <-o.kick:
+				// Output arrived: append it now. What arrives while this
+				// append commits waits for the next one, so a fast writer's
+				// output is batched and a slow writer's is not delayed.
 				o.flush()
 			}
 		}
@@ -121,6 +127,11 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 	o.mu.Unlock()
 	if big {
 		o.flush()
+		return
+	}
+	select {
+	case o.kick <- struct{}{}:
+	default:
 	}
 }
 

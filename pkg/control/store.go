@@ -34,6 +34,7 @@ type Store struct {
 	// dsn is what OpenQueue opens River on.
 	dsn     string
 	submits submitQueue
+	appends appendQueue
 	// ev wakes the readers of the event streams (events_hub.go).
 	ev eventHub
 }

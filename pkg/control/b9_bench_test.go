@@ -1,0 +1,289 @@
+package control
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// b9Size is B9a's shape: runs, events per run, bytes per event (BENCH_SMOKE:
+// seconds).
+func b9Size() (runs, events, size int) {
+	if os.Getenv("BENCH_SMOKE") != "" {
+		return 4, 100, 200
+	}
+	return 200, 5000, 200
+}
+
+// stamped is an event's payload: its write time in hex, padded to size.
+func stamped(size int) []byte {
+	b := make([]byte, size)
+	var t [8]byte
+	binary.BigEndian.PutUint64(t[:], uint64(time.Now().UnixNano()))
+	hex.Encode(b, t[:])
+	for i := 16; i < size-1; i++ {
+		b[i] = 'x'
+	}
+	b[size-1] = '\n'
+	return b
+}
+
+func stampOf(b []byte) (time.Time, bool) {
+	var t [8]byte
+	if len(b) < 16 {
+		return time.Time{}, false
+	}
+	if _, err := hex.Decode(t[:], b[:16]); err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(t[:]))), true
+}
+
+// BenchmarkB9aEvents: 200 concurrent runs each emitting 5,000 events of 200
+// bytes, from the runner's write (the dispatcher's output stream, one event
+// per write) to an SSE client's read, beside NATS JetStream (embedded, file
+// storage, a subject per run, acknowledged publishes, an ordered consumer
+// per run) carrying the same events in the same run. Throughput is events
+// written and read per second; latency is write to read.
+func BenchmarkB9aEvents(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		b.Run(kind, func(b *testing.B) {
+			runs, events, size := b9Size()
+			var lat []time.Duration
+			var wall time.Duration
+			for range b.N {
+				l, w := b9Slipway(b, kind, runs, events, size)
+				lat, wall = append(lat, l...), wall+w
+			}
+			total := float64(b.N * runs * events)
+			b.ReportMetric(total/wall.Seconds(), "events/s")
+			b.ReportMetric(float64(pct(lat, 0.5).Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(pct(lat, 0.99).Microseconds())/1000, "p99-ms")
+		})
+	}
+	b.Run("jetstream", func(b *testing.B) {
+		runs, events, size := b9Size()
+		var lat []time.Duration
+		var wall time.Duration
+		for range b.N {
+			l, w := b9JetStream(b, runs, events, size)
+			lat, wall = append(lat, l...), wall+w
+		}
+		total := float64(b.N * runs * events)
+		b.ReportMetric(total/wall.Seconds(), "events/s")
+		b.ReportMetric(float64(pct(lat, 0.5).Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(pct(lat, 0.99).Microseconds())/1000, "p99-ms")
+	})
+}
+
+const b9Profile = `apiVersion: slipway.dev/v1alpha1
+kind: Profile
+name: standard
+network:
+  mode: deny
+maxDuration: 2m
+output:
+  maxBytes: 268435456
+  maxLines: 100000000
+`
+
+// b9Slipway runs the events through the control plane: jobs admitted (no
+// runtime), an output stream per job written as a runner's output arrives
+// (ChunkBytes = the event size: one event per write), and an SSE follower
+// per job.
+func b9Slipway(b *testing.B, kind string, runs, events, size int) ([]time.Duration, time.Duration) {
+	b.Helper()
+	ctx := context.Background()
+	b.StopTimer()
+	repo := benchRepoWith(b, 1, runs, b9Profile)
+	s := benchStore(b, kind)
+	p, err := New(ctx, Config{Store: s, Config: NewRepoConfig(repo, "main", time.Minute), Runtimes: map[string][]Runtime{"agents": nil},
+		MaxActive: runs, QueueBound: 1_000_000, noDispatch: true, Events: EventConfig{ChunkBytes: size, MaxBytesPerJob: 1 << 30}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.q.close()
+	srv := httptest.NewServer(NewServer(p))
+	defer srv.Close()
+	tok, _, err := s.CreateToken(ctx, "t0", ScopeTenant, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, _ := NewClient(srv.URL, tok)
+	c.http.Transport = newTransport(runs * 2)
+	c.http.Timeout = 0
+	jobs := make([]*Job, runs)
+	for i := range jobs {
+		if jobs[i], _, err = p.Submit(ctx, "t0", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lats := make([][]time.Duration, runs)
+	var wg, ready sync.WaitGroup
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var got atomic.Int64
+	for i, j := range jobs {
+		wg.Add(1)
+		ready.Add(1)
+		go func() {
+			defer wg.Done()
+			n, once := 0, sync.Once{}
+			err := c.Follow(fctx, j.ID, FollowOptions{}, func(e Event) error {
+				once.Do(ready.Done)
+				if e.Kind != KindStdout {
+					return nil
+				}
+				var d OutputData
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return err
+				}
+				if t, ok := stampOf(d.Bytes()); ok {
+					lats[i] = append(lats[i], time.Since(t))
+				}
+				n++
+				got.Add(1)
+				if n == events {
+					return errB9Done
+				}
+				return nil
+			})
+			if err != nil && err != errB9Done && fctx.Err() == nil {
+				b.Error(err)
+			}
+		}()
+	}
+	ready.Wait() // every follower has read the job's first event
+	b.StartTimer()
+	start := time.Now()
+	var wwg sync.WaitGroup
+	for _, j := range jobs {
+		wwg.Add(1)
+		go func() {
+			defer wwg.Done()
+			o := p.newOutputStream(j)
+			for range events {
+				o.write(0, "stdout", stamped(size))
+			}
+			o.close()
+		}()
+	}
+	wwg.Wait()
+	wg.Wait()
+	wall := time.Since(start)
+	b.StopTimer()
+	if got.Load() != int64(runs*events) {
+		b.Fatalf("read %d events, want %d", got.Load(), runs*events)
+	}
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	return all, wall
+}
+
+var errB9Done = fmt.Errorf("all events read")
+
+// b9JetStream carries the same events through an embedded NATS server with
+// JetStream on file storage: a subject per run, acknowledged asynchronous
+// publishes, an ordered consumer per run.
+func b9JetStream(b *testing.B, runs, events, size int) ([]time.Duration, time.Duration) {
+	b.Helper()
+	b.StopTimer()
+	ctx := context.Background()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: b.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		b.Fatal("nats-server did not start")
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RUNS", Subjects: []string{"runs.>"}, Storage: jetstream.FileStorage})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lats := make([][]time.Duration, runs)
+	var wg sync.WaitGroup
+	var got atomic.Int64
+	var ccs []jetstream.ConsumeContext
+	for i := range runs {
+		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{fmt.Sprintf("runs.%d", i)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		n := 0
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			if t, ok := stampOf(m.Data()); ok {
+				lats[i] = append(lats[i], time.Since(t))
+			}
+			n++
+			got.Add(1)
+			if n == events {
+				wg.Done()
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ccs = append(ccs, cc)
+	}
+	defer func() {
+		for _, cc := range ccs {
+			cc.Stop()
+		}
+	}()
+	b.StartTimer()
+	start := time.Now()
+	var pwg sync.WaitGroup
+	for i := range runs {
+		pwg.Add(1)
+		go func() {
+			defer pwg.Done()
+			subj := fmt.Sprintf("runs.%d", i)
+			for range events {
+				if _, err := js.PublishAsync(subj, stamped(size)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	pwg.Wait()
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(5 * time.Minute):
+		b.Fatal("JetStream did not acknowledge every publish")
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	b.StopTimer()
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	return all, wall
+}
