@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
 const apiToken = "test-token-0123456789abcdef"
@@ -113,6 +114,22 @@ func TestAPI(t *testing.T) {
 	code, body = call("GET", "/metrics", apiToken, "")
 	if code != 200 || !strings.Contains(body, `slipway_claims_total{pool="agents",start="warm"} 1`) || strings.Contains(body, g.RunID) {
 		t.Fatalf("metrics: %d\n%s", code, body)
+	}
+	// The seed's names, through the OTel SDK, with bounded labels only.
+	for _, want := range []string{
+		`slipway_sandbox_create_latency_seconds_count{generation="` + g1.ID + `",pool="agents",start="warm"} 1`,
+		`slipway_cleanup_latency_seconds_count{pool="agents"} 1`,
+		`slipway_warm_hit_fraction{pool="agents"} 1`,
+		`slipway_pool_sandboxes{class="warm",pool="agents"} `,
+		`slipway_unused_warm_minutes_total{pool="agents"} `,
+		`slipway_warm_shortage_time_seconds_total{pool="agents"} `,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if err := telemetry.CheckExposition(strings.NewReader(body)); err != nil {
+		t.Error(err)
 	}
 	if code, _ := call("GET", "/metrics", "", ""); code != 401 {
 		t.Errorf("metrics without a token: %d", code)
