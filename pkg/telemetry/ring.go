@@ -90,8 +90,17 @@ func (r *Ring) Trace(id trace.TraceID) []SpanRecord {
 		}
 	}
 	r.mu.Unlock()
-	slices.SortStableFunc(out, func(a, b SpanRecord) int { return a.Start.Compare(b.Start) })
+	slices.SortStableFunc(out, byStart)
 	return out
+}
+
+// byStart orders spans by start, and a span that starts with another and
+// ends after it (its parent) first.
+func byStart(a, b SpanRecord) int {
+	if c := a.Start.Compare(b.Start); c != 0 {
+		return c
+	}
+	return b.End.Compare(a.End)
 }
 
 func orWord(s, w string) string {
@@ -126,7 +135,6 @@ func WriteTree(w io.Writer, spans []SpanRecord) error {
 		}
 		kids[s.ParentID] = append(kids[s.ParentID], s)
 	}
-	byStart := func(a, b SpanRecord) int { return a.Start.Compare(b.Start) }
 	var b strings.Builder
 	var walk func(s SpanRecord, depth int)
 	walk = func(s SpanRecord, depth int) {
