@@ -28,6 +28,13 @@
 // the dead owner may have made) and ends a running one unknown: its
 // commands never run twice.
 //
+// Telemetry (pkg/telemetry): each job has one trace (admission, claim,
+// sandbox ready, runner awake, each command, release, under a root span
+// written when the job ends) whose spans carry job_id, run_id, session_id,
+// allocation_attempt and sandbox_id, as do the JSON log lines about the
+// job; GET /v1/jobs/{id}/trace reads this replica's ring of spans, and
+// GET /metrics (operators) the job-end metrics with bounded labels.
+//
 // What it is not: the runtime (pkg/runtime) and the configuration's
 // parsing (pkg/tenancy).
 package control

@@ -16,7 +16,8 @@ import (
 )
 
 // A job's trace: its root span "job" (submission to end, written when the
-// job ends), and under it admission (queued to admitted), claim, sandbox
+// job ends), and under it admission (queued to admitted), dispatch wait
+// (admitted to a worker taking it), claim, sandbox
 // ready and runner awake (from the run manifest's lifecycle), each
 // command, and release. Every span carries job_id and, once known,
 // run_id, session_id (the claim's session: the job id), allocation_attempt
@@ -66,14 +67,18 @@ func logIDs(j *Job) []any {
 
 func (p *Plane) tracer() trace.Tracer { return p.c.Tracing.Tracer() }
 
-// traceAdmission writes the admission span of a job being dispatched
-// (from its submission to its admission).
+// traceAdmission writes the spans of a job before its dispatch: admission
+// (its submission to its admission) and dispatch wait (its admission to
+// a worker taking it, now).
 func (p *Plane) traceAdmission(ctx context.Context, j *Job) {
 	if j.AdmittedAt == nil {
 		return
 	}
-	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), "admission", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...))
+	jctx := telemetry.InJob(ctx, j.ID)
+	_, s := p.tracer().Start(jctx, "admission", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...))
 	s.End(trace.WithTimestamp(*j.AdmittedAt))
+	_, s = p.tracer().Start(jctx, "dispatch wait", trace.WithTimestamp(*j.AdmittedAt), trace.WithAttributes(jobIDs(j)...))
+	s.End()
 }
 
 // tracedClaim is claim in a span.

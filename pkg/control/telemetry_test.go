@@ -65,7 +65,8 @@ func TestTelemetryAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(tr.Spans) != 2 || tr.Spans[0].Name != "job" || tr.Spans[1].Name != "admission" || tr.Spans[1].ParentID != tr.Spans[0].SpanID ||
+		if len(tr.Spans) != 3 || tr.Spans[0].Name != "job" || tr.Spans[1].Name != "admission" || tr.Spans[1].ParentID != tr.Spans[0].SpanID ||
+			tr.Spans[2].Name != "dispatch wait" || tr.Spans[2].ParentID != tr.Spans[0].SpanID ||
 			tr.Spans[0].Attributes["job_id"] != j.ID || tr.Spans[0].Error != "exit_code" {
 			t.Errorf("trace: %+v", tr)
 		}

@@ -570,6 +570,21 @@ func (s *Server) samplePools(ctx context.Context) ([]telemetry.PoolSample, error
 			ps.Claimed++
 		}
 	}
+	// A cluster keeps its warm members out of List: it counts them.
+	if cp, ok := s.backend.(sandbox.ClusterPools); ok && d != nil {
+		for name := range d.Pools {
+			counts, err := cp.WarmCounts(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			for gen, c := range counts {
+				byPool[name].Warm += c.Ready + c.Warming
+				if gen == active[name] {
+					byPool[name].Ready += c.Ready
+				}
+			}
+		}
+	}
 	out := make([]telemetry.PoolSample, 0, len(byPool))
 	for _, ps := range byPool {
 		out = append(out, *ps)

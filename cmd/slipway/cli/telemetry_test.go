@@ -58,19 +58,20 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	// The trace, as a tree and as JSON.
 	ok := jobs[0]
 	r = run(t, "", "job", "trace", ok.ID, "--server", cp.url, "--token-file", tok)
-	for _, want := range []string{"job ", "  admission", "  claim", "  sandbox ready", "  runner awake", "  command", "  release",
+	for _, want := range []string{"job ", "  admission", "  dispatch wait", "  claim", "  sandbox ready", "  runner awake", "  command", "  release",
 		"run_id=" + ok.RunID, "sandbox_id=" + ok.SandboxID, "session_id=" + ok.ID, "allocation_attempt=1"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("job trace lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	t.Logf("job trace %s:\n%s", ok.ID, r.stdout)
 	r = run(t, "", "job", "trace", ok.ID, "--server", cp.url, "--token-file", tok, "-o", "json")
 	var tr control.JobTrace
 	if err := json.Unmarshal([]byte(r.stdout), &tr); err != nil {
 		t.Fatalf("job trace -o json: %v\n%s", err, r.stdout)
 	}
-	if tr.TraceID != telemetry.JobTraceID(ok.ID).String() || len(tr.Spans) < 7 {
-		t.Fatalf("trace %s with %d spans, want %s with 7 or more", tr.TraceID, len(tr.Spans), telemetry.JobTraceID(ok.ID))
+	if tr.TraceID != telemetry.JobTraceID(ok.ID).String() || len(tr.Spans) < 8 {
+		t.Fatalf("trace %s with %d spans, want %s with 8 or more", tr.TraceID, len(tr.Spans), telemetry.JobTraceID(ok.ID))
 	}
 	for _, s := range tr.Spans {
 		if s.TraceID != tr.TraceID || s.Attributes["job_id"] != ok.ID {
