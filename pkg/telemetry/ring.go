@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -54,10 +55,10 @@ func (r *Ring) OnEnd(s sdktrace.ReadOnlySpan) {
 	if as := s.Attributes(); len(as) > 0 {
 		rec.Attributes = make(map[string]string, len(as))
 		for _, a := range as {
-			rec.Attributes[string(a.Key)] = a.Value.Emit()
+			rec.Attributes[string(a.Key)] = a.Value.String()
 		}
 	}
-	if st := s.Status(); st.Code.String() == "Error" {
+	if st := s.Status(); st.Code == codes.Error {
 		rec.Error = orWord(st.Description, "error")
 	}
 	r.mu.Lock()
