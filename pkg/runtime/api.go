@@ -47,15 +47,33 @@ type Server struct {
 	metrics *telemetry.Metrics
 }
 
+// ServerOption configures NewServer.
+type ServerOption func(*serverOptions)
+
+type serverOptions struct{ metrics *telemetry.Metrics }
+
+// WithMetrics serves m on GET /metrics (default: a private set with no
+// environment label). m must not serve another Server.
+func WithMetrics(m *telemetry.Metrics) ServerOption {
+	return func(o *serverOptions) { o.metrics = m }
+}
+
 // NewServer serves rt to clients presenting token; sync (nil for a runtime
 // that does not follow a config repository) serves /v1/sync.
-func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string) (*Server, error) {
+func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string, opts ...ServerOption) (*Server, error) {
 	if len(token) < 16 {
 		return nil, errors.New("runtime: the API token must have at least 16 characters")
 	}
-	m, err := telemetry.NewMetrics()
-	if err != nil {
-		return nil, err
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := o.metrics
+	if m == nil {
+		var err error
+		if m, err = telemetry.NewMetrics(); err != nil {
+			return nil, err
+		}
 	}
 	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), metrics: m}
 	if err := m.ObservePools(s.samplePools); err != nil {

@@ -138,3 +138,31 @@ func TestAPI(t *testing.T) {
 		t.Errorf("healthz: %d", code)
 	}
 }
+
+// WithMetrics serves the metric set it is given: here one that labels
+// every series with its environment.
+func TestAPIMetricsEnvironment(t *testing.T) {
+	w := newWarmWorld(t)
+	ctx := context.Background()
+	be := newLocalBackend(t)
+	g1 := w.generation(t, nil)
+	d := w.desired(t, "rev-1", 1, g1)
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, newStore(t), time.Minute)
+	warm.Reconcile(ctx, d)
+	m, err := telemetry.NewMetrics(telemetry.WithEnvironment("staging"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := runtime.NewServer(rt, nil, be, apiToken, runtime.WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	srv.ServeHTTP(rec, req)
+	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `slipway_pool_sandboxes{class="warm",environment="staging",pool="agents"} 1`) {
+		t.Errorf("metrics: %d\n%s", rec.Code, body)
+	}
+}
