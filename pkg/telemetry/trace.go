@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -153,6 +152,3 @@ func randSpanID() trace.SpanID {
 	}
 	return sid
 }
-
-// ErrNoSpans says the ring holds no span of a trace.
-var ErrNoSpans = errors.New("telemetry: no spans of this trace in this process's ring")
