@@ -21,10 +21,12 @@ const MaxBody = 1 << 20
 //	GET  /v1/jobs?state=&limit=   list
 //	GET  /v1/jobs/{id}            the job's whole story
 //	GET  /v1/jobs/{id}/profile    its profile as it was at its revision
+//	GET  /v1/jobs/{id}/trace      its trace's spans this replica holds
 //	POST /v1/jobs/{id}/cancel     cancel
 //	GET  /v1/jobs/{id}/events     its event stream (Server-Sent Events; sse.go)
 //	GET  /v1/usage                the tenants' counters (operators)
 //	GET  /v1/audit                the audit log (operators)
+//	GET  /metrics                 Prometheus text (operators, audited)
 //
 // Every request carries a bearer token; a tenant's token sees its own jobs
 // only (another tenant's job is 404), an operator's sees all and each of
@@ -41,10 +43,12 @@ func NewServer(p *Plane) *Server {
 	s.mux.Handle("GET /v1/jobs", s.auth(s.list))
 	s.mux.Handle("GET /v1/jobs/{id}", s.auth(s.get))
 	s.mux.Handle("GET /v1/jobs/{id}/profile", s.auth(s.profile))
+	s.mux.Handle("GET /v1/jobs/{id}/trace", s.auth(s.trace))
 	s.mux.Handle("POST /v1/jobs/{id}/cancel", s.auth(s.cancel))
 	s.mux.Handle("GET /v1/jobs/{id}/events", s.auth(s.events)) // sse.go
 	s.mux.Handle("GET /v1/usage", s.auth(s.operator(s.usage)))
 	s.mux.Handle("GET /v1/audit", s.auth(s.operator(s.audit)))
+	s.mux.Handle("GET /metrics", s.auth(s.operator(p.c.Metrics.Handler().ServeHTTP)))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -315,6 +319,15 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, jp)
+}
+
+func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
+	j, err := s.p.Get(r.Context(), tenantOf(r), r.PathValue("id"))
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.p.Trace(j))
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {

@@ -134,6 +134,13 @@ func (c *Client) List(ctx context.Context, state State, limit int) ([]*Job, erro
 	return out.Jobs, err
 }
 
+// Trace returns the spans of a job's trace the answering replica holds.
+func (c *Client) Trace(ctx context.Context, id string) (*JobTrace, error) {
+	var t JobTrace
+	_, err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/trace", nil, nil, &t)
+	return &t, err
+}
+
 // Cancel cancels a job.
 func (c *Client) Cancel(ctx context.Context, id string) (*Job, error) {
 	var j Job

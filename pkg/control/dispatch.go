@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/slipway-dev/slipway/pkg/runtime"
 )
 
@@ -41,6 +43,9 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
 		return nil
 	})
+	if err == nil && j != nil && j.State.Terminal() {
+		p.jobEnded(ctx, nil, j)
+	}
 	if err != nil || j == nil || j.State != Allocating {
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
 			return nil
@@ -48,8 +53,11 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		return err
 	}
 	defer p.wake() // a slot frees whatever happens
+	if j.DispatchFailures == 0 {
+		p.traceAdmission(ctx, j)
+	}
 
-	rt, g, err := p.claim(ctx, j)
+	rt, g, err := p.tracedClaim(ctx, j)
 	if err != nil {
 		return p.dispatchFailed(ctx, j, err, attempt, maxAttempts)
 	}
@@ -70,6 +78,7 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		_ = rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token})
 		return err
 	}
+	p.c.Logger.Info("job running", logIDs(j)...)
 	p.run(ctx, rt, g, j)
 	return nil
 }
@@ -105,7 +114,7 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *Job, cause error, attempt
 	var api *runtime.APIError
 	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "request key already used")
 	last := attempt >= maxAttempts
-	_, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+	jf, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
 		now := time.Now().UTC()
 		j.DispatchFailures++
 		l.Owner, l.Until = "", time.Time{}
@@ -128,6 +137,9 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *Job, cause error, attempt
 		return err
 	}
 	if released || last {
+		if jf != nil {
+			p.jobEnded(ctx, nil, jf)
+		}
 		return nil
 	}
 	return cause
@@ -163,8 +175,10 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 		start := time.Now()
 		// streamed: the output reaches the job's events as it is produced;
 		// the bounded output keeps its head and tail
+		endSpan := p.span(ctx, j, "command", attribute.Int("command", i+1))
 		res, err := rt.Client.ExecStream(execCtx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
 			GraceSeconds: p.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.write(i, stream, b) })
+		endSpan(err, commandAttrs(res)...)
 		cr := CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
 		if err != nil {
 			exit = nil // not confirmed: never an earlier command's code
@@ -203,9 +217,11 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 	outs.close()
 	// Release whatever happened; the exit code says what the runtime may
 	// record.
+	endSpan := p.span(ctx, j, "release")
 	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: exit})
+	endSpan(rerr)
 	ended := time.Now().UTC()
-	_, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+	jf, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, j.ID, l.Owner)
 		}
@@ -227,8 +243,10 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 		return nil
 	})
 	if err != nil {
-		p.c.Logger.Error("commit job outcome", "job", j.ID, "err", err)
+		p.c.Logger.Error("commit job outcome", append(logIDs(j), "err", err)...)
+		return
 	}
+	p.jobEnded(ctx, &rt, jf)
 }
 
 func orWord(s, w string) string {

@@ -35,6 +35,13 @@
 // chunks by time and size, consumer cursors with acknowledgement, and
 // Server-Sent Events that resume from Last-Event-ID (sse.go).
 //
+// Telemetry (pkg/telemetry): each job has one trace (admission, claim,
+// sandbox ready, runner awake, each command, release, under a root span
+// written when the job ends) whose spans carry job_id, run_id, session_id,
+// allocation_attempt and sandbox_id, as do the JSON log lines about the
+// job; GET /v1/jobs/{id}/trace reads this replica's ring of spans, and
+// GET /metrics (operators) the job-end metrics with bounded labels.
+//
 // What it is not: the runtime (pkg/runtime) and the configuration's
 // parsing (pkg/tenancy).
 package control

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 	"github.com/slipway-dev/slipway/pkg/tenancy"
 )
 
@@ -64,6 +65,10 @@ type Config struct {
 	// ID names this replica in leases (default host:pid).
 	ID     string
 	Logger *slog.Logger
+	// Metrics and Tracing are the plane's telemetry (GET /metrics, job
+	// traces); a private set of each when nil.
+	Metrics *telemetry.Metrics
+	Tracing *telemetry.Tracing
 	// Failpoint names a point where the plane blocks forever, for crash
 	// tests that kill it there (after-claim: a sandbox was claimed, the job
 	// does not say so yet).
@@ -119,6 +124,9 @@ func New(ctx context.Context, c Config) (*Plane, error) {
 	}
 	c.Events = c.Events.withDefaults()
 	c.Store.SetEventConfig(c.Events)
+	if err := newTelemetry(ctx, &c); err != nil {
+		return nil, err
+	}
 	p := &Plane{c: c, wakeCh: make(chan struct{}, 1)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{p: p})

@@ -80,6 +80,9 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 		if grant != "" {
 			p.releaseLost(ctx, id, rtName, runID, grant)
 		}
+		if j.State == Unknown || j.State.Terminal() {
+			p.jobEnded(ctx, nil, j)
+		}
 	}
 	if len(redispatch) > 0 && !p.c.noDispatch {
 		p.wake()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
 // ServeConfig is `slipway control serve`.
@@ -31,6 +32,11 @@ type ServeConfig struct {
 	Logger                *slog.Logger
 	// Failpoint: see Config.Failpoint (crash tests only).
 	Failpoint string
+	// Environment labels every metric (environment=...); none when "".
+	Environment string
+	// OTLP sends traces over OTLP/HTTP too (the exporter reads the
+	// standard OTEL_EXPORTER_OTLP_* environment).
+	OTLP bool
 }
 
 // ParseRuntime reads POOL=URL,TOKEN-FILE: the pool, and the runtime with
@@ -94,8 +100,30 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 		return err
 	}
 	defer store.Close()
+	var mopts []telemetry.Option
+	if c.Environment != "" {
+		mopts = append(mopts, telemetry.WithEnvironment(c.Environment))
+	}
+	metrics, err := telemetry.NewMetrics(mopts...)
+	if err != nil {
+		return err
+	}
+	topts := []telemetry.TraceOption{telemetry.WithServiceName("slipway-control")}
+	if c.OTLP {
+		topts = append(topts, telemetry.WithOTLP())
+	}
+	tracing, err := telemetry.NewTracing(ctx, topts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tracing.Shutdown(sctx)
+	}()
 	p, err := New(ctx, Config{Store: store, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, QueueBound: c.QueueBound,
-		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger, Failpoint: c.Failpoint})
+		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger, Failpoint: c.Failpoint,
+		Metrics: metrics, Tracing: tracing})
 	if err != nil {
 		return err
 	}

@@ -16,13 +16,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
 // maxBody bounds a request body.
@@ -46,26 +44,45 @@ type Server struct {
 	token   []byte
 	mux     *http.ServeMux
 
-	claims  *prometheus.CounterVec
-	latency *prometheus.HistogramVec
-	sizes   *prometheus.GaugeVec
-	reg     *prometheus.Registry
+	metrics *telemetry.Metrics
+}
+
+// ServerOption configures NewServer.
+type ServerOption func(*serverOptions)
+
+type serverOptions struct{ metrics *telemetry.Metrics }
+
+// WithMetrics serves m on GET /metrics (default: a private set with no
+// environment label). m must not serve another Server.
+func WithMetrics(m *telemetry.Metrics) ServerOption {
+	return func(o *serverOptions) { o.metrics = m }
 }
 
 // NewServer serves rt to clients presenting token; sync (nil for a runtime
 // that does not follow a config repository) serves /v1/sync.
-func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string) (*Server, error) {
+func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string, opts ...ServerOption) (*Server, error) {
 	if len(token) < 16 {
 		return nil, errors.New("runtime: the API token must have at least 16 characters")
 	}
-	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), reg: prometheus.NewRegistry()}
-	s.claims = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "slipway_claims_total", Help: "Claims granted, by warm hit or cold start."}, []string{"pool", "start"})
-	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "slipway_claim_seconds", Help: "Claim latency, by warm hit or cold start.",
-		Buckets: []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"pool", "start"})
-	s.sizes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "slipway_pool_sandboxes", Help: "Sandboxes per pool by owner class."}, []string{"pool", "class"})
-	s.reg.MustRegister(s.claims, s.latency, s.sizes)
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := o.metrics
+	if m == nil {
+		var err error
+		if m, err = telemetry.NewMetrics(); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), metrics: m}
+	if err := m.ObservePools(s.samplePools); err != nil {
+		return nil, err
+	}
 	if rt != nil {
-		s.reg.MustRegister(newDenialCollector(rt))
+		if err := m.ObservePolicyDenials(rt.PolicyDenials); err != nil {
+			return nil, err
+		}
 	}
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -75,10 +92,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string)
 		}
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
-	s.mux.Handle("GET /metrics", s.auth(func(w http.ResponseWriter, r *http.Request) {
-		s.observeSizes(r.Context())
-		promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
-	}))
+	s.mux.Handle("GET /metrics", s.auth(m.Handler().ServeHTTP))
 	s.mux.Handle("POST /v1/pools/{pool}/claims", s.auth(s.claim))
 	s.mux.Handle("POST /v1/claims/{run}/exec", s.auth(s.exec))
 	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))
@@ -209,13 +223,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, g)
 		return
 	}
-	kind := "cold"
-	if g.Warm {
-		kind = "warm"
-	}
 	// Pools come from the config repository, not the client: a bounded set.
-	s.claims.WithLabelValues(req.Pool, kind).Inc()
-	s.latency.WithLabelValues(req.Pool, kind).Observe(time.Since(start).Seconds())
+	s.metrics.SandboxCreated(r.Context(), req.Pool, g.Generation, g.Warm, time.Since(start))
 	writeJSON(w, http.StatusCreated, g)
 }
 
@@ -338,11 +347,23 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &b) {
 		return
 	}
+	start := time.Now()
+	pool := s.rt.poolOf(r.PathValue("run"))
 	if err := s.rt.Release(r.Context(), r.PathValue("run"), b.Token, b.ExitCode); err != nil {
 		writeError(w, claimStatus(err), err)
 		return
 	}
+	s.metrics.Released(r.Context(), pool, time.Since(start))
 	writeJSON(w, http.StatusOK, map[string]string{"released": r.PathValue("run")})
+}
+
+// poolOf is the pool of an open claim ("" when there is none).
+func (r *Runtime) poolOf(runID string) string {
+	c, err := r.lookup(runID)
+	if err != nil {
+		return ""
+	}
+	return c.pool
 }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
@@ -536,26 +557,71 @@ func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *PoolStatus {
 	return out
 }
 
-func (s *Server) observeSizes(ctx context.Context) {
+// samplePools is what the metrics read at each scrape: per pool, its
+// sandboxes by class, and the active generation's ready warm members
+// against its warm size.
+func (s *Server) samplePools(ctx context.Context) ([]telemetry.PoolSample, error) {
 	all, err := s.backend.List(ctx, sandbox.Filter{})
 	if err != nil {
-		return
+		return nil, err
 	}
-	counts := map[[2]string]float64{}
+	d, _ := s.rt.desired()
+	byPool := map[string]*telemetry.PoolSample{}
+	sample := func(pool string) *telemetry.PoolSample {
+		if byPool[pool] == nil {
+			byPool[pool] = &telemetry.PoolSample{Pool: pool}
+		}
+		return byPool[pool]
+	}
+	active := map[string]string{}
+	if d != nil {
+		for name, p := range d.Pools {
+			ps := sample(name)
+			for _, e := range p.State.Generations {
+				if e.State == "active" {
+					active[name] = e.ID
+					ps.WarmTarget = p.Pool.Spec.WarmSize
+					if n := stateWarmSize(p, e.ID); n > 0 {
+						ps.WarmTarget = n
+					}
+				}
+			}
+		}
+	}
 	for _, sb := range all {
-		class := "claimed"
-		if sb.Owner == sandbox.OwnerWarm {
-			class = "warm"
+		ps := sample(sb.Pool)
+		switch {
+		case sb.State == sandbox.StateDead:
+			ps.Dead++
+		case sb.Owner == sandbox.OwnerWarm:
+			ps.Warm++
+			if sb.State == sandbox.StateRunning && sb.Generation == active[sb.Pool] {
+				ps.Ready++
+			}
+		default:
+			ps.Claimed++
 		}
-		if sb.State == sandbox.StateDead {
-			class = "dead"
+	}
+	// A cluster keeps its warm members out of List: it counts them.
+	if cp, ok := s.backend.(sandbox.ClusterPools); ok && d != nil {
+		for name := range d.Pools {
+			counts, err := cp.WarmCounts(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			for gen, c := range counts {
+				byPool[name].Warm += c.Ready + c.Warming
+				if gen == active[name] {
+					byPool[name].Ready += c.Ready
+				}
+			}
 		}
-		counts[[2]string{sb.Pool, class}]++
 	}
-	s.sizes.Reset()
-	for k, n := range counts {
-		s.sizes.WithLabelValues(k[0], k[1]).Set(n)
+	out := make([]telemetry.PoolSample, 0, len(byPool))
+	for _, ps := range byPool {
+		out = append(out, *ps)
 	}
+	return out, nil
 }
 
 // Confinement is what a backend says about how its sandboxes are confined,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
 const apiToken = "test-token-0123456789abcdef"
@@ -114,10 +115,54 @@ func TestAPI(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `slipway_claims_total{pool="agents",start="warm"} 1`) || strings.Contains(body, g.RunID) {
 		t.Fatalf("metrics: %d\n%s", code, body)
 	}
+	// The seed's names, through the OTel SDK, with bounded labels only.
+	for _, want := range []string{
+		`slipway_sandbox_create_latency_seconds_count{generation="` + g1.ID + `",pool="agents",start="warm"} 1`,
+		`slipway_cleanup_latency_seconds_count{pool="agents"} 1`,
+		`slipway_warm_hit_fraction{pool="agents"} 1`,
+		`slipway_pool_sandboxes{class="warm",pool="agents"} `,
+		`slipway_unused_warm_minutes_total{pool="agents"} `,
+		`slipway_warm_shortage_time_seconds_total{pool="agents"} `,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if err := telemetry.CheckExposition(strings.NewReader(body)); err != nil {
+		t.Error(err)
+	}
 	if code, _ := call("GET", "/metrics", "", ""); code != 401 {
 		t.Errorf("metrics without a token: %d", code)
 	}
 	if code, _ := call("GET", "/healthz", "", ""); code != 200 {
 		t.Errorf("healthz: %d", code)
+	}
+}
+
+// WithMetrics serves the metric set it is given: here one that labels
+// every series with its environment.
+func TestAPIMetricsEnvironment(t *testing.T) {
+	w := newWarmWorld(t)
+	ctx := context.Background()
+	be := newLocalBackend(t)
+	g1 := w.generation(t, nil)
+	d := w.desired(t, "rev-1", 1, g1)
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, newStore(t), time.Minute)
+	warm.Reconcile(ctx, d)
+	m, err := telemetry.NewMetrics(telemetry.WithEnvironment("staging"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := runtime.NewServer(rt, nil, be, apiToken, runtime.WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	srv.ServeHTTP(rec, req)
+	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `slipway_pool_sandboxes{class="warm",environment="staging",pool="agents"} 1`) {
+		t.Errorf("metrics: %d\n%s", rec.Code, body)
 	}
 }

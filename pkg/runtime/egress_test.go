@@ -121,7 +121,7 @@ func TestAllowListPoolRecordsEgress(t *testing.T) {
 	req := httptest.NewRequest("GET", "/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+apiToken)
 	srv.ServeHTTP(rec, req)
-	if line := fmt.Sprintf("slipway_policy_denial_count{policy_revision=%q} 2", m.PolicyRevision); !strings.Contains(rec.Body.String(), line) {
+	if line := fmt.Sprintf("slipway_policy_denial_count_total{policy_revision=%q} 2", m.PolicyRevision); !strings.Contains(rec.Body.String(), line) {
 		t.Fatalf("metrics lack %q:\n%s", line, rec.Body.String())
 	}
 }

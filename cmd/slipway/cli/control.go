@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/control"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
 // NewCmdControl is the control plane's process.
@@ -31,6 +32,7 @@ runtimes serving their pool (--runtime, repeatable; only the control plane holds
 				return usage(errors.New("--config-repo, --db and --listen are required"))
 			}
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // crash tests only
+			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			c.Logger = slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			err := control.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil && cmd.Context().Err() == nil {
@@ -51,6 +53,7 @@ runtimes serving their pool (--runtime, repeatable; only the control plane holds
 	f.DurationVar(&c.Lease, "lease", 15*time.Second, "how long a job's owner holds it without a heartbeat")
 	f.DurationVar(&c.ConfigRefresh, "config-refresh", 5*time.Second, "how often the config repository is read")
 	f.DurationVar(&c.Grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when a deadline stops a command")
+	f.StringVar(&c.Environment, "environment", "", "label every metric environment=NAME (e.g. prod)")
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -308,7 +311,37 @@ func NewCmdJob(g *globals) *cobra.Command {
 		},
 	}
 	jf.add(cancel)
-	cmd.AddCommand(submit, show, list, cancel, newCmdJobLogs(g, &jf)) // job_logs.go
+
+	traceCmd := &cobra.Command{
+		Use:   "trace ID",
+		Short: "Show where a job's time went: its trace as a tree of spans with durations",
+		Long: `Trace prints the spans of the job's trace the control plane keeps in memory (a bounded ring per
+replica): the job, admission, claim, sandbox ready, runner awake, each command and release, each with
+its duration, its start after the first span, and run_id, session_id, allocation_attempt and
+sandbox_id. --output json prints the spans as the API returns them.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := jf.client()
+			if err != nil {
+				return err
+			}
+			t, err := c.Trace(cmd.Context(), args[0])
+			if err != nil {
+				return failed(err)
+			}
+			if g.json() {
+				return g.printJSON(t)
+			}
+			fmt.Fprintf(g.stdout, "job %s trace %s (replica %s)\n", t.JobID, t.TraceID, t.Replica)
+			if len(t.Spans) == 0 {
+				fmt.Fprintln(g.stdout, "no spans: this replica did not record the job, or its ring has moved past it")
+				return nil
+			}
+			return telemetry.WriteTree(g.stdout, t.Spans)
+		},
+	}
+	jf.add(traceCmd)
+	cmd.AddCommand(submit, show, list, cancel, traceCmd, newCmdJobLogs(g, &jf)) // job_logs.go
 	return cmd
 }
 

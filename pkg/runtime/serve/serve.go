@@ -23,6 +23,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
 	"github.com/slipway-dev/slipway/pkg/sandbox/local"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
 // Backends serve runs sandboxes on.
@@ -55,6 +56,8 @@ type Config struct {
 	// cluster of Kubeconfig, in Namespace (default: the kubeconfig
 	// context's).
 	Backend, Kubeconfig, Namespace string
+	// Environment labels every metric (environment=...); none when "".
+	Environment string
 }
 
 // Run runs the runtime until ctx ends: it follows the config repository,
@@ -153,7 +156,15 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness, runtime.WithLog(c.Log))
 	rtOf.Store(rt)
 	defer rt.Close() // stops the heartbeat monitors
-	srv, err := runtime.NewServer(rt, syncer, be, c.Token)
+	var mopts []telemetry.Option
+	if c.Environment != "" {
+		mopts = append(mopts, telemetry.WithEnvironment(c.Environment))
+	}
+	metrics, err := telemetry.NewMetrics(mopts...)
+	if err != nil {
+		return err
+	}
+	srv, err := runtime.NewServer(rt, syncer, be, c.Token, runtime.WithMetrics(metrics))
 	if err != nil {
 		return err
 	}

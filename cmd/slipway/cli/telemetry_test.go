@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/control"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
+)
+
+// scrapeMetrics GETs a /metrics endpoint with a bearer token.
+func scrapeMetrics(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+"/metrics", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// Real jobs through a real control plane and runtime, then both /metrics
+// endpoints scraped: the seed's names are there with bounded labels only
+// (no run, job or sandbox id, URL, token or text; label names from the
+// allow-list); `job trace` shows the job's spans with its ids; the control
+// plane's JSON log lines about the job carry the same ids.
+func TestTelemetryEndToEnd(t *testing.T) {
+	w := newControlWorld(t)
+	db := "sqlite:" + filepath.Join(w.dir, "control.db")
+	cp := w.startControlArgs(t, db, nil, "--runtime", "agents="+w.rt.base+","+w.rtTokenFile, "--environment", "test")
+	tok := w.token(t, db, "acme")
+	r := run(t, "", "tenant", "token", "create", "ops", "--scope", "operator", "--db", db)
+	if r.code != 0 {
+		t.Fatalf("operator token: %+v", r)
+	}
+	opTok := strings.TrimSpace(r.stdout)
+	base := []string{"job", "submit", "--server", cp.url, "--token-file", tok, "--pool", "agents", "--profile", "standard", "--wait", "-o", "json"}
+
+	var jobs []control.Job
+	for _, script := range []string{"echo ok", "echo no; exit 3"} {
+		r := run(t, "", append(base, "--", "sh", "-c", script)...)
+		var j control.Job
+		if err := json.Unmarshal([]byte(r.stdout), &j); err != nil || j.RunID == "" {
+			t.Fatalf("job %q: %+v", script, r)
+		}
+		jobs = append(jobs, j)
+	}
+
+	// The trace, as a tree and as JSON.
+	ok := jobs[0]
+	r = run(t, "", "job", "trace", ok.ID, "--server", cp.url, "--token-file", tok)
+	for _, want := range []string{"job ", "  admission", "  dispatch wait", "  claim", "  sandbox ready", "  runner awake", "  command", "  release",
+		"run_id=" + ok.RunID, "sandbox_id=" + ok.SandboxID, "session_id=" + ok.ID, "allocation_attempt=1"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("job trace lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	t.Logf("job trace %s:\n%s", ok.ID, r.stdout)
+	r = run(t, "", "job", "trace", ok.ID, "--server", cp.url, "--token-file", tok, "-o", "json")
+	var tr control.JobTrace
+	if err := json.Unmarshal([]byte(r.stdout), &tr); err != nil {
+		t.Fatalf("job trace -o json: %v\n%s", err, r.stdout)
+	}
+	if tr.TraceID != telemetry.JobTraceID(ok.ID).String() || len(tr.Spans) < 8 {
+		t.Fatalf("trace %s with %d spans, want %s with 8 or more", tr.TraceID, len(tr.Spans), telemetry.JobTraceID(ok.ID))
+	}
+	for _, s := range tr.Spans {
+		if s.TraceID != tr.TraceID || s.Attributes["job_id"] != ok.ID {
+			t.Errorf("span %s: trace %s job_id %q", s.Name, s.TraceID, s.Attributes["job_id"])
+		}
+		if s.Name == "release" && (s.Attributes["run_id"] != ok.RunID || s.Attributes["sandbox_id"] != ok.SandboxID || s.Attributes["allocation_attempt"] != "1") {
+			t.Errorf("release span attributes: %v", s.Attributes)
+		}
+	}
+
+	// The control plane's /metrics: operators only.
+	tenantTok, _ := readToken(tok)
+	if code, _ := scrapeMetrics(t, cp.url, tenantTok); code != 403 {
+		t.Errorf("control /metrics with a tenant's token: %d, want 403", code)
+	}
+	code, text := scrapeMetrics(t, cp.url, opTok)
+	if code != 200 {
+		t.Fatalf("control /metrics: %d %s", code, text)
+	}
+	for _, want := range []string{
+		`slipway_task_execution_duration_seconds_count{environment="test",pool="agents"} 2`,
+		`slipway_task_failure_count_total{bounded_reason="exit_code",environment="test",pool="agents"} 1`,
+		`slipway_known_compute_cost_total{environment="test",pool="agents"} `,
+		`slipway_kit_setup_latency_seconds_count{environment="test",pool="agents",start=`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("control /metrics lacks %s", want)
+		}
+	}
+	rcode, rtext := scrapeMetrics(t, w.rt.base, restartToken)
+	if rcode != 200 {
+		t.Fatalf("runtime /metrics: %d", rcode)
+	}
+	for _, want := range []string{`slipway_sandbox_create_latency_seconds_count{`, `slipway_cleanup_latency_seconds_count{pool="agents"} 2`,
+		`slipway_warm_hit_fraction{pool="agents"} `, `slipway_pool_sandboxes{class="warm",pool="agents"}`} {
+		if !strings.Contains(rtext, want) {
+			t.Errorf("runtime /metrics lacks %s", want)
+		}
+	}
+	for name, body := range map[string]string{"control": text, "runtime": rtext} {
+		if err := telemetry.CheckExposition(strings.NewReader(body)); err != nil {
+			t.Errorf("%s /metrics: %v", name, err)
+		}
+		for _, j := range jobs {
+			for _, id := range []string{j.ID, j.RunID, j.SandboxID, cp.url, w.rt.base, opTok} {
+				if strings.Contains(body, id) {
+					t.Errorf("%s /metrics holds %s", name, id)
+				}
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("control:\n%s\nruntime:\n%s", text, rtext)
+	}
+
+	// The log line of each job's end carries the same ids.
+	for _, j := range jobs {
+		found := false
+		for _, line := range strings.Split(cp.log.text(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != "job ended" || rec["job_id"] != j.ID {
+				continue
+			}
+			found = rec["run_id"] == j.RunID && rec["session_id"] == j.ID && rec["sandbox_id"] == j.SandboxID &&
+				rec["allocation_attempt"] == 1.0 && rec["trace_id"] == telemetry.JobTraceID(j.ID).String()
+			if !found {
+				t.Errorf("job ended line: %s", line)
+			}
+		}
+		if !found {
+			t.Errorf("no job ended line for %s:\n%s", j.ID, cp.log.text())
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
+)
+
+// A job's trace: its root span "job" (submission to end, written when the
+// job ends), and under it admission (queued to admitted), dispatch wait
+// (admitted to a worker taking it), claim, sandbox
+// ready and runner awake (from the run manifest's lifecycle), each
+// command, and release. Every span carries job_id and, once known,
+// run_id, session_id (the claim's session: the job id), allocation_attempt
+// and sandbox_id; the control plane's log lines about the job carry the
+// same.
+
+// JobTrace is GET /v1/jobs/{id}/trace: the spans of the job's trace this
+// replica's ring holds.
+type JobTrace struct {
+	JobID   string `json:"jobId"`
+	TraceID string `json:"traceId"`
+	// Replica is the control plane that answered; spans recorded by
+	// another replica (or pushed out of the ring) are not here.
+	Replica string                 `json:"replica"`
+	Spans   []telemetry.SpanRecord `json:"spans"`
+}
+
+// Trace returns what this replica's ring holds of job j's trace.
+func (p *Plane) Trace(j *Job) *JobTrace {
+	spans := p.c.Tracing.Ring().Trace(telemetry.JobTraceID(j.ID))
+	if spans == nil {
+		spans = []telemetry.SpanRecord{}
+	}
+	return &JobTrace{JobID: j.ID, TraceID: telemetry.JobTraceID(j.ID).String(), Replica: p.c.ID, Spans: spans}
+}
+
+// jobIDs are the correlation ids of a job, as span attributes.
+func jobIDs(j *Job) []attribute.KeyValue {
+	kv := []attribute.KeyValue{attribute.String("job_id", j.ID), attribute.String("pool", j.Pool)}
+	if j.Attempt > 0 {
+		kv = append(kv, attribute.Int("allocation_attempt", j.Attempt))
+	}
+	if j.RunID != "" {
+		kv = append(kv, attribute.String("run_id", j.RunID), attribute.String("session_id", j.ID), attribute.String("sandbox_id", j.SandboxID))
+	}
+	return kv
+}
+
+// logIDs are the same ids for a log line, with the trace id.
+func logIDs(j *Job) []any {
+	out := []any{"job_id", j.ID, "trace_id", telemetry.JobTraceID(j.ID).String()}
+	for _, kv := range jobIDs(j)[2:] {
+		out = append(out, string(kv.Key), kv.Value.AsInterface())
+	}
+	return out
+}
+
+func (p *Plane) tracer() trace.Tracer { return p.c.Tracing.Tracer() }
+
+// traceAdmission writes the spans of a job before its dispatch: admission
+// (its submission to its admission) and dispatch wait (its admission to
+// a worker taking it, now).
+func (p *Plane) traceAdmission(ctx context.Context, j *Job) {
+	if j.AdmittedAt == nil {
+		return
+	}
+	jctx := telemetry.InJob(ctx, j.ID)
+	_, s := p.tracer().Start(jctx, "admission", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...))
+	s.End(trace.WithTimestamp(*j.AdmittedAt))
+	_, s = p.tracer().Start(jctx, "dispatch wait", trace.WithTimestamp(*j.AdmittedAt), trace.WithAttributes(jobIDs(j)...))
+	s.End()
+}
+
+// tracedClaim is claim in a span.
+func (p *Plane) tracedClaim(ctx context.Context, j *Job) (Runtime, *runtime.Grant, error) {
+	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), "claim", trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(attribute.String("request_key", j.RequestKey)))
+	defer s.End()
+	rt, g, err := p.claim(ctx, j)
+	if err != nil {
+		s.SetStatus(codes.Error, err.Error())
+		p.c.Logger.Warn("claim failed", append(logIDs(j), "err", err)...)
+		return rt, g, err
+	}
+	s.SetAttributes(attribute.String("run_id", g.RunID), attribute.String("session_id", j.ID), attribute.String("sandbox_id", g.SandboxID),
+		attribute.Int("allocation_attempt", g.AllocationAttempt), attribute.String("runtime", rt.Name), attribute.Bool("warm", g.Warm), attribute.Bool("adopted", g.Adopted))
+	return rt, g, nil
+}
+
+// span starts a span of job j; its end function records err.
+func (p *Plane) span(ctx context.Context, j *Job, name string, kv ...attribute.KeyValue) func(err error, kv ...attribute.KeyValue) {
+	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), name, trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
+	return func(err error, kv ...attribute.KeyValue) {
+		s.SetAttributes(kv...)
+		if err != nil {
+			s.SetStatus(codes.Error, err.Error())
+		}
+		s.End()
+	}
+}
+
+// commandAttrs says how a command ended, for its span.
+func commandAttrs(res *runtime.ExecResult) []attribute.KeyValue {
+	if res == nil {
+		return nil
+	}
+	kv := []attribute.KeyValue{attribute.Int("exit_code", res.ExitCode)}
+	if res.TimedOut {
+		kv = append(kv, attribute.Bool("timed_out", true))
+	}
+	if res.Stop != "" {
+		kv = append(kv, attribute.String("stop", res.Stop))
+	}
+	if res.Outcome != "" {
+		kv = append(kv, attribute.String("outcome", res.Outcome))
+	}
+	return kv
+}
+
+// jobEnded records a job that reached an end (terminal, or unknown): its
+// metrics, the sandbox-ready and runner-awake spans from its run manifest
+// (when it had a run on rt), its root span, and a log line with its ids.
+func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *Job) {
+	if j == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	end := time.Now()
+	if j.EndedAt != nil {
+		end = *j.EndedAt
+	}
+	if rt != nil && j.RunID != "" {
+		mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := rt.Client.Run(mctx, j.RunID)
+		cancel()
+		if err == nil {
+			p.traceLifecycle(ctx, j, m)
+		} else {
+			p.c.Logger.Warn("run manifest for the job's trace", append(logIDs(j), "err", err)...)
+		}
+	}
+	var ran time.Duration
+	if j.StartedAt != nil {
+		ran = end.Sub(*j.StartedAt)
+	}
+	met := p.c.Metrics
+	met.TaskEnded(ctx, j.Pool, j.State == Succeeded, j.Reason, ran)
+	if j.State.Terminal() {
+		met.Cost(ctx, j.Pool, j.Cost.Known, j.Cost.Amount)
+	}
+	_, root := p.c.Tracing.StartJobRoot(ctx, j.ID, "job", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...),
+		trace.WithAttributes(attribute.String("tenant", j.Tenant), attribute.String("state", string(j.State)), attribute.String("reason", j.Reason)))
+	if j.State != Succeeded {
+		root.SetStatus(codes.Error, j.Reason)
+	}
+	root.End(trace.WithTimestamp(end))
+	p.c.Logger.Info("job ended", append(logIDs(j), "state", string(j.State), "reason", j.Reason)...)
+}
+
+// traceLifecycle writes the spans the run manifest's lifecycle times
+// give (sandbox ready: the runtime's request received to the sandbox
+// assigned, warm or cold; runner awake: from then to the runner's first
+// command) and records kit_setup_latency, the second.
+func (p *Plane) traceLifecycle(ctx context.Context, j *Job, m *runs.Manifest) {
+	l := m.Lifecycle
+	jctx := telemetry.InJob(ctx, j.ID)
+	if !l.RequestReceived.IsZero() && !l.SandboxAssigned.IsZero() {
+		kv := []attribute.KeyValue{attribute.Bool("warm", m.Warm)}
+		if !l.Ready.IsZero() {
+			kv = append(kv, attribute.String("sandbox_ready_at", l.Ready.UTC().Format(time.RFC3339Nano)))
+		}
+		_, s := p.tracer().Start(jctx, "sandbox ready", trace.WithTimestamp(l.RequestReceived), trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
+		s.End(trace.WithTimestamp(l.SandboxAssigned))
+	}
+	if !l.SandboxAssigned.IsZero() && !l.RunnerAwakened.IsZero() {
+		_, s := p.tracer().Start(jctx, "runner awake", trace.WithTimestamp(l.SandboxAssigned), trace.WithAttributes(jobIDs(j)...))
+		s.End(trace.WithTimestamp(l.RunnerAwakened))
+		p.c.Metrics.KitSetup(ctx, j.Pool, m.Warm, l.RunnerAwakened.Sub(l.SandboxAssigned))
+	}
+}
+
+// newTelemetry fills in a plane's metrics and tracing when none were
+// given.
+func newTelemetry(ctx context.Context, c *Config) error {
+	var errs []error
+	if c.Metrics == nil {
+		m, err := telemetry.NewMetrics()
+		c.Metrics = m
+		errs = append(errs, err)
+	}
+	if c.Tracing == nil {
+		t, err := telemetry.NewTracing(ctx, telemetry.WithServiceName("slipway-control"))
+		c.Tracing = t
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("control: telemetry: %w", err)
+	}
+	return nil
+}

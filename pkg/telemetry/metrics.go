@@ -1,0 +1,222 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// Namespace prefixes every metric's Prometheus name.
+const Namespace = "slipway"
+
+// Latency buckets, in seconds: a warm hit takes milliseconds, a cold start
+// seconds.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// Task duration buckets, in seconds: a command to an hour.
+var taskBuckets = []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
+
+// Metrics is a process's metric set on its own registry.
+type Metrics struct {
+	reg      *prometheus.Registry
+	provider *sdkmetric.MeterProvider
+	meter    metric.Meter
+	env      []attribute.KeyValue
+
+	claims        metric.Int64Counter
+	createLatency metric.Float64Histogram
+	kitSetup      metric.Float64Histogram
+	taskDuration  metric.Float64Histogram
+	taskFailures  metric.Int64Counter
+	artifactBytes metric.Int64Counter
+	cleanup       metric.Float64Histogram
+	orphans       metric.Int64Gauge
+	knownCost     metric.Float64Counter
+	unknownCost   metric.Int64Counter
+
+	mu    sync.Mutex
+	pools map[string]*poolTotals
+}
+
+// poolTotals are what the observed instruments of one pool accumulate.
+type poolTotals struct {
+	warm, cold       int64
+	unusedWarmMin    float64
+	shortageSec      float64
+	lastSample       time.Time
+	lastReady        int
+	lastShort        bool
+	sampled, claimed bool
+}
+
+type options struct {
+	env string
+}
+
+// Option configures NewMetrics.
+type Option func(*options) error
+
+// WithEnvironment adds the label environment=env to every series (a
+// deployment's name, e.g. "prod"; 1 to 32 of a-z 0-9 - _).
+func WithEnvironment(env string) Option {
+	return func(o *options) error {
+		if !wordRE.MatchString(env) {
+			return fmt.Errorf("telemetry: environment %q: want 1 to 32 of a-z 0-9 - _", env)
+		}
+		o.env = env
+		return nil
+	}
+}
+
+// NewMetrics makes the metric set on a private registry.
+func NewMetrics(opts ...Option) (*Metrics, error) {
+	var o options
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	m := &Metrics{reg: prometheus.NewRegistry(), pools: map[string]*poolTotals{}}
+	if o.env != "" {
+		m.env = []attribute.KeyValue{attribute.String("environment", o.env)}
+	}
+	exp, err := otelprom.New(otelprom.WithRegisterer(m.reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo(), otelprom.WithNamespace(Namespace))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+	}
+	m.provider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+	m.meter = m.provider.Meter("github.com/slipway-dev/slipway")
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	var e error
+	mt := m.meter
+	m.claims, e = mt.Int64Counter("claims", metric.WithDescription("Claims granted by the runtime, by warm hit or cold start (runtime claim path)."))
+	add(e)
+	m.createLatency, e = mt.Float64Histogram("sandbox_create_latency", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBuckets...),
+		metric.WithDescription("Time from a claim request to a ready sandbox; start=warm (a warm member) and start=cold (a sandbox created for the claim) are separate series (runtime claim path)."))
+	add(e)
+	m.kitSetup, e = mt.Float64Histogram("kit_setup_latency", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBuckets...),
+		metric.WithDescription("Time from the sandbox assigned to the runner awake (its first command accepted), from the run manifest's lifecycle (control plane, at a job's end)."))
+	add(e)
+	m.taskDuration, e = mt.Float64Histogram("task_execution_duration", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(taskBuckets...),
+		metric.WithDescription("A job's time from its sandbox granted to its end (control plane, at a job's end)."))
+	add(e)
+	m.taskFailures, e = mt.Int64Counter("task_failure_count", metric.WithDescription("Jobs that did not succeed, by bounded_reason (control plane, at a job's end)."))
+	add(e)
+	m.artifactBytes, e = mt.Int64Counter("artifact_export_bytes", metric.WithUnit("By"),
+		metric.WithDescription("Bytes of artifacts exported. No source yet: fed by artifact export when it exists (issue 19 incident 5)."))
+	add(e)
+	m.cleanup, e = mt.Float64Histogram("cleanup_latency", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBuckets...),
+		metric.WithDescription("Time the runtime took to release a claim: stop the sandbox, revoke its credentials, record the manifest (runtime release path)."))
+	add(e)
+	m.orphans, e = mt.Int64Gauge("orphan_resource_count",
+		metric.WithDescription("Resources found with no live owner. No source yet: fed by the cleanup reconciler when it exists (issue 19 item 1)."))
+	add(e)
+	m.knownCost, e = mt.Float64Counter("known_compute_cost",
+		metric.WithDescription("Compute cost of ended jobs whose pool has a price, in the price table's currency (control plane, at a job's end)."))
+	add(e)
+	m.unknownCost, e = mt.Int64Counter("unknown_cost_run_count",
+		metric.WithDescription("Ended jobs whose cost is unknown: their pool has no price (control plane, at a job's end)."))
+	add(e)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("telemetry: instruments: %w", err)
+	}
+	return m, nil
+}
+
+// Handler serves the Prometheus text of the registry.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Shutdown stops the meter provider.
+func (m *Metrics) Shutdown(ctx context.Context) error { return m.provider.Shutdown(ctx) }
+
+func (m *Metrics) attrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append(append([]attribute.KeyValue(nil), m.env...), kv...)...)
+}
+
+func start(warm bool) string {
+	if warm {
+		return "warm"
+	}
+	return "cold"
+}
+
+// SandboxCreated records a granted claim of pool: a warm hit or a cold
+// start, of generation gen, that took d.
+func (m *Metrics) SandboxCreated(ctx context.Context, pool, gen string, warm bool, d time.Duration) {
+	pool, gen = Bound(pool), Bound(gen)
+	m.claims.Add(ctx, 1, m.attrs(attribute.String("pool", pool), attribute.String("start", start(warm))))
+	m.createLatency.Record(ctx, d.Seconds(), m.attrs(attribute.String("pool", pool), attribute.String("generation", gen), attribute.String("start", start(warm))))
+	m.mu.Lock()
+	t := m.totals(pool)
+	t.claimed = true
+	if warm {
+		t.warm++
+	} else {
+		t.cold++
+	}
+	m.mu.Unlock()
+}
+
+// KitSetup records the time from a sandbox assigned to its runner awake.
+func (m *Metrics) KitSetup(ctx context.Context, pool string, warm bool, d time.Duration) {
+	m.kitSetup.Record(ctx, d.Seconds(), m.attrs(attribute.String("pool", Bound(pool)), attribute.String("start", start(warm))))
+}
+
+// Released records the release of a claim of pool that took d.
+func (m *Metrics) Released(ctx context.Context, pool string, d time.Duration) {
+	m.cleanup.Record(ctx, d.Seconds(), m.attrs(attribute.String("pool", Bound(pool))))
+}
+
+// TaskEnded records a job of pool that ended: succeeded or not (reason,
+// bounded by FailureReason), that ran for d (0: it never ran).
+func (m *Metrics) TaskEnded(ctx context.Context, pool string, succeeded bool, reason string, d time.Duration) {
+	pool = Bound(pool)
+	if d > 0 {
+		m.taskDuration.Record(ctx, d.Seconds(), m.attrs(attribute.String("pool", pool)))
+	}
+	if !succeeded {
+		m.taskFailures.Add(ctx, 1, m.attrs(attribute.String("pool", pool), attribute.String("bounded_reason", FailureReason(reason))))
+	}
+}
+
+// Cost records an ended job's compute cost: amount when known, else one
+// more run of unknown cost.
+func (m *Metrics) Cost(ctx context.Context, pool string, known bool, amount float64) {
+	if known {
+		m.knownCost.Add(ctx, max(amount, 0), m.attrs(attribute.String("pool", Bound(pool))))
+		return
+	}
+	m.unknownCost.Add(ctx, 1, m.attrs(attribute.String("pool", Bound(pool))))
+}
+
+// ArtifactExported records n bytes of artifacts exported from pool.
+func (m *Metrics) ArtifactExported(ctx context.Context, pool string, n int64) {
+	m.artifactBytes.Add(ctx, n, m.attrs(attribute.String("pool", Bound(pool))))
+}
+
+// Orphans records how many resources of pool have no live owner now.
+func (m *Metrics) Orphans(ctx context.Context, pool string, n int64) {
+	m.orphans.Record(ctx, n, m.attrs(attribute.String("pool", Bound(pool))))
+}
+
+func (m *Metrics) totals(pool string) *poolTotals {
+	t := m.pools[pool]
+	if t == nil {
+		t = &poolTotals{}
+		m.pools[pool] = t
+	}
+	return t
+}
