@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/slipway-dev/slipway/pkg/egress"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
@@ -117,26 +115,6 @@ func (r *Runtime) PolicyDenials() map[string]float64 {
 	r.egress.mu.Lock()
 	defer r.egress.mu.Unlock()
 	return maps.Clone(r.egress.denials)
-}
-
-// denialCollector exposes PolicyDenials as the counter
-// slipway_policy_denial_count{policy_revision}.
-type denialCollector struct {
-	rt   *Runtime
-	desc *prometheus.Desc
-}
-
-func newDenialCollector(rt *Runtime) *denialCollector {
-	return &denialCollector{rt: rt, desc: prometheus.NewDesc("slipway_policy_denial_count",
-		"Egress attempts the allow-list denied, by the policy revision of the run that made them.", []string{"policy_revision"}, nil)}
-}
-
-func (c *denialCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *denialCollector) Collect(ch chan<- prometheus.Metric) {
-	for rev, n := range c.rt.PolicyDenials() {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, n, rev)
-	}
 }
 
 // throughProxy is an allow-list pool's half of the network proof: through
