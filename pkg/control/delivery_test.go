@@ -30,6 +30,9 @@ type receiver struct {
 	secret []byte
 	srv    *httptest.Server
 	script func(m Message, n int) string
+	// hold runs for "hold": acts, then waits in it before dropping the
+	// connection unanswered.
+	hold func()
 
 	mu       sync.Mutex
 	arrivals map[string]int
@@ -82,8 +85,14 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		act()
 		time.Sleep(time.Second)
 		_, _ = w.Write([]byte(`{"id":"late"}`))
-	case "drop":
+	case "hold":
 		act()
+		r.hold()
+		fallthrough
+	case "drop":
+		if r.script(m, n) == "drop" {
+			act()
+		}
 		c, _, err := w.(http.Hijacker).Hijack()
 		if err == nil {
 			c.Close()
