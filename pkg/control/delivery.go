@@ -203,12 +203,13 @@ func (r *destRunner) run(ctx context.Context, id string) error {
 		if len(d.Events) == 0 {
 			return nil
 		}
+		renewed := time.Now() // Consume took the lease
 		for i, e := range d.Events {
 			var next *Event
 			if i+1 < len(d.Events) {
 				next = &d.Events[i+1]
 			}
-			if err := r.deliverOne(ctx, j, e, next); err != nil {
+			if err := r.deliverOne(ctx, j, e, next, &renewed); err != nil {
 				return err
 			}
 			if err := s.Ack(ctx, r.consumer, owner, id, e.Seq); err != nil {
@@ -223,7 +224,7 @@ func (r *destRunner) run(ctx context.Context, id string) error {
 // (nothing stored), already receipted (a redelivery after a crash),
 // collapsed, delivered or failed with the budget spent. It returns an
 // error only when it must stop (ctx, the database, a lost lease).
-func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Event) error {
+func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Event, renewed *time.Time) error {
 	s := r.w.p.c.Store
 	d, required := r.config()
 	if !d.Wants(string(e.Kind)) {
@@ -260,10 +261,13 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 		if err := r.limiter.Wait(ctx); err != nil {
 			return err
 		}
-		// renew the lease: a slow destination must not hand the job to
-		// another worker while this one still tries
-		if _, err := s.Consume(ctx, r.consumer, r.w.p.c.ID, j.ID, r.w.c.Lease, 0); err != nil {
-			return err
+		// renew the lease once a third of it is spent: a slow destination
+		// must not hand the job to another worker while this one still tries
+		if time.Since(*renewed) > r.w.c.Lease/3 {
+			if _, err := s.Consume(ctx, r.consumer, r.w.p.c.ID, j.ID, r.w.c.Lease, 0); err != nil {
+				return err
+			}
+			*renewed = time.Now()
 		}
 		attempts++
 		secret, serr := d.SecretRef.Read()

@@ -33,6 +33,8 @@ type receiver struct {
 	// hold runs for "hold": acts, then waits in it before dropping the
 	// connection unanswered.
 	hold func()
+	// locked: script runs under mu (a script with state of its own)
+	locked bool
 
 	mu       sync.Mutex
 	arrivals map[string]int
@@ -64,7 +66,14 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.arrivals[m.ID]++
 	n := r.arrivals[m.ID]
+	what := ""
+	if r.locked {
+		what = r.script(m, n)
+	}
 	r.mu.Unlock()
+	if !r.locked {
+		what = r.script(m, n)
+	}
 	act := func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -75,7 +84,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.effects[m.ID] = m
 		r.order[m.Job] = append(r.order[m.Job], m.Seq)
 	}
-	switch r.script(m, n) {
+	switch what {
 	case "500":
 		w.WriteHeader(500)
 	case "429":
@@ -90,7 +99,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.hold()
 		fallthrough
 	case "drop":
-		if r.script(m, n) == "drop" {
+		if what == "drop" {
 			act()
 		}
 		c, _, err := w.(http.Hijacker).Hijack()
