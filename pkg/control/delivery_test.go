@@ -137,7 +137,7 @@ func mapsl(m map[string][]int64) map[string][]int64 {
 // tenantWith is a tenant file with destinations.
 func tenantWith(name, destinations string) string {
 	return "apiVersion: slipway.dev/v1alpha1\nkind: Tenant\nname: " + name +
-		"\npools: [agents]\nprofiles: [standard]\nconcurrency: 2\nqueueBound: 50\ndestinations:\n" + destinations
+		"\npools: [agents]\nprofiles: [standard]\nconcurrency: 2\nqueueBound: 1000\ndestinations:\n" + destinations
 }
 
 func secretFile(t *testing.T, secret string) string {

@@ -35,6 +35,14 @@
 // chunks by time and size, consumer cursors with acknowledgement, and
 // Server-Sent Events that resume from Last-Event-ID (sse.go).
 //
+// The output worker (delivery.go) is a consumer of those streams per
+// tenant destination: in order per job, rate-limited, retried with backoff
+// and Retry-After, each attempt with an idempotency key and a signature
+// (package deliver, which also filters the text), the receipt stored
+// before the acknowledgement; a job's result is published (validated
+// delivery, delivery_view.go) once every destination that requires it
+// returned its receipt of the result.
+//
 // What it is not: the runtime (pkg/runtime) and the configuration's
 // parsing (pkg/tenancy).
 package control
