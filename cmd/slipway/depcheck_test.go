@@ -23,6 +23,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		// Metrics and traces: the OTel SDK and nothing of Slipway.
 		"pkg/telemetry":  {},
 		"pkg/scan":       {},
+		"pkg/deliver":    {"pkg/scan"},
 		"pkg/sbom":       {"pkg/atomicfile"},
 		"pkg/strictyaml": {},
 		"pkg/generation": {"pkg/ref", "pkg/strictyaml"},
@@ -52,7 +53,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/argocd": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/gitops", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
 		// The control plane: tenancy and the runtime's API client, never a
 		// sandbox backend (dispatch crosses the network).
-		"pkg/control": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy", "pkg/telemetry"},
+		"pkg/control": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy", "pkg/telemetry", "pkg/deliver"},
 		"pkg/gittest": {},
 		"pkg/gitops":  {},
 		"pkg/runs":    {},

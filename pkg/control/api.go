@@ -24,6 +24,7 @@ const MaxBody = 1 << 20
 //	GET  /v1/jobs/{id}/trace      its trace's spans this replica holds
 //	POST /v1/jobs/{id}/cancel     cancel
 //	GET  /v1/jobs/{id}/events     its event stream (Server-Sent Events; sse.go)
+//	GET  /v1/jobs/{id}/artifacts/{name}  an artifact a delivered message links to
 //	GET  /v1/usage                the tenants' counters (operators)
 //	GET  /v1/audit                the audit log (operators)
 //	GET  /metrics                 Prometheus text (operators, audited)
@@ -45,7 +46,8 @@ func NewServer(p *Plane) *Server {
 	s.mux.Handle("GET /v1/jobs/{id}/profile", s.auth(s.profile))
 	s.mux.Handle("GET /v1/jobs/{id}/trace", s.auth(s.trace))
 	s.mux.Handle("POST /v1/jobs/{id}/cancel", s.auth(s.cancel))
-	s.mux.Handle("GET /v1/jobs/{id}/events", s.auth(s.events)) // sse.go
+	s.mux.Handle("GET /v1/jobs/{id}/events", s.auth(s.events))             // sse.go
+	s.mux.Handle("GET /v1/jobs/{id}/artifacts/{name}", s.auth(s.artifact)) // delivery_view.go
 	s.mux.Handle("GET /v1/usage", s.auth(s.operator(s.usage)))
 	s.mux.Handle("GET /v1/audit", s.auth(s.operator(s.audit)))
 	s.mux.Handle("GET /metrics", s.auth(s.operator(p.c.Metrics.Handler().ServeHTTP)))

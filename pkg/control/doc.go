@@ -42,6 +42,14 @@
 // job; GET /v1/jobs/{id}/trace reads this replica's ring of spans, and
 // GET /metrics (operators) the job-end metrics with bounded labels.
 //
+// The output worker (delivery.go) is a consumer of those streams per
+// tenant destination: in order per job, rate-limited, retried with backoff
+// and Retry-After, each attempt with an idempotency key and a signature
+// (package deliver, which also filters the text), the receipt stored
+// before the acknowledgement; a job's result is published (validated
+// delivery, delivery_view.go) once every destination that requires it
+// returned its receipt of the result.
+//
 // What it is not: the runtime (pkg/runtime) and the configuration's
 // parsing (pkg/tenancy).
 package control

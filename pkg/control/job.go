@@ -171,6 +171,12 @@ type Job struct {
 
 	// CancelRequested is set by a cancel; the owner stops the job.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
+	// ResultPublished is when the final result's receipt came back from
+	// every destination that requires it (validated delivery); Delivery
+	// says how the job's deliveries stand. Both are filled by Plane.Get
+	// from the output worker's records (delivery_view.go).
+	ResultPublished *time.Time      `json:"resultPublished,omitempty"`
+	Delivery        *DeliveryStatus `json:"delivery,omitempty"`
 }
 
 // Note is something that happened to a job that is not a state: a profile

@@ -62,6 +62,8 @@ type Config struct {
 	// Events bounds the jobs' event streams: retention, chunking,
 	// coalescing, slow SSE clients (defaults in EventConfig).
 	Events EventConfig
+	// Delivery configures the output worker (delivery.go).
+	Delivery DeliveryConfig
 	// ID names this replica in leases (default host:pid).
 	ID     string
 	Logger *slog.Logger
@@ -149,10 +151,11 @@ func (p *Plane) Start(ctx context.Context) error {
 			return fmt.Errorf("control: start queue: %w", err)
 		}
 	}
-	p.wg.Add(3)
+	p.wg.Add(4)
 	go func() { defer p.wg.Done(); p.admitLoop(ctx) }()
 	go func() { defer p.wg.Done(); p.recoverLoop(ctx) }()
 	go func() { defer p.wg.Done(); p.retentionLoop(ctx) }() // events_store.go
+	go func() { defer p.wg.Done(); p.deliveryLoop(ctx) }()  // delivery.go
 	return nil
 }
 
@@ -324,7 +327,11 @@ func requestHash(s Spec) string {
 
 // Get returns a job of tenant ("" : any, for operators).
 func (p *Plane) Get(ctx context.Context, tenant, id string) (*Job, error) {
-	return p.c.Store.Get(ctx, tenant, id)
+	j, err := p.c.Store.Get(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return j, p.deliveryView(ctx, j) // delivery_view.go
 }
 
 // JobProfile is a job's profile as it was at the job's revision.

@@ -217,7 +217,8 @@ func (s *Store) migrate(ctx context.Context) error {
 		`CREATE TABLE IF NOT EXISTS cp_profiles (
 			digest TEXT PRIMARY KEY, name TEXT NOT NULL, revision TEXT NOT NULL, path TEXT NOT NULL, raw TEXT NOT NULL)`,
 	}
-	stmts = append(stmts, eventSchema(d)...) // events_store.go
+	stmts = append(stmts, eventSchema(d)...)    // events_store.go
+	stmts = append(stmts, deliverySchema(d)...) // delivery_store.go
 	for _, st := range stmts {
 		if _, err := s.w.ExecContext(ctx, st); err != nil {
 			return fmt.Errorf("migrate: %w", unavailable(err))

@@ -15,6 +15,11 @@
 // CVE scanner (the SBOM covers packages), or a policy engine: what to allow is
 // the caller's Allow list, recorded in the report.
 //
+// Redact applies the content rules to text that leaves Slipway (a run's
+// output delivered to a product) and replaces each value Scan would refuse
+// with "[REDACTED rule]"; it is stricter than Scan where Scan needs a
+// file's name (redact.go says how), and a redacted text scans clean.
+//
 // # Scrub
 //
 // Scrub(root, extra, keep) removes, in every home (/root and /home/*):
@@ -82,9 +87,10 @@
 // Decisions, to keep the refusals worth reading:
 //
 //   - Placeholders are not secrets: ${VAR}, $VAR, {{ .x }}, {x}, %(x)s, <x>, one
-//     character repeated, and the words password, passwd, pass, pwd, secret,
-//     changeme, redacted, example, token, foo, bar; nor are hosts under
-//     example.com/.org/.net, .example, .test and .invalid.
+//     character repeated, the words password, passwd, pass, pwd, secret,
+//     changeme, redacted, example, token, foo, bar, and Redact's own
+//     "[REDACTED rule]" markers; nor are hosts under example.com/.org/.net,
+//     .example, .test and .invalid.
 //   - The entropy rule reads only .env, .env.*, *.env, *.ini, *.cfg, *.conf,
 //     *.cnf, *.toml, *.yaml, *.yml, *.properties, .npmrc, .pypirc, .pgpass,
 //     .my.cnf and files named credentials. A key suggests a secret when it

@@ -45,7 +45,7 @@ func checkDockerConfig(p string, b []byte, legacy bool, values *[][]byte) []Find
 		default:
 			return
 		}
-		if v == "" || !dockerSecretField(field) {
+		if v == "" || redactedValue(v) || !dockerSecretField(field) {
 			return
 		}
 		if !reRegistry.MatchString(reg) {

@@ -195,7 +195,7 @@ func placeholderWord(v string) bool {
 // value: empty, ${VAR} or $VAR, a template ({{ }}, {x}, %(x)s, %{x}),
 // <angle> brackets, one character repeated (****, xxxx), or a placeholder word.
 func placeholder(v string) bool {
-	if v == "" || v[0] == '$' || strings.Contains(v, "{{") || strings.Contains(v, "${") {
+	if v == "" || v[0] == '$' || strings.Contains(v, "{{") || strings.Contains(v, "${") || redactedValue(v) {
 		return true
 	}
 	if strings.HasPrefix(v, "%(") || strings.HasPrefix(v, "%{") || v == "%s" {
@@ -208,6 +208,11 @@ func placeholder(v string) bool {
 		return true
 	}
 	return placeholderWord(v)
+}
+
+// redactedValue reports a value Redact put in place of a secret.
+func redactedValue(v string) bool {
+	return strings.HasPrefix(v, "[REDACTED ") && strings.HasSuffix(v, "]") && !strings.ContainsAny(v[1:len(v)-1], "[]")
 }
 
 // placeholderHost reports documentation-only hosts (RFC 2606 and RFC 6761).

@@ -2,7 +2,11 @@
 // plane's tenants, reviewed like code:
 //
 //	tenants/<name>.yaml    kind: Tenant   pools and profiles the tenant may use,
-//	                                      concurrency, queue bound, budget per period
+//	                                      concurrency, queue bound, budget per period,
+//	                                      destinations (webhooks its job events are
+//	                                      delivered to: URL, kinds, requiresResult,
+//	                                      secretRef {file|env}, ratePerSecond,
+//	                                      maxAttempts)
 //	profiles/<name>.yaml   kind: Profile  a capability profile: network, maximum
 //	                                      duration and output, secret versions,
 //	                                      pools and templates

@@ -182,6 +182,8 @@ type Tenant struct {
 	QueueBound int `json:"queueBound"`
 	// Budget is what the tenant may spend per period; nil: unlimited.
 	Budget *Budget `json:"budget,omitempty"`
+	// Destinations receive the tenant's job events (destination.go).
+	Destinations []Destination `json:"destinations,omitempty"`
 }
 
 // Budget is an amount, in the price table's currency, per period.
@@ -241,6 +243,8 @@ type tenantDoc struct {
 	Concurrency whole      `yaml:"concurrency"`
 	QueueBound  whole      `yaml:"queueBound"`
 	Budget      *budgetDoc `yaml:"budget,omitempty"`
+	// Destinations: see destination.go.
+	Destinations []destinationDoc `yaml:"destinations,omitempty"`
 }
 
 type budgetDoc struct {
@@ -293,6 +297,9 @@ func ParseTenant(path string, b []byte) (*Tenant, error) {
 			return nil, fe("budget.period", "%q: want day, week or month", bd.Period)
 		}
 		t.Budget = &Budget{Amount: *bd.Amount, Period: bd.Period}
+	}
+	if t.Destinations, err = parseDestinations(fe, d.Destinations); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

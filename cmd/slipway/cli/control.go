@@ -416,6 +416,7 @@ func printJob(w io.Writer, j *control.Job, prof *control.JobProfile, perr error)
 	for _, n := range j.Notes {
 		fmt.Fprintf(w, "note:     %s %s\n", n.At.Format("15:04:05.000"), n.Text)
 	}
+	printDelivery(w, j) // control_delivery.go
 	if j.Output != "" {
 		fmt.Fprintf(w, "output (%d bytes and %d lines dropped):\n%s", j.OutputDroppedBytes, j.OutputDroppedLines, j.Output)
 		if !strings.HasSuffix(j.Output, "\n") {

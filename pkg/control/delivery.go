@@ -1,0 +1,400 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/slipway-dev/slipway/pkg/deliver"
+	"github.com/slipway-dev/slipway/pkg/scan"
+	"github.com/slipway-dev/slipway/pkg/tenancy"
+)
+
+// DeliveryConfig configures the output worker: it delivers each tenant's
+// job events to the tenant's destinations (tenants/<name>.yaml), apart
+// from the runs (a run never waits on a destination).
+type DeliveryConfig struct {
+	// Disabled turns the worker off (events still accumulate; a worker
+	// started later delivers them).
+	Disabled bool
+	// Poll is how often destinations look for jobs with undelivered events
+	// (default 200ms).
+	Poll time.Duration
+	// Lease is how long a (destination, job) stays with this worker
+	// without renewal; after a crash another worker redelivers what was
+	// not acknowledged (default 30s).
+	Lease time.Duration
+	// AttemptTimeout bounds one attempt (default 10s).
+	AttemptTimeout time.Duration
+	// BackoffBase and BackoffMax shape the waits between attempts
+	// (defaults 500ms and 5m); RetryAfterCap bounds a destination's
+	// Retry-After (default 10m).
+	BackoffBase, BackoffMax, RetryAfterCap time.Duration
+	// JobsPerDestination bounds the jobs one destination works at once
+	// (default 8).
+	JobsPerDestination int
+	// Limits bound a message's text; longer text goes to an artifact.
+	Limits deliver.Limits
+	// PublicURL prefixes artifact links (default: a path only).
+	PublicURL string
+	// Client sends the attempts (default: a client with no redirects).
+	Client *http.Client
+}
+
+func (c DeliveryConfig) withDefaults() DeliveryConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.Poll, 200*time.Millisecond)
+	def(&c.Lease, 30*time.Second)
+	def(&c.AttemptTimeout, 10*time.Second)
+	def(&c.BackoffBase, 500*time.Millisecond)
+	def(&c.BackoffMax, 5*time.Minute)
+	def(&c.RetryAfterCap, 10*time.Minute)
+	if c.JobsPerDestination <= 0 {
+		c.JobsPerDestination = 8
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return c
+}
+
+// deliveryWorker runs one goroutine per destination and per (destination,
+// job) it works.
+type deliveryWorker struct {
+	p     *Plane
+	c     DeliveryConfig
+	mu    sync.Mutex
+	dests map[string]*destRunner
+	wg    sync.WaitGroup
+}
+
+// destRunner delivers to one destination of one tenant.
+type destRunner struct {
+	w        *deliveryWorker
+	tenant   string
+	consumer string
+	limiter  *rate.Limiter
+	mu       sync.Mutex
+	d        tenancy.Destination
+	required []string // the tenant's destinations that require the result
+	active   map[string]bool
+}
+
+// deliveryLoop runs the output worker until ctx ends.
+func (p *Plane) deliveryLoop(ctx context.Context) {
+	if p.c.Delivery.Disabled {
+		return
+	}
+	w := &deliveryWorker{p: p, c: p.c.Delivery.withDefaults(), dests: map[string]*destRunner{}}
+	defer w.wg.Wait()
+	t := time.NewTicker(w.c.Poll)
+	defer t.Stop()
+	for {
+		if cfg, err := p.c.Config.Current(ctx); err == nil {
+			w.sync(ctx, cfg)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sync updates the destinations from the configuration and starts work on
+// the jobs that have events to deliver.
+func (w *deliveryWorker) sync(ctx context.Context, cfg *tenancy.Config) {
+	for name, t := range cfg.Tenants {
+		var required []string
+		for _, d := range t.Value.Destinations {
+			if d.RequiresResult {
+				required = append(required, d.Name)
+			}
+		}
+		for _, d := range t.Value.Destinations {
+			key := name + "/" + d.Name
+			w.mu.Lock()
+			r := w.dests[key]
+			if r == nil {
+				r = &destRunner{w: w, tenant: name, consumer: "delivery:" + key, active: map[string]bool{},
+					limiter: rate.NewLimiter(rate.Limit(d.RatePerSecond), max(1, int(d.RatePerSecond)))}
+				w.dests[key] = r
+			}
+			w.mu.Unlock()
+			r.mu.Lock()
+			if r.d.RatePerSecond != d.RatePerSecond {
+				r.limiter.SetLimit(rate.Limit(d.RatePerSecond))
+				r.limiter.SetBurst(max(1, int(d.RatePerSecond)))
+			}
+			r.d, r.required = d, required
+			r.mu.Unlock()
+			r.poll(ctx)
+		}
+	}
+}
+
+func (r *destRunner) config() (tenancy.Destination, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.d, r.required
+}
+
+// poll starts a goroutine for each job with undelivered events, up to
+// JobsPerDestination at once.
+func (r *destRunner) poll(ctx context.Context) {
+	r.mu.Lock()
+	free := r.w.c.JobsPerDestination - len(r.active)
+	r.mu.Unlock()
+	if free <= 0 {
+		return
+	}
+	jobs, err := r.w.p.c.Store.pendingJobsOf(ctx, r.consumer, r.tenant, 4*r.w.c.JobsPerDestination)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.w.p.c.Logger.Warn("delivery", "destination", r.consumer, "err", err)
+		}
+		return
+	}
+	for _, id := range jobs {
+		r.mu.Lock()
+		if r.active[id] || len(r.active) >= r.w.c.JobsPerDestination {
+			r.mu.Unlock()
+			continue
+		}
+		r.active[id] = true
+		r.mu.Unlock()
+		r.w.wg.Add(1)
+		go func() {
+			defer r.w.wg.Done()
+			err := r.run(ctx, id)
+			if err != nil && ctx.Err() == nil && !errors.Is(err, ErrConflict) {
+				r.w.p.c.Logger.Warn("delivery", "destination", r.consumer, "job", id, "err", err)
+			}
+			r.mu.Lock()
+			delete(r.active, id)
+			r.mu.Unlock()
+		}()
+	}
+}
+
+// run delivers a job's events to the destination in sequence order: each
+// event's receipt is stored, then acknowledged.
+func (r *destRunner) run(ctx context.Context, id string) error {
+	s, owner := r.w.p.c.Store, r.w.p.c.ID
+	j, err := s.Get(ctx, "", id)
+	if err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		d, err := s.Consume(ctx, r.consumer, owner, id, r.w.c.Lease, 64)
+		if err != nil {
+			return err
+		}
+		if len(d.Events) == 0 {
+			return nil
+		}
+		renewed := time.Now() // Consume took the lease
+		for i, e := range d.Events {
+			var next *Event
+			if i+1 < len(d.Events) {
+				next = &d.Events[i+1]
+			}
+			if err := r.deliverOne(ctx, j, e, next, &renewed); err != nil {
+				return err
+			}
+			if err := s.Ack(ctx, r.consumer, owner, id, e.Seq); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// deliverOne takes one event to its end at the destination: not wanted
+// (nothing stored), already receipted (a redelivery after a crash),
+// collapsed, delivered or failed with the budget spent. It returns an
+// error only when it must stop (ctx, the database, a lost lease).
+func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Event, renewed *time.Time) error {
+	s := r.w.p.c.Store
+	d, required := r.config()
+	if !d.Wants(string(e.Kind)) {
+		return nil
+	}
+	key := deliver.Key(j.ID, e.Seq, d.Name)
+	if rec, err := s.receipt(ctx, j.ID, d.Name, e.Seq); err != nil || rec != nil {
+		if rec != nil && rec.Kind == KindResult && rec.Outcome == ReceiptDelivered && d.RequiresResult {
+			return s.putReceipt(ctx, j.ID, *rec, required) // a crash between receipt and stamp cannot happen (one tx); repeat-safe anyway
+		}
+		return err
+	}
+	if e.Kind == KindStatus && next != nil && next.Kind == KindStatus {
+		return s.putReceipt(ctx, j.ID, Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: ReceiptCollapsed, Key: key,
+			Detail: fmt.Sprintf("superseded by status update %d", next.Seq), At: time.Now().UTC()}, nil)
+	}
+	body, err := r.message(ctx, j, e, d, key)
+	if err != nil {
+		return err
+	}
+	attempts := 0
+	if p, err := s.getProgress(ctx, j.ID, d.Name); err != nil {
+		return err
+	} else if p != nil && p.Seq == e.Seq {
+		attempts = p.Attempts // the budget survives a restart
+		if wait := time.Until(p.Next); wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				return err
+			}
+		}
+	}
+	var last deliver.Outcome
+	for attempts < d.MaxAttempts {
+		if err := r.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		// renew the lease once a third of it is spent: a slow destination
+		// must not hand the job to another worker while this one still tries
+		if time.Since(*renewed) > r.w.c.Lease/3 {
+			if _, err := s.Consume(ctx, r.consumer, r.w.p.c.ID, j.ID, r.w.c.Lease, 0); err != nil {
+				return err
+			}
+			*renewed = time.Now()
+		}
+		attempts++
+		secret, serr := d.SecretRef.Read()
+		if serr != nil {
+			last = deliver.Outcome{Retry: true, Err: serr}
+		} else {
+			actx, cancel := context.WithTimeout(ctx, r.w.c.AttemptTimeout)
+			last = deliver.Post(actx, r.w.c.Client, d.URL, key, secret, body, time.Now())
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if last.Delivered {
+			return s.putReceipt(ctx, j.ID, Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: ReceiptDelivered,
+				HTTPStatus: last.Status, RemoteID: last.ID, Attempts: attempts, Key: key, At: time.Now().UTC()}, required)
+		}
+		if !last.Retry || attempts >= d.MaxAttempts {
+			break
+		}
+		wait := deliver.Backoff(attempts, r.w.c.BackoffBase, r.w.c.BackoffMax, last.RetryAfter, r.w.c.RetryAfterCap)
+		if err := s.putProgress(ctx, j.ID, d.Name, progress{Seq: e.Seq, Attempts: attempts, Next: time.Now().Add(wait), LastErr: last.Err.Error()}); err != nil {
+			return err
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+	detail := fmt.Sprintf("%d attempts: %v", attempts, last.Err)
+	if !last.Retry {
+		detail = fmt.Sprintf("refused after %d attempts: %v", attempts, last.Err)
+	}
+	return s.putReceipt(ctx, j.ID, Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: ReceiptFailed,
+		HTTPStatus: last.Status, Attempts: attempts, Key: key, Detail: detail, At: time.Now().UTC()}, nil)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Message is the body delivered for one event: filtered text, an audit
+// reference to the original event and, when the text was cut, a link to
+// the whole (cleaned, redacted) text as an artifact of the job.
+type Message struct {
+	// ID is the idempotency key (also the Idempotency-Key header).
+	ID          string    `json:"id"`
+	Tenant      string    `json:"tenant"`
+	Destination string    `json:"destination"`
+	Job         string    `json:"job"`
+	Seq         int64     `json:"seq"`
+	Kind        EventKind `json:"kind"`
+	At          time.Time `json:"at"`
+	Text        string    `json:"text"`
+	// Result is the final outcome (result events only).
+	Result *MessageResult `json:"result,omitempty"`
+	// Truncated says what was cut and where the whole text is.
+	Truncated *MessageTruncation `json:"truncated,omitempty"`
+	// Redacted lists the credentials replaced (rule and line, never values).
+	Redacted []scan.Redaction `json:"redacted,omitempty"`
+	Audit    MessageAudit     `json:"audit"`
+}
+
+// MessageResult is a result event's outcome.
+type MessageResult struct {
+	State    State  `json:"state"`
+	Reason   string `json:"reason,omitempty"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+}
+
+// MessageTruncation says how much of the text was cut.
+type MessageTruncation struct {
+	DroppedBytes int    `json:"droppedBytes"`
+	DroppedLines int    `json:"droppedLines"`
+	Artifact     string `json:"artifact"`
+}
+
+// MessageAudit points at the original event.
+type MessageAudit struct {
+	Job    string `json:"job"`
+	Seq    int64  `json:"seq"`
+	Events string `json:"events"`
+}
+
+// message builds the body of event e for destination d; text too long
+// goes to an artifact first.
+func (r *destRunner) message(ctx context.Context, j *Job, e Event, d tenancy.Destination, key string) ([]byte, error) {
+	m := Message{ID: key, Tenant: j.Tenant, Destination: d.Name, Job: j.ID, Seq: e.Seq, Kind: e.Kind, At: e.At,
+		Audit: MessageAudit{Job: j.ID, Seq: e.Seq, Events: fmt.Sprintf("/v1/jobs/%s/events?after=%d", j.ID, e.Seq-1)}}
+	var raw []byte
+	switch e.Kind {
+	case KindStdout, KindStderr:
+		var o OutputData
+		if err := json.Unmarshal(e.Data, &o); err != nil {
+			return nil, fmt.Errorf("job %s event %d: %w", j.ID, e.Seq, err)
+		}
+		raw = o.Bytes()
+	case KindState:
+		var st StateData
+		_ = json.Unmarshal(e.Data, &st)
+		raw = []byte(string(st.State))
+		if st.Reason != "" {
+			raw = fmt.Appendf(raw, ": %s", st.Reason)
+		}
+	case KindResult:
+		var rd ResultData
+		_ = json.Unmarshal(e.Data, &rd)
+		m.Result = &MessageResult{State: rd.State, Reason: rd.Reason, ExitCode: rd.ExitCode}
+		raw = []byte(rd.Output)
+	default: // status, tool_call, file, diff, product: the data as the run wrote it
+		raw = e.Data
+	}
+	ft := deliver.Filter(raw, r.w.c.Limits)
+	m.Text, m.Redacted = ft.Text, ft.Redactions
+	if ft.Truncated {
+		name := fmt.Sprintf("event-%d.txt", e.Seq)
+		if err := r.w.p.c.Store.putArtifact(ctx, j.ID, name, []byte(ft.Full)); err != nil {
+			return nil, err
+		}
+		m.Truncated = &MessageTruncation{DroppedBytes: ft.DroppedBytes, DroppedLines: ft.DroppedLines,
+			Artifact: fmt.Sprintf("%s/v1/jobs/%s/artifacts/%s", r.w.c.PublicURL, j.ID, name)}
+	}
+	return json.Marshal(m)
+}
