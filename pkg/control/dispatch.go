@@ -27,7 +27,10 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 			return errSkip // another delivery of the same job, or already past
 		}
 		if j.CancelRequested {
-			j.State, j.Reason, j.Detail, j.EndedAt = Canceled, "canceled", "canceled before it started", tp(now)
+			if j.Cancellation == nil {
+				j.Cancellation = &Cancellation{Fence: 1, RequestedAt: now.UTC()}
+			}
+			cancelQueued(j, now)
 			return nil
 		}
 		if j.DeadlineAt != nil && now.After(*j.DeadlineAt) {
@@ -66,7 +69,9 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, id, l.Owner)
 		}
-		j.State, j.Reason, j.Detail = Running, "running", fmt.Sprintf("run %s in sandbox %s on %s", g.RunID, g.SandboxID, rt.Name)
+		if j.State != Canceling { // a cancel that came during the claim keeps the job canceling
+			j.State, j.Reason, j.Detail = Running, "running", fmt.Sprintf("run %s in sandbox %s on %s", g.RunID, g.SandboxID, rt.Name)
+		}
 		j.Runtime, j.RunID, j.SandboxID, j.Generation, j.Adopted = rt.Name, g.RunID, g.SandboxID, g.Generation, g.Adopted
 		j.StartedAt = tp(time.Now())
 		l.Grant, l.Until = g.Token, time.Now().Add(p.c.Lease)
@@ -78,9 +83,21 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		_ = rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token})
 		return err
 	}
+	if j.State == Canceling { // canceled while it was claiming: no command runs
+		p.completeCancel(ctx, id, rt, g.RunID, g.Token, "no command had started")
+		p.cancelEnded(ctx, rt, id)
+		return nil
+	}
 	p.c.Logger.Info("job running", logIDs(j)...)
 	p.run(ctx, rt, g, j)
 	return nil
+}
+
+// cancelEnded tells telemetry of a cancellation that ended the job.
+func (p *Plane) cancelEnded(ctx context.Context, rt Runtime, id string) {
+	if jf, err := p.c.Store.Get(context.WithoutCancel(ctx), "", id); err == nil && jf.State.Terminal() {
+		p.jobEnded(ctx, &rt, jf)
+	}
 }
 
 // claim asks the pool's runtimes, in turn, for a sandbox.
@@ -215,6 +232,24 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 	}
 	stopHB()
 	outs.close()
+	if final == Canceled {
+		// The cancellation protocol: record what ran, then release and
+		// observe the effects before the job may say canceled.
+		ended := time.Now().UTC()
+		if _, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+			j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
+			j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.droppedBytes, out.droppedLines
+			if j.Cost.Known && j.StartedAt != nil {
+				j.Cost.Amount = ended.Sub(*j.StartedAt).Hours() * j.Cost.RatePerHour
+			}
+			return nil
+		}); err != nil {
+			p.c.Logger.Error("commit canceled job's output", append(logIDs(j), "err", err)...)
+		}
+		p.completeCancel(ctx, j.ID, rt, g.RunID, g.Token, "the command's exec was cancelled: the runtime sent SIGTERM to its process group, then SIGKILL after the grace")
+		p.cancelEnded(ctx, rt, j.ID)
+		return
+	}
 	// Release whatever happened; the exit code says what the runtime may
 	// record.
 	endSpan := p.span(ctx, j, "release")

@@ -34,7 +34,9 @@ func (s State) Terminal() bool {
 
 // active says the job holds (or is about to hold) a slot of its tenant's
 // concurrency.
-func (s State) active() bool { return s == Admitted || s == Allocating || s == Running }
+func (s State) active() bool {
+	return s == Admitted || s == Allocating || s == Running || s == Canceling
+}
 
 // Spec is what a tenant asks for: POST /v1/jobs.
 type Spec struct {
@@ -171,6 +173,8 @@ type Job struct {
 
 	// CancelRequested is set by a cancel; the owner stops the job.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
+	// Cancellation is the cancellation's record, step by step.
+	Cancellation *Cancellation `json:"cancellation,omitempty"`
 	// ResultPublished is when the final result's receipt came back from
 	// every destination that requires it (validated delivery); Delivery
 	// says how the job's deliveries stand. Both are filled by Plane.Get

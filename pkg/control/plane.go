@@ -392,20 +392,25 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*Job, error) {
 	if _, err := p.c.Store.Get(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	j, err := p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+	j, err := p.finish(ctx, id, func(j *Job, l *lease) error {
+		now := time.Now().UTC()
+		if j.Cancellation == nil {
+			j.Cancellation = &Cancellation{RequestedAt: now}
+		}
+		c := j.Cancellation
+		c.Fence++
+		c.add(StepRequest, StepDone, fmt.Sprintf("cancel request #%d", c.Fence))
+		j.CancelRequested = true
 		switch j.State {
 		case Queued, Admitted:
-			if l.Owner != "" && l.Until.After(time.Now()) {
-				j.CancelRequested = true
-				return nil
+			if l.Owner != "" && l.Until.After(now) {
+				return nil // its dispatcher is starting it: it ends it
 			}
-			j.State, j.Reason, j.Detail, j.EndedAt = Canceled, "canceled", "canceled before it started", tp(time.Now())
-		default:
-			if j.CancelRequested {
-				return errSkip
-			}
-			j.CancelRequested = true
-			j.Notes = append(j.Notes, Note{At: time.Now().UTC(), Text: "cancel requested"})
+			cancelQueued(j, now)
+		case Allocating, Running:
+			// its owner stops the commands and carries the cleanup
+			// through (or the recoverer, if the owner is gone)
+			j.State, j.Reason, j.Detail = Canceling, "canceling", "cancel requested: no new commands; the runner is signalled"
 		}
 		return nil
 	})

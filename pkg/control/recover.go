@@ -38,7 +38,7 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 	}
 	var redispatch []string
 	for _, id := range ids {
-		var grant, runID, rtName string
+		var grant, cancelGrant, runID, rtName string
 		j, err := p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
 			now := time.Now().UTC()
 			if l.Owner != "" && l.Until.After(now) {
@@ -56,11 +56,19 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 				j.State, j.Reason = Admitted, "owner_lost"
 				j.Detail = fmt.Sprintf("owner %s stopped while claiming; the claim is retried with request key %s, adopting the sandbox if the runtime made one", lost, j.RequestKey)
 				l.Owner, l.Until, l.DispatchDue = "", time.Time{}, now.Add(dispatchGrace)
+			case Canceling:
+				// its owner died mid-cancellation (or its cleanup was
+				// incomplete): carry it on from what is recorded
+				cancelGrant, runID, rtName = l.Grant, j.RunID, j.Runtime
+				l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
+				j.Notes = append(j.Notes, Note{At: now, Text: fmt.Sprintf("cancellation taken over from %s", orWord(lost, "nobody"))})
 			case Running:
 				grant, runID, rtName = l.Grant, j.RunID, j.Runtime
 				if j.CancelRequested {
-					j.State, j.Reason, j.EndedAt = Canceled, "canceled", tp(now)
-					j.Detail = fmt.Sprintf("owner %s stopped while the job ran; canceled as asked, sandbox %s released", lost, j.SandboxID)
+					cancelGrant, grant = grant, ""
+					j.State, j.Reason = Canceling, "canceling"
+					j.Detail = fmt.Sprintf("owner %s stopped while the job ran; the cancellation is carried on", lost)
+					l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
 				} else {
 					j.State, j.Reason, j.Owner, j.OwnerDeadline = Unknown, "owner_lost", "operator", tp(now.Add(24*time.Hour))
 					j.Detail = fmt.Sprintf("owner %s stopped while run %s was running in sandbox %s; its commands are never run again and their outcome was not observed", lost, j.RunID, j.SandboxID)
@@ -79,6 +87,12 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 		}
 		if grant != "" {
 			p.releaseLost(ctx, id, rtName, runID, grant)
+		}
+		if j.State == Canceling {
+			rt := p.runtimeNamed(rtName)
+			p.completeCancel(ctx, id, rt, runID, cancelGrant, "the owner was gone: the runtime's release ends the command's processes")
+			p.cancelEnded(ctx, rt, id)
+			continue
 		}
 		if j.State == Unknown || j.State.Terminal() {
 			p.jobEnded(ctx, nil, j)
@@ -110,4 +124,16 @@ func (p *Plane) releaseLost(ctx context.Context, id, rtName, runID, grant string
 		j.Notes = append(j.Notes, Note{At: time.Now().UTC(), Text: text})
 		return nil
 	})
+}
+
+// runtimeNamed is the configured runtime of that name (zero if none).
+func (p *Plane) runtimeNamed(name string) Runtime {
+	for _, rts := range p.c.Runtimes {
+		for _, rt := range rts {
+			if rt.Name == name {
+				return rt
+			}
+		}
+	}
+	return Runtime{}
 }

@@ -488,7 +488,7 @@ func (s *Store) heartbeat(ctx context.Context, id, owner string, until time.Time
 // and admitted jobs whose dispatch is overdue.
 func (s *Store) orphans(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT id FROM cp_jobs WHERE
-		(state IN ('allocating', 'running') AND lease_until_ns < ?) OR
+		(state IN ('allocating', 'running', 'canceling') AND lease_until_ns < ?) OR
 		(state = 'admitted' AND dispatch_due_ns < ? AND lease_until_ns < ?) LIMIT %d`, limit)), now.UnixNano(), now.UnixNano(), now.UnixNano())
 	if err != nil {
 		return nil, unavailable(err)

@@ -371,3 +371,37 @@ func TestAdmitOnSubmit(t *testing.T) {
 		}
 	})
 }
+
+// A queued job's cancellation settles every step at once: the ones with
+// nothing to do say so.
+func TestCancelQueued(t *testing.T) {
+	repo := configRepo(t)
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		p := newPlane(t, s, repo, 8)
+		j, _, err := p.Submit(ctx, "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.Cancel(ctx, "globex", j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := got.Cancellation
+		if got.State != Canceled || c == nil || c.Fence != 1 || len(c.Steps) != 10 {
+			t.Fatalf("canceled queued job: %s %+v", got.State, c)
+		}
+		for i, want := range []string{StepRequest, StepStopCommands, StepSignalRunner, StepEndWork, StepReconcileDeliveries,
+			StepCheckpoint, StepCleanupHooks, StepRevoke, StepDeleteSandbox, StepFinal} {
+			if c.Steps[i].Step != want || c.Steps[i].Outcome == StepFailed {
+				t.Errorf("step %d: %+v, want %s", i, c.Steps[i], want)
+			}
+		}
+		if u, _ := s.Usage(ctx); len(u) != 1 || u[0].Queued != 0 || u[0].Active != 0 {
+			t.Fatalf("counters after the cancel: %+v", u)
+		}
+		if _, err := p.Cancel(ctx, "globex", j.ID); !errors.Is(err, ErrConflict) {
+			t.Fatalf("canceling a canceled job: %v", err)
+		}
+	})
+}

@@ -409,6 +409,12 @@ func printJob(w io.Writer, j *control.Job, prof *control.JobProfile, perr error)
 	if j.StopOutcome != "" {
 		fmt.Fprintf(w, "stopped:  %s\n", j.StopOutcome)
 	}
+	if c := j.Cancellation; c != nil {
+		fmt.Fprintf(w, "canceled: requested %s (fence %d)\n", c.RequestedAt.Format("15:04:05.000"), c.Fence)
+		for _, st := range c.Steps {
+			fmt.Fprintf(w, "  %s  %-21s %-15s %s\n", st.At.Format("15:04:05.000"), st.Step, st.Outcome, st.Detail)
+		}
+	}
 	fmt.Fprintln(w, "story:")
 	for _, t := range j.Story {
 		fmt.Fprintf(w, "  %s  %-17s %s\n", t.At.Format("15:04:05.000"), t.State, t.Reason)

@@ -361,3 +361,68 @@ func TestControlBudgetStop(t *testing.T) {
 		t.Fatalf("job over the lowered budget: %s %s %s stop=%q cost=%+v", got.State, got.Reason, got.Detail, got.StopOutcome, got.Cost)
 	}
 }
+
+// Cancellation as a protocol: a running job is signalled, its sandbox
+// released, and it is canceled only once the runtime shows the effects;
+// killed at each step, the restarted plane carries it through from the
+// record.
+func TestControlCancel(t *testing.T) {
+	w := newControlWorld(t)
+	ctx := context.Background()
+	db := "sqlite:" + filepath.Join(w.dir, "control.db")
+	tok, _ := readToken(w.token(t, db, "acme"))
+	for _, fp := range []string{"", "cancel.signalled", "cancel.released"} {
+		t.Run("failpoint="+fp, func(t *testing.T) {
+			var env []string
+			if fp != "" {
+				env = []string{"SLIPWAY_TEST_FAILPOINT=" + fp}
+			}
+			cp := w.startControl(t, db, env...)
+			c, _ := control.NewClient(cp.url, tok)
+			j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo started; sleep 60; echo never"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			running := waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Running })
+			if _, err := c.Cancel(ctx, j.ID); err != nil {
+				t.Fatal(err)
+			}
+			if fp != "" {
+				poll(t, 60*time.Second, "the failpoint", func() (bool, string) { return strings.Contains(cp.log.text(), "failpoint reached"), "" })
+				mid, err := c.Get(ctx, j.ID)
+				if err != nil || mid.State != control.Canceling {
+					t.Fatalf("at %s: %v %v", fp, mid.State, err)
+				}
+				cp.kill9(t)
+				cp = w.startControl(t, db)
+				c, _ = control.NewClient(cp.url, tok)
+			}
+			got := waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
+			if got.State != control.Canceled || got.Cancellation == nil {
+				t.Fatalf("canceled job: %s %s %+v", got.State, got.Detail, got.Cancellation)
+			}
+			outcome := map[string]string{}
+			for _, s := range got.Cancellation.Steps {
+				outcome[s.Step] = s.Outcome
+			}
+			for _, s := range []string{control.StepRequest, control.StepStopCommands, control.StepSignalRunner, control.StepEndWork,
+				control.StepRevoke, control.StepDeleteSandbox, control.StepFinal} {
+				if outcome[s] != control.StepDone {
+					t.Errorf("step %s: %q (%+v)", s, outcome[s], got.Cancellation.Steps)
+				}
+			}
+			if strings.Contains(got.Output, "\nnever") {
+				t.Fatalf("the command ran on after the cancel:\n%s", got.Output)
+			}
+			m, err := w.rt.client.Run(ctx, running.RunID)
+			if err != nil || m.Lifecycle.ResourcesReleased.IsZero() {
+				t.Fatalf("run %s after the cancel: %+v %v", running.RunID, m, err)
+			}
+			r := run(t, "", "job", "show", j.ID, "--server", cp.url, "--token-file", w.dir+"/acme-token")
+			if !strings.Contains(r.stdout, "delete_sandbox") || !strings.Contains(r.stdout, "canceled (canceled)") {
+				t.Errorf("job show:\n%s", r.stdout)
+			}
+			cp.kill9(t)
+		})
+	}
+}

@@ -1,0 +1,252 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/runtime"
+)
+
+// Cancellation is the record of a job's cancellation: the seed's ten steps,
+// each persisted with its outcome as it happens. A job is canceled only
+// once the effects are observed (the runtime says the sandbox was released
+// and refuses the claim's token); until then it stays canceling, and a
+// cleanup that cannot be confirmed leaves it canceling with reason
+// cleanup_incomplete, an owner and a deadline.
+type Cancellation struct {
+	// Fence goes up with every cancel request; a step records the fence it
+	// ran under.
+	Fence       int          `json:"fence"`
+	RequestedAt time.Time    `json:"requestedAt"`
+	Steps       []CancelStep `json:"steps"`
+}
+
+// CancelStep is one step's outcome: done, not_applicable, unavailable or
+// failed.
+type CancelStep struct {
+	Step    string    `json:"step"`
+	Outcome string    `json:"outcome"`
+	Fence   int       `json:"fence"`
+	At      time.Time `json:"at"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// The cancellation steps, in order.
+const (
+	StepRequest             = "request"
+	StepStopCommands        = "stop_commands"
+	StepSignalRunner        = "signal_runner"
+	StepEndWork             = "end_work"
+	StepReconcileDeliveries = "reconcile_deliveries"
+	StepCheckpoint          = "checkpoint"
+	StepCleanupHooks        = "cleanup_hooks"
+	StepRevoke              = "revoke"
+	StepDeleteSandbox       = "delete_sandbox"
+	StepFinal               = "final"
+)
+
+// Step outcomes.
+const (
+	StepDone          = "done"
+	StepNotApplicable = "not_applicable"
+	StepUnavailable   = "unavailable"
+	StepFailed        = "failed"
+)
+
+// Canceling is the state of a job whose cancellation is under way: active
+// (it keeps its slot) until its effects are observed.
+const Canceling State = "canceling"
+
+func (c *Cancellation) add(step, outcome, detail string) {
+	c.Steps = append(c.Steps, CancelStep{Step: step, Outcome: outcome, Fence: c.Fence, At: time.Now().UTC(), Detail: detail})
+}
+
+// has says the step was recorded done or otherwise settled under any
+// fence.
+func (c *Cancellation) has(step string) bool {
+	for _, s := range c.Steps {
+		if s.Step == step && s.Outcome != StepFailed {
+			return true
+		}
+	}
+	return false
+}
+
+// cancelQueued ends a job that never started: the steps with nothing to do
+// say so.
+func cancelQueued(j *Job, now time.Time) {
+	c := j.Cancellation
+	c.add(StepStopCommands, StepDone, "no command had started")
+	for _, s := range []string{StepSignalRunner, StepEndWork} {
+		c.add(s, StepNotApplicable, "no runner was allocated")
+	}
+	c.add(StepReconcileDeliveries, StepDone, "the job produced no output; its result (canceled) is delivered like any other")
+	c.add(StepCheckpoint, StepUnavailable, "Slipway's jobs promise no checkpoint")
+	c.add(StepCleanupHooks, StepNotApplicable, "no cleanup hooks are configured")
+	c.add(StepRevoke, StepNotApplicable, "no claim or credential was issued")
+	c.add(StepDeleteSandbox, StepNotApplicable, "no sandbox was allocated")
+	c.add(StepFinal, StepDone, "canceled before it started")
+	j.State, j.Reason, j.Detail, j.EndedAt = Canceled, "canceled", "canceled before it started", tp(now)
+}
+
+// completeCancel carries a canceling job's cleanup through to its observed
+// end: release the claim (the runtime deletes the sandbox and its
+// processes, and revokes the claim's credential), then observe it: the
+// run's manifest says its resources were released, and the claim's token is
+// refused. It commits each step; all observed, the job is canceled;
+// otherwise it stays canceling with reason cleanup_incomplete, an owner
+// and a deadline (the recoverer tries again).
+func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID, grant string, signalled string) {
+	ctx = context.WithoutCancel(ctx)
+	step := func(f func(c *Cancellation)) {
+		_, _ = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+			if j.Cancellation == nil {
+				j.Cancellation = &Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
+			}
+			f(j.Cancellation)
+			return nil
+		})
+	}
+	step(func(c *Cancellation) {
+		if !c.has(StepStopCommands) {
+			c.add(StepStopCommands, StepDone, "no command starts after the request")
+		}
+		if !c.has(StepSignalRunner) {
+			c.add(StepSignalRunner, StepDone, signalled)
+		}
+	})
+	p.failpoint(ctx, "cancel.signalled")
+
+	var released, refused bool
+	var detail string
+	if runID == "" {
+		// canceled while claiming: find the claim its request key may
+		// have made, and adopt it to release it
+		runID, grant, detail = p.discoverClaim(ctx, id, &rt)
+	}
+	switch {
+	case runID == "" && detail == "":
+		detail = "no claim was made"
+		released, refused = true, true
+	case runID == "":
+		// detail says why the claim could not be looked for
+	case rt.Client == nil:
+		detail = fmt.Sprintf("run %s: its runtime is not configured on this control plane", runID)
+	default:
+		rerr := rt.Client.Release(ctx, runID, runtime.ReleaseBody{Token: grant})
+		m, merr := rt.Client.Run(ctx, runID)
+		released = merr == nil && !m.Lifecycle.ResourcesReleased.IsZero()
+		// The claim's token must be refused now: an exec with it is 404
+		// (no such claim) or 409 (fenced).
+		_, xerr := rt.Client.Exec(ctx, runID, runtime.ExecBody{Token: grant, Argv: []string{"true"}})
+		var api *runtime.APIError
+		refused = errors.As(xerr, &api) && (api.Status == http.StatusNotFound || api.Status == http.StatusConflict)
+		switch {
+		case released:
+			detail = fmt.Sprintf("the runtime released run %s at %s", runID, m.Lifecycle.ResourcesReleased.UTC().Format(time.RFC3339Nano))
+		case merr != nil:
+			detail = fmt.Sprintf("the run's manifest could not be read: %v (release: %v)", merr, rerr)
+		default:
+			detail = fmt.Sprintf("run %s is not released (release: %v)", runID, rerr)
+		}
+	}
+	step(func(c *Cancellation) {
+		if released {
+			c.add(StepEndWork, StepDone, "the sandbox's processes are gone: "+detail)
+		} else {
+			c.add(StepEndWork, StepFailed, detail)
+		}
+		if !c.has(StepReconcileDeliveries) {
+			c.add(StepReconcileDeliveries, StepDone, "output events already appended are delivered in order; the result (canceled) is delivered or ends 'notification failed'")
+		}
+		if !c.has(StepCheckpoint) {
+			c.add(StepCheckpoint, StepUnavailable, "Slipway's jobs promise no checkpoint")
+		}
+		if !c.has(StepCleanupHooks) {
+			c.add(StepCleanupHooks, StepNotApplicable, "no cleanup hooks are configured")
+		}
+	})
+	p.failpoint(ctx, "cancel.released")
+	_, err := p.finish(ctx, id, func(j *Job, l *lease) error {
+		c := j.Cancellation
+		if c == nil {
+			c = &Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
+			j.Cancellation = c
+		}
+		now := time.Now().UTC()
+		if refused {
+			c.add(StepRevoke, StepDone, "the runtime refuses the claim's token (the credential went with the claim)")
+		} else {
+			c.add(StepRevoke, StepFailed, "the runtime still accepts the claim's token")
+		}
+		if released {
+			c.add(StepDeleteSandbox, StepDone, "sandbox "+j.SandboxID+" deleted: "+detail)
+		} else {
+			c.add(StepDeleteSandbox, StepFailed, detail)
+		}
+		l.Owner, l.Until = "", time.Time{}
+		if released && refused {
+			c.add(StepFinal, StepDone, "every effect observed")
+			j.State, j.Reason, j.EndedAt = Canceled, "canceled", tp(now)
+			j.Detail = "canceled: the sandbox is gone and the claim's token is refused"
+			j.Owner, j.OwnerDeadline = "", nil
+			l.Grant = ""
+			return nil
+		}
+		c.add(StepFinal, StepFailed, "cleanup incomplete")
+		j.State, j.Reason = Canceling, "cleanup_incomplete"
+		j.Detail = "canceled, cleanup incomplete: " + detail
+		j.Owner, j.OwnerDeadline = "operator", tp(now.Add(24*time.Hour))
+		// the recoverer tries again once this short lease runs out
+		l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
+		return nil
+	})
+	if err != nil {
+		p.c.Logger.Error("commit cancellation", "job_id", id, "err", err)
+	}
+}
+
+// discoverClaim finds the claim a job canceled while claiming may have
+// made: the runtimes are asked for a run with the job's request key; an
+// open one is adopted (a claim with the same key answers its grant) so it
+// can be released. It returns the run and its token, or "" and why not
+// ("" and "" when no claim exists).
+func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runID, grant, why string) {
+	j, err := p.c.Store.Get(ctx, "", id)
+	if err != nil {
+		return "", "", fmt.Sprintf("job %s: %v", id, err)
+	}
+	if j.RequestKey == "" {
+		return "", "", ""
+	}
+	for _, r := range p.c.Runtimes[j.Pool] {
+		ids, err := r.Client.Query(ctx, runs.Query{RequestKey: j.RequestKey})
+		if err != nil {
+			return "", "", fmt.Sprintf("runtime %s: runs with request key %s: %v", r.Name, j.RequestKey, err)
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		g, err := r.Client.Claim(ctx, j.Pool, runtime.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, RequestKey: j.RequestKey})
+		if err != nil {
+			// ended already (the key is refused): nothing left to release
+			var api *runtime.APIError
+			if errors.As(err, &api) && api.Status == http.StatusConflict {
+				*rt = r
+				return ids[0], "", ""
+			}
+			return "", "", fmt.Sprintf("runtime %s: adopting run %s: %v", r.Name, ids[0], err)
+		}
+		*rt = r
+		_, _ = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+			j.RunID, j.SandboxID, j.Runtime, j.Adopted = g.RunID, g.SandboxID, r.Name, true
+			return nil
+		})
+		return g.RunID, g.Token, ""
+	}
+	return "", "", ""
+}
