@@ -156,6 +156,15 @@ func TestRolloutOnNode(t *testing.T) {
 		if g := st.Generation(g1); g.Ready+g.Warming+g.Claimed != 0 || len(g.Sandboxes) != 0 {
 			t.Fatalf("g1 after the rollout: %+v", g)
 		}
+		l, err := w.dyn.Resource(pods).Namespace(w.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelGeneration + "=" + render.GenerationLabel(g1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range l.Items {
+			if p.GetDeletionTimestamp() == nil {
+				t.Errorf("pod %s of g1 still runs", p.GetName())
+			}
+		}
 		// g2's warm pool refills what the proofs took; on a busy node that
 		// may outlast the rollout
 		for deadline := time.Now().Add(90 * time.Second); ; {
@@ -169,15 +178,6 @@ func TestRolloutOnNode(t *testing.T) {
 			time.Sleep(time.Second)
 			if st, err = w.fleet.PoolStatus(ctx, w.poolName); err != nil {
 				t.Fatal(err)
-			}
-		}
-		l, err := w.dyn.Resource(pods).Namespace(w.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelGeneration + "=" + render.GenerationLabel(g1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range l.Items {
-			if p.GetDeletionTimestamp() == nil {
-				t.Errorf("pod %s of g1 still runs", p.GetName())
 			}
 		}
 	})
