@@ -90,9 +90,9 @@ func eventsAndDelivery(sh shell, work, here, server string, as func(string, ...s
     url: http://%s/hook
     kinds: [stdout, result]
     requiresResult: true
-    secretRef: {file: hooks.secret}
+    secretRef: {file: %s}
     maxAttempts: 8
-`, ln.Addr())
+`, ln.Addr(), filepath.Join(work, "hooks.secret"))
 	if err := commitConfig(work, "", "acme: a webhook destination", map[string]string{"tenants/acme.yaml": acme}); err != nil {
 		return err
 	}

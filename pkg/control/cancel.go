@@ -192,7 +192,7 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 		if released && refused {
 			c.add(StepFinal, StepDone, "every effect observed")
 			j.State, j.Reason, j.EndedAt = Canceled, "canceled", tp(now)
-			j.Detail = "canceled: the sandbox is gone and the claim's token is refused"
+			j.Detail = "the sandbox is gone and the claim's token is refused"
 			j.Owner, j.OwnerDeadline = "", nil
 			l.Grant = ""
 			return nil

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -16,6 +17,9 @@ type RepoConfig struct {
 	repo    *gitops.Repo
 	branch  string
 	refresh time.Duration
+
+	// Log, when set, is told of a refresh that failed (once per error).
+	Log *slog.Logger
 
 	mu      sync.Mutex
 	cur     *tenancy.Config
@@ -43,6 +47,13 @@ func (r *RepoConfig) Current(ctx context.Context) (*tenancy.Config, error) {
 	c, err := tenancy.Load(ctx, r.repo, r.branch)
 	r.at = time.Now()
 	if err != nil {
+		if r.Log != nil && (r.lastErr == nil || r.lastErr.Error() != err.Error()) {
+			rev := ""
+			if r.cur != nil {
+				rev = r.cur.Revision
+			}
+			r.Log.Error("config repository: keeping the last good configuration", "revision", rev, "err", err)
+		}
 		r.lastErr = err
 		if r.cur != nil {
 			return r.cur, nil

@@ -175,6 +175,10 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 	execCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer abort(nil)
 	go p.heartbeat(hctx, j, abort)
+	// a cancel made on this replica stops the commands at once (others
+	// reach the owner at its next heartbeat)
+	p.aborts.Store(j.ID, abort)
+	defer p.aborts.Delete(j.ID)
 
 	final := Succeeded
 	reason, detail, stop := "exit_code", "every command exited 0", ""

@@ -95,6 +95,7 @@ type Plane struct {
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
 	rr     sync.Map // pool -> *int (round robin)
+	aborts sync.Map // job id -> context.CancelCauseFunc of its running commands
 }
 
 // New makes a plane on c.Store; Start runs it.
@@ -414,6 +415,11 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*Job, error) {
 		}
 		return nil
 	})
+	if err == nil {
+		if abort, ok := p.aborts.Load(id); ok {
+			abort.(context.CancelCauseFunc)(errCanceled)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

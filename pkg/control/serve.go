@@ -92,6 +92,7 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 		return err
 	}
 	cfg := NewRepoConfig(repo, c.Branch, c.ConfigRefresh)
+	cfg.Log = c.Logger
 	if _, err := cfg.Current(ctx); err != nil {
 		return fmt.Errorf("control: config repository %s: %w", repo.URL(), err)
 	}
