@@ -495,7 +495,7 @@ func TestDrain(t *testing.T) {
 			}
 			switch mode {
 			case "wait":
-				if !strings.Contains(log, "drain deadline of "+e.g1.ID) || !strings.Contains(log, "Still running: "+grant.RunID) || m.Status != "completed" {
+				if !strings.Contains(log, "drain deadline of "+e.g1.ID) || !strings.Contains(log, "Still running: "+grant.RunID) || m.Status != "released" {
 					t.Errorf("wait: manifest %s, log:\n%s", m.Status, log)
 				}
 			case "stop":
