@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,12 +20,16 @@ import (
 )
 
 // b9Size is B9a's shape: runs, events per run, bytes per event (BENCH_SMOKE:
-// seconds).
+// seconds; SLIPWAY_B9A_EVENTS sets the events per run).
 func b9Size() (runs, events, size int) {
 	if os.Getenv("BENCH_SMOKE") != "" {
 		return 4, 100, 200
 	}
-	return 200, 5000, 200
+	events = 5000
+	if n, err := strconv.Atoi(os.Getenv("SLIPWAY_B9A_EVENTS")); err == nil && n > 0 {
+		events = n // events per run, for a shorter run
+	}
+	return 200, events, 200
 }
 
 // stamped is an event's payload: its write time in hex, padded to size.

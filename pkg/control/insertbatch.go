@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -43,7 +44,25 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			keys = append(keys, k)
 		}
 	}
-	for chunk := range slices.Chunk(keys, 200) {
+	if s.rowStmts != nil {
+		st := tx.StmtContext(ctx, s.rowStmts[selKey])
+		for _, k := range keys {
+			var v struct{ doc, hash string }
+			err := st.QueryRowContext(ctx, k.tenant, k.idem).Scan(&v.doc, &v.hash)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			stored[k] = v
+		}
+	}
+	lookup := keys // one multi-row lookup per 200 keys (PostgreSQL: round trips)
+	if s.rowStmts != nil {
+		lookup = nil
+	}
+	for chunk := range slices.Chunk(lookup, 200) {
 		var args []any
 		vals := make([]string, len(chunk))
 		for i, k := range chunk {
@@ -179,6 +198,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	}
 
 	// Write.
+	storedAt := time.Now().UTC()
 	if _, err := tx.ExecContext(ctx, `UPDATE cp_plane SET queued = queued + `+fmt.Sprint(planeDelta)+` WHERE id = 1`); err != nil {
 		return nil, err
 	}
@@ -197,14 +217,47 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		}
 	}
 	profiles := map[string]submission{}
+	if s.rowStmts != nil {
+		// SQLite: the prepared single-row inserts (a statement parsed once
+		// costs less than a multi-row one parsed per batch)
+		for _, i := range fresh {
+			sub := batch[i].sub
+			j := sub.job
+			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
+			doc, err := json.Marshal(j)
+			if err != nil {
+				return nil, err
+			}
+			data := mustJSON(StateData{State: j.State, Reason: "submitted"})
+			at := j.CreatedAt.UnixNano()
+			for _, ins := range []struct {
+				q    string
+				args []any
+			}{
+				{insJob, []any{j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc)}},
+				{insTransition, []any{j.ID, at, string(j.State), "submitted"}},
+				{insEventHead, []any{j.ID}},
+				{insEvent, []any{j.ID, at, string(KindState), string(data), len(data)}},
+			} {
+				if _, err := tx.StmtContext(ctx, s.rowStmts[ins.q]).ExecContext(ctx, ins.args...); err != nil {
+					return nil, err
+				}
+			}
+			profiles[j.Profile.Digest] = sub
+			s.ev.pending(tx, j.ID)
+		}
+	}
 	for chunk := range slices.Chunk(fresh, 100) {
+		if s.rowStmts != nil {
+			break
+		}
 		var jargs, targs []any
 		jv := make([]string, len(chunk))
 		tv := make([]string, len(chunk))
 		for n, i := range chunk {
 			sub := batch[i].sub
 			j := sub.job
-			j.CreatedAt = time.Now().UTC() // stored now: its time in the queue starts here
+			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
 			doc, err := json.Marshal(j)
 			if err != nil {
 				return nil, err

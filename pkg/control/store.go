@@ -35,6 +35,11 @@ type Store struct {
 	dsn     string
 	submits submitQueue
 	appends appendQueue
+	// prepared statements (SQLite: parsing a statement costs more than
+	// running it), nil where not prepared
+	authStmt   *sql.Stmt
+	boundsStmt *sql.Stmt
+	rowStmts   map[string]*sql.Stmt
 	// ev wakes the readers of the event streams (events_hub.go).
 	ev eventHub
 }
@@ -107,6 +112,10 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	s.r = r
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("control: %s: %w", path, err)
+	}
 	return s, nil
 }
 
@@ -382,4 +391,33 @@ func (s *Store) Usage(ctx context.Context) ([]TenantUsage, error) {
 		out = append(out, u)
 	}
 	return out, rows.Err()
+}
+
+// Single-row inserts of a group commit, prepared once (SQLite).
+const (
+	insJob        = `INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insTransition = `INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason) VALUES (?, 1, ?, ?, ?)`
+	insEventHead  = `INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES (?, 1, 0, 0)`
+	insEvent      = `INSERT INTO cp_events (job_id, seq, at_ns, kind, data, size) VALUES (?, 1, ?, ?, ?, ?)`
+	selKey        = `SELECT doc, request_hash FROM cp_jobs WHERE tenant = ? AND idem_key = ?`
+	selBounds     = `SELECT COALESCE((SELECT queued FROM cp_tenants WHERE tenant = ?), 0), (SELECT queued FROM cp_plane WHERE id = 1)`
+)
+
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	if s.authStmt, err = s.r.PrepareContext(ctx, s.d.q(`SELECT tenant, scope, hash, label, created_ns, revoked_ns FROM cp_tokens WHERE id = ?`)); err != nil {
+		return err
+	}
+	s.rowStmts = map[string]*sql.Stmt{}
+	if s.boundsStmt, err = s.r.PrepareContext(ctx, s.d.q(selBounds)); err != nil {
+		return err
+	}
+	for _, q := range []string{insJob, insTransition, insEventHead, insEvent, selKey} {
+		st, err := s.w.PrepareContext(ctx, s.d.q(q))
+		if err != nil {
+			return err
+		}
+		s.rowStmts[q] = st
+	}
+	return nil
 }

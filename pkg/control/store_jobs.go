@@ -520,8 +520,13 @@ func budgetRefusal(sub submission, spent, reserved float64) *LimitError {
 // check stays the authority.
 func (s *Store) overBound(ctx context.Context, sub submission) *LimitError {
 	var tq, pq int
-	if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COALESCE((SELECT queued FROM cp_tenants WHERE tenant = ?), 0), (SELECT queued FROM cp_plane WHERE id = 1)`),
-		sub.job.Tenant).Scan(&tq, &pq); err != nil {
+	var row *sql.Row
+	if s.boundsStmt != nil {
+		row = s.boundsStmt.QueryRowContext(ctx, sub.job.Tenant)
+	} else {
+		row = s.r.QueryRowContext(ctx, s.d.q(selBounds), sub.job.Tenant)
+	}
+	if err := row.Scan(&tq, &pq); err != nil {
 		return nil
 	}
 	if tq < sub.tenantBound && pq < sub.globalBound {

@@ -88,7 +88,13 @@ func (s *Store) Authenticate(ctx context.Context, text string) (*Token, error) {
 	var t Token
 	var hash string
 	var created, revoked int64
-	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT tenant, scope, hash, label, created_ns, revoked_ns FROM cp_tokens WHERE id = ?`), id).
+	var row *sql.Row
+	if s.authStmt != nil {
+		row = s.authStmt.QueryRowContext(ctx, id)
+	} else {
+		row = s.r.QueryRowContext(ctx, s.d.q(`SELECT tenant, scope, hash, label, created_ns, revoked_ns FROM cp_tokens WHERE id = ?`), id)
+	}
+	err := row.
 		Scan(&t.Tenant, &t.Scope, &hash, &t.Label, &created, &revoked)
 	want := hashSecret(secret)
 	if errors.Is(err, sql.ErrNoRows) {
