@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -270,9 +271,18 @@ func b9JetStream(b *testing.B, runs, events, size int) ([]time.Duration, time.Du
 			defer pwg.Done()
 			subj := fmt.Sprintf("runs.%d", i)
 			for range events {
-				if _, err := js.PublishAsync(subj, stamped(size)); err != nil {
-					b.Error(err)
-					return
+				for {
+					_, err := js.PublishAsync(subj, stamped(size))
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+						b.Error(err)
+						return
+					}
+					// JetStream's own backpressure: too many publishes
+					// unacknowledged; wait and publish again
+					time.Sleep(time.Millisecond)
 				}
 			}
 		}()
@@ -283,7 +293,13 @@ func b9JetStream(b *testing.B, runs, events, size int) ([]time.Duration, time.Du
 	case <-time.After(5 * time.Minute):
 		b.Fatal("JetStream did not acknowledge every publish")
 	}
-	wg.Wait()
+	read := make(chan struct{})
+	go func() { wg.Wait(); close(read) }()
+	select {
+	case <-read:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("JetStream's consumers read %d of %d events", got.Load(), runs*events)
+	}
 	wall := time.Since(start)
 	b.StopTimer()
 	var all []time.Duration
