@@ -108,13 +108,9 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 // releaseLost releases the sandbox of a job whose owner died, and notes
 // whether the runtime confirmed it.
 func (p *Plane) releaseLost(ctx context.Context, id, rtName, runID, grant string) {
-	var err error = fmt.Errorf("runtime %s is not configured", rtName)
-	for _, rts := range p.c.Runtimes {
-		for _, rt := range rts {
-			if rt.Name == rtName {
-				err = rt.Client.Release(ctx, runID, runtime.ReleaseBody{Token: grant})
-			}
-		}
+	err := fmt.Errorf("runtime %s is not configured", rtName)
+	if rt := p.runtimeNamed(rtName); rt.Client != nil {
+		err = rt.Client.Release(ctx, runID, runtime.ReleaseBody{Token: grant})
 	}
 	text := fmt.Sprintf("run %s released by the recoverer", runID)
 	if err != nil {

@@ -339,6 +339,12 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Job, error) {
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	out, err := scanJobs(rows)
+	return out, unavailable(err)
+}
+
+// scanJobs reads rows of one doc column as jobs, and closes them.
+func scanJobs(rows *sql.Rows) ([]*Job, error) {
 	defer rows.Close()
 	var out []*Job
 	for rows.Next() {
@@ -352,7 +358,7 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Job, error) {
 		}
 		out = append(out, j)
 	}
-	return out, unavailable(rows.Err())
+	return out, rows.Err()
 }
 
 // StoredProfile returns a profile document a job resolved, by digest.

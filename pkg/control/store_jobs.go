@@ -458,20 +458,7 @@ func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []*Job
-	for rows.Next() {
-		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return nil, err
-		}
-		j, err := scanJob(doc)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, rows.Err()
+	return scanJobs(rows)
 }
 
 // heartbeat extends the owner's lease; false when the owner lost it.
