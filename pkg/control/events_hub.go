@@ -18,11 +18,29 @@ type eventHub struct {
 	mu     sync.Mutex
 	cfg    *EventConfig
 	subs   map[string]map[chan struct{}]struct{}
-	txs    map[*sql.Tx]map[string]struct{}
+	txs    map[*sql.Tx]map[string][]Event
+	tails  map[string]*tail
 	listen bool
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 }
+
+// tail keeps the last events a followed job's stream committed in this
+// process, in sequence without gaps, so its readers need not read them
+// back from the store: a reader still reads the stream's head from the
+// store and takes events from the tail only when it holds every one the
+// reader lacks (committed events never change; trimmed ones are never
+// taken, the head says which). It is a cache: losing it costs a read.
+type tail struct {
+	evs   []Event
+	bytes int
+}
+
+// Bounds of one job's tail.
+const (
+	tailEvents = 512
+	tailBytes  = 128 << 10
+)
 
 // SetEventConfig sets the streams' retention and bounds (the Plane sets
 // its Config.Events).
@@ -42,30 +60,96 @@ func (h *eventHub) retention() EventConfig {
 	return *h.cfg
 }
 
-// pending notes that tx appended to job's stream.
-func (h *eventHub) pending(tx *sql.Tx, job string) {
+// pending notes that tx appended evs to job's stream (nil: appended
+// without them at hand, which voids the job's tail at commit).
+func (h *eventHub) pending(tx *sql.Tx, job string, evs []Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.txs == nil {
-		h.txs = map[*sql.Tx]map[string]struct{}{}
+		h.txs = map[*sql.Tx]map[string][]Event{}
 	}
-	if h.txs[tx] == nil {
-		h.txs[tx] = map[string]struct{}{}
+	m := h.txs[tx]
+	if m == nil {
+		m = map[string][]Event{}
+		h.txs[tx] = m
 	}
-	h.txs[tx][job] = struct{}{}
+	if evs == nil {
+		m[job] = nil
+		return
+	}
+	if prev, ok := m[job]; ok && prev == nil {
+		return
+	}
+	m[job] = append(m[job], evs...)
 }
 
-// done wakes the readers of what tx appended, if it committed.
+// done wakes the readers of what tx appended, if it committed, after
+// adding it to the tails of followed jobs.
 func (h *eventHub) done(tx *sql.Tx, committed bool) {
 	h.mu.Lock()
 	jobs := h.txs[tx]
 	delete(h.txs, tx)
+	if committed {
+		for j, evs := range jobs {
+			h.extend(j, evs)
+		}
+	}
 	h.mu.Unlock()
 	if committed {
 		for j := range jobs {
 			h.notify(j)
 		}
 	}
+}
+
+// extend adds committed events to job's tail if the job is followed here
+// (h.mu held): a gap or an append without its events starts it afresh.
+func (h *eventHub) extend(job string, evs []Event) {
+	if len(h.subs[job]) == 0 {
+		return
+	}
+	if h.tails == nil {
+		h.tails = map[string]*tail{}
+	}
+	t := h.tails[job]
+	if evs == nil {
+		delete(h.tails, job)
+		return
+	}
+	if t == nil || len(t.evs) == 0 || t.evs[len(t.evs)-1].Seq+1 != evs[0].Seq {
+		t = &tail{}
+		h.tails[job] = t
+	}
+	for _, e := range evs {
+		t.evs = append(t.evs, e)
+		t.bytes += len(e.Data)
+	}
+	drop := 0
+	for len(t.evs)-drop > tailEvents || (t.bytes > tailBytes && len(t.evs)-drop > 1) {
+		t.bytes -= len(t.evs[drop].Data)
+		drop++
+	}
+	if drop > 0 {
+		t.evs = append(t.evs[:0:0], t.evs[drop:]...)
+	}
+}
+
+// fromTail returns the events of job after after up to last (at most
+// limit), if its tail holds every one of them.
+func (h *eventHub) fromTail(job string, after, last int64, limit int) ([]Event, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tails[job]
+	if t == nil || len(t.evs) == 0 {
+		return nil, false
+	}
+	first := t.evs[0].Seq
+	if after+1 < first || last > t.evs[len(t.evs)-1].Seq {
+		return nil, false
+	}
+	i := int(after + 1 - first)
+	n := min(int(last-after), limit)
+	return append([]Event(nil), t.evs[i:i+n]...), true
 }
 
 func (h *eventHub) notify(job string) {
@@ -117,6 +201,7 @@ func (s *Store) subscribe(job string) (<-chan struct{}, func()) {
 		delete(h.subs[job], ch)
 		if len(h.subs[job]) == 0 {
 			delete(h.subs, job)
+			delete(h.tails, job)
 		}
 		h.mu.Unlock()
 	}

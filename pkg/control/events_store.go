@@ -58,6 +58,18 @@ func (s *Store) AppendEvents(ctx context.Context, jobID string, evs []NewEvent) 
 	return s.appends.append(ctx, s, jobID, evs)
 }
 
+// The statements of appends and reads (prepared once on SQLite).
+const (
+	upsertEventHead = `INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES (?, ?, ?, ?)
+		ON CONFLICT (job_id) DO UPDATE SET last_seq = cp_event_heads.last_seq + excluded.last_seq,
+			output_bytes = cp_event_heads.output_bytes + excluded.output_bytes, ended = excluded.ended
+		WHERE cp_event_heads.ended = 0
+		RETURNING last_seq, output_bytes, trimmed_through`
+	insEventSeq  = `INSERT INTO cp_events (job_id, seq, at_ns, kind, data, size) VALUES (?, ?, ?, ?, ?, ?)`
+	selEventHead = `SELECT last_seq, trimmed_through, ended FROM cp_event_heads WHERE job_id = ?`
+	selEvents    = `SELECT seq, at_ns, kind, data FROM cp_events WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+)
+
 // appendTx appends evs to jobID's stream within tx.
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, jobID string, evs []NewEvent, at time.Time) (int64, error) {
 	if len(evs) == 0 {
@@ -74,11 +86,13 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, jobID string, evs []Ne
 		}
 	}
 	var last, total, trimmed int64
-	err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES (?, ?, ?, ?)
-		ON CONFLICT (job_id) DO UPDATE SET last_seq = cp_event_heads.last_seq + excluded.last_seq,
-			output_bytes = cp_event_heads.output_bytes + excluded.output_bytes, ended = excluded.ended
-		WHERE cp_event_heads.ended = 0
-		RETURNING last_seq, output_bytes, trimmed_through`), jobID, len(evs), outBytes, ended).Scan(&last, &total, &trimmed)
+	var head *sql.Row
+	if s.rowStmts != nil {
+		head = tx.StmtContext(ctx, s.rowStmts[upsertEventHead]).QueryRowContext(ctx, jobID, len(evs), outBytes, ended)
+	} else {
+		head = tx.QueryRowContext(ctx, s.d.q(upsertEventHead), jobID, len(evs), outBytes, ended)
+	}
+	err := head.Scan(&last, &total, &trimmed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("%w: job %s", ErrStreamEnded, jobID)
 	}
@@ -86,6 +100,18 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, jobID string, evs []Ne
 		return 0, err
 	}
 	first := last - int64(len(evs)) + 1
+	all := evs
+	if s.rowStmts != nil {
+		// SQLite: one prepared row insert per event costs less than
+		// parsing a multi-row insert of each new length.
+		st := tx.StmtContext(ctx, s.rowStmts[insEventSeq])
+		for k, e := range evs {
+			if _, err := st.ExecContext(ctx, jobID, first+int64(k), at.UnixNano(), string(e.Kind), string(e.Data), len(e.Data)); err != nil {
+				return 0, err
+			}
+		}
+		evs = nil
+	}
 	const rowsPerInsert = 200
 	for i := 0; i < len(evs); i += rowsPerInsert {
 		batch := evs[i:min(i+rowsPerInsert, len(evs))]
@@ -113,7 +139,11 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, jobID string, evs []Ne
 			return 0, err
 		}
 	}
-	s.ev.pending(tx, jobID)
+	tracked := make([]Event, len(all))
+	for k, e := range all {
+		tracked[k] = Event{Job: jobID, Seq: first + int64(k), At: at.UTC(), Kind: e.Kind, Data: e.Data}
+	}
+	s.ev.pending(tx, jobID, tracked)
 	return last, nil
 }
 
@@ -225,6 +255,32 @@ type StreamHead struct {
 // readEvents returns the job's head and up to limit events after after,
 // from one snapshot.
 func (s *Store) readEvents(ctx context.Context, jobID string, after int64, limit int) (StreamHead, []Event, error) {
+	if s.readStmts != nil {
+		// the head alone, and the events from the tail if it has them all
+		var h StreamHead
+		var ended int
+		err := s.readStmts[selEventHead].QueryRowContext(ctx, jobID).Scan(&h.Last, &h.TrimmedThrough, &ended)
+		if errors.Is(err, sql.ErrNoRows) {
+			return h, nil, nil
+		}
+		if err != nil {
+			return h, nil, unavailable(err)
+		}
+		h.Ended = ended == 1
+		if after >= h.Last {
+			return h, nil, nil
+		}
+		if after >= h.TrimmedThrough {
+			if evs, ok := s.ev.fromTail(jobID, after, h.Last, limit); ok {
+				return h, evs, nil
+			}
+		}
+	}
+	return s.readEventsTx(ctx, jobID, after, limit)
+}
+
+// readEventsTx reads the head and the events in one read transaction.
+func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, limit int) (StreamHead, []Event, error) {
 	var h StreamHead
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.d.name == "postgres" {
@@ -236,7 +292,13 @@ func (s *Store) readEvents(ctx context.Context, jobID string, after int64, limit
 	}
 	defer tx.Rollback()
 	var ended int
-	err = tx.QueryRowContext(ctx, s.d.q(`SELECT last_seq, trimmed_through, ended FROM cp_event_heads WHERE job_id = ?`), jobID).Scan(&h.Last, &h.TrimmedThrough, &ended)
+	var row *sql.Row
+	if s.readStmts != nil {
+		row = tx.StmtContext(ctx, s.readStmts[selEventHead]).QueryRowContext(ctx, jobID)
+	} else {
+		row = tx.QueryRowContext(ctx, s.d.q(selEventHead), jobID)
+	}
+	err = row.Scan(&h.Last, &h.TrimmedThrough, &ended)
 	if errors.Is(err, sql.ErrNoRows) {
 		return h, nil, nil
 	}
@@ -247,7 +309,12 @@ func (s *Store) readEvents(ctx context.Context, jobID string, after int64, limit
 	if after >= h.Last {
 		return h, nil, nil
 	}
-	rows, err := tx.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT seq, at_ns, kind, data FROM cp_events WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT %d`, limit)), jobID, after)
+	var rows *sql.Rows
+	if s.readStmts != nil {
+		rows, err = tx.StmtContext(ctx, s.readStmts[selEvents]).QueryContext(ctx, jobID, after, limit)
+	} else {
+		rows, err = tx.QueryContext(ctx, s.d.q(selEvents), jobID, after, limit)
+	}
 	if err != nil {
 		return h, nil, unavailable(err)
 	}

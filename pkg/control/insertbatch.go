@@ -244,7 +244,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 				}
 			}
 			profiles[j.Profile.Digest] = sub
-			s.ev.pending(tx, j.ID)
+			s.ev.pending(tx, j.ID, nil)
 		}
 	}
 	for chunk := range slices.Chunk(fresh, 100) {
@@ -292,7 +292,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			return nil, err
 		}
 		for _, i := range chunk {
-			s.ev.pending(tx, batch[i].sub.job.ID)
+			s.ev.pending(tx, batch[i].sub.job.ID, nil)
 		}
 	}
 	var pargs []any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -18,6 +19,11 @@ type outputStream struct {
 	s     *Store
 	job   string
 	chunk int
+	// budget is EventConfig.InFlightBytes, shared among the plane's open
+	// streams (streams): a write that leaves a share pending flushes
+	// synchronously.
+	budget  int
+	streams *atomic.Int64
 
 	mu                 sync.Mutex
 	pending            []NewEvent
@@ -39,16 +45,14 @@ type outputStream struct {
 	log     func(msg string, args ...any)
 }
 
-// flushAt makes a synchronous flush once this much is pending.
-const flushAt = 256 << 10
-
 func (p *Plane) newOutputStream(j *Job) *outputStream {
-	o := &outputStream{s: p.c.Store, job: j.ID, chunk: p.c.Events.ChunkBytes, carry: map[EventKind][]byte{},
+	o := &outputStream{s: p.c.Store, job: j.ID, chunk: p.c.Events.ChunkBytes, budget: p.c.Events.InFlightBytes, streams: &p.streams, carry: map[EventKind][]byte{},
 		maxBytes: j.Limits.MaxOutputBytes, maxLines: j.Limits.MaxOutputLines,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), log: p.c.Logger.Warn}
 	if o.maxBytes <= 0 {
 		o.maxBytes = 1 << 62
 	}
+	p.streams.Add(1)
 	go func() {
 		defer close(o.done)
 		t := time.NewTicker(p.c.Events.FlushInterval)
@@ -123,7 +127,7 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 			o.seal()
 		}
 	}
-	big := o.pendingBytes >= flushAt
+	big := o.pendingBytes >= o.window()
 	o.mu.Unlock()
 	if big {
 		o.flush()
@@ -133,6 +137,11 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 	case o.kick <- struct{}{}:
 	default:
 	}
+}
+
+// window is this stream's share of the in-flight budget.
+func (o *outputStream) window() int {
+	return min(max(o.budget/int(max(o.streams.Load(), 1)), 1<<10), 256<<10)
 }
 
 // seal turns the current chunk into a pending event (o.mu held), keeping
@@ -192,6 +201,7 @@ func (o *outputStream) flush() {
 // close flushes the rest (carried bytes included) and stops the ticker.
 // It returns the bytes not streamed past the output limit.
 func (o *outputStream) close() int64 {
+	defer o.streams.Add(-1)
 	close(o.stop)
 	<-o.done
 	o.mu.Lock()

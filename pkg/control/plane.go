@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -96,6 +97,9 @@ type Plane struct {
 	cancel context.CancelFunc
 	rr     sync.Map // pool -> *int (round robin)
 	aborts sync.Map // job id -> context.CancelCauseFunc of its running commands
+	// streams counts the output streams open (InFlightBytes is shared
+	// among them).
+	streams atomic.Int64
 }
 
 // New makes a plane on c.Store; Start runs it.

@@ -2,6 +2,7 @@ package control
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,6 +50,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	var buf bytes.Buffer
+	var scratch []byte
 	send := func() error {
 		if err := rc.SetWriteDeadline(time.Now().Add(cfg.SlowClient)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return err
@@ -80,7 +82,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			reported = h.TrimmedThrough
 		}
 		for _, e := range evs {
-			writeSSE(&buf, strconv.FormatInt(e.Seq, 10), string(e.Kind), mustJSON(e))
+			writeSSE(&buf, strconv.FormatInt(e.Seq, 10), string(e.Kind), appendEventJSON(scratch[:0], e))
 			after = e.Seq
 		}
 		if buf.Len() > 0 {
@@ -114,6 +116,33 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			idle.Reset(sseKeepalive)
 		}
 	}
+}
+
+// appendEventJSON appends e as json.Marshal writes it, on one line: the
+// job and kind marshalled, the data (a JSON object, checked when it was
+// appended) as it is unless it spans lines.
+func appendEventJSON(b []byte, e Event) []byte {
+	job, _ := json.Marshal(e.Job)
+	kind, _ := json.Marshal(string(e.Kind))
+	b = append(b, `{"job":`...)
+	b = append(b, job...)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, e.Seq, 10)
+	b = append(b, `,"at":"`...)
+	b = e.At.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","kind":`...)
+	b = append(b, kind...)
+	b = append(b, `,"data":`...)
+	if bytes.ContainsAny(e.Data, "\r\n") || !json.Valid(e.Data) {
+		d, err := json.Marshal(e.Data) // compacts, or says what is wrong
+		if err != nil {
+			d = mustJSON(map[string]string{"error": "event data is not JSON"})
+		}
+		b = append(b, d...)
+	} else {
+		b = append(b, e.Data...)
+	}
+	return append(b, '}')
 }
 
 func writeSSE(b *bytes.Buffer, id, event string, data []byte) {

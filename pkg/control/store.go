@@ -39,7 +39,8 @@ type Store struct {
 	// running it), nil where not prepared
 	authStmt   *sql.Stmt
 	boundsStmt *sql.Stmt
-	rowStmts   map[string]*sql.Stmt
+	rowStmts   map[string]*sql.Stmt // on the writer
+	readStmts  map[string]*sql.Stmt // on the readers
 	// ev wakes the readers of the event streams (events_hub.go).
 	ev eventHub
 }
@@ -418,7 +419,15 @@ func (s *Store) prepare(ctx context.Context) error {
 	if s.boundsStmt, err = s.r.PrepareContext(ctx, s.d.q(selBounds)); err != nil {
 		return err
 	}
-	for _, q := range []string{insJob, insTransition, insEventHead, insEvent, selKey} {
+	s.readStmts = map[string]*sql.Stmt{}
+	for _, q := range []string{selEventHead, selEvents} {
+		st, err := s.r.PrepareContext(ctx, s.d.q(q))
+		if err != nil {
+			return err
+		}
+		s.readStmts[q] = st
+	}
+	for _, q := range []string{insJob, insTransition, insEventHead, insEvent, selKey, upsertEventHead, insEventSeq} {
 		st, err := s.w.PrepareContext(ctx, s.d.q(q))
 		if err != nil {
 			return err
