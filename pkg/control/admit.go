@@ -38,7 +38,7 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 	if ok, err := p.c.Store.admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
 		return 0, err
 	}
-	admitted, err := p.c.Store.admit(ctx, p.c.MaxActive, limits, func(j *Job, l *lease) { p.decide(cfg, j, l) })
+	admitted, err := p.c.Store.admit(ctx, slots{max: p.c.MaxActive, reserve: p.c.Reserve}, limits, func(j *Job, l *lease) { p.decide(cfg, j, l) })
 	if err != nil {
 		return len(admitted), err
 	}

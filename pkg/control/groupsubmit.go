@@ -101,7 +101,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit, mine *p
 		}
 		for _, o := range outs {
 			if o.created {
-				admitted, err = s.admitTx(ctx, tx, ba.maxActive, ba.limits, ba.decide)
+				admitted, err = s.admitTx(ctx, tx, ba.slots, ba.limits, ba.decide)
 				return err
 			}
 		}

@@ -53,6 +53,13 @@ type Config struct {
 	// (default 64); QueueBound bounds the queued jobs of all tenants
 	// (default 10000).
 	MaxActive, QueueBound int
+	// Reserve is how many of the MaxActive slots a tenant at or over its
+	// fair share does not take: the slots divided by the tenants with
+	// work (active, queued or admitted in the last minute). The reserve
+	// keeps room for a tenant under its share arriving while another
+	// floods (default MaxActive/4; negative: none). A tenant alone always
+	// has every slot: its share is all of them.
+	Reserve int
 	// DispatchAttempts is the retry budget of a failing dispatch (default
 	// 5); Lease is how long a dead owner holds a job (default 15s).
 	DispatchAttempts int
@@ -109,6 +116,12 @@ func New(ctx context.Context, c Config) (*Plane, error) {
 	}
 	if c.MaxActive <= 0 {
 		c.MaxActive = 64
+	}
+	switch {
+	case c.Reserve == 0:
+		c.Reserve = c.MaxActive / 4
+	case c.Reserve < 0:
+		c.Reserve = 0
 	}
 	if c.QueueBound <= 0 {
 		c.QueueBound = 10000
@@ -450,7 +463,7 @@ func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *batch
 	if p.c.manualAdmission {
 		return nil
 	}
-	return &batchAdmit{maxActive: p.c.MaxActive, limits: tenantLimits(cfg), decide: func(j *Job, l *lease) { p.decide(cfg, j, l) },
+	return &batchAdmit{slots: slots{max: p.c.MaxActive, reserve: p.c.Reserve}, limits: tenantLimits(cfg), decide: func(j *Job, l *lease) { p.decide(cfg, j, l) },
 		after: func(js []*Job) {
 			if err := p.dispatchAdmitted(context.WithoutCancel(ctx), js); err != nil {
 				p.c.Logger.Warn("admission", "err", err)

@@ -26,10 +26,12 @@ type ServeConfig struct {
 	// Runtimes are POOL=URL,TOKEN-FILE.
 	Runtimes              []string
 	MaxActive, QueueBound int
-	DispatchAttempts      int
-	Lease, ConfigRefresh  time.Duration
-	Grace                 time.Duration
-	Logger                *slog.Logger
+	// Reserve: Config.Reserve.
+	Reserve              int
+	DispatchAttempts     int
+	Lease, ConfigRefresh time.Duration
+	Grace                time.Duration
+	Logger               *slog.Logger
 	// Failpoint: see Config.Failpoint (crash tests only).
 	Failpoint string
 	// Environment labels every metric (environment=...); none when "".
@@ -122,7 +124,7 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 		defer cancel()
 		_ = tracing.Shutdown(sctx)
 	}()
-	p, err := New(ctx, Config{Store: store, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, QueueBound: c.QueueBound,
+	p, err := New(ctx, Config{Store: store, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, Reserve: c.Reserve, QueueBound: c.QueueBound,
 		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger, Failpoint: c.Failpoint,
 		Metrics: metrics, Tracing: tracing})
 	if err != nil {

@@ -39,9 +39,9 @@ type submission struct {
 
 // batchAdmit is admission run inside a group commit.
 type batchAdmit struct {
-	maxActive int
-	limits    map[string]tenantLimit
-	decide    func(*Job, *lease)
+	slots  slots
+	limits map[string]tenantLimit
+	decide func(*Job, *lease)
 	// after gets the admitted jobs once the transaction committed.
 	after func([]*Job)
 }
@@ -261,7 +261,7 @@ func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease)
 		}
 		out = j
 		if ba != nil && class(old) == 1 && class(j.State) == 2 {
-			admitted, err = s.admitTx(ctx, tx, ba.maxActive, ba.limits, ba.decide)
+			admitted, err = s.admitTx(ctx, tx, ba.slots, ba.limits, ba.decide)
 			return err
 		}
 		return nil
@@ -306,6 +306,17 @@ func (s *Store) account(ctx context.Context, tx *sql.Tx, j *Job, old State, now 
 	return err
 }
 
+// slots is the plane's capacity for admission: at most max jobs active;
+// the last reserve of them are not taken by a tenant at or over its fair
+// share (Config.Reserve).
+type slots struct {
+	max, reserve int
+}
+
+// shareWindow: a tenant that was admitted a job this recently counts among
+// those sharing the slots, even with nothing active or queued.
+const shareWindow = time.Minute
+
 // tenantLimit is what admission needs of a tenant's configuration.
 type tenantLimit struct {
 	concurrency int
@@ -316,18 +327,18 @@ type tenantLimit struct {
 // jobs that has one queued, the longest-waiting such tenant first. decide
 // sets the admitted job's fields (or refuses it); it runs inside the
 // transaction.
-func (s *Store) admit(ctx context.Context, maxActive int, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
+func (s *Store) admit(ctx context.Context, sl slots, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
 	var out []*Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = s.admitTx(ctx, tx, maxActive, limits, decide)
+		out, err = s.admitTx(ctx, tx, sl, limits, decide)
 		return err
 	})
 	return out, err
 }
 
 // admitTx is admit in tx.
-func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, maxActive int, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
+func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
 	var out []*Job
 	err := func() error {
 		if s.d.lockStmt != "" {
@@ -348,7 +359,8 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, maxActive int, limits m
 			return err
 		}
 		var cs []*cand
-		total := 0
+		total, busy := 0, 0
+		recent := time.Now().Add(-shareWindow).UnixNano()
 		for rows.Next() {
 			c := &cand{}
 			if err := rows.Scan(&c.tenant, &c.queued, &c.active, &c.last); err != nil {
@@ -359,14 +371,18 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, maxActive int, limits m
 			if c.queued > 0 {
 				cs = append(cs, c)
 			}
+			if c.active > 0 || c.queued > 0 || c.last > recent {
+				busy++
+			}
 		}
 		rows.Close()
-		free := maxActive - total
+		free := sl.max - total
+		share := (sl.max + max(busy, 1) - 1) / max(busy, 1)
 		for free > 0 {
 			var best *cand
 			for _, c := range cs {
 				lim, known := limits[c.tenant]
-				if c.end || (known && c.active >= lim.concurrency) {
+				if c.end || (known && c.active >= lim.concurrency) || (c.active >= share && free <= sl.reserve) {
 					continue
 				}
 				if best == nil || c.active < best.active || (c.active == best.active && c.last < best.last) {

@@ -405,3 +405,63 @@ func TestCancelQueued(t *testing.T) {
 		}
 	})
 }
+
+// A tenant at or over its fair share leaves the reserve (MaxActive/4) to
+// the others that had work in the last minute; alone it takes every slot.
+func TestAdmissionReserve(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		repo := configRepo(t)
+		commit(t, repo, "globex: 8 at once", func(tr *gitops.Tree) error {
+			return tr.WriteFile("tenants/globex.yaml", []byte(strings.Replace(tenantGlobex, "concurrency: 2", "concurrency: 8", 1)))
+		})
+		ctx := context.Background()
+		p := newPlane(t, s, repo, 8)
+		submit := func(tenant, profile string, n int, key string) {
+			t.Helper()
+			for i := range n {
+				if _, _, err := p.Submit(ctx, tenant, Spec{Pool: "agents", Profile: profile, Commands: cmd("true"), IdempotencyKey: fmt.Sprint(key, i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		active := func() map[string][]string {
+			t.Helper()
+			if _, err := p.admitOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+			js, err := s.List(ctx, ListFilter{State: Admitted, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			per := map[string][]string{}
+			for _, j := range js {
+				per[j.Tenant] = append(per[j.Tenant], j.ID)
+			}
+			return per
+		}
+		submit("globex", "standard", 10, "alone")
+		if per := active(); len(per["globex"]) != 8 {
+			t.Fatalf("a tenant alone: %d of 8 slots, want all", len(per["globex"]))
+		}
+		for _, id := range active()["globex"] {
+			finish(t, s, id)
+		}
+		for len(active()["globex"]) > 0 { // the rest of the ten
+			for _, id := range active()["globex"] {
+				finish(t, s, id)
+			}
+		}
+		submit("acme", "short", 1, "a")
+		for _, id := range active()["acme"] {
+			finish(t, s, id) // acme had work a moment ago: it shares the slots
+		}
+		submit("globex", "standard", 10, "flood")
+		if per := active(); len(per["globex"]) != 6 {
+			t.Fatalf("with acme sharing: globex has %d slots, want 6 (2 kept)", len(per["globex"]))
+		}
+		submit("acme", "short", 2, "b")
+		if per := active(); len(per["acme"]) != 2 || len(per["globex"]) != 6 {
+			t.Fatalf("acme arriving under its share: %d at once (globex %d), want 2 at once", len(per["acme"]), len(per["globex"]))
+		}
+	})
+}
