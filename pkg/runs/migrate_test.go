@@ -146,7 +146,8 @@ func TestMigrateAddsRequestKey(t *testing.T) {
 		old  []string // statements that take a new database back to the old version
 	}{
 		{"sqlite", []string{`DROP INDEX runs_by_request_key`, `ALTER TABLE runs DROP COLUMN request_key`, `UPDATE schema_version SET version = 2`}},
-		{"postgres", []string{`DROP INDEX slipway_runs.runs_by_request_key`, `ALTER TABLE slipway_runs.runs DROP COLUMN request_key`,
+		{"postgres", []string{`DROP INDEX slipway_runs.runs_by_node`, `DROP INDEX slipway_runs.runs_by_runtime_class`,
+			`DROP INDEX slipway_runs.runs_by_request_key`, `ALTER TABLE slipway_runs.runs DROP COLUMN request_key`,
 			`UPDATE slipway_runs.schema_version SET version = 1`}},
 	} {
 		t.Run(b.name, func(t *testing.T) {
@@ -182,6 +183,9 @@ func TestMigrateAddsRequestKey(t *testing.T) {
 			}
 			if got, err := s.Query(ctx, Query{RequestKey: "job-7:1"}); err != nil || !slices.Equal(got, []string{"r-new"}) {
 				t.Errorf("Query(request key) = %v, %v", got, err)
+			}
+			if got, err := s.Query(ctx, Query{Node: "n-1"}); err != nil || len(got) != 0 {
+				t.Errorf("Query(node) after the migration = %v, %v", got, err)
 			}
 			if got, err := s.Query(ctx, Query{Generation: "g-1"}); err != nil || !slices.Equal(got, []string{"r-new", "r-old"}) {
 				t.Errorf("Query(generation) = %v, %v", got, err)

@@ -18,7 +18,7 @@ import (
 // PostgresSchemaVersion is the version of the PostgreSQL schema this build
 // writes. A database with a higher version is refused (ErrSchema); one with
 // a lower version is migrated when it is opened (pgMigrations).
-const PostgresSchemaVersion = 2
+const PostgresSchemaVersion = 3
 
 // PostgresSchema is the PostgreSQL schema (namespace) the store's tables
 // live in, so that one database can hold other Slipway tables (the control
@@ -54,6 +54,8 @@ var pgSchema = []string{
 	`CREATE INDEX runs_by_generation ON slipway_runs.runs (generation, run_id)`,
 	`CREATE INDEX runs_by_request_key ON slipway_runs.runs (request_key, run_id)`,
 	`CREATE INDEX runs_open ON slipway_runs.runs (run_id) WHERE ` + openWhere,
+	`CREATE INDEX runs_by_node ON slipway_runs.runs ((manifest->>'node_id'), run_id)`,
+	`CREATE INDEX runs_by_runtime_class ON slipway_runs.runs ((manifest->>'runtime_class'), run_id)`,
 	`CREATE TABLE slipway_runs.templates (
 		template_id     text COLLATE "C" PRIMARY KEY,
 		packages_sha256 text NOT NULL,
@@ -70,11 +72,16 @@ var pgSchema = []string{
 
 // pgMigrations[v] takes a database from schema version v+1 to v+2, in the
 // transaction that opens it. Version 2 records the claim request's key
-// (request_key, "" for the runs before it).
+// (request_key, "" for the runs before it); version 3 indexes the node and
+// the runtime class of the manifest.
 var pgMigrations = [][]string{
 	{
 		`ALTER TABLE slipway_runs.runs ADD COLUMN request_key text COLLATE "C" NOT NULL DEFAULT ''`,
 		`CREATE INDEX runs_by_request_key ON slipway_runs.runs (request_key, run_id)`,
+	},
+	{
+		`CREATE INDEX runs_by_node ON slipway_runs.runs ((manifest->>'node_id'), run_id)`,
+		`CREATE INDEX runs_by_runtime_class ON slipway_runs.runs ((manifest->>'runtime_class'), run_id)`,
 	},
 }
 
@@ -300,6 +307,11 @@ func (q Query) postgres() (string, []any, error) {
 	for i, v := range q.columnValues() {
 		if v != "" {
 			where = append(where, "r."+queryColumns[i]+" = "+arg(v))
+		}
+	}
+	for _, c := range q.manifestCriteria() {
+		if c[1] != "" {
+			where = append(where, "(r.manifest->>'"+c[0]+"') = "+arg(c[1]))
 		}
 	}
 	stmt := "SELECT r.run_id FROM " + from + " WHERE " + strings.Join(where, " AND ") + " ORDER BY r.run_id"

@@ -107,6 +107,15 @@ const openWhere = `status IN ('` + string(StatusGranted) + `', '` + string(Statu
 // index), so they need no new version: a file gets them when it is opened.
 var additions = []string{
 	`CREATE INDEX IF NOT EXISTS runs_open ON runs (status, run_id) WHERE ` + openWhere,
+	`CREATE INDEX IF NOT EXISTS runs_by_node ON runs (json_extract(manifest, '$.node_id'), run_id)`,
+	`CREATE INDEX IF NOT EXISTS runs_by_runtime_class ON runs (json_extract(manifest, '$.runtime_class'), run_id)`,
+}
+
+// manifestCriteria are Query's criteria read from the manifest (by an
+// expression index), not from a column: the SQL expression of each, and
+// its value in q.
+func (q Query) manifestCriteria() [][2]string {
+	return [][2]string{{"node_id", q.Node}, {"runtime_class", q.RuntimeClass}}
 }
 
 // queryColumns are the manifest fields copied into columns for Query, in
@@ -453,6 +462,12 @@ func (q Query) sql() (string, []any, error) {
 			args = append(args, v)
 		}
 	}
+	for _, c := range q.manifestCriteria() {
+		if c[1] != "" {
+			where = append(where, "json_extract(r.manifest, '$."+c[0]+"') = ?")
+			args = append(args, c[1])
+		}
+	}
 	// The ids come back as one string, newline-separated (run ids hold no
 	// white space): a package query matches tens of thousands of runs, and
 	// stepping database/sql through them row by row made the B7 package
@@ -512,7 +527,7 @@ func (q Query) check() error {
 		return fmt.Errorf("%w: query: limit %d is negative", ErrInvalid, q.Limit)
 	}
 	if q.empty() {
-		return fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, policy, secret version, generation, request key or package)", ErrInvalid)
+		return fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, node, runtime class, policy, secret version, generation, request key or package)", ErrInvalid)
 	}
 	return nil
 }

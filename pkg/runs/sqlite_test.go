@@ -33,7 +33,7 @@ func TestQueryPlansUseCoveringIndexes(t *testing.T) {
 	s, _ := openTemp(t)
 	for _, q := range []Query{
 		{Template: "t"}, {RunnerImage: "r"}, {RunnerBinary: "b"}, {NodeImage: "n"}, {Policy: "p"}, {SecretVersion: "s#1"},
-		{Generation: "g"}, {Package: "a@1"},
+		{Generation: "g"}, {Package: "a@1"}, {Node: "n"}, {RuntimeClass: "c"},
 		{Package: "a@1", RunnerImage: "r"}, {Template: "t", Generation: "g"},
 	} {
 		stmt, args, err := q.sql()

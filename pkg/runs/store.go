@@ -95,6 +95,9 @@ type Query struct {
 	Generation string
 	// RequestKey matches request_key: the claim request's key.
 	RequestKey string
+	// Node matches node_id and RuntimeClass runtime_class (read from the
+	// manifest, through an index on each).
+	Node, RuntimeClass string
 	// Package ("name@version", as in the template SBOMs) matches runs whose
 	// workspace template contains that package.
 	Package string
@@ -103,7 +106,7 @@ type Query struct {
 }
 
 func (q Query) empty() bool {
-	return q.Package == "" && !slices.ContainsFunc(q.columnValues(), func(v string) bool { return v != "" })
+	return q.Package == "" && q.Node == "" && q.RuntimeClass == "" && !slices.ContainsFunc(q.columnValues(), func(v string) bool { return v != "" })
 }
 
 // Package is one package of a workspace template's SBOM, as the package

@@ -229,7 +229,8 @@ func queryFixture(t *testing.T, s Store) {
 		{"tpl-c", "run-1", "bin-1", "img-1", "pol-2", "", "g-1"},
 	} {
 		m := &Manifest{RunID: fmt.Sprintf("r-%d", i), WorkspaceTemplateID: c.tpl, RunnerImageDigest: c.runner,
-			RunnerBinarySHA256: c.bin, NodeImageID: c.img, PolicyRevision: c.pol, SecretVersion: c.secret, Generation: c.gen}
+			RunnerBinarySHA256: c.bin, NodeImageID: c.img, PolicyRevision: c.pol, SecretVersion: c.secret, Generation: c.gen,
+			NodeID: fmt.Sprintf("node-%d", i%3), RuntimeClass: []string{"gvisor", "runc"}[i%2]}
 		if i%2 == 0 { // the even runs carry a request key each
 			m.RequestKey = fmt.Sprintf("job-%d:attempt-1", i)
 		}
@@ -271,6 +272,12 @@ func TestQuery(t *testing.T) {
 			{Query{RequestKey: "job-2:attempt-1"}, []string{"r-2"}},
 			{Query{RequestKey: "job-2:attempt-1", Template: "tpl-b"}, nil},
 			{Query{RequestKey: "job-1:attempt-1"}, nil},
+			// the node and the runtime class, from the manifest
+			{Query{Node: "node-1"}, []string{"r-1", "r-4"}},
+			{Query{RuntimeClass: "runc"}, []string{"r-1", "r-3", "r-5"}},
+			{Query{Node: "node-0", RuntimeClass: "runc"}, []string{"r-3"}},
+			{Query{Node: "node-0", Template: "tpl-a"}, []string{"r-0"}},
+			{Query{Node: "node-9"}, nil},
 		} {
 			got, err := s.Query(ctx, c.q)
 			if err != nil {

@@ -384,7 +384,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 //
 // runner is a synonym of runner_image (the runner IMAGE's digest, as
 // runs.Query.RunnerImage); runner_binary is the runner BINARY's sha256.
-var QueryParams = []string{"template", "runner_image", "runner", "runner_binary", "node_image", "policy",
+var QueryParams = []string{"template", "runner_image", "runner", "runner_binary", "node_image", "node", "runtime_class", "policy",
 	"secret_version", "generation", "request_key", "package", "limit"}
 
 // queryRuns lists the runs matching the query parameters (at least one
@@ -414,7 +414,7 @@ func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
 // the runner synonym) to q's fields; the server and Client share it.
 func queryFields(q *runs.Query) map[string]*string {
 	return map[string]*string{"template": &q.Template, "runner_image": &q.RunnerImage, "runner_binary": &q.RunnerBinary,
-		"node_image": &q.NodeImage, "policy": &q.Policy, "secret_version": &q.SecretVersion,
+		"node_image": &q.NodeImage, "node": &q.Node, "runtime_class": &q.RuntimeClass, "policy": &q.Policy, "secret_version": &q.SecretVersion,
 		"generation": &q.Generation, "request_key": &q.RequestKey, "package": &q.Package}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // NewCmdRuns groups the run manifest queries.
 func NewCmdRuns(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "runs", Short: "Which artifacts produced a run, and which runs used an artifact"}
-	cmd.AddCommand(newCmdRunsShow(g), newCmdRunsQuery(g))
+	cmd.AddCommand(newCmdRunsShow(g), newCmdRunsQuery(g), newCmdRunsRelated(g))
 	return cmd
 }
 
@@ -181,7 +182,7 @@ func newCmdRunsQuery(g *globals) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use: "query --template ID | --runner-image DIGEST | --runner-binary SHA256 | --policy REV | --secret-version V |" +
-			" --generation ID | --node-image ID | --package NAME@VERSION",
+			" --generation ID | --node-image ID | --node ID | --runtime-class C | --package NAME@VERSION",
 		Short: "List the runs that used an artifact, or whose template contains a package (one run id per line)",
 		Long: `Query lists the runs matching every criterion given, each an exact identity as the run
 manifest records it. The runner has two: --runner-image is the digest of the runner IMAGE
@@ -199,7 +200,7 @@ policy pin, or the config repository commit whose verification policy the runtim
 				q.RunnerImage = runnerAlias
 			}
 			if q == (runs.Query{}) {
-				return usage(errors.New("give at least one of --template, --runner-image, --runner-binary, --policy, --secret-version, --generation, --node-image, --package"))
+				return usage(errors.New("give at least one of --template, --runner-image, --runner-binary, --policy, --secret-version, --generation, --node-image, --node, --runtime-class, --package"))
 			}
 			s, err := sf.open(cmd)
 			if err != nil {
@@ -231,7 +232,104 @@ policy pin, or the config repository commit whose verification policy the runtim
 	cmd.Flags().StringVar(&q.SecretVersion, "secret-version", "", "pinned secret version, its version included (PATH#VERSION)")
 	cmd.Flags().StringVar(&q.Generation, "generation", "", "generation id")
 	cmd.Flags().StringVar(&q.NodeImage, "node-image", "", "node image id")
+	cmd.Flags().StringVar(&q.Node, "node", "", "node id (node_id: the host or Kubernetes node the sandbox ran on)")
+	cmd.Flags().StringVar(&q.RuntimeClass, "runtime-class", "", "runtime class (runtime_class)")
 	cmd.Flags().StringVar(&q.Package, "package", "", "NAME@VERSION in the template's SBOM")
 	cmd.Flags().IntVar(&q.Limit, "limit", 0, "at most this many run ids (0: all)")
+	return cmd
+}
+
+// related is one identity a run has and the other runs that share it.
+type related struct {
+	Shared string   `json:"shared"`
+	Value  string   `json:"value"`
+	Runs   []string `json:"runs"`
+	More   bool     `json:"more,omitempty"`
+}
+
+func newCmdRunsRelated(g *globals) *cobra.Command {
+	var (
+		sf    stateFlags
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "related RUN",
+		Short: "The other runs that shared a run's node, template, runtime class or policy revision",
+		Long: `Related reads the run's manifest, then the runs recorded with the same node (node_id),
+workspace template, runtime class and policy revision, one query each on the store's indexes.
+An identity the run did not record is said to be unrecorded, not matched against others' empty
+ones. At most --limit runs are listed per identity (more: says there are more).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := sf.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ctx := cmd.Context()
+			m, err := s.Get(ctx, args[0])
+			if errors.Is(err, runs.ErrNotFound) {
+				return failed(err)
+			}
+			if err != nil {
+				return err
+			}
+			out := []related{{Shared: "node", Value: m.NodeID}, {Shared: "template", Value: m.WorkspaceTemplateID},
+				{Shared: "runtime_class", Value: m.RuntimeClass}, {Shared: "policy_revision", Value: m.PolicyRevision}}
+			for i := range out {
+				r := &out[i]
+				r.Runs = []string{}
+				if r.Value == "" {
+					continue
+				}
+				q := runs.Query{Limit: limit + 2}
+				switch r.Shared {
+				case "node":
+					q.Node = r.Value
+				case "template":
+					q.Template = r.Value
+				case "runtime_class":
+					q.RuntimeClass = r.Value
+				case "policy_revision":
+					q.Policy = r.Value
+				}
+				if limit <= 0 {
+					q.Limit = 0
+				}
+				ids, err := s.Query(ctx, q)
+				if err != nil {
+					return err
+				}
+				for _, id := range ids {
+					if id != m.RunID {
+						r.Runs = append(r.Runs, id)
+					}
+				}
+				if limit > 0 && len(r.Runs) > limit {
+					r.Runs, r.More = r.Runs[:limit], true
+				}
+			}
+			if g.json() {
+				return g.printJSON(map[string]any{"run": m.RunID, "related": out})
+			}
+			for _, r := range out {
+				switch {
+				case r.Value == "":
+					fmt.Fprintf(g.stdout, "%s: not recorded for %s\n", r.Shared, m.RunID)
+				case len(r.Runs) == 0:
+					fmt.Fprintf(g.stdout, "%s %s: no other run\n", r.Shared, r.Value)
+				default:
+					more := ""
+					if r.More {
+						more = " (and more)"
+					}
+					fmt.Fprintf(g.stdout, "%s %s: %d other runs%s: %s\n", r.Shared, r.Value, len(r.Runs), more, strings.Join(r.Runs, " "))
+				}
+			}
+			return nil
+		},
+	}
+	sf.add(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs per identity (0: all)")
 	return cmd
 }

@@ -135,3 +135,49 @@ func TestPrintEgressOneWrite(t *testing.T) {
 		t.Fatalf("%d writes, %v", w.n, err)
 	}
 }
+
+// runs related lists, per identity of a run, the other runs that shared
+// it; what the run did not record is said so, not matched.
+func TestRunsRelated(t *testing.T) {
+	state := t.TempDir()
+	ctx := context.Background()
+	s, err := runs.OpenSQLite(ctx, filepath.Join(state, runs.StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*runs.Manifest{
+		{RunID: "r-1", NodeID: "n-a", WorkspaceTemplateID: "tpl-1", RuntimeClass: "gvisor", PolicyRevision: "p-1"},
+		{RunID: "r-2", NodeID: "n-a", WorkspaceTemplateID: "tpl-2", RuntimeClass: "gvisor", PolicyRevision: "p-2"},
+		{RunID: "r-3", NodeID: "n-b", WorkspaceTemplateID: "tpl-1", RuntimeClass: "runc", PolicyRevision: "p-1"},
+		{RunID: "r-4", NodeID: "n-a", WorkspaceTemplateID: "tpl-1", RuntimeClass: "runc"},
+		{RunID: "r-5", NodeID: "n-c"},
+	} {
+		if err := s.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	r := run(t, "", "runs", "related", "r-1", "--state", state)
+	want := "node n-a: 2 other runs: r-2 r-4\ntemplate tpl-1: 2 other runs: r-3 r-4\nruntime_class gvisor: 1 other runs: r-2\npolicy_revision p-1: 1 other runs: r-3\n"
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("runs related r-1: %+v\nwant %s", r, want)
+	}
+	r = run(t, "", "runs", "related", "r-5", "--state", state, "-o", "json")
+	var got struct {
+		Run     string    `json:"run"`
+		Related []related `json:"related"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil || got.Run != "r-5" || len(got.Related) != 4 ||
+		got.Related[0].Value != "n-c" || len(got.Related[0].Runs) != 0 || got.Related[1].Value != "" || len(got.Related[1].Runs) != 0 {
+		t.Fatalf("runs related r-5: %+v", r)
+	}
+	if r := run(t, "", "runs", "related", "r-1", "--state", state, "--limit", "1"); r.code != 0 || !strings.Contains(r.stdout, "node n-a: 1 other runs (and more): r-2\n") {
+		t.Fatalf("with a limit: %+v", r)
+	}
+	if r := run(t, "", "runs", "related", "r-404", "--state", state); r.code != 1 {
+		t.Fatalf("unknown run: %+v", r)
+	}
+	if r := run(t, "", "runs", "query", "--node", "n-a", "--runtime-class", "runc", "--state", state); r.code != 0 || strings.TrimSpace(r.stdout) != "r-4" {
+		t.Fatalf("query by node and runtime class: %+v", r)
+	}
+}
