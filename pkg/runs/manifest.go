@@ -531,3 +531,44 @@ func isAlnum(c byte) bool {
 }
 
 const tokenChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
+
+// Step is one step of a run's lifecycle: from the stamp before it that
+// was recorded to its own.
+type Step struct {
+	Name string        `json:"name"`
+	At   time.Time     `json:"at"`
+	Took time.Duration `json:"took_ns"`
+}
+
+// Steps lists the recorded stamps in order, each with the time since the
+// previous recorded one (the first: 0). Unrecorded stamps are left out.
+func (l Lifecycle) Steps() []Step {
+	all := []Step{{"request_received", l.RequestReceived, 0}, {"admission_accepted", l.AdmissionAccepted, 0},
+		{"claim_created", l.ClaimCreated, 0}, {"sandbox_assigned", l.SandboxAssigned, 0}, {"ready", l.Ready, 0},
+		{"runner_awakened", l.RunnerAwakened, 0}, {"first_output", l.FirstOutput, 0},
+		{"result_published", l.ResultPublished, 0}, {"resources_released", l.ResourcesReleased, 0}}
+	var out []Step
+	for _, s := range all {
+		if s.At.IsZero() {
+			continue
+		}
+		if len(out) > 0 {
+			s.Took = s.At.Sub(out[len(out)-1].At)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Start says how the run's sandbox started: "warm hit", "cold start" or
+// "cold start on a new node".
+func (m *Manifest) Start() string {
+	switch {
+	case m.LaunchType == "new-node":
+		return "cold start on a new node"
+	case m.LaunchType == "warm" || (m.LaunchType == "" && m.Warm):
+		return "warm hit"
+	default:
+		return "cold start"
+	}
+}

@@ -106,6 +106,7 @@ func newCmdRunsShow(g *globals) *cobra.Command {
 	var (
 		sf         stateFlags
 		egressOnly bool
+		lifecycle  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "show RUN_ID [--egress]",
@@ -130,6 +131,9 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 			if err != nil {
 				return usage(err)
 			}
+			if lifecycle {
+				return printLifecycle(g, m)
+			}
 			if !egressOnly {
 				return g.printJSON(m)
 			}
@@ -145,7 +149,42 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 	}
 	sf.add(cmd)
 	cmd.Flags().BoolVar(&egressOnly, "egress", false, "print only the run's egress attempts")
+	cmd.Flags().BoolVar(&lifecycle, "lifecycle", false, "print where the run's time went: how its sandbox started and each lifecycle step's duration")
+	cmd.MarkFlagsMutuallyExclusive("egress", "lifecycle")
 	return cmd
+}
+
+// printLifecycle writes how a run's sandbox started and its lifecycle
+// steps, each with its time since the previous one, the longest marked.
+func printLifecycle(g *globals, m *runs.Manifest) error {
+	steps := m.Lifecycle.Steps()
+	if g.json() {
+		if steps == nil {
+			steps = []runs.Step{}
+		}
+		return g.printJSON(map[string]any{"run_id": m.RunID, "start": m.Start(), "allocation_attempt": m.AllocationAttempt,
+			"sandbox_id": m.SandboxID, "node_id": m.NodeID, "steps": steps})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s: %s, allocation attempt %d, sandbox %s on node %s\n", m.RunID, m.Start(), m.AllocationAttempt, m.SandboxID, m.NodeID)
+	longest := -1
+	for i, s := range steps {
+		if i > 0 && (longest < 0 || s.Took > steps[longest].Took) {
+			longest = i
+		}
+	}
+	for i, s := range steps {
+		mark := ""
+		if i == longest {
+			mark = "  <- longest"
+		}
+		fmt.Fprintf(&b, "  %-20s %s  +%s%s\n", s.Name, s.At.UTC().Format(time.RFC3339Nano), s.Took.Round(time.Microsecond), mark)
+	}
+	if len(steps) > 1 {
+		fmt.Fprintf(&b, "  %-20s %s\n", "total", steps[len(steps)-1].At.Sub(steps[0].At).Round(time.Microsecond))
+	}
+	_, err := io.WriteString(g.stdout, b.String())
+	return err
 }
 
 // printEgress writes a run's egress attempts, one line each, in one

@@ -26,7 +26,7 @@ func TestRunsShowQuery(t *testing.T) {
 	if err := s.Create(ctx, &runs.Manifest{RunID: "r-123", AllocationAttempt: 1, SandboxID: "sb-1", WorkspaceTemplateID: tmpl,
 		RunnerImageDigest: "sha256:" + strings.Repeat("2", 64), RunnerBinarySHA256: "sha256:" + strings.Repeat("7", 64),
 		SecretVersion: "vault://kv/agents/token#3", Generation: "g-1", Pool: "agents", Warm: true,
-		Lifecycle: runs.Lifecycle{RequestReceived: t0}}); err != nil {
+		Lifecycle: runs.Lifecycle{RequestReceived: t0, ClaimCreated: t0.Add(250 * time.Millisecond), Ready: t0.Add(300 * time.Millisecond)}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -67,6 +67,15 @@ func TestRunsShowQuery(t *testing.T) {
 	}
 	if r := run(t, "", "runs", "show", "r-404", "--state", state); r.code != 1 {
 		t.Fatalf("unknown run: %+v", r)
+	}
+	r = run(t, "", "runs", "show", "r-123", "--state", state, "--lifecycle")
+	if r.code != 0 || !strings.Contains(r.stdout, "run r-123: warm hit, allocation attempt 1, sandbox sb-1") ||
+		!strings.Contains(r.stdout, "claim_created        2026-11-29T12:00:00.25Z  +250ms  <- longest") ||
+		!strings.Contains(r.stdout, "total                300ms") || strings.Contains(r.stdout, "first_output") {
+		t.Fatalf("runs show --lifecycle: %+v", r)
+	}
+	if r := run(t, "", "runs", "show", "r-123", "--state", state, "--lifecycle", "--egress"); r.code != 2 {
+		t.Fatalf("--lifecycle with --egress: %+v", r)
 	}
 	if r := run(t, "", "runs", "query", "--state", state); r.code != 2 {
 		t.Fatalf("query without a criterion: %+v", r)
