@@ -33,8 +33,13 @@ var Steps = []string{StepClaim, StepIdentity, StepApproved, StepDenied, StepWork
 // Tenant is the tenant a canary's claims carry (in their run manifests).
 const Tenant = "slipway-canary"
 
-// ErrInvalid wraps every error about a canary's settings.
-var ErrInvalid = errors.New("canary: invalid setting")
+var (
+	// ErrInvalid wraps every error about a canary's settings.
+	ErrInvalid = errors.New("canary: invalid setting")
+	// ErrInterrupted: the round was cut short by its context (the canary
+	// stopping); it is not recorded.
+	ErrInterrupted = errors.New("canary: round interrupted")
+)
 
 // Round is one canary round: what each step found, and the first step that
 // failed. It is one line of the history.
@@ -211,6 +216,9 @@ func (c *Canary) Run(ctx context.Context, interval time.Duration) error {
 	defer t.Stop()
 	for {
 		_, _ = c.Round(ctx) // failures are logged, recorded and counted
+		if ctx.Err() != nil {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -222,8 +230,15 @@ func (c *Canary) Run(ctx context.Context, interval time.Duration) error {
 // Round runs one round, records it (history, metrics, log) and returns
 // it. The error is only about recording it: a round that failed is a
 // Round with Passed false.
+//
+// A round that ctx cut short (the canary stopping) is neither recorded nor
+// an alert: it returns with ErrInterrupted, its claim released.
 func (c *Canary) Round(ctx context.Context) (*Round, error) {
 	r := c.round(ctx)
+	if ctx.Err() != nil {
+		c.o.log.Warn("canary round interrupted", "pool", c.pool, "run_id", r.RunID, "step", r.FailedStep)
+		return r, fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
+	}
 	var err error
 	if c.o.history != nil {
 		if err = c.o.history.Append(r); err != nil {
@@ -273,13 +288,17 @@ func (c *Canary) round(ctx context.Context) *Round {
 		}
 		c.run(r, step, func() (string, error) { return cl.do(rctx, step) })
 	}
-	if cl.grant == nil {
-		c.skip(r, StepRelease, "not run: no claim was granted")
-	} else {
-		// The claim is released even when the round ran out of time.
-		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	// The claim is released even when the round ran out of time, and so
+	// is one a claim request that got no answer may have made.
+	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer relCancel()
+	switch {
+	case cl.grant != nil:
 		c.run(r, StepRelease, func() (string, error) { return cl.release(relCtx) })
-		cancel()
+	case cl.unknown:
+		c.run(r, StepRelease, func() (string, error) { return cl.releaseUnknown(relCtx) })
+	default:
+		c.skip(r, StepRelease, "not run: no claim was granted")
 	}
 	r.Finished = c.o.now().UTC()
 	r.Passed = r.FailedStep == ""

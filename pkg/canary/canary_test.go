@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -264,6 +265,50 @@ func TestRoundPasses(t *testing.T) {
 	ls := log.lines(t)
 	if len(ls) != 1 || ls[0]["level"] != "INFO" || ls[0]["msg"] != "canary round passed" || ls[0]["pool"] != "agents" || ls[0]["run_id"] != r.RunID {
 		t.Errorf("log: %v", ls)
+	}
+
+	// Run: a round on each tick (cold starts now: nothing refills the
+	// pool) until its context ends; the round it cuts short is neither
+	// recorded nor an alert, and its claim is released.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := c.Run(ctx, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	rounds, bad, err = canary.ReadHistory(hist.Path(), 0)
+	if err != nil || len(bad) > 0 || len(rounds) < 2 {
+		t.Fatalf("history after Run: %d rounds %v %v", len(rounds), bad, err)
+	}
+	for _, r := range rounds {
+		if !r.Passed {
+			t.Errorf("round %s failed at %s: %s", r.RunID, r.FailedStep, r.Reason)
+		}
+	}
+	for _, l := range log.lines(t) {
+		if l["level"] == "ERROR" {
+			t.Errorf("alert: %v", l)
+		}
+	}
+	if st, err := w.client.PoolStatus(context.Background(), "agents"); err != nil || st.Generations[0].Claimed != 0 {
+		t.Errorf("after Run a claim is still open: %+v %v", st, err)
+	}
+
+	// A round cut short while its claim request is out (a cold start
+	// takes longer): the claim the request made is adopted by its request
+	// key and released.
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	cut, err := c.Round(ctx)
+	if !errors.Is(err, canary.ErrInterrupted) || cut.FailedStep != canary.StepClaim {
+		t.Fatalf("a round cut during its claim: %v, failed at %q", err, cut.FailedStep)
+	}
+	if rel := cut.Steps[len(cut.Steps)-1]; rel.Result != canary.Pass || !strings.Contains(rel.Detail, "the claim of request key canary-") {
+		t.Errorf("release of a cut claim: %+v", rel)
+	} else {
+		t.Log(rel.Detail)
+	}
+	if st, err := w.client.PoolStatus(context.Background(), "agents"); err != nil || st.Generations[0].Claimed != 0 {
+		t.Errorf("after a cut claim a claim is still open: %+v %v", st, err)
 	}
 }
 

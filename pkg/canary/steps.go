@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/runs"
@@ -23,11 +24,15 @@ const stepTimeout = 30 * time.Second
 
 // claimRun is the claim of one round and what its steps learnt.
 type claimRun struct {
-	c      *Canary
-	r      *Round
-	grant  *runtime.Grant
-	runner string // the runner's path in the sandbox
-	pinned string // the runner binary's sha256 the manifest records
+	c     *Canary
+	r     *Round
+	body  runtime.ClaimBody // the claim request, with its request key
+	grant *runtime.Grant
+	// unknown: the claim request got no answer (the round was cut short,
+	// the connection dropped), so a claim may have been made.
+	unknown bool
+	runner  string // the runner's path in the sandbox
+	pinned  string // the runner binary's sha256 the manifest records
 }
 
 func (cl *claimRun) do(ctx context.Context, step string) (string, error) {
@@ -51,12 +56,14 @@ func (cl *claimRun) do(ctx context.Context, step string) (string, error) {
 // claim: the pool grants a sandbox of its active generation.
 func (cl *claimRun) claim(ctx context.Context) (string, error) {
 	n := nonce()
-	body := runtime.ClaimBody{Tenant: Tenant, SessionID: "canary-" + n}
+	cl.body = runtime.ClaimBody{Tenant: Tenant, SessionID: "canary-" + n, RequestKey: "canary-" + n}
 	if dl, ok := ctx.Deadline(); ok {
-		body.DeadlineSeconds = max(time.Until(dl).Seconds(), 1)
+		cl.body.DeadlineSeconds = max(time.Until(dl).Seconds(), 1)
 	}
-	g, err := cl.c.client.Claim(ctx, cl.c.pool, body)
+	g, err := cl.c.client.Claim(ctx, cl.c.pool, cl.body)
 	if err != nil {
+		var ae *runtime.APIError
+		cl.unknown = !errors.As(err, &ae) && !errors.Is(err, syscall.ECONNREFUSED)
 		return "", fmt.Errorf("pool %s granted no sandbox: %w", cl.c.pool, err)
 	}
 	cl.grant = g
@@ -280,6 +287,30 @@ func (cl *claimRun) release(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("run %s completed, resources released at %s, sandbox %s gone, its token refused",
 		g.RunID, m.Lifecycle.ResourcesReleased.UTC().Format(time.RFC3339Nano), g.SandboxID), nil
+}
+
+// releaseUnknown ends the claim a request that got no answer may have
+// made: the same request key adopts it (or, when none was made, makes
+// one), and it is released.
+func (cl *claimRun) releaseUnknown(ctx context.Context) (string, error) {
+	key := cl.body.RequestKey
+	body := cl.body
+	body.DeadlineSeconds = 0
+	g, err := cl.c.client.Claim(ctx, cl.c.pool, body)
+	var ae *runtime.APIError
+	switch {
+	case errors.As(err, &ae) && ae.Status == http.StatusConflict:
+		return fmt.Sprintf("the claim of request key %s has ended: nothing to release", key), nil
+	case errors.As(err, &ae):
+		return fmt.Sprintf("the runtime made no claim for request key %s: %v", key, err), nil
+	case err != nil:
+		return "", fmt.Errorf("the claim request got no answer and the runtime cannot be asked again: a claim may be open under request key %s: %w", key, err)
+	}
+	zero := 0
+	if err := cl.c.client.Release(ctx, g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: &zero}); err != nil {
+		return "", fmt.Errorf("release of %s (request key %s): %w", g.RunID, key, err)
+	}
+	return fmt.Sprintf("released %s, the claim of request key %s (adopted %v)", g.RunID, key, g.Adopted), nil
 }
 
 // exec runs argv in the claim's sandbox, bounded.
