@@ -231,11 +231,12 @@ func (c *Canary) Run(ctx context.Context, interval time.Duration) error {
 // it. The error is only about recording it: a round that failed is a
 // Round with Passed false.
 //
-// A round that ctx cut short (the canary stopping) is neither recorded nor
-// an alert: it returns with ErrInterrupted, its claim released.
+// A round that failed because ctx ended (the canary stopping) is neither
+// recorded nor an alert: it returns with ErrInterrupted, its claim
+// released.
 func (c *Canary) Round(ctx context.Context) (*Round, error) {
 	r := c.round(ctx)
-	if ctx.Err() != nil {
+	if !r.Passed && ctx.Err() != nil {
 		c.o.log.Warn("canary round interrupted", "pool", c.pool, "run_id", r.RunID, "step", r.FailedStep)
 		return r, fmt.Errorf("%w: %v", ErrInterrupted, context.Cause(ctx))
 	}
