@@ -353,6 +353,18 @@ func TestRoundFailsForReal(t *testing.T) {
 		t.Fatalf("after a failed round the claim is still open: %+v %v", st, err)
 	}
 
+	// An approved destination the policy does not allow is not reached.
+	other, _ := origin(t, w.ip)
+	c2, err := canary.New(w.client, "agents", canary.WithApproved(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3, _ := c2.Round(context.Background())
+	if r3.Passed || r3.FailedStep != canary.StepApproved || !strings.Contains(r3.Reason, "the approved destination "+hp(other)+" was not reached (through the egress proxy: ") ||
+		!strings.Contains(r3.Reason, "; directly: no connection to "+hp(other)) {
+		t.Errorf("an unreachable approved destination: failed at %q: %s", r3.FailedStep, r3.Reason)
+	}
+
 	// The runtime goes away: the claim step fails.
 	w.http.Close()
 	r2, err := c.Round(context.Background())

@@ -7,7 +7,8 @@
 // manifest: the runner's binary sha256 is the pinned one the manifest
 // records, its generation and sandbox are the grant's, and the file at the
 // runner's path in the sandbox hashes the same (identity); reaches an
-// approved destination through the sandbox's egress proxy (egress_approved)
+// approved destination through the sandbox's egress proxy, or directly
+// where the sandbox has none (egress_approved)
 // and is refused a denied one, both directly and through the proxy, with
 // no allowed attempt to it in the manifest (egress_denied); writes a file
 // in the workspace with one command and reads it back with another

@@ -141,19 +141,28 @@ func (cl *claimRun) identity(ctx context.Context) (string, error) {
 const probeRefused = 3
 
 // approved: the sandbox reaches the approved destination through its
-// egress proxy.
+// egress proxy, or, where the sandbox has no proxy (a cluster's sandboxes
+// go out by its network policy), directly.
 func (cl *claimRun) approved(ctx context.Context) (string, error) {
 	dest := cl.c.o.approved
-	res, err := cl.exec(ctx, cl.runner, "probe", "connect", sandbox.EgressProxyAddr, dest)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("the probe of %s did not run: %w", dest, err)
-	case res.ExitCode == probeRefused:
-		return "", fmt.Errorf("the approved destination %s was not reached: %s", dest, clip(res.Stdout))
-	case res.ExitCode != 0:
-		return "", fmt.Errorf("the probe of %s failed (exit %d): %s", dest, res.ExitCode, clip(res.Stdout+res.Stderr))
+	var refused []string
+	for _, probe := range [][]string{{"probe", "connect", sandbox.EgressProxyAddr, dest}, {"probe", "dial", dest}} {
+		how := "through the egress proxy"
+		if probe[1] == "dial" {
+			how = "directly"
+		}
+		res, err := cl.exec(ctx, append([]string{cl.runner}, probe...)...)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("the probe of %s %s did not run: %w", dest, how, err)
+		case res.ExitCode == 0:
+			return fmt.Sprintf("reached %s %s", dest, how), nil
+		case res.ExitCode != probeRefused:
+			return "", fmt.Errorf("the probe of %s %s failed (exit %d): %s", dest, how, res.ExitCode, clip(res.Stdout+res.Stderr))
+		}
+		refused = append(refused, how+": "+clip(res.Stdout))
 	}
-	return fmt.Sprintf("reached %s through the egress proxy", dest), nil
+	return "", fmt.Errorf("the approved destination %s was not reached (%s)", dest, strings.Join(refused, "; "))
 }
 
 // denied: the sandbox reaches the denied destination neither by itself
