@@ -48,6 +48,9 @@ func TestDependenciesPointDown(t *testing.T) {
 		// A rollout's fleet on a cluster: rollout's Fleet over render and
 		// kubeapply (the proofs come through an interface).
 		"pkg/kubefleet": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/rollout", "pkg/render", "pkg/kubeapply", "pkg/telemetry"},
+		// The canary is a client of the runtime's API (runtime for its API
+		// types and client), with telemetry's metrics; never a backend.
+		"pkg/canary": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/telemetry"},
 		// Argo CD's plugins: render and the config repository, nothing of
 		// Argo CD itself (its code stays in integrations/argocd).
 		"pkg/argocd": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/gitops", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},

@@ -31,6 +31,7 @@ const maxBody = 1 << 20
 //	POST /v1/pools/{pool}/claims      claim a sandbox        -> Grant (201; 200 adopted)
 //	POST /v1/claims/{run}/exec        run a command           -> ExecResult
 //	POST /v1/claims/{run}/release     end the claim
+//	POST /v1/claims/{run}/identity    the claim's runner says who it is -> ClaimIdentity
 //	GET  /v1/runs/{run}               the run manifest
 //	GET  /v1/pools/{pool}             per generation: warm ready, claimed
 //	GET  /v1/info                     observed revision, protocols, limits
@@ -96,6 +97,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.mux.Handle("POST /v1/pools/{pool}/claims", s.auth(s.claim))
 	s.mux.Handle("POST /v1/claims/{run}/exec", s.auth(s.exec))
 	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))
+	s.mux.Handle("POST /v1/claims/{run}/identity", s.auth(s.identity)) // identity.go
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
 	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
 	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))

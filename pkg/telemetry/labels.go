@@ -15,8 +15,9 @@ import (
 // environment, pool, generation, runtime_class, tier, bounded_reason (the
 // failure category), start (warm or cold), class (of a pool's sandboxes),
 // policy_revision (policy_denial_count's, defined by the egress policy's
-// code), and Prometheus's le of a histogram bucket.
-var LabelNames = []string{"environment", "pool", "generation", "runtime_class", "tier", "bounded_reason", "start", "class", "policy_revision", "le"}
+// code), a canary's step and result (pass or fail), and Prometheus's le of
+// a histogram bucket.
+var LabelNames = []string{"environment", "pool", "generation", "runtime_class", "tier", "bounded_reason", "start", "class", "policy_revision", "step", "result", "le"}
 
 // FailureReasons are the bounded words task_failure_count's bounded_reason
 // takes: the control plane's job reasons and the runtime's sandbox limit
@@ -109,6 +110,14 @@ func CheckExposition(r io.Reader) error {
 				case "class":
 					if v != "warm" && v != "claimed" && v != "dead" {
 						why = "not warm, claimed or dead"
+					}
+				case "result":
+					if v != "pass" && v != "fail" {
+						why = "not pass or fail"
+					}
+				case "step":
+					if !wordRE.MatchString(v) {
+						why = "not a short lower-case word"
 					}
 				}
 				if why != "" {

@@ -102,6 +102,8 @@ func TestCheckExpositionRefuses(t *testing.T) {
 		{"label name", `x{run_id="r-1"} 1`},
 		{"reason", `x{bounded_reason="exit code 3"} 1`},
 		{"start", `x{start="lukewarm"} 1`},
+		{"result", `x{result="maybe"} 1`},
+		{"step", `x{step="reach http://example.com"} 1`},
 	} {
 		if err := telemetry.CheckExposition(strings.NewReader(tc.line + "\n")); err == nil {
 			t.Errorf("%s: %s passed", tc.name, tc.line)
