@@ -24,7 +24,7 @@ const staleMark = "view of the config repository is stale"
 // deliveries that failed or are being retried. With runs (nil for none),
 // the runs each crashed job's request key found are counted.
 func FromControl(s *control.Store, rs RunLister) Source {
-	return SourceFunc(func(ctx context.Context) ([]Incident, error) {
+	return covering{kinds: []Kind{AgentHang, WorkerCrash, PolicyLag, ExportFailure}, SourceFunc: func(ctx context.Context) ([]Incident, error) {
 		jobs, err := recentJobs(ctx, s)
 		if err != nil {
 			return nil, err
@@ -62,7 +62,7 @@ func FromControl(s *control.Store, rs RunLister) Source {
 			out = append(out, exportFailure(t))
 		}
 		return out, nil
-	})
+	}}
 }
 
 // recentJobs is the newest maxJobs jobs and every unknown one.

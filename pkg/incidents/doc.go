@@ -17,9 +17,12 @@
 // job, run and the digest of what it carries); and a delete that times
 // out (cleanup unknown).
 //
-// Each kind's records come from a Source. The reconciler's cleanup-unknown
-// records are one more Source (kind CleanupUnknown): pass it to Collect
-// beside FromControl and FromRuns.
+// Each kind's records come from a Source; one that is also Covering says
+// which kinds it reads, so a kind no source read is marked (Sourced false)
+// rather than shown as empty. The reconciler's cleanup-unknown records
+// are one more Source (kind CleanupUnknown, Covering it): pass it to
+// Collect beside FromControl and FromRuns (cmd/slipway/cli/incidents.go
+// marks the place).
 //
 // What it is not: it changes nothing, asks no live process, and does not
 // decide what to do; it shows the evidence and names the owner.

@@ -94,6 +94,21 @@ type SourceFunc func(ctx context.Context) ([]Incident, error)
 // Incidents implements Source.
 func (f SourceFunc) Incidents(ctx context.Context) ([]Incident, error) { return f(ctx) }
 
+// Covering is a Source that says which kinds its records can show.
+// Collect marks a kind that no such source covers (KindReport.Sourced
+// false): an empty list there means "not looked at", not "none".
+type Covering interface {
+	Covers() []Kind
+}
+
+// covering is a Source with the kinds it covers.
+type covering struct {
+	SourceFunc
+	kinds []Kind
+}
+
+func (c covering) Covers() []Kind { return c.kinds }
+
 // Report is every kind with the incidents found, in Kinds' order.
 type Report struct {
 	Kinds []KindReport `json:"kinds"`
@@ -103,8 +118,10 @@ type Report struct {
 
 // KindReport is one kind's incidents, newest first.
 type KindReport struct {
-	Kind      Kind       `json:"kind"`
-	Title     string     `json:"title"`
+	Kind  Kind   `json:"kind"`
+	Title string `json:"title"`
+	// Sourced says a source that covers this kind was read.
+	Sourced   bool       `json:"sourced"`
 	Incidents []Incident `json:"incidents"`
 }
 
@@ -113,8 +130,14 @@ type KindReport struct {
 // worse than none).
 func Collect(ctx context.Context, sources ...Source) (*Report, error) {
 	by := map[Kind][]Incident{}
+	sourced := map[Kind]bool{}
 	var errs []error
 	for _, s := range sources {
+		if c, ok := s.(Covering); ok {
+			for _, k := range c.Covers() {
+				sourced[k] = true
+			}
+		}
 		found, err := s.Incidents(ctx)
 		if err != nil {
 			errs = append(errs, err)
@@ -122,6 +145,7 @@ func Collect(ctx context.Context, sources ...Source) (*Report, error) {
 		}
 		for _, i := range found {
 			by[i.Kind] = append(by[i.Kind], i)
+			sourced[i.Kind] = true
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -145,7 +169,7 @@ func Collect(ctx context.Context, sources ...Source) (*Report, error) {
 				r.Open++
 			}
 		}
-		r.Kinds = append(r.Kinds, KindReport{Kind: k, Title: k.Title(), Incidents: is})
+		r.Kinds = append(r.Kinds, KindReport{Kind: k, Title: k.Title(), Sourced: sourced[k], Incidents: is})
 	}
 	return r, nil
 }

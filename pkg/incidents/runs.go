@@ -29,7 +29,7 @@ func FromRuns(rs RunLister, now func() time.Time) Source {
 	if now == nil {
 		now = time.Now
 	}
-	return SourceFunc(func(ctx context.Context) ([]Incident, error) {
+	return covering{kinds: []Kind{CredentialExpiry, WorkerCrash}, SourceFunc: func(ctx context.Context) ([]Incident, error) {
 		ms, err := rs.Latest(ctx, maxRuns)
 		if err != nil {
 			return nil, err
@@ -55,7 +55,7 @@ func FromRuns(rs RunLister, now func() time.Time) Source {
 			out = append(out, doubled(k, byKey[k]))
 		}
 		return out, nil
-	})
+	}}
 }
 
 // credential is the credential incident of m, if it shows one.

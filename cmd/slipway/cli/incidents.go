@@ -69,6 +69,10 @@ next action. It exits 0 whatever it finds.`,
 func printIncidents(g *globals, r *incidents.Report) {
 	w := g.stdout
 	for _, k := range r.Kinds {
+		if !k.Sourced {
+			fmt.Fprintf(w, "%s (not read): %s: no record of this kind was read (%s)\n", k.Kind, k.Title, unsourced(k.Kind))
+			continue
+		}
 		fmt.Fprintf(w, "%s (%d): %s\n", k.Kind, len(k.Incidents), k.Title)
 		for _, i := range k.Incidents {
 			who := ""
@@ -109,4 +113,15 @@ func printIncidents(g *globals, r *incidents.Report) {
 		}
 	}
 	fmt.Fprintf(w, "open: %d\n", r.Open)
+}
+
+// unsourced says where a kind's records would come from.
+func unsourced(k incidents.Kind) string {
+	switch k {
+	case incidents.CredentialExpiry:
+		return "run manifests: give --state"
+	case incidents.CleanupUnknown:
+		return "the reconciler's records"
+	}
+	return "no source given"
 }

@@ -367,6 +367,7 @@ func TestIncidentExportFails(t *testing.T) {
 	var arrivals atomic.Int64
 	refusing := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		arrivals.Add(1)
+		rw.Header().Set("Retry-After", "2") // time to see the retries
 		http.Error(rw, "destination down for maintenance", http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(refusing.Close)
@@ -397,11 +398,21 @@ func TestIncidentExportFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sawRetrying := false
+	// While the budget lasts, the retries are visible: on the job, and in
+	// slipway incidents as an open incident whose owner is the output
+	// worker and whose deadline is the next try.
 	j = waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool {
-		if j.Delivery != nil && len(j.Delivery.Destinations) == 1 && j.Delivery.Destinations[0].Retrying != nil {
-			sawRetrying = sawRetrying || strings.Contains(j.Delivery.Destinations[0].Retrying.LastError, "of a budget of 3")
-		}
+		return j.Delivery != nil && len(j.Delivery.Destinations) == 1 && j.Delivery.Destinations[0].Retrying != nil
+	})
+	if rt := j.Delivery.Destinations[0].Retrying; !strings.Contains(rt.LastError, "of a budget of 3") || rt.Attempts < 1 || j.State != control.Succeeded {
+		t.Fatalf("retrying: %+v (job %s)", rt, j.State)
+	}
+	rep, _ := report(t, db, "")
+	if got := of(rep, incidents.ExportFailure, j.ID); len(got) != 1 || got[0].State != control.OutcomeRetrying || got[0].Terminal ||
+		got[0].Deadline == nil || !strings.Contains(got[0].Owner, "output worker") || !strings.Contains(got[0].Detail, "of a budget of 3") {
+		t.Fatalf("artifact_export_fails while retrying: %+v", got)
+	}
+	j = waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool {
 		return j.Delivery != nil && j.Delivery.Acceptance == control.AcceptFailed
 	})
 	d := j.Delivery.Destinations[0]
@@ -410,9 +421,6 @@ func TestIncidentExportFails(t *testing.T) {
 		!strings.Contains(d.Result.Detail, "budget of 3 spent") || arrivals.Load() != 3 {
 		t.Fatalf("job with a refusing destination: %s %s published=%v delivery %+v result %+v arrivals %d", j.State, j.Detail, j.ResultPublished,
 			j.Delivery, d.Result, arrivals.Load())
-	}
-	if !sawRetrying {
-		t.Log("the retries went by between two looks: the retrying state was not seen (the budget still is on the receipt)")
 	}
 	// The result is retained: the stream still holds it.
 	st, err := control.Open(ctx, db)
