@@ -244,7 +244,10 @@ func TestControlKill9(t *testing.T) {
 		t.Fatalf("the lost job's run: %+v %v", m, err)
 	}
 
-	// The crash between a claim and its record.
+	// The crash between a claim and its record (seed incident 2, the worker
+	// crashes after create). A failpoint: the window between the runtime's
+	// grant and the job's record is too narrow for a timed kill to hit, so
+	// the plane blocks there and is killed -9 for real.
 	cp.kill9(t)
 	cp = w.startControl(t, db, "SLIPWAY_TEST_FAILPOINT=after-claim")
 	c, _ = control.NewClient(cp.url, tok)

@@ -28,7 +28,9 @@ import (
 // a delete that times out, is the reconciler's), each ending confirmed or
 // visibly recoverable with an owner and a deadline, and each shown by
 // `slipway incidents` from the durable records. Incident 2 (a worker that
-// crashes after create) is TestControlKill9.
+// crashes after create) is TestControlKill9 (its one failpoint says why).
+// The faults here are real: a command that ignores SIGTERM, a short-lived
+// credential, a config repository taken away, a destination that refuses.
 
 // report runs `slipway incidents -o json` over db (and state, if set) and
 // returns what it found.
