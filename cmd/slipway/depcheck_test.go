@@ -57,9 +57,12 @@ func TestDependenciesPointDown(t *testing.T) {
 		// The control plane: tenancy and the runtime's API client, never a
 		// sandbox backend (dispatch crosses the network).
 		"pkg/control": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy", "pkg/telemetry", "pkg/deliver"},
-		"pkg/gittest": {},
-		"pkg/gitops":  {},
-		"pkg/runs":    {},
+		// The incident view: the control plane's store and run manifests,
+		// read only.
+		"pkg/incidents": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy", "pkg/telemetry", "pkg/deliver", "pkg/control"},
+		"pkg/gittest":   {},
+		"pkg/gitops":    {},
+		"pkg/runs":      {},
 		// Step outputs in CI systems' forms: formatting only, no Slipway
 		// package under it but the atomic write of GitLab's code-quality report.
 		"pkg/cioutput": {"pkg/atomicfile"},

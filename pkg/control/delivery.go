@@ -289,16 +289,17 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 			break
 		}
 		wait := deliver.Backoff(attempts, r.w.c.BackoffBase, r.w.c.BackoffMax, last.RetryAfter, r.w.c.RetryAfterCap)
-		if err := s.putProgress(ctx, j.ID, d.Name, progress{Seq: e.Seq, Attempts: attempts, Next: time.Now().Add(wait), LastErr: last.Err.Error()}); err != nil {
+		if err := s.putProgress(ctx, j.ID, d.Name, progress{Seq: e.Seq, Attempts: attempts, Next: time.Now().Add(wait),
+			LastErr: fmt.Sprintf("attempt %d of a budget of %d: %v", attempts, d.MaxAttempts, last.Err)}); err != nil {
 			return err
 		}
 		if err := sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
-	detail := fmt.Sprintf("%d attempts: %v", attempts, last.Err)
+	detail := fmt.Sprintf("%d attempts, the budget of %d spent: %v", attempts, d.MaxAttempts, last.Err)
 	if !last.Retry {
-		detail = fmt.Sprintf("refused after %d attempts: %v", attempts, last.Err)
+		detail = fmt.Sprintf("refused after %d attempts (budget %d): %v", attempts, d.MaxAttempts, last.Err)
 	}
 	return s.putReceipt(ctx, j.ID, Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: ReceiptFailed,
 		HTTPStatus: last.Status, Attempts: attempts, Key: key, Detail: detail, At: time.Now().UTC()}, nil)

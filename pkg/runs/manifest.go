@@ -230,6 +230,13 @@ type Receipt struct {
 	SHA256Fingerprint string    `json:"sha256_fingerprint"`
 	IssuedAt          time.Time `json:"issued_at"`
 	ExpiresAt         time.Time `json:"expires_at"`
+	// Renews is the fingerprint of the credential this one replaced before
+	// it expired (a renewal of a long run's credential); "" for the first
+	// credential of an allocation attempt.
+	Renews string `json:"renews,omitempty"`
+	// RevokedAt is when the broker revoked this credential (renewed,
+	// released or moved), once the runtime recorded it.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
 // ParseManifest decodes a manifest strictly: unknown fields (a token beside a
@@ -292,6 +299,10 @@ func (m *Manifest) normalize() {
 	for i := range m.CredentialIssuances {
 		r := &m.CredentialIssuances[i]
 		r.IssuedAt, r.ExpiresAt = utc(r.IssuedAt), utc(r.ExpiresAt)
+		if r.RevokedAt != nil {
+			t := utc(*r.RevokedAt)
+			r.RevokedAt = &t
+		}
 	}
 	l := &m.Lifecycle
 	for i := range m.Egress {
@@ -454,6 +465,9 @@ func (r Receipt) validate() error {
 	}
 	if !r.ExpiresAt.After(r.IssuedAt) {
 		return fmt.Errorf("expires_at: not after issued_at")
+	}
+	if r.Renews != "" && !isSHA256Digest(r.Renews) {
+		return fmt.Errorf("renews: not sha256:<64 lower-case hex>")
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ const maxBody = 1 << 20
 //	GET  /v1/runs/{run}               the run manifest
 //	GET  /v1/pools/{pool}             per generation: warm ready, claimed
 //	GET  /v1/info                     observed revision, protocols, limits
+//	GET  /v1/policy                   revision in effect, its age, the rules
+//	POST /v1/credentials/check        a provider's check of a token
 //	POST /v1/sync                     read the config repository now
 //	GET  /metrics                     Prometheus (bounded labels only)
 //	GET  /healthz                     no token needed
@@ -102,6 +104,8 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
 	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))
 	s.mux.Handle("GET /v1/info", s.auth(s.info))
+	s.mux.Handle("GET /v1/policy", s.auth(s.policy))
+	s.mux.Handle("POST /v1/credentials/check", s.auth(s.checkCredential))
 	s.mux.Handle("POST /v1/pools/{pool}/proofs", s.auth(s.prove))
 	s.mux.Handle("POST /v1/pools/{pool}/generations/{generation}/stop", s.auth(func(w http.ResponseWriter, r *http.Request) {
 		stopped, err := s.rt.Stop(r.Context(), r.PathValue("pool"), r.PathValue("generation"))

@@ -87,6 +87,15 @@ type runtimeOptions struct {
 	freshness time.Duration
 	broker    *Broker
 	log       io.Writer
+	noRenew   bool
+}
+
+// WithCredentialRenewal turns the renewal of open claims' credentials
+// (at RenewAt of their lifetime; the default) on or off. Off, a run that
+// outlives its credential holds an expired one: providers refuse it with
+// ErrCredentialExpired.
+func WithCredentialRenewal(on bool) RuntimeOption {
+	return func(o *runtimeOptions) { o.noRenew = !on }
 }
 
 // WithHeartbeat sets how often the runtime pings each open claim's runner
@@ -159,6 +168,7 @@ type claim struct {
 	token      string
 	warm       bool
 	credential string        // fingerprint of the attempt's credential; "" when none
+	renewDue   time.Time     // when that credential is renewed (renew.go)
 	fence      chan struct{} // closed when the attempt ends (moved or released)
 	released   bool
 	first      bool          // first output recorded
@@ -268,8 +278,8 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 		return nil, ErrClosed
 	}
 	d, at := r.desired()
-	if d == nil || r.now().Sub(at) > r.maxStaleness {
-		return nil, ErrStale
+	if err := r.stale(d, at); err != nil {
+		return nil, err
 	}
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -330,7 +340,7 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 			_ = r.warm.Release(bg, s.ID)
 			return nil, err
 		}
-		c.credential = rc.SHA256Fingerprint
+		c.credential, c.renewDue = rc.SHA256Fingerprint, renewDue(rc)
 		m.CredentialIssuances = []runs.Receipt{rc}
 	}
 	if err := r.store.Create(ctx, m); err != nil {
@@ -531,7 +541,7 @@ func (r *Runtime) Release(ctx context.Context, runID, token string, exitCode *in
 
 func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, credential string, exitCode *int) error {
 	published := r.now()
-	r.revoke(ctx, s, credential)
+	revoked := r.revoke(ctx, s, credential)
 	if s != nil {
 		if err := r.warm.Release(ctx, s.ID); err != nil {
 			return err
@@ -546,6 +556,7 @@ func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, cre
 			m.Lifecycle.ResultPublished = published
 		}
 		m.Lifecycle.ResourcesReleased = released
+		markRevoked(m, credential, revoked)
 	})
 }
 

@@ -129,3 +129,19 @@ func (c *Client) Query(ctx context.Context, q runs.Query) ([]string, error) {
 	}
 	return out.Runs, nil
 }
+
+// Policy returns the runtime's policy view (GET /v1/policy).
+func (c *Client) Policy(ctx context.Context) (*PolicyView, error) {
+	var v PolicyView
+	if err := c.do(ctx, http.MethodGet, "/v1/policy", nil, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// CheckCredential asks the runtime's broker whether token is valid (POST
+// /v1/credentials/check), as a provider does before it honours it: nil
+// when it is, else the narrow reason, which never holds the token.
+func (c *Client) CheckCredential(ctx context.Context, token string) error {
+	return c.do(ctx, http.MethodPost, "/v1/credentials/check", CheckBody{Token: token}, nil)
+}

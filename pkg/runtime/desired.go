@@ -28,6 +28,11 @@ type Desired struct {
 	// "sha256:<hex>" digest of the policy given (Verify.Policy) when it
 	// holds none, and "" when verification is skipped.
 	PolicyRevision string
+	// Policy is that verification policy (nil when verification is
+	// skipped); PolicySource says where it came from: "repository",
+	// "file" (Verify.Policy) or "skipped".
+	Policy       *policy.Policy
+	PolicySource string
 	// Pools by name.
 	Pools map[string]*PoolDesired
 	// Packages says, for each workspace template of a verified generation,
@@ -122,7 +127,13 @@ func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache 
 	if err != nil {
 		return nil, err
 	}
-	d := &Desired{Revision: revision, PolicyRevision: polRev, Pools: map[string]*PoolDesired{}, Packages: map[string]string{}}
+	d := &Desired{Revision: revision, PolicyRevision: polRev, Policy: pol, PolicySource: "skipped", Pools: map[string]*PoolDesired{}, Packages: map[string]string{}}
+	switch {
+	case fromRepo:
+		d.PolicySource = "repository"
+	case pol != nil:
+		d.PolicySource = "file"
+	}
 	for _, name := range names {
 		if !pool.ValidName(name) || !t.Exists(pool.PoolFile(name)) {
 			continue

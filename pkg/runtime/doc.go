@@ -84,7 +84,11 @@
 // revision) and pool status (per generation: counts, open runs,
 // sandboxes), and Client implements rollout.Fleet.
 //
-// Still to come: renewing a token before it expires, and a broker that
-// hands out a secret store's value for the pinned version instead of a
-// token of its own.
+// Credentials (credentials.go, renew.go): the broker's tokens expire after
+// their lifetime; the runtime renews an open claim's at RenewAt of it and
+// revokes the old one, recording both receipts; Check (POST
+// /v1/credentials/check) tells a provider why a token is refused. The
+// policy view (GET /v1/policy) shows the config revision in effect, its
+// age and the rules. Still to come: a broker that hands out a secret
+// store's value for the pinned version instead of a token of its own.
 package runtime

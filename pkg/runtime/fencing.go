@@ -115,12 +115,12 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 	c.attempt++
 	close(c.fence)
 	c.fence = make(chan struct{})
-	c.sandbox, c.credential, c.warm = nil, "", false
+	c.sandbox, c.credential, c.renewDue, c.warm = nil, "", time.Time{}, false
 	attempt := c.attempt
 	c.mu.Unlock()
 
 	bg := context.WithoutCancel(ctx)
-	r.revoke(bg, old, oldCredential)
+	oldRevoked := r.revoke(bg, old, oldCredential)
 	if old != nil {
 		if err := r.warm.Release(bg, old.ID); err != nil {
 			c.mu.Lock()
@@ -159,7 +159,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 	c.mu.Lock()
 	c.sandbox = s
 	if receipts != nil {
-		c.credential = receipts[0].SHA256Fingerprint
+		c.credential, c.renewDue = receipts[0].SHA256Fingerprint, renewDue(receipts[0])
 	}
 	g := c.grant()
 	c.mu.Unlock()
@@ -173,6 +173,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 		m.RunnerBinarySHA256 = s.RunnerBinarySHA256
 		placeManifest(m, s)
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
+		markRevoked(m, oldCredential, oldRevoked)
 		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
 		return nil
 	}); err != nil {
@@ -220,6 +221,7 @@ func (r *Runtime) heartbeat(c *claim) {
 		if released {
 			continue // a Release under way; done follows
 		}
+		r.maybeRenew(ctx, c)
 		if s != nil {
 			pctx, pcancel := context.WithTimeout(ctx, r.o.every)
 			_, err := s.Ping(pctx)

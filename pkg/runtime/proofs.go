@@ -41,8 +41,8 @@ const proofTimeout = 30 * time.Second
 // sandbox is deleted at the end (the cleanup check proves it is gone).
 func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) (*ProofResult, error) {
 	d, at := r.desired()
-	if d == nil || r.now().Sub(at) > r.maxStaleness {
-		return nil, ErrStale
+	if err := r.stale(d, at); err != nil {
+		return nil, err
 	}
 	p, ok := d.Pools[poolName]
 	if !ok {

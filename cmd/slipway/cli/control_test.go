@@ -14,6 +14,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/incidents"
 	"github.com/slipway-dev/slipway/pkg/pgtest"
 	"github.com/slipway-dev/slipway/pkg/runs"
 )
@@ -23,12 +24,28 @@ import (
 // runtime process serving it.
 type controlWorld struct {
 	repo, dir, rtTokenFile string
-	rt                     *runtimeProc
+	// rtRepo is the repository the runtime follows: repo, or its mirror.
+	rtRepo string
+	rt     *runtimeProc
 }
 
 func newControlWorld(t *testing.T) *controlWorld {
 	t.Helper()
-	repo, _ := runtimeConfigRepo(t)
+	return newControlWorldWith(t, worldOptions{})
+}
+
+// worldOptions vary a controlWorld: more pins for the generation, more
+// flags for the runtime, and a runtime that follows a mirror of the
+// config repository (which a test can take away) instead of the
+// repository itself.
+type worldOptions struct {
+	pins, runtimeArgs []string
+	mirror            bool
+}
+
+func newControlWorldWith(t *testing.T, o worldOptions) *controlWorld {
+	t.Helper()
+	repo, _ := runtimeConfigRepoPins(t, o.pins...)
 	ctx := context.Background()
 	r, err := gitops.Open(ctx, repo)
 	if err != nil {
@@ -57,7 +74,14 @@ func newControlWorld(t *testing.T) *controlWorld {
 	if err := os.WriteFile(w.rtTokenFile, []byte(restartToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.rt = startRuntime(t, repo, filepath.Join(w.dir, "runtime-state"), w.rtTokenFile)
+	w.rtRepo = repo
+	if o.mirror {
+		w.rtRepo = filepath.Join(w.dir, "mirror.git")
+		if out, err := exec.Command("git", "clone", "-q", "--mirror", repo, w.rtRepo).CombinedOutput(); err != nil {
+			t.Fatalf("git clone --mirror: %v\n%s", err, out)
+		}
+	}
+	w.rt = startRuntimeArgs(t, w.rtRepo, filepath.Join(w.dir, "runtime-state"), w.rtTokenFile, o.runtimeArgs...)
 	w.rt.waitWarm(t, 2)
 	return w
 }
@@ -220,7 +244,10 @@ func TestControlKill9(t *testing.T) {
 		t.Fatalf("the lost job's run: %+v %v", m, err)
 	}
 
-	// The crash between a claim and its record.
+	// The crash between a claim and its record (seed incident 2, the worker
+	// crashes after create). A failpoint: the window between the runtime's
+	// grant and the job's record is too narrow for a timed kill to hit, so
+	// the plane blocks there and is killed -9 for real.
 	cp.kill9(t)
 	cp = w.startControl(t, db, "SLIPWAY_TEST_FAILPOINT=after-claim")
 	c, _ = control.NewClient(cp.url, tok)
@@ -239,6 +266,31 @@ func TestControlKill9(t *testing.T) {
 	ids, err := w.rt.client.Query(ctx, runs.Query{RequestKey: jd.RequestKey})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("runs with request key %s: %v %v (want exactly one)", jd.RequestKey, ids, err)
+	}
+	// The sandbox the runtime made before the crash is the one recorded:
+	// found by the durable request key, its id on the job.
+	md, err := w.rt.client.Run(ctx, ids[0])
+	if err != nil || md.RunID != jd.RunID || md.SandboxID == "" || md.SandboxID != jd.SandboxID || md.RequestKey != jd.RequestKey || md.AllocationAttempt != 1 {
+		t.Fatalf("the adopted run %+v (job: run %s sandbox %s key %s): %v", md, jd.RunID, jd.SandboxID, jd.RequestKey, err)
+	}
+
+	// slipway incidents shows both from the durable records: the adopted
+	// claim, with the one run of its key, and the job left unknown with its
+	// owner and deadline.
+	rep, _ := report(t, db, filepath.Join(w.dir, "runtime-state"))
+	if got := of(rep, incidents.WorkerCrash, jd.ID); len(got) != 1 || !got[0].Terminal || evidence(got[0], "adopted") != "true" ||
+		!strings.HasPrefix(evidence(got[0], "runs of the request key"), "1: "+jd.RunID) || !strings.Contains(evidence(got[0], "sandbox"), jd.SandboxID) {
+		t.Fatalf("worker_crashes of %s: %+v", jd.ID, got)
+	}
+	if got := of(rep, incidents.WorkerCrash, ja.ID); len(got) != 1 || got[0].Terminal || got[0].Owner != ja.Owner || got[0].Deadline == nil || got[0].Reason != "owner_lost" {
+		t.Fatalf("worker_crashes of %s: %+v", ja.ID, got)
+	}
+	for _, kr := range rep.Kinds {
+		for _, i := range kr.Incidents {
+			if i.State == "doubled" {
+				t.Fatalf("a request key with two runs: %+v", i)
+			}
+		}
 	}
 	// Nothing ran twice: A's marker output appears in one run only.
 	again, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "A",

@@ -109,6 +109,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdTenant(g),
 		NewCmdJob(g),
 		NewCmdCanary(g),
+		NewCmdIncidents(g),
 	)
 	return root
 }

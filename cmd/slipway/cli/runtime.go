@@ -35,7 +35,7 @@ func readToken(file string) (string, error) {
 // NewCmdRuntime groups the runtime verbs.
 func NewCmdRuntime(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "runtime", Short: "Run the thin runtime: warm sandboxes per generation, claims, run manifests"}
-	cmd.AddCommand(newCmdRuntimeServe(g))
+	cmd.AddCommand(newCmdRuntimeServe(g), newCmdRuntimePolicy(g))
 	return cmd
 }
 
@@ -99,6 +99,8 @@ deletes the claim. It serves the same API.`,
 	cmd.Flags().DurationVar(&c.MaxStaleness, "max-staleness", 30*time.Second, "refuse claims (503) when the view of the config repository is older")
 	cmd.Flags().DurationVar(&c.SyncInterval, "sync-interval", 2*time.Second, "how often the config repository is read")
 	cmd.Flags().StringVar(&c.Environment, "environment", "", "label every metric environment=NAME (e.g. prod)")
+	cmd.Flags().DurationVar(&c.CredentialTTL, "credential-ttl", runtime.DefaultCredentialTTL, "lifetime of a claim's credential; an open claim's is renewed at 2/3 of it")
+	cmd.Flags().BoolVar(&c.NoCredentialRenewal, "no-credential-renewal", false, "do not renew open claims' credentials (they expire)")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's)")

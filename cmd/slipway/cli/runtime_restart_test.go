@@ -170,6 +170,13 @@ const restartToken = "restart-test-token-0123456789"
 // generation pins a real runner and a busybox template.
 func runtimeConfigRepo(t *testing.T) (repo, runnerRef string) {
 	t.Helper()
+	return runtimeConfigRepoPins(t)
+}
+
+// runtimeConfigRepoPins is runtimeConfigRepo with more --pin KIND=REF
+// arguments for the generation (a secretVersion, say).
+func runtimeConfigRepoPins(t *testing.T, pins ...string) (repo, runnerRef string) {
+	t.Helper()
 	_, host, digests := registryWith(t, "platform/cp:v1")
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -205,15 +212,23 @@ func runtimeConfigRepo(t *testing.T) (repo, runnerRef string) {
 		t.Fatal(r)
 	}
 	gen := filepath.Join(dir, "g1.yaml")
-	if r := run(t, "", "generation", "create", "--pool", "agents", "--insecure-skip-verify", "--output", gen,
-		"--pin", "controlPlane="+host+"/platform/cp@"+digests["platform/cp:v1"], "--pin", "runner="+runnerRef,
-		"--pin", "workspaceTemplate="+templateRef, "--control-plane-protocol", "1", "--runner-protocol", "1"); r.code != 0 {
+	if r := run(t, "", append([]string{"generation", "create", "--pool", "agents", "--insecure-skip-verify", "--output", gen,
+		"--pin", "controlPlane=" + host + "/platform/cp@" + digests["platform/cp:v1"], "--pin", "runner=" + runnerRef,
+		"--pin", "workspaceTemplate=" + templateRef, "--control-plane-protocol", "1", "--runner-protocol", "1"}, pinArgs(pins)...)...); r.code != 0 {
 		t.Fatal(r)
 	}
 	if r := run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", gen, "--activate", "--insecure-skip-verify"); r.code != 0 {
 		t.Fatal(r)
 	}
 	return repo, runnerRef
+}
+
+func pinArgs(pins []string) []string {
+	var out []string
+	for _, p := range pins {
+		out = append(out, "--pin", p)
+	}
+	return out
 }
 
 // runtimeProc is `slipway runtime serve` running as a separate process.
@@ -229,13 +244,19 @@ type runtimeProc struct {
 // startRuntime starts `runtime serve` on state and returns once it serves.
 func startRuntime(t *testing.T, repo, state, tokenFile string) *runtimeProc {
 	t.Helper()
+	return startRuntimeArgs(t, repo, state, tokenFile)
+}
+
+// startRuntimeArgs is startRuntime with more flags (a later flag wins).
+func startRuntimeArgs(t *testing.T, repo, state, tokenFile string, args ...string) *runtimeProc {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := &lineLog{t: t, addr: make(chan string, 1)}
-	cmd := exec.Command(self, "runtime", "serve", "--config-repo", repo, "--state", state, "--listen", "127.0.0.1:0",
-		"--token-file", tokenFile, "--insecure-skip-verify", "--sync-interval", "200ms")
+	cmd := exec.Command(self, append([]string{"runtime", "serve", "--config-repo", repo, "--state", state, "--listen", "127.0.0.1:0",
+		"--token-file", tokenFile, "--insecure-skip-verify", "--sync-interval", "200ms"}, args...)...)
 	cmd.Env = append(os.Environ(), envRunMain+"=1")
 	cmd.Stderr = log
 	cmd.WaitDelay = 5 * time.Second

@@ -58,6 +58,11 @@ type Config struct {
 	Backend, Kubeconfig, Namespace string
 	// Environment labels every metric (environment=...); none when "".
 	Environment string
+	// CredentialTTL is the lifetime of the claims' credentials (default
+	// runtime.DefaultCredentialTTL); an open claim's is renewed at
+	// runtime.RenewAt of it unless NoCredentialRenewal.
+	CredentialTTL       time.Duration
+	NoCredentialRenewal bool
 }
 
 // Run runs the runtime until ctx ends: it follows the config repository,
@@ -153,7 +158,15 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 		}
 	}
 	warm := runtime.NewWarm(be, art, runtime.WithWarmLog(c.Log))
-	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness, runtime.WithLog(c.Log))
+	if c.CredentialTTL <= 0 {
+		c.CredentialTTL = runtime.DefaultCredentialTTL
+	}
+	broker, err := runtime.NewBroker(runtime.LocalIssuer, c.CredentialTTL)
+	if err != nil {
+		return err
+	}
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness,
+		runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal))
 	rtOf.Store(rt)
 	defer rt.Close() // stops the heartbeat monitors
 	var mopts []telemetry.Option

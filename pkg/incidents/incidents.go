@@ -1,0 +1,184 @@
+package incidents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Kind is one incident of the seed's table-top.
+type Kind string
+
+// The kinds, in the seed's order.
+const (
+	AgentHang        Kind = "agent_hangs"
+	WorkerCrash      Kind = "worker_crashes_after_create"
+	CredentialExpiry Kind = "credential_expires"
+	PolicyLag        Kind = "policy_propagation_lags"
+	ExportFailure    Kind = "artifact_export_fails"
+	// CleanupUnknown: a delete that timed out or failed, tracked by the
+	// reconciler (its records come through a Source of its own).
+	CleanupUnknown Kind = "delete_times_out"
+)
+
+// Kinds lists every kind, in the order reports show them.
+var Kinds = []Kind{AgentHang, WorkerCrash, CredentialExpiry, PolicyLag, ExportFailure, CleanupUnknown}
+
+// Title says what a kind is in words.
+func (k Kind) Title() string {
+	switch k {
+	case AgentHang:
+		return "agent hangs: stopped at its deadline"
+	case WorkerCrash:
+		return "worker crashes after create: the sandbox found by request key"
+	case CredentialExpiry:
+		return "credential expires: expired while its run was open, or renewed before"
+	case PolicyLag:
+		return "policy propagation lags: claims refused on a stale view"
+	case ExportFailure:
+		return "artifact export fails: deliveries failed or retrying"
+	case CleanupUnknown:
+		return "delete times out: cleanup unknown"
+	}
+	return string(k)
+}
+
+// Incident is one job or run that shows an incident kind, with the
+// evidence of its durable records.
+type Incident struct {
+	Kind Kind   `json:"kind"`
+	Job  string `json:"job,omitempty"`
+	Run  string `json:"run,omitempty"`
+	// State is the job's state or the run's status; Reason the bounded
+	// word for it; Detail a sentence.
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Terminal says the outcome is confirmed; otherwise Owner must act by
+	// Deadline.
+	Terminal bool       `json:"terminal"`
+	Owner    string     `json:"owner,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	Attempts int        `json:"attempts,omitempty"`
+	// Evidence is what the records say, in order.
+	Evidence []Fact `json:"evidence,omitempty"`
+	// Receipts are the receipts that bear on it (credentials, deliveries).
+	Receipts []string `json:"receipts,omitempty"`
+	// Next is the next action, and whose.
+	Next string    `json:"next,omitempty"`
+	At   time.Time `json:"at,omitzero"`
+}
+
+// Fact is one named piece of evidence.
+type Fact struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+func (i *Incident) add(name, format string, args ...any) {
+	i.Evidence = append(i.Evidence, Fact{Name: name, Value: fmt.Sprintf(format, args...)})
+}
+
+// Source lists the incidents its records show. FromControl and FromRuns
+// are the sources of this package; the reconciler's records of cleanups
+// whose outcome is unknown are another.
+type Source interface {
+	Incidents(ctx context.Context) ([]Incident, error)
+}
+
+// SourceFunc makes a function a Source.
+type SourceFunc func(ctx context.Context) ([]Incident, error)
+
+// Incidents implements Source.
+func (f SourceFunc) Incidents(ctx context.Context) ([]Incident, error) { return f(ctx) }
+
+// Covering is a Source that says which kinds its records can show.
+// Collect marks a kind that no such source covers (KindReport.Sourced
+// false): an empty list there means "not looked at", not "none".
+type Covering interface {
+	Covers() []Kind
+}
+
+// covering is a Source with the kinds it covers.
+type covering struct {
+	SourceFunc
+	kinds []Kind
+}
+
+func (c covering) Covers() []Kind { return c.kinds }
+
+// Report is every kind with the incidents found, in Kinds' order.
+type Report struct {
+	Kinds []KindReport `json:"kinds"`
+	// Open counts the incidents whose outcome is not confirmed.
+	Open int `json:"open"`
+}
+
+// KindReport is one kind's incidents, newest first.
+type KindReport struct {
+	Kind  Kind   `json:"kind"`
+	Title string `json:"title"`
+	// Sourced says a source that covers this kind was read.
+	Sourced   bool       `json:"sourced"`
+	Incidents []Incident `json:"incidents"`
+}
+
+// Collect asks every source and groups what they found by kind. A source
+// that fails fails the report (a view that silently misses a record is
+// worse than none).
+func Collect(ctx context.Context, sources ...Source) (*Report, error) {
+	by := map[Kind][]Incident{}
+	sourced := map[Kind]bool{}
+	var errs []error
+	for _, s := range sources {
+		if c, ok := s.(Covering); ok {
+			for _, k := range c.Covers() {
+				sourced[k] = true
+			}
+		}
+		found, err := s.Incidents(ctx)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, i := range found {
+			by[i.Kind] = append(by[i.Kind], i)
+			sourced[i.Kind] = true
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	r := &Report{}
+	kinds := append([]Kind(nil), Kinds...)
+	for k := range by {
+		if !contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	for _, k := range kinds {
+		is := by[k]
+		sort.SliceStable(is, func(a, b int) bool { return is[a].At.After(is[b].At) })
+		if is == nil {
+			is = []Incident{}
+		}
+		for _, i := range is {
+			if !i.Terminal {
+				r.Open++
+			}
+		}
+		r.Kinds = append(r.Kinds, KindReport{Kind: k, Title: k.Title(), Sourced: sourced[k], Incidents: is})
+	}
+	return r, nil
+}
+
+func contains(ks []Kind, k Kind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
