@@ -282,6 +282,9 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 			return ctx.Err()
 		}
 		if last.Delivered {
+			if e.Kind == KindResult || e.Kind == KindProduct {
+				r.w.p.c.Metrics.ArtifactExported(ctx, j.Pool, int64(len(body)))
+			}
 			return s.putReceipt(ctx, j.ID, Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: ReceiptDelivered,
 				HTTPStatus: last.Status, RemoteID: last.ID, Attempts: attempts, Key: key, At: time.Now().UTC()}, required)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -300,6 +301,12 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 		if d.Name == "down" && (d.Failed != 2 || d.Result == nil || d.Result.Attempts != 2 || !strings.Contains(d.Result.Detail, "500")) {
 			t.Errorf("down: %+v, result %+v", d, d.Result)
 		}
+	}
+	// the results and products delivered are exported artifacts
+	rec := httptest.NewRecorder()
+	p.c.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !regexp.MustCompile(`(?m)^slipway_artifact_export_bytes_total\{pool="agents"\} [1-9][0-9]*$`).MatchString(rec.Body.String()) {
+		t.Errorf("no artifact_export_bytes for the delivered results:\n%s", rec.Body.String())
 	}
 	// every consumer acknowledged all of its jobs' streams
 	for _, dest := range []string{"delivery:hooked/chat", "delivery:broken/chat", "delivery:broken/down"} {

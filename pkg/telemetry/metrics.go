@@ -114,7 +114,7 @@ func NewMetrics(opts ...Option) (*Metrics, error) {
 	m.taskFailures, e = mt.Int64Counter("task_failure_count", metric.WithDescription("Jobs that did not succeed, by bounded_reason (control plane, at a job's end)."))
 	add(e)
 	m.artifactBytes, e = mt.Int64Counter("artifact_export_bytes", metric.WithUnit("By"),
-		metric.WithDescription("Bytes of artifacts exported. No source yet: fed by artifact export when it exists (issue 19 incident 5)."))
+		metric.WithDescription("Bytes of artifacts exported: result and product events delivered to a tenant's destination, counted at the receipt (control plane delivery)."))
 	add(e)
 	m.cleanup, e = mt.Float64Histogram("cleanup_latency", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBuckets...),
 		metric.WithDescription("Time the runtime took to release a claim: stop the sandbox, revoke its credentials, record the manifest (runtime release path)."))
