@@ -152,7 +152,28 @@ type Manifest struct {
 	// the rest in EgressDropped). Left out when there were none.
 	Egress        []EgressAttempt `json:"egress,omitempty"`
 	EgressDropped int             `json:"egress_dropped,omitempty"`
+	// Fences lists the allocation attempts the run moved away from, oldest
+	// first (at most MaxFences): each one's sandbox was deleted and its
+	// claim token and credential revoked before the next attempt began.
+	// Left out when the run never moved.
+	Fences []Fence `json:"fences,omitempty"`
 }
+
+// Fence is an allocation attempt a run left: its sandbox, when the run was
+// fenced from it and why. From then on the attempt's claim token is
+// refused (the runtime issued a new one) and its credential is revoked
+// (the receipt's revoked_at); the sandbox was deleted before the next
+// attempt's was created.
+type Fence struct {
+	AllocationAttempt int       `json:"allocation_attempt"`
+	SandboxID         string    `json:"sandbox_id"`
+	FencedAt          time.Time `json:"fenced_at"`
+	Reason            string    `json:"reason"`
+}
+
+// MaxFences bounds a manifest's Fences (a run moves a handful of times at
+// most; the runtime gives up long before).
+const MaxFences = 64
 
 // EgressAttempt is one connection a run's sandbox asked for: where to (as
 // asked, and the address checked), whether the allow-list let it through
@@ -279,6 +300,9 @@ func (m *Manifest) clone() *Manifest {
 	if m.Egress != nil {
 		c.Egress = append([]EgressAttempt(nil), m.Egress...)
 	}
+	if m.Fences != nil {
+		c.Fences = append([]Fence(nil), m.Fences...)
+	}
 	if m.Limits != nil {
 		l := *m.Limits
 		l.Enforced = maps.Clone(m.Limits.Enforced)
@@ -307,6 +331,9 @@ func (m *Manifest) normalize() {
 	l := &m.Lifecycle
 	for i := range m.Egress {
 		m.Egress[i].Time = utc(m.Egress[i].Time)
+	}
+	for i := range m.Fences {
+		m.Fences[i].FencedAt = utc(m.Fences[i].FencedAt)
 	}
 	for _, t := range []*time.Time{&l.RequestReceived, &l.AdmissionAccepted, &l.ClaimCreated, &l.SandboxAssigned,
 		&l.Ready, &l.RunnerAwakened, &l.FirstOutput, &l.ResultPublished, &l.ResourcesReleased} {
@@ -385,6 +412,18 @@ func (m *Manifest) validate() error {
 		}
 		if err != nil {
 			return fmt.Errorf("%w: egress[%d] (run %s): %s", ErrInvalid, i, safeID(m.RunID), err)
+		}
+	}
+	if len(m.Fences) > MaxFences {
+		return fmt.Errorf("%w: fences (run %s): %d (at most %d)", ErrInvalid, safeID(m.RunID), len(m.Fences), MaxFences)
+	}
+	for i, f := range m.Fences {
+		err := errors.Join(checkID(f.SandboxID), checkText(f.Reason))
+		if err == nil && (f.SandboxID == "" || f.AllocationAttempt < 1 || f.FencedAt.IsZero()) {
+			err = errors.New("sandbox_id, allocation_attempt (1 or more) and fenced_at are required")
+		}
+		if err != nil {
+			return fmt.Errorf("%w: fences[%d] (run %s): %s", ErrInvalid, i, safeID(m.RunID), err)
 		}
 	}
 	for i, r := range m.CredentialIssuances {

@@ -316,3 +316,28 @@ func FuzzParsePackage(f *testing.F) {
 		}
 	})
 }
+
+// A fenced attempt is recorded whole or refused, naming the entry.
+func TestFenceValidation(t *testing.T) {
+	at := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	ok := Fence{AllocationAttempt: 1, SandboxID: "sb-1", FencedAt: at, Reason: "missed 3 heartbeats"}
+	m := &Manifest{RunID: "r-1", Fences: []Fence{ok}}
+	if err := m.validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []Fence{
+		{AllocationAttempt: 1, FencedAt: at},
+		{SandboxID: "sb-1", FencedAt: at},
+		{AllocationAttempt: 1, SandboxID: "sb-1"},
+		{AllocationAttempt: 1, SandboxID: "sb\n1", FencedAt: at},
+	} {
+		m := &Manifest{RunID: "r-1", Fences: []Fence{ok, f}}
+		if err := m.validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "fences[1]") {
+			t.Errorf("%+v: %v, want ErrInvalid naming fences[1]", f, err)
+		}
+	}
+	m = &Manifest{RunID: "r-1", Fences: make([]Fence, MaxFences+1)}
+	if err := m.validate(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("%d fences: %v", MaxFences+1, err)
+	}
+}

@@ -118,6 +118,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 	c.sandbox, c.credential, c.renewDue, c.warm = nil, "", time.Time{}, false
 	attempt := c.attempt
 	c.mu.Unlock()
+	fencedAt := r.now()
 
 	bg := context.WithoutCancel(ctx)
 	oldRevoked := r.revoke(bg, old, oldCredential)
@@ -175,6 +176,9 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
 		markRevoked(m, oldCredential, oldRevoked)
 		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
+		if old != nil && len(m.Fences) < runs.MaxFences {
+			m.Fences = append(m.Fences, runs.Fence{AllocationAttempt: attempt - 1, SandboxID: old.ID, FencedAt: fencedAt, Reason: why})
+		}
 		return nil
 	}); err != nil {
 		return nil, err

@@ -227,6 +227,10 @@ func TestFencingIsReal(t *testing.T) {
 			m.CredentialIssuances[0].SHA256Fingerprint != sha256Fingerprint(tok1) || m.CredentialIssuances[1].SHA256Fingerprint != sha256Fingerprint(tok2) {
 			t.Fatalf("manifest after the move: %+v", m)
 		}
+		if len(m.Fences) != 1 || m.Fences[0].AllocationAttempt != 1 || m.Fences[0].SandboxID != gr.SandboxID || m.Fences[0].Reason != "missed 3 heartbeats" ||
+			m.Fences[0].FencedAt.After(m.Lifecycle.SandboxAssigned) || m.CredentialIssuances[0].RevokedAt == nil {
+			t.Fatalf("the fenced attempt's record: %+v, receipts %+v", m.Fences, m.CredentialIssuances)
+		}
 		if !strings.Contains(f.log.String(), "moved from sandbox "+gr.SandboxID+" to "+moved.SandboxID+" (allocation attempt 2): missed 3 heartbeats") {
 			t.Errorf("log: %q", f.log.String())
 		}

@@ -107,6 +107,7 @@ func newCmdRunsShow(g *globals) *cobra.Command {
 		sf         stateFlags
 		egressOnly bool
 		lifecycle  bool
+		fence      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "show RUN_ID [--egress]",
@@ -134,6 +135,9 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 			if lifecycle {
 				return printLifecycle(g, m)
 			}
+			if fence {
+				return printFence(g, m)
+			}
 			if !egressOnly {
 				return g.printJSON(m)
 			}
@@ -150,7 +154,8 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 	sf.add(cmd)
 	cmd.Flags().BoolVar(&egressOnly, "egress", false, "print only the run's egress attempts")
 	cmd.Flags().BoolVar(&lifecycle, "lifecycle", false, "print where the run's time went: how its sandbox started and each lifecycle step's duration")
-	cmd.MarkFlagsMutuallyExclusive("egress", "lifecycle")
+	cmd.Flags().BoolVar(&fence, "fence", false, "print who owns the run now and whether an earlier attempt's sandbox or credential can still act: fences and revocations")
+	cmd.MarkFlagsMutuallyExclusive("egress", "lifecycle", "fence")
 	return cmd
 }
 
@@ -371,4 +376,91 @@ ones. At most --limit runs are listed per identity (more: says there are more).`
 	sf.add(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs per identity (0: all)")
 	return cmd
+}
+
+// fenceView is what runs show --fence says of a run: the attempt that owns
+// it, the attempts fenced off, and each credential's standing.
+type fenceView struct {
+	RunID             string         `json:"run_id"`
+	Status            runs.Status    `json:"status"`
+	AllocationAttempt int            `json:"allocation_attempt"`
+	SandboxID         string         `json:"sandbox_id"`
+	Fences            []runs.Fence   `json:"fences"`
+	Credentials       []credStanding `json:"credentials"`
+	// Verdict answers the question in one line.
+	Verdict string `json:"verdict"`
+}
+
+type credStanding struct {
+	Fingerprint string     `json:"sha256_fingerprint"`
+	IssuedAt    time.Time  `json:"issued_at"`
+	ExpiresAt   time.Time  `json:"expires_at"`
+	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
+	Renews      string     `json:"renews,omitempty"`
+	// Standing: revoked, expired, current (the owning attempt's, the run
+	// open) or NOT REVOKED (live, not the current one: act on it).
+	Standing string `json:"standing"`
+}
+
+func fenceOf(m *runs.Manifest, now time.Time) fenceView {
+	v := fenceView{RunID: m.RunID, Status: m.Status, AllocationAttempt: m.AllocationAttempt, SandboxID: m.SandboxID,
+		Fences: m.Fences, Credentials: []credStanding{}}
+	if v.Fences == nil {
+		v.Fences = []runs.Fence{}
+	}
+	open := m.Status == runs.StatusGranted || m.Status == runs.StatusRunning
+	live := 0
+	for i, r := range m.CredentialIssuances {
+		c := credStanding{Fingerprint: r.SHA256Fingerprint, IssuedAt: r.IssuedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Renews: r.Renews}
+		switch {
+		case r.RevokedAt != nil:
+			c.Standing = "revoked"
+		case !r.ExpiresAt.After(now):
+			c.Standing = "expired"
+		case open && i == len(m.CredentialIssuances)-1:
+			c.Standing = "current"
+		default:
+			c.Standing, live = "NOT REVOKED", live+1
+		}
+		v.Credentials = append(v.Credentials, c)
+	}
+	switch {
+	case live > 0:
+		v.Verdict = fmt.Sprintf("%d credential(s) not revoked and not the current one: revoke them (slipway cleanup list shows the reconciler's attempts)", live)
+	case len(m.Fences) == 0:
+		v.Verdict = fmt.Sprintf("no earlier attempt: attempt %d (sandbox %s) is the only one", m.AllocationAttempt, m.SandboxID)
+	default:
+		v.Verdict = fmt.Sprintf("no: %d earlier attempt(s) fenced (claim token replaced, sandbox deleted, credential revoked or expired); attempt %d (sandbox %s) owns the run",
+			len(m.Fences), m.AllocationAttempt, m.SandboxID)
+	}
+	if !open {
+		v.Verdict += fmt.Sprintf("; the run is %s: its claim is ended", m.Status)
+	}
+	return v
+}
+
+// printFence writes runs show --fence.
+func printFence(g *globals, m *runs.Manifest) error {
+	v := fenceOf(m, time.Now())
+	if g.json() {
+		return g.printJSON(v)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s (%s): owned by allocation attempt %d, sandbox %s\n", v.RunID, v.Status, v.AllocationAttempt, v.SandboxID)
+	for _, f := range v.Fences {
+		fmt.Fprintf(&b, "  fenced: attempt %d, sandbox %s at %s: %s\n", f.AllocationAttempt, f.SandboxID, f.FencedAt.Format(time.RFC3339Nano), f.Reason)
+	}
+	for _, c := range v.Credentials {
+		fmt.Fprintf(&b, "  credential %s issued %s expires %s: %s", c.Fingerprint, c.IssuedAt.Format(time.RFC3339), c.ExpiresAt.Format(time.RFC3339), c.Standing)
+		if c.RevokedAt != nil {
+			fmt.Fprintf(&b, " at %s", c.RevokedAt.Format(time.RFC3339Nano))
+		}
+		if c.Renews != "" {
+			fmt.Fprintf(&b, " (renews %s)", c.Renews)
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "can an earlier attempt still route or mint credentials? %s\n", v.Verdict)
+	_, err := io.WriteString(g.stdout, b.String())
+	return err
 }

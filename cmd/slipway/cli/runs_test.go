@@ -190,3 +190,47 @@ func TestRunsRelated(t *testing.T) {
 		t.Fatalf("query by node and runtime class: %+v", r)
 	}
 }
+
+// runs show --fence: the owning attempt, the fenced ones, each
+// credential's standing, and the answer; a live credential that is not the
+// current one is called out.
+func TestRunsShowFence(t *testing.T) {
+	state := t.TempDir()
+	ctx := context.Background()
+	s, err := runs.OpenSQLite(ctx, filepath.Join(state, runs.StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	fp := func(c string) string { return "sha256:" + strings.Repeat(c, 64) }
+	revoked := now.Add(-time.Minute)
+	rc := func(c string, rev *time.Time) runs.Receipt {
+		return runs.Receipt{Issuer: "slipway", SecretVersion: "vault://kv/a#1", SHA256Fingerprint: fp(c), IssuedAt: now.Add(-2 * time.Minute), ExpiresAt: now.Add(time.Hour), RevokedAt: rev}
+	}
+	for _, m := range []*runs.Manifest{
+		{RunID: "r-moved", Status: runs.StatusRunning, AllocationAttempt: 2, SandboxID: "sb-2",
+			Fences:              []runs.Fence{{AllocationAttempt: 1, SandboxID: "sb-1", FencedAt: revoked, Reason: "missed 3 heartbeats"}},
+			CredentialIssuances: []runs.Receipt{rc("a", &revoked), rc("b", nil)}},
+		{RunID: "r-leak", Status: runs.StatusReleased, AllocationAttempt: 1, SandboxID: "sb-3",
+			CredentialIssuances: []runs.Receipt{rc("c", nil)}},
+	} {
+		if err := s.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	r := run(t, "", "runs", "show", "r-moved", "--state", state, "--fence")
+	for _, want := range []string{"run r-moved (running): owned by allocation attempt 2, sandbox sb-2",
+		"fenced: attempt 1, sandbox sb-1", "missed 3 heartbeats", fp("a") + " issued", ": revoked at", fp("b") + " issued",
+		": current", "? no: 1 earlier attempt(s) fenced"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("runs show --fence r-moved: no %q in %+v", want, r)
+		}
+	}
+	r = run(t, "", "runs", "show", "r-leak", "--state", state, "--fence", "-o", "json")
+	var v fenceView
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || len(v.Credentials) != 1 || v.Credentials[0].Standing != "NOT REVOKED" ||
+		!strings.Contains(v.Verdict, "not revoked") || !strings.Contains(v.Verdict, "released") {
+		t.Fatalf("runs show --fence r-leak: %+v", r)
+	}
+}
