@@ -49,7 +49,20 @@ type Broker struct {
 	now    func() time.Time
 
 	mu   sync.Mutex
-	live map[string]time.Time // expiry by fingerprint
+	live map[string]liveToken // by fingerprint
+}
+
+// liveToken is what the broker keeps of a token it honours.
+type liveToken struct {
+	runID   string
+	expires time.Time
+}
+
+// LiveCredential is a token the broker honours now, by fingerprint.
+type LiveCredential struct {
+	Fingerprint string
+	RunID       string
+	ExpiresAt   time.Time
 }
 
 // NewBroker makes a broker that names itself issuer in receipts and whose
@@ -61,7 +74,7 @@ func NewBroker(issuer string, ttl time.Duration) (*Broker, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("%w: token lifetime %s must be positive", ErrCredentials, ttl)
 	}
-	return &Broker{issuer: issuer, ttl: ttl, now: time.Now, live: map[string]time.Time{}}, nil
+	return &Broker{issuer: issuer, ttl: ttl, now: time.Now, live: map[string]liveToken{}}, nil
 }
 
 // Issue makes a new token for run runID's use of secretVersion and returns
@@ -83,12 +96,12 @@ func (b *Broker) Issue(runID, secretVersion string) ([]byte, runs.Receipt, error
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for fp, expires := range b.live {
-		if !now.Before(expires) {
+	for fp, t := range b.live {
+		if !now.Before(t.expires) {
 			delete(b.live, fp)
 		}
 	}
-	b.live[rc.SHA256Fingerprint] = rc.ExpiresAt
+	b.live[rc.SHA256Fingerprint] = liveToken{runID: runID, expires: rc.ExpiresAt}
 	return token, rc, nil
 }
 
@@ -98,8 +111,24 @@ func (b *Broker) Valid(token string) bool {
 	fp := Fingerprint([]byte(token))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	expires, ok := b.live[fp]
-	return ok && b.now().Before(expires)
+	t, ok := b.live[fp]
+	return ok && b.now().Before(t.expires)
+}
+
+// Live lists the tokens the broker honours now (neither revoked nor
+// expired), with the run each was issued to: what a cleanup reconciler
+// compares with the runs' records. Fingerprints only, never a token.
+func (b *Broker) Live() []LiveCredential {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]LiveCredential, 0, len(b.live))
+	for fp, t := range b.live {
+		if now.Before(t.expires) {
+			out = append(out, LiveCredential{Fingerprint: fp, RunID: t.runID, ExpiresAt: t.expires})
+		}
+	}
+	return out
 }
 
 // Revoke makes the token with this fingerprint invalid. It is repeat-safe.
@@ -115,6 +144,9 @@ func Fingerprint(token []byte) string {
 	sum := sha256.Sum256(token)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// Broker is the runtime's credential broker (WithBroker's, or its own).
+func (r *Runtime) Broker() *Broker { return r.o.broker }
 
 // secretVersion is the identity of the secret version g pins; "" when it
 // pins none.
