@@ -22,7 +22,7 @@ const (
 	// records another sandbox) before it is deleted: a claim records its
 	// manifest, and a move its new sandbox, moments after the backend's
 	// owner changes.
-	DefaultGrace = 10 * time.Second
+	DefaultGrace = 5 * time.Second
 	// DefaultStuckAfter is how long a sandbox may stay stopping (taken out
 	// of its pool to be deleted, or its deletion begun) before the
 	// reconciler finishes it.
@@ -176,19 +176,31 @@ func New(c Config) (*Reconciler, error) {
 	return r, nil
 }
 
-// Run makes a pass every interval until ctx ends (the first at once).
+// Run makes a pass every interval until ctx ends (the first at once),
+// and one more as soon as a candidate's grace ends, so that a leak is
+// cleaned within an interval of its appearing plus its grace.
 func (r *Reconciler) Run(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	tick := time.Now()
 	for {
-		if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+		rep, err := r.Pass(ctx)
+		if err != nil && ctx.Err() == nil {
 			r.c.Logger.Error("cleanup pass failed", "owner", r.c.Owner, "error", err.Error())
 		}
+		now := time.Now()
+		for !tick.After(now) {
+			tick = tick.Add(interval)
+		}
+		next := tick
+		if rep != nil && !rep.NextDue.IsZero() && rep.NextDue.Before(next) {
+			next = rep.NextDue
+		}
+		t := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
@@ -208,4 +220,7 @@ type Report struct {
 	// Live counts the sandboxes with a live lease, untouched.
 	Live     int           `json:"live"`
 	Duration time.Duration `json:"duration"`
+	// NextDue is when the first pending candidate's grace ends (zero:
+	// none pending).
+	NextDue time.Time `json:"nextDue,omitzero"`
 }

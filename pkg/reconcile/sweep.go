@@ -51,9 +51,11 @@ type candidate struct {
 	// grace: how long it must stay a candidate, with the same lease, before
 	// the action (0: act now).
 	grace time.Duration
-	s     *sandbox.Sandbox // sandbox kinds
-	fp    string           // credential
-	trash bool             // an interrupted deletion
+	// notBefore, when set, is when the action may be taken.
+	notBefore time.Time
+	s         *sandbox.Sandbox // sandbox kinds
+	fp        string           // credential
+	trash     bool             // an interrupted deletion
 	// still re-reads the authoritative record just before the action: nil
 	// when it is still a candidate with the same lease, else why not.
 	still func(ctx context.Context) error
@@ -128,10 +130,10 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		}
 		for id, since := range trash {
 			c := &candidate{kind: KindStuckStopping, action: ActionFinish, resource: id, lease: "deleting@" + since.UTC().Format(time.RFC3339),
-				trash: true, grace: r.c.StuckAfter - r.now().Sub(since)}
+				trash: true, notBefore: since.Add(r.c.StuckAfter)}
 			if c.rec = openBy[id]; c.rec != nil && c.rec.State == StateUnknown {
 				// an earlier delete that failed half way: its record's kind, at once
-				c.kind, c.pool, c.runID, c.grace = c.rec.Kind, c.rec.Pool, c.rec.RunID, 0
+				c.kind, c.pool, c.runID, c.notBefore = c.rec.Kind, c.rec.Pool, c.rec.RunID, time.Time{}
 			}
 			cands = append(cands, c)
 		}
@@ -174,16 +176,23 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		found[key] = true
 		rep.Found[c.kind]++
 		orphans[c.pool]++
+		due := c.notBefore
 		if c.grace > 0 {
 			sn, ok := r.seen[key]
 			if !ok || sn.lease != c.lease {
 				sn = seen{lease: c.lease, since: now}
 				r.seen[key] = sn
 			}
-			if now.Sub(sn.since) < c.grace {
+			due = sn.since.Add(c.grace)
+		}
+		if !due.IsZero() {
+			if now.Before(due) {
 				rep.Pending++
+				if rep.NextDue.IsZero() || due.Before(rep.NextDue) {
+					rep.NextDue = due
+				}
 				if c.rec == nil || c.rec.State != StatePending {
-					out <- r.entry(c, StatePending, "", "waiting out the grace of "+c.grace.String(), false)
+					out <- r.entry(c, StatePending, "", "acts after "+due.UTC().Format(time.RFC3339Nano)+" unless its lease is recorded by then", false)
 				}
 				continue
 			}
