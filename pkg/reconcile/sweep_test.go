@@ -229,13 +229,16 @@ func TestWarmUnknownKeepsWarmMembers(t *testing.T) {
 
 // TestFenceKeepsSandboxClaimedBetweenReadAndAct: a warm member of an
 // inactive generation is taken by a claim after the pass read it and
-// before its action: the owner compare-and-swap fails, the sandbox is
-// kept (running, the claim's), and the record says why.
+// before its action, and a sandbox of an unrecorded run is adopted by
+// another owner: the owner compare-and-swap fails, the sandboxes are kept
+// (running, their new owners'), and the records say why. A third's run is
+// recorded between the read and the act: the re-read keeps it.
 func TestFenceKeepsSandboxClaimedBetweenReadAndAct(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	old := w.create(t, "agents", "g-old", sandbox.OwnerWarm)
 	ghost := w.create(t, "agents", "g-new", "r-ghost")
+	late := w.create(t, "agents", "g-new", "r-late") // its claim records the run late
 	r := newReconciler(t, w, map[string]map[string]bool{"agents": {"g-new": true}}, nil, nil, func(c *Config) { c.Grace = time.Nanosecond })
 	r.beforeAct = func(c *candidate) {
 		switch c.resource {
@@ -247,6 +250,8 @@ func TestFenceKeepsSandboxClaimedBetweenReadAndAct(t *testing.T) {
 			if _, err := w.backend.SetOwner(ctx, ghost.ID, "r-ghost", "r-adopter"); err != nil {
 				t.Error(err)
 			}
+		case late.ID: // the run is recorded: the re-read sees it
+			w.run(t, "r-late", "agents", late.ID, 1, runs.StatusGranted)
 		}
 	}
 	if _, err := r.Pass(ctx); err != nil { // the ghost waits out its (tiny) grace
@@ -259,6 +264,7 @@ func TestFenceKeepsSandboxClaimedBetweenReadAndAct(t *testing.T) {
 	have := w.sandboxes(t)
 	alive(t, w, old)
 	alive(t, w, ghost)
+	alive(t, w, late)
 	if have[old.ID].Owner != "r-claim" || have[ghost.ID].Owner != "r-adopter" {
 		t.Errorf("owners: %s %s", have[old.ID].Owner, have[ghost.ID].Owner)
 	}
@@ -268,7 +274,13 @@ func TestFenceKeepsSandboxClaimedBetweenReadAndAct(t *testing.T) {
 			kept++
 		}
 	}
-	if kept != 2 {
-		t.Errorf("kept records: %d, want 2: %+v", kept, recordsOf(t, w.records))
+	reread := 0
+	for _, rec := range recordsOf(t, w.records) {
+		if rec.State == StateKept && rec.Resource == late.ID && strings.Contains(rec.Outcome, "recorded now") {
+			reread++
+		}
+	}
+	if kept != 2 || reread != 1 {
+		t.Errorf("kept records: %d by the fence (want 2), %d by the re-read (want 1): %+v", kept, reread, recordsOf(t, w.records))
 	}
 }
