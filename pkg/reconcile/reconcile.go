@@ -103,6 +103,10 @@ type Config struct {
 	// active) in the desired state, and false when the desired state is not
 	// known: then no warm member is swept.
 	Warm func() (map[string]map[string]bool, bool)
+	// Held says whether the runtime holds owner in memory right now (an
+	// open claim, or a proof claim under way, which has no run manifest):
+	// a sandbox it owns is never a no-lease candidate. nil: none.
+	Held func(owner string) bool
 	// Credentials is the broker whose credentials are swept; nil: none.
 	Credentials Credentials
 	// Metrics gets orphan_resource_count and cleanup_unknown_count; nil:

@@ -362,6 +362,9 @@ func (r *Reconciler) classify(ctx context.Context, s *sandbox.Sandbox, get func(
 	m, err := get(ctx, run)
 	switch {
 	case errors.Is(err, runs.ErrNotFound), run == "":
+		if r.c.Held != nil && r.c.Held(run) && !dead {
+			return nil, nil // a proof claim under way: its lease is the runtime's
+		}
 		c.kind = KindNoLease
 		if !dead {
 			c.grace = r.c.Grace
@@ -369,6 +372,9 @@ func (r *Reconciler) classify(ctx context.Context, s *sandbox.Sandbox, get func(
 		c.still = func(ctx context.Context) error {
 			if _, err := r.c.Runs.Get(ctx, run); !errors.Is(err, runs.ErrNotFound) {
 				return fmt.Errorf("%w: run %s is recorded now (%v)", errNotCandidate, run, err)
+			}
+			if r.c.Held != nil && r.c.Held(run) {
+				return fmt.Errorf("%w: the runtime holds %s now", errNotCandidate, run)
 			}
 			return nil
 		}

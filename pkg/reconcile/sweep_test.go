@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,4 +284,38 @@ func TestFenceKeepsSandboxClaimedBetweenReadAndAct(t *testing.T) {
 	if kept != 2 || reread != 1 {
 		t.Errorf("kept records: %d by the fence (want 2), %d by the re-read (want 1): %+v", kept, reread, recordsOf(t, w.records))
 	}
+}
+
+// TestHeldProofClaimKept: a proof claim's sandbox has no run manifest; while
+// the runtime holds the proof (Held) it is never a candidate, past any
+// grace; once the runtime no longer holds it, it is a leak like any other.
+func TestHeldProofClaimKept(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	s := w.create(t, "agents", "g-new", "proof-ro-1-0123abcd")
+	var held atomic.Bool
+	held.Store(true)
+	r := newReconciler(t, w, nil, nil, nil, func(c *Config) {
+		c.Grace = time.Nanosecond
+		c.Held = func(owner string) bool { return held.Load() && owner == s.Owner }
+	})
+	for range 2 {
+		rep, err := r.Pass(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Found) != 0 || rep.Live != 1 {
+			t.Fatalf("a held proof claim was a candidate: %+v", rep)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	alive(t, w, s)
+	held.Store(false)
+	for range 2 {
+		if _, err := r.Pass(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	gone(t, w, s.ID)
 }

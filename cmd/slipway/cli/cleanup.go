@@ -51,10 +51,14 @@ recent actions (done, resolved, kept by the fence).`,
 			w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "REMAINING: %d\n", len(v.Remaining))
 			if len(v.Remaining) > 0 {
-				fmt.Fprintln(w, "STATE\tKIND\tRESOURCE\tPOOL\tRUN\tLEASE\tACTION\tATTEMPTS\tOWNER\tDEADLINE\tLAST ERROR")
+				fmt.Fprintln(w, "STATE\tKIND\tRESOURCE\tPOOL\tRUN\tLEASE\tACTION\tATTEMPTS\tOWNER\tDEADLINE\tLAST ERROR OR NOTE")
 				for _, r := range v.Remaining {
+					note := r.LastError
+					if note == "" {
+						note = r.Outcome
+					}
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.State, r.Kind, r.Resource, dash(r.Pool), dash(r.RunID),
-						dash(r.LeaseVersion), r.Action, r.Attempts, r.Owner, when(r.Deadline), dash(r.LastError))
+						dash(r.LeaseVersion), r.Action, r.Attempts, r.Owner, when(r.Deadline), dash(note))
 				}
 			}
 			fmt.Fprintf(w, "RECENT: %d\n", len(v.Recent))

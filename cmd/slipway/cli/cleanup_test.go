@@ -73,6 +73,7 @@ func TestCleanupList(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
+	t.Logf("slipway cleanup list --state DIR\n%s", res.stdout)
 	for _, want := range []string{"REMAINING: 1", "pending", ghost.SHA256Fingerprint, "r-ghost", "RECENT: 1", "done", done.SHA256Fingerprint, "r-done", "revoked"} {
 		if !strings.Contains(res.stdout, want) {
 			t.Errorf("text output lacks %q:\n%s", want, res.stdout)

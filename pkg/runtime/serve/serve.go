@@ -189,8 +189,8 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 		host, _ := os.Hostname()
 		rec, err = reconcile.New(reconcile.Config{
 			Backend: be, Runs: store, Records: records, Owner: host + "/" + ln.Addr().String(),
-			Warm:        func() (map[string]map[string]bool, bool) { return warmGenerations(syncer) },
-			Credentials: brokerCredentials{rt.Broker()}, Metrics: metrics,
+			Warm: func() (map[string]map[string]bool, bool) { return warmGenerations(syncer) },
+			Held: rt.Holds, Credentials: brokerCredentials{rt.Broker()}, Metrics: metrics,
 			Logger: slog.New(slog.NewJSONHandler(c.Log, nil)), Failpoint: c.Failpoint,
 		})
 		if err != nil {
