@@ -34,6 +34,9 @@ const (
 	DefaultUnknownDeadline = 10 * time.Minute
 	// DefaultWorkers is how many actions run at once.
 	DefaultWorkers = 4
+	// DefaultKeepRecords is how long closed records (done, resolved, kept)
+	// are kept; open ones are kept until they close.
+	DefaultKeepRecords = 7 * 24 * time.Hour
 )
 
 // Failpoints (Config.Failpoint; the CLI reads $SLIPWAY_TEST_FAILPOINT).
@@ -114,10 +117,10 @@ type Config struct {
 	Metrics Metrics
 	// Logger gets an ERROR line per cleanup unknown; nil: slog.Default.
 	Logger *slog.Logger
-	// Grace, StuckAfter, ActionTimeout, UnknownDeadline and Workers: zero
-	// keeps the defaults.
-	Grace, StuckAfter, ActionTimeout, UnknownDeadline time.Duration
-	Workers                                           int
+	// Grace, StuckAfter, ActionTimeout, UnknownDeadline, KeepRecords and
+	// Workers: zero keeps the defaults.
+	Grace, StuckAfter, ActionTimeout, UnknownDeadline, KeepRecords time.Duration
+	Workers                                                        int
 	// Failpoint is a test's fault (FailpointDeleteHang); "" for none.
 	Failpoint string
 }
@@ -169,6 +172,7 @@ func New(c Config) (*Reconciler, error) {
 	def(&c.StuckAfter, DefaultStuckAfter)
 	def(&c.ActionTimeout, DefaultActionTimeout)
 	def(&c.UnknownDeadline, DefaultUnknownDeadline)
+	def(&c.KeepRecords, DefaultKeepRecords)
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
 	}

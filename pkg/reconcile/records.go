@@ -219,6 +219,16 @@ func (s *Records) Recent(ctx context.Context, n int) ([]Record, error) {
 	return s.query(ctx, `SELECT `+recordColumns+` FROM cleanup WHERE state NOT IN ('unknown', 'pending') ORDER BY updated_at DESC, id DESC LIMIT ?`, n)
 }
 
+// prune deletes the closed records last updated before before; open
+// records are never pruned.
+func (s *Records) prune(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM cleanup WHERE state NOT IN ('unknown', 'pending') AND updated_at < ?`, before.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("reconcile: records: prune: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 // Unknown counts the unknown records by pool.
 func (s *Records) Unknown(ctx context.Context) (map[string]int64, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT pool, count(*) FROM cleanup WHERE state = 'unknown' GROUP BY pool`)

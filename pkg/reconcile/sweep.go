@@ -233,6 +233,9 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		errs = append(errs, err)
 	}
 	r.report(ctx, orphans)
+	if _, err := r.c.Records.prune(ctx, start.Add(-r.c.KeepRecords)); err != nil {
+		errs = append(errs, err)
+	}
 	rep.Duration = r.now().Sub(start)
 	return rep, errors.Join(errs...)
 }
