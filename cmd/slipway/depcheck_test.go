@@ -32,7 +32,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/policy":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation"},
 		"pkg/runtime":    {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/sandbox/shape", "pkg/telemetry"},
 		// The runtime on this machine: the local backend under it.
-		"pkg/runtime/serve": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape", "pkg/kubesandbox", "pkg/kubeapply", "pkg/render", "pkg/telemetry"},
+		"pkg/runtime/serve": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape", "pkg/kubesandbox", "pkg/kubeapply", "pkg/render", "pkg/telemetry", "pkg/reconcile"},
 		// Rollouts sit on top of the library; the fleet is an interface the
 		// runtime's client implements (runtime for its API types).
 		"pkg/rollout":      {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/telemetry"},
@@ -60,6 +60,10 @@ func TestDependenciesPointDown(t *testing.T) {
 		// The incident view: the control plane's store and run manifests,
 		// read only.
 		"pkg/incidents": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy", "pkg/telemetry", "pkg/deliver", "pkg/control"},
+		// The cleanup reconciler: the Backend interface and the run store it
+		// compares, nothing of the runtime (its state reaches it through
+		// small interfaces the runtime's serve wires).
+		"pkg/reconcile": {"pkg/rootfs", "pkg/isolate", "pkg/sandbox", "pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/runs"},
 		"pkg/gittest":   {},
 		"pkg/gitops":    {},
 		"pkg/runs":      {},

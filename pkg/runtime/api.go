@@ -38,6 +38,7 @@ const maxBody = 1 << 20
 //	GET  /v1/policy                   revision in effect, its age, the rules
 //	POST /v1/credentials/check        a provider's check of a token
 //	POST /v1/sync                     read the config repository now
+//	GET  /v1/cleanup                  cleanup remaining and recent (reconciler records)
 //	GET  /metrics                     Prometheus (bounded labels only)
 //	GET  /healthz                     no token needed
 type Server struct {
@@ -53,7 +54,16 @@ type Server struct {
 // ServerOption configures NewServer.
 type ServerOption func(*serverOptions)
 
-type serverOptions struct{ metrics *telemetry.Metrics }
+type serverOptions struct {
+	metrics *telemetry.Metrics
+	cleanup func(ctx context.Context) (any, error)
+}
+
+// WithCleanup serves GET /v1/cleanup from view: what cleanup remains and
+// what was done lately (the runtime's cleanup reconciler's records).
+func WithCleanup(view func(ctx context.Context) (any, error)) ServerOption {
+	return func(o *serverOptions) { o.cleanup = view }
+}
 
 // WithMetrics serves m on GET /metrics (default: a private set with no
 // environment label). m must not serve another Server.
@@ -96,6 +106,16 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
 	s.mux.Handle("GET /metrics", s.auth(m.Handler().ServeHTTP))
+	if view := o.cleanup; view != nil {
+		s.mux.Handle("GET /v1/cleanup", s.auth(func(w http.ResponseWriter, r *http.Request) {
+			v, err := view(r.Context())
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}))
+	}
 	s.mux.Handle("POST /v1/pools/{pool}/claims", s.auth(s.claim))
 	s.mux.Handle("POST /v1/claims/{run}/exec", s.auth(s.exec))
 	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))

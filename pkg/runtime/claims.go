@@ -70,6 +70,7 @@ type Runtime struct {
 	mu     sync.Mutex
 	claims map[string]*claim
 	keys   map[string]*keyed // by request key
+	proofs map[string]bool   // owners of the proof claims under way
 	closed bool
 	stop   chan struct{} // closed by Close
 	wg     sync.WaitGroup
@@ -190,7 +191,7 @@ func NewRuntime(desired func() (*Desired, time.Time), warm *Warm, store runs.Sto
 	node, _ := os.Hostname()
 	return &Runtime{
 		desired: desired, warm: warm, store: store, maxStaleness: maxStaleness, node: node, now: time.Now, o: o,
-		claims: map[string]*claim{}, keys: map[string]*keyed{}, stop: make(chan struct{}),
+		claims: map[string]*claim{}, keys: map[string]*keyed{}, proofs: map[string]bool{}, stop: make(chan struct{}),
 	}
 }
 
@@ -363,6 +364,15 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	go r.heartbeat(c)
 	r.mu.Unlock()
 	return c, nil
+}
+
+// Holds reports whether owner is a claim this Runtime holds open, or a
+// proof claim under way: a lease that lives in this process (a proof claim
+// has no run manifest).
+func (r *Runtime) Holds(owner string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.claims[owner] != nil || r.proofs[owner]
 }
 
 func (r *Runtime) isClosed() bool {

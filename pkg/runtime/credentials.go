@@ -76,6 +76,13 @@ type issued struct {
 	revoked              time.Time // zero while not revoked
 }
 
+// LiveCredential is a token the broker honours now, by fingerprint.
+type LiveCredential struct {
+	Fingerprint string
+	RunID       string
+	ExpiresAt   time.Time
+}
+
 // NewBroker makes a broker that names itself issuer in receipts and whose
 // tokens expire after ttl.
 func NewBroker(issuer string, ttl time.Duration) (*Broker, error) {
@@ -151,6 +158,22 @@ func (b *Broker) Check(token string) error {
 	return nil
 }
 
+// Live lists the tokens the broker honours now (neither revoked nor
+// expired), with the run each was issued to: what a cleanup reconciler
+// compares with the runs' records. Fingerprints only, never a token.
+func (b *Broker) Live() []LiveCredential {
+	now := b.now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]LiveCredential, 0, len(b.live))
+	for fp, is := range b.live {
+		if is.revoked.IsZero() && now.Before(is.expires) {
+			out = append(out, LiveCredential{Fingerprint: fp, RunID: is.runID, ExpiresAt: is.expires})
+		}
+	}
+	return out
+}
+
 // Revoke makes the token with this fingerprint invalid. It is repeat-safe
 // and returns when the token was revoked (the first time).
 func (b *Broker) Revoke(fingerprint string) time.Time {
@@ -172,6 +195,9 @@ func Fingerprint(token []byte) string {
 	sum := sha256.Sum256(token)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// Broker is the runtime's credential broker (WithBroker's, or its own).
+func (r *Runtime) Broker() *Broker { return r.o.broker }
 
 // secretVersion is the identity of the secret version g pins; "" when it
 // pins none.

@@ -70,6 +70,17 @@ func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) 
 		return nil, fmt.Errorf("%w: %s did not verify: %s", ErrProofRefused, req.Generation, p.Refused[req.Generation])
 	}
 	pr := &prover{r: r, pool: p, g: g, by: "runtime on " + r.node, res: &ProofResult{Pool: poolName, Generation: g.ID, Rollout: req.Rollout, Evidence: []Evidence{}}}
+	// The proof claim is held (Holds) until its sandbox is released: it has
+	// no run manifest for a cleanup reconciler to read.
+	owner := "proof-" + req.Rollout + "-" + newToken()[:8]
+	r.mu.Lock()
+	r.proofs[owner] = true
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.proofs, owner)
+		r.mu.Unlock()
+	}()
 	defer pr.release(context.WithoutCancel(ctx))
 
 	start := r.now()
@@ -77,7 +88,7 @@ func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) 
 	if lerr != nil {
 		return nil, fmt.Errorf("%w: %w", ErrProofRefused, lerr)
 	}
-	s, err := r.warm.claimMember(ctx, poolName, g, "proof-"+req.Rollout+"-"+newToken()[:8], lim)
+	s, err := r.warm.claimMember(ctx, poolName, g, owner, lim)
 	if err != nil {
 		pr.add("allocate", start, false, "no warm member of %s could be claimed: %v", g.ID, err)
 	} else {

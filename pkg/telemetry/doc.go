@@ -11,10 +11,12 @@
 // kit_setup_latency, task_execution_duration, task_failure_count,
 // artifact_export_bytes, cleanup_latency, orphan_resource_count,
 // known_compute_cost and unknown_cost_run_count, with the warm-hit
-// fraction, unused warm-minutes and warm shortage time; policy_denial_count
-// belongs to the egress policy's code. A canary registers its own
-// instruments on a Metrics (NewCanaryMetrics: rounds by result, failures
-// and step durations by step, the last success's time). Labels are bounded: only the names
+// fraction, unused warm-minutes and warm shortage time, and
+// cleanup_unknown_count (the cleanup reconciler's alert: actions whose
+// outcome is unknown); policy_denial_count belongs to the egress policy's
+// code. A canary registers its own instruments on a Metrics
+// (NewCanaryMetrics: rounds by result, failures and step durations by
+// step, the last success's time). Labels are bounded: only the names
 // in LabelNames, and values that the recording methods bound themselves
 // (a failure reason outside FailureReasons is "other"); CheckExposition
 // fails on a scrape that carries a run, job or sandbox id, a URL, a token

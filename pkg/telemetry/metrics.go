@@ -41,6 +41,7 @@ type Metrics struct {
 	artifactBytes metric.Int64Counter
 	cleanup       metric.Float64Histogram
 	orphans       metric.Int64Gauge
+	cleanupUnk    metric.Int64Gauge
 	knownCost     metric.Float64Counter
 	unknownCost   metric.Int64Counter
 
@@ -120,7 +121,10 @@ func NewMetrics(opts ...Option) (*Metrics, error) {
 		metric.WithDescription("Time the runtime took to release a claim: stop the sandbox, revoke its credentials, record the manifest (runtime release path)."))
 	add(e)
 	m.orphans, e = mt.Int64Gauge("orphan_resource_count",
-		metric.WithDescription("Resources found with no live owner. No source yet: fed by the cleanup reconciler when it exists (issue 19 item 1)."))
+		metric.WithDescription("Resources found with no live owner at the cleanup reconciler's last pass: sandboxes, leases, credentials, stuck deletions (runtime reconciler, each pass)."))
+	add(e)
+	m.cleanupUnk, e = mt.Int64Gauge("cleanup_unknown_count",
+		metric.WithDescription("Cleanup actions whose outcome is unknown (a delete that failed or timed out), tracked with an owner and a deadline and retried each pass; above 0 needs an operator: slipway cleanup list (runtime reconciler, each pass)."))
 	add(e)
 	m.knownCost, e = mt.Float64Counter("known_compute_cost",
 		metric.WithDescription("Compute cost of ended jobs whose pool has a price, in the price table's currency (control plane, at a job's end)."))
@@ -210,6 +214,12 @@ func (m *Metrics) ArtifactExported(ctx context.Context, pool string, n int64) {
 // Orphans records how many resources of pool have no live owner now.
 func (m *Metrics) Orphans(ctx context.Context, pool string, n int64) {
 	m.orphans.Record(ctx, n, m.attrs(attribute.String("pool", Bound(pool))))
+}
+
+// CleanupUnknown records how many cleanup actions of pool have an unknown
+// outcome now.
+func (m *Metrics) CleanupUnknown(ctx context.Context, pool string, n int64) {
+	m.cleanupUnk.Record(ctx, n, m.attrs(attribute.String("pool", Bound(pool))))
 }
 
 func (m *Metrics) totals(pool string) *poolTotals {

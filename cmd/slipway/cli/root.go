@@ -110,6 +110,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdJob(g),
 		NewCmdCanary(g),
 		NewCmdIncidents(g),
+		NewCmdCleanup(g),
 	)
 	return root
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/pkg/reconcile"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/runtime/serve"
 )
@@ -51,7 +52,11 @@ func newCmdRuntimeServe(g *globals) *cobra.Command {
 		Long: `Serve polls the config repository (every 2 s, and on POST /v1/sync), verifies each generation
 the pools want against the repository's policies/verification.yaml before unpacking it, keeps
 each warming and active generation's warm sandboxes (bubblewrap, no network), grants claims on
-the active generation, and records a run manifest for every claim in DIR/runs.db.
+the active generation, and records a run manifest for every claim in DIR/runs.db. Beside it the
+cleanup reconciler makes a pass every --reconcile-interval (local backend): sandboxes with no live
+lease, leases of ended runs, sandboxes of fenced attempts, dead and stuck ones, warm members of
+inactive generations, and credentials that outlive their run; its records are in DIR/cleanup.db
+(slipway cleanup list).
 Claims get 503 while its view of the repository is older than --max-staleness.
 
 With --backend kubernetes the sandboxes are agent-sandbox's on the cluster of --kubeconfig (in
@@ -83,6 +88,7 @@ deletes the claim. It serves the same API.`,
 				return usage(errors.New("--kubeconfig and --namespace are for --backend kubernetes"))
 			}
 			c.Log = g.stderr
+			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // fault tests only
 			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil {
 				return usage(err)
@@ -101,6 +107,7 @@ deletes the claim. It serves the same API.`,
 	cmd.Flags().StringVar(&c.Environment, "environment", "", "label every metric environment=NAME (e.g. prod)")
 	cmd.Flags().DurationVar(&c.CredentialTTL, "credential-ttl", runtime.DefaultCredentialTTL, "lifetime of a claim's credential; an open claim's is renewed at 2/3 of it")
 	cmd.Flags().BoolVar(&c.NoCredentialRenewal, "no-credential-renewal", false, "do not renew open claims' credentials (they expire)")
+	cmd.Flags().DurationVar(&c.ReconcileInterval, "reconcile-interval", reconcile.DefaultInterval, "how often the cleanup reconciler makes a pass (local backend; 0 disables it)")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/kubesandbox"
+	"github.com/slipway-dev/slipway/pkg/reconcile"
 	"github.com/slipway-dev/slipway/pkg/runs"
 	"github.com/slipway-dev/slipway/pkg/runtime"
 	"github.com/slipway-dev/slipway/pkg/sandbox"
@@ -63,6 +65,13 @@ type Config struct {
 	// runtime.RenewAt of it unless NoCredentialRenewal.
 	CredentialTTL       time.Duration
 	NoCredentialRenewal bool
+	// ReconcileInterval is how often the cleanup reconciler makes a pass
+	// (local backend; the CLI's default is reconcile.DefaultInterval); 0
+	// disables it.
+	ReconcileInterval time.Duration
+	// Failpoint is a test's fault for the reconciler
+	// (reconcile.FailpointDeleteHang); "" for none.
+	Failpoint string
 }
 
 // Run runs the runtime until ctx ends: it follows the config repository,
@@ -177,12 +186,35 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
-	srv, err := runtime.NewServer(rt, syncer, be, c.Token, runtime.WithMetrics(metrics))
+	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Listen)
+	var rec *reconcile.Reconciler
+	sopts := []runtime.ServerOption{runtime.WithMetrics(metrics)}
+	if lb != nil && c.ReconcileInterval > 0 {
+		records, err := reconcile.OpenRecords(ctx, filepath.Join(c.State, reconcile.RecordsFile))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer records.Close()
+		host, _ := os.Hostname()
+		rec, err = reconcile.New(reconcile.Config{
+			Backend: be, Runs: store, Records: records, Owner: host + "/" + ln.Addr().String(),
+			Warm: func() (map[string]map[string]bool, bool) { return warmGenerations(syncer) },
+			Held: rt.Holds, Credentials: brokerCredentials{rt.Broker()}, Metrics: metrics,
+			Logger: slog.New(slog.NewJSONHandler(c.Log, nil)), Failpoint: c.Failpoint,
+		})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		sopts = append(sopts, runtime.WithCleanup(func(ctx context.Context) (any, error) { return reconcile.View(ctx, records, 20) }))
+	}
+	srv, err := runtime.NewServer(rt, syncer, be, c.Token, sopts...)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
@@ -209,6 +241,9 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 			}
 		}
 	})
+	if rec != nil {
+		bg.Go(func() { rec.Run(ctx, c.ReconcileInterval) })
+	}
 	// Serve returns as soon as Shutdown begins; shut waits for the
 	// handlers still running.
 	shut := make(chan struct{})
@@ -245,6 +280,37 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	}
 	return nil
 }
+
+// warmGenerations is the generations each pool keeps warm in the
+// syncer's current desired state; false before the first sync.
+func warmGenerations(syncer *runtime.Syncer) (map[string]map[string]bool, bool) {
+	d, _, _ := syncer.Current()
+	if d == nil {
+		return nil, false
+	}
+	out := map[string]map[string]bool{}
+	for name, p := range d.Pools {
+		out[name] = map[string]bool{}
+		for _, g := range p.Warm() {
+			out[name][g.ID] = true
+		}
+	}
+	return out, true
+}
+
+// brokerCredentials is the runtime's broker as the reconciler sees it.
+type brokerCredentials struct{ b *runtime.Broker }
+
+func (c brokerCredentials) Live() []reconcile.Credential {
+	live := c.b.Live()
+	out := make([]reconcile.Credential, len(live))
+	for i, l := range live {
+		out[i] = reconcile.Credential{Fingerprint: l.Fingerprint, RunID: l.RunID, ExpiresAt: l.ExpiresAt}
+	}
+	return out
+}
+
+func (c brokerCredentials) Revoke(fp string) { c.b.Revoke(fp) }
 
 // checkTemplates refuses to start when the sandboxes of a generation d
 // wants warm could not be created for a reason the runtime can tell now:

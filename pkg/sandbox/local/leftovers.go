@@ -3,10 +3,15 @@ package local
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Leftovers lists what is left on this machine of sandbox id after its
@@ -54,4 +59,55 @@ func (b *Backend) Leftovers(ctx context.Context, id string) ([]string, error) {
 		out = append(out, fmt.Sprintf("process %d (%s)", pid, shown))
 	}
 	return out, nil
+}
+
+// Interrupted lists the deletions that began and did not finish (a
+// sandbox's folder renamed to .deleting-<id> and not yet removed: the
+// process deleting it died, or its removal failed), by sandbox id, with
+// when each began (the folder's change time). A cleanup reconciler
+// finishes those that stayed so for long.
+func (b *Backend) Interrupted(ctx context.Context) (map[string]time.Time, error) {
+	if err := b.open(); err != nil {
+		return nil, err
+	}
+	m, err := filepath.Glob(filepath.Join(b.dir, "sandboxes", ".deleting-*"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Time{}
+	for _, p := range m {
+		id := strings.TrimPrefix(filepath.Base(p), ".deleting-")
+		var st unix.Stat_t
+		if !validID(id) || unix.Lstat(p, &st) != nil {
+			continue
+		}
+		out[id] = time.Unix(st.Ctim.Unix())
+	}
+	return out, ctx.Err()
+}
+
+// FinishInterrupted finishes the interrupted deletion of sandbox id: its
+// workspace unmounted, its cgroup and folder removed. Nothing left of it is
+// not an error: it is repeat-safe.
+func (b *Backend) FinishInterrupted(ctx context.Context, id string) error {
+	if err := b.open(); err != nil {
+		return err
+	}
+	if !validID(id) {
+		return fmt.Errorf("local: %q is not a sandbox id", id)
+	}
+	p := filepath.Join(b.dir, "sandboxes", ".deleting-"+id)
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := unmountWorkspace(p); err != nil {
+		return fmt.Errorf("local: finish deleting %s: %w", id, err)
+	}
+	if err := b.cgroups.OpenCgroup(id).Remove(); err != nil {
+		return fmt.Errorf("local: finish deleting %s: %w", id, err)
+	}
+	if err := removeAll(p); err != nil {
+		return fmt.Errorf("local: finish deleting %s: %w", id, err)
+	}
+	return ctx.Err()
 }
