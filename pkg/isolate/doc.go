@@ -44,8 +44,10 @@
 // (the cgroup v2 tree where it is delegated, else the cgroup v1 cpu, memory
 // and pids hierarchies), Cgroups.New makes one sandbox's cgroup, and
 // Spec.Cgroup puts bwrap in it before bwrap reads its options, so no
-// process of the sandbox starts outside it. Cgroup.Events counts OOM kills
-// and refused forks.
+// process of the sandbox starts outside it. On cgroup v1 Start's thread
+// forks bwrap from inside the cgroup and goes back (cgroupstart.go): moving
+// a running process in would wait for an RCU grace period, about 10 ms a
+// sandbox. Cgroup.Events counts OOM kills and refused forks.
 //
 // It is not a security boundary against kernel exploits (no seccomp filter,
 // no LSM profile) and not a container runtime: it does not pull or

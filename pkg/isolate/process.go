@@ -60,6 +60,10 @@ type Process struct {
 	started time.Time
 	cancel  context.CancelFunc
 
+	// bornIn is set by run before it reports the start: bwrap was forked
+	// inside Spec.Cgroup (see Cgroup.enter), and Start need not move it.
+	bornIn bool
+
 	mu      sync.Mutex
 	sandbox procRef // the sandbox's pid 1, as seen from the host
 	killed  bool    // Kill, Timeout or the context asked for SIGKILL
@@ -143,10 +147,10 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 	p.cmd = cmd
 
 	started, infoDone := make(chan error, 1), make(chan struct{})
-	go p.run(cctx, started, infoDone)
+	go p.run(cctx, s.Cgroup, started, infoDone)
 	err = <-started
 	closeAll(argsR, infoW)
-	if err == nil && s.Cgroup != nil {
+	if err == nil && s.Cgroup != nil && !p.bornIn {
 		// bwrap (or prlimit, which execs it) waits for its options on
 		// argsFD before it forks anything: joined now, the whole sandbox
 		// is in the cgroup.
@@ -177,12 +181,27 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 // run starts and waits for bwrap on one locked OS thread. bwrap's
 // --die-with-parent (PR_SET_PDEATHSIG) fires when the thread that forked it
 // exits, not the process; Go may end a thread while the process lives on,
-// so the thread is kept until bwrap has exited.
-func (p *Process) run(ctx context.Context, started chan<- error, infoDone <-chan struct{}) {
+// so the thread is kept until bwrap has exited. With cg, the thread forks
+// bwrap inside cg where it can (see Cgroup.enter).
+func (p *Process) run(ctx context.Context, cg *Cgroup, started chan<- error, infoDone <-chan struct{}) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	stuck := false
+	defer func() {
+		if !stuck { // a thread left in a sandbox's cgroup ends with this goroutine
+			runtime.UnlockOSThread()
+		}
+	}()
 	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
+	var in bool
+	if cg != nil {
+		in, stuck = cg.enter()
+	}
+	err := p.cmd.Start()
+	if in {
+		stuck = cg.leave() != nil
+		p.bornIn = err == nil
+	}
+	if err != nil {
 		started <- err
 		return
 	}

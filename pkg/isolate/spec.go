@@ -76,9 +76,11 @@ type Spec struct {
 	// sandbox.
 	Limits Limits
 	// Cgroup, when set, is the cgroup (see Cgroups.New) the sandbox runs
-	// in: Start moves bwrap into it before bwrap reads its options, so
-	// every process of the sandbox is in it from the first. Its limits are
-	// aggregate over the sandbox, unlike Limits.
+	// in: Start forks bwrap inside it where the host lets a thread move
+	// itself there and back (cgroup v1), else moves bwrap into it before
+	// bwrap reads its options, so every process of the sandbox is in it
+	// from the first. Its limits are aggregate over the sandbox, unlike
+	// Limits.
 	Cgroup *Cgroup
 	// User, when set, runs the command as User.UID and User.GID inside a new
 	// user namespace (bwrap --unshare-user). Only that one id is mapped, onto
