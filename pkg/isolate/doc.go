@@ -15,8 +15,9 @@
 // some (see BuildCaps for package installs); exactly the environment in
 // Spec.Env; a host name (DefaultHostname) and working directory
 // (DefaultDir) that do not depend on the host. bwrap runs with
-// --die-with-parent and --new-session. Resource limits are rlimits set with
-// prlimit (util-linux); the wall-clock Timeout and context cancellation kill
+// --die-with-parent and --new-session. Resource limits are rlimits set on
+// bwrap before it reads its options (prlimit(2), or prlimit(1) from
+// util-linux for a setuid bwrap); the wall-clock Timeout and context cancellation kill
 // bwrap's process group and the sandbox's pid 1, which takes its whole pid
 // namespace with it. Run and Process.Wait return only once no process of the
 // sandbox is left, including background processes of a command that exited
