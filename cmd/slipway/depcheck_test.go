@@ -77,7 +77,8 @@ func TestDependenciesPointDown(t *testing.T) {
 		// interface over rootfs, the local backend over rootfs and isolate.
 		// The runner artifact stays small: the protocol package, and the
 		// shape's refresh phase it runs as a pod's init container (over
-		// isolate, standard library only), nothing else of Slipway's.
+		// isolate: the standard library and x/sys, which the runner uses
+		// anyway), nothing else of Slipway's.
 		"pkg/sandbox/runner": {},
 		"pkg/sandbox/shape":  {"pkg/isolate"},
 		"pkg/sandbox":        {"pkg/rootfs", "pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},

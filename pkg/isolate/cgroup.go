@@ -39,6 +39,11 @@ type Cgroups struct {
 	version string
 	dirs    map[string]string // controller -> parent directory for sandboxes
 	reason  string            // why a controller is missing, for errors
+	// home is this process's own v1 cgroup per controller in dirs, where
+	// a thread that entered a sandbox's cgroup to start it goes back (see
+	// Cgroup.enter); nil when threads of this process cannot move
+	// themselves there (v2, or no write access).
+	home map[string]string
 }
 
 // Version is CgroupV2, CgroupV1 or CgroupNone.
@@ -106,6 +111,14 @@ func DetectCgroups(name string) *Cgroups {
 	}
 	if len(c.dirs) == 0 {
 		c.version = CgroupNone
+	} else {
+		c.home = map[string]string{}
+		for ctl, dir := range c.dirs {
+			c.home[ctl] = filepath.Dir(dir)
+		}
+		if !canReturnHome(c.home) {
+			c.home = nil
+		}
 	}
 	c.reason = strings.Join(reasons, "; ")
 	return c
@@ -237,11 +250,12 @@ func (l CgroupLimits) needs() []string {
 }
 
 // Cgroup is one sandbox's cgroup (one directory per v1 hierarchy, or one
-// v2 directory). Give it to Spec.Cgroup: Start moves bwrap into it before
+// v2 directory). Give it to Spec.Cgroup: Start puts bwrap into it before
 // bwrap starts anything, so every process of the sandbox is in it.
 type Cgroup struct {
 	version string
 	dirs    map[string]string // controller -> directory
+	home    map[string]string // Cgroups.home: nil when Start must move bwrap in after forking it
 }
 
 // cgroupPeriod is the CFS period CPU quotas are given in (100ms).
@@ -256,7 +270,7 @@ func (c *Cgroups) New(id string, l CgroupLimits) (*Cgroup, error) {
 	if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
 		return nil, fmt.Errorf("%w: bad cgroup name %q", ErrCgroup, id)
 	}
-	g := &Cgroup{version: c.version, dirs: map[string]string{}}
+	g := &Cgroup{version: c.version, dirs: map[string]string{}, home: c.home}
 	for _, ctl := range l.needs() {
 		if _, ok := c.dirs[ctl]; !ok {
 			return nil, fmt.Errorf("%w: the host offers no writable %s controller (%s)", ErrCgroup, ctl, c.reason)
@@ -409,6 +423,9 @@ func (g *Cgroup) Procs() ([]int, error) {
 func (g *Cgroup) Remove() error {
 	if pids, _ := g.Procs(); len(pids) > 0 {
 		for _, pid := range pids {
+			if pid == os.Getpid() {
+				continue // a thread of ours starting a sandbox in it (see enter): it leaves by itself
+			}
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

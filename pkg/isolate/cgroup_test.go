@@ -2,6 +2,8 @@ package isolate_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -55,6 +57,51 @@ func TestCgroupHoldsTheWholeSandbox(t *testing.T) {
 	_, _ = p.Wait()
 	if pids, _ := g.Procs(); len(pids) != 0 {
 		t.Errorf("after Wait the cgroup still holds %v", pids)
+	}
+}
+
+// On cgroup v1, Start forks bwrap inside the sandbox's cgroup (moving a
+// running process in costs an RCU grace period, ~10 ms a start), and the
+// thread that forked it goes back: no thread of this process is left in
+// the sandbox's cgroup, where Remove would find it.
+func TestCgroupSandboxIsBornInside(t *testing.T) {
+	c := requireCgroups(t, isolate.ControllerPids)
+	if c.Version() == isolate.CgroupV1 && os.Geteuid() == 0 && !isolate.StartsInside(c) {
+		t.Fatal("root on cgroup v1: Start should fork sandboxes inside their cgroup")
+	}
+	g := newCgroup(t, c, isolate.CgroupLimits{Pids: 64})
+	name := "t-" + strings.NewReplacer("/", "-").Replace(t.Name())
+	for i := range 5 {
+		s := baseSpec(t, "sleep 30")
+		s.Cgroup = g
+		if i%2 == 1 {
+			s.Limits = isolate.Limits{NoFile: 256} // prlimit, then bwrap
+		}
+		p, err := isolate.Start(context.Background(), s, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := isolate.BornInCgroup(p), isolate.StartsInside(c); got != want {
+			t.Errorf("start %d: born in the cgroup %v, want %v", i, got, want)
+		}
+		pids, err := g.Procs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(pids, p.Pid()) || !slices.Contains(pids, p.SandboxPid()) {
+			t.Errorf("start %d: the cgroup holds %v, not bwrap %d and pid 1 %d", i, pids, p.Pid(), p.SandboxPid())
+		}
+		if slices.Contains(pids, os.Getpid()) {
+			t.Errorf("start %d: a thread of this process is in the sandbox's cgroup", i)
+		}
+		tasks, _ := filepath.Glob("/proc/self/task/*/cgroup")
+		for _, f := range tasks {
+			if data, _ := os.ReadFile(f); strings.Contains(string(data), "/"+name+"\n") {
+				t.Errorf("start %d: %s: %s", i, f, data)
+			}
+		}
+		_ = p.Kill()
+		_, _ = p.Wait()
 	}
 }
 

@@ -12,8 +12,8 @@ const (
 	infoFD = 4 // --info-fd: bwrap writes the sandbox's host pid here
 )
 
-// command is the host command that runs a Spec: optionally prlimit, then
-// bwrap. bwrap's options (mounts, namespaces, the environment) travel in
+// command is the host command that runs a Spec: bwrap, after prlimit when
+// prlimit(1) sets the Limits (see rlimit.go). bwrap's options (mounts, namespaces, the environment) travel in
 // the --args payload written through argsFD, and its command line is only
 // "bwrap --args 3 -- ARGV...". So the environment's values never appear in
 // /proc/<pid>/cmdline on the host (readable by every user) nor in the
@@ -28,11 +28,12 @@ type command struct {
 	opts    []string // the other options, in the --args payload after envArgs
 }
 
-// buildCommand renders a validated s for the given bwrap and prlimit paths,
-// filling in DefaultHostname and DefaultDir. It is deterministic.
+// buildCommand renders a validated s for the given bwrap and prlimit paths
+// (prlimit "": Start sets the Limits itself), filling in DefaultHostname
+// and DefaultDir. It is deterministic.
 func buildCommand(s *Spec, bwrap, prlimit string) command {
 	var argv []string
-	if l := s.Limits; l != (Limits{}) {
+	if l := s.Limits; l != (Limits{}) && prlimit != "" {
 		argv = append(argv, prlimit)
 		for _, f := range []struct {
 			flag string

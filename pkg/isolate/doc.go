@@ -15,8 +15,9 @@
 // some (see BuildCaps for package installs); exactly the environment in
 // Spec.Env; a host name (DefaultHostname) and working directory
 // (DefaultDir) that do not depend on the host. bwrap runs with
-// --die-with-parent and --new-session. Resource limits are rlimits set with
-// prlimit (util-linux); the wall-clock Timeout and context cancellation kill
+// --die-with-parent and --new-session. Resource limits are rlimits set on
+// bwrap before it reads its options (prlimit(2), or prlimit(1) from
+// util-linux for a setuid bwrap); the wall-clock Timeout and context cancellation kill
 // bwrap's process group and the sandbox's pid 1, which takes its whole pid
 // namespace with it. Run and Process.Wait return only once no process of the
 // sandbox is left, including background processes of a command that exited
@@ -44,8 +45,10 @@
 // (the cgroup v2 tree where it is delegated, else the cgroup v1 cpu, memory
 // and pids hierarchies), Cgroups.New makes one sandbox's cgroup, and
 // Spec.Cgroup puts bwrap in it before bwrap reads its options, so no
-// process of the sandbox starts outside it. Cgroup.Events counts OOM kills
-// and refused forks.
+// process of the sandbox starts outside it. On cgroup v1 Start's thread
+// forks bwrap from inside the cgroup and goes back (cgroupstart.go): moving
+// a running process in would wait for an RCU grace period, about 10 ms a
+// sandbox. Cgroup.Events counts OOM kills and refused forks.
 //
 // It is not a security boundary against kernel exploits (no seccomp filter,
 // no LSM profile) and not a container runtime: it does not pull or

@@ -60,6 +60,10 @@ type Process struct {
 	started time.Time
 	cancel  context.CancelFunc
 
+	// bornIn is set by run before it reports the start: bwrap was forked
+	// inside Spec.Cgroup (see Cgroup.enter), and Start need not move it.
+	bornIn bool
+
 	mu      sync.Mutex
 	sandbox procRef // the sandbox's pid 1, as seen from the host
 	killed  bool    // Kill, Timeout or the context asked for SIGKILL
@@ -103,10 +107,10 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	prlimit := ""
-	if s.Limits != (Limits{}) {
+	prlimit := "" // empty: Limits are set with prlimit(2) (rlimit.go)
+	if s.Limits != (Limits{}) && limitsByExec(bwrap) {
 		if prlimit, err = exec.LookPath("prlimit"); err != nil {
-			return nil, fmt.Errorf("%w: limits need prlimit (util-linux): %w", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: limits with a setuid bwrap need prlimit (util-linux): %w", ErrUnavailable, err)
 		}
 	}
 	c := buildCommand(&s, bwrap, prlimit)
@@ -143,19 +147,26 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 	p.cmd = cmd
 
 	started, infoDone := make(chan error, 1), make(chan struct{})
-	go p.run(cctx, started, infoDone)
+	go p.run(cctx, s.Cgroup, started, infoDone)
 	err = <-started
 	closeAll(argsR, infoW)
-	if err == nil && s.Cgroup != nil {
+	if err == nil {
 		// bwrap (or prlimit, which execs it) waits for its options on
-		// argsFD before it forks anything: joined now, the whole sandbox
-		// is in the cgroup.
-		if err = s.Cgroup.join(p.cmd.Process.Pid); err != nil {
+		// argsFD before it forks anything: joined and limited now, the
+		// whole sandbox is in the cgroup and under the limits.
+		var serr error
+		if s.Cgroup != nil && !p.bornIn {
+			serr = s.Cgroup.join(p.cmd.Process.Pid)
+		}
+		if serr == nil && s.Limits != (Limits{}) && prlimit == "" {
+			serr = setLimits(p.cmd.Process.Pid, s.Limits)
+		}
+		if serr != nil {
 			_ = p.kill()
 			closeAll(argsW, infoR)
 			close(infoDone)
 			<-p.done
-			return nil, fmt.Errorf("isolate: start %s: %w", shellJoin(p.command), err)
+			return nil, fmt.Errorf("isolate: start %s: %w", shellJoin(p.command), serr)
 		}
 	}
 	if err != nil {
@@ -177,12 +188,27 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 // run starts and waits for bwrap on one locked OS thread. bwrap's
 // --die-with-parent (PR_SET_PDEATHSIG) fires when the thread that forked it
 // exits, not the process; Go may end a thread while the process lives on,
-// so the thread is kept until bwrap has exited.
-func (p *Process) run(ctx context.Context, started chan<- error, infoDone <-chan struct{}) {
+// so the thread is kept until bwrap has exited. With cg, the thread forks
+// bwrap inside cg where it can (see Cgroup.enter).
+func (p *Process) run(ctx context.Context, cg *Cgroup, started chan<- error, infoDone <-chan struct{}) {
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	stuck := false
+	defer func() {
+		if !stuck { // a thread left in a sandbox's cgroup ends with this goroutine
+			runtime.UnlockOSThread()
+		}
+	}()
 	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
+	var in bool
+	if cg != nil {
+		in, stuck = cg.enter()
+	}
+	err := p.cmd.Start()
+	if in {
+		stuck = cg.leave() != nil
+		p.bornIn = err == nil
+	}
+	if err != nil {
 		started <- err
 		return
 	}
@@ -327,8 +353,9 @@ func (p *Process) SandboxPid() int {
 func (p *Process) Command() []string { return slices.Clone(p.command) }
 
 // Available reports whether sandboxes can run here: bwrap is on PATH and can
-// create the namespaces Run uses, and prlimit (for Limits) is on PATH. The
-// error wraps ErrUnavailable and carries bwrap's message.
+// create the namespaces Run uses, and prlimit (for Limits) is on PATH where
+// Start needs it (a setuid bwrap and a caller that is not root). The error
+// wraps ErrUnavailable and carries bwrap's message.
 func Available(ctx context.Context) error {
 	bwrap, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -341,7 +368,7 @@ func Available(ctx context.Context) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, bwrap, err, bytes.TrimSpace(out))
 	}
-	if _, err := exec.LookPath("prlimit"); err != nil {
+	if _, err := exec.LookPath("prlimit"); err != nil && limitsByExec(bwrap) {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -248,6 +249,32 @@ func TestHostPathsStayOffSandboxCommandLines(t *testing.T) {
 	cmd := strings.Join(res.Command, " ")
 	if !strings.Contains(cmd, "--ro-bind "+src+" /data") {
 		t.Errorf("Result.Command does not show the mounts bwrap read: %s", cmd)
+	}
+}
+
+// Limits are set on bwrap itself (prlimit(2)) where the caller may: no
+// prlimit(1) process is started first (an exec of its own, 1-4 ms a
+// sandbox), and every process inside still runs under them.
+func TestLimitsSetWithoutPrlimitProcess(t *testing.T) {
+	t.Parallel()
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(bwrap); err == nil && fi.Mode()&os.ModeSetuid != 0 && os.Geteuid() != 0 {
+		t.Skip("a setuid bwrap started by a caller that is not root: prlimit(1) sets the limits")
+	}
+	s := baseSpec(t, "ulimit -n; ulimit -t; ulimit -v; sh -c 'ulimit -n'")
+	s.Limits = isolate.Limits{NoFile: 77, CPUSeconds: 9, AddressSpace: 1 << 30}
+	res, err := isolate.Run(context.Background(), s)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: exit %d, %v\n%s", res.ExitCode, err, res.Output)
+	}
+	if got, want := string(res.Output), "77\n9\n1048576\n77\n"; got != want {
+		t.Errorf("limits inside = %q, want %q", got, want)
+	}
+	if filepath.Base(res.Command[0]) != "bwrap" {
+		t.Errorf("the host command is %q, want bwrap first", res.Command)
 	}
 }
 

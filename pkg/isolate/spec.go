@@ -28,7 +28,7 @@ var (
 	// ErrInvalidSpec is wrapped by every validation error; the message names
 	// the Spec field at fault.
 	ErrInvalidSpec = errors.New("isolate: invalid spec")
-	// ErrUnavailable means bwrap (or prlimit, when limits are set) is missing
+	// ErrUnavailable means bwrap (or prlimit, when it sets limits) is missing
 	// or cannot create the namespaces this package needs on this host.
 	ErrUnavailable = errors.New("isolate: sandbox unavailable")
 )
@@ -76,9 +76,11 @@ type Spec struct {
 	// sandbox.
 	Limits Limits
 	// Cgroup, when set, is the cgroup (see Cgroups.New) the sandbox runs
-	// in: Start moves bwrap into it before bwrap reads its options, so
-	// every process of the sandbox is in it from the first. Its limits are
-	// aggregate over the sandbox, unlike Limits.
+	// in: Start forks bwrap inside it where the host lets a thread move
+	// itself there and back (cgroup v1), else moves bwrap into it before
+	// bwrap reads its options, so every process of the sandbox is in it
+	// from the first. Its limits are aggregate over the sandbox, unlike
+	// Limits.
 	Cgroup *Cgroup
 	// User, when set, runs the command as User.UID and User.GID inside a new
 	// user namespace (bwrap --unshare-user). Only that one id is mapped, onto
@@ -112,10 +114,11 @@ type Mount struct {
 	ReadOnly bool
 }
 
-// Limits are per-process resource limits (setrlimit), set with prlimit on
-// bwrap and inherited by everything in the sandbox; bwrap itself runs under
-// them, so a tiny NoFile or AddressSpace makes bwrap fail before the command
-// starts. Zero leaves a limit as the caller has it. Soft and hard limits are
+// Limits are per-process resource limits (setrlimit), set on bwrap before
+// it reads its options (prlimit(2); prlimit(1) for a setuid bwrap started
+// by a caller that is not root) and inherited by everything in the
+// sandbox; bwrap itself runs under them, so a tiny NoFile or AddressSpace
+// makes bwrap fail before the command starts. Zero leaves a limit as the caller has it. Soft and hard limits are
 // both set. They are not an aggregate over the sandbox: that needs a
 // writable cgroup v2, which is the sandbox backend's business.
 type Limits struct {
@@ -174,7 +177,9 @@ func BuildCaps() []string {
 	}
 }
 
-// String renders the sandbox as the (redacted) command line that runs it.
+// String renders the sandbox as the (redacted) command line that runs it,
+// Limits as the prlimit(1) options that set them (Start sets them itself
+// unless bwrap is setuid: see Limits).
 func (s Spec) String() string {
 	return shellJoin(buildCommand(&s, "bwrap", "prlimit").redacted())
 }

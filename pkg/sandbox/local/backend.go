@@ -52,6 +52,7 @@ type Backend struct {
 
 	templates, runners keyedMutex
 	extractions        atomic.Int64 // template extractions, for tests
+	recordWrites       atomic.Int64 // durable writes of sandbox.json, for tests
 	exeDigests         sync.Map     // version of an executable -> its digest (exeDigest)
 
 	mu       sync.Mutex
@@ -260,6 +261,7 @@ func (b *Backend) writeRecord(rec *record) error {
 	if err != nil {
 		return err
 	}
+	b.recordWrites.Add(1)
 	return atomicfile.Write(filepath.Join(b.sandboxDir(rec.ID), "sandbox.json"), append(data, '\n'), 0o600)
 }
 

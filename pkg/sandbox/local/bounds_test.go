@@ -188,6 +188,34 @@ func TestBoundsRefusedWhenUnenforceable(t *testing.T) {
 	}
 }
 
+// A bounded create waits for the disk no more often than an unbounded
+// one (B11's cold start): the record says its cgroup and workspace in its
+// first write, and the counters and the workspace are read from it.
+func TestBoundsCreateWritesTheRecordOnce(t *testing.T) {
+	setup(t)
+	b := newBackend(t, t.TempDir())
+	spec := specFor(t, templateImage(t, "", "machine-id"))
+	writes := func(spec sandbox.Spec) (int64, *sandbox.Sandbox) {
+		n := local.RecordWrites(b)
+		s := create(t, b, spec)
+		return local.RecordWrites(b) - n, s
+	}
+	plain, _ := writes(spec)
+	spec.Limits = sandbox.Limits{MemoryBytes: 64 << 20, Pids: 64, CPUMillis: 1000, WorkspaceBytes: 4 << 20}
+	n, s := writes(spec)
+	if n != plain {
+		t.Errorf("a bounded create wrote sandbox.json %d times, an unbounded one %d", n, plain)
+	}
+	if cg := cgroupDirs(t, s.ID); len(cg) == 0 || !mountedUnder(t, s.ID) {
+		t.Fatalf("cgroups %v, workspace mounted %v", cg, mountedUnder(t, s.ID))
+	}
+	_, _, _ = sh(t, s, "dd if=/dev/zero of=/workspace/fill bs=64k count=100 2>/dev/null")
+	ev, err := b.LimitEvents(context.Background(), s.ID)
+	if err != nil || !ev.WorkspaceFull {
+		t.Errorf("LimitEvents = %+v, %v; want a full workspace", ev, err)
+	}
+}
+
 // Delete leaves no cgroup and no workspace mount behind.
 func TestBoundsDeleteCleansUp(t *testing.T) {
 	setup(t)

@@ -132,6 +132,12 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		TemplateID: templateID, RunnerBinarySHA256: spec.Runner.Digest,
 		Created: time.Now().UTC().Truncate(time.Millisecond), Workdir: t.workdir, BootID: b.boot,
 		Network: spec.Network, Allow: spec.Allow,
+		// Said before they exist, in the one write: Delete removes a
+		// cgroup and unmounts a workspace whether the record says so or
+		// not, so a record that says so first leaves nothing behind, and
+		// a bounded create waits for no more durable writes than another.
+		WorkspaceBytes: spec.Limits.WorkspaceBytes,
+		Cgroup:         cgroupLimits(spec.Limits) != (isolate.CgroupLimits{}),
 	}
 	if err := b.writeRecord(rec); err != nil {
 		return nil, err
@@ -142,20 +148,12 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		return nil, err
 	}
 	if n := spec.Limits.WorkspaceBytes; n > 0 {
-		rec.WorkspaceBytes = n
-		if err := b.writeRecord(rec); err != nil {
-			return nil, err
-		}
 		if err := mountWorkspace(ws, n); err != nil {
 			return nil, err
 		}
 	}
 	var cg *isolate.Cgroup
 	if l := cgroupLimits(spec.Limits); l != (isolate.CgroupLimits{}) {
-		rec.Cgroup = true
-		if err := b.writeRecord(rec); err != nil {
-			return nil, err
-		}
 		var err error
 		if cg, err = b.cgroups.New(id, l); err != nil {
 			return nil, err

@@ -96,6 +96,14 @@ func TestEgressAllowList(t *testing.T) {
 	if out, _, _ := sh(t, s, connect); !strings.Contains(out, " 200 ") || !strings.Contains(out, "hello from origin") {
 		t.Fatalf("CONNECT to the allowed destination: %q", out)
 	}
+	// A tunnel is recorded when the proxy sees both sides closed, which
+	// can come after nc has exited: wait for it, so that the attempts
+	// below are recorded after it.
+	for deadline := time.Now().Add(10 * time.Second); len(rec.of(s.ID)) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed tunnel was not recorded: %d attempts", len(rec.of(s.ID)))
+		}
+	}
 	// (busybox wget crashes on a proxy's 403: the request goes by nc.)
 	for _, hp := range []string{ip + ":" + otherPort, "169.254.169.254:80"} {
 		script := fmt.Sprintf(`(printf 'GET http://%[1]s/ HTTP/1.1\r\nHost: %[1]s\r\n\r\n'; sleep 1) | nc -w 3 127.0.0.1 3128`, hp)

@@ -3,6 +3,10 @@ package local
 // Extractions is how many times b unpacked a template.
 func Extractions(b *Backend) int64 { return b.extractions.Load() }
 
+// RecordWrites is how many times b wrote a sandbox.json (each waits for
+// the disk twice).
+func RecordWrites(b *Backend) int64 { return b.recordWrites.Load() }
+
 // LabelTemplateRefresh is the template label the refresh phase reads.
 const LabelTemplateRefresh = labelTemplateRefresh
 

@@ -1,0 +1,8 @@
+package isolate
+
+// BornInCgroup reports whether Start forked p's bwrap inside its
+// Spec.Cgroup rather than moving it in after the fork.
+func BornInCgroup(p *Process) bool { return p.bornIn }
+
+// StartsInside reports whether Start forks sandboxes inside c's cgroups.
+func StartsInside(c *Cgroups) bool { return c.home != nil }
