@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/incidents"
+	"github.com/slipway-dev/slipway/pkg/reconcile"
 	"github.com/slipway-dev/slipway/pkg/runs"
 )
 
@@ -46,10 +47,17 @@ next action. It exits 0 whatever it finds.`,
 				defer st.Close()
 				rs = st
 				sources = append(sources, incidents.FromRuns(st, nil))
+				// the reconciler's records, when it has made any
+				if _, err := os.Stat(filepath.Join(state, reconcile.RecordsFile)); err == nil {
+					cr, err := reconcile.ReadRecords(ctx, filepath.Join(state, reconcile.RecordsFile))
+					if err != nil {
+						return err
+					}
+					defer cr.Close()
+					sources = append(sources, incidents.FromCleanup(cr))
+				}
 			}
 			sources = append(sources, incidents.FromControl(s, rs))
-			// The reconciler's cleanup-unknown records (kind
-			// incidents.CleanupUnknown) join here as one more Source.
 			r, err := incidents.Collect(ctx, sources...)
 			if err != nil {
 				return err
