@@ -54,6 +54,9 @@ func TestDependenciesPointDown(t *testing.T) {
 		// The control plane: tenancy and the runtime's API client, never a
 		// sandbox backend (dispatch crosses the network).
 		"pkg/control": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy", "pkg/telemetry", "pkg/deliver"},
+		// Cost by state: the ledger the runtime writes and its reports,
+		// priced by tenancy's price table; run manifests for egress bytes.
+		"pkg/cost":    {"pkg/runs", "pkg/tenancy", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/pool", "pkg/gitops"},
 		"pkg/gittest": {},
 		"pkg/gitops":  {},
 		"pkg/runs":    {},
