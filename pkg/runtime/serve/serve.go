@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/cost"
 	"github.com/slipway-dev/slipway/pkg/egress"
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/kubeapply"
@@ -58,6 +59,9 @@ type Config struct {
 	Backend, Kubeconfig, Namespace string
 	// Environment labels every metric (environment=...); none when "".
 	Environment string
+	// StorageEvery is how often the local backend's workspaces are sampled
+	// for the cost ledger (default 30s).
+	StorageEvery time.Duration
 }
 
 // Run runs the runtime until ctx ends: it follows the config repository,
@@ -139,6 +143,18 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	if n, err := finishOrphans(ctx, store, be, reaped); n > 0 || err != nil {
 		fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
 	}
+	// The cost ledger (local backend only: the cluster keeps its own warm
+	// pools). Intervals a killed runtime left open end as unknown.
+	var ledger *cost.Ledger
+	if lb != nil {
+		if ledger, err = cost.OpenLedger(ctx, filepath.Join(c.State, cost.StateFile)); err != nil {
+			return err
+		}
+		defer ledger.Close()
+		if n := ledger.Recovered(); n > 0 {
+			fmt.Fprintf(c.Log, "cost ledger: %d intervals of an earlier run ended at an unknown time (the runtime was killed)\n", n)
+		}
+	}
 	if c.Verify.Packages == nil {
 		c.Verify.Packages = store // templates' packages, from their SBOM attestations
 	}
@@ -152,7 +168,11 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 			}
 		}
 	}
-	warm := runtime.NewWarm(be, art, runtime.WithWarmLog(c.Log))
+	wopts := []runtime.WarmOption{runtime.WithWarmLog(c.Log)}
+	if ledger != nil {
+		wopts = append(wopts, runtime.WithLedger(ledger))
+	}
+	warm := runtime.NewWarm(be, art, wopts...)
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness, runtime.WithLog(c.Log))
 	rtOf.Store(rt)
 	defer rt.Close() // stops the heartbeat monitors
@@ -196,6 +216,13 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 			}
 		}
 	})
+	if ledger != nil {
+		every := c.StorageEvery
+		if every <= 0 {
+			every = 30 * time.Second
+		}
+		bg.Go(func() { sampleStorage(ctx, lb, ledger, every) })
+	}
 	// Serve returns as soon as Shutdown begins; shut waits for the
 	// handlers still running.
 	shut := make(chan struct{})
@@ -224,6 +251,9 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 		for _, s := range all {
 			_ = be.Delete(stop, s.ID)
 		}
+		if err := ledger.LeaveAll(stop, time.Now()); err != nil {
+			fmt.Fprintf(c.Log, "cost ledger: %v\n", err)
+		}
 	} else {
 		_, _ = releaseClaims(stop, store, be) // its own claims only: others may share the namespace
 	}
@@ -231,6 +261,34 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 		fmt.Fprintf(c.Log, "finalised %d open runs as failed: the runtime stopped (errors: %v)\n", n, err)
 	}
 	return nil
+}
+
+// sampleStorage records, every period, the bytes each sandbox's workspace
+// keeps, until ctx ends.
+func sampleStorage(ctx context.Context, lb *local.Backend, ledger *cost.Ledger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		at := time.Now()
+		all, err := lb.List(ctx, sandbox.Filter{})
+		if err == nil {
+			var us []cost.Usage
+			for _, s := range all {
+				if s.State == sandbox.StateDead {
+					continue
+				}
+				if n, _, err := lb.DiskUsage(ctx, s.ID); err == nil {
+					us = append(us, cost.Usage{SandboxID: s.ID, Pool: s.Pool, Generation: s.Generation, Bytes: n})
+				}
+			}
+			ledger.Sample(us, at, every)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // checkTemplates refuses to start when the sandboxes of a generation d
