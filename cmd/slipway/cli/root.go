@@ -108,6 +108,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdControl(g),
 		NewCmdTenant(g),
 		NewCmdJob(g),
+		NewCmdCost(g),
 	)
 	return root
 }

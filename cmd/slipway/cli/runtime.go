@@ -99,6 +99,7 @@ deletes the claim. It serves the same API.`,
 	cmd.Flags().DurationVar(&c.MaxStaleness, "max-staleness", 30*time.Second, "refuse claims (503) when the view of the config repository is older")
 	cmd.Flags().DurationVar(&c.SyncInterval, "sync-interval", 2*time.Second, "how often the config repository is read")
 	cmd.Flags().StringVar(&c.Environment, "environment", "", "label every metric environment=NAME (e.g. prod)")
+	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend)")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's)")

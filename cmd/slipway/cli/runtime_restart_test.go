@@ -227,15 +227,15 @@ type runtimeProc struct {
 }
 
 // startRuntime starts `runtime serve` on state and returns once it serves.
-func startRuntime(t *testing.T, repo, state, tokenFile string) *runtimeProc {
+func startRuntime(t *testing.T, repo, state, tokenFile string, extra ...string) *runtimeProc {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := &lineLog{t: t, addr: make(chan string, 1)}
-	cmd := exec.Command(self, "runtime", "serve", "--config-repo", repo, "--state", state, "--listen", "127.0.0.1:0",
-		"--token-file", tokenFile, "--insecure-skip-verify", "--sync-interval", "200ms")
+	cmd := exec.Command(self, append([]string{"runtime", "serve", "--config-repo", repo, "--state", state, "--listen", "127.0.0.1:0",
+		"--token-file", tokenFile, "--insecure-skip-verify", "--sync-interval", "200ms"}, extra...)...)
 	cmd.Env = append(os.Environ(), envRunMain+"=1")
 	cmd.Stderr = log
 	cmd.WaitDelay = 5 * time.Second
