@@ -138,7 +138,7 @@ func TestPoolArithmetic(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.States[0].Cost != nil || rep.Storage.Cost != nil || !near(rep.Known, 3) || len(rep.Unknown) != 2 ||
-		!strings.Contains(rep.Unknown[0], "warm_idle: 5400 s at no known price (pricing.yaml's class std has no price for it)") {
+		!strings.Contains(rep.Unknown[0], "warm_idle: 1h30m0s at no known price (pricing.yaml's class std has no price for it)") {
 		t.Errorf("active-only prices: known %v, unknown %q", rep.Known, rep.Unknown)
 	}
 	// No price table: nothing is priced.
@@ -270,7 +270,7 @@ func TestCrashLeftOpenInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(rc.Terms[0].Why, "up to 90 s after") || !strings.Contains(strings.Join(rc.Unknown, ","), "after its runtime was killed") {
+	if !strings.Contains(rc.Terms[0].Why, "up to 1m30s after") || !strings.Contains(strings.Join(rc.Unknown, ","), "after its runtime was killed") {
 		t.Errorf("run after a crash: %+v", rc)
 	}
 }

@@ -237,10 +237,10 @@ func (r *Records) Pool(ctx context.Context, pool string, w Window, prices *tenan
 			st.Cost = &c
 			rep.Known += c
 		case st.Seconds > 0:
-			rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s: %.0f s at no known price (%s)", s, st.Seconds, whyNoPrice(prices, pool, priced)))
+			rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s: %s at no known price (%s)", s, seconds(st.Seconds), whyNoPrice(prices, pool, priced)))
 		}
 		if st.UnknownEnd > 0 {
-			rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s: %d intervals ended at an unknown time (their runtime was killed): up to %.0f s more", s, st.UnknownEnd, st.UnknownSeconds))
+			rep.Unknown = append(rep.Unknown, fmt.Sprintf("%s: %d intervals ended at an unknown time (their runtime was killed): up to %s more", s, st.UnknownEnd, seconds(st.UnknownSeconds)))
 		}
 		rep.States = append(rep.States, *st)
 	}
@@ -304,6 +304,11 @@ func (r *Records) storage(ctx context.Context, pool string, lo, hi int64, ended 
 
 // maxPeriod is the longest period a storage sample may stand for.
 const maxPeriod = time.Hour
+
+// seconds prints s seconds as a duration, to the millisecond.
+func seconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
 
 func whyNoPrice(p *tenancy.Pricing, pool string, priced bool) string {
 	switch {

@@ -123,7 +123,7 @@ func (r *Records) Run(ctx context.Context, runID string, prices *tenancy.Pricing
 		t.Rate = ptr(rates.Active)
 	}
 	if unknownEnd > 0 {
-		t.Why = fmt.Sprintf("its runtime was killed: it ended up to %.0f s after the time counted", unknownEnd)
+		t.Why = fmt.Sprintf("its runtime was killed: it ended up to %s after the time counted", seconds(unknownEnd))
 	}
 	rc.add(t, noPrice)
 	if unknownEnd > 0 {
