@@ -198,6 +198,22 @@ func TestRunArithmetic(t *testing.T) {
 	if got := strings.Join(rc.Unknown, ","); got != "workspace storage,network egress,model tokens,node overhead" {
 		t.Errorf("r-2 unknown: %q", got)
 	}
+	// A manifest with no egress: zero at any price. One that dropped
+	// attempts over its bound: the bytes are unknown.
+	rc, err = r.Run(ctx, "r-2", p, &runs.Manifest{}, min_(200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := rc.Terms[3]; e.Name != TermEgress || get(e.Cost) != 0 || strings.Join(rc.Unknown, ",") != "workspace storage,model tokens,node overhead" {
+		t.Errorf("r-2 without egress: %+v, unknown %q", e, rc.Unknown)
+	}
+	rc, err = r.Run(ctx, "r-2", p, &runs.Manifest{EgressDropped: 3}, min_(200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := rc.Terms[3]; e.Quantity != nil || e.Cost != nil || !strings.Contains(e.Why, "dropped 3 egress attempts") {
+		t.Errorf("r-2 with dropped egress: %+v", e)
+	}
 	if _, err := r.Run(ctx, "r-none", p, nil, time.Time{}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("unknown run: %v", err)
 	}

@@ -186,10 +186,14 @@ func (r *Records) Run(ctx context.Context, runID string, prices *tenancy.Pricing
 			b += a.BytesIn + a.BytesOut
 		}
 		eg.Quantity = ptr(float64(b))
-		if m.EgressDropped > 0 {
+		switch {
+		case m.EgressDropped > 0:
 			eg.Quantity = nil
 			rc.add(eg, fmt.Sprintf("the manifest dropped %d egress attempts over its bound: the bytes are not all known", m.EgressDropped))
-		} else {
+		case b == 0: // nothing left the sandbox: zero at any price
+			eg.Cost, eg.Why = ptr(0), "no egress"
+			rc.Terms = append(rc.Terms, eg)
+		default:
 			rc.add(eg, "pricing.yaml has no network price")
 		}
 	} else {

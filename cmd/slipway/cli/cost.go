@@ -222,7 +222,11 @@ func printRunCost(g *globals, rc *cost.RunCost) error {
 	if rc.Open {
 		open = ", still open (counted to now)"
 	}
-	fmt.Fprintf(g.stdout, "run %s, pool %s, %d allocation attempts%s\n", rc.RunID, rc.Pool, rc.Attempts, open)
+	attempts := "attempts"
+	if rc.Attempts == 1 {
+		attempts = "attempt"
+	}
+	fmt.Fprintf(g.stdout, "run %s, pool %s, %d allocation %s%s\n", rc.RunID, rc.Pool, rc.Attempts, attempts, open)
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TERM\tQUANTITY\tRATE\tCOST\tNOTE")
 	for _, t := range rc.Terms {
