@@ -47,16 +47,32 @@ func TestCostOfARealRuntime(t *testing.T) {
 	rt1 := startRuntime(t, repo, state, tokenFile, "--storage-sample-interval", "100ms")
 	rt1.waitWarm(t, 2)
 	time.Sleep(300 * time.Millisecond) // some warm idle time
+	aClaiming := time.Now()
 	a, err := rt1.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme"})
 	if err != nil || !a.Warm {
 		t.Fatalf("claim a: %+v, %v; want a warm hit", a, err)
 	}
+	aClaimed := time.Now()
 	res, err := rt1.client.Exec(ctx, a.RunID, runtime.ExecBody{Token: a.Token,
-		Argv: []string{"sh", "-c", "dd if=/dev/urandom of=/workspace/blob bs=1M count=4 2>/dev/null && sleep 0.5"}})
+		Argv: []string{"sh", "-c", "dd if=/dev/urandom of=/workspace/blob bs=1M count=4 2>/dev/null"}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %+v, %v", res, err)
 	}
+	// the ledger is read while the runtime writes it: wait for a sample of the blob
+	recs, err := cost.Open(ctx, filepath.Join(state, cost.StateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "a storage sample of a's 4 MiB", func() (bool, string) {
+		rep, err := recs.Pool(ctx, "agents", cost.Window{Since: began}, nil)
+		if err != nil {
+			return false, err.Error()
+		}
+		return rep.Storage.PeakBytes >= 4<<20, fmt.Sprintf("%+v", rep.Storage)
+	})
+	recs.Close()
 	zero := 0
+	aReleasing := time.Now()
 	if err := rt1.client.Release(ctx, a.RunID, runtime.ReleaseBody{Token: a.Token, ExitCode: &zero}); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +148,8 @@ func TestCostOfARealRuntime(t *testing.T) {
 	for _, tm := range rc.Terms {
 		terms[tm.Name] = tm
 	}
-	if q := terms[cost.TermActive].Quantity; q == nil || *q*3600 < 0.5 || *q*3600 > aReleased.Sub(began).Seconds() || terms[cost.TermActive].Cost == nil {
+	// a was active from inside its claim to inside its release
+	if q := terms[cost.TermActive].Quantity; q == nil || *q*3600 < aReleasing.Sub(aClaimed).Seconds() || *q*3600 > aReleased.Sub(aClaiming).Seconds() || terms[cost.TermActive].Cost == nil {
 		t.Errorf("a's active compute: %+v", terms[cost.TermActive])
 	}
 	if q := terms[cost.TermWarmIdle].Quantity; q == nil || *q*3600 < 0.3 || terms[cost.TermWarmIdle].Cost == nil {
