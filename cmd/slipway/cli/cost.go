@@ -204,7 +204,7 @@ func printPoolCost(g *globals, rep *cost.PoolReport) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d%s\t%s\t%s\n", s.State, secs(s.Seconds), s.Intervals, extra, money(s.RatePerHour), money(s.Cost))
 	}
 	st := rep.Storage
-	fmt.Fprintf(tw, "storage\t%.6f GiB-h\t%d samples, peak %d bytes\t%s\t%s\n", st.GiBHours, st.Samples, st.PeakBytes, money(st.RatePerGiBHour), money(st.Cost))
+	fmt.Fprintf(tw, "storage\t%.6g GiB-h\t%d samples, peak %d bytes\t%s\t%s\n", st.GiBHours, st.Samples, st.PeakBytes, money(st.RatePerGiBHour), money(st.Cost))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
