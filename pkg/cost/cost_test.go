@@ -241,8 +241,12 @@ func TestCrashLeftOpenInterval(t *testing.T) {
 	if err := l.Flush(ctx); err != nil { // the last alive mark: 10 s
 		t.Fatal(err)
 	}
-	if err := l.Close(); err != nil { // killed: nothing closed w1 or w2
+	l.Enter(Entry{SandboxID: "w3", Pool: "agents", State: "napping"}) // refused: a gap, not a failed commit
+	if err := l.Close(); err != nil {                                 // killed: nothing closed w1 or w2
 		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
 	c.set(t0.Add(100 * time.Second))
 	l, err = OpenLedger(ctx, path, withClock(c.now))
@@ -279,7 +283,7 @@ func TestCrashLeftOpenInterval(t *testing.T) {
 	if a.Seconds != 5 || a.UnknownEnd != 1 || a.UnknownSeconds != 90 || !near(get(a.Cost), 0.5) {
 		t.Errorf("active = %+v, want 5 s known and 90 s uncertain", a)
 	}
-	if len(rep.Unknown) != 2 || !strings.Contains(rep.Unknown[0], "1 intervals ended at an unknown time") {
+	if rep.Gaps != 1 || len(rep.Unknown) != 3 || !strings.Contains(rep.Unknown[0], "1 intervals ended at an unknown time") || !strings.Contains(rep.Unknown[2], "1 events lost") {
 		t.Errorf("unknown = %q", rep.Unknown)
 	}
 	rc, err := r.Run(ctx, "r-1", nil, nil, time.Time{})

@@ -138,6 +138,9 @@ type Ledger struct {
 	lastErr error
 	stop    chan struct{}
 	stopped chan struct{}
+
+	closing  sync.Once
+	closeErr error
 }
 
 // Option configures a Ledger.
@@ -266,9 +269,17 @@ func (l *Ledger) Path() string { return l.path }
 
 // Enter records that e.SandboxID is in e.State from e.At on; the state it
 // was in (if any) ends then.
+// An entry without a sandbox id or with an unknown state is dropped and
+// counted as a gap (it never spoils the commit of the others).
 func (l *Ledger) Enter(e Entry) {
 	if e.At.IsZero() {
 		e.At = l.now()
+	}
+	if !e.State.valid() || e.SandboxID == "" {
+		l.mu.Lock()
+		l.dropped++
+		l.mu.Unlock()
+		return
 	}
 	l.push(event{entry: &e, at: e.At})
 }
@@ -338,13 +349,17 @@ func (l *Ledger) Flush(ctx context.Context) error {
 // Close commits what is queued and closes the file. Intervals still open
 // stay open: the next OpenLedger closes them as unknown, unless LeaveAll
 // closed them first.
+// Close is repeat-safe.
 func (l *Ledger) Close() error {
-	close(l.stop)
-	<-l.stopped
-	l.mu.Lock()
-	err := l.lastErr
-	l.mu.Unlock()
-	return errors.Join(err, l.w.Close())
+	l.closing.Do(func() {
+		close(l.stop)
+		<-l.stopped
+		l.mu.Lock()
+		err := l.lastErr
+		l.mu.Unlock()
+		l.closeErr = errors.Join(err, l.w.Close())
+	})
+	return l.closeErr
 }
 
 // LeaveAll records that every sandbox with an open interval is gone at at
@@ -422,9 +437,6 @@ func apply(ctx context.Context, tx *sql.Tx, e event) error {
 	switch {
 	case e.entry != nil:
 		en := e.entry
-		if !en.State.valid() || en.SandboxID == "" {
-			return fmt.Errorf("%w: entry %+v", ErrInvalid, *en)
-		}
 		if _, err := tx.ExecContext(ctx, `UPDATE intervals SET end_ns = max(start_ns, ?) WHERE sandbox_id = ? AND end_ns IS NULL`, at, en.SandboxID); err != nil {
 			return err
 		}
