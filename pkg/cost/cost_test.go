@@ -241,8 +241,10 @@ func TestCrashLeftOpenInterval(t *testing.T) {
 	if err := l.Flush(ctx); err != nil { // the last alive mark: 10 s
 		t.Fatal(err)
 	}
-	l.Enter(Entry{SandboxID: "w3", Pool: "agents", State: "napping"}) // refused: a gap, not a failed commit
-	if err := l.Close(); err != nil {                                 // killed: nothing closed w1 or w2
+	// refused: a gap, not a failed commit
+	l.Enter(Entry{SandboxID: "w3", Pool: "agents", State: "napping"})
+	// killed: nothing closed w1 or w2
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
