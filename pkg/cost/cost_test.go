@@ -296,3 +296,32 @@ func TestCrashLeftOpenInterval(t *testing.T) {
 		t.Errorf("run after a crash: %+v", rc)
 	}
 }
+
+// TestTotals: the in-memory time per pool and state, for metrics: closed
+// intervals summed, open ones to now.
+func TestTotals(t *testing.T) {
+	c := &clock{at: t0}
+	l, err := OpenLedger(context.Background(), filepath.Join(t.TempDir(), StateFile), withClock(c.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	l.Enter(Entry{SandboxID: "w1", Pool: "agents", State: WarmIdle, At: sec(0)})
+	l.Enter(Entry{SandboxID: "w1", Pool: "agents", State: Active, RunID: "r-1", At: sec(10)})
+	l.Enter(Entry{SandboxID: "w2", Pool: "agents", State: WarmIdle, At: sec(20)})
+	l.Leave("w1", sec(40))
+	l.Leave("never-entered", sec(41))
+	c.set(sec(50))
+	got := map[State]float64{}
+	for _, s := range l.Totals() {
+		if s.Pool != "agents" {
+			t.Errorf("pool %q", s.Pool)
+		}
+		got[s.State] = s.Seconds
+	}
+	// warm idle: w1 0-10 and w2 20-50 (open); active: w1 10-40
+	if len(got) != 2 || got[WarmIdle] != 40 || got[Active] != 30 {
+		t.Errorf("totals %v, want warm_idle 40 s and active 30 s", got)
+	}
+}

@@ -141,6 +141,22 @@ type Ledger struct {
 
 	closing  sync.Once
 	closeErr error
+
+	// the time per pool and state since the Ledger was opened, for
+	// metrics (tmu): closed intervals summed, open ones by sandbox
+	tmu    sync.Mutex
+	live   map[string]liveInterval
+	closed map[poolState]float64
+}
+
+type poolState struct {
+	pool  string
+	state State
+}
+
+type liveInterval struct {
+	poolState
+	start time.Time
 }
 
 // Option configures a Ledger.
@@ -179,7 +195,7 @@ func OpenLedger(ctx context.Context, path string, opts ...Option) (*Ledger, erro
 	}
 	w.SetMaxOpenConns(1)
 	l := &Ledger{w: w, path: path, aliveEvery: 5 * time.Second, now: time.Now, wake: make(chan struct{}, 1),
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		stop: make(chan struct{}), stopped: make(chan struct{}), live: map[string]liveInterval{}, closed: map[poolState]float64{}}
 	l.flushed = sync.NewCond(&l.mu)
 	for _, o := range opts {
 		o(l)
@@ -281,7 +297,49 @@ func (l *Ledger) Enter(e Entry) {
 		l.mu.Unlock()
 		return
 	}
+	l.tally(e.SandboxID, &poolState{e.Pool, e.State}, e.At)
 	l.push(event{entry: &e, at: e.At})
+}
+
+// tally ends sandbox id's live interval at at and starts next (nil: none).
+func (l *Ledger) tally(id string, next *poolState, at time.Time) {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	if prev, ok := l.live[id]; ok {
+		l.closed[prev.poolState] += max(at.Sub(prev.start).Seconds(), 0)
+		delete(l.live, id)
+	}
+	if next != nil {
+		l.live[id] = liveInterval{*next, at}
+	}
+}
+
+// StateSeconds is the time a pool's sandboxes spent in one state.
+type StateSeconds struct {
+	Pool    string
+	State   State
+	Seconds float64
+}
+
+// Totals returns the time per pool and state recorded since the Ledger
+// was opened, open intervals counted to now: a counter for metrics (the
+// ledger's file holds the history).
+func (l *Ledger) Totals() []StateSeconds {
+	now := l.now()
+	l.tmu.Lock()
+	sum := make(map[poolState]float64, len(l.closed))
+	for k, v := range l.closed {
+		sum[k] = v
+	}
+	for _, iv := range l.live {
+		sum[iv.poolState] += max(now.Sub(iv.start).Seconds(), 0)
+	}
+	l.tmu.Unlock()
+	out := make([]StateSeconds, 0, len(sum))
+	for k, v := range sum {
+		out = append(out, StateSeconds{Pool: k.pool, State: k.state, Seconds: v})
+	}
+	return out
 }
 
 // Leave records that sandbox id is gone (deleted) at at.
@@ -289,6 +347,7 @@ func (l *Ledger) Leave(id string, at time.Time) {
 	if at.IsZero() {
 		at = l.now()
 	}
+	l.tally(id, nil, at)
 	l.push(event{leave: id, at: at})
 }
 

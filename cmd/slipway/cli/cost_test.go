@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/cost"
 	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
 const costPrices = `apiVersion: slipway.dev/v1alpha1
@@ -83,6 +87,23 @@ func TestCostOfARealRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(6 * time.Second) // past the ledger's first alive mark after b's claim
+	// the runtime's metrics count the time per state from its ledger
+	req, _ := http.NewRequest(http.MethodGet, rt1.base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+restartToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scraped, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := telemetry.CheckExposition(bytes.NewReader(scraped)); err != nil {
+		t.Error(err)
+	}
+	for _, want := range []string{`slipway_sandbox_state_seconds_total{class="warm_idle",pool="agents"} `, `slipway_sandbox_state_seconds_total{class="active",pool="agents"} `} {
+		if !strings.Contains(string(scraped), want) {
+			t.Errorf("no %s in the runtime's metrics", want)
+		}
+	}
 	// SIGKILL: b and the warm members are open in the ledger.
 	if err := rt1.stop(t, syscall.SIGKILL, 10*time.Second); err == nil {
 		t.Fatal("the killed runtime exited 0")

@@ -184,6 +184,17 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
+	if ledger != nil {
+		if err := metrics.ObserveStateSeconds(func() []telemetry.StateSample {
+			var out []telemetry.StateSample
+			for _, t := range ledger.Totals() {
+				out = append(out, telemetry.StateSample{Pool: t.Pool, State: string(t.State), Seconds: t.Seconds})
+			}
+			return out
+		}); err != nil {
+			return err
+		}
+	}
 	srv, err := runtime.NewServer(rt, syncer, be, c.Token, runtime.WithMetrics(metrics))
 	if err != nil {
 		return err
