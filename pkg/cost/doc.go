@@ -19,6 +19,9 @@
 // runtime was killed) is closed as having ended at an unknown time between
 // that mark and the new start, flagged and counted, never silently.
 //
+// Totals gives the time per pool and state since the Ledger was opened,
+// from memory, for the runtime's sandbox_state_seconds metric.
+//
 // Records reads a ledger. Pool gives, for a pool and a window, the time
 // and cost per state (open intervals to the window's end; intervals of a
 // killed runtime with their uncertain tail apart), storage in GiB-hours,

@@ -173,7 +173,6 @@ func (r *Records) Pool(ctx context.Context, pool string, w Window, prices *tenan
 		st := &StateTime{State: s}
 		by[s] = st
 	}
-	by[Retained].NotApplicable = "the local runtime deletes a sandbox when its claim ends and suspends none"
 	wasWarm := map[string]bool{} // sandbox -> had a warm idle interval
 	ended := map[string]int64{}  // sandbox -> end of its last interval (0: open)
 	for _, iv := range ivs {
@@ -207,6 +206,9 @@ func (r *Records) Pool(ctx context.Context, pool string, w Window, prices *tenan
 		} else if e, seen := ended[iv.sandbox]; !seen || (e != 0 && iv.end > e) {
 			ended[iv.sandbox] = iv.end
 		}
+	}
+	if by[Retained].Intervals == 0 { // no runtime records it yet
+		by[Retained].NotApplicable = "the local runtime deletes a sandbox when its claim ends and suspends none"
 	}
 	if n := rep.WarmHits + rep.ColdStarts; n > 0 {
 		f := float64(rep.WarmHits) / float64(n)
