@@ -76,6 +76,11 @@
 // still exists stays open. Stopping it deletes the sandboxes and
 // finalises their runs the same way.
 //
+// WithLedger gives Warm a StateLedger (package cost's Ledger, which serve
+// keeps in the state directory on the local backend): every sandbox it
+// creates, hands to a claim or a proof claim, and deletes is recorded as
+// warm idle, active (with its run) or proof, for cost by state.
+//
 // For rollouts: Prove runs proof checks (allocate, identity, network,
 // template-tests, workspace-writable, cleanup) on a proof claim, a ready
 // warm member of a warming or active generation that never counts as

@@ -465,7 +465,7 @@ func (w *Warm) claimMember(ctx context.Context, poolName string, g *generation.G
 		}
 		return s, nil
 	}
-	s, err := w.take(ctx, poolName, g, claimID, lim)
+	s, err := w.take(ctx, poolName, g, claimID, true, lim)
 	if err == nil && s == nil {
 		err = fmt.Errorf("no ready warm member of %s in pool %s", g.ID, poolName)
 	}

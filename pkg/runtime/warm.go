@@ -52,6 +52,8 @@ type Warm struct {
 	// enforcement is what the backend enforces of pool.yaml's limits (nil:
 	// none); fixed when the Warm is made.
 	enforcement *sandbox.Enforcement
+	// ledger records the time of each sandbox in each state (nil: none).
+	ledger StateLedger
 
 	mu       sync.Mutex
 	inflight map[string]int       // pool/generation -> creates in flight
@@ -240,6 +242,7 @@ func (w *Warm) retire(ctx context.Context, s *sandbox.Sandbox) (deleted bool, er
 	if err := w.backend.Delete(ctx, s.ID); err != nil {
 		return false, err
 	}
+	w.leave(s.ID)
 	return true, nil
 }
 
@@ -495,7 +498,17 @@ func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Gen
 		}
 		defer func() { <-w.creating }()
 	}
-	return w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: lim.network, Allow: lim.allow, Proof: proof, Limits: lim.limits})
+	s, err := w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: lim.network, Allow: lim.allow, Proof: proof, Limits: lim.limits})
+	if err == nil {
+		// The sandbox has used the host since it began starting; a
+		// cluster's member may have waited warm there before this claim.
+		at := s.Created
+		if at.IsZero() || w.cluster != nil {
+			at = time.Now()
+		}
+		w.enter(s, owner, proof, at)
+	}
+	return s, err
 }
 
 // maxCreates is how many sandboxes a Warm creates at once (refills and
@@ -545,7 +558,7 @@ func (w *Warm) claim(ctx context.Context, d *Desired, pool, claimID string) (s *
 		s, err = w.create(ctx, pool, g, claimID, false, lim)
 		return s, err == nil && launchedWarm(s), granted, err
 	}
-	taken, err := w.take(ctx, pool, g, claimID, lim)
+	taken, err := w.take(ctx, pool, g, claimID, false, lim)
 	if err != nil {
 		return nil, false, granted, err
 	}
@@ -565,9 +578,9 @@ func launchedWarm(s *sandbox.Sandbox) bool {
 }
 
 // take takes a ready warm member of generation g of pool for owner
-// claimID with the owner compare-and-swap, or returns nil when none is
-// ready; it never creates one.
-func (w *Warm) take(ctx context.Context, pool string, g *generation.Generation, claimID string, lim bounds) (*sandbox.Sandbox, error) {
+// claimID (a proof claim's when proof) with the owner compare-and-swap, or
+// returns nil when none is ready; it never creates one.
+func (w *Warm) take(ctx context.Context, pool string, g *generation.Generation, claimID string, proof bool, lim bounds) (*sandbox.Sandbox, error) {
 	key := pool + "/" + g.ID
 	var listed []*sandbox.Sandbox // when no Reconcile has listed key yet
 	for {
@@ -600,12 +613,19 @@ func (w *Warm) take(ctx context.Context, pool string, g *generation.Generation, 
 		if err != nil {
 			return nil, err
 		}
+		w.enter(taken, claimID, proof, time.Now())
 		return taken, nil
 	}
 }
 
 // Release ends a claim: its sandbox is deleted, never returned to the pool.
-func (w *Warm) Release(ctx context.Context, id string) error { return w.backend.Delete(ctx, id) }
+func (w *Warm) Release(ctx context.Context, id string) error {
+	if err := w.backend.Delete(ctx, id); err != nil {
+		return err
+	}
+	w.leave(id)
+	return nil
+}
 
 // RegistryArtifacts fetches templates and runners from their registries by
 // the digests the generation pins, once per digest, unpacking runners

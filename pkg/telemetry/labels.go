@@ -108,8 +108,8 @@ func CheckExposition(r io.Reader) error {
 						why = "not warm or cold"
 					}
 				case "class":
-					if v != "warm" && v != "claimed" && v != "dead" {
-						why = "not warm, claimed or dead"
+					if v != "warm" && v != "claimed" && v != "dead" && !validState(v) {
+						why = "not warm, claimed, dead or one of StateClasses"
 					}
 				case "result":
 					if v != "pass" && v != "fail" {

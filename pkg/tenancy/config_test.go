@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -306,7 +307,7 @@ func TestDemoConfig(t *testing.T) {
 		std.MaxOutputBytes != 64<<10 || std.MaxOutputLines != 2000 || short.MaxDuration != 5*time.Second {
 		t.Errorf("profiles: %+v %+v", std, short)
 	}
-	if r, ok := c.Prices().Rate("agents"); !ok || r != (tenancy.Rates{Warm: 0.1, Active: 1, Storage: 0.01}) || c.Pricing.Value.Currency != "credits" {
+	if r, ok := c.Prices().Rate("agents"); !ok || !reflect.DeepEqual(r, tenancy.Rates{Warm: ptr(0.1), Active: 1, Storage: ptr(0.01)}) || c.Pricing.Value.Currency != "credits" {
 		t.Errorf("agents' rates: %+v, %v", r, ok)
 	}
 	for _, tn := range []string{"acme", "globex"} {

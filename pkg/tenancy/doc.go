@@ -10,8 +10,11 @@
 //	profiles/<name>.yaml   kind: Profile  a capability profile: network, maximum
 //	                                      duration and output, secret versions,
 //	                                      pools and templates
-//	pricing.yaml           kind: Pricing  rates per hour per pool class and state
-//	                                      (warm, active, storage); pools to classes
+//	pricing.yaml           kind: Pricing  rates per pool class and state: active
+//	                                      (required), warm (idle) and retained per
+//	                                      hour, storage per GiB-hour (each optional:
+//	                                      left out, that term is unknown); pools to
+//	                                      classes
 //
 // Each document parses strictly (unknown fields, a second document, a
 // name other than the file's refused) and errors wrap ErrInvalid naming the

@@ -70,7 +70,8 @@ func FuzzParseProfile(f *testing.F) {
 }
 
 // FuzzParsePricing: ParsePricing never panics, refuses only with
-// ErrInvalid, and every pool it accepts has a known, non-negative price.
+// ErrInvalid, and every pool it accepts has a known, non-negative active
+// price and no negative price of another state.
 func FuzzParsePricing(f *testing.F) {
 	seeds(f, "pricing.yaml",
 		"apiVersion: slipway.dev/v1alpha1\nkind: Pricing\ncurrency: eur\nclasses: {a: {warm: 0, active: 0, storage: 0}}\n",
@@ -82,7 +83,8 @@ func FuzzParsePricing(f *testing.F) {
 		}
 		for pool := range p.Pools {
 			r, ok := p.Rate(pool)
-			if !ok || r.Warm < 0 || r.Active < 0 || r.Storage < 0 {
+			neg := func(p *float64) bool { return p != nil && !(*p >= 0) }
+			if !ok || !(r.Active >= 0) || neg(r.Warm) || neg(r.Retained) || neg(r.Storage) {
 				t.Fatalf("pool %s: %+v, %v from %q", pool, r, ok, b)
 			}
 		}

@@ -47,7 +47,7 @@ func TestParseGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, ok := pr.Rate("agents")
-	if !ok || r != (tenancy.Rates{Warm: 0.1, Active: 1, Storage: 0.01}) {
+	if !ok || !reflect.DeepEqual(r, tenancy.Rates{Warm: ptr(0.1), Active: 1, Storage: ptr(0.01)}) {
 		t.Errorf("Rate(agents) = %+v, %v", r, ok)
 	}
 	if r, ok := pr.Rate("unpriced"); ok {
@@ -172,6 +172,31 @@ func TestProfileRefusals(t *testing.T) {
 	})
 }
 
+func ptr(f float64) *float64 { return &f }
+
+// TestPricingOptionalStates: warm, retained and storage may be left out,
+// and a price left out is unknown (nil), never zero; a zero written down
+// is a known zero.
+func TestPricingOptionalStates(t *testing.T) {
+	pr, err := tenancy.ParsePricing("pricing.yaml", []byte(`apiVersion: slipway.dev/v1alpha1
+kind: Pricing
+currency: credits
+classes:
+  bare: {active: 2}
+  full: {warm: 0, active: 1, retained: 0.25, storage: 0.002}
+pools: {a: bare, b: full}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := pr.Rate("a"); !ok || !reflect.DeepEqual(r, tenancy.Rates{Active: 2}) {
+		t.Errorf("Rate(a) = %+v, %v; want active 2 and every other price unknown", r, ok)
+	}
+	if r, ok := pr.Rate("b"); !ok || !reflect.DeepEqual(r, tenancy.Rates{Warm: ptr(0), Active: 1, Retained: ptr(0.25), Storage: ptr(0.002)}) {
+		t.Errorf("Rate(b) = %+v, %v", r, ok)
+	}
+}
+
 func TestPricingRefusals(t *testing.T) {
 	parse := func(p string, b []byte) error { _, err := tenancy.ParsePricing(p, b); return err }
 	checkRefusals(t, testdata(t, "pricing.yaml"), "pricing.yaml", parse, map[string]refusal{
@@ -181,7 +206,9 @@ func TestPricingRefusals(t *testing.T) {
 		"bad currency":    {"currency: credits", `currency: "1 eur"`, 3, "want a unit name"},
 		"negative rate":   {"active: 1.0", "active: -1.0", 7, "classes.standard.active: invalid document: -1"},
 		"infinite rate":   {"warm: 0.1", "warm: .inf", 6, "classes.standard.warm"},
-		"missing rate":    {"    warm: 0.1\n", "", 6, "warm: required"},
+		"missing active":  {"    active: 1.0\n", "", 6, "active: required"},
+		"negative retain": {"active: 1.0", "active: 1.0\n    retained: -2", 8, "classes.standard.retained: invalid document: -2: want a rate per hour"},
+		"negative store":  {"storage: 0.01", "storage: -0.5", 8, "classes.standard.storage: invalid document: -0.5: want a rate per GiB-hour"},
 		"unknown class":   {"agents: standard", "agents: gpu", 10, `class "gpu" is not in classes (standard)`},
 		"duplicate class": {"pools:", "  standard: {warm: 1, active: 1, storage: 1}\npools:", 9, "already defined"},
 		"duplicate pool":  {"agents: standard", "agents: standard\n  agents: standard", 11, "already defined"},

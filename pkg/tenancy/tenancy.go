@@ -304,7 +304,8 @@ func ParseTenant(path string, b []byte) (*Tenant, error) {
 	return t, nil
 }
 
-// Pricing is pricing.yaml: the price of compute per pool class and state.
+// Pricing is pricing.yaml: the price of compute and storage per pool class
+// and state.
 type Pricing struct {
 	// Currency names the unit prices and budgets are in (credits).
 	Currency string `json:"currency"`
@@ -315,14 +316,19 @@ type Pricing struct {
 	Pools map[string]string `json:"pools"`
 }
 
-// Rates are prices per hour of a sandbox in each state.
+// Rates are the prices of a pool class per state of its sandboxes. Active
+// is required (budgets and a job's worst case rest on it); a price left
+// out of pricing.yaml is nil here: that term's cost is unknown, never zero.
 type Rates struct {
-	// Warm is a ready sandbox waiting for a claim.
-	Warm float64 `json:"warm"`
-	// Active is a sandbox running a job.
+	// Warm is per hour of a warm member ready and unclaimed (warm idle).
+	Warm *float64 `json:"warm,omitempty"`
+	// Active is per hour of a sandbox held by a claim (running a job).
 	Active float64 `json:"active"`
-	// Storage is a kept workspace or checkpoint.
-	Storage float64 `json:"storage"`
+	// Retained is per hour of a sandbox stopped but kept (suspended).
+	Retained *float64 `json:"retained,omitempty"`
+	// Storage is per GiB-hour of bytes kept on disk (workspaces,
+	// checkpoints).
+	Storage *float64 `json:"storage,omitempty"`
 }
 
 // Rate returns the rates of pool's class; false when the pool's price is
@@ -354,9 +360,10 @@ type pricingDoc struct {
 }
 
 type ratesDoc struct {
-	Warm    *float64 `yaml:"warm"`
-	Active  *float64 `yaml:"active"`
-	Storage *float64 `yaml:"storage"`
+	Warm     *float64 `yaml:"warm"`
+	Active   *float64 `yaml:"active"`
+	Retained *float64 `yaml:"retained"`
+	Storage  *float64 `yaml:"storage"`
 }
 
 // ParsePricing decodes and validates pricing.yaml; path labels errors.
@@ -383,19 +390,26 @@ func ParsePricing(path string, b []byte) (*Pricing, error) {
 			return nil, fe(f, "%q is not a class name (lower-case letters, digits, '-')", class)
 		}
 		rd := d.Classes[class]
-		var r Rates
+		switch {
+		case rd.Active == nil:
+			return nil, fe(f, "active: required (a rate per hour, 0 or more)")
+		case !finite(*rd.Active) || *rd.Active < 0:
+			return nil, fe(f+".active", "%v: want a rate per hour, 0 or more", *rd.Active)
+		}
+		r := Rates{Active: *rd.Active}
 		for _, x := range []struct {
-			name string
-			v    *float64
-			to   *float64
-		}{{"warm", rd.Warm, &r.Warm}, {"active", rd.Active, &r.Active}, {"storage", rd.Storage, &r.Storage}} {
-			switch {
-			case x.v == nil:
-				return nil, fe(f, "%s: required (a rate per hour, 0 or more)", x.name)
-			case !finite(*x.v) || *x.v < 0:
-				return nil, fe(f+"."+x.name, "%v: want a rate per hour, 0 or more", *x.v)
+			name, unit string
+			v          *float64
+			to         **float64
+		}{{"warm", "per hour", rd.Warm, &r.Warm}, {"retained", "per hour", rd.Retained, &r.Retained}, {"storage", "per GiB-hour", rd.Storage, &r.Storage}} {
+			if x.v == nil {
+				continue // unknown, not zero
 			}
-			*x.to = *x.v
+			if !finite(*x.v) || *x.v < 0 {
+				return nil, fe(f+"."+x.name, "%v: want a rate %s, 0 or more", *x.v, x.unit)
+			}
+			v := *x.v
+			*x.to = &v
 		}
 		p.Classes[class] = r
 	}

@@ -111,6 +111,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdCanary(g),
 		NewCmdIncidents(g),
 		NewCmdCleanup(g),
+		NewCmdCost(g),
 	)
 	return root
 }

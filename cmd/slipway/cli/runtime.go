@@ -108,6 +108,7 @@ deletes the claim. It serves the same API.`,
 	cmd.Flags().DurationVar(&c.CredentialTTL, "credential-ttl", runtime.DefaultCredentialTTL, "lifetime of a claim's credential; an open claim's is renewed at 2/3 of it")
 	cmd.Flags().BoolVar(&c.NoCredentialRenewal, "no-credential-renewal", false, "do not renew open claims' credentials (they expire)")
 	cmd.Flags().DurationVar(&c.ReconcileInterval, "reconcile-interval", reconcile.DefaultInterval, "how often the cleanup reconciler makes a pass (local backend; 0 disables it)")
+	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend)")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's)")

@@ -242,7 +242,7 @@ type runtimeProc struct {
 }
 
 // startRuntime starts `runtime serve` on state and returns once it serves.
-func startRuntime(t *testing.T, repo, state, tokenFile string) *runtimeProc {
+func startRuntime(t *testing.T, repo, state, tokenFile string, extra ...string) *runtimeProc {
 	t.Helper()
 	return startRuntimeArgs(t, repo, state, tokenFile)
 }

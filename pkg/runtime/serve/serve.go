@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/cost"
 	"github.com/slipway-dev/slipway/pkg/egress"
 	"github.com/slipway-dev/slipway/pkg/gitops"
 	"github.com/slipway-dev/slipway/pkg/kubeapply"
@@ -72,6 +73,9 @@ type Config struct {
 	// Failpoint is a test's fault for the reconciler
 	// (reconcile.FailpointDeleteHang); "" for none.
 	Failpoint string
+	// StorageEvery is how often the local backend's workspaces are sampled
+	// for the cost ledger (default 30s).
+	StorageEvery time.Duration
 }
 
 // Run runs the runtime until ctx ends: it follows the config repository,
@@ -153,6 +157,18 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	if n, err := finishOrphans(ctx, store, be, reaped); n > 0 || err != nil {
 		fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
 	}
+	// The cost ledger (local backend only: the cluster keeps its own warm
+	// pools). Intervals a killed runtime left open end as unknown.
+	var ledger *cost.Ledger
+	if lb != nil {
+		if ledger, err = cost.OpenLedger(ctx, filepath.Join(c.State, cost.StateFile)); err != nil {
+			return err
+		}
+		defer ledger.Close()
+		if n := ledger.Recovered(); n > 0 {
+			fmt.Fprintf(c.Log, "cost ledger: %d intervals of an earlier run ended at an unknown time (the runtime was killed)\n", n)
+		}
+	}
 	if c.Verify.Packages == nil {
 		c.Verify.Packages = store // templates' packages, from their SBOM attestations
 	}
@@ -166,7 +182,11 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 			}
 		}
 	}
-	warm := runtime.NewWarm(be, art, runtime.WithWarmLog(c.Log))
+	wopts := []runtime.WarmOption{runtime.WithWarmLog(c.Log)}
+	if ledger != nil {
+		wopts = append(wopts, runtime.WithLedger(ledger))
+	}
+	warm := runtime.NewWarm(be, art, wopts...)
 	if c.CredentialTTL <= 0 {
 		c.CredentialTTL = runtime.DefaultCredentialTTL
 	}
@@ -185,6 +205,17 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	metrics, err := telemetry.NewMetrics(mopts...)
 	if err != nil {
 		return err
+	}
+	if ledger != nil {
+		if err := metrics.ObserveStateSeconds(func() []telemetry.StateSample {
+			var out []telemetry.StateSample
+			for _, t := range ledger.Totals() {
+				out = append(out, telemetry.StateSample{Pool: t.Pool, State: string(t.State), Seconds: t.Seconds})
+			}
+			return out
+		}); err != nil {
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -244,6 +275,13 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	if rec != nil {
 		bg.Go(func() { rec.Run(ctx, c.ReconcileInterval) })
 	}
+	if ledger != nil {
+		every := c.StorageEvery
+		if every <= 0 {
+			every = 30 * time.Second
+		}
+		bg.Go(func() { sampleStorage(ctx, lb, ledger, every) })
+	}
 	// Serve returns as soon as Shutdown begins; shut waits for the
 	// handlers still running.
 	shut := make(chan struct{})
@@ -271,6 +309,9 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 		all, _ := be.List(stop, sandbox.Filter{})
 		for _, s := range all {
 			_ = be.Delete(stop, s.ID)
+		}
+		if err := ledger.LeaveAll(stop, time.Now()); err != nil {
+			fmt.Fprintf(c.Log, "cost ledger: %v\n", err)
 		}
 	} else {
 		_, _ = releaseClaims(stop, store, be) // its own claims only: others may share the namespace
@@ -311,6 +352,34 @@ func (c brokerCredentials) Live() []reconcile.Credential {
 }
 
 func (c brokerCredentials) Revoke(fp string) { c.b.Revoke(fp) }
+
+// sampleStorage records, every period, the bytes each sandbox's workspace
+// keeps, until ctx ends.
+func sampleStorage(ctx context.Context, lb *local.Backend, ledger *cost.Ledger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		at := time.Now()
+		all, err := lb.List(ctx, sandbox.Filter{})
+		if err == nil {
+			var us []cost.Usage
+			for _, s := range all {
+				if s.State == sandbox.StateDead {
+					continue
+				}
+				if n, _, err := lb.DiskUsage(ctx, s.ID); err == nil {
+					us = append(us, cost.Usage{SandboxID: s.ID, Pool: s.Pool, Generation: s.Generation, Bytes: n})
+				}
+			}
+			ledger.Sample(us, at, every)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // checkTemplates refuses to start when the sandboxes of a generation d
 // wants warm could not be created for a reason the runtime can tell now:
