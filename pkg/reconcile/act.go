@@ -70,6 +70,9 @@ func (r *Reconciler) act(ctx context.Context, c *candidate) entry {
 			"overdue", r.now().After(e.Deadline), "error", err.Error())
 		return e
 	}
+	if r.c.Deleted != nil {
+		r.c.Deleted(c.resource)
+	}
 	return r.entry(c, StateDone, "", c.action+"d", true)
 }
 

@@ -123,6 +123,9 @@ type Config struct {
 	Workers                                                        int
 	// Failpoint is a test's fault (FailpointDeleteHang); "" for none.
 	Failpoint string
+	// Deleted, when set, is told of each sandbox the reconciler deleted
+	// (the cost ledger closes its interval).
+	Deleted func(sandboxID string)
 }
 
 // Reconciler compares authoritative state with what the backend holds and

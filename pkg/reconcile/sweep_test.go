@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,7 +111,11 @@ func TestSweepersCleanPlantedLeaks(t *testing.T) {
 	}
 
 	warm := map[string]map[string]bool{pool: {"g-new": true}}
-	r := newReconciler(t, w, warm, broker, nil, nil)
+	var deletedMu sync.Mutex
+	deleted := map[string]bool{}
+	r := newReconciler(t, w, warm, broker, nil, func(c *Config) {
+		c.Deleted = func(id string) { deletedMu.Lock(); deleted[id] = true; deletedMu.Unlock() }
+	})
 
 	// Pass 1: what needs no grace goes at once; running sandboxes whose
 	// lease is not recorded, and the credential of no run, wait.
@@ -125,6 +130,11 @@ func TestSweepersCleanPlantedLeaks(t *testing.T) {
 			t.Errorf("pass 1 left %s", s.ID)
 		}
 		gone(t, w, s.ID)
+		deletedMu.Lock()
+		if !deleted[s.ID] {
+			t.Errorf("pass 1 deleted %s without telling Config.Deleted", s.ID)
+		}
+		deletedMu.Unlock()
 	}
 	for _, s := range []*sandbox.Sandbox{noLease, fenced, stuck} {
 		if have[s.ID] == nil {

@@ -236,6 +236,11 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 			Warm: func() (map[string]map[string]bool, bool) { return warmGenerations(syncer) },
 			Held: rt.Holds, Credentials: brokerCredentials{rt.Broker()}, Metrics: metrics,
 			Logger: slog.New(slog.NewJSONHandler(c.Log, nil)), Failpoint: c.Failpoint,
+			Deleted: func(id string) {
+				if ledger != nil {
+					ledger.Leave(id, time.Time{}) // its interval ends with it
+				}
+			},
 		})
 		if err != nil {
 			ln.Close()
