@@ -116,7 +116,7 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int) ([]time.Durati
 	repo := benchRepoWith(b, 1, runs, b9Profile)
 	s := benchStore(b, kind)
 	p, err := New(ctx, Config{Store: s, Config: NewRepoConfig(repo, "main", time.Minute), Runtimes: map[string][]Runtime{"agents": nil},
-		MaxActive: runs, QueueBound: 1_000_000, noDispatch: true, Events: EventConfig{ChunkBytes: size, MaxBytesPerJob: 1 << 30}})
+		MaxActive: runs, QueueBound: 1_000_000, noDispatch: true, Events: EventConfig{ChunkBytes: size, MaxBytesPerJob: 1 << 30, InFlightBytes: b9InFlight()}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -201,6 +201,13 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int) ([]time.Durati
 }
 
 var errB9Done = fmt.Errorf("all events read")
+
+// b9InFlight is EventConfig.InFlightBytes for B9a: SLIPWAY_B9A_INFLIGHT
+// bytes, else the default (0).
+func b9InFlight() int {
+	n, _ := strconv.Atoi(os.Getenv("SLIPWAY_B9A_INFLIGHT"))
+	return n
+}
 
 // b9JetStream carries the same events through an embedded NATS server with
 // JetStream on file storage: a subject per run, acknowledged asynchronous
