@@ -135,6 +135,9 @@ func controlPlane(sh shell, work, here string, rt *runtimeProc) error {
 	if err := sh.run(0, as("acme", "job", "show", dj.ID)...); err != nil {
 		return err
 	}
+	if err := operatorQuestions(sh, db, as, "acme", dj.ID); err != nil {
+		return err
+	}
 	if err := eventsAndDelivery(sh, work, here, server, as); err != nil {
 		return err
 	}

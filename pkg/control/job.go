@@ -181,6 +181,9 @@ type Job struct {
 	// from the output worker's records (delivery_view.go).
 	ResultPublished *time.Time      `json:"resultPublished,omitempty"`
 	Delivery        *DeliveryStatus `json:"delivery,omitempty"`
+	// Stream is the head of the job's event stream, filled by Plane.Get:
+	// the durable state a follower resumes from.
+	Stream *StreamHead `json:"stream,omitempty"`
 }
 
 // Note is something that happened to a job that is not a state: a profile

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"regexp"
 	"sync"
@@ -349,6 +350,11 @@ func (p *Plane) Get(ctx context.Context, tenant, id string) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	h, _, err := p.c.Store.readEvents(ctx, j.ID, math.MaxInt64, 1) // the head alone
+	if err != nil {
+		return nil, err
+	}
+	j.Stream = &h
 	return j, p.deliveryView(ctx, j) // delivery_view.go
 }
 

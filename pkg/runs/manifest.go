@@ -591,22 +591,34 @@ type Step struct {
 	Name string        `json:"name"`
 	At   time.Time     `json:"at"`
 	Took time.Duration `json:"took_ns"`
+	// Earlier: the stamp is before a previous step's (a warm member was
+	// ready before the claim that took it); it took no time of the run.
+	Earlier bool `json:"earlier,omitempty"`
 }
 
 // Steps lists the recorded stamps in order, each with the time since the
-// previous recorded one (the first: 0). Unrecorded stamps are left out.
+// latest stamp before it (the first: 0; a stamp earlier than that one
+// took none and is marked Earlier). Unrecorded stamps are left out.
 func (l Lifecycle) Steps() []Step {
-	all := []Step{{"request_received", l.RequestReceived, 0}, {"admission_accepted", l.AdmissionAccepted, 0},
-		{"claim_created", l.ClaimCreated, 0}, {"sandbox_assigned", l.SandboxAssigned, 0}, {"ready", l.Ready, 0},
-		{"runner_awakened", l.RunnerAwakened, 0}, {"first_output", l.FirstOutput, 0},
-		{"result_published", l.ResultPublished, 0}, {"resources_released", l.ResourcesReleased, 0}}
+	all := []Step{{Name: "request_received", At: l.RequestReceived}, {Name: "admission_accepted", At: l.AdmissionAccepted},
+		{Name: "claim_created", At: l.ClaimCreated}, {Name: "sandbox_assigned", At: l.SandboxAssigned}, {Name: "ready", At: l.Ready},
+		{Name: "runner_awakened", At: l.RunnerAwakened}, {Name: "first_output", At: l.FirstOutput},
+		{Name: "result_published", At: l.ResultPublished}, {Name: "resources_released", At: l.ResourcesReleased}}
 	var out []Step
+	var latest time.Time
 	for _, s := range all {
 		if s.At.IsZero() {
 			continue
 		}
-		if len(out) > 0 {
-			s.Took = s.At.Sub(out[len(out)-1].At)
+		switch {
+		case len(out) == 0:
+		case s.At.Before(latest):
+			s.Earlier = true
+		default:
+			s.Took = s.At.Sub(latest)
+		}
+		if s.At.After(latest) {
+			latest = s.At
 		}
 		out = append(out, s)
 	}

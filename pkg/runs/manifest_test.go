@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -339,5 +340,22 @@ func TestFenceValidation(t *testing.T) {
 	m = &Manifest{RunID: "r-1", Fences: make([]Fence, MaxFences+1)}
 	if err := m.validate(); !errors.Is(err, ErrInvalid) {
 		t.Errorf("%d fences: %v", MaxFences+1, err)
+	}
+}
+
+// Steps: each recorded stamp with the time since the latest before it; a
+// warm member's ready, before the claim, is marked and takes no time.
+func TestLifecycleSteps(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	l := Lifecycle{RequestReceived: t0, ClaimCreated: t0.Add(2 * time.Millisecond), SandboxAssigned: t0.Add(3 * time.Millisecond),
+		Ready: t0.Add(-time.Second), RunnerAwakened: t0.Add(5 * time.Millisecond), ResourcesReleased: t0.Add(time.Second)}
+	var got []string
+	for _, s := range l.Steps() {
+		got = append(got, fmt.Sprintf("%s %s %v", s.Name, s.Took, s.Earlier))
+	}
+	want := []string{"request_received 0s false", "claim_created 2ms false", "sandbox_assigned 1ms false", "ready 0s true",
+		"runner_awakened 2ms false", "resources_released 995ms false"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("steps %v, want %v", got, want)
 	}
 }

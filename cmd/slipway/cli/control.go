@@ -390,6 +390,18 @@ func printJob(w io.Writer, j *control.Job, prof *control.JobProfile, perr error)
 		fmt.Fprintf(w, "runtime:  %s, run %s, sandbox %s, generation %s, attempt %d (request key %s%s)\n",
 			j.Runtime, j.RunID, j.SandboxID, j.Generation, j.Attempt, j.RequestKey, adopted)
 	}
+	if h := j.Stream; h != nil {
+		state := "open"
+		if h.Ended {
+			state = "ended with the result"
+		}
+		trimmed := ""
+		if h.TrimmedThrough > 0 {
+			trimmed = fmt.Sprintf(", retention deleted output through %d", h.TrimmedThrough)
+		}
+		fmt.Fprintf(w, "durable:  this record; its event stream through sequence %d (%s%s: slipway job logs resumes from any sequence); "+
+			"no workspace checkpoint (the workspace is deleted at release: nothing to restore, so no restore test)\n", h.Last, state, trimmed)
+	}
 	switch {
 	case !j.Cost.Known:
 		fmt.Fprintf(w, "cost:     unknown (pool %s has no price)\n", j.Pool)

@@ -14,6 +14,9 @@ import (
 func printDelivery(w io.Writer, j *control.Job) {
 	d := j.Delivery
 	if d == nil {
+		if j.State.Terminal() {
+			fmt.Fprintf(w, "delivery: tenant %s has no destination: the result is in this record and ends its event stream, read by the user's client (no receipt to wait for)\n", j.Tenant)
+		}
 		return
 	}
 	if d.Acceptance != "" {

@@ -187,7 +187,7 @@ func TestControlJobs(t *testing.T) {
 		t.Fatalf("deadline job: %s %s stop=%q dropped=%d output:\n%s", j.State, j.Detail, j.StopOutcome, j.OutputDroppedLines, j.Output)
 	}
 	r = run(t, "", "job", "show", j.ID, "--server", cp.url, "--token-file", tok)
-	for _, want := range []string{"deadline_exceeded", "profile:  short at", "as then: network deny, maxDuration 5s", "runtime:", "run r-", "cost:", "stopped:  terminated", "story:", "allocating", "running"} {
+	for _, want := range []string{"deadline_exceeded", "profile:  short at", "as then: network deny, maxDuration 5s", "runtime:", "run r-", "cost:", "stopped:  terminated", "story:", "allocating", "running", "ended with the result", "no workspace checkpoint"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("job show lacks %q:\n%s", want, r.stdout)
 		}

@@ -183,7 +183,11 @@ func printLifecycle(g *globals, m *runs.Manifest) error {
 		if i == longest {
 			mark = "  <- longest"
 		}
-		fmt.Fprintf(&b, "  %-20s %s  +%s%s\n", s.Name, s.At.UTC().Format(time.RFC3339Nano), s.Took.Round(time.Microsecond), mark)
+		took := "+" + s.Took.Round(time.Microsecond).String()
+		if s.Earlier {
+			took = "(before the claim: the warm member was ready then)"
+		}
+		fmt.Fprintf(&b, "  %-20s %s  %s%s\n", s.Name, s.At.UTC().Format(time.RFC3339Nano), took, mark)
 	}
 	if len(steps) > 1 {
 		fmt.Fprintf(&b, "  %-20s %s\n", "total", steps[len(steps)-1].At.Sub(steps[0].At).Round(time.Microsecond))

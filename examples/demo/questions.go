@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// operatorQuestions answers the ten questions of seed 001 about one job
+// (its run on the local runtime), each with one command reading durable
+// records, timed (a machine too busy to answer in under a second is said
+// so; the demo goes on).
+func operatorQuestions(sh shell, db string, as func(string, ...string) []string, tenant, jobID string) error {
+	out, err := sh.capture(as(tenant, "job", "show", jobID, "-o", "json")...)
+	if err != nil {
+		return err
+	}
+	var shown struct {
+		Job struct {
+			RunID string `json:"runId"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal(out, &shown); err != nil || shown.Job.RunID == "" {
+		return fmt.Errorf("job %s: no run id in its record (%v)", jobID, err)
+	}
+	r := shown.Job.RunID
+	for _, q := range []struct {
+		n     int
+		ask   string
+		args  []string
+		lines int // how many lines of the answer to print (0: all)
+	}{
+		{1, "which artifact and policy versions produced the run?", []string{"runs", "show", r, "--state", "state"}, 22},
+		{2, "why did allocation take this long?", []string{"runs", "show", r, "--state", "state", "--lifecycle"}, 0},
+		{2, "... and where did the job's time go, span by span?", as(tenant, "job", "trace", jobID), 14},
+		{3, "warm hit, cold start or new node? (first line)", []string{"runs", "show", r, "--state", "state", "--lifecycle"}, 1},
+		{4, "which sandbox and allocation attempt own the run?", []string{"runs", "show", r, "--state", "state", "--fence"}, 1},
+		{5, "can an old sandbox still route or mint credentials?", []string{"runs", "show", r, "--state", "state", "--fence"}, 0},
+		{6, "what state is durable, its head, and was restore tested?", as(tenant, "job", "show", jobID), 0},
+		{7, "which network destinations were allowed and used?", []string{"runs", "show", r, "--state", "state", "--egress"}, 0},
+		{8, "did the final output reach the user and each integration?", as(tenant, "job", "show", jobID), 0},
+		{9, "what cleanup remains?", []string{"cleanup", "list", "--state", "state"}, 12},
+		{10, "which other runs share its node, template, runtime class or policy revision?", []string{"runs", "related", r, "--state", "state", "--limit", "5"}, 0},
+		{0, "every incident, from durable records", []string{"incidents", "--db", db, "--state", "state"}, 30},
+	} {
+		title := fmt.Sprintf("question %d", q.n)
+		if q.n == 0 {
+			title = "incidents"
+		}
+		section(title, "%s", q.ask)
+		fmt.Printf("$ slipway %s\n", strings.Join(q.args, " "))
+		cmd := exec.Command(sh.bin, q.args...)
+		cmd.Dir = sh.dir
+		start := time.Now()
+		b, err := cmd.CombinedOutput()
+		took := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("slipway %s: %v\n%s", strings.Join(q.args, " "), err, b)
+		}
+		text := strings.TrimSuffix(string(b), "\n")
+		if lines := strings.Split(text, "\n"); q.lines > 0 && len(lines) > q.lines {
+			text = strings.Join(lines[:q.lines], "\n") + fmt.Sprintf("\n... (%d more lines)", len(lines)-q.lines)
+		}
+		fmt.Printf("%s\n  (answered in %d ms)\n", indentText(text), took.Milliseconds())
+		if took >= time.Second {
+			fmt.Printf("  (over a second: is the machine busy?)\n")
+		}
+	}
+	return nil
+}
