@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
 	"net/http"
 	"sync"
 	"time"
@@ -224,7 +225,7 @@ func (r *destRunner) run(ctx context.Context, id string) error {
 // (nothing stored), already receipted (a redelivery after a crash),
 // collapsed, delivered or failed with the budget spent. It returns an
 // error only when it must stop (ctx, the database, a lost lease).
-func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Event, renewed *time.Time) error {
+func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Event, renewed *time.Time) (err error) {
 	s := r.w.p.c.Store
 	d, required := r.config()
 	if !d.Wants(string(e.Kind)) {
@@ -256,6 +257,13 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 			}
 		}
 	}
+	outcome := ReceiptFailed
+	if e.Kind == KindResult || e.Kind == KindProduct {
+		// the job's trace shows its artifacts' deliveries (its output
+		// events' would flood it)
+		end := r.w.p.span(ctx, j, "event delivery", attribute.String("destination", d.Name), attribute.Int64("seq", e.Seq), attribute.String("kind", string(e.Kind)))
+		defer func() { end(err, attribute.Int("attempts", attempts), attribute.String("outcome", outcome)) }()
+	}
 	var last deliver.Outcome
 	for attempts < d.MaxAttempts {
 		if err := r.limiter.Wait(ctx); err != nil {
@@ -282,6 +290,7 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 			return ctx.Err()
 		}
 		if last.Delivered {
+			outcome = ReceiptDelivered
 			if e.Kind == KindResult || e.Kind == KindProduct {
 				r.w.p.c.Metrics.ArtifactExported(ctx, j.Pool, int64(len(body)))
 			}

@@ -302,6 +302,26 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 			t.Errorf("down: %+v, result %+v", d, d.Result)
 		}
 	}
+	// the job's trace shows its artifacts' deliveries, each destination's
+	spans := func(id string) map[string]string {
+		j, err := p.Get(ctx, "", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, sp := range p.Trace(j).Spans {
+			if sp.Name == "event delivery" && sp.Attributes["kind"] == "result" {
+				out[sp.Attributes["destination"]] = sp.Attributes["outcome"]
+			}
+		}
+		return out
+	}
+	if got := spans(a.ID); got["chat"] != "delivered" {
+		t.Errorf("job a's result delivery spans: %v", got)
+	}
+	if got := spans(c.ID); got["down"] != "failed" {
+		t.Errorf("job c's result delivery spans: %v", got)
+	}
 	// the results and products delivered are exported artifacts
 	rec := httptest.NewRecorder()
 	p.c.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
