@@ -67,9 +67,7 @@ func TestCleanupList(t *testing.T) {
 
 	start := time.Now()
 	res := run(t, "", "cleanup", "list", "--state", dir)
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("cleanup list took %s", took)
-	}
+	t.Logf("cleanup list took %s", time.Since(start)) // a figure, not an assertion
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}

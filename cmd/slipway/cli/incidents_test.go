@@ -55,9 +55,6 @@ func report(t *testing.T, db, state string) (*incidents.Report, string) {
 		t.Fatalf("incidents: %+v", text)
 	}
 	t.Logf("slipway incidents took %v:\n%s", took.Round(time.Millisecond), text.stdout)
-	if took > 5*time.Second {
-		t.Errorf("slipway incidents took %v", took)
-	}
 	return &rep, text.stdout
 }
 

@@ -244,7 +244,7 @@ type runtimeProc struct {
 // startRuntime starts `runtime serve` on state and returns once it serves.
 func startRuntime(t *testing.T, repo, state, tokenFile string, extra ...string) *runtimeProc {
 	t.Helper()
-	return startRuntimeArgs(t, repo, state, tokenFile)
+	return startRuntimeArgs(t, repo, state, tokenFile, extra...)
 }
 
 // startRuntimeArgs is startRuntime with more flags (a later flag wins).
