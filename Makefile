@@ -11,6 +11,7 @@ DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-
 FUZZTIME ?= 20s
 
 export SLIPWAY_BIN := $(BIN)/slipway
+export SLIPWAY_CMP_BIN := $(BIN)/slipway-cmp
 export CRANE := $(BIN)/crane
 export SYFT := $(BIN)/syft
 export COSIGN := $(BIN)/cosign
@@ -28,6 +29,7 @@ all: build
 
 build: $(BIN)/slipway-runner
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
+	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/slipway-cmp ./cmd/slipway-cmp
 
 # The runner artifact: static (no cgo), it runs inside every sandbox.
 .PHONY: $(BIN)/slipway-runner

@@ -89,7 +89,7 @@ func b12Tree(tb testing.TB, root string, pools, files int) int {
 // generations (60 images signed by the key the policy trusts, in the
 // in-process registry), of a config repository of B5's shape (10,000
 // files), driven by Argo CD's client as the repo-server does (the whole
-// checkout streamed by SendRepoStream, then `slipway argocd generate` in
+// checkout streamed by SendRepoStream, then `slipway-cmp generate` in
 // the sidecar); beside it, in the same run, `kustomize build` ($KUSTOMIZE,
 // the CLI make bench builds) of the same pool's kustomization with the
 // generated objects added as a resource, on disk. It reports the plugin
@@ -240,7 +240,11 @@ func BenchmarkB12ArgoCD(b *testing.B) {
 		if err != nil || strings.Join(m4, "") != strings.Join(first, "") {
 			b.Fatalf("cold render of the pool's folder alone differs: %v", err)
 		}
-		alone = timed(func() { must(b, filepath.Join(root, "pools", "agents"), env, "argocd", "generate") })
+		alone = timed(func() {
+			if r := runBin(b, cmpBin, filepath.Join(root, "pools", "agents"), env, "generate"); r.code != 0 {
+				b.Fatalf("slipway-cmp generate: exit %d\n%s", r.code, r.stderr)
+			}
+		})
 		// What the CMP protocol costs before any command runs: the
 		// checkout tarred, streamed and untarred (MatchRepository does
 		// that and a glob).

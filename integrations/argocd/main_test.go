@@ -12,10 +12,14 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// slipwayBin is the slipway binary the plugin runs, built from the root
-// module (or $SLIPWAY_BIN, which make sets after building it), as
-// "slipway" in a folder first on PATH: plugin.yaml's commands name it so.
+// slipwayBin is the slipway binary, built from the root module (or
+// $SLIPWAY_BIN, which make sets after building it), as "slipway" in a
+// folder first on PATH, beside slipway-cmp ($SLIPWAY_CMP_BIN), which
+// plugin.yaml's commands name.
 var slipwayBin string
+
+// cmpBin is slipway-cmp, beside slipwayBin.
+var cmpBin string
 
 func TestMain(m *testing.M) {
 	// Argo CD's servers log every call at info.
@@ -47,6 +51,20 @@ func setup(m *testing.M) (int, error) {
 			return 0, fmt.Errorf("build slipway: %v\n%s", err, out)
 		}
 	}
+	// plugin.yaml runs slipway-cmp: slipway argocd's two commands alone
+	cmp := filepath.Join(dir, "slipway-cmp")
+	cmpBin = cmp
+	if src := os.Getenv("SLIPWAY_CMP_BIN"); src != "" {
+		if err := os.Symlink(src, cmp); err != nil {
+			return 0, err
+		}
+	} else {
+		cmd := exec.Command("go", "build", "-o", cmp, "./cmd/slipway-cmp")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("build slipway-cmp: %v\n%s", err, out)
+		}
+	}
 	os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return m.Run(), nil
 }
@@ -60,7 +78,13 @@ type result struct {
 // slipway runs the slipway binary in dir with env added.
 func slipway(t testing.TB, dir string, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(slipwayBin, args...)
+	return runBin(t, slipwayBin, dir, env, args...)
+}
+
+// runBin runs bin in dir with env added.
+func runBin(t testing.TB, bin, dir string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
@@ -70,7 +94,7 @@ func slipway(t testing.TB, dir string, env []string, args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		r.code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("slipway %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s %s: %v", filepath.Base(bin), strings.Join(args, " "), err)
 	}
 	return r
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/argocd"
 	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/policy"
 	"github.com/slipway-dev/slipway/pkg/render"
 )
 
@@ -21,21 +19,6 @@ func NewCmdArgoCD(g *globals) *cobra.Command {
 	gen.AddCommand(newCmdArgoCDGeneratorServe(g))
 	cmd.AddCommand(newCmdArgoCDGenerate(g), newCmdArgoCDParameters(g), gen)
 	return cmd
-}
-
-// argocdLocate is the checked-out config repository (the whole of it, or
-// a pool's folder alone) for the working directory Argo CD runs the plugin
-// in.
-func argocdLocate() (argocd.Checkout, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return argocd.Checkout{}, usage(err)
-	}
-	co, err := argocd.Locate(wd, os.Getenv("ARGOCD_APP_SOURCE_PATH"))
-	if err != nil {
-		return argocd.Checkout{}, usage(err)
-	}
-	return co, nil
 }
 
 func newCmdArgoCDGenerate(g *globals) *cobra.Command {
@@ -62,43 +45,21 @@ its keys and the image digest, and the next run answers from them. Exit 0 render
 refused, 2 usage, input or I/O.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			env, err := argocd.ReadEnv(os.Getenv)
+			wd, err := os.Getwd()
 			if err != nil {
 				return usage(err)
 			}
-			co, err := argocdLocate()
-			if err != nil {
-				return err
-			}
-			var op *argocd.OperatorPolicy
-			if f := os.Getenv(argocd.EnvPolicyFile); f != "" {
-				if op, err = argocd.LoadOperatorPolicy(f); err != nil {
-					return usage(err)
-				}
-			}
-			var opts []render.Option
-			if cacheDir != "" {
-				c, err := policy.OpenCache(cacheDir)
-				if err != nil {
-					return usage(err)
-				}
-				opts = append(opts, render.WithVerifyCache(c))
-			}
-			res, used, err := argocd.Generate(cmd.Context(), co, env, op, opts...)
+			err = argocd.PluginGenerate(cmd.Context(), wd, os.Getenv, cacheDir, g.stdout, g.stderr)
 			switch {
 			case errors.Is(err, render.ErrNotVerified):
 				return failed(err)
 			case err != nil:
 				return usage(err)
 			}
-			if used != nil {
-				fmt.Fprintf(g.stderr, "slipway argocd generate: pool %s verified against the policy of the %s; checkout: %s\n", env.Params.Pool, used, co.Layout())
-			}
-			_, err = g.stdout.Write(res.YAML)
-			return err
+			return nil
 		},
 	}
-	cmd.Flags().StringVar(&cacheDir, "verify-cache-dir", os.Getenv("SLIPWAY_VERIFY_CACHE_DIR"), "keep passing verification results here for the next run (a directory private to the plugin)")
+	cmd.Flags().StringVar(&cacheDir, "verify-cache-dir", os.Getenv(argocd.EnvVerifyCacheDir), "keep passing verification results here for the next run (a directory private to the plugin)")
 	return cmd
 }
 
@@ -108,20 +69,14 @@ func newCmdArgoCDParameters(g *globals) *cobra.Command {
 		Short: "The config management plugin's parameter announcement (JSON), naming the pools of the checked-out repository",
 		Args:  cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
-			co, err := argocdLocate()
-			if err != nil {
-				return err
-			}
-			a, err := argocd.Announce(co)
+			wd, err := os.Getwd()
 			if err != nil {
 				return usage(err)
 			}
-			b, err := json.Marshal(a)
-			if err != nil {
+			if err := argocd.PluginParameters(wd, os.Getenv, g.stdout); err != nil {
 				return usage(err)
 			}
-			_, err = fmt.Fprintf(g.stdout, "%s\n", b)
-			return err
+			return nil
 		},
 	}
 }
