@@ -383,6 +383,15 @@ serializeImagePulls: false
 registerNode: true
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
+# The test node shares the host's disk with builds and caches: evict only
+# when it is nearly full (the defaults evict at 10 to 15 percent free, and a pod
+# evicted for that fails a test for a reason that is not the code's).
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%%
+  nodefs.inodesFree: 1%%
+  imagefs.available: 1%%
+  imagefs.inodesFree: 1%%
 `, port, certs.serveCert, certs.serveKey, c.pki.caCert, "unix://"+n.sock, filepath.Join(kd, "pods"))
 	return os.WriteFile(filepath.Join(kd, "config.yaml"), []byte(config), 0o644)
 }
