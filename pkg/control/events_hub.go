@@ -83,6 +83,13 @@ func (h *eventHub) pending(tx *sql.Tx, job string, evs []Event) {
 	m[job] = append(m[job], evs...)
 }
 
+// followed says whether job has readers here (only they keep a tail).
+func (h *eventHub) followed(job string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[job]) > 0
+}
+
 // done wakes the readers of what tx appended, if it committed, after
 // adding it to the tails of followed jobs.
 func (h *eventHub) done(tx *sql.Tx, committed bool) {

@@ -139,9 +139,12 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, jobID string, evs []Ne
 			return 0, err
 		}
 	}
-	tracked := make([]Event, len(all))
-	for k, e := range all {
-		tracked[k] = Event{Job: jobID, Seq: first + int64(k), At: at.UTC(), Kind: e.Kind, Data: e.Data}
+	var tracked []Event // only a followed job keeps a tail (nil: none kept)
+	if s.ev.followed(jobID) {
+		tracked = make([]Event, len(all))
+		for k, e := range all {
+			tracked[k] = Event{Job: jobID, Seq: first + int64(k), At: at.UTC(), Kind: e.Kind, Data: e.Data}
+		}
 	}
 	s.ev.pending(tx, jobID, tracked)
 	return last, nil
