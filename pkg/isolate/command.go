@@ -1,6 +1,7 @@
 package isolate
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,6 +108,14 @@ func mountArgs(s *Spec) []string {
 	for _, t := range s.Tmpfs {
 		ms = append(ms, mnt{[]string{"--tmpfs", t}})
 		tmp = tmp && t != "/tmp"
+	}
+	for _, t := range s.Sized {
+		mode := t.Mode
+		if mode == 0 {
+			mode = 0o755
+		}
+		ms = append(ms, mnt{[]string{"--perms", fmt.Sprintf("%04o", uint32(mode)), "--size", strconv.FormatUint(t.Bytes, 10), "--tmpfs", t.Target}})
+		tmp = tmp && t.Target != "/tmp"
 	}
 	if tmp {
 		ms = slices.Insert(ms, 0, mnt{[]string{"--tmpfs", "/tmp"}})

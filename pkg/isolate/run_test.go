@@ -50,6 +50,14 @@ func TestRun(t *testing.T) {
 			spec: func(s *isolate.Spec) { s.ReadOnlyRoot = true }, want: "hi\n"},
 		{name: "tmpfs", script: "echo x > /scratch/f && cat /scratch/f",
 			spec: func(s *isolate.Spec) { s.ReadOnlyRoot = true; s.Tmpfs = []string{"/scratch"} }, want: "x\n"},
+		{name: "sized tmpfs: its size, its mode, ENOSPC past it",
+			script: `grep -o ' /scratch .*' /proc/self/mountinfo | grep -o 'size=[^,]*,mode=[0-7]*'; stat -c %a /scratch
+head -c 2000000 /dev/zero > /scratch/f; echo status $?; wc -c < /scratch/f`,
+			spec: func(s *isolate.Spec) {
+				s.ReadOnlyRoot = true
+				s.Sized = []isolate.SizedTmpfs{{Target: "/scratch", Bytes: 1 << 20, Mode: 0o700}}
+			},
+			contains: []string{"size=1024k,mode=700\n700\n", "status 1\n1048576\n"}},
 		{name: "stdin", script: "cat", spec: func(s *isolate.Spec) { s.Stdin = strings.NewReader("from stdin") }, want: "from stdin"},
 		{name: "no stdin reads EOF", script: "cat; echo end", want: "end\n"},
 		{name: "rlimits", script: "ulimit -n; ulimit -f; ulimit -t; ulimit -v; ulimit -u",

@@ -40,7 +40,7 @@ type Spec struct {
 	// Root is the host directory mounted as / (required, absolute).
 	Root string
 	// ReadOnlyRoot mounts Root read-only. Mount points (for /proc, /dev,
-	// /tmp and every Mounts and Tmpfs target) must then already exist in
+	// /tmp and every Mounts, Tmpfs and Sized target) must then already exist in
 	// Root; with a writable root bwrap creates missing ones, leaving empty
 	// directories behind in Root.
 	ReadOnlyRoot bool
@@ -49,6 +49,12 @@ type Spec struct {
 	// Tmpfs lists targets that get a fresh, empty tmpfs. A tmpfs is mounted
 	// at /tmp unless /tmp is among Mounts or Tmpfs.
 	Tmpfs []string
+	// Sized lists targets that get a fresh, empty tmpfs of a fixed size
+	// and mode (bwrap --size and --perms). Like every Tmpfs it is mounted
+	// in the sandbox's own mount namespace: the host's mount table never
+	// holds it, and it goes when the sandbox's last process ends. A full
+	// one fails writes with ENOSPC.
+	Sized []SizedTmpfs
 	// Network shares the host's network namespace. False (the default) gives
 	// the sandbox a network namespace of its own holding only loopback.
 	Network bool
@@ -112,6 +118,16 @@ type Mount struct {
 	Source   string // host path (absolute, must exist)
 	Target   string // path inside the sandbox (absolute)
 	ReadOnly bool
+}
+
+// SizedTmpfs is a tmpfs of Bytes bytes (at least one page) at Target,
+// its root directory of mode Mode (permission bits only; 0 is 0755, as
+// bwrap makes a tmpfs) and owned by the sandbox's root, or by User when
+// it is set.
+type SizedTmpfs struct {
+	Target string
+	Bytes  uint64
+	Mode   os.FileMode
 }
 
 // Limits are per-process resource limits (setrlimit), set on bwrap before
@@ -232,6 +248,17 @@ func (s Spec) Validate() error {
 	for i, t := range s.Tmpfs {
 		if msg := checkTarget(t); msg != "" {
 			bad(fmt.Sprintf("Tmpfs[%d]", i), "%s", msg)
+		}
+	}
+	for i, t := range s.Sized {
+		if msg := checkTarget(t.Target); msg != "" {
+			bad(fmt.Sprintf("Sized[%d].Target", i), "%s", msg)
+		}
+		if t.Bytes < 4096 {
+			bad(fmt.Sprintf("Sized[%d].Bytes", i), "%d is under one page (4096)", t.Bytes)
+		}
+		if t.Mode&^os.ModePerm != 0 {
+			bad(fmt.Sprintf("Sized[%d].Mode", i), "%v has more than permission bits", t.Mode)
 		}
 	}
 	if s.Dir != "" && !isCleanAbs(s.Dir) {

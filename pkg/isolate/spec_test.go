@@ -3,6 +3,7 @@ package isolate_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,6 +40,11 @@ func TestValidate(t *testing.T) {
 		{"mount over root", func(s *isolate.Spec) { s.Mounts = []isolate.Mount{{Source: dir, Target: "/"}} }, "Mounts[0].Target"},
 		{"mount target relative", func(s *isolate.Spec) { s.Mounts = []isolate.Mount{{Source: dir, Target: "src"}} }, "Mounts[0].Target"},
 		{"tmpfs relative", func(s *isolate.Spec) { s.Tmpfs = []string{"tmp"} }, "Tmpfs[0]"},
+		{"sized tmpfs relative", func(s *isolate.Spec) { s.Sized = []isolate.SizedTmpfs{{Target: "w", Bytes: 1 << 20}} }, "Sized[0].Target"},
+		{"sized tmpfs under a page", func(s *isolate.Spec) { s.Sized = []isolate.SizedTmpfs{{Target: "/w", Bytes: 100}} }, "Sized[0].Bytes"},
+		{"sized tmpfs mode", func(s *isolate.Spec) {
+			s.Sized = []isolate.SizedTmpfs{{Target: "/w", Bytes: 1 << 20, Mode: os.ModeSetuid | 0o700}}
+		}, "Sized[0].Mode"},
 		{"dir relative", func(s *isolate.Spec) { s.Dir = "work" }, "Dir:"},
 		{"hostname characters", func(s *isolate.Spec) { s.Hostname = "bad name" }, "Hostname:"},
 		{"hostname length", func(s *isolate.Spec) { s.Hostname = strings.Repeat("h", 65) }, "Hostname:"},

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -70,7 +69,7 @@ func (b *Backend) Enforcement() sandbox.Enforcement {
 	}
 	if b.sizedWorkspace {
 		e.Enforced = append(e.Enforced, sandbox.LimitWorkspace)
-		e.How[sandbox.LimitWorkspace] = "a tmpfs of that size mounted on the host as the workspace (counts against memory only through the page cache, not the sandbox's memory limit)"
+		e.How[sandbox.LimitWorkspace] = "a tmpfs of that size as the workspace, mounted by bubblewrap in the sandbox's own mount namespace (counts against memory only through the page cache, not the sandbox's memory limit)"
 	} else if e.Unavailable == "" {
 		e.Unavailable = "workspace: a sized tmpfs needs the backend to run as root"
 	} else {
@@ -99,17 +98,9 @@ func cgroupLimits(l sandbox.Limits) isolate.CgroupLimits {
 	return isolate.CgroupLimits{CPUMillis: l.CPUMillis, MemoryBytes: l.MemoryBytes, Pids: l.Pids}
 }
 
-// mountWorkspace mounts a tmpfs of size bytes at ws (an empty directory).
-func mountWorkspace(ws string, size uint64) error {
-	opts := "size=" + strconv.FormatUint(size, 10) + ",mode=0700"
-	if err := unix.Mount("tmpfs", ws, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("mount a %d-byte tmpfs at %s: %w", size, ws, err)
-	}
-	return nil
-}
-
 // unmountWorkspace detaches a sandbox directory's workspace tmpfs, if it
-// has one mounted.
+// has one mounted on the host: sandboxes made before the bounded workspace
+// moved into the sandbox's own mount namespace have one.
 func unmountWorkspace(dir string) error {
 	ws := filepath.Join(dir, "workspace")
 	var st, parent unix.Stat_t
@@ -144,11 +135,16 @@ func (b *Backend) LimitEvents(ctx context.Context, id string) (sandbox.LimitEven
 		ev.OOMKills, ev.PidsRefused, ev.CPUThrottled = ce.OOMKills, ce.PidsRefused, ce.Throttled
 	}
 	if rec.WorkspaceBytes > 0 {
-		var fs unix.Statfs_t
-		if err := unix.Statfs(filepath.Join(b.sandboxDir(id), "workspace"), &fs); err != nil {
+		// A sandbox that ended took its workspace with it: nothing is
+		// full any more.
+		fs, err := b.workspaceStatfs(rec)
+		switch {
+		case errors.Is(err, sandbox.ErrNotRunning):
+		case err != nil:
 			return ev, fmt.Errorf("local: sandbox %s: %w", id, err)
+		default:
+			ev.WorkspaceFull = fs.Bavail*uint64(fs.Bsize) < fullBelow
 		}
-		ev.WorkspaceFull = fs.Bavail*uint64(fs.Bsize) < fullBelow
 	}
 	return ev, nil
 }

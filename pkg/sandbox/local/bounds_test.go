@@ -206,8 +206,11 @@ func TestBoundsCreateWritesTheRecordOnce(t *testing.T) {
 	if n != plain {
 		t.Errorf("a bounded create wrote sandbox.json %d times, an unbounded one %d", n, plain)
 	}
-	if cg := cgroupDirs(t, s.ID); len(cg) == 0 || !mountedUnder(t, s.ID) {
-		t.Fatalf("cgroups %v, workspace mounted %v", cg, mountedUnder(t, s.ID))
+	if cg := cgroupDirs(t, s.ID); len(cg) == 0 || mountedUnder(t, s.ID) {
+		t.Fatalf("cgroups %v, workspace mounted on the host %v", cg, mountedUnder(t, s.ID))
+	}
+	if m := workspaceMount(t, s); !strings.Contains(m, " - tmpfs ") || !strings.Contains(m, "size=4096k") {
+		t.Fatalf("the workspace inside is %q, want a tmpfs of 4 MiB", m)
 	}
 	_, _, _ = sh(t, s, "dd if=/dev/zero of=/workspace/fill bs=64k count=100 2>/dev/null")
 	ev, err := b.LimitEvents(context.Background(), s.ID)
@@ -224,8 +227,11 @@ func TestBoundsDeleteCleansUp(t *testing.T) {
 	if len(cgroups) == 0 {
 		t.Fatal("no cgroup directory names the sandbox")
 	}
-	if !mountedUnder(t, s.ID) {
-		t.Fatal("no workspace tmpfs mounted for the sandbox")
+	if mountedUnder(t, s.ID) {
+		t.Fatal("the workspace tmpfs is on the host's mount table")
+	}
+	if m := workspaceMount(t, s); !strings.Contains(m, " - tmpfs ") {
+		t.Fatalf("the workspace inside is %q, want a tmpfs", m)
 	}
 	if err := b.Delete(context.Background(), s.ID); err != nil {
 		t.Fatal(err)
@@ -254,6 +260,8 @@ func cgroupDirs(t *testing.T, id string) []string {
 	return out
 }
 
+// mountedUnder says whether the host's mount table holds a workspace
+// tmpfs of sandbox id: it never should, the tmpfs is the sandbox's own.
 func mountedUnder(t *testing.T, id string) bool {
 	t.Helper()
 	data, err := os.ReadFile("/proc/self/mountinfo")
@@ -261,4 +269,12 @@ func mountedUnder(t *testing.T, id string) bool {
 		t.Fatal(err)
 	}
 	return strings.Contains(string(data), "/"+id+"/workspace ")
+}
+
+// workspaceMount is the mount options of the sandbox's workspace as the
+// sandbox sees it ("" when it is no mount of its own).
+func workspaceMount(t *testing.T, s *sandbox.Sandbox) string {
+	t.Helper()
+	out, _, _ := sh(t, s, `grep ' /workspace ' /proc/self/mountinfo`)
+	return strings.TrimSpace(out)
 }

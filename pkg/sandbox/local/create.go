@@ -147,11 +147,6 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	if err := os.Mkdir(ws, 0o700); err != nil {
 		return nil, err
 	}
-	if n := spec.Limits.WorkspaceBytes; n > 0 {
-		if err := mountWorkspace(ws, n); err != nil {
-			return nil, err
-		}
-	}
 	var cg *isolate.Cgroup
 	if l := cgroupLimits(spec.Limits); l != (isolate.CgroupLimits{}) {
 		var err error
@@ -159,8 +154,16 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 			return nil, err
 		}
 	}
-	if err := shape.SeedWorkspace(t.root, t.workdir, ws, t.user); err != nil {
-		return nil, err
+	// A bounded workspace is a tmpfs bubblewrap mounts in the sandbox's
+	// own mount namespace, seeded once the runner answers (below); an
+	// unbounded one a directory of the host, seeded now. A tmpfs mounted
+	// on the host instead would take the host's mount table lock on every
+	// create and delete: it serialised concurrent cold starts (B11).
+	bounded := spec.Limits.WorkspaceBytes > 0
+	if !bounded {
+		if err := shape.SeedWorkspace(t.root, t.workdir, ws, t.user); err != nil {
+			return nil, err
+		}
 	}
 	refreshDir := filepath.Join(dir, "refresh")
 	if err := mkdirs(refreshDir); err != nil {
@@ -171,9 +174,13 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		return nil, err
 	}
 	rec.Refresh = results
-	mounts = append(mounts,
-		isolate.Mount{Source: ws, Target: t.workdir},
-		isolate.Mount{Source: runnerPath, Target: sandbox.RunnerPath, ReadOnly: true})
+	mounts = append(mounts, isolate.Mount{Source: runnerPath, Target: sandbox.RunnerPath, ReadOnly: true})
+	var sized []isolate.SizedTmpfs
+	if bounded {
+		sized = append(sized, isolate.SizedTmpfs{Target: t.workdir, Bytes: spec.Limits.WorkspaceBytes, Mode: 0o700})
+	} else {
+		mounts = append(mounts, isolate.Mount{Source: ws, Target: t.workdir})
+	}
 
 	env := spec.Env
 	argv := []string{sandbox.RunnerPath, "serve", "--listen-fd", "0",
@@ -204,6 +211,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		// The credential tmpfs: the host writes the claim's credentials
 		// into it after start (see PutCredential).
 		Tmpfs:    []string{sandbox.CredentialDir},
+		Sized:    sized,
 		Env:      shape.Env(t.env, t.workdir, env),
 		Dir:      t.workdir,
 		Hostname: id,
@@ -239,6 +247,13 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	client := runner.NewClient(dialUnix(b.socketPath(id)))
 	if err := b.proveIdentity(ctx, p, log, client, rec); err != nil {
 		return nil, err
+	}
+	if bounded {
+		// The runner is up, so bubblewrap has mounted everything; nothing
+		// of the workload has run yet (it runs on a claim, after Create).
+		if err := seedInSandbox(rec, t); err != nil {
+			return nil, err
+		}
 	}
 	rec.Ready = time.Now().UTC().Truncate(time.Millisecond)
 	// Not under b.mu: the write waits for the disk, and List, SetOwner

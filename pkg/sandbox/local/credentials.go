@@ -161,6 +161,14 @@ func (b *Backend) runningRecord(id string) (*record, error) {
 // openCredentialDir opens sandbox.CredentialDir as the sandbox's pid 1 sees
 // it, and checks that it is a tmpfs.
 func openCredentialDir(rec *record) (int, error) {
+	return openTmpfsInSandbox(rec, sandbox.CredentialDir)
+}
+
+// openTmpfsInSandbox opens the directory dir (absolute) as the sandbox's
+// pid 1 sees it, resolved inside the sandbox's root (openat2
+// RESOLVE_IN_ROOT: no symlink leads out of it), and checks that it is a
+// tmpfs.
+func openTmpfsInSandbox(rec *record, dir string) (int, error) {
 	root, err := unix.Open("/proc/"+strconv.Itoa(rec.Init.Pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open the sandbox's root: %w", err)
@@ -171,23 +179,23 @@ func openCredentialDir(rec *record) (int, error) {
 	if !rec.Init.alive() {
 		return -1, fmt.Errorf("%w: sandbox %s is dead", sandbox.ErrNotRunning, rec.ID)
 	}
-	dir, err := unix.Openat2(root, strings.TrimPrefix(sandbox.CredentialDir, "/"), &unix.OpenHow{
+	fd, err := unix.Openat2(root, strings.TrimPrefix(dir, "/"), &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
-		return -1, fmt.Errorf("open %s in the sandbox: %w", sandbox.CredentialDir, err)
+		return -1, fmt.Errorf("open %s in the sandbox: %w", dir, err)
 	}
 	var st unix.Statfs_t
-	if err := unix.Fstatfs(dir, &st); err != nil {
-		unix.Close(dir)
-		return -1, fmt.Errorf("statfs %s in the sandbox: %w", sandbox.CredentialDir, err)
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("statfs %s in the sandbox: %w", dir, err)
 	}
 	if st.Type != unix.TMPFS_MAGIC {
-		unix.Close(dir)
-		return -1, fmt.Errorf("%s in the sandbox is not a tmpfs (file system type %#x)", sandbox.CredentialDir, st.Type)
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s in the sandbox is not a tmpfs (file system type %#x)", dir, st.Type)
 	}
-	return dir, nil
+	return fd, nil
 }
 
 // writeAt creates name in dir (it must not exist) holding data, mode 0400.

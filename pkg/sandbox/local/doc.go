@@ -102,8 +102,12 @@
 // cgroup v2 tree where it is delegated, else the v1 cpu, memory and pids
 // hierarchies, under the backend's own cgroup in a "slipway" directory),
 // which bwrap joins before it starts anything; the workspace by a tmpfs of
-// that size mounted on the host at sandboxes/<id>/workspace (root only),
-// which Delete unmounts. Enforcement says which hold here; LimitEvents
+// that size (root only) that bwrap mounts in the sandbox's own mount
+// namespace, seeded from the host through /proc/<pid>/root once the runner
+// answers, and gone with the sandbox's processes (never on the host's
+// mount table, whose lock would serialise concurrent creates and
+// deletes; with a template user, its entries all belong to that user,
+// the one owner the sandbox's user namespace maps). Enforcement says which hold here; LimitEvents
 // reads the OOM kills, refused forks, throttled CPU periods and a full
 // workspace, from which sandbox.Outcome names the limit that ended a
 // command. WithoutCgroups turns cgroups off. The listening socket is inherited by bwrap's pid 1 inside the

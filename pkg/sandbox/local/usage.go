@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -13,7 +14,8 @@ import (
 )
 
 // DiskUsage returns the bytes sandbox id's workspace keeps: the used
-// blocks of its tmpfs when it has one (a pool with a workspace bound),
+// blocks of its tmpfs when it has one (a pool with a workspace bound; a
+// sandbox whose processes ended has none left: sandbox.ErrNotRunning),
 // else the blocks allocated to the files under it, walked. Entries the
 // walk cannot read (a workload may close a directory to its owner) are
 // left out: the figure is then a lower bound, and partial says so.
@@ -21,21 +23,23 @@ func (b *Backend) DiskUsage(ctx context.Context, id string) (bytes int64, partia
 	if !validID(id) {
 		return 0, false, fmt.Errorf("%w: %q", sandbox.ErrNotFound, id)
 	}
-	dir := b.sandboxDir(id)
-	ws := filepath.Join(dir, "workspace")
-	var st, parent unix.Stat_t
-	if err := unix.Lstat(ws, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return 0, false, fmt.Errorf("%w: %s", sandbox.ErrNotFound, id)
-		}
-		return 0, false, fmt.Errorf("local: usage of %s: %w", id, err)
+	rec, err := b.readRecord(id)
+	if err != nil {
+		return 0, false, err
 	}
-	if unix.Lstat(dir, &parent) == nil && st.Dev != parent.Dev { // its own tmpfs
-		var sf unix.Statfs_t
-		if err := unix.Statfs(ws, &sf); err != nil {
+	if rec.WorkspaceBytes > 0 { // its own tmpfs
+		sf, err := b.workspaceStatfs(rec)
+		if err != nil {
 			return 0, false, fmt.Errorf("local: usage of %s: %w", id, err)
 		}
 		return int64(sf.Blocks-sf.Bfree) * sf.Bsize, false, nil
+	}
+	ws := filepath.Join(b.sandboxDir(id), "workspace")
+	if _, err := os.Lstat(ws); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, false, fmt.Errorf("%w: %s", sandbox.ErrNotFound, id)
+		}
+		return 0, false, fmt.Errorf("local: usage of %s: %w", id, err)
 	}
 	err = filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -135,12 +135,50 @@ func SeedWorkspace(root, workdir, ws string, user *isolate.User) error {
 	return os.Chown(ws, uid, gid)
 }
 
+// SeedWorkspaceAs seeds ws like SeedWorkspace, for a workspace whose
+// every entry must belong to the writer: a tmpfs in the sandbox's user
+// namespace, which maps no owner but the sandbox's user. The template's
+// entries keep their modes and times but not their owners, and every
+// write into ws runs inside as (see copyTreeAs), which sets the file
+// system ids of the sandbox's user; the template is read outside it.
+func SeedWorkspaceAs(root, workdir, ws string, as func(func() error) error) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	sub, err := r.OpenRoot(strings.TrimPrefix(workdir, "/"))
+	if err != nil {
+		return fmt.Errorf("template workdir %s: %w", workdir, err)
+	}
+	defer sub.Close()
+	if err := copyTreeAs(sub, ws, false, as); err != nil {
+		return fmt.Errorf("seed the workspace from the template's %s: %w", workdir, err)
+	}
+	return as(func() error {
+		fi, err := os.Stat(ws)
+		if err != nil {
+			return err
+		}
+		return os.Chmod(ws, fi.Mode().Perm()|0o700)
+	})
+}
+
 // copyTree copies the tree under src into dst (an existing directory,
 // which takes src's mode and owner): directories, regular files, symlinks
 // (as links, never followed) and named pipes, with modes, modification
 // times and, when running as root, owners. Other entries are skipped.
 func copyTree(src *os.Root, dst string) error {
-	root := os.Geteuid() == 0
+	return copyTreeAs(src, dst, os.Geteuid() == 0, nil)
+}
+
+// copyTreeAs is copyTree keeping the owners only when owners is set, with
+// every write into dst inside as (nil: none), which may switch the file
+// system ids of the thread it runs on; src is read outside it.
+func copyTreeAs(src *os.Root, dst string, owners bool, as func(func() error) error) error {
+	if as == nil {
+		as = func(f func() error) error { return f() }
+	}
 	type dirTime struct {
 		path string
 		mt   time.Time
@@ -156,66 +194,69 @@ func copyTree(src *os.Root, dst string) error {
 		}
 		target := filepath.Join(dst, filepath.FromSlash(p))
 		mode := fi.Mode()
+		var write func() error
 		switch {
 		case mode.IsDir():
 			if p != "." {
-				if err := os.Mkdir(target, 0o700); err != nil {
-					return err
-				}
+				write = func() error { return os.Mkdir(target, 0o700) }
+			} else {
+				write = func() error { return nil }
 			}
 			dirs = append(dirs, dirTime{target, fi.ModTime()})
 		case mode.IsRegular():
-			if err := copyFileFrom(src, p, target); err != nil {
+			in, err := src.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+			if err != nil {
 				return err
 			}
+			defer in.Close()
+			write = func() error { return copyFile(in, target) }
 		case mode&fs.ModeSymlink != 0:
 			link, err := src.Readlink(p)
 			if err != nil {
 				return err
 			}
-			if err := os.Symlink(link, target); err != nil {
-				return err
-			}
+			write = func() error { return os.Symlink(link, target) }
 		case mode&fs.ModeNamedPipe != 0:
-			if err := syscall.Mkfifo(target, 0o600); err != nil {
-				return err
-			}
+			write = func() error { return syscall.Mkfifo(target, 0o600) }
 		default:
 			return nil
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && root {
-			if err := os.Lchown(target, int(st.Uid), int(st.Gid)); err != nil {
+		return as(func() error {
+			if err := write(); err != nil {
 				return err
 			}
-		}
-		if mode&fs.ModeSymlink == 0 {
-			if err := os.Chmod(target, mode.Perm()|mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
-				return err
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && owners {
+				if err := os.Lchown(target, int(st.Uid), int(st.Gid)); err != nil {
+					return err
+				}
 			}
-			if !mode.IsDir() {
-				return os.Chtimes(target, time.Time{}, fi.ModTime())
+			if mode&fs.ModeSymlink == 0 {
+				if err := os.Chmod(target, mode.Perm()|mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+					return err
+				}
+				if !mode.IsDir() {
+					return os.Chtimes(target, time.Time{}, fi.ModTime())
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		return err
 	}
-	for _, d := range slices.Backward(dirs) { // children first: writing into a directory changes its time
-		if err := os.Chtimes(d.path, time.Time{}, d.mt); err != nil {
-			return err
+	return as(func() error {
+		for _, d := range slices.Backward(dirs) { // children first: writing into a directory changes its time
+			if err := os.Chtimes(d.path, time.Time{}, d.mt); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-func copyFileFrom(src *os.Root, name, dst string) error {
-	in, err := src.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// copyFile creates dst (it must not exist) holding what in holds.
+func copyFile(in *os.File, dst string) error {
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return err
 	}
