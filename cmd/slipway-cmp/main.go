@@ -5,7 +5,7 @@
 // instead of the full CLI's tens (its dependencies' init). Its output,
 // errors and exit codes are slipway argocd generate's and parameters'.
 //
-//	slipway-cmp generate [--verify-cache-dir DIR]   # 0 rendered, 1 refused, 2 usage, input or I/O
+//	slipway-cmp generate [--verify-cache-dir DIR] [--output yaml|json]   # 0 rendered, 1 refused, 2 usage, input or I/O
 //	slipway-cmp parameters
 package main
 
@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/slipway-dev/slipway/pkg/argocd"
@@ -31,6 +32,15 @@ const (
 )
 
 func main() {
+	// A render is one short burst of allocation (tens of MiB, then exit):
+	// the collector would run several times for nothing, a quarter of the
+	// render's time. It stays off up to a soft limit of 256 MiB (a pool
+	// whose render needs more is collected near it, as usual), unless the
+	// sidecar's GOGC or GOMEMLIMIT say otherwise.
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetGCPercent(-1)
+		debug.SetMemoryLimit(256 << 20)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -39,7 +49,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: slipway-cmp generate [--verify-cache-dir DIR] | parameters")
+		fmt.Fprintln(stderr, "usage: slipway-cmp generate [--verify-cache-dir DIR] [--output yaml|json] | parameters")
 		return exitUsage
 	}
 	wd, err := os.Getwd()
@@ -51,14 +61,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "generate":
 		fs := flag.NewFlagSet("generate", flag.ContinueOnError)
 		fs.SetOutput(stderr)
-		cacheDir := fs.String("verify-cache-dir", os.Getenv(argocd.EnvVerifyCacheDir), "keep passing verification results here for the next run (a directory private to the plugin)")
+		var o argocd.GenerateOptions
+		fs.StringVar(&o.CacheDir, "verify-cache-dir", os.Getenv(argocd.EnvVerifyCacheDir), "keep passing verification results here for the next run (a directory private to the plugin)")
+		fs.StringVar(&o.Output, "output", argocd.OutputYAML, "yaml, or json: one JSON object per line (what the plugin.yaml asks for)")
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 			if err == nil {
 				fmt.Fprintf(stderr, "slipway-cmp generate: unexpected arguments %q\n", fs.Args())
 			}
 			return exitUsage
 		}
-		err := argocd.PluginGenerate(ctx, wd, os.Getenv, *cacheDir, stdout, stderr)
+		err := argocd.PluginGenerate(ctx, wd, os.Getenv, o, stdout, stderr)
 		switch {
 		case errors.Is(err, render.ErrNotVerified):
 			fmt.Fprintf(stderr, "slipway-cmp: %v\n", err)

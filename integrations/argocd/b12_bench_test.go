@@ -241,7 +241,7 @@ func BenchmarkB12ArgoCD(b *testing.B) {
 			b.Fatalf("cold render of the pool's folder alone differs: %v", err)
 		}
 		alone = timed(func() {
-			if r := runBin(b, cmpBin, filepath.Join(root, "pools", "agents"), env, "generate"); r.code != 0 {
+			if r := runBin(b, cmpBin, filepath.Join(root, "pools", "agents"), env, "generate", "--output", "json"); r.code != 0 {
 				b.Fatalf("slipway-cmp generate: exit %d\n%s", r.code, r.stderr)
 			}
 		})

@@ -14,15 +14,38 @@ import (
 // verification results between renders (the sidecar's emptyDir).
 const EnvVerifyCacheDir = "SLIPWAY_VERIFY_CACHE_DIR"
 
+// GenerateOptions are the plugin's generate flags.
+type GenerateOptions struct {
+	// CacheDir ("": none) keeps passing verification results.
+	CacheDir string
+	// Output is "yaml" (the default when empty) or "json": one compact
+	// JSON object per line, which Argo CD's repo-server reads as JSON
+	// without converting each YAML document (see render.WithJSONLines).
+	Output string
+}
+
+// Output formats of the plugin's generate.
+const (
+	OutputYAML = "yaml"
+	OutputJSON = "json"
+)
+
 // PluginGenerate is the config management plugin's generate, for the
 // working directory wd Argo CD runs it in and the environment getenv
 // reads: the pool named by the parameters, verified (against the
 // operator's policy file when EnvPolicyFile names one), its objects
-// written to stdout and the policy used to stderr. cacheDir ("": none)
-// keeps passing verification results. A refusal wraps
-// render.ErrNotVerified; any other error is the input's or the I/O's.
-// `slipway argocd generate` and `slipway-cmp generate` are this.
-func PluginGenerate(ctx context.Context, wd string, getenv func(string) string, cacheDir string, stdout, stderr io.Writer) error {
+// written to stdout in o.Output and the policy used to stderr. A refusal
+// wraps render.ErrNotVerified; any other error is the input's or the
+// I/O's. `slipway argocd generate` and `slipway-cmp generate` are this.
+func PluginGenerate(ctx context.Context, wd string, getenv func(string) string, o GenerateOptions, stdout, stderr io.Writer) error {
+	var opts []render.Option
+	switch o.Output {
+	case "", OutputYAML:
+	case OutputJSON:
+		opts = append(opts, render.WithJSONLines())
+	default:
+		return fmt.Errorf("argocd: output %q: want %s or %s", o.Output, OutputYAML, OutputJSON)
+	}
 	env, err := ReadEnv(getenv)
 	if err != nil {
 		return err
@@ -37,9 +60,8 @@ func PluginGenerate(ctx context.Context, wd string, getenv func(string) string, 
 			return err
 		}
 	}
-	var opts []render.Option
-	if cacheDir != "" {
-		c, err := policy.OpenCache(cacheDir)
+	if o.CacheDir != "" {
+		c, err := policy.OpenCache(o.CacheDir)
 		if err != nil {
 			return err
 		}
@@ -52,7 +74,11 @@ func PluginGenerate(ctx context.Context, wd string, getenv func(string) string, 
 	if used != nil {
 		fmt.Fprintf(stderr, "slipway argocd generate: pool %s verified against the policy of the %s; checkout: %s\n", env.Params.Pool, used, co.Layout())
 	}
-	_, err = stdout.Write(res.YAML)
+	out := res.YAML
+	if o.Output == OutputJSON {
+		out = res.JSON
+	}
+	_, err = stdout.Write(out)
 	return err
 }
 

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -49,7 +50,7 @@ const emptyKustomization = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: K
 // (namespace, labels, patches, name prefixes) apply to them too, builds
 // it, stamps every object, checks that no transformer changed a pin, and
 // returns the sorted YAML.
-func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gens map[string]*generation.Generation, hook func(filesys.FileSystem, string)) ([]byte, error) {
+func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gens map[string]*generation.Generation, jsonLines bool, hook func(filesys.FileSystem, string)) ([]byte, error) {
 	name := pl.Metadata.Name
 	fsys := filesys.MakeFsInMemory()
 	if err := copyNeeded(t, pool.Dir(name), fsys, map[string]bool{}); err != nil {
@@ -123,6 +124,21 @@ func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gen
 	}
 	sort.SliceStable(nodes, func(i, j int) bool { return less(nodes[i], nodes[j]) })
 	var out strings.Builder
+	if jsonLines {
+		for _, n := range nodes {
+			var v any
+			if err := n.YNode().Decode(&v); err != nil {
+				return nil, fmt.Errorf("render: %w", err)
+			}
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("render: %s %s: %w", n.GetKind(), n.GetName(), err)
+			}
+			out.Write(b)
+			out.WriteByte('\n')
+		}
+		return []byte(out.String()), nil
+	}
 	for i, n := range nodes {
 		if i > 0 {
 			out.WriteString("---\n")

@@ -42,6 +42,8 @@ type options struct {
 	skip       bool
 	cache      *policy.Cache
 	policyOpts []policy.Option
+	// json prints the objects as JSON lines instead of YAML.
+	json bool
 	// inputHook, a test hook, sees kustomize's input before the build.
 	inputHook func(fsys filesys.FileSystem, dir string)
 }
@@ -80,6 +82,15 @@ func WithVerifyCache(c *policy.Cache) Option {
 	return func(o *options) error { o.cache = c; return nil }
 }
 
+// WithJSONLines prints the objects as one compact JSON object per line,
+// in Result.JSON, instead of YAML: the form Argo CD's repo-server reads
+// without converting each document (its decoder takes a stream that
+// starts with "{" as JSON), and cheaper to write. Values are the ones the
+// YAML holds, as YAML 1.2 reads them (kustomize's reading).
+func WithJSONLines() Option {
+	return func(o *options) error { o.json = true; return nil }
+}
+
 // WithPolicyOptions passes registry options to verification.
 func WithPolicyOptions(opts ...policy.Option) Option {
 	return func(o *options) error { o.policyOpts = append(o.policyOpts, opts...); return nil }
@@ -98,6 +109,9 @@ type Result struct {
 	// (Namespace, then the pool's own objects by kind, then
 	// SandboxTemplate, then SandboxWarmPool), then namespace and name.
 	YAML []byte `json:"-"`
+	// JSON is the same objects in the same order as JSON lines, instead
+	// of YAML, when WithJSONLines asked for it.
+	JSON []byte `json:"-"`
 }
 
 // Generation is one rendered generation.
@@ -170,10 +184,29 @@ func Pool(ctx context.Context, t Tree, poolName, revision string, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	gens, err := verifyAll(ctx, t, pl, state, pol, o)
+	v := startVerify(ctx, t, pl, state, pol, o)
+	if v.unread {
+		// A generation that cannot be read leaves nothing to render.
+		_, err := v.wait()
+		return nil, err
+	}
+	// The objects are built while the signatures are checked; they leave
+	// here only once every generation passed.
+	gens := v.read
+	res, err := renderPool(t, pl, state, gens, pol, revision, o)
+	if _, verr := v.wait(); verr != nil {
+		return nil, verr
+	}
 	if err != nil {
 		return nil, err
 	}
+	return res, nil
+}
+
+// renderPool builds the pool's objects from its state and the generations
+// read (by ID).
+func renderPool(t Tree, pl *pool.Pool, state *pool.State, gens map[string]*generation.Generation, pol *policy.Policy, revision string, o *options) (*Result, error) {
+	poolName := pl.Metadata.Name
 	res := &Result{Pool: poolName, Revision: revision, Generations: []Generation{}}
 	if pol != nil {
 		res.Policy = pol.Digest
@@ -192,8 +225,14 @@ func Pool(ctx context.Context, t Tree, poolName, revision string, opts ...Option
 		}
 		res.Generations = append(res.Generations, rg)
 	}
-	if res.YAML, err = build(t, pl, revision, objects, gens, o.inputHook); err != nil {
+	out, err := build(t, pl, revision, objects, gens, o.json, o.inputHook)
+	if err != nil {
 		return nil, err
+	}
+	if o.json {
+		res.JSON = out
+	} else {
+		res.YAML = out
 	}
 	return res, nil
 }
@@ -221,28 +260,38 @@ func treePolicy(t Tree, o *options) (*policy.Policy, error) {
 	}
 }
 
-// verifyAll reads and verifies every generation the state lists, in
-// order, and refuses them all together.
-func verifyAll(ctx context.Context, t Tree, pl *pool.Pool, state *pool.State, pol *policy.Policy, o *options) (map[string]*generation.Generation, error) {
+// verifying is the verification of a pool's generations under way: read
+// holds every generation read and checked (by ID), unread says whether one
+// could not be, and wait returns them once verified, or every refusal
+// together in the state's order.
+type verifying struct {
+	read   map[string]*generation.Generation
+	unread bool
+	wait   func() (map[string]*generation.Generation, error)
+}
+
+// startVerify reads and checks every generation the state lists, in
+// order, and starts verifying them side by side (each verification is
+// registry round trips, or a look-up in the cache).
+func startVerify(ctx context.Context, t Tree, pl *pool.Pool, state *pool.State, pol *policy.Policy, o *options) *verifying {
 	name := pl.Metadata.Name
 	popts := o.policyOpts
 	if o.cache != nil {
 		popts = append(append([]policy.Option(nil), popts...), policy.WithCache(o.cache))
 	}
-	// Read and check every generation in the state's order, then verify
-	// them side by side (each verification is registry round trips), and
-	// report refusals in the state's order again.
 	type item struct {
 		g        *generation.Generation
 		err      error
 		refusals bool
 	}
 	items := make([]item, len(state.Generations))
+	v := &verifying{read: map[string]*generation.Generation{}}
 	for i, e := range state.Generations {
 		file := pool.GenerationFile(name, e.ID)
 		b, err := t.ReadFile(file)
 		if err != nil {
 			items[i].err = fmt.Errorf("%s: %v", file, err)
+			v.unread = true
 			continue
 		}
 		g, err := generation.ParseNamed(b, file)
@@ -253,9 +302,14 @@ func verifyAll(ctx context.Context, t Tree, pl *pool.Pool, state *pool.State, po
 			err = g.Validate(pl.Spec.RequiredKinds)
 		}
 		items[i].g, items[i].err = g, err
+		if err != nil {
+			v.unread = true
+		} else {
+			v.read[e.ID] = g
+		}
 	}
+	eg, ectx := errgroup.WithContext(ctx)
 	if pol != nil {
-		eg, ectx := errgroup.WithContext(ctx)
 		eg.SetLimit(verifyConcurrency)
 		for i := range items {
 			if items[i].err != nil {
@@ -271,24 +325,27 @@ func verifyAll(ctx context.Context, t Tree, pl *pool.Pool, state *pool.State, po
 				return nil
 			})
 		}
+	}
+	v.wait = func() (map[string]*generation.Generation, error) {
 		if err := eg.Wait(); err != nil {
 			return nil, err
 		}
-	}
-	gens := map[string]*generation.Generation{}
-	nv := &NotVerifiedError{Pool: name}
-	for i, e := range state.Generations {
-		if items[i].err != nil {
-			nv.Refusals = append(nv.Refusals, Refusal{e.ID, items[i].err.Error()})
-			nv.refused = nv.refused || items[i].refusals
-			continue
+		gens := map[string]*generation.Generation{}
+		nv := &NotVerifiedError{Pool: name}
+		for i, e := range state.Generations {
+			if items[i].err != nil {
+				nv.Refusals = append(nv.Refusals, Refusal{e.ID, items[i].err.Error()})
+				nv.refused = nv.refused || items[i].refusals
+				continue
+			}
+			gens[e.ID] = items[i].g
 		}
-		gens[e.ID] = items[i].g
+		if len(nv.Refusals) > 0 {
+			return nil, nv
+		}
+		return gens, nil
 	}
-	if len(nv.Refusals) > 0 {
-		return nil, nv
-	}
-	return gens, nil
+	return v
 }
 
 // verifyConcurrency bounds the generations verified at once.

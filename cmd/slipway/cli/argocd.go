@@ -22,7 +22,7 @@ func NewCmdArgoCD(g *globals) *cobra.Command {
 }
 
 func newCmdArgoCDGenerate(g *globals) *cobra.Command {
-	var cacheDir string
+	var o argocd.GenerateOptions
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "The config management plugin's generate: a pool's verified objects from the checked-out config repository",
@@ -41,15 +41,17 @@ a refusal names the generation, the pin and the failed check on stderr. A pool w
 parameter allow-empty is true (only while the pool is being removed). The output is a pure
 function of the tree and the parameters. With --verify-cache-dir (default
 $SLIPWAY_VERIFY_CACHE_DIR), passing verification results are kept there, keyed by the policy,
-its keys and the image digest, and the next run answers from them. Exit 0 rendered, 1
-refused, 2 usage, input or I/O.`,
+its keys and the image digest, and the next run answers from them. --output json prints one
+compact JSON object per line instead of YAML: Argo CD's repo-server reads that stream as JSON,
+without converting each YAML document (the plugin.yaml Slipway ships asks for it). Exit 0
+rendered, 1 refused, 2 usage, input or I/O.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			wd, err := os.Getwd()
 			if err != nil {
 				return usage(err)
 			}
-			err = argocd.PluginGenerate(cmd.Context(), wd, os.Getenv, cacheDir, g.stdout, g.stderr)
+			err = argocd.PluginGenerate(cmd.Context(), wd, os.Getenv, o, g.stdout, g.stderr)
 			switch {
 			case errors.Is(err, render.ErrNotVerified):
 				return failed(err)
@@ -59,7 +61,8 @@ refused, 2 usage, input or I/O.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&cacheDir, "verify-cache-dir", os.Getenv(argocd.EnvVerifyCacheDir), "keep passing verification results here for the next run (a directory private to the plugin)")
+	cmd.Flags().StringVar(&o.CacheDir, "verify-cache-dir", os.Getenv(argocd.EnvVerifyCacheDir), "keep passing verification results here for the next run (a directory private to the plugin)")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", argocd.OutputYAML, "yaml, or json: one JSON object per line (what the plugin.yaml asks for)")
 	return cmd
 }
 

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/generation"
 	"github.com/slipway-dev/slipway/pkg/pool"
+	"sigs.k8s.io/yaml"
 )
 
 // argocdCheckout is a config repository checked out in a directory, as
@@ -122,6 +124,28 @@ func TestArgoCDGenerate(t *testing.T) {
 	}
 	if again := run(t, app, "argocd", "generate"); again.code != 0 || again.stdout != r.stdout {
 		t.Fatalf("second render differs: %+v", again)
+	}
+	// --output json: the same objects, in the same order, one JSON object
+	// per line, as an independent YAML reader (sigs.k8s.io/yaml, which
+	// kubectl uses) reads the YAML.
+	j := run(t, app, "argocd", "generate", "--output", "json")
+	lines := strings.Split(strings.TrimSuffix(j.stdout, "\n"), "\n")
+	docs := strings.Split(r.stdout, "\n---\n")
+	if j.code != 0 || len(lines) != len(docs) || len(lines) < 2 {
+		t.Fatalf("--output json: %d lines for %d YAML documents: %+v", len(lines), len(docs), j)
+	}
+	for i, d := range docs {
+		want, err := yaml.YAMLToJSON([]byte(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b any
+		if json.Unmarshal([]byte(lines[i]), &a) != nil || json.Unmarshal(want, &b) != nil || !reflect.DeepEqual(a, b) {
+			t.Errorf("object %d as JSON:\n%s\nthe YAML read as JSON:\n%s", i, lines[i], want)
+		}
+	}
+	if bad := run(t, app, "argocd", "generate", "--output", "xml"); bad.code != 2 || !strings.Contains(bad.stderr, `output "xml": want yaml or json`) || bad.stdout != "" {
+		t.Errorf("--output xml: %+v", bad)
 	}
 	if kept, _ := filepath.Glob(filepath.Join(cacheDir, "*.json")); len(kept) != 3 {
 		t.Fatalf("verification cache holds %d results, want 3 (one per pinned image): %v", len(kept), kept)
