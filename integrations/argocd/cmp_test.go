@@ -36,7 +36,7 @@ func startCMP(t testing.TB, extraEnv ...string) *cmpServer {
 	t.Helper()
 	sockets := t.TempDir()
 	setenv(t, "ARGOCD_PLUGINSOCKFILEPATH", sockets)
-	setenv(t, "ARGOCD_CMP_WORKDIR", filepath.Join(t.TempDir(), "work"))
+	setenv(t, "ARGOCD_CMP_WORKDIR", filepath.Join(memDir(t), "work"))
 	for _, kv := range extraEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		setenv(t, k, v)
@@ -308,4 +308,18 @@ func TestCMPServer(t *testing.T) {
 	if m, err := s.generate(t, root, removing); err != nil || len(m) != 0 {
 		t.Fatalf("empty pool with allow-empty: %v %v", m, err)
 	}
+}
+
+// memDir is a temporary directory in memory where the host has /dev/shm
+// (else t.TempDir()): the sidecar of repo-server-patch.yaml untars each
+// checkout into an emptyDir in memory, and a disk still writing back an
+// earlier checkout would stall the untar in a way the sidecar never sees.
+func memDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/dev/shm", "slipway-cmp-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
