@@ -187,14 +187,13 @@ func Pool(ctx context.Context, t Tree, poolName, revision string, opts ...Option
 	v := startVerify(ctx, t, pl, state, pol, o)
 	if v.unread {
 		// A generation that cannot be read leaves nothing to render.
-		_, err := v.wait()
-		return nil, err
+		return nil, v.wait()
 	}
 	// The objects are built while the signatures are checked; they leave
 	// here only once every generation passed.
 	gens := v.read
 	res, err := renderPool(t, pl, state, gens, pol, revision, o)
-	if _, verr := v.wait(); verr != nil {
+	if verr := v.wait(); verr != nil {
 		return nil, verr
 	}
 	if err != nil {
@@ -262,12 +261,12 @@ func treePolicy(t Tree, o *options) (*policy.Policy, error) {
 
 // verifying is the verification of a pool's generations under way: read
 // holds every generation read and checked (by ID), unread says whether one
-// could not be, and wait returns them once verified, or every refusal
-// together in the state's order.
+// could not be, and wait returns once all are verified, nil or every
+// refusal together in the state's order.
 type verifying struct {
 	read   map[string]*generation.Generation
 	unread bool
-	wait   func() (map[string]*generation.Generation, error)
+	wait   func() error
 }
 
 // startVerify reads and checks every generation the state lists, in
@@ -326,24 +325,21 @@ func startVerify(ctx context.Context, t Tree, pl *pool.Pool, state *pool.State, 
 			})
 		}
 	}
-	v.wait = func() (map[string]*generation.Generation, error) {
+	v.wait = func() error {
 		if err := eg.Wait(); err != nil {
-			return nil, err
+			return err
 		}
-		gens := map[string]*generation.Generation{}
 		nv := &NotVerifiedError{Pool: name}
 		for i, e := range state.Generations {
 			if items[i].err != nil {
 				nv.Refusals = append(nv.Refusals, Refusal{e.ID, items[i].err.Error()})
 				nv.refused = nv.refused || items[i].refusals
-				continue
 			}
-			gens[e.ID] = items[i].g
 		}
 		if len(nv.Refusals) > 0 {
-			return nil, nv
+			return nv
 		}
-		return gens, nil
+		return nil
 	}
 	return v
 }

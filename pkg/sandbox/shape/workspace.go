@@ -105,18 +105,8 @@ func MountPoints(dir, workdir string, dirs, files []string) error {
 // permission, whoever owned the template's directory: it is the one place
 // the sandbox may write.
 func SeedWorkspace(root, workdir, ws string, user *isolate.User) error {
-	r, err := os.OpenRoot(root)
-	if err != nil {
+	if err := seed(root, workdir, func(sub *os.Root) error { return copyTree(sub, ws) }); err != nil {
 		return err
-	}
-	defer r.Close()
-	sub, err := r.OpenRoot(strings.TrimPrefix(workdir, "/"))
-	if err != nil {
-		return fmt.Errorf("template workdir %s: %w", workdir, err)
-	}
-	defer sub.Close()
-	if err := copyTree(sub, ws); err != nil {
-		return fmt.Errorf("seed the workspace from the template's %s: %w", workdir, err)
 	}
 	fi, err := os.Stat(ws)
 	if err != nil {
@@ -142,6 +132,21 @@ func SeedWorkspace(root, workdir, ws string, user *isolate.User) error {
 // write into ws runs inside as (see copyTreeAs), which sets the file
 // system ids of the sandbox's user; the template is read outside it.
 func SeedWorkspaceAs(root, workdir, ws string, as func(func() error) error) error {
+	if err := seed(root, workdir, func(sub *os.Root) error { return copyTreeAs(sub, ws, false, as) }); err != nil {
+		return err
+	}
+	return as(func() error {
+		fi, err := os.Stat(ws)
+		if err != nil {
+			return err
+		}
+		return os.Chmod(ws, fi.Mode().Perm()|0o700)
+	})
+}
+
+// seed opens the working directory workdir of the tree at root (inside
+// it: no symlink leads out) and copies it with cp.
+func seed(root, workdir string, cp func(sub *os.Root) error) error {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return err
@@ -152,16 +157,10 @@ func SeedWorkspaceAs(root, workdir, ws string, as func(func() error) error) erro
 		return fmt.Errorf("template workdir %s: %w", workdir, err)
 	}
 	defer sub.Close()
-	if err := copyTreeAs(sub, ws, false, as); err != nil {
+	if err := cp(sub); err != nil {
 		return fmt.Errorf("seed the workspace from the template's %s: %w", workdir, err)
 	}
-	return as(func() error {
-		fi, err := os.Stat(ws)
-		if err != nil {
-			return err
-		}
-		return os.Chmod(ws, fi.Mode().Perm()|0o700)
-	})
+	return nil
 }
 
 // copyTree copies the tree under src into dst (an existing directory,
