@@ -1,7 +1,6 @@
 package isolate
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,7 +113,7 @@ func mountArgs(s *Spec) []string {
 		if mode == 0 {
 			mode = 0o755
 		}
-		ms = append(ms, mnt{[]string{"--perms", fmt.Sprintf("%04o", uint32(mode)), "--size", strconv.FormatUint(t.Bytes, 10), "--tmpfs", t.Target}})
+		ms = append(ms, mnt{[]string{"--perms", "0" + strconv.FormatUint(uint64(mode), 8), "--size", strconv.FormatUint(t.Bytes, 10), "--tmpfs", t.Target}})
 		tmp = tmp && t.Target != "/tmp"
 	}
 	if tmp {

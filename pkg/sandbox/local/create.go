@@ -143,10 +143,6 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		return nil, err
 	}
 
-	ws := filepath.Join(dir, "workspace")
-	if err := os.Mkdir(ws, 0o700); err != nil {
-		return nil, err
-	}
 	var cg *isolate.Cgroup
 	if l := cgroupLimits(spec.Limits); l != (isolate.CgroupLimits{}) {
 		var err error
@@ -160,7 +156,11 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	// on the host instead would take the host's mount table lock on every
 	// create and delete: it serialised concurrent cold starts (B11).
 	bounded := spec.Limits.WorkspaceBytes > 0
+	ws := filepath.Join(dir, "workspace")
 	if !bounded {
+		if err := os.Mkdir(ws, 0o700); err != nil {
+			return nil, err
+		}
 		if err := shape.SeedWorkspace(t.root, t.workdir, ws, t.user); err != nil {
 			return nil, err
 		}
