@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
@@ -152,8 +151,8 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int) ([]time.Durati
 				if e.Kind != KindStdout {
 					return nil
 				}
-				var d OutputData
-				if err := json.Unmarshal(e.Data, &d); err != nil {
+				d, err := e.Output()
+				if err != nil {
 					return err
 				}
 				if t, ok := stampOf(d.Bytes()); ok {

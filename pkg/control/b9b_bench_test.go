@@ -94,7 +94,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		cancel()
-		rows, err := s.r.QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_events e ON e.job_id = r.job_id AND e.seq = r.seq`)
+		rows, err := s.r.QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -379,8 +379,8 @@ func (r *destRunner) message(ctx context.Context, j *Job, e Event, d tenancy.Des
 	var raw []byte
 	switch e.Kind {
 	case KindStdout, KindStderr:
-		var o OutputData
-		if err := json.Unmarshal(e.Data, &o); err != nil {
+		o, err := e.Output()
+		if err != nil {
 			return nil, fmt.Errorf("job %s event %d: %w", j.ID, e.Seq, err)
 		}
 		raw = o.Bytes()

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // EventsVersion names the closed set of event kinds below. A kind is
@@ -188,15 +191,23 @@ func (c EventConfig) withDefaults() EventConfig {
 }
 
 // checkEvent refuses a kind outside the set and data that is not one JSON
-// object.
-func checkEvent(e NewEvent) error {
+// object, and returns the data compacted: a stored event's data is valid
+// JSON on one line, so readers serve it as it is.
+func checkEvent(e NewEvent) (NewEvent, error) {
 	if !e.Kind.Valid() {
-		return fmt.Errorf("%w: kind %q is not one of %s's", ErrEventKind, e.Kind, EventsVersion)
+		return e, fmt.Errorf("%w: kind %q is not one of %s's", ErrEventKind, e.Kind, EventsVersion)
 	}
 	if d := bytes.TrimLeft(e.Data, " \t\r\n"); len(d) == 0 || d[0] != '{' || !json.Valid(d) {
-		return fmt.Errorf("%w: %s event: data must be a JSON object", ErrEventKind, e.Kind)
+		return e, fmt.Errorf("%w: %s event: data must be a JSON object", ErrEventKind, e.Kind)
 	}
-	return nil
+	if bytes.ContainsAny(e.Data, "\r\n") {
+		var b bytes.Buffer
+		if err := json.Compact(&b, e.Data); err != nil {
+			return e, fmt.Errorf("%w: %s event: %v", ErrEventKind, e.Kind, err)
+		}
+		e.Data = b.Bytes()
+	}
+	return e, nil
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -205,4 +216,127 @@ func mustJSON(v any) json.RawMessage {
 		panic(err) // only our own types, which always marshal
 	}
 	return b
+}
+
+// Output reads a stdout or stderr event's data. The shape the control
+// plane writes, {"command":N,"text":"..."}, is read directly (encoding/json
+// would scan it twice); any other is read by encoding/json.
+func (e Event) Output() (OutputData, error) {
+	if d, ok := readOutputShape(e.Data); ok {
+		return d, nil
+	}
+	var d OutputData
+	err := json.Unmarshal(e.Data, &d)
+	return d, err
+}
+
+func readOutputShape(b []byte) (OutputData, bool) {
+	var d OutputData
+	rest, ok := bytes.CutPrefix(b, []byte(`{"command":`))
+	if !ok {
+		return d, false
+	}
+	i := bytes.IndexByte(rest, ',')
+	if i <= 0 {
+		return d, false
+	}
+	n, err := strconv.Atoi(string(rest[:i]))
+	if err != nil {
+		return d, false
+	}
+	body, ok := bytes.CutPrefix(rest[i:], []byte(`,"text":"`))
+	if !ok || !bytes.HasSuffix(body, []byte(`"}`)) {
+		return d, false
+	}
+	text, ok := unquoteJSON(body[:len(body)-2])
+	if !ok {
+		return d, false
+	}
+	d.Command, d.Text = n, text
+	return d, true
+}
+
+// unquoteJSON decodes the body of a JSON string (without its quotes);
+// false: it is not one (an unescaped quote or control byte, a bad escape,
+// invalid UTF-8).
+func unquoteJSON(b []byte) (string, bool) {
+	if bytes.IndexByte(b, '\\') < 0 {
+		for _, c := range b {
+			if c < 0x20 || c == '"' {
+				return "", false
+			}
+		}
+		return string(b), utf8.Valid(b)
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c < 0x20 || c == '"':
+			return "", false
+		case c != '\\':
+			out = append(out, c)
+			continue
+		}
+		if i+1 >= len(b) {
+			return "", false
+		}
+		i++
+		switch b[i] {
+		case '"', '\\', '/':
+			out = append(out, b[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(b[i+1:])
+			if !ok {
+				return "", false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
+					r2, ok = hex4(b[i+3:])
+				}
+				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
+					r, i = d, i+6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", false
+		}
+	}
+	return string(out), utf8.Valid(out)
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,12 +98,13 @@ func (c *Client) followOnce(ctx context.Context, hc *http.Client, id string, o F
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-	var kind, data string
+	var kind string
+	var data []byte
 	for sc.Scan() {
-		line := sc.Text()
+		line := sc.Bytes()
 		switch {
-		case line == "":
-			if data == "" {
+		case len(line) == 0:
+			if len(data) == 0 {
 				kind = ""
 				continue
 			}
@@ -111,12 +113,12 @@ func (c *Client) followOnce(ctx context.Context, hc *http.Client, id string, o F
 				return true, nil
 			case "error":
 				var td TrimmedData
-				if err := json.Unmarshal([]byte(data), &td); err == nil && o.OnGap != nil {
+				if err := json.Unmarshal(data, &td); err == nil && o.OnGap != nil {
 					o.OnGap(td)
 				}
 			default:
-				var e Event
-				if err := json.Unmarshal([]byte(data), &e); err != nil {
+				e, err := decodeEvent(data)
+				if err != nil {
 					return true, fmt.Errorf("control plane: job %s: event after %d: %w", id, *last, err)
 				}
 				if e.Seq <= *last {
@@ -130,16 +132,20 @@ func (c *Client) followOnce(ctx context.Context, hc *http.Client, id string, o F
 					return true, nil
 				}
 			}
-			kind, data = "", ""
-		case strings.HasPrefix(line, ":"):
-		case strings.HasPrefix(line, "retry:"):
-			if ms, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "retry:"))); err == nil && ms > 0 {
+			kind, data = "", data[:0]
+		case line[0] == ':':
+		case bytes.HasPrefix(line, []byte("retry:")):
+			if ms, err := strconv.Atoi(strings.TrimSpace(string(line[len("retry:"):]))); err == nil && ms > 0 {
 				*retry = time.Duration(ms) * time.Millisecond
 			}
-		case strings.HasPrefix(line, "event:"):
-			kind = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
-		case strings.HasPrefix(line, "data:"):
-			data += strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")
+		case bytes.HasPrefix(line, []byte("event:")):
+			kind = strings.TrimSpace(string(line[len("event:"):]))
+		case bytes.HasPrefix(line, []byte("data:")):
+			d := line[len("data:"):]
+			if len(d) > 0 && d[0] == ' ' {
+				d = d[1:]
+			}
+			data = append(data, d...)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -149,4 +155,85 @@ func (c *Client) followOnce(ctx context.Context, hc *http.Client, id string, o F
 		return true, nil
 	}
 	return false, io.ErrUnexpectedEOF
+}
+
+// decodeEvent reads one event's SSE data. The control plane writes every
+// event in one shape (appendEventJSON: job, seq, at, kind and data, in
+// that order, data last and on one line), which is read here directly:
+// encoding/json would scan the data twice and copy it. Anything else is
+// read by encoding/json. Data is the server's bytes as sent (a JSON object
+// checked when it was appended); unmarshalling it reports any fault.
+func decodeEvent(b []byte) (Event, error) {
+	if e, ok := readEventShape(b); ok {
+		return e, nil
+	}
+	var e Event
+	err := json.Unmarshal(b, &e)
+	return e, err
+}
+
+// readEventShape reads appendEventJSON's shape: {"job":"J","seq":N,
+// "at":"T","kind":"K","data":{...}} with J and K plain (no escapes).
+func readEventShape(b []byte) (Event, bool) {
+	var e Event
+	rest, ok := bytes.CutPrefix(b, []byte(`{"job":"`))
+	if !ok {
+		return e, false
+	}
+	job, rest, ok := plainJSONString(rest)
+	if !ok {
+		return e, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"seq":`)); !ok {
+		return e, false
+	}
+	i := bytes.IndexByte(rest, ',')
+	if i <= 0 {
+		return e, false
+	}
+	seq, err := strconv.ParseInt(string(rest[:i]), 10, 64)
+	if err != nil {
+		return e, false
+	}
+	if rest, ok = bytes.CutPrefix(rest[i:], []byte(`,"at":"`)); !ok {
+		return e, false
+	}
+	at, rest, ok := plainJSONString(rest)
+	if !ok {
+		return e, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return e, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"kind":"`)); !ok {
+		return e, false
+	}
+	kind, rest, ok := plainJSONString(rest)
+	if !ok {
+		return e, false
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"data":`)); !ok {
+		return e, false
+	}
+	if len(rest) < 3 || rest[0] != '{' || rest[len(rest)-1] != '}' || rest[len(rest)-2] != '}' {
+		return e, false
+	}
+	e.Job, e.Seq, e.At, e.Kind = job, seq, t, EventKind(kind)
+	e.Data = json.RawMessage(bytes.Clone(rest[:len(rest)-1]))
+	return e, true
+}
+
+// plainJSONString reads a JSON string's body up to its closing quote when
+// it has no escapes or control bytes.
+func plainJSONString(b []byte) (string, []byte, bool) {
+	for i, c := range b {
+		switch {
+		case c == '"':
+			return string(b[:i]), b[i+1:], true
+		case c == '\\' || c < 0x20:
+			return "", nil, false
+		}
+	}
+	return "", nil, false
 }

@@ -136,9 +136,10 @@ func (h *eventHub) extend(job string, evs []Event) {
 		t.bytes -= len(t.evs[drop].Data)
 		drop++
 	}
-	if drop > 0 {
-		t.evs = append(t.evs[:0:0], t.evs[drop:]...)
-	}
+	// Resliced, not copied: append moves the live events when it grows
+	// the array, and events once written are never changed, so readers
+	// keep the slices they were given.
+	t.evs = t.evs[drop:]
 }
 
 // fromTail returns the events of job after after up to last (at most
@@ -156,7 +157,26 @@ func (h *eventHub) fromTail(job string, after, last int64, limit int) ([]Event, 
 	}
 	i := int(after + 1 - first)
 	n := min(int(last-after), limit)
-	return append([]Event(nil), t.evs[i:i+n]...), true
+	return t.evs[i : i+n : i+n], true
+}
+
+// nextFromTail returns the events of job's tail that follow after (at
+// most limit), if the tail holds the one right after it: committed
+// events, in sequence, that need no read of the store.
+func (h *eventHub) nextFromTail(job string, after int64, limit int) []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tails[job]
+	if t == nil || len(t.evs) == 0 {
+		return nil
+	}
+	first, last := t.evs[0].Seq, t.evs[len(t.evs)-1].Seq
+	if after+1 < first || after >= last {
+		return nil
+	}
+	i := int(after + 1 - first)
+	n := min(i+limit, len(t.evs))
+	return t.evs[i:n:n]
 }
 
 func (h *eventHub) notify(job string) {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -20,11 +21,15 @@ func eventSchema(d dialect) []string {
 			output_bytes BIGINT NOT NULL DEFAULT 0,
 			trimmed_through BIGINT NOT NULL DEFAULT 0,
 			ended INTEGER NOT NULL DEFAULT 0)`,
-		`CREATE TABLE IF NOT EXISTS cp_events (
-			job_id TEXT NOT NULL, seq BIGINT NOT NULL, at_ns BIGINT NOT NULL,
-			kind TEXT NOT NULL, data TEXT NOT NULL, size BIGINT NOT NULL,
-			PRIMARY KEY (job_id, seq))`,
-		`CREATE INDEX IF NOT EXISTS cp_events_age ON cp_events (at_ns)`,
+		// A segment holds the events first_seq..last_seq of one append, all
+		// output (stdout, stderr, status: output = 1, what retention trims)
+		// or none, one per line: the kind, a space, the data (compact JSON,
+		// never a line break). Size counts the data's bytes.
+		`CREATE TABLE IF NOT EXISTS cp_event_segments (
+			job_id TEXT NOT NULL, last_seq BIGINT NOT NULL, first_seq BIGINT NOT NULL,
+			at_ns BIGINT NOT NULL, output INTEGER NOT NULL, events TEXT NOT NULL, size BIGINT NOT NULL,
+			PRIMARY KEY (job_id, last_seq))`,
+		`CREATE INDEX IF NOT EXISTS cp_event_segments_age ON cp_event_segments (at_ns)`,
 		`CREATE TABLE IF NOT EXISTS cp_event_cursors (
 			consumer TEXT NOT NULL, job_id TEXT NOT NULL,
 			acked_seq BIGINT NOT NULL DEFAULT 0,
@@ -36,8 +41,39 @@ func eventSchema(d dialect) []string {
 	}
 }
 
-// trimmableKinds is the SQL list of the kinds retention deletes.
+// migrateEventRows moves the events of a store written before segments
+// (cp_events, one row per event) into segments of one event each, with
+// data that spans lines compacted, and drops the old table.
+func (s *Store) migrateEventRows(tx *sql.Tx) error {
+	ctx := context.Background()
+	exists, compact := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'cp_events'`,
+		`CASE WHEN instr(data, char(10)) > 0 THEN json(data) ELSE data END`
+	if s.d.name == "postgres" {
+		if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil { // one replica migrates
+			return err
+		}
+		exists, compact = `SELECT COUNT(*) FROM (SELECT to_regclass('cp_events') AS t) r WHERE r.t IS NOT NULL`,
+			`CASE WHEN strpos(data, chr(10)) > 0 THEN (data::jsonb)::text ELSE data END`
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, exists).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO cp_event_segments (job_id, last_seq, first_seq, at_ns, output, events, size)
+		SELECT job_id, seq, seq, at_ns, CASE WHEN kind IN `+trimmableKinds+` THEN 1 ELSE 0 END, kind || ' ' || `+compact+`, size FROM cp_events`); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DROP TABLE cp_events`)
+	return err
+}
+
+// trimmableKinds is the SQL list of the kinds retention deletes (of the
+// table of one row per event that segments replaced).
 const trimmableKinds = `('stdout', 'stderr', 'status')`
+
+// maxSegmentEvents bounds the events of one segment: what a read from the
+// middle of a segment decodes and skips.
+const maxSegmentEvents = 128
 
 // pgNotifyChannel carries the id of a job whose stream grew (PostgreSQL).
 const pgNotifyChannel = "slipway_control_events"
@@ -47,14 +83,22 @@ const pgNotifyChannel = "slipway_control_events"
 // counter row in the same transaction: no gaps, never twice. A result
 // event ends the stream; appends after it get ErrStreamEnded.
 func (s *Store) AppendEvents(ctx context.Context, jobID string, evs []NewEvent) (int64, error) {
-	for _, e := range evs {
-		if err := checkEvent(e); err != nil {
-			return 0, err
-		}
+	checked := make([]NewEvent, len(evs))
+	for i, e := range evs {
 		if e.Kind == KindResult || e.Kind == KindState {
 			return 0, fmt.Errorf("%w: %s events are appended by the job's transitions only", ErrEventKind, e.Kind)
 		}
+		var err error
+		if checked[i], err = checkEvent(e); err != nil {
+			return 0, err
+		}
 	}
+	return s.appends.append(ctx, s, jobID, checked)
+}
+
+// appendOwn appends events this package made with mustJSON (compact JSON
+// objects of kinds it may append), without checking them again.
+func (s *Store) appendOwn(ctx context.Context, jobID string, evs []NewEvent) (int64, error) {
 	return s.appends.append(ctx, s, jobID, evs)
 }
 
@@ -65,10 +109,73 @@ const (
 			output_bytes = cp_event_heads.output_bytes + excluded.output_bytes, ended = excluded.ended
 		WHERE cp_event_heads.ended = 0
 		RETURNING last_seq, output_bytes, trimmed_through`
-	insEventSeq  = `INSERT INTO cp_events (job_id, seq, at_ns, kind, data, size) VALUES (?, ?, ?, ?, ?, ?)`
+	insSegment   = `INSERT INTO cp_event_segments (job_id, last_seq, first_seq, at_ns, output, events, size) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	selEventHead = `SELECT last_seq, trimmed_through, ended FROM cp_event_heads WHERE job_id = ?`
-	selEvents    = `SELECT seq, at_ns, kind, data FROM cp_events WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+	selSegments  = `SELECT first_seq, last_seq, at_ns, events FROM cp_event_segments WHERE job_id = ? AND last_seq > ? ORDER BY last_seq LIMIT ?`
 )
+
+// segment is one row of cp_event_segments to write.
+type segment struct {
+	first, last int64
+	output      int // 1: output events
+	events      string
+	size        int64
+}
+
+// segments cuts evs (sequences from first) into segments: runs of output
+// or of other kinds, at most maxSegmentEvents each.
+func segments(evs []NewEvent, first int64) []segment {
+	var out []segment
+	var b strings.Builder
+	for i := 0; i < len(evs); {
+		out1 := evs[i].Kind.trimmable()
+		sg := segment{first: first + int64(i)}
+		if out1 {
+			sg.output = 1
+		}
+		b.Reset()
+		j := i
+		for ; j < len(evs) && j-i < maxSegmentEvents && evs[j].Kind.trimmable() == out1; j++ {
+			if j > i {
+				b.WriteByte('\n')
+			}
+			b.WriteString(string(evs[j].Kind))
+			b.WriteByte(' ')
+			b.Write(evs[j].Data)
+			sg.size += int64(len(evs[j].Data))
+		}
+		sg.last, sg.events = first+int64(j-1), b.String()
+		out = append(out, sg)
+		i = j
+	}
+	return out
+}
+
+// parseSegment reads a segment's events (those after after, at most
+// limit).
+func parseSegment(jobID string, first, last, atNS int64, events string, after int64, limit int, out []Event) ([]Event, error) {
+	at := time.Unix(0, atNS).UTC()
+	seq := first
+	for rest := events; limit > 0; seq++ {
+		line, tail, more := strings.Cut(rest, "\n")
+		kind, data, ok := strings.Cut(line, " ")
+		if !ok || seq > last {
+			return out, fmt.Errorf("control: job %s: event segment %d..%d is damaged at %d", jobID, first, last, seq)
+		}
+		if seq > after {
+			out = append(out, Event{Job: jobID, Seq: seq, At: at, Kind: EventKind(kind), Data: []byte(data)})
+			limit--
+		}
+		if !more {
+			if seq != last {
+				return out, fmt.Errorf("control: job %s: event segment %d..%d holds %d events", jobID, first, last, seq-first+1)
+			}
+			break
+		}
+		rest = tail
+	}
+	return out, nil
+}
 
 // appendTx appends evs to jobID's stream within tx.
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, jobID string, evs []NewEvent, at time.Time) (int64, error) {
@@ -100,30 +207,34 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, jobID string, evs []Ne
 		return 0, err
 	}
 	first := last - int64(len(evs)) + 1
-	all := evs
+	for k, e := range evs {
+		if bytes.IndexByte(e.Data, '\n') >= 0 { // a segment's lines; checkEvent compacted the data
+			return 0, fmt.Errorf("%w: %s event %d of job %s: data spans lines", ErrEventKind, e.Kind, first+int64(k), jobID)
+		}
+	}
+	segs := segments(evs, first)
 	if s.rowStmts != nil {
-		// SQLite: one prepared row insert per event costs less than
-		// parsing a multi-row insert of each new length.
-		st := tx.StmtContext(ctx, s.rowStmts[insEventSeq])
-		for k, e := range evs {
-			if _, err := st.ExecContext(ctx, jobID, first+int64(k), at.UnixNano(), string(e.Kind), string(e.Data), len(e.Data)); err != nil {
+		// SQLite: a prepared single-row insert per segment
+		st := tx.StmtContext(ctx, s.rowStmts[insSegment])
+		for _, sg := range segs {
+			if _, err := st.ExecContext(ctx, jobID, sg.last, sg.first, at.UnixNano(), sg.output, sg.events, sg.size); err != nil {
 				return 0, err
 			}
 		}
-		evs = nil
+		segs = nil
 	}
 	const rowsPerInsert = 200
-	for i := 0; i < len(evs); i += rowsPerInsert {
-		batch := evs[i:min(i+rowsPerInsert, len(evs))]
+	for i := 0; i < len(segs); i += rowsPerInsert {
+		batch := segs[i:min(i+rowsPerInsert, len(segs))]
 		var q strings.Builder
-		q.WriteString(`INSERT INTO cp_events (job_id, seq, at_ns, kind, data, size) VALUES `)
-		args := make([]any, 0, 6*len(batch))
-		for k, e := range batch {
+		q.WriteString(`INSERT INTO cp_event_segments (job_id, last_seq, first_seq, at_ns, output, events, size) VALUES `)
+		args := make([]any, 0, 7*len(batch))
+		for k, sg := range batch {
 			if k > 0 {
 				q.WriteString(", ")
 			}
-			q.WriteString("(?, ?, ?, ?, ?, ?)")
-			args = append(args, jobID, first+int64(i+k), at.UnixNano(), string(e.Kind), string(e.Data), len(e.Data))
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+			args = append(args, jobID, sg.last, sg.first, at.UnixNano(), sg.output, sg.events, sg.size)
 		}
 		if _, err := tx.ExecContext(ctx, s.d.q(q.String()), args...); err != nil {
 			return 0, err
@@ -141,8 +252,8 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, jobID string, evs []Ne
 	}
 	var tracked []Event // only a followed job keeps a tail (nil: none kept)
 	if s.ev.followed(jobID) {
-		tracked = make([]Event, len(all))
-		for k, e := range all {
+		tracked = make([]Event, len(evs))
+		for k, e := range evs {
 			tracked[k] = Event{Job: jobID, Seq: first + int64(k), At: at.UTC(), Kind: e.Kind, Data: e.Data}
 		}
 	}
@@ -172,14 +283,14 @@ func (s *Store) appendTransition(ctx context.Context, tx *sql.Tx, id string, st 
 	return err
 }
 
-// trimSize deletes a job's oldest output events until at most keep bytes
-// of them are left.
+// trimSize deletes a job's oldest output segments until at most keep
+// bytes of output are left.
 func (s *Store) trimSize(ctx context.Context, tx *sql.Tx, jobID string, total, keep int64) error {
 	var from int64
 	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT trimmed_through FROM cp_event_heads WHERE job_id = ?`), jobID).Scan(&from); err != nil {
 		return err
 	}
-	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT seq, size FROM cp_events WHERE job_id = ? AND seq > ? AND kind IN `+trimmableKinds+` ORDER BY seq`), jobID, from)
+	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT last_seq, size FROM cp_event_segments WHERE job_id = ? AND last_seq > ? AND output = 1 ORDER BY last_seq`), jobID, from)
 	if err != nil {
 		return err
 	}
@@ -199,13 +310,14 @@ func (s *Store) trimSize(ctx context.Context, tx *sql.Tx, jobID string, total, k
 	return s.trimThrough(ctx, tx, jobID, through)
 }
 
-// trimThrough deletes a job's output events up to through and records it.
+// trimThrough deletes a job's output segments that end by through and
+// records it.
 func (s *Store) trimThrough(ctx context.Context, tx *sql.Tx, jobID string, through int64) error {
 	var freed int64
-	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(SUM(size), 0) FROM cp_events WHERE job_id = ? AND seq <= ? AND kind IN `+trimmableKinds), jobID, through).Scan(&freed); err != nil {
+	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(SUM(size), 0) FROM cp_event_segments WHERE job_id = ? AND last_seq <= ? AND output = 1`), jobID, through).Scan(&freed); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM cp_events WHERE job_id = ? AND seq <= ? AND kind IN `+trimmableKinds), jobID, through); err != nil {
+	if _, err := tx.ExecContext(ctx, s.d.q(`DELETE FROM cp_event_segments WHERE job_id = ? AND last_seq <= ? AND output = 1`), jobID, through); err != nil {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, s.d.q(`UPDATE cp_event_heads SET output_bytes = output_bytes - ?,
@@ -218,7 +330,7 @@ func (s *Store) trimThrough(ctx context.Context, tx *sql.Tx, jobID string, throu
 // jobs it trimmed.
 func (s *Store) TrimEvents(ctx context.Context, now time.Time, limit int) (int, error) {
 	cut := now.Add(-s.ev.retention().MaxAge).UnixNano()
-	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT job_id, MAX(seq) FROM cp_events WHERE at_ns < ? AND kind IN `+trimmableKinds+`
+	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT job_id, MAX(last_seq) FROM cp_event_segments WHERE at_ns < ? AND output = 1
 		GROUP BY job_id LIMIT %d`, limit)), cut)
 	if err != nil {
 		return 0, unavailable(err)
@@ -314,24 +426,24 @@ func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, lim
 	}
 	var rows *sql.Rows
 	if s.readStmts != nil {
-		rows, err = tx.StmtContext(ctx, s.readStmts[selEvents]).QueryContext(ctx, jobID, after, limit)
+		rows, err = tx.StmtContext(ctx, s.readStmts[selSegments]).QueryContext(ctx, jobID, after, limit)
 	} else {
-		rows, err = tx.QueryContext(ctx, s.d.q(selEvents), jobID, after, limit)
+		rows, err = tx.QueryContext(ctx, s.d.q(selSegments), jobID, after, limit)
 	}
 	if err != nil {
 		return h, nil, unavailable(err)
 	}
 	defer rows.Close()
 	var out []Event
-	for rows.Next() {
-		e := Event{Job: jobID}
-		var at int64
-		var kind, data string
-		if err := rows.Scan(&e.Seq, &at, &kind, &data); err != nil {
+	for len(out) < limit && rows.Next() {
+		var first, last, at int64
+		var events string
+		if err := rows.Scan(&first, &last, &at, &events); err != nil {
 			return h, nil, err
 		}
-		e.At, e.Kind, e.Data = time.Unix(0, at).UTC(), EventKind(kind), []byte(data)
-		out = append(out, e)
+		if out, err = parseSegment(jobID, first, last, at, events, after, limit-len(out), out); err != nil {
+			return h, nil, err
+		}
 	}
 	return h, out, unavailable(rows.Err())
 }

@@ -188,7 +188,7 @@ func (o *outputStream) flush() {
 		evs = append([]NewEvent{{Kind: KindStatus, Data: mustJSON(map[string]any{"lostBytes": o.lost,
 			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", o.lost)})}}, evs...)
 	}
-	if _, err := o.s.AppendEvents(context.Background(), o.job, evs); err != nil {
+	if _, err := o.s.appendOwn(context.Background(), o.job, evs); err != nil {
 		for _, e := range evs {
 			o.lost += int64(len(e.Data))
 		}

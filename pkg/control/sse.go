@@ -72,7 +72,43 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	defer poll.Stop()
 	idle := time.NewTimer(sseKeepalive)
 	defer idle.Stop()
+	// wait waits for an append (or the poll), keeping the connection
+	// alive; false: the client is gone.
+	wait := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-wake:
+		case <-poll.C:
+		case <-idle.C:
+			buf.WriteString(": keepalive\n\n")
+			if send() != nil {
+				return false
+			}
+			idle.Reset(sseKeepalive)
+		}
+		return true
+	}
 	for {
+		// Events this process committed next after the client's are sent
+		// from the stream's tail without a read of the store; the rest
+		// (and the head: trimmed, ended) are read.
+		if evs := st.ev.nextFromTail(id, after, sseBatch); len(evs) > 0 {
+			for _, e := range evs {
+				writeSSE(&buf, strconv.FormatInt(e.Seq, 10), string(e.Kind), appendEventJSON(scratch[:0], e))
+				after = e.Seq
+			}
+			if send() != nil {
+				return
+			}
+			idle.Reset(sseKeepalive)
+			// Following, a tail read to its end waits for the next append;
+			// after the result event the head is read, which says the end.
+			if follow && len(evs) < sseBatch && evs[len(evs)-1].Kind != KindResult && !wait() {
+				return
+			}
+			continue
+		}
 		h, evs, err := st.readEvents(ctx, id, after, sseBatch)
 		if err != nil {
 			return // the client resumes where it was
@@ -103,24 +139,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if !follow && after >= h.Last {
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if !wait() {
 			return
-		case <-wake:
-		case <-poll.C:
-		case <-idle.C:
-			buf.WriteString(": keepalive\n\n")
-			if send() != nil {
-				return
-			}
-			idle.Reset(sseKeepalive)
 		}
 	}
 }
 
 // appendEventJSON appends e as json.Marshal writes it, on one line: the
-// job and kind marshalled, the data (a JSON object, checked when it was
-// appended) as it is unless it spans lines.
+// job and kind marshalled, the data as it is (a JSON object on one line:
+// checked and compacted when it was appended), compacted here only if it
+// spans lines all the same, which would break the SSE framing.
 func appendEventJSON(b []byte, e Event) []byte {
 	job, _ := json.Marshal(e.Job)
 	kind, _ := json.Marshal(string(e.Kind))
@@ -133,12 +161,13 @@ func appendEventJSON(b []byte, e Event) []byte {
 	b = append(b, `","kind":`...)
 	b = append(b, kind...)
 	b = append(b, `,"data":`...)
-	if bytes.ContainsAny(e.Data, "\r\n") || !json.Valid(e.Data) {
-		d, err := json.Marshal(e.Data) // compacts, or says what is wrong
-		if err != nil {
-			d = mustJSON(map[string]string{"error": "event data is not JSON"})
+	if bytes.ContainsAny(e.Data, "\r\n") {
+		var d bytes.Buffer
+		if err := json.Compact(&d, e.Data); err != nil {
+			b = append(b, mustJSON(map[string]string{"error": "event data is not JSON"})...)
+		} else {
+			b = append(b, d.Bytes()...)
 		}
-		b = append(b, d...)
 	} else {
 		b = append(b, e.Data...)
 	}

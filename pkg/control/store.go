@@ -234,6 +234,9 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("migrate: %w", unavailable(err))
 		}
 	}
+	if err := s.tx(ctx, s.migrateEventRows); err != nil { // events_store.go
+		return fmt.Errorf("migrate: events: %w", err)
+	}
 	return nil
 }
 
@@ -405,7 +408,7 @@ const (
 	insJob        = `INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insTransition = `INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason) VALUES (?, 1, ?, ?, ?)`
 	insEventHead  = `INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES (?, 1, 0, 0)`
-	insEvent      = `INSERT INTO cp_events (job_id, seq, at_ns, kind, data, size) VALUES (?, 1, ?, ?, ?, ?)`
+	insEvent      = `INSERT INTO cp_event_segments (job_id, last_seq, first_seq, at_ns, output, events, size) VALUES (?, 1, 1, ?, 0, ?, ?)`
 	selKey        = `SELECT doc, request_hash FROM cp_jobs WHERE tenant = ? AND idem_key = ?`
 	selBounds     = `SELECT COALESCE((SELECT queued FROM cp_tenants WHERE tenant = ?), 0), (SELECT queued FROM cp_plane WHERE id = 1)`
 )
@@ -420,14 +423,14 @@ func (s *Store) prepare(ctx context.Context) error {
 		return err
 	}
 	s.readStmts = map[string]*sql.Stmt{}
-	for _, q := range []string{selEventHead, selEvents} {
+	for _, q := range []string{selEventHead, selSegments} {
 		st, err := s.r.PrepareContext(ctx, s.d.q(q))
 		if err != nil {
 			return err
 		}
 		s.readStmts[q] = st
 	}
-	for _, q := range []string{insJob, insTransition, insEventHead, insEvent, selKey, upsertEventHead, insEventSeq} {
+	for _, q := range []string{insJob, insTransition, insEventHead, insEvent, selKey, upsertEventHead, insSegment} {
 		st, err := s.w.PrepareContext(ctx, s.d.q(q))
 		if err != nil {
 			return err

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -209,6 +211,76 @@ func TestAppendEventJSON(t *testing.T) {
 		_ = json.Unmarshal(want, &w)
 		if !reflect.DeepEqual(g, w) || bytes.ContainsAny(got, "\r\n") {
 			t.Fatalf("got  %s\nwant %s", got, want)
+		}
+	}
+}
+
+// TestDecodeEvent: the client reads what appendEventJSON writes as
+// encoding/json reads it, and anything else the server might send (fields
+// in another order, escaped strings) through encoding/json.
+func TestDecodeEvent(t *testing.T) {
+	at := time.Date(2026, 12, 2, 1, 2, 3, 4005, time.FixedZone("x", 3600))
+	for _, e := range []Event{
+		{Job: "j-1", Seq: 7, At: at, Kind: KindStdout, Data: json.RawMessage(`{"command":0,"text":"a<b>&c\u2028\n"}`)},
+		{Job: "j\"2", Seq: 1 << 40, At: at.Add(time.Hour), Kind: KindStatus, Data: json.RawMessage("{\n  \"a\": [1,\r\n 2]\n}")},
+		{Job: "j", Seq: 1, At: time.Unix(0, 0).UTC(), Kind: KindResult, Data: json.RawMessage(`{}`)},
+		{Job: "j\u00e9", Seq: 2, At: at, Kind: KindState, Data: json.RawMessage(`{"state":"running","x":{"y":{}}}`)},
+	} {
+		for _, line := range [][]byte{appendEventJSON(nil, e), mustJSON(e), []byte(`{"seq":` + strconv.FormatInt(e.Seq, 10) + `,"data":` + string(mustJSON(e.Data)) + `,"job":` + string(mustJSON(e.Job)) + `,"kind":"` + string(e.Kind) + `","at":"` + e.At.Format(time.RFC3339Nano) + `"}`)} {
+			var want Event
+			if err := json.Unmarshal(line, &want); err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			got, err := decodeEvent(line)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			var gd, wd any
+			if err := json.Unmarshal(got.Data, &gd); err != nil {
+				t.Fatalf("%s: data %s: %v", line, got.Data, err)
+			}
+			_ = json.Unmarshal(want.Data, &wd)
+			if got.Job != want.Job || got.Seq != want.Seq || !got.At.Equal(want.At) || got.Kind != want.Kind || !reflect.DeepEqual(gd, wd) {
+				t.Fatalf("%s:\ngot  %+v\nwant %+v", line, got, want)
+			}
+		}
+	}
+	for _, bad := range []string{`{"job":"j","seq":x}`, `{"job":"j","seq":1,"at":"now","kind":"stdout","data":{}}`, `{`} {
+		if _, err := decodeEvent([]byte(bad)); err == nil {
+			t.Fatalf("%s: read without an error", bad)
+		}
+	}
+}
+
+// TestEventOutput: Output reads every output event as encoding/json does:
+// the shape the plane writes directly, escapes and surrogates included,
+// and any other shape through encoding/json.
+func TestEventOutput(t *testing.T) {
+	texts := []string{"", "plain", "line\n", "tab\tq\"b\\s/", "<&>\u2028\u2029", "é日本\U0001F600", "\x00\x01\x1f\x7f"}
+	raws := []string{`{"command":3,"text":"\ud83d\ude00 \u00e9 \/"}`, `{"command":0,"text":"\ud83d x"}`, `{"command":0,"text":"\ud83d\u0041"}`,
+		`{"command":0,"text":"\udc00"}`, `{"command":1,"base64":"AAEC"}`, `{"text":"x","command":2}`, `{"command":0}`, `{"command":0,"text":"` + "\xff" + `"}`,
+		`{"command":0,"text":"a\qb"}`, `{"command":0,"text":"a` + "\n" + `b"}`, `{"command":0,"text":"\u12"}`}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 300 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		texts = append(texts, string(b))
+	}
+	for i, s := range texts {
+		raw := mustJSON(OutputData{Command: i, Text: s})
+		if _, ok := readOutputShape(raw); s != "" && !ok {
+			t.Fatalf("%s: not read directly", raw)
+		}
+		raws = append(raws, string(raw))
+	}
+	for _, raw := range raws {
+		var want OutputData
+		werr := json.Unmarshal([]byte(raw), &want)
+		got, err := Event{Kind: KindStdout, Data: json.RawMessage(raw)}.Output()
+		if (err != nil) != (werr != nil) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\ngot  %+v, %v\nwant %+v, %v", raw, got, err, want, werr)
 		}
 	}
 }

@@ -34,15 +34,15 @@ func newCmdJobLogs(g *globals, jf *jobFlags) *cobra.Command {
 				}
 				switch e.Kind {
 				case control.KindStdout, control.KindStderr:
-					var d control.OutputData
-					if err := json.Unmarshal(e.Data, &d); err != nil {
+					d, err := e.Output()
+					if err != nil {
 						return fmt.Errorf("event %d: %w", e.Seq, err)
 					}
 					w := g.stdout
 					if e.Kind == control.KindStderr {
 						w = g.stderr
 					}
-					_, err := w.Write(d.Bytes())
+					_, err = w.Write(d.Bytes())
 					return err
 				case control.KindState:
 					var d control.StateData

@@ -1,0 +1,194 @@
+package control
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/slipway-dev/slipway/pkg/pgtest"
+)
+
+// TestEventSegments: one append of many events of mixed kinds is stored
+// as segments (output apart from the rest, at most maxSegmentEvents each)
+// and read back from the store, not the tail, from every point and in
+// batches of every size; size retention trims whole output segments and
+// keeps the other kinds.
+func TestEventSegments(t *testing.T) {
+	repo := configRepo(t)
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		p := eventPlane(t, s, repo, EventConfig{MaxBytesPerJob: 1 << 30})
+		j := submitJob(t, p, "globex")
+		var evs []NewEvent
+		for i := range 300 {
+			switch {
+			case i == 150:
+				evs = append(evs, NewEvent{Kind: KindToolCall, Data: json.RawMessage("{\n \"tool\": \"grep\"\n}")})
+			case i < 150:
+				evs = append(evs, outEvent(KindStdout, fmt.Sprintf("out %d\n", i)))
+			default:
+				evs = append(evs, outEvent(KindStderr, fmt.Sprintf("err %d é", i)))
+			}
+		}
+		last, err := s.AppendEvents(ctx, j.ID, evs)
+		if err != nil || last != 301 { // seq 1 is the job's first state event
+			t.Fatalf("AppendEvents = %d, %v", last, err)
+		}
+		var segs int
+		if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), j.ID).Scan(&segs); err != nil || segs != 1+2+1+2 {
+			t.Fatalf("%d segments (%v), want 6: the state event, stdout 128+22, the tool call, stderr 128+21", segs, err)
+		}
+		want := func(seq int64) (EventKind, string) {
+			e := evs[seq-2]
+			if e.Kind == KindToolCall {
+				return e.Kind, `{"tool":"grep"}` // compacted when appended
+			}
+			return e.Kind, string(e.Data)
+		}
+		for _, limit := range []int{1, 7, 128, 500} {
+			for after := int64(0); after <= 301; after++ {
+				h, got, err := s.readEventsTx(ctx, j.ID, after, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := min(int64(limit), 301-after)
+				if h.Last != 301 || int64(len(got)) != n {
+					t.Fatalf("after %d limit %d: head %+v, %d events, want %d", after, limit, h, len(got), n)
+				}
+				for k, e := range got {
+					seq := after + 1 + int64(k)
+					if e.Seq != seq || e.Job != j.ID {
+						t.Fatalf("after %d limit %d: event %d is %d", after, limit, k, e.Seq)
+					}
+					if seq == 1 {
+						continue
+					}
+					if kind, data := want(seq); e.Kind != kind || string(e.Data) != data {
+						t.Fatalf("event %d: %s %s, want %s %s", seq, e.Kind, e.Data, kind, data)
+					}
+				}
+			}
+		}
+		// size retention: the output before the tool call goes, the tool
+		// call and the state event stay
+		s.SetEventConfig(EventConfig{MaxBytesPerJob: 6000})
+		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, "more")}); err != nil {
+			t.Fatal(err)
+		}
+		h, got, err := s.readEventsTx(ctx, j.ID, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.TrimmedThrough < 151 || got[0].Seq != 1 || got[1].Seq != 152 || got[1].Kind != KindToolCall {
+			t.Fatalf("after trimming: head %+v, events from %d %s, %d %s", h, got[0].Seq, got[0].Kind, got[1].Seq, got[1].Kind)
+		}
+		var size int64
+		for _, e := range got {
+			if e.Kind.trimmable() {
+				size += int64(len(e.Data))
+			}
+		}
+		if size > 6000 {
+			t.Fatalf("%d bytes of output kept, want at most 6000", size)
+		}
+	})
+}
+
+// TestEventRowsMigrated: a store written before segments (one cp_events
+// row per event) is opened with every event readable, data that spanned
+// lines compacted, the sequence continuing, and the old table gone.
+func TestEventRowsMigrated(t *testing.T) {
+	old := []string{
+		`CREATE TABLE cp_event_heads (job_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL DEFAULT 0,
+			output_bytes BIGINT NOT NULL DEFAULT 0, trimmed_through BIGINT NOT NULL DEFAULT 0, ended INTEGER NOT NULL DEFAULT 0)`,
+		`CREATE TABLE cp_events (job_id TEXT NOT NULL, seq BIGINT NOT NULL, at_ns BIGINT NOT NULL,
+			kind TEXT NOT NULL, data TEXT NOT NULL, size BIGINT NOT NULL, PRIMARY KEY (job_id, seq))`,
+		`INSERT INTO cp_event_heads (job_id, last_seq, output_bytes) VALUES ('j-old', 3, 20)`,
+		`INSERT INTO cp_events VALUES ('j-old', 1, 1000, 'state', '{"state":"running"}', 19)`,
+		"INSERT INTO cp_events VALUES ('j-old', 2, 2000, 'stdout', '{\"command\":0,\"text\":\"hi\\n\"}', 25)",
+		"INSERT INTO cp_events VALUES ('j-old', 3, 3000, 'tool_call', '{\n  \"tool\": \"ls\"\n}', 20)",
+	}
+	check := func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		h, evs, err := s.readEventsTx(ctx, "j-old", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Last != 3 || len(evs) != 3 {
+			t.Fatalf("head %+v, %d events", h, len(evs))
+		}
+		for i, w := range []struct {
+			kind EventKind
+			at   int64
+			data any
+		}{{KindState, 1000, map[string]any{"state": "running"}}, {KindStdout, 2000, map[string]any{"command": 0.0, "text": "hi\n"}}, {KindToolCall, 3000, map[string]any{"tool": "ls"}}} {
+			var d any
+			if err := json.Unmarshal(evs[i].Data, &d); err != nil || evs[i].Kind != w.kind || evs[i].At.UnixNano() != w.at || !reflect.DeepEqual(d, w.data) {
+				t.Fatalf("event %d: %s %s at %d (%v)", i+1, evs[i].Kind, evs[i].Data, evs[i].At.UnixNano(), err)
+			}
+		}
+		if last, err := s.AppendEvents(ctx, "j-old", []NewEvent{outEvent(KindStdout, "new")}); err != nil || last != 4 {
+			t.Fatalf("append after the migration = %d, %v", last, err)
+		}
+		var n int
+		if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), "j-old").Scan(&n); err != nil || n != 4 {
+			t.Fatalf("%d segments, %v", n, err)
+		}
+		if _, err := s.r.ExecContext(ctx, `SELECT 1 FROM cp_events`); err == nil {
+			t.Fatal("cp_events is still there")
+		}
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "control.db")
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range old {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		s, err := OpenSQLite(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		check(t, s)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("-short: no PostgreSQL")
+		}
+		dsn := pgtest.New(t)
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["search_path"] = Schema
+		db := stdlib.OpenDB(*cfg)
+		if _, err := db.Exec("CREATE SCHEMA " + Schema); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range old {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		s, err := OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		check(t, s)
+	})
+}
