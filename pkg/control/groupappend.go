@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -22,6 +23,7 @@ type appendQueue struct {
 type pendingAppend struct {
 	job  string
 	evs  []NewEvent
+	lead bool               // queued with no commit running: it commits
 	done chan appendOutcome // buffered (1)
 }
 
@@ -38,13 +40,24 @@ func (q *appendQueue) append(ctx context.Context, s *Store, job string, evs []Ne
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	return q.await(ctx, s, q.enqueue(job, evs))
+}
+
+// enqueue queues an append: appends of one stream commit in the order
+// they were queued. The caller awaits it.
+func (q *appendQueue) enqueue(job string, evs []NewEvent) *pendingAppend {
 	p := &pendingAppend{job: job, evs: evs, done: make(chan appendOutcome, 1)}
 	q.mu.Lock()
 	q.waiting = append(q.waiting, p)
-	lead := !q.leading
+	p.lead = !q.leading
 	q.leading = true
 	q.mu.Unlock()
-	if !lead {
+	return p
+}
+
+// await waits for p's commit, committing the queue itself when it leads.
+func (q *appendQueue) await(ctx context.Context, s *Store, p *pendingAppend) (int64, error) {
+	if !p.lead {
 		if o := <-p.done; !o.lead {
 			return o.last, o.err
 		}
@@ -84,29 +97,56 @@ func (q *appendQueue) append(ctx context.Context, s *Store, job string, evs []Ne
 	}
 }
 
-// commitAppends appends batch in one transaction; a batch whose
-// transaction fails is retried one append at a time.
+// commitAppends appends batch in one transaction, the appends to one job
+// counted on its head together (in batch order); a batch whose transaction
+// fails is retried one append at a time.
 func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []appendOutcome {
 	outs := make([]appendOutcome, len(batch))
 	now := time.Now()
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	type part struct {
+		g      *appendGroup
+		offset int // of the append's events in its group's
+	}
+	parts := make([]part, len(batch))
+	var gs []*appendGroup
+	byJob := map[string]*appendGroup{}
+	ends := false
+	for i, p := range batch {
+		if len(p.evs) == 0 {
+			continue
+		}
+		g := byJob[p.job]
+		if g == nil {
+			g = &appendGroup{job: p.job}
+			byJob[p.job] = g
+			gs = append(gs, g)
+		}
+		parts[i] = part{g, len(g.evs)}
+		g.evs = append(g.evs, p.evs...)
+		ends = ends || newAppendGroup(p.job, p.evs).ended == 1
+	}
+	err := errors.New("an append ends its stream") // appended one at a time, below
+	if !ends {
+		for _, g := range gs {
+			*g = *newAppendGroup(g.job, g.evs)
+		}
+		err = s.tx(ctx, func(tx *sql.Tx) error { return s.appendGroupsTx(ctx, tx, gs, now) })
+	}
+	if err == nil {
 		for i, p := range batch {
-			last, err := s.appendTx(ctx, tx, p.job, p.evs, now)
+			pt := parts[i]
 			switch {
-			case errors.Is(err, ErrStreamEnded):
-				outs[i] = appendOutcome{err: err} // nothing of it written
-			case err != nil:
-				return err
+			case pt.g == nil: // nothing to append
+			case !pt.g.taken:
+				outs[i] = appendOutcome{err: fmt.Errorf("%w: job %s", ErrStreamEnded, p.job)}
 			default:
-				outs[i] = appendOutcome{last: last}
+				first := pt.g.last - int64(len(pt.g.evs)) + 1
+				outs[i] = appendOutcome{last: first + int64(pt.offset+len(p.evs)) - 1}
 			}
 		}
-		return nil
-	})
-	if err == nil {
 		return outs
 	}
-	if len(batch) == 1 {
+	if len(batch) == 1 && !ends {
 		return []appendOutcome{{err: err}}
 	}
 	for i, p := range batch {

@@ -38,11 +38,10 @@ type outputStream struct {
 	dropped            int64
 	lost               int64 // bytes an append failed to store
 
-	flushMu sync.Mutex
-	kick    chan struct{} // output is pending: flush now unless a flush runs
-	stop    chan struct{}
-	done    chan struct{}
-	log     func(msg string, args ...any)
+	kick chan struct{} // output is pending: flush now unless a flush runs
+	stop chan struct{}
+	done chan struct{}
+	log  func(msg string, args ...any)
 }
 
 func (p *Plane) newOutputStream(j *Job) *outputStream {
@@ -172,30 +171,36 @@ func (o *outputStream) seal() {
 	o.cur = nil
 }
 
-// flush appends what is pending in one transaction.
+// flush appends what is pending in one transaction and waits for its
+// commit. It is queued before o.mu is let go, so the stream's appends
+// commit in order, and one may be queued while another commits.
 func (o *outputStream) flush() {
-	o.flushMu.Lock()
-	defer o.flushMu.Unlock()
 	o.mu.Lock()
 	o.seal()
 	evs := o.pending
 	o.pending, o.pendingBytes = nil, 0
-	o.mu.Unlock()
 	if len(evs) == 0 {
+		o.mu.Unlock()
 		return
 	}
-	if o.lost > 0 {
-		evs = append([]NewEvent{{Kind: KindStatus, Data: mustJSON(map[string]any{"lostBytes": o.lost,
-			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", o.lost)})}}, evs...)
+	var outBytes int64
+	for _, e := range evs {
+		outBytes += int64(len(e.Data))
 	}
-	if _, err := o.s.appendOwn(context.Background(), o.job, evs); err != nil {
-		for _, e := range evs {
-			o.lost += int64(len(e.Data))
-		}
+	lost := o.lost
+	if lost > 0 {
+		evs = append([]NewEvent{{Kind: KindStatus, Data: mustJSON(map[string]any{"lostBytes": lost,
+			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", lost)})}}, evs...)
+		o.lost = 0
+	}
+	p := o.s.appends.enqueue(o.job, evs)
+	o.mu.Unlock()
+	if _, err := o.s.appends.await(context.Background(), o.s, p); err != nil {
+		o.mu.Lock()
+		o.lost += lost + outBytes
+		o.mu.Unlock()
 		o.log("append output events", "job", o.job, "err", err)
-		return
 	}
-	o.lost = 0
 }
 
 // close flushes the rest (carried bytes included) and stops the ticker.

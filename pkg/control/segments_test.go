@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -190,5 +193,70 @@ func TestEventRowsMigrated(t *testing.T) {
 		}
 		defer s.Close()
 		check(t, s)
+	})
+}
+
+// TestOutputStreamsInOrder: many jobs' output streams written flat out at
+// once, with a small in-flight budget (a writer waits for its own append
+// while its stream's appender commits another: two appends of one stream
+// in flight, often in one group commit), store every byte once, in the
+// order written, as events of at most ChunkBytes.
+func TestOutputStreamsInOrder(t *testing.T) {
+	repo := configRepo(t)
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		p := eventPlane(t, s, repo, EventConfig{ChunkBytes: 64, InFlightBytes: 4 << 10, FlushInterval: time.Millisecond})
+		const jobs, lines = 6, 400
+		var wg sync.WaitGroup
+		ids := make([]string, jobs)
+		for k := range jobs {
+			j := submitJob(t, p, "globex")
+			j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines = 1<<20, 0 // the profile's 4 KiB would end the stream
+			ids[k] = j.ID
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o := p.newOutputStream(j)
+				for i := range lines {
+					o.write(0, "stdout", []byte(fmt.Sprintf("job %d line %04d\n", k, i)))
+				}
+				o.close()
+			}()
+		}
+		wg.Wait()
+		for k, id := range ids {
+			var got strings.Builder
+			after := int64(0)
+			for {
+				_, evs, err := s.Events(ctx, "", id, after, 1000)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) == 0 {
+					break
+				}
+				for _, e := range evs {
+					if e.Seq != after+1 {
+						t.Fatalf("job %d: event %d after %d", k, e.Seq, after)
+					}
+					after = e.Seq
+					if e.Kind != KindStdout {
+						continue
+					}
+					d, err := e.Output()
+					if err != nil || len(d.Bytes()) > 64 {
+						t.Fatalf("job %d event %d: %d bytes, %v", k, e.Seq, len(d.Bytes()), err)
+					}
+					got.Write(d.Bytes())
+				}
+			}
+			var want strings.Builder
+			for i := range lines {
+				fmt.Fprintf(&want, "job %d line %04d\n", k, i)
+			}
+			if got.String() != want.String() {
+				t.Fatalf("job %d: the stream holds %d bytes out of order or lost, want %d", k, got.Len(), want.Len())
+			}
+		}
 	})
 }

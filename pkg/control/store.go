@@ -430,7 +430,11 @@ func (s *Store) prepare(ctx context.Context) error {
 		}
 		s.readStmts[q] = st
 	}
-	for _, q := range []string{insJob, insTransition, insEventHead, insEvent, selKey, upsertEventHead, insSegment} {
+	qs := []string{insJob, insTransition, insEventHead, insEvent, selKey}
+	for _, n := range stmtChunks { // events_store.go
+		qs = append(qs, upsertHeadsSQL(n), insertSegmentsSQL(n))
+	}
+	for _, q := range qs {
 		st, err := s.w.PrepareContext(ctx, s.d.q(q))
 		if err != nil {
 			return err
