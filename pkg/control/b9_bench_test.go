@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,10 +34,15 @@ func b9Size() (runs, events, size int) {
 }
 
 // stamped is an event's payload: its write time in hex, padded to size.
-func stamped(size int) []byte {
+func stamped(size int) []byte { return stampedAt(time.Now(), size) }
+
+// stampedAt is an event's payload stamped with at: a paced writer stamps
+// the time the event was due, so an event written late (the writer held
+// back) counts its lateness.
+func stampedAt(at time.Time, size int) []byte {
 	b := make([]byte, size)
 	var t [8]byte
-	binary.BigEndian.PutUint64(t[:], uint64(time.Now().UnixNano()))
+	binary.BigEndian.PutUint64(t[:], uint64(at.UnixNano()))
 	hex.Encode(b, t[:])
 	for i := 16; i < size-1; i++ {
 		b[i] = 'x'
@@ -62,35 +68,91 @@ func stampOf(b []byte) (time.Time, bool) {
 // storage, a subject per run, acknowledged publishes, an ordered consumer
 // per run) carrying the same events in the same run. Throughput is events
 // written and read per second; latency is write to read.
+//
+// First every writer runs flat out (sqlite, postgres, jetstream): the
+// throughput, and a latency that is the queue a saturated system holds.
+// Then (the -paced runs) the writers are paced together at half the
+// throughput JetStream reached (the throughput the target asks of Slipway),
+// each event stamped with the time it was due, and SQLite and JetStream
+// report their latency at that same offered load (SLIPWAY_B9A_RATE sets
+// another rate).
 func BenchmarkB9aEvents(b *testing.B) {
+	var jsRate float64 // JetStream's flat-out events/s in this run
+	report := func(b *testing.B, lat []time.Duration, total int, wall time.Duration) float64 {
+		rate := float64(total) / wall.Seconds()
+		b.ReportMetric(rate, "events/s")
+		b.ReportMetric(float64(pct(lat, 0.5).Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(pct(lat, 0.99).Microseconds())/1000, "p99-ms")
+		return rate
+	}
 	for _, kind := range []string{"sqlite", "postgres"} {
 		b.Run(kind, func(b *testing.B) {
+			runtime.GC() // what the sub-benchmark before left is not this one's to collect
 			runs, events, size := b9Size()
 			var lat []time.Duration
 			var wall time.Duration
 			for range b.N {
-				l, w := b9Slipway(b, kind, runs, events, size)
+				l, w := b9Slipway(b, kind, runs, events, size, 0)
 				lat, wall = append(lat, l...), wall+w
 			}
-			total := float64(b.N * runs * events)
-			b.ReportMetric(total/wall.Seconds(), "events/s")
-			b.ReportMetric(float64(pct(lat, 0.5).Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(pct(lat, 0.99).Microseconds())/1000, "p99-ms")
+			report(b, lat, b.N*runs*events, wall)
 		})
 	}
 	b.Run("jetstream", func(b *testing.B) {
+		runtime.GC()
 		runs, events, size := b9Size()
 		var lat []time.Duration
 		var wall time.Duration
 		for range b.N {
-			l, w := b9JetStream(b, runs, events, size)
+			l, w := b9JetStream(b, runs, events, size, 0)
 			lat, wall = append(lat, l...), wall+w
 		}
-		total := float64(b.N * runs * events)
-		b.ReportMetric(total/wall.Seconds(), "events/s")
-		b.ReportMetric(float64(pct(lat, 0.5).Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(pct(lat, 0.99).Microseconds())/1000, "p99-ms")
+		jsRate = report(b, lat, b.N*runs*events, wall)
 	})
+	for _, kind := range []string{"jetstream", "sqlite"} {
+		b.Run(kind+"-paced", func(b *testing.B) {
+			rate := jsRate / 2
+			if r, err := strconv.ParseFloat(os.Getenv("SLIPWAY_B9A_RATE"), 64); err == nil && r > 0 {
+				rate = r // events/s of all writers, to chart latency against load
+			}
+			if rate == 0 {
+				b.Skip("paced at half JetStream's flat-out throughput: run B9a/jetstream in the same run (or set SLIPWAY_B9A_RATE)")
+			}
+			runtime.GC()
+			runs, events, size := b9Size()
+			every := time.Duration(float64(runs) / rate * float64(time.Second)) // one writer's interval
+			var lat []time.Duration
+			var wall time.Duration
+			for range b.N {
+				var l []time.Duration
+				var w time.Duration
+				if kind == "jetstream" {
+					l, w = b9JetStream(b, runs, events, size, every)
+				} else {
+					l, w = b9Slipway(b, kind, runs, events, size, every)
+				}
+				lat, wall = append(lat, l...), wall+w
+			}
+			report(b, lat, b.N*runs*events, wall)
+		})
+	}
+}
+
+// b9Writer writes events payloads with write: flat out (every 0), or
+// paced, writer i of runs writing event k when start + (i/runs + k) *
+// every is due, stamped with that time.
+func b9Writer(start time.Time, i, runs, events, size int, every time.Duration, write func([]byte)) {
+	for k := range events {
+		if every == 0 {
+			write(stamped(size))
+			continue
+		}
+		due := start.Add(every*time.Duration(k) + every*time.Duration(i)/time.Duration(runs))
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		write(stampedAt(due, size))
+	}
 }
 
 const b9Profile = `apiVersion: slipway.dev/v1alpha1
@@ -108,7 +170,7 @@ output:
 // runtime), an output stream per job written as a runner's output arrives
 // (ChunkBytes = the event size: one event per write), and an SSE follower
 // per job.
-func b9Slipway(b *testing.B, kind string, runs, events, size int) ([]time.Duration, time.Duration) {
+func b9Slipway(b *testing.B, kind string, runs, events, size int, every time.Duration) ([]time.Duration, time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	b.StopTimer()
@@ -174,14 +236,12 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int) ([]time.Durati
 	b.StartTimer()
 	start := time.Now()
 	var wwg sync.WaitGroup
-	for _, j := range jobs {
+	for i, j := range jobs {
 		wwg.Add(1)
 		go func() {
 			defer wwg.Done()
 			o := p.newOutputStream(j)
-			for range events {
-				o.write(0, "stdout", stamped(size))
-			}
+			b9Writer(start, i, runs, events, size, every, func(ev []byte) { o.write(0, "stdout", ev) })
 			o.close()
 		}()
 	}
@@ -211,7 +271,7 @@ func b9InFlight() int {
 // b9JetStream carries the same events through an embedded NATS server with
 // JetStream on file storage: a subject per run, acknowledged asynchronous
 // publishes, an ordered consumer per run.
-func b9JetStream(b *testing.B, runs, events, size int) ([]time.Duration, time.Duration) {
+func b9JetStream(b *testing.B, runs, events, size int, every time.Duration) ([]time.Duration, time.Duration) {
 	b.Helper()
 	b.StopTimer()
 	ctx := context.Background()
@@ -276,11 +336,11 @@ func b9JetStream(b *testing.B, runs, events, size int) ([]time.Duration, time.Du
 		go func() {
 			defer pwg.Done()
 			subj := fmt.Sprintf("runs.%d", i)
-			for range events {
+			b9Writer(start, i, runs, events, size, every, func(ev []byte) {
 				for {
-					_, err := js.PublishAsync(subj, stamped(size))
+					_, err := js.PublishAsync(subj, ev)
 					if err == nil {
-						break
+						return
 					}
 					if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
 						b.Error(err)
@@ -290,7 +350,7 @@ func b9JetStream(b *testing.B, runs, events, size int) ([]time.Duration, time.Du
 					// unacknowledged; wait and publish again
 					time.Sleep(time.Millisecond)
 				}
-			}
+			})
 		}()
 	}
 	pwg.Wait()

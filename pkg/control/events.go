@@ -152,9 +152,9 @@ type EventConfig struct {
 	FlushInterval time.Duration
 	// InFlightBytes bounds the output of all running jobs written but not
 	// yet committed, shared equally among the jobs writing (at least
-	// 1 KiB and at most 256 KiB each; default 1 MiB): a writer whose job
-	// has its share pending waits for the append in flight and makes the
-	// next itself. It is the streams' backpressure: a command writing
+	// 1 KiB and at most 256 KiB each; default 256 KiB): a writer whose job
+	// has its share pending queues it as the job's next append and waits
+	// for that to commit. It is the streams' backpressure: a command writing
 	// faster than the store commits is slowed at its pipe, and an event's
 	// write-to-read latency stays near two commits however many jobs write.
 	InFlightBytes int
@@ -179,7 +179,7 @@ func (c EventConfig) withDefaults() EventConfig {
 		c.FlushInterval = 50 * time.Millisecond
 	}
 	if c.InFlightBytes <= 0 {
-		c.InFlightBytes = 1 << 20
+		c.InFlightBytes = 256 << 10
 	}
 	if c.SlowClient <= 0 {
 		c.SlowClient = 10 * time.Second

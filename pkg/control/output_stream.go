@@ -79,6 +79,10 @@ func (o *outputStream) command(i int, argv []string) {
 	o.seal()
 	o.pending = append(o.pending, NewEvent{Kind: KindStatus, Data: mustJSON(map[string]any{"command": i, "argv": argv})})
 	o.mu.Unlock()
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
 }
 
 // write takes a chunk of command i's stream (stdout or stderr).

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -197,7 +196,7 @@ func TestEventRowsMigrated(t *testing.T) {
 }
 
 // TestOutputStreamsInOrder: many jobs' output streams written flat out at
-// once, with a small in-flight budget (a writer waits for its own append
+// once, with a small in-flight budget (a writer queues its own append
 // while its stream's appender commits another: two appends of one stream
 // in flight, often in one group commit), store every byte once, in the
 // order written, as events of at most ChunkBytes.
@@ -205,7 +204,7 @@ func TestOutputStreamsInOrder(t *testing.T) {
 	repo := configRepo(t)
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		p := eventPlane(t, s, repo, EventConfig{ChunkBytes: 64, InFlightBytes: 4 << 10, FlushInterval: time.Millisecond})
+		p := eventPlane(t, s, repo, EventConfig{ChunkBytes: 64, InFlightBytes: 4 << 10})
 		const jobs, lines = 6, 400
 		var wg sync.WaitGroup
 		ids := make([]string, jobs)
@@ -259,4 +258,32 @@ func TestOutputStreamsInOrder(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestOutputStreamCommandStatusAtOnce: a command's start reaches the
+// stream when it starts, not with the command's first output or its end.
+func TestOutputStreamCommandStatusAtOnce(t *testing.T) {
+	repo := configRepo(t)
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "control.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := eventPlane(t, s, repo, EventConfig{})
+	j := submitJob(t, p, "globex")
+	o := p.newOutputStream(j)
+	defer o.close()
+	o.command(0, []string{"sleep", "600"})
+	wake, stop := s.subscribe(j.ID)
+	defer stop()
+	for {
+		_, evs, err := s.Events(context.Background(), "", j.ID, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(evs); n > 0 && evs[n-1].Kind == KindStatus {
+			return
+		}
+		<-wake // the test's deadline fails it if the status never comes
+	}
 }
