@@ -183,6 +183,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	}
 
 	env := spec.Env
+	waitEgress := func() error { return nil }
 	argv := []string{sandbox.RunnerPath, "serve", "--listen-fd", "0",
 		"--generation", spec.Generation, "--sandbox", id, "--workdir", t.workdir}
 	if spec.Network == sandbox.NetworkAllowList {
@@ -190,10 +191,20 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		if err != nil {
 			return nil, err
 		}
-		m, err := b.startEgress(id, dir, pol, t.user)
+		m, err := egressMount(dir)
 		if err != nil {
 			return nil, err
 		}
+		// The proxy's socket is made while bubblewrap starts (the runner
+		// dials it per connection); Create returns once it listens.
+		ready := make(chan error, 1)
+		go func() { ready <- b.startEgress(id, m.Source, pol, t.user) }()
+		waitEgress = func() error {
+			err := <-ready
+			waitEgress = func() error { return nil }
+			return err
+		}
+		defer func() { _ = waitEgress() }() // a failed create's Delete finds the proxy to stop
 		mounts = append(mounts, m)
 		env = proxyEnv(env)
 		argv = append(argv, "--egress-listen", sandbox.EgressProxyAddr, "--egress-socket", egressDir+"/"+egressSocket)
@@ -247,6 +258,9 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	client := runner.NewClient(dialUnix(b.socketPath(id)))
 	if err := b.proveIdentity(ctx, p, log, client, rec); err != nil {
 		return nil, err
+	}
+	if err := waitEgress(); err != nil {
+		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
 	if bounded {
 		// The runner is up, so bubblewrap has mounted everything; nothing

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -56,27 +55,33 @@ func proxyEnv(add map[string]string) map[string]string {
 	return env
 }
 
-// startEgress starts sandbox id's egress proxy enforcing pol on a unix
-// socket in dir/egress (owned by user when the host is root and the
-// sandbox runs as user) and returns the mount that brings it in.
-func (b *Backend) startEgress(id, dir string, pol *egress.Policy, user *isolate.User) (isolate.Mount, error) {
+// egressMount makes the directory of a sandbox's egress proxy socket
+// (dir/egress) and returns the mount that brings it in.
+func egressMount(dir string) (isolate.Mount, error) {
 	host := filepath.Join(dir, "egress")
 	if err := os.Mkdir(host, 0o711); err != nil {
 		return isolate.Mount{}, err
 	}
+	return isolate.Mount{Source: host, Target: egressDir, ReadOnly: true}, nil
+}
+
+// startEgress starts sandbox id's egress proxy enforcing pol on a unix
+// socket in host, egressMount's directory (the socket owned by user when
+// the host is root and the sandbox runs as user).
+func (b *Backend) startEgress(id, host string, pol *egress.Policy, user *isolate.User) error {
 	sock := filepath.Join(host, egressSocket)
 	ln, err := listenUnixAt(sock)
 	if err != nil {
-		return isolate.Mount{}, fmt.Errorf("egress proxy: %w", err)
+		return err
 	}
 	if err := os.Chmod(sock, 0o600); err != nil {
 		ln.Close()
-		return isolate.Mount{}, err
+		return err
 	}
 	if user != nil && os.Geteuid() == 0 {
 		if err := os.Chown(sock, user.UID, user.GID); err != nil {
 			ln.Close()
-			return isolate.Mount{}, err
+			return err
 		}
 	}
 	var record func(egress.Attempt)
@@ -93,7 +98,7 @@ func (b *Backend) startEgress(id, dir string, pol *egress.Policy, user *isolate.
 	b.mu.Lock()
 	b.egress[id] = ep
 	b.mu.Unlock()
-	return isolate.Mount{Source: host, Target: egressDir, ReadOnly: true}, nil
+	return nil
 }
 
 // stopEgress stops sandbox id's proxy, if it has one, and waits until
