@@ -42,7 +42,14 @@ type appendGroup struct {
 
 func newAppendGroup(job string, evs []NewEvent) *appendGroup {
 	g := &appendGroup{job: job, evs: evs}
-	for _, e := range evs {
+	g.tally()
+	return g
+}
+
+// tally counts the group's output bytes and whether it ends the stream.
+func (g *appendGroup) tally() {
+	g.outBytes, g.ended = 0, 0
+	for _, e := range g.evs {
 		if e.Kind.trimmable() {
 			g.outBytes += int64(len(e.Data))
 		}
@@ -50,7 +57,6 @@ func newAppendGroup(job string, evs []NewEvent) *appendGroup {
 			g.ended = 1
 		}
 	}
-	return g
 }
 
 // appendGroupsTx appends each group's events (a job at most once, in no
@@ -83,8 +89,8 @@ func (s *Store) appendGroupsTx(ctx context.Context, tx *sql.Tx, gs []*appendGrou
 		}
 		for rows.Next() {
 			var job string
-			var last, total, trimmed int64
-			if err := rows.Scan(&job, &last, &total, &trimmed); err != nil {
+			var last, total int64
+			if err := rows.Scan(&job, &last, &total); err != nil {
 				rows.Close()
 				return err
 			}
@@ -174,16 +180,40 @@ func chunks(n int, prepared bool) []int {
 // upsertHeadsSQL counts n appends on their jobs' heads, returning each
 // head taken (a stream that has ended takes none).
 func upsertHeadsSQL(n int) string {
+	if q, ok := chunkSQL.heads[n]; ok {
+		return q
+	}
+	return buildHeadsSQL(n)
+}
+
+func buildHeadsSQL(n int) string {
 	return `INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES ` + valuesSQL(n, 4) + `
 		ON CONFLICT (job_id) DO UPDATE SET last_seq = cp_event_heads.last_seq + excluded.last_seq,
 			output_bytes = cp_event_heads.output_bytes + excluded.output_bytes, ended = excluded.ended
 		WHERE cp_event_heads.ended = 0
-		RETURNING job_id, last_seq, output_bytes, trimmed_through`
+		RETURNING job_id, last_seq, output_bytes`
 }
 
 func insertSegmentsSQL(n int) string {
+	if q, ok := chunkSQL.segments[n]; ok {
+		return q
+	}
+	return buildSegmentsSQL(n)
+}
+
+func buildSegmentsSQL(n int) string {
 	return `INSERT INTO cp_event_segments (job_id, last_seq, first_seq, at_ns, output, events, size) VALUES ` + valuesSQL(n, 7)
 }
+
+// chunkSQL holds the statements of stmtChunks' sizes, built once: they
+// are also the keys of their prepared statements.
+var chunkSQL = func() (c struct{ heads, segments map[int]string }) {
+	c.heads, c.segments = map[int]string{}, map[int]string{}
+	for _, n := range stmtChunks {
+		c.heads[n], c.segments[n] = buildHeadsSQL(n), buildSegmentsSQL(n)
+	}
+	return c
+}()
 
 // valuesSQL is n rows of cols placeholders.
 func valuesSQL(n, cols int) string {

@@ -123,13 +123,16 @@ func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []app
 		}
 		parts[i] = part{g, len(g.evs)}
 		g.evs = append(g.evs, p.evs...)
-		ends = ends || newAppendGroup(p.job, p.evs).ended == 1
 	}
-	err := errors.New("an append ends its stream") // appended one at a time, below
+	for _, g := range gs {
+		g.tally()
+		ends = ends || g.ended == 1
+	}
+	// Only transitions append a result event, in transactions of their
+	// own; were one queued, the appends after it must fail alone: one at
+	// a time, below.
+	err := errors.New("an append ends its stream")
 	if !ends {
-		for _, g := range gs {
-			*g = *newAppendGroup(g.job, g.evs)
-		}
 		err = s.tx(ctx, func(tx *sql.Tx) error { return s.appendGroupsTx(ctx, tx, gs, now) })
 	}
 	if err == nil {

@@ -113,7 +113,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return // the client resumes where it was
 		}
-		if h.TrimmedThrough > reported {
+		if h.TrimmedThrough > reported && h.TrimmedThrough > after { // not what the tail sent already
 			writeSSE(&buf, "", "error", mustJSON(trimmedError(id, after, h.TrimmedThrough)))
 			reported = h.TrimmedThrough
 		}
