@@ -27,10 +27,11 @@ type eventHub struct {
 
 // tail keeps the last events a followed job's stream committed in this
 // process, in sequence without gaps, so its readers need not read them
-// back from the store: a reader still reads the stream's head from the
-// store and takes events from the tail only when it holds every one the
-// reader lacks (committed events never change; trimmed ones are never
-// taken, the head says which). It is a cache: losing it costs a read.
+// back from the store: an SSE reader takes the events that follow its
+// last straight from the tail (committed events never change; one that
+// retention deleted meanwhile is still one the reader had not seen), and
+// reads the head and events from the store only when the tail does not
+// hold its next event. It is a cache: losing it costs a read.
 type tail struct {
 	evs   []Event
 	bytes int
