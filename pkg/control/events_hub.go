@@ -146,19 +146,9 @@ func (h *eventHub) extend(job string, evs []Event) {
 // fromTail returns the events of job after after up to last (at most
 // limit), if its tail holds every one of them.
 func (h *eventHub) fromTail(job string, after, last int64, limit int) ([]Event, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	t := h.tails[job]
-	if t == nil || len(t.evs) == 0 {
-		return nil, false
-	}
-	first := t.evs[0].Seq
-	if after+1 < first || last > t.evs[len(t.evs)-1].Seq {
-		return nil, false
-	}
-	i := int(after + 1 - first)
 	n := min(int(last-after), limit)
-	return t.evs[i : i+n : i+n], true
+	evs := h.nextFromTail(job, after, n)
+	return evs, len(evs) == n
 }
 
 // nextFromTail returns the events of job's tail that follow after (at

@@ -14,8 +14,7 @@ import (
 // migrateEventRows moves the events of a store written before segments
 // (cp_events, one row per event) into segments of one event each, with
 // data that spans lines compacted, and drops the old table.
-func (s *Store) migrateEventRows(tx *sql.Tx) error {
-	ctx := context.Background()
+func (s *Store) migrateEventRows(ctx context.Context, tx *sql.Tx) error {
 	exists, compact := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'cp_events'`,
 		`CASE WHEN instr(data, char(10)) > 0 THEN json(data) ELSE data END`
 	if s.d.name == "postgres" {
@@ -70,9 +69,7 @@ func segments(evs []NewEvent, first int64) []segment {
 			if j > i {
 				b.WriteByte('\n')
 			}
-			b.WriteString(string(evs[j].Kind))
-			b.WriteByte(' ')
-			b.Write(evs[j].Data)
+			b.WriteString(segmentLine(evs[j]))
 			sg.size += int64(len(evs[j].Data))
 		}
 		sg.last, sg.events = first+int64(j-1), b.String()
@@ -81,6 +78,10 @@ func segments(evs []NewEvent, first int64) []segment {
 	}
 	return out
 }
+
+// segmentLine is an event's line in a segment: its kind, a space, its
+// data (compact JSON).
+func segmentLine(e NewEvent) string { return string(e.Kind) + " " + string(e.Data) }
 
 // parseSegment reads a segment's events (those after after, at most
 // limit).

@@ -237,7 +237,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 				{insJob, []any{j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc)}},
 				{insTransition, []any{j.ID, at, string(j.State), "submitted"}},
 				{insEventHead, []any{j.ID}},
-				{insEvent, []any{j.ID, at, string(KindState) + " " + string(data), len(data)}},
+				{insEvent, []any{j.ID, at, segmentLine(NewEvent{Kind: KindState, Data: data}), len(data)}},
 			} {
 				if _, err := tx.StmtContext(ctx, s.rowStmts[ins.q]).ExecContext(ctx, ins.args...); err != nil {
 					return nil, err
@@ -283,7 +283,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			data := mustJSON(StateData{State: j.State, Reason: "submitted"})
 			hv[n], ev[n] = "(?, 1, 0, 0)", "(?, 1, 1, ?, 0, ?, ?)"
 			hargs = append(hargs, j.ID)
-			eargs = append(eargs, j.ID, j.CreatedAt.UnixNano(), string(KindState)+" "+string(data), len(data))
+			eargs = append(eargs, j.ID, j.CreatedAt.UnixNano(), segmentLine(NewEvent{Kind: KindState, Data: data}), len(data))
 		}
 		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES `+strings.Join(hv, ", ")), hargs...); err != nil {
 			return nil, err

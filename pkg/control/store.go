@@ -234,7 +234,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("migrate: %w", unavailable(err))
 		}
 	}
-	if err := s.tx(ctx, s.migrateEventRows); err != nil { // events_store.go
+	if err := s.tx(ctx, func(tx *sql.Tx) error { return s.migrateEventRows(ctx, tx) }); err != nil { // events_segments.go
 		return fmt.Errorf("migrate: events: %w", err)
 	}
 	return nil
