@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -116,15 +117,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 func (r *receiver) snapshot() (map[string]Message, map[string][]int64, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return maps(r.effects), mapsl(r.order), r.dups
-}
-
-func maps[V any](m map[string]V) map[string]V {
-	out := map[string]V{}
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(r.effects), mapsl(r.order), r.dups
 }
 
 func mapsl(m map[string][]int64) map[string][]int64 {

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"sync"
 	"time"
 
@@ -82,6 +83,25 @@ func (h *eventHub) pending(tx *sql.Tx, job string, evs []Event) {
 		return
 	}
 	m[job] = append(m[job], evs...)
+}
+
+// mark is what tx has appended so far, for restore.
+func (h *eventHub) mark(tx *sql.Tx) map[string][]Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.txs[tx])
+}
+
+// restore forgets what tx appended since mark (a savepoint rolled back):
+// the slices mark holds keep their lengths.
+func (h *eventHub) restore(tx *sql.Tx, mark map[string][]Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if mark == nil {
+		delete(h.txs, tx)
+		return
+	}
+	h.txs[tx] = mark
 }
 
 // followed says whether job has readers here (only they keep a tail).

@@ -34,6 +34,7 @@ type Store struct {
 	// dsn is what OpenQueue opens River on.
 	dsn     string
 	submits submitQueue
+	txs     txQueue
 	appends appendQueue
 	// prepared statements (SQLite: parsing a statement costs more than
 	// running it), nil where not prepared
@@ -242,6 +243,14 @@ func (s *Store) migrate(ctx context.Context) error {
 
 // tx runs f in a write transaction.
 func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	if s.d.name == "sqlite" {
+		return s.txs.run(ctx, s, f) // grouptx.go
+	}
+	return s.txAlone(ctx, f)
+}
+
+// txAlone runs f in a transaction of its own.
+func (s *Store) txAlone(ctx context.Context, f func(*sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return unavailable(err)
