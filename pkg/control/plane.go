@@ -55,11 +55,13 @@ type Config struct {
 	// (default 10000).
 	MaxActive, QueueBound int
 	// Reserve is how many of the MaxActive slots a tenant at or over its
-	// fair share does not take: the slots divided by the tenants with
-	// work (active, queued or admitted in the last minute). The reserve
-	// keeps room for a tenant under its share arriving while another
-	// floods (default MaxActive/4; negative: none). A tenant alone always
-	// has every slot: its share is all of them.
+	// fair share (the slots divided by the tenants with work: active,
+	// queued or admitted in the last minute) leaves free, at least; it
+	// also leaves one for each other tenant with work below its share.
+	// The reserve keeps room for a tenant under its share arriving while
+	// another floods, since running jobs are not preempted (default
+	// MaxActive/4; negative: none beyond the per-tenant slots). A tenant
+	// alone always has every slot: its share is all of them.
 	Reserve int
 	// DispatchAttempts is the retry budget of a failing dispatch (default
 	// 5); Lease is how long a dead owner holds a job (default 15s).

@@ -359,7 +359,8 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			return err
 		}
 		var cs []*cand
-		total, busy := 0, 0
+		var sharing []int // the active jobs of each tenant with work
+		total := 0
 		recent := time.Now().Add(-shareWindow).UnixNano()
 		for rows.Next() {
 			c := &cand{}
@@ -372,17 +373,27 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 				cs = append(cs, c)
 			}
 			if c.active > 0 || c.queued > 0 || c.last > recent {
-				busy++
+				sharing = append(sharing, c.active)
 			}
 		}
 		rows.Close()
 		free := sl.max - total
-		share := (sl.max + max(busy, 1) - 1) / max(busy, 1)
+		share := (sl.max + max(len(sharing), 1) - 1) / max(len(sharing), 1)
+		// under counts the tenants with work below their share: a tenant
+		// at or over it leaves a slot for each of them (each may submit
+		// its next job at any moment and finds room at once), and at
+		// least the fixed reserve.
+		under := 0
+		for _, a := range sharing {
+			if a < share {
+				under++
+			}
+		}
 		for free > 0 {
 			var best *cand
 			for _, c := range cs {
 				lim, known := limits[c.tenant]
-				if c.end || (known && c.active >= lim.concurrency) || (c.active >= share && free <= sl.reserve) {
+				if c.end || (known && c.active >= lim.concurrency) || (c.active >= share && free <= max(sl.reserve, under)) {
 					continue
 				}
 				if best == nil || c.active < best.active || (c.active == best.active && c.last < best.last) {
@@ -435,6 +446,9 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 				return err
 			}
 			if j.State == Admitted {
+				if best.active+1 == share {
+					under-- // best reached its share
+				}
 				best.active++
 				free--
 				out = append(out, j)

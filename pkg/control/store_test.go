@@ -406,12 +406,18 @@ func TestCancelQueued(t *testing.T) {
 	})
 }
 
-// A tenant at or over its fair share leaves the reserve (MaxActive/4) to
-// the others that had work in the last minute; alone it takes every slot.
+// A tenant at or over its fair share leaves the reserve (MaxActive/4), and
+// a slot for each other tenant with work in the last minute below its
+// share, whichever is more; alone it takes every slot.
 func TestAdmissionReserve(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		repo := configRepo(t)
-		commit(t, repo, "globex: 8 at once", func(tr *gitops.Tree) error {
+		commit(t, repo, "globex: 8 at once; initech and hooli", func(tr *gitops.Tree) error {
+			for _, name := range []string{"initech", "hooli"} {
+				if err := tr.WriteFile("tenants/"+name+".yaml", []byte(strings.Replace(tenantAcme, "name: acme", "name: "+name, 1))); err != nil {
+					return err
+				}
+			}
 			return tr.WriteFile("tenants/globex.yaml", []byte(strings.Replace(tenantGlobex, "concurrency: 2", "concurrency: 8", 1)))
 		})
 		ctx := context.Background()
@@ -439,29 +445,46 @@ func TestAdmissionReserve(t *testing.T) {
 			}
 			return per
 		}
+		drain := func(tenant string) {
+			t.Helper()
+			for ids := active()[tenant]; len(ids) > 0; ids = active()[tenant] {
+				for _, id := range ids {
+					finish(t, s, id)
+				}
+			}
+		}
 		submit("globex", "standard", 10, "alone")
 		if per := active(); len(per["globex"]) != 8 {
 			t.Fatalf("a tenant alone: %d of 8 slots, want all", len(per["globex"]))
 		}
-		for _, id := range active()["globex"] {
-			finish(t, s, id)
-		}
-		for len(active()["globex"]) > 0 { // the rest of the ten
-			for _, id := range active()["globex"] {
-				finish(t, s, id)
-			}
-		}
+		drain("globex") // the rest of the ten
 		submit("acme", "short", 1, "a")
-		for _, id := range active()["acme"] {
-			finish(t, s, id) // acme had work a moment ago: it shares the slots
-		}
+		drain("acme") // acme had work a moment ago: it shares the slots
 		submit("globex", "standard", 10, "flood")
 		if per := active(); len(per["globex"]) != 6 {
-			t.Fatalf("with acme sharing: globex has %d slots, want 6 (2 kept)", len(per["globex"]))
+			t.Fatalf("with acme sharing: globex has %d slots, want 6 (the reserve of 2 kept)", len(per["globex"]))
 		}
 		submit("acme", "short", 2, "b")
 		if per := active(); len(per["acme"]) != 2 || len(per["globex"]) != 6 {
 			t.Fatalf("acme arriving under its share: %d at once (globex %d), want 2 at once", len(per["acme"]), len(per["globex"]))
+		}
+		drain("acme")
+		drain("globex")
+		// Three tenants under their share (8 slots / 4 tenants = 2) had
+		// work: globex leaves a slot for each, more than the fixed two.
+		for _, name := range []string{"initech", "hooli"} {
+			submit(name, "short", 1, name)
+			drain(name)
+		}
+		submit("globex", "standard", 10, "second-flood")
+		if per := active(); len(per["globex"]) != 5 {
+			t.Fatalf("with three tenants under their share: globex has %d slots, want 5 (3 kept)", len(per["globex"]))
+		}
+		for _, name := range []string{"acme", "initech", "hooli"} {
+			submit(name, "short", 1, name+"-again")
+		}
+		if per := active(); len(per["acme"]) != 1 || len(per["initech"]) != 1 || len(per["hooli"]) != 1 || len(per["globex"]) != 5 {
+			t.Fatalf("the three arriving at once: %v, want one each at once and globex's 5", per)
 		}
 	})
 }
