@@ -57,7 +57,7 @@ func (s *Store) AppendEvents(ctx context.Context, jobID string, evs []NewEvent) 
 			return 0, err
 		}
 	}
-	return s.appends.append(ctx, s, jobID, checked)
+	return s.appendGrouped(ctx, jobID, checked)
 }
 
 // The statements of appends and reads (prepared once on SQLite).

@@ -5,96 +5,47 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
-// appendQueue gathers concurrent appends of many jobs' streams into one
-// transaction (a group commit), as submitQueue does for submissions: an
-// append that finds no commit running commits the queue itself; appends
-// arriving meanwhile queue up and the first of them commits them all. A
-// stream that has ended refuses its own append only.
-type appendQueue struct {
-	mu      sync.Mutex
-	waiting []*pendingAppend
-	leading bool
-}
+// appendGroups gathers concurrent appends of many jobs' streams into one
+// transaction function (groupCommit): each job's appends counted on its
+// head together. A stream that has ended refuses its own append only.
+type appendGroups = groupCommit[appendIn, appendOutcome]
 
-type pendingAppend struct {
-	job  string
-	evs  []NewEvent
-	lead bool               // queued with no commit running: it commits
-	done chan appendOutcome // buffered (1)
+type pendingAppend = member[appendIn, appendOutcome]
+
+type appendIn struct {
+	job string
+	evs []NewEvent
 }
 
 type appendOutcome struct {
 	last int64
 	err  error
-	lead bool
 }
 
 // maxAppendBatch bounds the appends of one group commit.
 const maxAppendBatch = 512
 
-func (q *appendQueue) append(ctx context.Context, s *Store, job string, evs []NewEvent) (int64, error) {
+// appendGrouped appends evs to job's stream with whatever others wait.
+func (s *Store) appendGrouped(ctx context.Context, job string, evs []NewEvent) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return q.await(ctx, s, q.enqueue(job, evs))
+	return s.awaitAppend(ctx, s.appends.enqueue(appendIn{job, evs}))
 }
 
-// enqueue queues an append: appends of one stream commit in the order
-// they were queued. The caller awaits it.
-func (q *appendQueue) enqueue(job string, evs []NewEvent) *pendingAppend {
-	p := &pendingAppend{job: job, evs: evs, done: make(chan appendOutcome, 1)}
-	q.mu.Lock()
-	q.waiting = append(q.waiting, p)
-	p.lead = !q.leading
-	q.leading = true
-	q.mu.Unlock()
-	return p
-}
-
-// await waits for p's commit, committing the queue itself when it leads.
-func (q *appendQueue) await(ctx context.Context, s *Store, p *pendingAppend) (int64, error) {
-	if !p.lead {
-		if o := <-p.done; !o.lead {
-			return o.last, o.err
-		}
-	}
-	var mine appendOutcome
-	for {
-		q.mu.Lock()
-		batch := q.waiting
-		if len(batch) > maxAppendBatch {
-			batch = batch[:maxAppendBatch]
-		}
-		q.waiting = q.waiting[len(batch):]
-		q.mu.Unlock()
+// awaitAppend waits for p's commit (queued with s.appends.enqueue: the
+// appends of one stream commit in the order they were queued).
+func (s *Store) awaitAppend(ctx context.Context, p *pendingAppend) (int64, error) {
+	o := s.appends.await(p, maxAppendBatch, func(batch []*pendingAppend) {
 		outs := s.commitAppends(context.WithoutCancel(ctx), batch)
-		in := false
 		for i, b := range batch {
-			if b == p {
-				mine, in = outs[i], true
-				continue
-			}
-			b.done <- outs[i]
+			b.out = outs[i]
 		}
-		q.mu.Lock()
-		if len(q.waiting) == 0 {
-			q.leading = false
-			q.mu.Unlock()
-			return mine.last, mine.err
-		}
-		if !in {
-			q.mu.Unlock()
-			continue
-		}
-		next := q.waiting[0]
-		q.mu.Unlock()
-		next.done <- appendOutcome{lead: true}
-		return mine.last, mine.err
-	}
+	})
+	return o.last, o.err
 }
 
 // commitAppends appends batch in one transaction, the appends to one job
@@ -112,17 +63,17 @@ func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []app
 	byJob := map[string]*appendGroup{}
 	ends := false
 	for i, p := range batch {
-		if len(p.evs) == 0 {
+		if len(p.in.evs) == 0 {
 			continue
 		}
-		g := byJob[p.job]
+		g := byJob[p.in.job]
 		if g == nil {
-			g = &appendGroup{job: p.job}
-			byJob[p.job] = g
+			g = &appendGroup{job: p.in.job}
+			byJob[p.in.job] = g
 			gs = append(gs, g)
 		}
 		parts[i] = part{g, len(g.evs)}
-		g.evs = append(g.evs, p.evs...)
+		g.evs = append(g.evs, p.in.evs...)
 	}
 	for _, g := range gs {
 		g.tally()
@@ -141,10 +92,10 @@ func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []app
 			switch {
 			case pt.g == nil: // nothing to append
 			case !pt.g.taken:
-				outs[i] = appendOutcome{err: fmt.Errorf("%w: job %s", ErrStreamEnded, p.job)}
+				outs[i] = appendOutcome{err: fmt.Errorf("%w: job %s", ErrStreamEnded, p.in.job)}
 			default:
 				first := pt.g.last - int64(len(pt.g.evs)) + 1
-				outs[i] = appendOutcome{last: first + int64(pt.offset+len(p.evs)) - 1}
+				outs[i] = appendOutcome{last: first + int64(pt.offset+len(p.in.evs)) - 1}
 			}
 		}
 		return outs
@@ -156,7 +107,7 @@ func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []app
 		var last int64
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var err error
-			last, err = s.appendTx(ctx, tx, p.job, p.evs, now)
+			last, err = s.appendTx(ctx, tx, p.in.job, p.in.evs, now)
 			return err
 		})
 		outs[i] = appendOutcome{last: last, err: err}

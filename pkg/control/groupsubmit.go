@@ -3,32 +3,22 @@ package control
 import (
 	"context"
 	"database/sql"
-	"sync"
 )
 
-// submitQueue gathers concurrent submissions into one transaction (a group
-// commit): a submit that finds no commit running commits the queue itself;
-// submits arriving meanwhile queue up, and when that commit is done the
-// first of them commits all of them. Each submission keeps its own outcome:
-// a refusal (a bound, a reused key) writes nothing of it and spoils
-// nothing of the others. A batch whose transaction fails is retried one
-// submission at a time, so one bad row never fails its neighbours.
-type submitQueue struct {
-	mu      sync.Mutex
-	waiting []*pendingSubmit
-	leading bool
-}
+// submitGroups gathers concurrent submissions into one transaction
+// function (groupCommit): one multi-row insert and one admission pass for
+// all of them. Each submission keeps its own outcome: a refusal (a bound, a
+// reused key) writes nothing of it and spoils nothing of the others. A
+// batch whose transaction fails is retried one submission at a time, so
+// one bad row never fails its neighbours.
+type submitGroups = groupCommit[submission, submitOutcome]
 
-type pendingSubmit struct {
-	sub  submission
-	done chan submitOutcome // buffered (1)
-}
+type pendingSubmit = member[submission, submitOutcome]
 
 type submitOutcome struct {
 	job     *Job
 	created bool
 	err     error
-	lead    bool // the previous commit is done: commit the queue now
 }
 
 // maxBatch bounds a group commit.
@@ -41,59 +31,17 @@ func (s *Store) insert(ctx context.Context, sub submission) (*Job, bool, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	q := &s.submits
-	p := &pendingSubmit{sub: sub, done: make(chan submitOutcome, 1)}
-	q.mu.Lock()
-	q.waiting = append(q.waiting, p)
-	lead := !q.leading
-	q.leading = true
-	q.mu.Unlock()
-	if !lead {
-		if o := <-p.done; !o.lead {
-			return o.job, o.created, o.err
-		}
-	}
-	for {
-		q.mu.Lock()
-		batch := q.waiting
-		if len(batch) > maxBatch {
-			batch = batch[:maxBatch]
-		}
-		q.waiting = q.waiting[len(batch):]
-		q.mu.Unlock()
-		mine := s.commitBatch(context.WithoutCancel(ctx), batch, p)
-		q.mu.Lock()
-		if len(q.waiting) == 0 {
-			q.leading = false
-			q.mu.Unlock()
-			return mine.job, mine.created, mine.err
-		}
-		if !contains(batch, p) {
-			q.mu.Unlock()
-			continue // p is still waiting: commit the next batch
-		}
-		next := q.waiting[0]
-		q.mu.Unlock()
-		next.done <- submitOutcome{lead: true}
-		return mine.job, mine.created, mine.err
-	}
+	o := s.submits.await(s.submits.enqueue(sub), maxBatch, func(batch []*pendingSubmit) {
+		s.commitBatch(context.WithoutCancel(ctx), batch)
+	})
+	return o.job, o.created, o.err
 }
 
-func contains(b []*pendingSubmit, p *pendingSubmit) bool {
-	for _, x := range b {
-		if x == p {
-			return true
-		}
-	}
-	return false
-}
-
-// commitBatch commits batch in one transaction and tells each its outcome
-// (returning, not sending, mine's).
-func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit, mine *pendingSubmit) submitOutcome {
+// commitBatch commits batch in one transaction and sets each one's outcome.
+func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 	var outs []submitOutcome
 	var admitted []*Job
-	ba := batch[0].sub.admit
+	ba := batch[0].in.admit
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if outs, err = s.insertBatch(ctx, tx, batch); err != nil || ba == nil {
@@ -115,24 +63,18 @@ func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit, mine *p
 	}
 	if err != nil && len(batch) > 1 {
 		for i, p := range batch {
-			j, c, err := s.insertAlone(ctx, p.sub)
+			j, c, err := s.insertAlone(ctx, p.in)
 			outs[i] = submitOutcome{job: j, created: c, err: err}
 		}
 	} else if err != nil {
-		j, c, err2 := s.insertAlone(ctx, batch[0].sub)
+		j, c, err2 := s.insertAlone(ctx, batch[0].in)
 		if isUniqueViolation(err) {
 			outs[0] = submitOutcome{job: j, created: c, err: err2}
 		} else {
 			outs[0] = submitOutcome{err: err}
 		}
 	}
-	var out submitOutcome
 	for i, p := range batch {
-		if p == mine {
-			out = outs[i]
-			continue
-		}
-		p.done <- outs[i]
+		p.out = outs[i]
 	}
-	return out
 }

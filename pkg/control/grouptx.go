@@ -3,79 +3,31 @@ package control
 import (
 	"context"
 	"database/sql"
-	"sync"
 )
 
-// txQueue gathers the store's write transactions on SQLite into group
-// commits. SQLite has one writer and a commit costs an fsync, so writes
-// that arrive while one commits wait in any case; they wait here instead,
-// and the first of them commits all of them in one transaction, each in a
-// savepoint of its own: a transaction function that fails rolls back its
-// own part only and gets its own error, and the others commit. Under load
-// one fsync then carries many writes (a finish, a submission batch, a
-// stream's appends, a delivery receipt) where each took its own, and a
-// disk that stalls for tens of milliseconds leaves a queue that drains in
-// one commit. PostgreSQL has concurrent writers and commits each alone.
-type txQueue struct {
-	mu      sync.Mutex
-	waiting []*pendingTx
-	leading bool
-}
+// txGroups gathers the store's write transactions on SQLite into group
+// commits (groupCommit). SQLite has one writer and a commit costs an
+// fsync, so writes that arrive while one commits wait in any case; they
+// wait in the queue instead and commit as one transaction, each function
+// in a savepoint of its own: one that fails rolls back its own part only
+// and gets its own error, and the others commit. Under load one fsync
+// then carries many writes (a finish, a submission batch, a stream's
+// appends, a delivery receipt) where each took its own, and a disk that
+// stalls for tens of milliseconds leaves a queue that drains in one
+// commit. PostgreSQL has concurrent writers and commits each alone.
+type txGroups = groupCommit[func(*sql.Tx) error, error]
 
-type pendingTx struct {
-	f    func(*sql.Tx) error
-	err  error
-	lead bool
-	done chan bool // buffered (1): false when committed (err set), true to lead
-}
+type pendingTx = member[func(*sql.Tx) error, error]
 
 // maxTxGroup bounds the transaction functions of one group commit.
 const maxTxGroup = 64
 
-// run commits f with whatever others are waiting. Once queued it waits for
-// the commit even if ctx ends (f sees ctx and fails on its own).
-func (q *txQueue) run(ctx context.Context, s *Store, f func(*sql.Tx) error) error {
-	p := &pendingTx{f: f, done: make(chan bool, 1)}
-	q.mu.Lock()
-	q.waiting = append(q.waiting, p)
-	p.lead = !q.leading
-	q.leading = true
-	q.mu.Unlock()
-	if !p.lead && !<-p.done {
-		return p.err
-	}
-	for {
-		q.mu.Lock()
-		batch := q.waiting
-		if len(batch) > maxTxGroup {
-			batch = batch[:maxTxGroup]
-		}
-		q.waiting = q.waiting[len(batch):]
-		q.mu.Unlock()
+// groupedTx commits f with whatever others are waiting. Once queued it
+// waits for the commit even if ctx ends (f sees ctx and fails on its own).
+func (s *Store) groupedTx(ctx context.Context, f func(*sql.Tx) error) error {
+	return s.txs.await(s.txs.enqueue(f), maxTxGroup, func(batch []*pendingTx) {
 		s.commitGroup(context.WithoutCancel(ctx), batch)
-		mine := false
-		for _, b := range batch {
-			if b == p {
-				mine = true
-				continue
-			}
-			b.done <- false
-		}
-		q.mu.Lock()
-		if len(q.waiting) == 0 {
-			q.leading = false
-			q.mu.Unlock()
-			return p.err
-		}
-		if !mine {
-			q.mu.Unlock()
-			continue // p is still waiting: commit the next group
-		}
-		next := q.waiting[0]
-		q.mu.Unlock()
-		next.done <- true
-		return p.err
-	}
+	})
 }
 
 // commitGroup commits batch in one transaction, each function in its own
@@ -84,14 +36,14 @@ func (q *txQueue) run(ctx context.Context, s *Store, f func(*sql.Tx) error) erro
 // function runs again alone.
 func (s *Store) commitGroup(ctx context.Context, batch []*pendingTx) {
 	if len(batch) == 1 {
-		batch[0].err = s.txAlone(ctx, batch[0].f)
+		batch[0].out = s.txAlone(ctx, batch[0].in)
 		return
 	}
 	if s.groupTx(ctx, batch) == nil {
 		return
 	}
 	for _, p := range batch {
-		p.err = s.txAlone(ctx, p.f)
+		p.out = s.txAlone(ctx, p.in)
 	}
 }
 
@@ -112,9 +64,9 @@ func (s *Store) groupTx(ctx context.Context, batch []*pendingTx) error {
 			return fail(err)
 		}
 		mark := s.ev.mark(tx)
-		p.err = p.f(tx)
-		if p.err != nil {
-			p.err = unavailable(p.err)
+		p.out = p.in(tx)
+		if p.out != nil {
+			p.out = unavailable(p.out)
 			s.ev.restore(tx, mark)
 			// A failed statement may have ended the whole transaction
 			// (an interrupt, a full disk): then this fails too.

@@ -33,9 +33,9 @@ type Store struct {
 	d    dialect
 	// dsn is what OpenQueue opens River on.
 	dsn     string
-	submits submitQueue
-	txs     txQueue
-	appends appendQueue
+	submits submitGroups
+	txs     txGroups
+	appends appendGroups
 	// prepared statements (SQLite: parsing a statement costs more than
 	// running it), nil where not prepared
 	authStmt   *sql.Stmt
@@ -244,7 +244,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // tx runs f in a write transaction.
 func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
 	if s.d.name == "sqlite" {
-		return s.txs.run(ctx, s, f) // grouptx.go
+		return s.groupedTx(ctx, f) // grouptx.go
 	}
 	return s.txAlone(ctx, f)
 }
