@@ -6,14 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/groupcommit"
 )
 
 // appendGroups gathers concurrent appends of many jobs' streams into one
-// transaction function (groupCommit): each job's appends counted on its
+// transaction function (pkg/groupcommit): each job's appends counted on its
 // head together. A stream that has ended refuses its own append only.
-type appendGroups = groupCommit[appendIn, appendOutcome]
+type appendGroups = groupcommit.Queue[appendIn, appendOutcome]
 
-type pendingAppend = member[appendIn, appendOutcome]
+type pendingAppend = groupcommit.Member[appendIn, appendOutcome]
 
 type appendIn struct {
 	job string
@@ -33,16 +35,16 @@ func (s *Store) appendGrouped(ctx context.Context, job string, evs []NewEvent) (
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return s.awaitAppend(ctx, s.appends.enqueue(appendIn{job, evs}))
+	return s.awaitAppend(ctx, s.appends.Enqueue(appendIn{job, evs}))
 }
 
-// awaitAppend waits for p's commit (queued with s.appends.enqueue: the
+// awaitAppend waits for p's commit (queued with s.appends.Enqueue: the
 // appends of one stream commit in the order they were queued).
 func (s *Store) awaitAppend(ctx context.Context, p *pendingAppend) (int64, error) {
-	o := s.appends.await(p, maxAppendBatch, func(batch []*pendingAppend) {
+	o := s.appends.Await(p, maxAppendBatch, func(batch []*pendingAppend) {
 		outs := s.commitAppends(context.WithoutCancel(ctx), batch)
 		for i, b := range batch {
-			b.out = outs[i]
+			b.Out = outs[i]
 		}
 	})
 	return o.last, o.err
@@ -63,17 +65,17 @@ func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []app
 	byJob := map[string]*appendGroup{}
 	ends := false
 	for i, p := range batch {
-		if len(p.in.evs) == 0 {
+		if len(p.In.evs) == 0 {
 			continue
 		}
-		g := byJob[p.in.job]
+		g := byJob[p.In.job]
 		if g == nil {
-			g = &appendGroup{job: p.in.job}
-			byJob[p.in.job] = g
+			g = &appendGroup{job: p.In.job}
+			byJob[p.In.job] = g
 			gs = append(gs, g)
 		}
 		parts[i] = part{g, len(g.evs)}
-		g.evs = append(g.evs, p.in.evs...)
+		g.evs = append(g.evs, p.In.evs...)
 	}
 	for _, g := range gs {
 		g.tally()
@@ -92,10 +94,10 @@ func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []app
 			switch {
 			case pt.g == nil: // nothing to append
 			case !pt.g.taken:
-				outs[i] = appendOutcome{err: fmt.Errorf("%w: job %s", ErrStreamEnded, p.in.job)}
+				outs[i] = appendOutcome{err: fmt.Errorf("%w: job %s", ErrStreamEnded, p.In.job)}
 			default:
 				first := pt.g.last - int64(len(pt.g.evs)) + 1
-				outs[i] = appendOutcome{last: first + int64(pt.offset+len(p.in.evs)) - 1}
+				outs[i] = appendOutcome{last: first + int64(pt.offset+len(p.In.evs)) - 1}
 			}
 		}
 		return outs
@@ -107,7 +109,7 @@ func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []app
 		var last int64
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var err error
-			last, err = s.appendTx(ctx, tx, p.in.job, p.in.evs, now)
+			last, err = s.appendTx(ctx, tx, p.In.job, p.In.evs, now)
 			return err
 		})
 		outs[i] = appendOutcome{last: last, err: err}

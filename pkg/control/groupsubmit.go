@@ -3,17 +3,19 @@ package control
 import (
 	"context"
 	"database/sql"
+
+	"github.com/slipway-dev/slipway/pkg/groupcommit"
 )
 
 // submitGroups gathers concurrent submissions into one transaction
-// function (groupCommit): one multi-row insert and one admission pass for
+// function (pkg/groupcommit): one multi-row insert and one admission pass for
 // all of them. Each submission keeps its own outcome: a refusal (a bound, a
 // reused key) writes nothing of it and spoils nothing of the others. A
 // batch whose transaction fails is retried one submission at a time, so
 // one bad row never fails its neighbours.
-type submitGroups = groupCommit[submission, submitOutcome]
+type submitGroups = groupcommit.Queue[submission, submitOutcome]
 
-type pendingSubmit = member[submission, submitOutcome]
+type pendingSubmit = groupcommit.Member[submission, submitOutcome]
 
 type submitOutcome struct {
 	job     *Job
@@ -31,7 +33,7 @@ func (s *Store) insert(ctx context.Context, sub submission) (*Job, bool, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	o := s.submits.await(s.submits.enqueue(sub), maxBatch, func(batch []*pendingSubmit) {
+	o := s.submits.Await(s.submits.Enqueue(sub), maxBatch, func(batch []*pendingSubmit) {
 		s.commitBatch(context.WithoutCancel(ctx), batch)
 	})
 	return o.job, o.created, o.err
@@ -41,7 +43,7 @@ func (s *Store) insert(ctx context.Context, sub submission) (*Job, bool, error) 
 func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 	var outs []submitOutcome
 	var admitted []*Job
-	ba := batch[0].in.admit
+	ba := batch[0].In.admit
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if outs, err = s.insertBatch(ctx, tx, batch); err != nil || ba == nil {
@@ -63,11 +65,11 @@ func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 	}
 	if err != nil && len(batch) > 1 {
 		for i, p := range batch {
-			j, c, err := s.insertAlone(ctx, p.in)
+			j, c, err := s.insertAlone(ctx, p.In)
 			outs[i] = submitOutcome{job: j, created: c, err: err}
 		}
 	} else if err != nil {
-		j, c, err2 := s.insertAlone(ctx, batch[0].in)
+		j, c, err2 := s.insertAlone(ctx, batch[0].In)
 		if isUniqueViolation(err) {
 			outs[0] = submitOutcome{job: j, created: c, err: err2}
 		} else {
@@ -75,6 +77,6 @@ func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 		}
 	}
 	for i, p := range batch {
-		p.out = outs[i]
+		p.Out = outs[i]
 	}
 }

@@ -3,10 +3,12 @@ package control
 import (
 	"context"
 	"database/sql"
+
+	"github.com/slipway-dev/slipway/pkg/groupcommit"
 )
 
 // txGroups gathers the store's write transactions on SQLite into group
-// commits (groupCommit). SQLite has one writer and a commit costs an
+// commits (pkg/groupcommit). SQLite has one writer and a commit costs an
 // fsync, so writes that arrive while one commits wait in any case; they
 // wait in the queue instead and commit as one transaction, each function
 // in a savepoint of its own: one that fails rolls back its own part only
@@ -15,9 +17,9 @@ import (
 // appends, a delivery receipt) where each took its own, and a disk that
 // stalls for tens of milliseconds leaves a queue that drains in one
 // commit. PostgreSQL has concurrent writers and commits each alone.
-type txGroups = groupCommit[func(*sql.Tx) error, error]
+type txGroups = groupcommit.Queue[func(*sql.Tx) error, error]
 
-type pendingTx = member[func(*sql.Tx) error, error]
+type pendingTx = groupcommit.Member[func(*sql.Tx) error, error]
 
 // maxTxGroup bounds the transaction functions of one group commit.
 const maxTxGroup = 64
@@ -25,7 +27,7 @@ const maxTxGroup = 64
 // groupedTx commits f with whatever others are waiting. Once queued it
 // waits for the commit even if ctx ends (f sees ctx and fails on its own).
 func (s *Store) groupedTx(ctx context.Context, f func(*sql.Tx) error) error {
-	return s.txs.await(s.txs.enqueue(f), maxTxGroup, func(batch []*pendingTx) {
+	return s.txs.Await(s.txs.Enqueue(f), maxTxGroup, func(batch []*pendingTx) {
 		s.commitGroup(context.WithoutCancel(ctx), batch)
 	})
 }
@@ -36,14 +38,14 @@ func (s *Store) groupedTx(ctx context.Context, f func(*sql.Tx) error) error {
 // function runs again alone.
 func (s *Store) commitGroup(ctx context.Context, batch []*pendingTx) {
 	if len(batch) == 1 {
-		batch[0].out = s.txAlone(ctx, batch[0].in)
+		batch[0].Out = s.txAlone(ctx, batch[0].In)
 		return
 	}
 	if s.groupTx(ctx, batch) == nil {
 		return
 	}
 	for _, p := range batch {
-		p.out = s.txAlone(ctx, p.in)
+		p.Out = s.txAlone(ctx, p.In)
 	}
 }
 
@@ -64,9 +66,9 @@ func (s *Store) groupTx(ctx context.Context, batch []*pendingTx) error {
 			return fail(err)
 		}
 		mark := s.ev.mark(tx)
-		p.out = p.in(tx)
-		if p.out != nil {
-			p.out = unavailable(p.out)
+		p.Out = p.In(tx)
+		if p.Out != nil {
+			p.Out = unavailable(p.Out)
 			s.ev.restore(tx, mark)
 			// A failed statement may have ended the whole transaction
 			// (an interrupt, a full disk): then this fails too.

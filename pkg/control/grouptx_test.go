@@ -94,9 +94,7 @@ func TestGroupedTransactions(t *testing.T) {
 	}
 	// Let them all queue behind the first, then release it.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		s.txs.mu.Lock()
-		queued := len(s.txs.waiting)
-		s.txs.mu.Unlock()
+		queued := s.txs.Waiting()
 		if queued == n {
 			break
 		}

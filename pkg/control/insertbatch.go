@@ -23,7 +23,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	lock := ""
 	if s.d.name == "postgres" {
 		lock = " FOR UPDATE"
-		if batch[0].in.admit != nil && s.d.lockStmt != "" {
+		if batch[0].In.admit != nil && s.d.lockStmt != "" {
 			// admission's lock before any row's, as the admitter takes them
 			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
 				return nil, err
@@ -38,7 +38,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	keys := make([]key, 0, len(batch))
 	seenKey := map[key]bool{}
 	for _, p := range batch {
-		k := key{p.in.job.Tenant, p.in.job.IdempotencyKey}
+		k := key{p.In.job.Tenant, p.In.job.IdempotencyKey}
 		if !seenKey[k] {
 			seenKey[k] = true
 			keys = append(keys, k)
@@ -142,7 +142,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	var fresh []int
 	planeDelta := 0
 	for i, p := range batch {
-		sub := p.in
+		sub := p.In
 		j := sub.job
 		k := key{j.Tenant, j.IdempotencyKey}
 		if v, ok := stored[k]; ok {
@@ -159,12 +159,12 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		}
 		if first, ok := taken[k]; ok {
 			switch {
-			case batch[first].in.hash != sub.hash:
-				outs[i] = submitOutcome{err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, batch[first].in.job.ID)}
+			case batch[first].In.hash != sub.hash:
+				outs[i] = submitOutcome{err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, batch[first].In.job.ID)}
 			case outs[first].err != nil:
 				outs[i] = outs[first]
 			default:
-				outs[i] = submitOutcome{job: batch[first].in.job}
+				outs[i] = submitOutcome{job: batch[first].In.job}
 			}
 			continue
 		}
@@ -221,7 +221,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		// SQLite: the prepared single-row inserts (a statement parsed once
 		// costs less than a multi-row one parsed per batch)
 		for _, i := range fresh {
-			sub := batch[i].in
+			sub := batch[i].In
 			j := sub.job
 			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
 			doc, err := json.Marshal(j)
@@ -255,7 +255,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		jv := make([]string, len(chunk))
 		tv := make([]string, len(chunk))
 		for n, i := range chunk {
-			sub := batch[i].in
+			sub := batch[i].In
 			j := sub.job
 			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
 			doc, err := json.Marshal(j)
@@ -279,7 +279,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		hv := make([]string, len(chunk))
 		ev := make([]string, len(chunk))
 		for n, i := range chunk {
-			j := batch[i].in.job
+			j := batch[i].In.job
 			data := mustJSON(StateData{State: j.State, Reason: "submitted"})
 			hv[n], ev[n] = "(?, 1, 0, 0)", "(?, 1, 1, ?, 0, ?, ?)"
 			hargs = append(hargs, j.ID)
@@ -292,7 +292,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			return nil, err
 		}
 		for _, i := range chunk {
-			s.ev.pending(tx, batch[i].in.job.ID, nil)
+			s.ev.pending(tx, batch[i].In.job.ID, nil)
 		}
 	}
 	var pargs []any

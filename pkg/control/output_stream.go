@@ -197,7 +197,7 @@ func (o *outputStream) flush() {
 			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", lost)})}}, evs...)
 		o.lost = 0
 	}
-	p := o.s.appends.enqueue(appendIn{o.job, evs})
+	p := o.s.appends.Enqueue(appendIn{o.job, evs})
 	o.mu.Unlock()
 	if _, err := o.s.awaitAppend(context.Background(), p); err != nil {
 		o.mu.Lock()

@@ -4,32 +4,23 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
+
+	"github.com/slipway-dev/slipway/pkg/groupcommit"
 )
 
-// createQueue gathers concurrent Creates into one transaction (a group
-// commit). With synchronous=FULL each commit waits for the disk to flush
-// the write-ahead log, and there is one writer: one commit per Create
-// would make the last of n concurrent Creates wait for n flushes in a row.
-// A Create that finds no commit running commits the queue itself; Creates
-// arriving meanwhile queue up, and when that commit is done the first of
-// them commits all of them, with one flush.
-type createQueue struct {
-	mu      sync.Mutex
-	waiting []*pendingCreate
-	leading bool // a Create is committing
-	commits int  // transactions committed, for tests
-}
+// creates gathers concurrent Creates into one transaction (a group
+// commit, pkg/groupcommit). With synchronous=FULL each commit waits for the
+// disk to flush the write-ahead log, and there is one writer: one commit
+// per Create would make the last of n concurrent Creates wait for n
+// flushes in a row.
+type createQueue = groupcommit.Queue[createIn, error]
 
-type pendingCreate struct {
+type pendingCreate = groupcommit.Member[createIn, error]
+
+// createIn is a checked manifest's row.
+type createIn struct {
 	runID string
-	args  []any              // of SQLite.insert
-	done  chan createOutcome // buffered (1): the committer never blocks
-}
-
-type createOutcome struct {
-	err  error
-	lead bool // the previous commit is done: commit the queue now
+	args  []any // of SQLite.insert
 }
 
 // create is Create: m is checked and encoded by the caller's goroutine, then
@@ -37,44 +28,23 @@ type createOutcome struct {
 // for the commit even if ctx ends, so that an error always means the
 // manifest was not stored.
 func (s *SQLite) create(ctx context.Context, m *Manifest) error {
-	p, err := pendingOf(m)
+	in, err := pendingOf(m)
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("runs: create %s: %w", p.runID, err)
+		return fmt.Errorf("runs: create %s: %w", in.runID, err)
 	}
-	q := &s.creates
-	q.mu.Lock()
-	q.waiting = append(q.waiting, p)
-	lead := !q.leading
-	q.leading = true
-	q.mu.Unlock()
-	if !lead {
-		if o := <-p.done; !o.lead {
-			return o.err
-		}
-	}
-	q.mu.Lock()
-	batch := q.waiting // p among them
-	q.waiting = nil
-	q.mu.Unlock()
-	s.commitCreates(context.WithoutCancel(ctx), batch)
-	q.mu.Lock()
-	q.commits++
-	if len(q.waiting) > 0 {
-		q.waiting[0].done <- createOutcome{lead: true}
-	} else {
-		q.leading = false
-	}
-	q.mu.Unlock()
-	return (<-p.done).err
+	return s.creates.Await(s.creates.Enqueue(in), 0, func(batch []*pendingCreate) {
+		s.commitCreates(context.WithoutCancel(ctx), batch)
+		s.createCommits.Add(1)
+	})
 }
 
 // pendingOf checks m and makes its row.
-func pendingOf(m *Manifest) (*pendingCreate, error) {
+func pendingOf(m *Manifest) (createIn, error) {
 	if m == nil {
-		return nil, fmt.Errorf("%w: manifest: nil", ErrInvalid)
+		return createIn{}, fmt.Errorf("%w: manifest: nil", ErrInvalid)
 	}
 	m = m.clone()
 	if m.Status == "" {
@@ -82,21 +52,21 @@ func pendingOf(m *Manifest) (*pendingCreate, error) {
 	}
 	m.normalize()
 	if err := m.validate(); err != nil {
-		return nil, err
+		return createIn{}, err
 	}
 	doc, err := json.Marshal(m)
 	if err != nil {
-		return nil, fmt.Errorf("runs: create %s: %w", m.RunID, err)
+		return createIn{}, fmt.Errorf("runs: create %s: %w", m.RunID, err)
 	}
 	args := []any{m.RunID, string(m.Status)}
 	for _, v := range m.columnValues() {
 		args = append(args, v)
 	}
 	args = append(args, string(doc)) // text, as the JSON functions expect
-	return &pendingCreate{runID: m.RunID, args: args, done: make(chan createOutcome, 1)}, nil
+	return createIn{runID: m.RunID, args: args}, nil
 }
 
-// commitCreates stores batch in one transaction and tells each Create its
+// commitCreates stores batch in one transaction and sets each Create's
 // outcome: a run id stored before gets ErrExists and the others are
 // stored. If the transaction fails, each is tried in a transaction of its
 // own, so that one Create's failure is not the others'.
@@ -111,11 +81,11 @@ func (s *SQLite) commitCreates(ctx context.Context, batch []*pendingCreate) {
 	for i, p := range batch {
 		switch {
 		case err != nil:
-			p.done <- createOutcome{err: err}
+			p.Out = err
 		case exists[i]:
-			p.done <- createOutcome{err: fmt.Errorf("%w: %s", ErrExists, p.runID)}
+			p.Out = fmt.Errorf("%w: %s", ErrExists, p.In.runID)
 		default:
-			p.done <- createOutcome{}
+			p.Out = nil
 		}
 	}
 }
@@ -131,13 +101,13 @@ func (s *SQLite) insertBatch(ctx context.Context, batch []*pendingCreate) (exist
 	insert := tx.StmtContext(ctx, s.insert)
 	exists = make([]bool, len(batch))
 	for i, p := range batch {
-		res, err := insert.ExecContext(ctx, p.args...)
+		res, err := insert.ExecContext(ctx, p.In.args...)
 		if err != nil {
-			return nil, fmt.Errorf("runs: create %s: %w", p.runID, err)
+			return nil, fmt.Errorf("runs: create %s: %w", p.In.runID, err)
 		}
 		k, err := res.RowsAffected()
 		if err != nil {
-			return nil, fmt.Errorf("runs: create %s: %w", p.runID, err)
+			return nil, fmt.Errorf("runs: create %s: %w", p.In.runID, err)
 		}
 		exists[i] = k == 0
 	}

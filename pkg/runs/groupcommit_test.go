@@ -59,9 +59,7 @@ func TestConcurrentCreatesCommitTogether(t *testing.T) {
 	if got, _ := s.Query(ctx, Query{Template: "tpl"}); len(got) != stored || stored != n-1-n/8 {
 		t.Errorf("%d runs stored, %d Creates returned nil, want %d", len(got), stored, n-1-n/8)
 	}
-	s.creates.mu.Lock()
-	commits := s.creates.commits
-	s.creates.mu.Unlock()
+	commits := s.createCommits.Load()
 	t.Logf("%d Creates in %d transactions", n-1, commits)
 	if commits >= n-1 {
 		t.Errorf("%d concurrent Creates took %d transactions: no group commit", n-1, commits)

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	_ "modernc.org/sqlite" // the pure-Go driver named "sqlite"
 )
@@ -146,6 +147,8 @@ type SQLite struct {
 	path    string
 	insert  *sql.Stmt // on w
 	creates createQueue
+	// createCommits counts the group commits of Creates, for tests.
+	createCommits atomic.Int64
 }
 
 var _ Store = (*SQLite)(nil)
