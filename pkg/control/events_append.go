@@ -74,6 +74,7 @@ func (s *Store) appendGroupsTx(ctx context.Context, tx *sql.Tx, gs []*appendGrou
 	byJob := make(map[string]*appendGroup, len(gs))
 	for _, g := range gs {
 		byJob[g.job] = g
+		g.taken = false // set by this run only (s.tx may run it again)
 	}
 	rest := gs
 	for _, n := range chunks(len(gs), s.rowStmts != nil) {

@@ -328,6 +328,7 @@ func (s *Store) Consume(ctx context.Context, consumer, owner, jobID string, leas
 	}
 	var prev int64
 	err = s.tx(ctx, func(tx *sql.Tx) error {
+		d.Redelivered = 0
 		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT delivered_seq FROM cp_event_cursors WHERE consumer = ? AND job_id = ?`), consumer, jobID).Scan(&prev); err != nil {
 			return err
 		}

@@ -46,6 +46,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 	ba := batch[0].In.admit
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
+		admitted = nil
 		if outs, err = s.insertBatch(ctx, tx, batch); err != nil || ba == nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -160,6 +161,93 @@ func TestGroupedTransactions(t *testing.T) {
 		case <-woken[k]:
 			t.Errorf("the follower of %s was woken by a part that rolled back", k)
 		default:
+		}
+	}
+}
+
+// A statement interrupted inside a group (its caller's context ended while
+// it ran) rolls the whole SQLite transaction back: the group fails and each
+// function runs again alone, so the others still commit, once.
+func TestGroupFailsWholeRunsAlone(t *testing.T) {
+	ctx := context.Background()
+	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.w.ExecContext(ctx, `CREATE TABLE grouped_test (k TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	inside, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := s.tx(ctx, func(tx *sql.Tx) error { close(inside); <-release; return nil }); err != nil {
+			t.Error(err)
+		}
+	})
+	<-inside
+	var runsA, runsB atomic.Int32
+	var errA, errLong, errB error
+	long, cancel := context.WithCancel(ctx)
+	wg.Go(func() {
+		errA = s.tx(ctx, func(tx *sql.Tx) error {
+			runsA.Add(1)
+			_, err := tx.ExecContext(ctx, `INSERT INTO grouped_test (k) VALUES ('a')`)
+			return err
+		})
+	})
+	waitQueued(t, s, 1)
+	wg.Go(func() {
+		errLong = s.tx(long, func(tx *sql.Tx) error {
+			timer := time.AfterFunc(50*time.Millisecond, cancel) // the caller gives up while its insert runs
+			defer timer.Stop()
+			_, err := tx.ExecContext(long, `INSERT INTO grouped_test (k) WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c LIMIT 200000000) SELECT 'n' || n FROM c`)
+			return err
+		})
+	})
+	waitQueued(t, s, 2)
+	wg.Go(func() {
+		errB = s.tx(ctx, func(tx *sql.Tx) error {
+			runsB.Add(1)
+			_, err := tx.ExecContext(ctx, `INSERT INTO grouped_test (k) VALUES ('b')`)
+			return err
+		})
+	})
+	waitQueued(t, s, 3)
+	close(release)
+	wg.Wait()
+	if errA != nil || errB != nil {
+		t.Fatalf("the others: %v, %v", errA, errB)
+	}
+	if errLong == nil {
+		t.Fatal("the interrupted insert reported no error")
+	}
+	if runsA.Load() != 2 || runsB.Load() != 1 {
+		// A ran in the group and again alone; B, after the interrupted
+		// one, never ran in the group.
+		t.Errorf("runs: a %d, b %d; want 2 and 1 (the group failed as a whole)", runsA.Load(), runsB.Load())
+	}
+	var keys []string
+	rows, err := s.r.QueryContext(ctx, `SELECT k FROM grouped_test ORDER BY k LIMIT 5`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		_ = rows.Scan(&k)
+		keys = append(keys, k)
+	}
+	rows.Close()
+	if fmt.Sprint(keys) != "[a b]" {
+		t.Errorf("stored %v, want [a b]", keys)
+	}
+}
+
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.txs.Waiting() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d transactions queued, want %d", s.txs.Waiting(), n)
 		}
 	}
 }

@@ -242,6 +242,10 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // tx runs f in a write transaction.
+//
+// f may run more than once (on SQLite, when a group commit fails as a whole
+// each of its functions runs again alone): what it reports to its caller
+// it sets, never accumulates, on every run.
 func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
 	if s.d.name == "sqlite" {
 		return s.groupedTx(ctx, f) // grouptx.go

@@ -141,6 +141,7 @@ func (s *Store) insertAlone(ctx context.Context, sub submission) (*Job, bool, er
 		var refused error
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var err error
+			refused = nil
 			existing, err = s.insertOne(ctx, tx, sub)
 			if refusal(err) {
 				refused = err
@@ -206,7 +207,7 @@ func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease)
 	var out *Job
 	var admitted []*Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		admitted = nil
+		out, admitted = nil, nil
 		if ba != nil && s.d.lockStmt != "" {
 			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
 				return err
