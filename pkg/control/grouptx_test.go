@@ -18,14 +18,7 @@ import (
 // noted, and the others commit.
 func TestGroupedTransactions(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.w.ExecContext(ctx, `CREATE TABLE grouped_test (k TEXT PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	s := groupedStore(t)
 	insert := func(ctx context.Context, tx *sql.Tx, k string) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO grouped_test (k) VALUES (?)`, k)
 		return err
@@ -94,15 +87,7 @@ func TestGroupedTransactions(t *testing.T) {
 		}()
 	}
 	// Let them all queue behind the first, then release it.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		queued := s.txs.Waiting()
-		if queued == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d transactions queued", queued, n)
-		}
-	}
+	waitQueued(t, s, n)
 	close(release)
 	wg.Wait()
 
@@ -170,14 +155,7 @@ func TestGroupedTransactions(t *testing.T) {
 // function runs again alone, so the others still commit, once.
 func TestGroupFailsWholeRunsAlone(t *testing.T) {
 	ctx := context.Background()
-	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "control.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.w.ExecContext(ctx, `CREATE TABLE grouped_test (k TEXT PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	s := groupedStore(t)
 	inside, release := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -241,6 +219,20 @@ func TestGroupFailsWholeRunsAlone(t *testing.T) {
 	if fmt.Sprint(keys) != "[a b]" {
 		t.Errorf("stored %v, want [a b]", keys)
 	}
+}
+
+// groupedStore is a fresh SQLite store with a table grouped_test (k).
+func groupedStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "control.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.w.ExecContext(context.Background(), `CREATE TABLE grouped_test (k TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func waitQueued(t *testing.T, s *Store, n int) {
