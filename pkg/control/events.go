@@ -256,6 +256,61 @@ func readOutputShape(b []byte) (OutputData, bool) {
 	return d, true
 }
 
+// appendJSONString appends s as a JSON string, byte for byte as
+// encoding/json writes it: ASCII escaped here (\n, \r, \t, \b, \f, the
+// quote and the backslash, \u00XX for other control bytes, and the HTML
+// escapes of <, > and &); a string with any other byte goes through
+// encoding/json (its U+2028, U+2029 and invalid UTF-8 rules).
+func appendJSONString[T string | []byte](b []byte, s T) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			q, _ := json.Marshal(string(s)) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// textOutputJSON is OutputData{Command: cmd, Text: string(text)} (text
+// valid UTF-8, not empty) as json.Marshal writes it, without reflection or
+// a copy of text: the shape Output reads directly.
+func textOutputJSON(cmd int, text []byte) json.RawMessage {
+	b := make([]byte, 0, len(text)+32)
+	b = append(b, `{"command":`...)
+	b = strconv.AppendInt(b, int64(cmd), 10)
+	b = append(b, `,"text":`...)
+	b = appendJSONString(b, text)
+	return append(b, '}')
+}
+
 // unquoteJSON decodes the body of a JSON string (without its quotes);
 // false: it is not one (an unescaped quote or control byte, a bad escape,
 // invalid UTF-8).

@@ -63,14 +63,20 @@ func segments(evs []NewEvent, first int64) []segment {
 		if out1 {
 			sg.output = 1
 		}
-		b.Reset()
-		j := i
+		j, n := i, 0
 		for ; j < len(evs) && j-i < maxSegmentEvents && evs[j].Kind.trimmable() == out1; j++ {
-			if j > i {
+			n += len(evs[j].Kind) + len(evs[j].Data) + 2
+		}
+		b.Reset()
+		b.Grow(n) // one allocation: the segment's text
+		for k := i; k < j; k++ {
+			if k > i {
 				b.WriteByte('\n')
 			}
-			b.WriteString(segmentLine(evs[j]))
-			sg.size += int64(len(evs[j].Data))
+			b.WriteString(string(evs[k].Kind))
+			b.WriteByte(' ')
+			b.Write(evs[k].Data)
+			sg.size += int64(len(evs[k].Data))
 		}
 		sg.last, sg.events = first+int64(j-1), b.String()
 		out = append(out, sg)

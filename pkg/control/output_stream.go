@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ type outputStream struct {
 	pending            []NewEvent
 	pendingBytes       int
 	cur                []byte
+	spare              []byte // cur's array once sealed (seal copies what it keeps)
 	curKind            EventKind
 	curCmd             int
 	carry              map[EventKind][]byte // an incomplete UTF-8 sequence
@@ -110,7 +112,10 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 			o.seal()
 		}
 		if o.cur == nil {
-			o.cur, o.curKind, o.curCmd = append(make([]byte, 0, 256), o.carry[kind]...), kind, i
+			if o.spare == nil {
+				o.spare = make([]byte, 0, 256)
+			}
+			o.cur, o.curKind, o.curCmd = append(o.spare[:0], o.carry[kind]...), kind, i
 			delete(o.carry, kind)
 		}
 		n := int(min(int64(len(p)), int64(o.chunk-len(o.cur)), o.maxBytes-o.bytes))
@@ -164,15 +169,15 @@ func (o *outputStream) seal() {
 			}
 		}
 	}
-	d := OutputData{Command: o.curCmd}
-	if utf8.Valid(b) {
-		d.Text = string(b)
+	var data json.RawMessage
+	if utf8.Valid(b) && len(b) > 0 {
+		data = textOutputJSON(o.curCmd, b)
 	} else {
-		d.Base64 = b
+		data = mustJSON(OutputData{Command: o.curCmd, Base64: b})
 	}
-	o.pending = append(o.pending, NewEvent{Kind: o.curKind, Data: mustJSON(d)})
+	o.pending = append(o.pending, NewEvent{Kind: o.curKind, Data: data})
 	o.pendingBytes += len(b)
-	o.cur = nil
+	o.spare, o.cur = o.cur[:0], nil
 }
 
 // flush appends what is pending in one transaction and waits for its

@@ -95,7 +95,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		// (and the head: trimmed, ended) are read.
 		if evs := st.ev.nextFromTail(id, after, sseBatch); len(evs) > 0 {
 			for _, e := range evs {
-				writeSSE(&buf, strconv.FormatInt(e.Seq, 10), string(e.Kind), appendEventJSON(scratch[:0], e))
+				scratch = appendEventJSON(scratch[:0], e)
+				writeSSEEvent(&buf, e.Seq, e.Kind, scratch)
 				after = e.Seq
 			}
 			if send() != nil {
@@ -118,7 +119,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			reported = h.TrimmedThrough
 		}
 		for _, e := range evs {
-			writeSSE(&buf, strconv.FormatInt(e.Seq, 10), string(e.Kind), appendEventJSON(scratch[:0], e))
+			scratch = appendEventJSON(scratch[:0], e)
+			writeSSEEvent(&buf, e.Seq, e.Kind, scratch)
 			after = e.Seq
 		}
 		if buf.Len() > 0 {
@@ -150,16 +152,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // checked and compacted when it was appended), compacted here only if it
 // spans lines all the same, which would break the SSE framing.
 func appendEventJSON(b []byte, e Event) []byte {
-	job, _ := json.Marshal(e.Job)
-	kind, _ := json.Marshal(string(e.Kind))
 	b = append(b, `{"job":`...)
-	b = append(b, job...)
+	b = appendJSONString(b, e.Job)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, `,"at":"`...)
 	b = e.At.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","kind":`...)
-	b = append(b, kind...)
+	b = appendJSONString(b, string(e.Kind))
 	b = append(b, `,"data":`...)
 	if bytes.ContainsAny(e.Data, "\r\n") {
 		var d bytes.Buffer
@@ -172,6 +172,17 @@ func appendEventJSON(b []byte, e Event) []byte {
 		b = append(b, e.Data...)
 	}
 	return append(b, '}')
+}
+
+// writeSSEEvent writes a stored event: its sequence as the id.
+func writeSSEEvent(b *bytes.Buffer, seq int64, kind EventKind, data []byte) {
+	b.WriteString("id: ")
+	b.Write(strconv.AppendInt(b.AvailableBuffer(), seq, 10))
+	b.WriteString("\nevent: ")
+	b.WriteString(string(kind))
+	b.WriteString("\ndata: ")
+	b.Write(data)
+	b.WriteString("\n\n")
 }
 
 func writeSSE(b *bytes.Buffer, id, event string, data []byte) {

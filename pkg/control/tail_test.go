@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -281,6 +282,27 @@ func TestEventOutput(t *testing.T) {
 		got, err := Event{Kind: KindStdout, Data: json.RawMessage(raw)}.Output()
 		if (err != nil) != (werr != nil) || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q:\ngot  %+v, %v\nwant %+v, %v", raw, got, err, want, werr)
+		}
+	}
+}
+
+// TestTextOutputJSON: a text chunk's data is byte for byte what
+// json.Marshal writes of its OutputData (HTML escapes, control bytes and
+// the line separators included), whatever the text.
+func TestTextOutputJSON(t *testing.T) {
+	texts := []string{"plain", "line\n", "tab\tq\"b\\s/", "<&>\u2028\u2029", "é日本\U0001F600", "\x01\x1f\x7f", strings.Repeat("x", 4096)}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 500 {
+		b := make([]byte, 1+rng.IntN(40))
+		for i := range b {
+			b[i] = byte(rng.IntN(128)) // ASCII: every escape and the fast path
+		}
+		texts = append(texts, string(b))
+	}
+	for i, s := range texts {
+		want := mustJSON(OutputData{Command: i, Text: s})
+		if got := textOutputJSON(i, []byte(s)); !bytes.Equal(got, want) {
+			t.Fatalf("%q:\ngot  %s\nwant %s", s, got, want)
 		}
 	}
 }
