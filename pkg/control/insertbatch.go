@@ -100,41 +100,24 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		}
 	}
 	slices.Sort(tenants)
-	ph := strings.TrimSuffix(strings.Repeat("(?), ", len(tenants)), ", ")
-	targs := make([]any, len(tenants))
-	for i, t := range tenants {
-		targs[i] = t
-	}
-	if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_tenants (tenant) VALUES `+ph+` ON CONFLICT (tenant) DO NOTHING`), targs...); err != nil {
-		return nil, err
-	}
-	type counters struct {
-		queued          int
-		reserved, spent float64
-		period          int64
-		dQueued         int
-		dReserved       float64
-		rolled          bool
-		newPeriod       int64
-	}
-	cs := map[string]*counters{}
-	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, queued, reserved, spent, period_ns FROM cp_tenants WHERE tenant IN (`+
-		strings.TrimSuffix(strings.Repeat("?, ", len(tenants)), ", ")+`) ORDER BY tenant`+lock), targs...)
+	// The tenants' counters, their rows created first where missing (a
+	// tenant's first job): locked in name order on PostgreSQL.
+	cs, err := s.tenantCounters(ctx, tx, tenants, lock)
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		c := &counters{}
-		var t string
-		if err := rows.Scan(&t, &c.queued, &c.reserved, &c.spent, &c.period); err != nil {
-			rows.Close()
+	if len(cs) < len(tenants) {
+		ph := strings.TrimSuffix(strings.Repeat("(?), ", len(tenants)), ", ")
+		targs := make([]any, len(tenants))
+		for i, t := range tenants {
+			targs[i] = t
+		}
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_tenants (tenant) VALUES `+ph+` ON CONFLICT (tenant) DO NOTHING`), targs...); err != nil {
 			return nil, err
 		}
-		cs[t] = c
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+		if cs, err = s.tenantCounters(ctx, tx, tenants, lock); err != nil {
+			return nil, err
+		}
 	}
 
 	// Decide, in order.
@@ -197,27 +180,29 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		return outs, nil
 	}
 
-	// Write.
+	// Write: the counters' changes, each tenant's in one statement (a new
+	// budget period zeroes what the last one spent), then the rows.
 	storedAt := time.Now().UTC()
-	if _, err := tx.ExecContext(ctx, `UPDATE cp_plane SET queued = queued + `+fmt.Sprint(planeDelta)+` WHERE id = 1`); err != nil {
-		return nil, err
-	}
+	var w writes
+	w.add(`UPDATE cp_plane SET queued = queued + ` + fmt.Sprint(planeDelta) + ` WHERE id = 1`)
 	for _, t := range tenants {
 		c := cs[t]
 		if c.dQueued == 0 && !c.rolled {
 			continue
 		}
 		if c.rolled {
-			if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE cp_tenants SET spent = 0, period_ns = ? WHERE tenant = ? AND period_ns < ?`), c.newPeriod, t, c.newPeriod); err != nil {
-				return nil, err
-			}
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`UPDATE cp_tenants SET queued = queued + ?, reserved = reserved + ? WHERE tenant = ?`), c.dQueued, c.dReserved, t); err != nil {
-			return nil, err
+			w.add(`UPDATE cp_tenants SET spent = CASE WHEN period_ns < ? THEN 0 ELSE spent END, period_ns = CASE WHEN period_ns < ? THEN ? ELSE period_ns END,
+				queued = queued + ?, reserved = reserved + ? WHERE tenant = ?`, c.newPeriod, c.newPeriod, c.newPeriod, c.dQueued, c.dReserved, t)
+		} else {
+			w.add(`UPDATE cp_tenants SET queued = queued + ?, reserved = reserved + ? WHERE tenant = ?`, c.dQueued, c.dReserved, t)
 		}
 	}
 	profiles := map[string]submission{}
 	if s.rowStmts != nil {
+		if err := w.exec(ctx, tx, s.d); err != nil {
+			return nil, err
+		}
+		w = writes{}
 		// SQLite: the prepared single-row inserts (a statement parsed once
 		// costs less than a multi-row one parsed per batch)
 		for _, i := range fresh {
@@ -251,9 +236,11 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		if s.rowStmts != nil {
 			break
 		}
-		var jargs, targs []any
+		var jargs, targs, hargs, eargs []any
 		jv := make([]string, len(chunk))
 		tv := make([]string, len(chunk))
+		hv := make([]string, len(chunk))
+		ev := make([]string, len(chunk))
 		for n, i := range chunk {
 			sub := batch[i].In
 			j := sub.job
@@ -262,38 +249,23 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			if err != nil {
 				return nil, err
 			}
+			at := j.CreatedAt.UnixNano()
 			jv[n], tv[n] = "(?, ?, ?, ?, ?, ?, ?, ?, ?)", "(?, 1, ?, ?, ?)"
-			jargs = append(jargs, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), j.CreatedAt.UnixNano(), j.Cost.WorstCase, string(doc))
-			targs = append(targs, j.ID, j.CreatedAt.UnixNano(), string(j.State), "submitted")
-			profiles[j.Profile.Digest] = sub
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc) VALUES `+strings.Join(jv, ", ")), jargs...); err != nil {
-			return nil, err
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason) VALUES `+strings.Join(tv, ", ")), targs...); err != nil {
-			return nil, err
-		}
-		// Each new job's stream starts with its first state event (seq 1),
-		// in the same transaction, as every transition's does.
-		var hargs, eargs []any
-		hv := make([]string, len(chunk))
-		ev := make([]string, len(chunk))
-		for n, i := range chunk {
-			j := batch[i].In.job
+			jargs = append(jargs, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc))
+			targs = append(targs, j.ID, at, string(j.State), "submitted")
+			// Each new job's stream starts with its first state event (seq
+			// 1), in the same transaction, as every transition's does.
 			data := mustJSON(StateData{State: j.State, Reason: "submitted"})
 			hv[n], ev[n] = "(?, 1, 0, 0)", "(?, 1, 1, ?, 0, ?, ?)"
 			hargs = append(hargs, j.ID)
-			eargs = append(eargs, j.ID, j.CreatedAt.UnixNano(), segmentLine(NewEvent{Kind: KindState, Data: data}), len(data))
+			eargs = append(eargs, j.ID, at, segmentLine(NewEvent{Kind: KindState, Data: data}), len(data))
+			profiles[j.Profile.Digest] = sub
+			s.ev.pending(tx, j.ID, nil)
 		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES `+strings.Join(hv, ", ")), hargs...); err != nil {
-			return nil, err
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_event_segments (job_id, last_seq, first_seq, at_ns, output, events, size) VALUES `+strings.Join(ev, ", ")), eargs...); err != nil {
-			return nil, err
-		}
-		for _, i := range chunk {
-			s.ev.pending(tx, batch[i].In.job.ID, nil)
-		}
+		w.add(`INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc) VALUES `+strings.Join(jv, ", "), jargs...)
+		w.add(`INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason) VALUES `+strings.Join(tv, ", "), targs...)
+		w.add(`INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES `+strings.Join(hv, ", "), hargs...)
+		w.add(`INSERT INTO cp_event_segments (job_id, last_seq, first_seq, at_ns, output, events, size) VALUES `+strings.Join(ev, ", "), eargs...)
 	}
 	var pargs []any
 	var pv []string
@@ -302,8 +274,90 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		pv = append(pv, "(?, ?, ?, ?, ?)")
 		pargs = append(pargs, pr.Digest, pr.Name, pr.Revision, pr.Path, string(sub.profile))
 	}
-	if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES `+strings.Join(pv, ", ")+` ON CONFLICT (digest) DO NOTHING`), pargs...); err != nil {
+	w.add(`INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES `+strings.Join(pv, ", ")+` ON CONFLICT (digest) DO NOTHING`, pargs...)
+	if err := w.exec(ctx, tx, s.d); err != nil {
 		return nil, err
 	}
 	return outs, nil
+}
+
+// counters are a tenant's counters as a batch reads and changes them.
+type counters struct {
+	queued          int
+	reserved, spent float64
+	period          int64
+	dQueued         int
+	dReserved       float64
+	rolled          bool
+	newPeriod       int64
+}
+
+// tenantCounters reads the counters of tenants (sorted) with lock (FOR
+// UPDATE on PostgreSQL): those with a row.
+func (s *Store) tenantCounters(ctx context.Context, tx *sql.Tx, tenants []string, lock string) (map[string]*counters, error) {
+	args := make([]any, len(tenants))
+	for i, t := range tenants {
+		args[i] = t
+	}
+	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, queued, reserved, spent, period_ns FROM cp_tenants WHERE tenant IN (`+
+		strings.TrimSuffix(strings.Repeat("?, ", len(tenants)), ", ")+`) ORDER BY tenant`+lock), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cs := make(map[string]*counters, len(tenants))
+	for rows.Next() {
+		c := &counters{}
+		var t string
+		if err := rows.Scan(&t, &c.queued, &c.reserved, &c.spent, &c.period); err != nil {
+			return nil, err
+		}
+		cs[t] = c
+	}
+	return cs, rows.Err()
+}
+
+// writes are statements that return nothing, run in order.
+type writes struct {
+	qs   []string
+	args []any
+}
+
+func (w *writes) add(q string, args ...any) {
+	w.qs = append(w.qs, q)
+	w.args = append(w.args, args...)
+}
+
+// exec runs the statements: on PostgreSQL as one, each but the last a
+// data-modifying WITH query (one round trip; they touch distinct rows, as
+// one statement's parts must), on SQLite one after another (no round trips
+// to save).
+func (w *writes) exec(ctx context.Context, tx *sql.Tx, d dialect) error {
+	if len(w.qs) == 0 {
+		return nil
+	}
+	if d.name == "postgres" {
+		var b strings.Builder
+		for i, q := range w.qs[:len(w.qs)-1] {
+			if i == 0 {
+				b.WriteString("WITH ")
+			} else {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "w%d AS (%s)", i, q)
+		}
+		b.WriteString(" ")
+		b.WriteString(w.qs[len(w.qs)-1])
+		_, err := tx.ExecContext(ctx, d.q(b.String()), w.args...)
+		return err
+	}
+	args := w.args
+	for _, q := range w.qs {
+		n := strings.Count(q, "?")
+		if _, err := tx.ExecContext(ctx, q, args[:n]...); err != nil {
+			return err
+		}
+		args = args[n:]
+	}
+	return nil
 }

@@ -331,6 +331,11 @@ type tenantLimit struct {
 func (s *Store) admit(ctx context.Context, sl slots, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
 	var out []*Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if s.d.lockStmt != "" {
+			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
+				return err
+			}
+		}
 		var err error
 		out, err = s.admitTx(ctx, tx, sl, limits, decide)
 		return err
@@ -338,15 +343,11 @@ func (s *Store) admit(ctx context.Context, sl slots, limits map[string]tenantLim
 	return out, err
 }
 
-// admitTx is admit in tx.
+// admitTx is admit in tx, whose caller took admission's lock (PostgreSQL)
+// before any row's, as every admitter does.
 func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
 	var out []*Job
 	err := func() error {
-		if s.d.lockStmt != "" {
-			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
-				return err
-			}
-		}
 		type cand struct {
 			tenant       string
 			queued       int

@@ -162,8 +162,27 @@ func TestSubmitRefusals(t *testing.T) {
 		}
 		wantErr(t, err, "worst case 2.0000 credits", "budget of 5.0000 credits", "reserved by queued and running jobs 4.0000")
 
+		// A new budget period: the first job in it zeroes what the last
+		// one spent and records the period, in the statement that counts
+		// the job.
+		var period int64
+		if err := s.w.QueryRowContext(ctx, `SELECT period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&period); err != nil || period == 0 {
+			t.Fatalf("acme's budget period: %d %v", period, err)
+		}
+		if _, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_tenants SET spent = 0.5, period_ns = ? WHERE tenant = 'acme'`), period-1); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "q-rolled"}); err != nil {
+			t.Fatal(err)
+		}
+		var spent float64
+		var now int64
+		if err := s.w.QueryRowContext(ctx, `SELECT spent, period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&spent, &now); err != nil || spent != 0 || now != period {
+			t.Fatalf("after a new period's first job: spent %v, period %d (want 0, %d): %v", spent, now, period, err)
+		}
+
 		// Queue bound: acme's is 5; short jobs cost 5s at 60/h each.
-		for i := range 3 {
+		for i := range 2 {
 			if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("q", i)}); err != nil {
 				t.Fatal(err)
 			}
