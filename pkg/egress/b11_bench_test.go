@@ -58,10 +58,15 @@ func BenchmarkB11ProxyThroughput(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan struct{})
-	var recorded atomic.Int64
+	var recorded, short atomic.Int64
 	go func() {
 		defer close(served)
-		_ = (&egress.Proxy{Policy: pol, Record: func(egress.Attempt) { recorded.Add(1) }}).Serve(ctx, ln)
+		_ = (&egress.Proxy{Policy: pol, Record: func(a egress.Attempt) {
+			recorded.Add(1)
+			if a.BytesIn < int64(size) { // every byte of the body counted
+				short.Add(1)
+			}
+		}}).Serve(ctx, ln)
 	}()
 	defer cancel()
 	pu, _ := url.Parse("http://" + ln.Addr().String())
@@ -103,6 +108,9 @@ func BenchmarkB11ProxyThroughput(b *testing.B) {
 	<-served
 	if want := int64(2 * rounds * b.N); recorded.Load() != want {
 		b.Fatalf("%d attempts recorded, want %d", recorded.Load(), want)
+	}
+	if short.Load() > 0 {
+		b.Fatalf("%d attempts recorded fewer bytes in than the %d-byte body", short.Load(), size)
 	}
 	mbps := func(name string) float64 { return float64(size) / (1 << 20) / best[name].Seconds() }
 	httpRatio, tlsRatio := mbps("proxied http")/mbps("direct http"), mbps("proxied CONNECT")/mbps("direct https")

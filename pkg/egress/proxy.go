@@ -155,23 +155,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
-	tcp, isTCP := up.(*net.TCPConn)
-	n := resp.ContentLength
-	if n <= 0 || len(resp.TransferEncoding) > 0 || !isTCP || r.Method == http.MethodHead {
-		_, _ = io.CopyBuffer(w, resp.Body, make([]byte, copyBuffer))
-		_ = resp.Body.Close()
-		return
-	}
-	// A body of known length: what the reader holds already, then the
-	// rest straight from the connection (the ResponseWriter splices a
-	// TCP connection into its own), counted here.
-	k, err := io.CopyN(w, br, min(n, int64(br.Buffered())))
-	if err != nil {
-		return
-	}
-	rest, _ := io.Copy(w, &io.LimitedReader{R: tcp, N: n - k})
-	atomic.AddInt64(&a.BytesIn, rest)
+	// Through one large buffer, every byte counted as cc reads it: on
+	// loopback a 256 KiB read and write carry more than the ResponseWriter's
+	// splice through a pipe (B11 on 2026-12-02, ten runs each alternating:
+	// 0.49-0.88x direct, mean 0.68x, against 0.46-0.72x, mean 0.57x).
+	_, _ = io.CopyBuffer(writerOnly{w}, resp.Body, make([]byte, copyBuffer))
+	_ = resp.Body.Close()
 }
+
+// writerOnly hides a ResponseWriter's ReadFrom from io.CopyBuffer.
+type writerOnly struct{ io.Writer }
 
 func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, a *Attempt) {
 	defer func() { p.record(*a) }()
