@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +154,29 @@ func TestCgroupNewRefusesAMissingController(t *testing.T) {
 	}
 	if _, err := c.New("x", isolate.CgroupLimits{MemoryBytes: 1 << 30}); err == nil || !strings.Contains(err.Error(), "no writable memory controller") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestCgroupSandboxesWeighTheMachine: the sandboxes' parent cgroup has the
+// CPU weight of the whole machine (1024 shares, or a cpu.weight of 100, per
+// CPU), so together they are not weighed as one thread of the runtime.
+func TestCgroupSandboxesWeighTheMachine(t *testing.T) {
+	c := requireCgroups(t, isolate.ControllerCPU)
+	file, want := "cpu.shares", 1024*runtime.NumCPU()
+	if c.Version() == isolate.CgroupV2 {
+		file, want = "cpu.weight", min(100*runtime.NumCPU(), 10000)
+	}
+	// The directory outlives a run: set it back to the default, detect again.
+	def := map[string]string{"cpu.shares": "1024", "cpu.weight": "100"}[file]
+	if err := os.WriteFile(filepath.Join(isolate.CPUDir(c), file), []byte(def), 0); err != nil {
+		t.Fatal(err)
+	}
+	c = isolate.DetectCgroups("slipway-test")
+	b, err := os.ReadFile(filepath.Join(isolate.CPUDir(c), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(want) {
+		t.Fatalf("%s of %s: %s, want %d", file, isolate.CPUDir(c), got, want)
 	}
 }

@@ -6,3 +6,6 @@ func BornInCgroup(p *Process) bool { return p.bornIn }
 
 // StartsInside reports whether Start forks sandboxes inside c's cgroups.
 func StartsInside(c *Cgroups) bool { return c.home != nil }
+
+// CPUDir is the directory of c's cpu controller for its sandboxes.
+func CPUDir(c *Cgroups) string { return c.dirs[ControllerCPU] }
