@@ -73,9 +73,7 @@ func segments(evs []NewEvent, first int64) []segment {
 			if k > i {
 				b.WriteByte('\n')
 			}
-			b.WriteString(string(evs[k].Kind))
-			b.WriteByte(' ')
-			b.Write(evs[k].Data)
+			writeSegmentLine(&b, evs[k])
 			sg.size += int64(len(evs[k].Data))
 		}
 		sg.last, sg.events = first+int64(j-1), b.String()
@@ -87,7 +85,19 @@ func segments(evs []NewEvent, first int64) []segment {
 
 // segmentLine is an event's line in a segment: its kind, a space, its
 // data (compact JSON).
-func segmentLine(e NewEvent) string { return string(e.Kind) + " " + string(e.Data) }
+func segmentLine(e NewEvent) string {
+	var b strings.Builder
+	b.Grow(len(e.Kind) + 1 + len(e.Data))
+	writeSegmentLine(&b, e)
+	return b.String()
+}
+
+// writeSegmentLine writes e's line in a segment to b.
+func writeSegmentLine(b *strings.Builder, e NewEvent) {
+	b.WriteString(string(e.Kind))
+	b.WriteByte(' ')
+	b.Write(e.Data)
+}
 
 // parseSegment reads a segment's events (those after after, at most
 // limit).

@@ -108,11 +108,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	}
 	if len(cs) < len(tenants) {
 		ph := strings.TrimSuffix(strings.Repeat("(?), ", len(tenants)), ", ")
-		targs := make([]any, len(tenants))
-		for i, t := range tenants {
-			targs[i] = t
-		}
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_tenants (tenant) VALUES `+ph+` ON CONFLICT (tenant) DO NOTHING`), targs...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_tenants (tenant) VALUES `+ph+` ON CONFLICT (tenant) DO NOTHING`), anys(tenants)...); err != nil {
 			return nil, err
 		}
 		if cs, err = s.tenantCounters(ctx, tx, tenants, lock); err != nil {
@@ -295,12 +291,8 @@ type counters struct {
 // tenantCounters reads the counters of tenants (sorted) with lock (FOR
 // UPDATE on PostgreSQL): those with a row.
 func (s *Store) tenantCounters(ctx context.Context, tx *sql.Tx, tenants []string, lock string) (map[string]*counters, error) {
-	args := make([]any, len(tenants))
-	for i, t := range tenants {
-		args[i] = t
-	}
 	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, queued, reserved, spent, period_ns FROM cp_tenants WHERE tenant IN (`+
-		strings.TrimSuffix(strings.Repeat("?, ", len(tenants)), ", ")+`) ORDER BY tenant`+lock), args...)
+		strings.TrimSuffix(strings.Repeat("?, ", len(tenants)), ", ")+`) ORDER BY tenant`+lock), anys(tenants)...)
 	if err != nil {
 		return nil, err
 	}
@@ -317,6 +309,15 @@ func (s *Store) tenantCounters(ctx context.Context, tx *sql.Tx, tenants []string
 	return cs, rows.Err()
 }
 
+// anys is ss as statement arguments.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, v := range ss {
+		out[i] = v
+	}
+	return out
+}
+
 // writes are statements that return nothing, run in order.
 type writes struct {
 	qs   []string
@@ -331,7 +332,8 @@ func (w *writes) add(q string, args ...any) {
 // exec runs the statements: on PostgreSQL as one, each but the last a
 // data-modifying WITH query (one round trip; they touch distinct rows, as
 // one statement's parts must), on SQLite one after another (no round trips
-// to save).
+// to save; each statement's arguments are as many as its placeholders, and
+// no statement holds a literal '?').
 func (w *writes) exec(ctx context.Context, tx *sql.Tx, d dialect) error {
 	if len(w.qs) == 0 {
 		return nil

@@ -174,15 +174,13 @@ func appendEventJSON(b []byte, e Event) []byte {
 	return append(b, '}')
 }
 
-// writeSSEEvent writes a stored event: its sequence as the id.
+// writeSSEEvent writes a stored event: its sequence as the id (appended,
+// not formatted into a string).
 func writeSSEEvent(b *bytes.Buffer, seq int64, kind EventKind, data []byte) {
 	b.WriteString("id: ")
 	b.Write(strconv.AppendInt(b.AvailableBuffer(), seq, 10))
-	b.WriteString("\nevent: ")
-	b.WriteString(string(kind))
-	b.WriteString("\ndata: ")
-	b.Write(data)
-	b.WriteString("\n\n")
+	b.WriteByte('\n')
+	writeSSE(b, "", string(kind), data)
 }
 
 func writeSSE(b *bytes.Buffer, id, event string, data []byte) {
