@@ -40,7 +40,7 @@ type Server struct {
 // NewServer serves p.
 func NewServer(p *Plane) *Server {
 	s := &Server{p: p, mux: http.NewServeMux()}
-	s.mux.Handle("POST /v1/jobs", s.auth(s.submit))
+	s.mux.Handle("POST /v1/jobs", s.authWith(s.p.c.Store.authenticateSubmit, s.submit))
 	s.mux.Handle("GET /v1/jobs", s.auth(s.list))
 	s.mux.Handle("GET /v1/jobs/{id}", s.auth(s.get))
 	s.mux.Handle("GET /v1/jobs/{id}/profile", s.auth(s.profile))
@@ -80,13 +80,18 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
 
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
+	return s.authWith(s.p.c.Store.Authenticate, h)
+}
+
+// authWith is auth with authenticate.
+func (s *Server) authWith(authenticate func(context.Context, string) (*Token, error), h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		text, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
 			return
 		}
-		t, err := s.p.c.Store.Authenticate(r.Context(), text)
+		t, err := authenticate(r.Context(), text)
 		switch {
 		case errors.Is(err, ErrUnauthenticated):
 			writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
@@ -252,7 +257,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, errors.New("an operator token cannot submit jobs; use a tenant's token"))
 		return
 	}
-	j, created, err := s.p.Submit(r.Context(), t.Tenant, spec)
+	token := ""
+	if t.unchecked {
+		token = t.ID
+	}
+	j, created, err := s.p.submit(r.Context(), t.Tenant, token, spec)
+	if errors.Is(err, ErrUnauthenticated) { // revoked since this store read it live
+		s.p.c.Store.liveTokens.Delete(t.ID)
+		writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
+		return
+	}
 	if err != nil {
 		writeFailure(w, err)
 		return

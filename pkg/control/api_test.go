@@ -159,3 +159,48 @@ func TestBoundedOutput(t *testing.T) {
 		t.Fatalf("one long line (%d bytes, %d dropped):\n%s", len(s), o.droppedBytes, s)
 	}
 }
+
+// TestRevokedElsewhere: a token revoked by another store on the same
+// database (another replica, the CLI) is refused at the next submission,
+// though the serving store authenticated it before and kept it: the
+// storing transaction reads the revocation. Nothing is stored.
+func TestRevokedElsewhere(t *testing.T) {
+	repo := configRepo(t)
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		p := newPlane(t, s, repo, 8)
+		srv := httptest.NewServer(NewServer(p))
+		defer srv.Close()
+		tok, tk, err := s.CreateToken(ctx, "globex", ScopeTenant, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := NewClient(srv.URL, tok)
+		submit := func(key string) error {
+			_, _, err := c.Submit(ctx, Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: key})
+			return err
+		}
+		for _, key := range []string{"k0", "k1"} { // the first reads the token live, the second from what was kept
+			if err := submit(key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other, err := Open(ctx, s.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if err := other.RevokeToken(ctx, tk.ID); err != nil {
+			t.Fatal(err)
+		}
+		var ae *APIError
+		for _, key := range []string{"k2", "k0"} { // a new key, and one that names a stored job
+			if err := submit(key); !errors.As(err, &ae) || ae.Status != 401 {
+				t.Fatalf("submit %s with a token revoked elsewhere: %v", key, err)
+			}
+		}
+		if js, _ := s.List(ctx, ListFilter{}); len(js) != 2 {
+			t.Fatalf("%d jobs stored, want the 2 before the revocation", len(js))
+		}
+	})
+}

@@ -69,11 +69,13 @@ const (
 // appendTransition appends the state event of a transition, and the result
 // event after it when the state is terminal, in the transition's
 // transaction. The job's row is already written in tx.
+var selJobDoc = hot(`SELECT doc FROM cp_jobs WHERE id = ?`)
+
 func (s *Store) appendTransition(ctx context.Context, tx *sql.Tx, id string, st State, reason string, at time.Time) error {
 	evs := []NewEvent{{Kind: KindState, Data: mustJSON(StateData{State: st, Reason: reason})}}
 	if st.Terminal() {
 		var doc string
-		if err := tx.QueryRowContext(ctx, s.d.q(`SELECT doc FROM cp_jobs WHERE id = ?`), id).Scan(&doc); err != nil {
+		if err := s.queryRow(ctx, tx, selJobDoc, id).Scan(&doc); err != nil {
 			return err
 		}
 		j, err := scanJob(doc)

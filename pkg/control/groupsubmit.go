@@ -21,6 +21,9 @@ type submitOutcome struct {
 	job     *Job
 	created bool
 	err     error
+	// admissionRan says admission ran in the transaction that stored the job
+	// (the job was admitted there if it could be): no wake-up is needed.
+	admissionRan bool
 }
 
 // maxBatch bounds a group commit.
@@ -29,35 +32,46 @@ const maxBatch = 256
 // insert stores a submission with whatever others are waiting. Once queued
 // it waits for the commit even if ctx ends, so an error always means the
 // job was not stored.
-func (s *Store) insert(ctx context.Context, sub submission) (*Job, bool, error) {
+func (s *Store) insert(ctx context.Context, sub submission) submitOutcome {
 	if err := ctx.Err(); err != nil {
-		return nil, false, err
+		return submitOutcome{err: err}
 	}
-	o := s.submits.Await(s.submits.Enqueue(sub), maxBatch, func(batch []*pendingSubmit) {
+	return s.submits.Await(s.submits.Enqueue(sub), maxBatch, func(batch []*pendingSubmit) {
 		s.commitBatch(context.WithoutCancel(ctx), batch)
 	})
-	return o.job, o.created, o.err
 }
 
 // commitBatch commits batch in one transaction and sets each one's outcome.
 func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 	var outs []submitOutcome
+	var seen queueCounts
 	var admitted []*Job
+	ran := false
 	ba := batch[0].In.admit
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		admitted = nil
-		if outs, err = s.insertBatch(ctx, tx, batch); err != nil || ba == nil {
+		admitted, ran = nil, false
+		if outs, seen, err = s.insertBatch(ctx, tx, batch); err != nil || ba == nil {
 			return err
 		}
 		for _, o := range outs {
 			if o.created {
 				admitted, err = s.admitTx(ctx, tx, ba.slots, ba.limits, ba.decide)
+				ran = err == nil
 				return err
 			}
 		}
 		return nil
 	})
+	if err == nil {
+		s.queuesSeen(seen)
+		for i, o := range outs {
+			outs[i].admissionRan = ran
+			if o.created {
+				s.storedProfiles.Store(o.job.Profile.Digest, struct{}{}) // committed
+			}
+		}
+	}
 	if err == nil && len(admitted) > 0 && ba.after != nil {
 		ba.after(admitted)
 	}

@@ -18,7 +18,7 @@ import (
 // them), decides each submission in order in memory, and writes the
 // counters' changes and the new rows with one statement each. Each
 // submission gets its own outcome; a refusal writes nothing of it.
-func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit) ([]submitOutcome, error) {
+func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit) ([]submitOutcome, queueCounts, error) {
 	outs := make([]submitOutcome, len(batch))
 	lock := ""
 	if s.d.name == "postgres" {
@@ -26,7 +26,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		if batch[0].In.admit != nil && s.d.lockStmt != "" {
 			// admission's lock before any row's, as the admitter takes them
 			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
-				return nil, err
+				return nil, queueCounts{}, err
 			}
 		}
 	}
@@ -53,7 +53,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 				continue
 			}
 			if err != nil {
-				return nil, err
+				return nil, queueCounts{}, err
 			}
 			stored[k] = v
 		}
@@ -71,27 +71,40 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		}
 		rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, idem_key, doc, request_hash FROM cp_jobs WHERE (tenant, idem_key) IN (VALUES `+strings.Join(vals, ", ")+`)`), args...)
 		if err != nil {
-			return nil, err
+			return nil, queueCounts{}, err
 		}
 		for rows.Next() {
 			var k key
 			var v struct{ doc, hash string }
 			if err := rows.Scan(&k.tenant, &k.idem, &v.doc, &v.hash); err != nil {
 				rows.Close()
-				return nil, err
+				return nil, queueCounts{}, err
 			}
 			stored[k] = v
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, err
+			return nil, queueCounts{}, err
 		}
+	}
+
+	// The tokens whose revocation no one read yet: a submission whose
+	// token is revoked is refused before anything of it is looked at.
+	var tokens []string
+	for _, p := range batch {
+		if t := p.In.token; t != "" && !slices.Contains(tokens, t) {
+			tokens = append(tokens, t)
+		}
+	}
+	live, err := s.liveOf(ctx, tx, tokens)
+	if err != nil {
+		return nil, queueCounts{}, err
 	}
 
 	// Counters: the plane's, then the tenants' (created when new).
 	var planeQueued int
 	if err := tx.QueryRowContext(ctx, `SELECT queued FROM cp_plane WHERE id = 1`+lock).Scan(&planeQueued); err != nil {
-		return nil, err
+		return nil, queueCounts{}, err
 	}
 	var tenants []string
 	for _, k := range keys {
@@ -104,15 +117,15 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	// tenant's first job): locked in name order on PostgreSQL.
 	cs, err := s.tenantCounters(ctx, tx, tenants, lock)
 	if err != nil {
-		return nil, err
+		return nil, queueCounts{}, err
 	}
 	if len(cs) < len(tenants) {
 		ph := strings.TrimSuffix(strings.Repeat("(?), ", len(tenants)), ", ")
 		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_tenants (tenant) VALUES `+ph+` ON CONFLICT (tenant) DO NOTHING`), anys(tenants)...); err != nil {
-			return nil, err
+			return nil, queueCounts{}, err
 		}
 		if cs, err = s.tenantCounters(ctx, tx, tenants, lock); err != nil {
-			return nil, err
+			return nil, queueCounts{}, err
 		}
 	}
 
@@ -123,11 +136,15 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	for i, p := range batch {
 		sub := p.In
 		j := sub.job
+		if sub.token != "" && !live[sub.token] {
+			outs[i] = submitOutcome{err: ErrUnauthenticated}
+			continue
+		}
 		k := key{j.Tenant, j.IdempotencyKey}
 		if v, ok := stored[k]; ok {
 			e, err := scanJob(v.doc)
 			if err != nil {
-				return nil, err
+				return nil, queueCounts{}, err
 			}
 			if v.hash != sub.hash {
 				outs[i] = submitOutcome{err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, e.ID)}
@@ -172,8 +189,12 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			outs[i] = submitOutcome{job: j, created: true}
 		}
 	}
+	seen := queueCounts{plane: planeQueued + planeDelta, tenants: make(map[string]int, len(tenants))}
+	for _, t := range tenants {
+		seen.tenants[t] = cs[t].queued + cs[t].dQueued
+	}
 	if len(fresh) == 0 {
-		return outs, nil
+		return outs, seen, nil
 	}
 
 	// Write: the counters' changes, each tenant's in one statement (a new
@@ -196,7 +217,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	profiles := map[string]submission{}
 	if s.rowStmts != nil {
 		if err := w.exec(ctx, tx, s.d); err != nil {
-			return nil, err
+			return nil, queueCounts{}, err
 		}
 		w = writes{}
 		// SQLite: the prepared single-row inserts (a statement parsed once
@@ -207,7 +228,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
 			doc, err := json.Marshal(j)
 			if err != nil {
-				return nil, err
+				return nil, queueCounts{}, err
 			}
 			data := mustJSON(StateData{State: j.State, Reason: "submitted"})
 			at := j.CreatedAt.UnixNano()
@@ -221,7 +242,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 				{insEvent, []any{j.ID, at, segmentLine(NewEvent{Kind: KindState, Data: data}), len(data)}},
 			} {
 				if _, err := tx.StmtContext(ctx, s.rowStmts[ins.q]).ExecContext(ctx, ins.args...); err != nil {
-					return nil, err
+					return nil, queueCounts{}, err
 				}
 			}
 			profiles[j.Profile.Digest] = sub
@@ -243,7 +264,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
 			doc, err := json.Marshal(j)
 			if err != nil {
-				return nil, err
+				return nil, queueCounts{}, err
 			}
 			at := j.CreatedAt.UnixNano()
 			jv[n], tv[n] = "(?, ?, ?, ?, ?, ?, ?, ?, ?)", "(?, 1, ?, ?, ?)"
@@ -265,16 +286,28 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	}
 	var pargs []any
 	var pv []string
-	for _, sub := range profiles {
+	for digest, sub := range profiles {
+		if _, ok := s.storedProfiles.Load(digest); ok {
+			continue
+		}
 		pr := sub.job.Profile
 		pv = append(pv, "(?, ?, ?, ?, ?)")
 		pargs = append(pargs, pr.Digest, pr.Name, pr.Revision, pr.Path, string(sub.profile))
 	}
-	w.add(`INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES `+strings.Join(pv, ", ")+` ON CONFLICT (digest) DO NOTHING`, pargs...)
-	if err := w.exec(ctx, tx, s.d); err != nil {
-		return nil, err
+	if len(pv) > 0 {
+		w.add(`INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES `+strings.Join(pv, ", ")+` ON CONFLICT (digest) DO NOTHING`, pargs...)
 	}
-	return outs, nil
+	if err := w.exec(ctx, tx, s.d); err != nil {
+		return nil, queueCounts{}, err
+	}
+	return outs, seen, nil
+}
+
+// queueCounts are the queued counts a submission batch read and left:
+// the plane's and each of its tenants'.
+type queueCounts struct {
+	plane   int
+	tenants map[string]int
 }
 
 // counters are a tenant's counters as a batch reads and changes them.

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -218,6 +219,12 @@ var keyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // ErrBadRequest, ErrForbidden (a 4xx each, nothing stored), *LimitError
 // (429), ErrConflict (the key was used for another request).
 func (p *Plane) Submit(ctx context.Context, tenant string, spec Spec) (*Job, bool, error) {
+	return p.submit(ctx, tenant, "", spec)
+}
+
+// submit is Submit; token, when set, is the id of a token whose revocation
+// the storing transaction reads (Store.authenticateSubmit).
+func (p *Plane) submit(ctx context.Context, tenant, token string, spec Spec) (*Job, bool, error) {
 	now := time.Now().UTC()
 	if spec.IdempotencyKey == "" {
 		spec.IdempotencyKey = "auto-" + randHex(12)
@@ -257,7 +264,7 @@ func (p *Plane) Submit(ctx context.Context, tenant string, spec Spec) (*Job, boo
 		Profile:        ProfileRef{Name: spec.Profile, Path: prof.Path, Revision: prof.Revision, Digest: prof.Digest},
 		ConfigRevision: cfg.Revision, Commands: spec.Commands, Limits: lim, State: Queued, Reason: "submitted", CreatedAt: now,
 	}
-	sub := submission{job: j, hash: requestHash(spec), tenantBound: t.Value.QueueBound, globalBound: p.c.QueueBound, budget: -1, profile: prof.Raw}
+	sub := submission{job: j, hash: requestHash(spec), tenantBound: t.Value.QueueBound, globalBound: p.c.QueueBound, budget: -1, profile: prof.Raw, token: token}
 	sub.admit = p.inlineAdmission(ctx, cfg)
 	if sub.tenantBound <= 0 {
 		sub.tenantBound = 1
@@ -276,13 +283,18 @@ func (p *Plane) Submit(ctx context.Context, tenant string, spec Spec) (*Job, boo
 		sub.budget, sub.periodStart = b.Amount, b.PeriodStart(now)
 	}
 	if le := p.c.Store.overBound(ctx, sub); le != nil {
+		if token != "" { // a revoked token learns nothing but that
+			if live, err := p.c.Store.tokenLive(ctx, token); err != nil || !live {
+				return nil, false, cmp.Or(err, ErrUnauthenticated)
+			}
+		}
 		return nil, false, le
 	}
-	out, created, err := p.c.Store.insert(ctx, sub)
-	if err == nil && created {
-		p.wake()
+	o := p.c.Store.insert(ctx, sub)
+	if o.err == nil && o.created && !o.admissionRan {
+		p.wake() // stored without admission (alone, after its batch failed): admission looks now
 	}
-	return out, created, err
+	return o.job, o.created, o.err
 }
 
 func short(rev string) string {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +45,17 @@ type Store struct {
 	readStmts  map[string]*sql.Stmt // on the readers
 	// ev wakes the readers of the event streams (events_hub.go).
 	ev eventHub
+	// storedProfiles holds the digests of profiles this store committed
+	// (a profile's row is never changed or deleted): a submission batch
+	// writes only the others.
+	storedProfiles sync.Map
+	// liveTokens: id -> liveToken, the tokens Authenticate found live
+	// (authenticateSubmit).
+	liveTokens sync.Map
+	// seen is what the last committed submission batch left of the queues
+	// (queuesSeen): overBound reads the counters only near a bound.
+	seenMu sync.Mutex
+	seen   queueCounts
 }
 
 type dialect struct {
@@ -269,18 +281,46 @@ func (s *Store) txAlone(ctx context.Context, f func(*sql.Tx) error) error {
 	return unavailable(err)
 }
 
+// exec runs q in tx (prepared on SQLite when q is one of hotStmts) and
+// returns the rows it changed.
 func (s *Store) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) (int64, error) {
-	res, err := tx.ExecContext(ctx, s.d.q(q), args...)
+	var res sql.Result
+	var err error
+	if st := s.rowStmts[q]; st != nil {
+		res, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	} else {
+		res, err = tx.ExecContext(ctx, s.d.q(q), args...)
+	}
 	if err != nil {
 		return 0, err
 	}
 	return res.RowsAffected()
 }
 
+// queryRow is tx.QueryRowContext, prepared on SQLite when q is one of
+// hotStmts.
+func (s *Store) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) *sql.Row {
+	if st := s.rowStmts[q]; st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, s.d.q(q), args...)
+}
+
+// hotStmts are the statements every admission and transition runs, each
+// declared with hot where it is used; prepare prepares them once on
+// SQLite's writer, where parsing a statement costs more than running it.
+var hotStmts []string
+
+func hot(q string) string {
+	hotStmts = append(hotStmts, q)
+	return q
+}
+
+var insTransitionNext = hot(`INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason)
+		SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM cp_transitions WHERE job_id = ?`)
+
 func (s *Store) addTransition(ctx context.Context, tx *sql.Tx, id string, st State, reason string, at time.Time) error {
-	_, err := s.exec(ctx, tx, `INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason)
-		SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM cp_transitions WHERE job_id = ?`,
-		id, at.UnixNano(), string(st), reason, id)
+	_, err := s.exec(ctx, tx, insTransitionNext, id, at.UnixNano(), string(st), reason, id)
 	if err != nil {
 		return err
 	}
@@ -443,7 +483,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		}
 		s.readStmts[q] = st
 	}
-	qs := []string{insJob, insTransition, insEventHead, insEvent, selKey}
+	qs := append([]string{insJob, insTransition, insEventHead, insEvent, selKey}, hotStmts...)
 	for _, n := range stmtChunks { // events_store.go
 		qs = append(qs, upsertHeadsSQL(n), insertSegmentsSQL(n))
 	}

@@ -35,6 +35,10 @@ type submission struct {
 	// job lets in: no later transaction, no wake-up between submission
 	// and admission.
 	admit *batchAdmit
+	// token, when set, is the id of the token the submission came with,
+	// its revocation not yet read: the transaction refuses the
+	// submission (ErrUnauthenticated) unless the token is live.
+	token string
 }
 
 // batchAdmit is admission run inside a group commit.
@@ -65,6 +69,15 @@ func isUniqueViolation(err error) bool {
 // nothing written; any other error spoils tx.
 func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job, error) {
 	j := sub.job
+	if sub.token != "" {
+		live, err := s.liveOf(ctx, tx, []string{sub.token})
+		if err != nil {
+			return nil, err
+		}
+		if !live[sub.token] {
+			return nil, ErrUnauthenticated
+		}
+	}
 	var doc, hash string
 	err := tx.QueryRowContext(ctx, s.d.q(`SELECT doc, request_hash FROM cp_jobs WHERE tenant = ? AND idem_key = ?`),
 		j.Tenant, j.IdempotencyKey).Scan(&doc, &hash)
@@ -131,7 +144,7 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job
 // refusal says an error of insertOne refuses its submission only.
 func refusal(err error) bool {
 	var le *LimitError
-	return errors.As(err, &le) || errors.Is(err, ErrConflict)
+	return errors.As(err, &le) || errors.Is(err, ErrConflict) || errors.Is(err, ErrUnauthenticated)
 }
 
 // insertAlone stores one submission in a transaction of its own.
@@ -191,6 +204,20 @@ func class(s State) int {
 	return 2 // terminal or unknown: holds nothing
 }
 
+// The statements of a job's update, admission and counters (hot: prepared
+// on SQLite).
+var (
+	selJobLease     = hot(`SELECT doc, lease_owner, lease_until_ns, dispatch_due_ns, grant_token FROM cp_jobs WHERE id = ?`)
+	updJobLease     = hot(`UPDATE cp_jobs SET doc = ?, state = ?, lease_owner = ?, lease_until_ns = ?, dispatch_due_ns = ?, grant_token = ? WHERE id = ?`)
+	updJobAdmit     = hot(`UPDATE cp_jobs SET doc = ?, state = ?, dispatch_due_ns = ? WHERE id = ? AND state = ?`)
+	selTenantCounts = hot(`SELECT tenant, queued, active, last_admit_ns FROM cp_tenants`)
+	selQueuedOf     = hot(`SELECT doc FROM cp_jobs WHERE tenant = ? AND state = ? ORDER BY created_ns, id LIMIT ?`)
+	updPlaneDequeue = hot(`UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
+	updTenantAdmit  = hot(`UPDATE cp_tenants SET queued = queued - 1, active = active + 1, last_admit_ns = ? WHERE tenant = ?`)
+	updTenantDrop   = hot(`UPDATE cp_tenants SET queued = queued - 1, reserved = reserved - ? WHERE tenant = ?`)
+	updTenantEnd    = hot(`UPDATE cp_tenants SET active = active - 1, reserved = reserved - ?, spent = spent + ?, unknown_cost = unknown_cost + ? WHERE tenant = ?`)
+)
+
 // update reads the job (locked), lets f change it and its lease, writes
 // both and the tenant's counters, and records a transition when the state
 // changed. f returning errSkip leaves everything as it was (nil job).
@@ -219,8 +246,7 @@ func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease)
 		}
 		var doc, owner, grant string
 		var until, due int64
-		err := tx.QueryRowContext(ctx, s.d.q(`SELECT doc, lease_owner, lease_until_ns, dispatch_due_ns, grant_token FROM cp_jobs WHERE id = ?`+lock), id).
-			Scan(&doc, &owner, &until, &due, &grant)
+		err := s.queryRow(ctx, tx, selJobLease+lock, id).Scan(&doc, &owner, &until, &due, &grant)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("job %s: %w", id, ErrNotFound)
 		}
@@ -247,8 +273,7 @@ func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease)
 		if err != nil {
 			return err
 		}
-		if _, err := s.exec(ctx, tx, `UPDATE cp_jobs SET doc = ?, state = ?, lease_owner = ?, lease_until_ns = ?, dispatch_due_ns = ?, grant_token = ? WHERE id = ?`,
-			string(b), string(j.State), l.Owner, l.Until.UnixNano(), l.DispatchDue.UnixNano(), l.Grant, id); err != nil {
+		if _, err := s.exec(ctx, tx, updJobLease, string(b), string(j.State), l.Owner, l.Until.UnixNano(), l.DispatchDue.UnixNano(), l.Grant, id); err != nil {
 			return err
 		}
 		if j.State != old {
@@ -289,18 +314,17 @@ func (s *Store) account(ctx context.Context, tx *sql.Tx, j *Job, old State, now 
 	var err error
 	switch {
 	case from == 0 && to == 1:
-		_, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
+		_, err = s.exec(ctx, tx, updPlaneDequeue)
 		if err == nil {
-			_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, active = active + 1, last_admit_ns = ? WHERE tenant = ?`, now.UnixNano(), j.Tenant)
+			_, err = s.exec(ctx, tx, updTenantAdmit, now.UnixNano(), j.Tenant)
 		}
 	case from == 0 && to == 2:
-		_, err = s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
+		_, err = s.exec(ctx, tx, updPlaneDequeue)
 		if err == nil {
-			_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued - 1, reserved = reserved - ? WHERE tenant = ?`, j.Cost.WorstCase, j.Tenant)
+			_, err = s.exec(ctx, tx, updTenantDrop, j.Cost.WorstCase, j.Tenant)
 		}
 	case from == 1 && to == 2:
-		_, err = s.exec(ctx, tx, `UPDATE cp_tenants SET active = active - 1, reserved = reserved - ?, spent = spent + ?, unknown_cost = unknown_cost + ? WHERE tenant = ?`,
-			j.Cost.WorstCase, j.Cost.Amount, unknownCost, j.Tenant)
+		_, err = s.exec(ctx, tx, updTenantEnd, j.Cost.WorstCase, j.Cost.Amount, unknownCost, j.Tenant)
 	default:
 		return fmt.Errorf("control: job %s: no move from %s to %s", j.ID, old, j.State)
 	}
@@ -356,7 +380,7 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			jobs         []*Job
 			fetched, end bool
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT tenant, queued, active, last_admit_ns FROM cp_tenants`)
+		rows, err := s.writeQuery(ctx, tx, selTenantCounts, nil)
 		if err != nil {
 			return err
 		}
@@ -410,11 +434,17 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 					best.end = true
 					continue
 				}
-				js, err := s.queuedOf(ctx, tx, best.tenant, 16)
+				// as many as best may be admitted now (one, mostly, when a
+				// finish frees a slot), at most 16 per read
+				n := min(16, free)
+				if lim, known := limits[best.tenant]; known {
+					n = min(n, lim.concurrency-best.active)
+				}
+				js, err := s.queuedOf(ctx, tx, best.tenant, max(n, 1))
 				if err != nil {
 					return err
 				}
-				best.jobs, best.fetched = js, len(js) < 16
+				best.jobs, best.fetched = js, len(js) < max(n, 1)
 				if len(js) == 0 {
 					best.end = true
 					continue
@@ -436,8 +466,7 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			if err != nil {
 				return err
 			}
-			if _, err := s.exec(ctx, tx, `UPDATE cp_jobs SET doc = ?, state = ?, dispatch_due_ns = ? WHERE id = ? AND state = ?`,
-				string(b), string(j.State), l.DispatchDue.UnixNano(), j.ID, string(Queued)); err != nil {
+			if _, err := s.exec(ctx, tx, updJobAdmit, string(b), string(j.State), l.DispatchDue.UnixNano(), j.ID, string(Queued)); err != nil {
 				return err
 			}
 			reason := j.Reason
@@ -486,7 +515,7 @@ func (s *Store) admissible(ctx context.Context, maxActive int, limits map[string
 }
 
 func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) ([]*Job, error) {
-	rows, err := tx.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT doc FROM cp_jobs WHERE tenant = ? AND state = ? ORDER BY created_ns, id LIMIT %d`, n)), tenant, string(Queued))
+	rows, err := s.writeQuery(ctx, tx, selQueuedOf, []any{tenant, string(Queued), n})
 	if err != nil {
 		return nil, err
 	}
@@ -532,12 +561,40 @@ func budgetRefusal(sub submission, spent, reserved float64) *LimitError {
 			sub.periodStart.UTC().Format(time.RFC3339), spent, reserved)}
 }
 
+// queuesSeen keeps the queued counts a committed submission batch left.
+func (s *Store) queuesSeen(c queueCounts) {
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	if s.seen.tenants == nil {
+		s.seen.tenants = map[string]int{}
+	}
+	s.seen.plane = c.plane
+	for t, n := range c.tenants {
+		s.seen.tenants[t] = n
+	}
+}
+
+// farFromBounds says whether the last committed batch left the plane's
+// and sub's tenant's queues under half their bounds: then overBound's
+// read is skipped (it only refuses early what the batch, which reads the
+// counters in its transaction, refuses anyway; other replicas' batches
+// may have added since, and that batch still sees them).
+func (s *Store) farFromBounds(sub submission) bool {
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	tq, ok := s.seen.tenants[sub.job.Tenant]
+	return ok && 2*s.seen.plane < sub.globalBound && 2*tq < sub.tenantBound
+}
+
 // overBound says, from reads only (no write lock), that a submission
 // would be refused for a full queue: its tenant's or the plane's queue is
 // at its bound and its key names no stored job. A flood of refused
 // submissions then never queues for the writer; the transaction's own
 // check stays the authority.
 func (s *Store) overBound(ctx context.Context, sub submission) *LimitError {
+	if s.farFromBounds(sub) {
+		return nil
+	}
 	var tq, pq int
 	var row *sql.Row
 	if s.boundsStmt != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -225,6 +226,52 @@ func TestGlobalQueueBound(t *testing.T) {
 	}
 	if u, _ := s.Usage(context.Background()); len(u) != 1 || u[0].Queued != 3 {
 		t.Fatalf("a refused submit changed the counters: %+v", u)
+	}
+}
+
+// TestQueueBoundAcrossReplicas: a replica whose last batch left the queue
+// far from its bound skips the early read, and still refuses once another
+// replica filled the queue: its batch reads the counters in its own
+// transaction.
+func TestQueueBoundAcrossReplicas(t *testing.T) {
+	repo := configRepo(t)
+	path := filepath.Join(t.TempDir(), "c.db")
+	var ps []*Plane
+	for range 2 {
+		s, err := OpenSQLite(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		p := newPlane(t, s, repo, 8)
+		p.c.QueueBound = 4
+		ps = append(ps, p)
+	}
+	submit := func(p *Plane, key string) error {
+		_, _, err := p.Submit(context.Background(), "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: key})
+		return err
+	}
+	if err := submit(ps[0], "a0"); err != nil {
+		t.Fatal(err)
+	}
+	if !ps[0].c.Store.farFromBounds(submission{job: &Job{Tenant: "globex"}, globalBound: 4, tenantBound: 200}) {
+		t.Fatal("one job queued of a bound of 4: the early read is not skipped")
+	}
+	for i := range 3 {
+		if err := submit(ps[1], fmt.Sprint("b", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := submit(ps[0], "a1")
+	var le *LimitError
+	if !errors.As(err, &le) || le.Reason != "queue_full" {
+		t.Fatalf("the first replica over the bound the second filled: %v", err)
+	}
+	if u, _ := ps[0].c.Store.Usage(context.Background()); len(u) != 1 || u[0].Queued != 4 {
+		t.Fatalf("counters after the refusal: %+v", u)
+	}
+	if ps[0].c.Store.farFromBounds(submission{job: &Job{Tenant: "globex"}, globalBound: 4, tenantBound: 200}) {
+		t.Fatal("after a refusal at the bound the early read is still skipped")
 	}
 }
 

@@ -34,6 +34,10 @@ type Token struct {
 	Label     string     `json:"label,omitempty"`
 	CreatedAt time.Time  `json:"createdAt"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
+	// unchecked: authenticated from the cache of live tokens, its
+	// revocation not read (authenticateSubmit): the submission's
+	// transaction reads it.
+	unchecked bool
 }
 
 var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -108,7 +112,78 @@ func (s *Store) Authenticate(ctx context.Context, text string) (*Token, error) {
 		return nil, ErrUnauthenticated
 	}
 	t.ID, t.CreatedAt = id, time.Unix(0, created).UTC()
+	s.liveTokens.Store(id, liveToken{t: t, hash: hash})
 	return &t, nil
+}
+
+// liveToken is what never changes of a token read live once: its tenant,
+// scope and hash (a revocation only sets revoked_ns).
+type liveToken struct {
+	t    Token
+	hash string
+}
+
+// authenticateSubmit is Authenticate for a submission: a token this store
+// has read live before is checked against its kept hash (in constant
+// time) without a read, and returned unchecked: the transaction that
+// stores the job reads its revocation (tokenRevoked) and refuses it, so a
+// revocation anywhere (another replica, the CLI) still takes effect at
+// once. The other requests read the token each time (Authenticate).
+func (s *Store) authenticateSubmit(ctx context.Context, text string) (*Token, error) {
+	rest, ok := strings.CutPrefix(text, tokenPrefix)
+	id, secret, ok2 := strings.Cut(rest, "_")
+	if !ok || !ok2 || len(id) != 8 || len(secret) != 32 {
+		return nil, ErrUnauthenticated
+	}
+	v, ok := s.liveTokens.Load(id)
+	if !ok || v.(liveToken).t.Scope != ScopeTenant { // an operator's request is read live and audited
+		return s.Authenticate(ctx, text)
+	}
+	lt := v.(liveToken)
+	if subtle.ConstantTimeCompare([]byte(lt.hash), []byte(hashSecret(secret))) != 1 {
+		return nil, ErrUnauthenticated
+	}
+	t := lt.t
+	t.unchecked = true
+	return &t, nil
+}
+
+// tokenLive reads whether token id is live (not revoked).
+func (s *Store) tokenLive(ctx context.Context, id string) (bool, error) {
+	var revoked int64
+	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT revoked_ns FROM cp_tokens WHERE id = ?`), id).Scan(&revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil && revoked == 0, unavailable(err)
+}
+
+// liveOf returns which of ids name a token not revoked, read in tx (on
+// PostgreSQL locked FOR SHARE: a revocation waits for tx's commit, so the
+// submission comes before it).
+func (s *Store) liveOf(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+	live := map[string]bool{}
+	if len(ids) == 0 {
+		return live, nil
+	}
+	lock := ""
+	if s.d.name == "postgres" {
+		lock = " FOR SHARE"
+	}
+	ph := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT id FROM cp_tokens WHERE revoked_ns = 0 AND id IN (`+ph+`)`+lock), anys(ids)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		live[id] = true
+	}
+	return live, rows.Err()
 }
 
 // ListTokens lists the tokens of a tenant ("" : all), never their secrets.
@@ -141,6 +216,7 @@ func (s *Store) ListTokens(ctx context.Context, tenant string) ([]Token, error) 
 
 // RevokeToken revokes a token at once: the next request with it is 401.
 func (s *Store) RevokeToken(ctx context.Context, id string) error {
+	s.liveTokens.Delete(id)
 	res, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_tokens SET revoked_ns = ? WHERE id = ? AND revoked_ns = 0`), time.Now().UnixNano(), id)
 	if err != nil {
 		return unavailable(err)
