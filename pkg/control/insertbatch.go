@@ -13,7 +13,7 @@ import (
 
 // insertBatch stores a group commit's submissions in tx with a fixed
 // number of statements, whatever their count: it reads the keys already
-// used, the plane's and the tenants' counters (locked on PostgreSQL: the
+// used, which of the submissions' unchecked tokens are live, the plane's and the tenants' counters (locked on PostgreSQL: the
 // plane's row, then the tenants' in name order, as every transaction takes
 // them), decides each submission in order in memory, and writes the
 // counters' changes and the new rows with one statement each. Each
