@@ -231,11 +231,6 @@ func (s *Store) writeQuery(ctx context.Context, tx *sql.Tx, q string, args []any
 }
 
 func (s *Store) writeExec(ctx context.Context, tx *sql.Tx, q string, args []any) error {
-	var err error
-	if st := s.rowStmts[q]; st != nil {
-		_, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
-	} else {
-		_, err = tx.ExecContext(ctx, s.d.q(q), args...)
-	}
+	_, err := s.exec(ctx, tx, q, args...)
 	return err
 }
