@@ -103,7 +103,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 
 	// Counters: the plane's, then the tenants' (created when new).
 	var planeQueued int
-	if err := tx.QueryRowContext(ctx, `SELECT queued FROM cp_plane WHERE id = 1`+lock).Scan(&planeQueued); err != nil {
+	if err := s.queryRow(ctx, tx, selPlaneQueued+lock).Scan(&planeQueued); err != nil {
 		return nil, queueCounts{}, err
 	}
 	var tenants []string
@@ -201,22 +201,21 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	// budget period zeroes what the last one spent), then the rows.
 	storedAt := time.Now().UTC()
 	var w writes
-	w.add(`UPDATE cp_plane SET queued = queued + ` + fmt.Sprint(planeDelta) + ` WHERE id = 1`)
+	w.add(updPlaneQueued, planeDelta)
 	for _, t := range tenants {
 		c := cs[t]
 		if c.dQueued == 0 && !c.rolled {
 			continue
 		}
 		if c.rolled {
-			w.add(`UPDATE cp_tenants SET spent = CASE WHEN period_ns < ? THEN 0 ELSE spent END, period_ns = CASE WHEN period_ns < ? THEN ? ELSE period_ns END,
-				queued = queued + ?, reserved = reserved + ? WHERE tenant = ?`, c.newPeriod, c.newPeriod, c.newPeriod, c.dQueued, c.dReserved, t)
+			w.add(updTenantQueuedRoll, c.newPeriod, c.newPeriod, c.newPeriod, c.dQueued, c.dReserved, t)
 		} else {
-			w.add(`UPDATE cp_tenants SET queued = queued + ?, reserved = reserved + ? WHERE tenant = ?`, c.dQueued, c.dReserved, t)
+			w.add(updTenantQueued, c.dQueued, c.dReserved, t)
 		}
 	}
 	profiles := map[string]submission{}
 	if s.rowStmts != nil {
-		if err := w.exec(ctx, tx, s.d); err != nil {
+		if err := w.exec(ctx, tx, s); err != nil {
 			return nil, queueCounts{}, err
 		}
 		w = writes{}
@@ -297,7 +296,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	if len(pv) > 0 {
 		w.add(`INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES `+strings.Join(pv, ", ")+` ON CONFLICT (digest) DO NOTHING`, pargs...)
 	}
-	if err := w.exec(ctx, tx, s.d); err != nil {
+	if err := w.exec(ctx, tx, s); err != nil {
 		return nil, queueCounts{}, err
 	}
 	return outs, seen, nil
@@ -324,8 +323,7 @@ type counters struct {
 // tenantCounters reads the counters of tenants (sorted) with lock (FOR
 // UPDATE on PostgreSQL): those with a row.
 func (s *Store) tenantCounters(ctx context.Context, tx *sql.Tx, tenants []string, lock string) (map[string]*counters, error) {
-	rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, queued, reserved, spent, period_ns FROM cp_tenants WHERE tenant IN (`+
-		strings.TrimSuffix(strings.Repeat("?, ", len(tenants)), ", ")+`) ORDER BY tenant`+lock), anys(tenants)...)
+	rows, err := s.writeQuery(ctx, tx, selTenantCountersSQL(len(tenants))+lock, anys(tenants))
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +338,24 @@ func (s *Store) tenantCounters(ctx context.Context, tx *sql.Tx, tenants []string
 		cs[t] = c
 	}
 	return cs, rows.Err()
+}
+
+// The counters' statements of a submission batch (hot: prepared on
+// SQLite, the counters read for batches of one and two tenants).
+var (
+	selPlaneQueued      = hot(`SELECT queued FROM cp_plane WHERE id = 1`)
+	updPlaneQueued      = hot(`UPDATE cp_plane SET queued = queued + ? WHERE id = 1`)
+	updTenantQueued     = hot(`UPDATE cp_tenants SET queued = queued + ?, reserved = reserved + ? WHERE tenant = ?`)
+	updTenantQueuedRoll = hot(`UPDATE cp_tenants SET spent = CASE WHEN period_ns < ? THEN 0 ELSE spent END, period_ns = CASE WHEN period_ns < ? THEN ? ELSE period_ns END,
+				queued = queued + ?, reserved = reserved + ? WHERE tenant = ?`)
+	_ = hot(selTenantCountersSQL(1))
+	_ = hot(selTenantCountersSQL(2))
+)
+
+// selTenantCountersSQL reads the counters of n tenants.
+func selTenantCountersSQL(n int) string {
+	return `SELECT tenant, queued, reserved, spent, period_ns FROM cp_tenants WHERE tenant IN (` +
+		strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + `) ORDER BY tenant`
 }
 
 // anys is ss as statement arguments.
@@ -364,10 +380,11 @@ func (w *writes) add(q string, args ...any) {
 
 // exec runs the statements: on PostgreSQL as one, each but the last a
 // data-modifying WITH query (one round trip; they touch distinct rows, as
-// one statement's parts must), on SQLite one after another (no round trips
-// to save; each statement's arguments are as many as its placeholders, and
-// no statement holds a literal '?').
-func (w *writes) exec(ctx context.Context, tx *sql.Tx, d dialect) error {
+// one statement's parts must), on SQLite one after another, prepared when
+// hot (no round trips to save; each statement's arguments are as many as
+// its placeholders, and no statement holds a literal '?').
+func (w *writes) exec(ctx context.Context, tx *sql.Tx, s *Store) error {
+	d := s.d
 	if len(w.qs) == 0 {
 		return nil
 	}
@@ -389,7 +406,7 @@ func (w *writes) exec(ctx context.Context, tx *sql.Tx, d dialect) error {
 	args := w.args
 	for _, q := range w.qs {
 		n := strings.Count(q, "?")
-		if _, err := tx.ExecContext(ctx, q, args[:n]...); err != nil {
+		if _, err := s.exec(ctx, tx, q, args[:n]...); err != nil {
 			return err
 		}
 		args = args[n:]

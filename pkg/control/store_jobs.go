@@ -211,7 +211,7 @@ var (
 	updJobLease     = hot(`UPDATE cp_jobs SET doc = ?, state = ?, lease_owner = ?, lease_until_ns = ?, dispatch_due_ns = ?, grant_token = ? WHERE id = ?`)
 	updJobAdmit     = hot(`UPDATE cp_jobs SET doc = ?, state = ?, dispatch_due_ns = ? WHERE id = ? AND state = ?`)
 	selTenantCounts = hot(`SELECT tenant, queued, active, last_admit_ns FROM cp_tenants`)
-	selQueuedOf     = hot(`SELECT doc FROM cp_jobs WHERE tenant = ? AND state = ? ORDER BY created_ns, id LIMIT ?`)
+	selQueuedOf     = hot(`SELECT doc FROM cp_jobs WHERE tenant = +? AND state = +? ORDER BY created_ns, id LIMIT +?`)
 	updPlaneDequeue = hot(`UPDATE cp_plane SET queued = queued - 1 WHERE id = 1`)
 	updTenantAdmit  = hot(`UPDATE cp_tenants SET queued = queued - 1, active = active + 1, last_admit_ns = ? WHERE tenant = ?`)
 	updTenantDrop   = hot(`UPDATE cp_tenants SET queued = queued - 1, reserved = reserved - ? WHERE tenant = ?`)

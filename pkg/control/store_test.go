@@ -554,3 +554,16 @@ func TestAdmissionReserve(t *testing.T) {
 		}
 	})
 }
+
+// TestPostgresPlaceholders: ? and +? (SQLite's unary plus that keeps a hot
+// statement from being compiled again, see hotStmts) become $n; a plus
+// with a space before ? is arithmetic and stays.
+func TestPostgresPlaceholders(t *testing.T) {
+	got := postgresDialect.q(`UPDATE t SET n = n + ? WHERE a = +? AND b = ? LIMIT +?`)
+	if want := `UPDATE t SET n = n + $1 WHERE a = $2 AND b = $3 LIMIT $4`; got != want {
+		t.Fatalf("q = %s, want %s", got, want)
+	}
+	if got := sqliteDialect.q(`a = +?`); got != `a = +?` {
+		t.Fatalf("sqlite q = %s", got)
+	}
+}
