@@ -63,7 +63,7 @@ func (s *Store) AppendEvents(ctx context.Context, jobID string, evs []NewEvent) 
 // The statements of appends and reads (prepared once on SQLite).
 const (
 	selEventHead = `SELECT last_seq, trimmed_through, ended FROM cp_event_heads WHERE job_id = ?`
-	selSegments  = `SELECT first_seq, last_seq, at_ns, events FROM cp_event_segments WHERE job_id = ? AND last_seq > ? ORDER BY last_seq LIMIT ?`
+	selSegments  = `SELECT first_seq, last_seq, at_ns, events FROM cp_event_segments WHERE job_id = +? AND last_seq > +? ORDER BY last_seq LIMIT +?`
 )
 
 // appendTransition appends the state event of a transition, and the result

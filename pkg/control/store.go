@@ -319,7 +319,8 @@ func (s *Store) queryRow(ctx context.Context, tx *sql.Tx, q string, args ...any)
 // is built with STAT4, and a prepared statement whose plan may depend on
 // such a parameter's value is compiled again on every step after a new
 // binding (sqlite3Reprepare: 7% of B8b's CPU); +? keeps the index and the
-// one compilation.
+// one compilation. The readers' prepared statements (readStmts) follow the
+// same rule.
 var hotStmts []string
 
 func hot(q string) string {
