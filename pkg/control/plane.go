@@ -57,10 +57,11 @@ type Config struct {
 	MaxActive, QueueBound int
 	// Reserve is how many of the MaxActive slots a tenant at or over its
 	// fair share (the slots divided by the tenants with work: active,
-	// queued or admitted in the last minute) leaves free, at least; it
-	// also leaves one for each other tenant with work below its share.
-	// The reserve keeps room for a tenant under its share arriving while
-	// another floods, since running jobs are not preempted (default
+	// queued or admitted in the last minute) leaves free, at least; a
+	// tenant with a backlog (more queued than its concurrency lets it
+	// start) also leaves one for each other tenant with work below its
+	// share. The reserve keeps room for a tenant under its share arriving
+	// while another floods, since running jobs are not preempted (default
 	// MaxActive/4; negative: none beyond the per-tenant slots). A tenant
 	// alone always has every slot: its share is all of them.
 	Reserve int

@@ -406,9 +406,13 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 		free := sl.max - total
 		share := (sl.max + max(len(sharing), 1) - 1) / max(len(sharing), 1)
 		// under counts the tenants with work below their share: a tenant
-		// at or over it leaves a slot for each of them (each may submit
-		// its next job at any moment and finds room at once), and at
-		// least the fixed reserve.
+		// at or over it with a backlog (more queued than its concurrency
+		// lets it start now: it floods) leaves a slot for each of them
+		// (each may submit its next job at any moment and finds room at
+		// once), and at least the fixed reserve; one whose queue fits its
+		// free concurrency (a burst, over when admitted) leaves the
+		// reserve only, so the plane's free slots are not held idle while
+		// tenants that do not flood wait for their own.
 		under := 0
 		for _, a := range sharing {
 			if a < share {
@@ -419,8 +423,16 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			var best *cand
 			for _, c := range cs {
 				lim, known := limits[c.tenant]
-				if c.end || (known && c.active >= lim.concurrency) || (c.active >= share && free <= max(sl.reserve, under)) {
+				if c.end || (known && c.active >= lim.concurrency) {
 					continue
+				}
+				if keep := sl.reserve; c.active >= share {
+					if !known || c.queued > lim.concurrency-c.active {
+						keep = max(keep, under)
+					}
+					if free <= keep {
+						continue
+					}
 				}
 				if best == nil || c.active < best.active || (c.active == best.active && c.last < best.last) {
 					best = c
@@ -476,6 +488,7 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			if err := s.addTransition(ctx, tx, j.ID, j.State, reason, time.Now()); err != nil {
 				return err
 			}
+			best.queued-- // admitted or refused, it left the queue
 			if j.State == Admitted {
 				if best.active+1 == share {
 					under-- // best reached its share

@@ -472,9 +472,10 @@ func TestCancelQueued(t *testing.T) {
 	})
 }
 
-// A tenant at or over its fair share leaves the reserve (MaxActive/4), and
-// a slot for each other tenant with work in the last minute below its
-// share, whichever is more; alone it takes every slot.
+// A tenant at or over its fair share leaves the reserve (MaxActive/4);
+// with a backlog (more queued than it may start) it also leaves a slot for
+// each other tenant with work in the last minute below its share, whichever
+// is more; alone it takes every slot.
 func TestAdmissionReserve(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		repo := configRepo(t)
@@ -551,6 +552,29 @@ func TestAdmissionReserve(t *testing.T) {
 		}
 		if per := active(); len(per["acme"]) != 1 || len(per["initech"]) != 1 || len(per["hooli"]) != 1 || len(per["globex"]) != 5 {
 			t.Fatalf("the three arriving at once: %v, want one each at once and globex's 5", per)
+		}
+		for _, name := range []string{"acme", "initech", "hooli", "globex"} {
+			drain(name)
+		}
+		// A burst is not a flood: while globex's queue fits its free
+		// concurrency, it leaves the reserve only, not a slot for each of
+		// the three (the plane's slots are not held idle for them).
+		for k := 1; k <= 6; k++ {
+			submit("globex", "standard", 1, fmt.Sprint("burst", k))
+			if per := active(); len(per["globex"]) != k {
+				t.Fatalf("globex's burst, job %d: %d active, want %d (8 slots, the reserve of 2 kept)", k, len(per["globex"]), k)
+			}
+		}
+		submit("globex", "standard", 1, "burst7")
+		if per := active(); len(per["globex"]) != 6 {
+			t.Fatalf("globex's seventh: %d active, want 6 (the reserve of 2 kept)", len(per["globex"]))
+		}
+		// Now a backlog: more queued than its concurrency lets it start.
+		// A freed slot of its own is left to the three under their share.
+		submit("globex", "standard", 3, "backlog")
+		finish(t, s, active()["globex"][0])
+		if per := active(); len(per["globex"]) != 5 {
+			t.Fatalf("globex with a backlog of 4: %d active, want 5 (a slot for each of the three kept)", len(per["globex"]))
 		}
 	})
 }
