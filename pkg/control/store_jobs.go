@@ -409,10 +409,11 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 		// at or over it with a backlog (more queued than its concurrency
 		// lets it start now: it floods) leaves a slot for each of them
 		// (each may submit its next job at any moment and finds room at
-		// once), and at least the fixed reserve; one whose queue fits its
-		// free concurrency (a burst, over when admitted) leaves the
-		// reserve only, so the plane's free slots are not held idle while
-		// tenants that do not flood wait for their own.
+		// once), and at least the fixed reserve. A tenant whose queue fits
+		// its free concurrency (a burst) takes one slot beyond its share
+		// from any free ones and leaves the reserve beyond that, so free
+		// slots are not held idle while a tenant that does not flood
+		// waits for its own.
 		under := 0
 		for _, a := range sharing {
 			if a < share {
@@ -426,13 +427,12 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 				if c.end || (known && c.active >= lim.concurrency) {
 					continue
 				}
-				if keep := sl.reserve; c.active >= share {
-					if !known || c.queued > lim.concurrency-c.active {
-						keep = max(keep, under)
-					}
-					if free <= keep {
-						continue
-					}
+				switch backlog := !known || c.queued > lim.concurrency-c.active; {
+				case c.active < share:
+				case backlog && free <= max(sl.reserve, under):
+					continue
+				case !backlog && c.active > share && free <= sl.reserve:
+					continue
 				}
 				if best == nil || c.active < best.active || (c.active == best.active && c.last < best.last) {
 					best = c

@@ -576,6 +576,30 @@ func TestAdmissionReserve(t *testing.T) {
 		if per := active(); len(per["globex"]) != 5 {
 			t.Fatalf("globex with a backlog of 4: %d active, want 5 (a slot for each of the three kept)", len(per["globex"]))
 		}
+		for _, name := range []string{"acme", "initech", "hooli", "globex"} {
+			drain(name)
+		}
+		// A burst takes one slot beyond the tenant's share even from the
+		// reserve; a freed slot then goes to a tenant below its share.
+		submit("acme", "short", 2, "full")
+		submit("initech", "short", 2, "full")
+		submit("hooli", "short", 1, "full")
+		submit("globex", "standard", 2, "full")
+		if per := active(); len(per["globex"]) != 2 || len(per["acme"])+len(per["initech"])+len(per["hooli"]) != 5 {
+			t.Fatalf("seven of eight: %v", per)
+		}
+		submit("globex", "standard", 1, "one-beyond")
+		if per := active(); len(per["globex"]) != 3 {
+			t.Fatalf("globex at its share (2) with one more queued and one slot free: %d active, want 3", len(per["globex"]))
+		}
+		submit("hooli", "short", 1, "full-2")
+		if per := active(); len(per["hooli"]) != 1 {
+			t.Fatalf("hooli on a full plane: %d active, want 1", len(per["hooli"]))
+		}
+		finish(t, s, active()["globex"][0])
+		if per := active(); len(per["hooli"]) != 2 || len(per["globex"]) != 2 {
+			t.Fatalf("the slot globex freed: %v, want it hooli's (below its share)", per)
+		}
 	})
 }
 

@@ -48,7 +48,7 @@ runtimes serving their pool (--runtime, repeatable; only the control plane holds
 	f.StringVar(&c.Listen, "listen", "", "address of the API, e.g. 127.0.0.1:7080")
 	f.StringArrayVar(&c.Runtimes, "runtime", nil, "a runtime serving a pool: POOL=URL,TOKEN-FILE (repeatable)")
 	f.IntVar(&c.MaxActive, "max-active", 64, "jobs admitted, allocating or running at once")
-	f.IntVar(&c.Reserve, "reserve", 0, "slots a tenant at or over its fair share leaves to the others, at least; with a backlog it also leaves one per other tenant with work below its share (0: a quarter of --max-active; -1: none)")
+	f.IntVar(&c.Reserve, "reserve", 0, "slots a tenant at or over its fair share leaves to the others, at least; with a backlog it also leaves one per other tenant with work below its share; a burst may take one beyond its share (0: a quarter of --max-active; -1: none)")
 	f.IntVar(&c.QueueBound, "queue-bound", 10000, "queued jobs of all tenants at most")
 	f.IntVar(&c.DispatchAttempts, "dispatch-attempts", 5, "the retry budget of a failing dispatch")
 	f.DurationVar(&c.Lease, "lease", 15*time.Second, "how long a job's owner holds it without a heartbeat")
