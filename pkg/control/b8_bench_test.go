@@ -191,9 +191,8 @@ func BenchmarkB8bFairness(b *testing.B) {
 		b.Fatalf("SLIPWAY_B8B_ARRIVALS=%q: want poisson (the default) or periodic", a)
 	}
 	// Runs in the order quiet, flood, flood, quiet, the waits of each kind
-	// pooled: one run's p99 of about a millisecond swings by half from run
-	// to run on a shared machine, and the mirrored order gives neither
-	// kind the machine's drift.
+	// pooled: one run's p99 swings from run to run on a shared machine,
+	// and the mirrored order gives neither kind the machine's drift.
 	var quiet, flood []time.Duration
 	steal0 := stealTime()
 	for _, f := range []bool{false, true, true, false} {

@@ -60,11 +60,12 @@ type Config struct {
 	// queued or admitted in the last minute) leaves free, at least; a
 	// tenant with a backlog (more queued than its concurrency lets it
 	// start) also leaves one for each other tenant with work below its
-	// share, and one without (a burst) may take one slot beyond its share
-	// from the reserve. The reserve keeps room for a tenant under its share arriving
-	// while another floods, since running jobs are not preempted (default
-	// MaxActive/4; negative: none beyond the per-tenant slots). A tenant
-	// alone always has every slot: its share is all of them.
+	// share, and a tenant without one (a burst) may take one slot beyond
+	// its share from the reserve. The reserve keeps room for a tenant
+	// under its share arriving while another floods, since running jobs
+	// are not preempted (default MaxActive/4; negative: none beyond the
+	// per-tenant slots). A tenant alone always has every slot: its share
+	// is all of them.
 	Reserve int
 	// DispatchAttempts is the retry budget of a failing dispatch (default
 	// 5); Lease is how long a dead owner holds a job (default 15s).

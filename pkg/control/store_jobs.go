@@ -428,7 +428,7 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 					continue
 				}
 				switch backlog := !known || c.queued > lim.concurrency-c.active; {
-				case c.active < share:
+				case c.active < share: // any free slot
 				case backlog && free <= max(sl.reserve, under):
 					continue
 				case !backlog && c.active > share && free <= sl.reserve:
