@@ -54,7 +54,7 @@ $(BIN)/actionlint: tools/go.mod tools/go.sum
 $(BIN)/act: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/nektos/act
 
-# The real Kubernetes parts the tests run (pkg/kubetest): kube-apiserver and
+# The real Kubernetes parts the tests run (internal/testharness/kubetest): kube-apiserver and
 # kubelet v1.37.2 and agent-sandbox's controller v0.5.6, built from the Go
 # module proxy, and the pod sandbox's pause binary (gcc -static), once into $SLIPWAY_KUBE_CACHE (default ~/.cache/slipway-kube),
 # outside the clone; a binary already there is not built again.
@@ -142,12 +142,12 @@ lint: $(BIN)/staticcheck
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/ref
-	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime $(FUZZTIME) ./pkg/pin
-	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME) ./pkg/pin
+	$(GO) test -run '^$$' -fuzz FuzzFind -fuzztime $(FUZZTIME) ./pkg/release/pin
+	$(GO) test -run '^$$' -fuzz FuzzLoadConfig -fuzztime $(FUZZTIME) ./pkg/release/pin
 	$(GO) test -run '^$$' -fuzz FuzzExtract -fuzztime $(FUZZTIME) -fuzzminimizetime 1x ./pkg/rootfs
-	$(GO) test -run '^$$' -fuzz FuzzScanContent -fuzztime $(FUZZTIME) ./pkg/scan
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/template
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime 1x ./pkg/generation
+	$(GO) test -run '^$$' -fuzz FuzzScanContent -fuzztime $(FUZZTIME) ./pkg/release/scan
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./pkg/release/template
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) -fuzzminimizetime 1x ./pkg/config/generation
 
 clean:
 	rm -rf $(BIN)

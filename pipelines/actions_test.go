@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/pkg/strictyaml"
+	"github.com/slipway-dev/slipway/internal/strictyaml"
 )
 
 // The composite action metadata GitHub reads (action.yml), every field this

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/pkg/registrytest"
+	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 )
 
 // releaseChain is what a CI system's release steps run against on this

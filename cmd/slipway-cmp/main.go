@@ -20,8 +20,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/slipway-dev/slipway/pkg/argocd"
-	"github.com/slipway-dev/slipway/pkg/render"
+	"github.com/slipway-dev/slipway/pkg/cluster/argocd"
+	"github.com/slipway-dev/slipway/pkg/cluster/render"
 )
 
 // Exit codes, as the slipway CLI's.

@@ -37,8 +37,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
-	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/isolate/shape"
 )
 
 func main() {

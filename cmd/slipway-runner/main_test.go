@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/pkg/sandbox/runner"
-	"github.com/slipway-dev/slipway/pkg/sandbox/shape"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/isolate/shape"
 )
 
 // Built as the Makefile builds it, the runner is a static executable (it

@@ -13,67 +13,67 @@ import (
 func TestDependenciesPointDown(t *testing.T) {
 	const mod = "github.com/slipway-dev/slipway/"
 	allowed := map[string][]string{
-		"pkg/ref":         {},
-		"pkg/atomicfile":  {},
-		"pkg/groupcommit": {},
-		"pkg/resolve":     {"pkg/ref", "pkg/atomicfile"},
-		"pkg/pin":         {"pkg/ref", "pkg/resolve", "pkg/atomicfile"},
-		"pkg/rootfs":      {},
-		"pkg/isolate":     {},
-		"pkg/egress":      {},
+		"pkg/ref":              {},
+		"internal/atomicfile":  {},
+		"internal/groupcommit": {},
+		"pkg/release/resolve":  {"pkg/ref", "internal/atomicfile"},
+		"pkg/release/pin":      {"pkg/ref", "pkg/release/resolve", "internal/atomicfile"},
+		"pkg/rootfs":           {},
+		"pkg/isolate":          {},
+		"pkg/execution/egress": {},
 		// Metrics and traces: the OTel SDK and nothing of Slipway.
-		"pkg/telemetry":  {},
-		"pkg/scan":       {},
-		"pkg/deliver":    {"pkg/scan"},
-		"pkg/sbom":       {"pkg/atomicfile"},
-		"pkg/strictyaml": {},
-		"pkg/generation": {"pkg/ref", "pkg/strictyaml"},
-		"pkg/attest":     {},
-		"pkg/sign":       {"pkg/attest", "pkg/resolve", "pkg/ref", "pkg/atomicfile"},
-		"pkg/policy":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation"},
-		"pkg/runtime":    {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/sandbox/shape", "pkg/telemetry", "pkg/cost", "pkg/tenancy", "pkg/groupcommit"},
+		"pkg/telemetry":         {},
+		"pkg/release/scan":      {},
+		"pkg/control/deliver":   {"pkg/release/scan"},
+		"pkg/release/sbom":      {"internal/atomicfile"},
+		"internal/strictyaml":   {},
+		"pkg/config/generation": {"pkg/ref", "internal/strictyaml"},
+		"pkg/release/attest":    {},
+		"pkg/release/sign":      {"pkg/release/attest", "pkg/release/resolve", "pkg/ref", "internal/atomicfile"},
+		"pkg/release/policy":    {"pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation"},
+		"pkg/execution/runtime": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
 		// The runtime on this machine: the local backend under it.
-		"pkg/runtime/serve": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/runtime", "pkg/sandbox/local", "pkg/isolate", "pkg/sandbox/shape", "pkg/kubesandbox", "pkg/kubeapply", "pkg/render", "pkg/telemetry", "pkg/cost", "pkg/tenancy", "pkg/reconcile", "pkg/groupcommit"},
+		"pkg/execution/runtime/serve": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/execution/runtime", "pkg/execution/sandbox/local", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/kubesandbox", "pkg/cluster/kubeapply", "pkg/cluster/render", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "pkg/execution/reconcile", "internal/groupcommit"},
 		// Rollouts sit on top of the library; the fleet is an interface the
 		// runtime's client implements (runtime for its API types).
-		"pkg/rollout":      {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/telemetry", "pkg/cost", "pkg/tenancy", "pkg/groupcommit"},
-		"pkg/template":     {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sandbox/shape"},
-		"pkg/release":      {"pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/scan", "pkg/sbom", "pkg/template", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/gitops", "pkg/policy", "pkg/pool", "pkg/sandbox/shape"},
-		"pkg/pool":         {"pkg/ref", "pkg/strictyaml", "pkg/generation"},
-		"pkg/tenancy":      {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/pool", "pkg/gitops"},
-		"pkg/registrytest": {},
-		"pkg/kubetest":     {},
-		"pkg/pgtest":       {},
+		"pkg/release/rollout":               {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
+		"pkg/release/template":              {"pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/release/scan", "pkg/isolate/shape"},
+		"pkg/release":                       {"pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/release/scan", "pkg/release/sbom", "pkg/release/template", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/config/gitops", "pkg/release/policy", "pkg/config/pool", "pkg/isolate/shape"},
+		"pkg/config/pool":                   {"pkg/ref", "internal/strictyaml", "pkg/config/generation"},
+		"pkg/config/tenancy":                {"pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/pool", "pkg/config/gitops"},
+		"internal/testharness/registrytest": {},
+		"internal/testharness/kubetest":     {},
+		"internal/testharness/pgtest":       {},
 		// Applying a render to a cluster sits on render and nothing else.
-		"pkg/kubeapply": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		"pkg/cluster/kubeapply": {"pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
 		// A rollout's fleet on a cluster: rollout's Fleet over render and
 		// kubeapply (the proofs come through an interface).
-		"pkg/kubefleet": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/rollout", "pkg/render", "pkg/kubeapply", "pkg/telemetry", "pkg/cost", "pkg/tenancy", "pkg/groupcommit"},
+		"pkg/cluster/kubefleet": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/release/rollout", "pkg/cluster/render", "pkg/cluster/kubeapply", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
 		// The canary is a client of the runtime's API (runtime for its API
 		// types and client), with telemetry's metrics; never a backend.
-		"pkg/canary": {"pkg/egress", "pkg/ref", "pkg/resolve", "pkg/atomicfile", "pkg/strictyaml", "pkg/attest", "pkg/sign", "pkg/generation", "pkg/policy", "pkg/gitops", "pkg/pool", "pkg/sandbox", "pkg/sandbox/runner", "pkg/rootfs", "pkg/runs", "pkg/sbom", "pkg/template", "pkg/scan", "pkg/isolate", "pkg/runtime", "pkg/sandbox/shape", "pkg/telemetry", "pkg/cost", "pkg/tenancy", "pkg/groupcommit"},
+		"pkg/execution/canary": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
 		// Argo CD's plugins: render and the config repository, nothing of
 		// Argo CD itself (its code stays in integrations/argocd).
-		"pkg/argocd": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/gitops", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		"pkg/cluster/argocd": {"pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/gitops", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
 		// The control plane: tenancy and the runtime's API client, never a
 		// sandbox backend (dispatch crosses the network).
-		"pkg/control": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy", "pkg/telemetry", "pkg/cost", "pkg/deliver", "pkg/groupcommit"},
+		"pkg/control": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "internal/groupcommit"},
 		// The incident view: the control plane's store and run manifests,
 		// read only.
-		"pkg/incidents": {"pkg/egress", "pkg/gitops", "pkg/attest", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/runs", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/sbom", "pkg/scan", "pkg/template", "pkg/runtime", "pkg/tenancy", "pkg/telemetry", "pkg/cost", "pkg/deliver", "pkg/control", "pkg/reconcile", "pkg/groupcommit"},
+		"pkg/control/incidents": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "pkg/control", "pkg/execution/reconcile", "internal/groupcommit"},
 		// The cleanup reconciler: the Backend interface and the run store it
 		// compares, nothing of the runtime (its state reaches it through
 		// small interfaces the runtime's serve wires).
-		"pkg/reconcile": {"pkg/rootfs", "pkg/isolate", "pkg/sandbox", "pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/runs", "pkg/groupcommit"},
+		"pkg/execution/reconcile": {"pkg/rootfs", "pkg/isolate", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/isolate/shape", "pkg/execution/runs", "internal/groupcommit"},
 		// Cost by state: the ledger the runtime writes and its reports,
 		// priced by tenancy's price table; run manifests for egress bytes.
-		"pkg/cost":    {"pkg/runs", "pkg/tenancy", "pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/pool", "pkg/gitops", "pkg/groupcommit"},
-		"pkg/gittest": {},
-		"pkg/gitops":  {},
-		"pkg/runs":    {"pkg/groupcommit"},
+		"pkg/execution/cost":           {"pkg/execution/runs", "pkg/config/tenancy", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/pool", "pkg/config/gitops", "internal/groupcommit"},
+		"internal/testharness/gittest": {},
+		"pkg/config/gitops":            {},
+		"pkg/execution/runs":           {"internal/groupcommit"},
 		// Step outputs in CI systems' forms: formatting only, no Slipway
 		// package under it but the atomic write of GitLab's code-quality report.
-		"pkg/cioutput": {"pkg/atomicfile"},
+		"internal/cioutput": {"internal/atomicfile"},
 
 		// Sandboxes: the runner protocol at the bottom, the shape of a
 		// sandbox (refresh phase, workspace, environment) over isolate, shared
@@ -83,19 +83,19 @@ func TestDependenciesPointDown(t *testing.T) {
 		// shape's refresh phase it runs as a pod's init container (over
 		// isolate: the standard library and x/sys, which the runner uses
 		// anyway), nothing else of Slipway's.
-		"pkg/sandbox/runner": {},
-		"pkg/sandbox/shape":  {"pkg/isolate"},
-		"pkg/sandbox":        {"pkg/rootfs", "pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},
-		"pkg/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/egress", "pkg/atomicfile", "pkg/sandbox", "pkg/sandbox/runner", "pkg/sandbox/shape"},
-		"cmd/slipway-runner": {"pkg/sandbox/runner", "pkg/sandbox/shape", "pkg/isolate"},
+		"pkg/execution/sandbox/runner": {},
+		"pkg/isolate/shape":            {"pkg/isolate"},
+		"pkg/execution/sandbox":        {"pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate/shape", "pkg/isolate"},
+		"pkg/execution/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/execution/egress", "internal/atomicfile", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/isolate/shape"},
+		"cmd/slipway-runner":           {"pkg/execution/sandbox/runner", "pkg/isolate/shape", "pkg/isolate"},
 		// The Kubernetes backend: agent-sandbox's objects as render names
 		// them, the runner reached through pod exec; nothing of the runtime.
-		"pkg/kubesandbox": {"pkg/ref", "pkg/strictyaml", "pkg/generation", "pkg/attest", "pkg/atomicfile", "pkg/resolve", "pkg/sign", "pkg/policy", "pkg/pool", "pkg/rootfs", "pkg/sandbox/runner", "pkg/isolate", "pkg/sandbox/shape", "pkg/sandbox", "pkg/render"},
+		"pkg/execution/kubesandbox": {"pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
 	}
 	// Flags and the CLI stay under cmd/: no library package imports them itself
 	// (a dependency such as syft may use cobra internally).
 	forbiddenDirect := []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}
-	forbidden := []string{mod + "cmd/", mod + "pkg/registrytest", mod + "pkg/gittest", mod + "pkg/kubetest", mod + "pkg/pgtest", mod + "pkg/runtime/runtimetest"}
+	forbidden := []string{mod + "cmd/", mod + "internal/testharness/registrytest", mod + "internal/testharness/gittest", mod + "internal/testharness/kubetest", mod + "internal/testharness/pgtest", mod + "internal/testharness/runtimetest"}
 	for pkg, ok := range allowed {
 		direct, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../../"+pkg).CombinedOutput()
 		if err != nil {
@@ -129,7 +129,7 @@ func TestDependenciesPointDown(t *testing.T) {
 				}
 			}
 			for _, f := range forbidden {
-				if strings.HasPrefix(dep, f) && !((pkg == "pkg/registrytest" || pkg == "pkg/gittest" || pkg == "pkg/kubetest" || pkg == "pkg/pgtest") && dep == mod+pkg) {
+				if strings.HasPrefix(dep, f) && !((pkg == "internal/testharness/registrytest" || pkg == "internal/testharness/gittest" || pkg == "internal/testharness/kubetest" || pkg == "internal/testharness/pgtest") && dep == mod+pkg) {
 					t.Errorf("%s depends on %s", pkg, dep)
 				}
 			}

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/control"
-	"github.com/slipway-dev/slipway/pkg/deliver"
+	"github.com/slipway-dev/slipway/pkg/control/deliver"
 )
 
 // receiver is the demo's webhook destination: it checks each message's

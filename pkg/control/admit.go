@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/tenancy"
+	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 )
 
 // admitTick is how often admission looks without being woken.

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/gittest"
-	"github.com/slipway-dev/slipway/pkg/pgtest"
+	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
 // benchRepo is a config repository with n tenants t0..t(n-1) whose queues

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/gittest"
+	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
 // BenchmarkB9bDelivery is B9b: 10,000 deliveries (100 jobs of 100 stdout

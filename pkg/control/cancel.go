@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/runs"
-	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
 // Cancellation is the record of a job's cancellation: the seed's ten steps,

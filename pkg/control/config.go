@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/tenancy"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 )
 
 // RepoConfig reads tenants, profiles and prices from the config

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/pgtest"
+	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 )
 
 // PostgreSQL goes away for a few seconds: submits fail clearly (503 with

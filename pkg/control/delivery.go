@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/slipway-dev/slipway/pkg/deliver"
-	"github.com/slipway-dev/slipway/pkg/scan"
-	"github.com/slipway-dev/slipway/pkg/tenancy"
+	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/control/deliver"
+	"github.com/slipway-dev/slipway/pkg/release/scan"
 )
 
 // DeliveryConfig configures the output worker: it delivers each tenant's

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/deliver"
-	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/control/deliver"
 )
 
 // TestDeliveryWorkerProcess is the output worker as a process of its own

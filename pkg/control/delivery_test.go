@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/deliver"
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/tenancy"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/control/deliver"
 )
 
 // receiver is a real webhook destination: it verifies signatures, counts

@@ -50,6 +50,6 @@
 // delivery, delivery_view.go) once every destination that requires it
 // returned its receipt of the result.
 //
-// What it is not: the runtime (pkg/runtime) and the configuration's
-// parsing (pkg/tenancy).
+// What it is not: the runtime (pkg/execution/runtime) and the configuration's
+// parsing (pkg/config/tenancy).
 package control

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
 // eventPlane is a plane on s with the events configured as ec (admitting,

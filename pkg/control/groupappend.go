@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/groupcommit"
+	"github.com/slipway-dev/slipway/internal/groupcommit"
 )
 
 // appendGroups gathers concurrent appends of many jobs' streams into one
-// transaction function (pkg/groupcommit): each job's appends counted on its
+// transaction function (internal/groupcommit): each job's appends counted on its
 // head together. A stream that has ended refuses its own append only.
 type appendGroups = groupcommit.Queue[appendIn, appendOutcome]
 

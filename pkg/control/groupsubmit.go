@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/slipway-dev/slipway/pkg/groupcommit"
+	"github.com/slipway-dev/slipway/internal/groupcommit"
 )
 
 // submitGroups gathers concurrent submissions into one transaction
-// function (pkg/groupcommit): one multi-row insert and one admission pass for
+// function (internal/groupcommit): one multi-row insert and one admission pass for
 // all of them. Each submission keeps its own outcome: a refusal (a bound, a
 // reused key) writes nothing of it and spoils nothing of the others. A
 // batch whose transaction fails is retried one submission at a time, so

@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/slipway-dev/slipway/pkg/groupcommit"
+	"github.com/slipway-dev/slipway/internal/groupcommit"
 )
 
 // txGroups gathers the store's write transactions on SQLite into group
-// commits (pkg/groupcommit). SQLite has one writer and a commit costs an
+// commits (internal/groupcommit). SQLite has one writer and a commit costs an
 // fsync, so writes that arrive while one commits wait in any case; they
 // wait in the queue instead and commit as one transaction, each function
 // in a savepoint of its own: one that fails rolls back its own part only

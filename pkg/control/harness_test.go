@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/gittest"
-	"github.com/slipway-dev/slipway/pkg/pgtest"
+	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

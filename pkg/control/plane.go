@@ -19,9 +19,9 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
-	"github.com/slipway-dev/slipway/pkg/tenancy"
 )
 
 // Errors of a request, each a 4xx.

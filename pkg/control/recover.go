@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
 func (p *Plane) recoverLoop(ctx context.Context) {

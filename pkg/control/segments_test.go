@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/slipway-dev/slipway/pkg/pgtest"
+	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 )
 
 // TestEventSegments: one append of many events of mixed kinds is stored

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
 func TestTokens(t *testing.T) {

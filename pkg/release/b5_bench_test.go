@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/generation"
-	"github.com/slipway-dev/slipway/pkg/gittest"
-	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/config/pool"
 )
 
 // BenchmarkB5Promote is benchmark B5: promote into a generated config

@@ -10,8 +10,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/slipway-dev/slipway/pkg/release"
+	"github.com/slipway-dev/slipway/pkg/release/template"
 	"github.com/slipway-dev/slipway/pkg/rootfs"
-	"github.com/slipway-dev/slipway/pkg/template"
 )
 
 // A template built from a base in an OCI layout, with no registry at all:

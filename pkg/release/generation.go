@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/generation"
-	"github.com/slipway-dev/slipway/pkg/policy"
+	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/release/policy"
 )
 
 // ErrRefused marks an artifact the verification policy refused: nothing

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/pool"
 )
 
 // PoolSettings is a pool's pool.yaml at the head of a branch: `slipway

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/gittest"
-	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release"
 )
 

@@ -8,10 +8,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/sigstore/sigstore/pkg/signature"
 
-	"github.com/slipway-dev/slipway/pkg/attest"
-	"github.com/slipway-dev/slipway/pkg/sbom"
-	"github.com/slipway-dev/slipway/pkg/sign"
-	"github.com/slipway-dev/slipway/pkg/template"
+	"github.com/slipway-dev/slipway/pkg/release/attest"
+	"github.com/slipway-dev/slipway/pkg/release/sbom"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // Signing says how a published template is signed and attested.

@@ -10,10 +10,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/slipway-dev/slipway/pkg/ref"
+	"github.com/slipway-dev/slipway/pkg/release/sbom"
+	"github.com/slipway-dev/slipway/pkg/release/scan"
+	"github.com/slipway-dev/slipway/pkg/release/template"
 	"github.com/slipway-dev/slipway/pkg/rootfs"
-	"github.com/slipway-dev/slipway/pkg/sbom"
-	"github.com/slipway-dev/slipway/pkg/scan"
-	"github.com/slipway-dev/slipway/pkg/template"
 )
 
 // TemplateOptions say where a template build goes.

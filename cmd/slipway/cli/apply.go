@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/kubeapply"
+	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 )
 
 // NewCmdApply applies a pool's render to a cluster with server-side apply.

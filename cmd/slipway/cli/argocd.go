@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/argocd"
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/render"
+	"github.com/slipway-dev/slipway/pkg/cluster/argocd"
+	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
 // NewCmdArgoCD groups Slipway's Argo CD plugins.

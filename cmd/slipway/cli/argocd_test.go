@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/generation"
-	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"sigs.k8s.io/yaml"
 )
 

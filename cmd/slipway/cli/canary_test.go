@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/canary"
+	"github.com/slipway-dev/slipway/pkg/execution/canary"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 

@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/slipway-dev/slipway/pkg/cioutput"
-	"github.com/slipway-dev/slipway/pkg/generation"
-	"github.com/slipway-dev/slipway/pkg/pin"
-	"github.com/slipway-dev/slipway/pkg/policy"
-	"github.com/slipway-dev/slipway/pkg/pool"
+	"github.com/slipway-dev/slipway/internal/cioutput"
+	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release"
+	"github.com/slipway-dev/slipway/pkg/release/pin"
+	"github.com/slipway-dev/slipway/pkg/release/policy"
 )
 
 // ciFlags choose where a step's outputs go besides stdout.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/pkg/cioutput"
+	"github.com/slipway-dev/slipway/internal/cioutput"
 )
 
 // TestLintCIGitHub runs lint as a GitHub Actions step would: the finding is an

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/reconcile"
+	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 )
 
 // NewCmdCleanup groups the cleanup reconciler's views.

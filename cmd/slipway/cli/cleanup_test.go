@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/reconcile"
-	"github.com/slipway-dev/slipway/pkg/runs"
-	"github.com/slipway-dev/slipway/pkg/runtime"
-	"github.com/slipway-dev/slipway/pkg/sandbox/local"
+	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
 )
 
 type brokerCreds struct{ b *runtime.Broker }

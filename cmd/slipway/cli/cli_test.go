@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/slipway-dev/slipway/pkg/pin"
+	"github.com/slipway-dev/slipway/pkg/release/pin"
 )
 
 type result struct {

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control"
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/incidents"
-	"github.com/slipway-dev/slipway/pkg/pgtest"
-	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/control/incidents"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 // controlWorld is a config repository with pool agents (a real runner and

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/cost"
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/runs"
-	"github.com/slipway-dev/slipway/pkg/tenancy"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/execution/cost"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 // NewCmdCost prints cost by state from a runtime's ledger.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/cost"
-	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/execution/cost"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/slipway-dev/slipway/pkg/sandbox"
-	sandboxrunner "github.com/slipway-dev/slipway/pkg/sandbox/runner"
-	"github.com/slipway-dev/slipway/pkg/template"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	sandboxrunner "github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // NewCmdImage groups image verbs.

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/incidents"
-	"github.com/slipway-dev/slipway/pkg/reconcile"
-	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/control/incidents"
+	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 // NewCmdIncidents lists, per incident kind, the jobs and runs that show it.

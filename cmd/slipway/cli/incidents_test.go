@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control"
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/incidents"
-	"github.com/slipway-dev/slipway/pkg/runs"
-	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/control/incidents"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
 // The six incidents of seed 000's table-top, caused for real (incident 6,

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/pin"
+	"github.com/slipway-dev/slipway/pkg/release/pin"
 )
 
 type lintReport struct {

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/pin"
 	"github.com/slipway-dev/slipway/pkg/ref"
+	"github.com/slipway-dev/slipway/pkg/release/pin"
 )
 
 type pinReport struct {

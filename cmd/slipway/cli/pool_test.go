@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/pkg/attest"
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/gittest"
-	"github.com/slipway-dev/slipway/pkg/pool"
-	"github.com/slipway-dev/slipway/pkg/rollout"
-	"github.com/slipway-dev/slipway/pkg/sign"
+	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/pool"
+	"github.com/slipway-dev/slipway/pkg/release/attest"
+	"github.com/slipway-dev/slipway/pkg/release/rollout"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
 
 func TestPoolShowSetCLI(t *testing.T) {

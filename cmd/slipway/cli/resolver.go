@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/slipway-dev/slipway/pkg/resolve"
+	"github.com/slipway-dev/slipway/pkg/release/resolve"
 )
 
 // resolverFlags are the flags of every command that resolves references.

@@ -12,11 +12,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/pool"
-	"github.com/slipway-dev/slipway/pkg/rollout"
-	"github.com/slipway-dev/slipway/pkg/runtime"
-	"github.com/slipway-dev/slipway/pkg/sign"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/pool"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/release/rollout"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
 
 // NewCmdRollout groups the rollout verbs.

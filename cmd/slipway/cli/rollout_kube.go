@@ -9,14 +9,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/slipway-dev/slipway/pkg/argocd"
-	"github.com/slipway-dev/slipway/pkg/gitops"
-	"github.com/slipway-dev/slipway/pkg/kubeapply"
-	"github.com/slipway-dev/slipway/pkg/kubefleet"
-	"github.com/slipway-dev/slipway/pkg/policy"
-	"github.com/slipway-dev/slipway/pkg/render"
-	"github.com/slipway-dev/slipway/pkg/rollout"
-	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/cluster/argocd"
+	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
+	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
+	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/release/policy"
+	"github.com/slipway-dev/slipway/pkg/release/rollout"
 )
 
 // kubeFleetFlags drive a rollout on a cluster: the pool's objects applied

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 func TestRunsShowQuery(t *testing.T) {

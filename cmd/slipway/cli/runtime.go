@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/reconcile"
-	"github.com/slipway-dev/slipway/pkg/runtime"
-	"github.com/slipway-dev/slipway/pkg/runtime/serve"
+	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
 )
 
 // readToken reads a bearer token from a file (trailing newline dropped).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/runtime"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
 // newCmdRuntimePolicy prints a runtime's policy view (GET /v1/policy).

@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/slipway-dev/slipway/pkg/atomicfile"
-	"github.com/slipway-dev/slipway/pkg/attest"
-	"github.com/slipway-dev/slipway/pkg/policy"
-	"github.com/slipway-dev/slipway/pkg/sign"
+	"github.com/slipway-dev/slipway/internal/atomicfile"
+	"github.com/slipway-dev/slipway/pkg/release/attest"
+	"github.com/slipway-dev/slipway/pkg/release/policy"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
 
 // passwordEnv is where key passwords come from, as with cosign.

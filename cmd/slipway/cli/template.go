@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/release"
-	"github.com/slipway-dev/slipway/pkg/resolve"
-	"github.com/slipway-dev/slipway/pkg/scan"
-	"github.com/slipway-dev/slipway/pkg/sign"
-	"github.com/slipway-dev/slipway/pkg/template"
+	"github.com/slipway-dev/slipway/pkg/release/resolve"
+	"github.com/slipway-dev/slipway/pkg/release/scan"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // NewCmdTemplate groups the workspace-template verbs.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/slipway-dev/slipway/pkg/pin"
+	"github.com/slipway-dev/slipway/pkg/release/pin"
 )
 
 // treeFlags choose what counts as an image in a YAML tree.

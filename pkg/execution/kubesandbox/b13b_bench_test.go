@@ -1,0 +1,191 @@
+//go:build linux
+
+package kubesandbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+)
+
+// BenchmarkB13bWarmClaim is benchmark B13b's claim half: on the local
+// single-node cluster, the latency of warm claims through the Kubernetes
+// backend (Create: a SandboxClaim watched until bound and Ready, its pod's
+// images checked, its runner's identity proved through pod exec) beside a
+// bare SandboxClaim created and watched to Ready with client-go, on a warm
+// pool of 10: in rounds, the pool ready again, 10 claims of one kind one
+// after the other (every one warm), then released. 50 claims of each
+// kind; it reports p50 and p99 of each and their ratio. BENCH_SMOKE=1
+// makes it 6 claims of each on a pool of 3.
+func BenchmarkB13bWarmClaim(b *testing.B) {
+	size, total := 10, 50
+	if os.Getenv("BENCH_SMOKE") != "" {
+		size, total = 3, 6
+	}
+	n := startNode(b, "bench")
+	g := n.generation(b, nil)
+	n.desire(b, size)
+	ctx := context.Background()
+	be, err := kubesandbox.New(n.c.Config(), n.ns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(n.c.Config())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := render.ObjectName(n.pool, g.ID)
+	spec := specOf(b, n, g, "")
+	var slipway, bare []time.Duration
+	for b.Loop() {
+		slipway, bare = slipway[:0], bare[:0]
+		for round := 0; len(slipway) < total; round++ {
+			waitWarm(b, dyn, n.ns, pool, size)
+			var ids []string
+			for i := 0; i < size && len(slipway) < total; i++ {
+				spec.Owner = fmt.Sprintf("r-bench-%d-%d", round, i)
+				start := time.Now()
+				s, err := be.Create(ctx, spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				slipway = append(slipway, time.Since(start))
+				if s.Placement.LaunchType != sandbox.LaunchWarm {
+					b.Fatalf("claim %d of round %d was a %s start", i, round, s.Placement.LaunchType)
+				}
+				ids = append(ids, s.ID)
+			}
+			for _, id := range ids {
+				if err := be.Delete(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+			waitWarm(b, dyn, n.ns, pool, size)
+			var names []string
+			for i := 0; i < size && len(bare) < total; i++ {
+				name := fmt.Sprintf("bare-%d-%d", round, i)
+				start := time.Now()
+				bareClaim(b, dyn, n.ns, pool, name)
+				bare = append(bare, time.Since(start))
+				names = append(names, name)
+			}
+			for _, name := range names {
+				deleteBare(b, dyn, n.ns, name)
+			}
+		}
+	}
+	p := func(ds []time.Duration, q float64) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[min(len(s)-1, int(q*float64(len(s))))]
+	}
+	sp50, sp99, bp50, bp99 := p(slipway, .5), p(slipway, .99), p(bare, .5), p(bare, .99)
+	b.ReportMetric(float64(sp50.Microseconds())/1000, "slipway-p50-ms")
+	b.ReportMetric(float64(sp99.Microseconds())/1000, "slipway-p99-ms")
+	b.ReportMetric(float64(bp50.Microseconds())/1000, "bare-p50-ms")
+	b.ReportMetric(float64(bp99.Microseconds())/1000, "bare-p99-ms")
+	fmt.Fprintf(os.Stderr, "B13b: %d warm claims of each kind on a warm pool of %d: through the Kubernetes backend p50 %v p99 %v; bare SandboxClaim watched to Ready p50 %v p99 %v; backend/bare p50 %.2fx\n",
+		total, size, sp50.Round(time.Millisecond), sp99.Round(time.Millisecond), bp50.Round(time.Millisecond), bp99.Round(time.Millisecond),
+		float64(sp50)/float64(bp50))
+}
+
+var warmPoolsGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}
+
+// waitWarm waits until warm pool name has size ready members.
+func waitWarm(tb testing.TB, dyn dynamic.Interface, ns, name string, size int) {
+	tb.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		wp, err := dyn.Resource(warmPoolsGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			if ready, _, _ := unstructured.NestedInt64(wp.Object, "status", "readyReplicas"); int(ready) >= size {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("warm pool %s/%s not %d ready after 3m: %v", ns, name, size, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// bareClaim creates a SandboxClaim on warm pool pool and watches it until
+// it is Ready, as a client of agent-sandbox would without Slipway.
+func bareClaim(tb testing.TB, dyn dynamic.Interface, ns, pool, name string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	claims := dyn.Resource(claimsGVR).Namespace(ns)
+	c, err := claims.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": render.ExtensionsAPIVersion, "kind": "SandboxClaim",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": pool}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: c.GetResourceVersion()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type != watch.Modified && ev.Type != watch.Added {
+			continue
+		}
+		u := ev.Object.(*unstructured.Unstructured)
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, _ := c.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
+				return
+			}
+		}
+	}
+	tb.Fatalf("bare claim %s not Ready: %v", name, ctx.Err())
+}
+
+// deleteBare deletes a bare claim and the Sandbox and pod it got (the test
+// cluster runs no garbage collector) and waits until they are gone.
+func deleteBare(tb testing.TB, dyn dynamic.Interface, ns, name string) {
+	tb.Helper()
+	ctx := context.Background()
+	c, err := dyn.Resource(claimsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sb, _, _ := unstructured.NestedString(c.Object, "status", "sandbox", "name")
+	for _, r := range []struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}{{claimsGVR, name}, {sandboxesGVR, sb}, {podsGVR, sb}} {
+		if r.name == "" {
+			continue
+		}
+		if err := dyn.Resource(r.gvr).Namespace(ns).Delete(ctx, r.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			tb.Fatal(err)
+		}
+		for deadline := time.Now().Add(time.Minute); ; {
+			if _, err := dyn.Resource(r.gvr).Namespace(ns).Get(ctx, r.name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("%s %s/%s not gone after 1m", r.gvr.Resource, ns, r.name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}

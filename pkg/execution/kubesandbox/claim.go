@@ -1,0 +1,373 @@
+package kubesandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+)
+
+// ErrNotReady: a claim was not bound to a ready sandbox in time (it was
+// deleted); the message says what its Ready condition said last.
+var ErrNotReady = errors.New("kube: claim not ready")
+
+// await waits until claim c is bound to a ready Sandbox, then checks its
+// pod and its runner and returns the sandbox.
+func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec sandbox.Spec, created time.Time) (*sandbox.Sandbox, error) {
+	wctx, cancel := context.WithTimeout(ctx, b.o.readyTimeout)
+	defer cancel()
+	c, err := b.watchReady(wctx, c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, c.GetName(), ctx.Err())
+		}
+		return nil, err
+	}
+	name := boundName(c)
+	// The runner's identity (a pod exec: the slowest step) is asked beside
+	// the reads of the Sandbox and its pod, of the pod agent-sandbox names
+	// after its Sandbox; asked again should the Sandbox name another.
+	type answer struct {
+		id  *runner.Identity
+		err error
+	}
+	ask := func(pod string) (*runner.Client, chan answer) {
+		rc := runner.NewClient(DialRunner(b.cfg, b.namespace, pod))
+		ch := make(chan answer, 1)
+		go func() {
+			id, err := rc.Identity(ctx)
+			ch <- answer{id, err}
+		}()
+		return rc, ch
+	}
+	rc, identity := ask(name)
+	sb, err := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		<-identity
+		return nil, fmt.Errorf("kube: Sandbox %s/%s of claim %s: %w", b.namespace, name, c.GetName(), err)
+	}
+	podName := sb.GetAnnotations()[annotationPodName]
+	if podName == "" {
+		podName = name
+	}
+	if podName != name {
+		<-identity
+		rc, identity = ask(podName)
+	}
+	pod, err := b.dyn.Resource(podsGVR).Namespace(b.namespace).Get(ctx, podName, metav1.GetOptions{})
+	if err == nil {
+		err = checkImages(pod, spec.TemplateID)
+	}
+	var pl *sandbox.Placement
+	if err == nil {
+		pl, err = b.placement(ctx, sb, pod, created)
+	}
+	a := <-identity
+	if err != nil {
+		return nil, fmt.Errorf("kube: pod %s/%s of claim %s: %w", b.namespace, podName, c.GetName(), err)
+	}
+	s := b.sandboxOf(c)
+	s.ID, s.State, s.Placement, s.Runner = podName, sandbox.StateRunning, pl, rc
+	id, err := a.id, a.err
+	if err != nil {
+		return nil, fmt.Errorf("kube: runner of pod %s/%s (claim %s): %w", b.namespace, podName, c.GetName(), err)
+	}
+	var why []string
+	if id.Generation != spec.Generation {
+		why = append(why, fmt.Sprintf("generation %q, want %s", id.Generation, spec.Generation))
+	}
+	if id.SandboxID != podName {
+		why = append(why, fmt.Sprintf("sandbox %q, want %s", id.SandboxID, podName))
+	}
+	if spec.Runner.Digest != "" && id.RunnerBinarySHA256 != spec.Runner.Digest {
+		why = append(why, fmt.Sprintf("binary %s, the pinned runner image records %s", id.RunnerBinarySHA256, spec.Runner.Digest))
+	}
+	if len(why) > 0 {
+		return nil, fmt.Errorf("%w: pod %s/%s (claim %s): %s", sandbox.ErrIdentity, b.namespace, podName, c.GetName(), strings.Join(why, "; "))
+	}
+	s.RunnerBinarySHA256, s.Ready = id.RunnerBinarySHA256, time.Now()
+	return s, nil
+}
+
+// watchReady watches claim c until it is bound and Ready, and returns it
+// as it was then.
+func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
+	name := c.GetName()
+	for {
+		if ready, _, _ := readyCondition(c); ready && boundName(c) != "" {
+			return c, nil
+		}
+		w, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: c.GetResourceVersion()})
+		if err == nil {
+			c, err = b.untilReady(ctx, w, c)
+			w.Stop()
+		}
+		if ctx.Err() != nil {
+			_, reason, msg := readyCondition(c)
+			state := "not bound to a sandbox"
+			if n := boundName(c); n != "" {
+				state = "bound to Sandbox " + n + ", not ready"
+			}
+			if reason != "" {
+				state += fmt.Sprintf(" (Ready: %s: %s)", reason, msg)
+			}
+			return c, fmt.Errorf("%w: SandboxClaim %s/%s on warm pool %s: %s in time; deleted", ErrNotReady, b.namespace, name,
+				warmPoolOf(c), state)
+		}
+		if err != nil && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			time.Sleep(100 * time.Millisecond) // a broken watch: read it again
+		}
+		fresh, gerr := claims.Get(ctx, name, metav1.GetOptions{})
+		if gerr == nil {
+			c = fresh
+		} else if apierrors.IsNotFound(gerr) {
+			return c, fmt.Errorf("kube: SandboxClaim %s/%s was deleted while it was awaited", b.namespace, name)
+		}
+	}
+}
+
+// untilReady reads w until the claim is bound and Ready (nil error), the
+// watch ends (nil error, the claim as last seen) or fails.
+func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return c, ctx.Err()
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return c, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+					c = u
+					if ready, _, _ := readyCondition(c); ready && boundName(c) != "" {
+						return c, nil
+					}
+				}
+			case watch.Deleted:
+				return c, fmt.Errorf("kube: SandboxClaim %s/%s was deleted while it was awaited", b.namespace, c.GetName())
+			case watch.Error:
+				return c, apierrors.FromObject(ev.Object)
+			}
+		}
+	}
+}
+
+func warmPoolOf(c *unstructured.Unstructured) string {
+	n, _, _ := unstructured.NestedString(c.Object, "spec", "warmPoolRef", "name")
+	return n
+}
+
+// checkImages checks that every container of pod runs the image its spec
+// pins by digest (status imageID), and the workspace container the
+// template's digest templateID ("" skips that).
+func checkImages(pod *unstructured.Unstructured, templateID string) error {
+	for _, kind := range []string{"initContainers", "containers"} {
+		specs, _, _ := unstructured.NestedSlice(pod.Object, "spec", kind)
+		statuses, _, _ := unstructured.NestedSlice(pod.Object, "status", strings.TrimSuffix(kind, "s")+"Statuses")
+		for _, cs := range specs {
+			m, _ := cs.(map[string]any)
+			cname, _ := m["name"].(string)
+			image, _ := m["image"].(string)
+			_, want, ok := strings.Cut(image, "@")
+			if !ok {
+				return fmt.Errorf("%w: pod %s: container %s runs %s, not an image by digest", sandbox.ErrIdentity, pod.GetName(), cname, image)
+			}
+			if cname == render.WorkspaceContainer && templateID != "" && want != templateID {
+				return fmt.Errorf("%w: pod %s: the workspace container's image is %s, the generation pins %s", sandbox.ErrIdentity, pod.GetName(), want, templateID)
+			}
+			var got string
+			for _, st := range statuses {
+				sm, _ := st.(map[string]any)
+				if sm["name"] == cname {
+					got, _ = sm["imageID"].(string)
+				}
+			}
+			if _, d, ok := strings.Cut(got, "@"); ok {
+				got = d
+			}
+			if got != want {
+				return fmt.Errorf("%w: pod %s: container %s runs image %q, its spec pins %s", sandbox.ErrIdentity, pod.GetName(), cname, got, want)
+			}
+		}
+	}
+	return nil
+}
+
+// nodeInfo is what placement needs of a node.
+type nodeInfo struct {
+	created time.Time
+	labels  map[string]string
+	os      string
+}
+
+// placement is where a claim's sandbox runs: its node, the node's image
+// (the value of the label the pod selects its node by, render's node-image
+// pin, or else the node's OS image, its spaces made '_'), runtime class and launch type
+// (agent-sandbox's launch-type label; a cold start on a node younger than
+// the claim is a new node).
+func (b *Backend) placement(ctx context.Context, sb, pod *unstructured.Unstructured, claimed time.Time) (*sandbox.Placement, error) {
+	nodeName, _, _ := unstructured.NestedString(pod.Object, "spec", "nodeName")
+	rc, _, _ := unstructured.NestedString(pod.Object, "spec", "runtimeClassName")
+	pl := &sandbox.Placement{Cluster: b.o.cluster, Namespace: b.namespace, NodeID: nodeName, RuntimeClass: rc, LaunchType: sandbox.LaunchCold}
+	b.mu.Lock()
+	n, ok := b.nodes[nodeName]
+	b.mu.Unlock()
+	if !ok && nodeName != "" {
+		u, err := b.dyn.Resource(nodesGVR).Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("kube: node %s: %w", nodeName, err)
+		}
+		osImage, _, _ := unstructured.NestedString(u.Object, "status", "nodeInfo", "osImage")
+		// A manifest's ids hold no white space: "Debian GNU/Linux 13
+		// (trixie)" is recorded as Debian_GNU/Linux_13_(trixie).
+		n = nodeInfo{created: u.GetCreationTimestamp().Time, labels: u.GetLabels(), os: strings.Join(strings.Fields(osImage), "_")}
+		b.mu.Lock()
+		b.nodes[nodeName] = n
+		b.mu.Unlock()
+	}
+	pl.NodeImageID = n.os
+	if sel, _, _ := unstructured.NestedStringMap(pod.Object, "spec", "nodeSelector"); len(sel) == 1 {
+		for k := range sel {
+			if v := n.labels[k]; v != "" {
+				pl.NodeImageID = v
+			}
+		}
+	}
+	switch sb.GetLabels()[labelLaunchType] {
+	case "warm":
+		pl.LaunchType = sandbox.LaunchWarm
+	default:
+		if n.created.After(claimed) {
+			pl.LaunchType = sandbox.LaunchNewNode
+		}
+	}
+	return pl, nil
+}
+
+// Delete releases sandbox id: its SandboxClaim is deleted, and the Sandbox
+// and pod the claim got (without waiting for the cluster's garbage
+// collector), and Delete returns once the API server has none of the three
+// any more. id may also be the name of a claim not bound yet. A sandbox
+// that does not exist (any more) is no error.
+func (b *Backend) Delete(ctx context.Context, id string) error {
+	name, err := b.claimOf(ctx, id)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.o.deleteTimeout)
+	defer cancel()
+	return b.deleteClaim(ctx, name, "")
+}
+
+// claimOf is the name of the claim of sandbox id ("" when there is none).
+func (b *Backend) claimOf(ctx context.Context, id string) (string, error) {
+	b.mu.Lock()
+	name, ok := b.claims[id]
+	b.mu.Unlock()
+	if ok {
+		return name, nil
+	}
+	all, err := b.List(ctx, sandbox.Filter{})
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range all {
+		if s.ID == id {
+			return b.claims[id], nil
+		}
+	}
+	return "", nil
+}
+
+// deleteClaim deletes claim name (of uid, when given), the Sandbox it is
+// bound to and that Sandbox's pod, and waits until all three are gone.
+func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) error {
+	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
+	c, err := claims.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, name, err)
+	}
+	if uid == "" {
+		uid = c.GetUID()
+	}
+	background := metav1.DeletePropagationBackground
+	err = claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kube: delete SandboxClaim %s/%s: %w", b.namespace, name, err)
+	}
+	type ref struct {
+		res  string
+		name string
+	}
+	gone := []ref{{"SandboxClaim", name}}
+	if sbName := boundName(c); sbName != "" {
+		sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
+		sb, err := sandboxes.Get(ctx, sbName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("kube: Sandbox %s/%s: %w", b.namespace, sbName, err)
+		case metav1.IsControlledBy(sb, c):
+			podName := sb.GetAnnotations()[annotationPodName]
+			if podName == "" {
+				podName = sbName
+			}
+			sbUID := sb.GetUID()
+			if err := sandboxes.Delete(ctx, sbName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sbUID}, PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("kube: delete Sandbox %s/%s: %w", b.namespace, sbName, err)
+			}
+			pods := b.dyn.Resource(podsGVR).Namespace(b.namespace)
+			if pod, err := pods.Get(ctx, podName, metav1.GetOptions{}); err == nil && metav1.IsControlledBy(pod, sb) {
+				podUID := pod.GetUID()
+				if err := pods.Delete(ctx, podName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &podUID}}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("kube: delete pod %s/%s: %w", b.namespace, podName, err)
+				}
+			}
+			gone = append(gone, ref{"Sandbox", sbName}, ref{"pod", podName})
+			b.mu.Lock()
+			delete(b.claims, podName)
+			delete(b.claims, sbName)
+			b.mu.Unlock()
+		}
+	}
+	b.mu.Lock()
+	delete(b.claims, name)
+	b.mu.Unlock()
+	for _, r := range gone {
+		gvr := map[string]schemaGVR{"SandboxClaim": claimsGVR, "Sandbox": sandboxesGVR, "pod": podsGVR}[r.res]
+		for {
+			_, err := b.dyn.Resource(gvr).Namespace(b.namespace).Get(ctx, r.name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kube: %s %s/%s still there after its deletion: %w", r.res, b.namespace, r.name, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,705 @@
+package runtime
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
+)
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// Server is the runtime's HTTP API (JSON, bearer-token auth):
+//
+//	POST /v1/pools/{pool}/claims      claim a sandbox        -> Grant (201; 200 adopted)
+//	POST /v1/claims/{run}/exec        run a command           -> ExecResult
+//	POST /v1/claims/{run}/release     end the claim
+//	POST /v1/claims/{run}/identity    the claim's runner says who it is -> ClaimIdentity
+//	GET  /v1/runs/{run}               the run manifest
+//	GET  /v1/pools/{pool}             per generation: warm ready, claimed
+//	GET  /v1/info                     observed revision, protocols, limits
+//	GET  /v1/policy                   revision in effect, its age, the rules
+//	POST /v1/credentials/check        a provider's check of a token
+//	POST /v1/sync                     read the config repository now
+//	GET  /v1/cleanup                  cleanup remaining and recent (reconciler records)
+//	GET  /metrics                     Prometheus (bounded labels only)
+//	GET  /healthz                     no token needed
+type Server struct {
+	rt      *Runtime
+	sync    *Syncer
+	backend sandbox.Backend
+	token   []byte
+	mux     *http.ServeMux
+
+	metrics *telemetry.Metrics
+}
+
+// ServerOption configures NewServer.
+type ServerOption func(*serverOptions)
+
+type serverOptions struct {
+	metrics *telemetry.Metrics
+	cleanup func(ctx context.Context) (any, error)
+}
+
+// WithCleanup serves GET /v1/cleanup from view: what cleanup remains and
+// what was done lately (the runtime's cleanup reconciler's records).
+func WithCleanup(view func(ctx context.Context) (any, error)) ServerOption {
+	return func(o *serverOptions) { o.cleanup = view }
+}
+
+// WithMetrics serves m on GET /metrics (default: a private set with no
+// environment label). m must not serve another Server.
+func WithMetrics(m *telemetry.Metrics) ServerOption {
+	return func(o *serverOptions) { o.metrics = m }
+}
+
+// NewServer serves rt to clients presenting token; sync (nil for a runtime
+// that does not follow a config repository) serves /v1/sync.
+func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string, opts ...ServerOption) (*Server, error) {
+	if len(token) < 16 {
+		return nil, errors.New("runtime: the API token must have at least 16 characters")
+	}
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := o.metrics
+	if m == nil {
+		var err error
+		if m, err = telemetry.NewMetrics(); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), metrics: m}
+	if err := m.ObservePools(s.samplePools); err != nil {
+		return nil, err
+	}
+	if rt != nil {
+		if err := m.ObservePolicyDenials(rt.PolicyDenials); err != nil {
+			return nil, err
+		}
+	}
+
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := backend.Health(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	s.mux.Handle("GET /metrics", s.auth(m.Handler().ServeHTTP))
+	if view := o.cleanup; view != nil {
+		s.mux.Handle("GET /v1/cleanup", s.auth(func(w http.ResponseWriter, r *http.Request) {
+			v, err := view(r.Context())
+			if err != nil {
+				writeError(w, http.StatusInternalServerError, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}))
+	}
+	s.mux.Handle("POST /v1/pools/{pool}/claims", s.auth(s.claim))
+	s.mux.Handle("POST /v1/claims/{run}/exec", s.auth(s.exec))
+	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))
+	s.mux.Handle("POST /v1/claims/{run}/identity", s.auth(s.identity)) // identity.go
+	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
+	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
+	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))
+	s.mux.Handle("GET /v1/info", s.auth(s.info))
+	s.mux.Handle("GET /v1/policy", s.auth(s.policy))
+	s.mux.Handle("POST /v1/credentials/check", s.auth(s.checkCredential))
+	s.mux.Handle("POST /v1/pools/{pool}/proofs", s.auth(s.prove))
+	s.mux.Handle("POST /v1/pools/{pool}/generations/{generation}/stop", s.auth(func(w http.ResponseWriter, r *http.Request) {
+		stopped, err := s.rt.Stop(r.Context(), r.PathValue("pool"), r.PathValue("generation"))
+		if stopped == nil {
+			stopped = []string{}
+		}
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, StopResult{Stopped: stopped})
+	}))
+	s.mux.Handle("POST /v1/sync", s.auth(func(w http.ResponseWriter, r *http.Request) {
+		if s.sync == nil {
+			writeError(w, http.StatusNotImplemented, errors.New("this runtime does not follow a config repository"))
+			return
+		}
+		d, err := s.sync.Sync(r.Context())
+		if err != nil {
+			writeError(w, http.StatusBadGateway, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"observedRevision": d.Revision})
+	}))
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// auth refuses requests without the bearer token: 401 and nothing else.
+func (s *Server) auth(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="slipway"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		h(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// decode reads a JSON body strictly: 400 with a reason otherwise.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, errors.New("request body: one JSON object expected"))
+		return false
+	}
+	return true
+}
+
+// ClaimBody is the body of POST /v1/pools/{pool}/claims.
+//
+// RequestKey (1 to 128 characters of [A-Za-z0-9._:-]) makes the claim
+// idempotent: while the claim it made is open, the same key answers that
+// claim's grant again with 200 and "adopted": true (a new claim is 201);
+// a key whose claim has ended is refused with 409.
+type ClaimBody struct {
+	Tenant          string  `json:"tenant,omitempty"`
+	SessionID       string  `json:"sessionId,omitempty"`
+	DeadlineSeconds float64 `json:"deadlineSeconds,omitempty"`
+	RequestKey      string  `json:"requestKey,omitempty"`
+}
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	var b ClaimBody
+	if !decode(w, r, &b) {
+		return
+	}
+	if b.DeadlineSeconds < 0 {
+		writeError(w, http.StatusBadRequest, errors.New("deadlineSeconds < 0"))
+		return
+	}
+	if b.RequestKey != "" {
+		if err := CheckRequestKey(b.RequestKey); err != nil {
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+	}
+	req := ClaimRequest{Pool: r.PathValue("pool"), Tenant: b.Tenant, SessionID: b.SessionID, RequestKey: b.RequestKey}
+	if b.DeadlineSeconds > 0 {
+		req.Deadline = time.Now().Add(time.Duration(b.DeadlineSeconds * float64(time.Second)))
+	}
+	start := time.Now()
+	g, err := s.rt.Claim(r.Context(), req)
+	switch {
+	case errors.Is(err, ErrStale):
+		writeError(w, http.StatusServiceUnavailable, err)
+		return
+	case errors.Is(err, ErrNoActive), errors.Is(err, ErrRequestKeyUsed):
+		writeError(w, http.StatusConflict, err)
+		return
+	case errors.Is(err, ErrRequestKeyInvalid):
+		writeError(w, http.StatusBadRequest, err)
+		return
+	case errors.Is(err, ErrNoPool):
+		writeError(w, http.StatusNotFound, err)
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if g.Adopted {
+		writeJSON(w, http.StatusOK, g)
+		return
+	}
+	// Pools come from the config repository, not the client: a bounded set.
+	s.metrics.SandboxCreated(r.Context(), req.Pool, g.Generation, g.Warm, time.Since(start))
+	writeJSON(w, http.StatusCreated, g)
+}
+
+// ExecBody is the body of POST /v1/claims/{run}/exec.
+type ExecBody struct {
+	Token string            `json:"token"`
+	Argv  []string          `json:"argv"`
+	Env   map[string]string `json:"env,omitempty"`
+	Dir   string            `json:"dir,omitempty"`
+	// TimeoutSeconds stops the command after this long (0: none): SIGTERM
+	// to its process group, GraceSeconds later SIGKILL. ExecResult.Stop
+	// says which ended it.
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
+	// GraceSeconds is the wait between SIGTERM and SIGKILL: 2 when 0, at
+	// most 60.
+	GraceSeconds float64 `json:"graceSeconds,omitempty"`
+	// MaxOutput bounds the output kept: stdout and stderr together (the
+	// first MaxOutput bytes) without KeepTail, each stream with it.
+	// runner.DefaultMaxOutput when 0, at most runner.MaxOutputLimit.
+	MaxOutput int64 `json:"maxOutput,omitempty"`
+	// KeepTail keeps, per stream, the first MaxOutput/2 bytes and the last
+	// MaxOutput/2, with the line "\n[... N bytes dropped ...]\n" between
+	// them when bytes were dropped: the end of a command stopped at its
+	// deadline is kept. The runtime bounds the streams itself, in memory
+	// that never exceeds MaxOutput per stream; the runner still drops
+	// whatever the command writes beyond runner.MaxOutputLimit bytes in
+	// all, so past that the tail kept is not the command's last output.
+	KeepTail bool `json:"keepTail,omitempty"`
+	// Stream answers with the output as it is produced: NDJSON ExecFrames
+	// (stdout and stderr chunks, then the exit), instead of one ExecResult
+	// at exit (execstream.go). MaxOutput then bounds what is streamed
+	// (runner.MaxOutputLimit when 0); KeepTail does not apply.
+	Stream bool `json:"stream,omitempty"`
+}
+
+// ExecResult answers an exec.
+type ExecResult struct {
+	ExitCode int    `json:"exitCode"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	// Truncated says output was dropped; DroppedBytes counts it.
+	Truncated    bool  `json:"truncated"`
+	DroppedBytes int64 `json:"droppedBytes"`
+	TimedOut     bool  `json:"timedOut"`
+	// Stop says how a stop (at the timeout, or when the exec was
+	// cancelled) ended the command: "" (it exited by itself),
+	// "terminated" (it exited within the grace after SIGTERM) or "killed"
+	// (it needed SIGKILL).
+	Stop string `json:"stop,omitempty"`
+	// Outcome names the sandbox limit that ended the command, if one did
+	// (oom_killed, pids_exhausted, disk_full, cpu_time_exceeded).
+	Outcome string `json:"outcome,omitempty"`
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var b ExecBody
+	if !decode(w, r, &b) {
+		return
+	}
+	if len(b.Argv) == 0 {
+		writeError(w, http.StatusBadRequest, errors.New("argv: required"))
+		return
+	}
+	if b.TimeoutSeconds < 0 || b.GraceSeconds < 0 || b.GraceSeconds*1000 > runner.MaxGraceMs || b.MaxOutput < 0 || b.MaxOutput > runner.MaxOutputLimit {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("timeoutSeconds %g, graceSeconds %g or maxOutput %d out of range (graceSeconds 0 to %d, maxOutput 0 to %d)",
+			b.TimeoutSeconds, b.GraceSeconds, b.MaxOutput, runner.MaxGraceMs/1000, runner.MaxOutputLimit))
+		return
+	}
+	req := runner.ExecRequest{Argv: b.Argv, Env: b.Env, Dir: b.Dir, MaxOutput: b.MaxOutput,
+		TimeoutMs: int64(b.TimeoutSeconds * 1000), GraceMs: int64(b.GraceSeconds * 1000)}
+	if b.Stream {
+		s.execStream(w, r, b, req) // execstream.go
+		return
+	}
+	var out, errb interface {
+		io.Writer
+		String() string
+	}
+	var kept func() int64
+	if b.KeepTail {
+		limit := cmp.Or(b.MaxOutput, runner.DefaultMaxOutput)
+		o, e := newHeadTail(limit), newHeadTail(limit)
+		out, errb = o, e
+		kept = func() int64 { return int64(o.kept() + e.kept()) }
+		req.MaxOutput = runner.MaxOutputLimit // the runtime bounds it
+	} else {
+		o, e := &bytes.Buffer{}, &bytes.Buffer{}
+		out, errb = o, e
+		kept = func() int64 { return int64(o.Len() + e.Len()) }
+	}
+	st, err := s.rt.Exec(r.Context(), r.PathValue("run"), b.Token, req, out, errb)
+	if err != nil {
+		writeError(w, claimStatus(err), err)
+		return
+	}
+	dropped := max(st.OutputBytes-kept(), 0)
+	writeJSON(w, http.StatusOK, ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(),
+		Truncated: st.Truncated || dropped > 0, DroppedBytes: dropped, TimedOut: st.TimedOut, Stop: st.Stop, Outcome: st.Outcome})
+}
+
+func claimStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrNoClaim):
+		return http.StatusNotFound
+	case errors.Is(err, ErrFenced):
+		return http.StatusConflict
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// ReleaseBody is the body of POST /v1/claims/{run}/release.
+type ReleaseBody struct {
+	Token    string `json:"token"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	var b ReleaseBody
+	if !decode(w, r, &b) {
+		return
+	}
+	start := time.Now()
+	pool := s.rt.poolOf(r.PathValue("run"))
+	if err := s.rt.Release(r.Context(), r.PathValue("run"), b.Token, b.ExitCode); err != nil {
+		writeError(w, claimStatus(err), err)
+		return
+	}
+	s.metrics.Released(r.Context(), pool, time.Since(start))
+	writeJSON(w, http.StatusOK, map[string]string{"released": r.PathValue("run")})
+}
+
+// poolOf is the pool of an open claim ("" when there is none).
+func (r *Runtime) poolOf(runID string) string {
+	c, err := r.lookup(runID)
+	if err != nil {
+		return ""
+	}
+	return c.pool
+}
+
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	m, err := s.rt.store.Get(r.Context(), r.PathValue("run"))
+	if errors.Is(err, runs.ErrNotFound) {
+		writeError(w, http.StatusNotFound, err)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// QueryParams are the query parameters of GET /v1/runs, each a field of
+// runs.Query; any other parameter is refused.
+//
+// runner is a synonym of runner_image (the runner IMAGE's digest, as
+// runs.Query.RunnerImage); runner_binary is the runner BINARY's sha256.
+var QueryParams = []string{"template", "runner_image", "runner", "runner_binary", "node_image", "node", "runtime_class", "policy",
+	"secret_version", "generation", "request_key", "package", "limit"}
+
+// queryRuns lists the runs matching the query parameters (at least one
+// artifact criterion): {"runs": [ids]}.
+func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	ids, err := s.rt.store.Query(r.Context(), q)
+	if errors.Is(err, runs.ErrInvalid) {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"runs": ids})
+}
+
+// queryFields maps the query parameters of GET /v1/runs (but limit and
+// the runner synonym) to q's fields; the server and Client share it.
+func queryFields(q *runs.Query) map[string]*string {
+	return map[string]*string{"template": &q.Template, "runner_image": &q.RunnerImage, "runner_binary": &q.RunnerBinary,
+		"node_image": &q.NodeImage, "node": &q.Node, "runtime_class": &q.RuntimeClass, "policy": &q.Policy, "secret_version": &q.SecretVersion,
+		"generation": &q.Generation, "request_key": &q.RequestKey, "package": &q.Package}
+}
+
+// querySynonyms are the other names of query parameters: runner is the
+// runner image's digest, as before the runner's binary had a criterion.
+var querySynonyms = map[string]string{"runner": "runner_image"}
+
+func parseQuery(v url.Values) (runs.Query, error) {
+	var q runs.Query
+	fields := queryFields(&q)
+	for k, vals := range v {
+		if len(vals) != 1 {
+			return q, fmt.Errorf("query parameter %q given %d times, want once", k, len(vals))
+		}
+		if k == "limit" {
+			n, err := strconv.Atoi(vals[0])
+			if err != nil || n < 0 {
+				return q, fmt.Errorf("limit %q is not a count", vals[0])
+			}
+			q.Limit = n
+			continue
+		}
+		name := k
+		if syn, ok := querySynonyms[k]; ok {
+			if _, both := v[syn]; both {
+				return q, fmt.Errorf("query parameters %q and %q name the same criterion: give one", k, syn)
+			}
+			name = syn
+		}
+		f, ok := fields[name]
+		if !ok {
+			return q, fmt.Errorf("unknown query parameter %q (want %s)", k, strings.Join(QueryParams, ", "))
+		}
+		*f = vals[0]
+	}
+	return q, nil
+}
+
+// GenerationStatus is one generation's sandboxes in a pool.
+type GenerationStatus struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Ready   int    `json:"warmReady"`
+	Warming int    `json:"warming"`
+	Claimed int    `json:"claimed"`
+	// Runs are the open claims' run ids (Claimed of them).
+	Runs []string `json:"runs"`
+	// Sandboxes are the generation's live sandboxes, warm and claimed.
+	Sandboxes []SandboxStatus `json:"sandboxes"`
+}
+
+// SandboxStatus is one sandbox as pool status shows it: what it was made
+// from never changes for its life.
+type SandboxStatus struct {
+	ID    string        `json:"id"`
+	Owner string        `json:"owner"`
+	State sandbox.State `json:"state"`
+	// RunnerImageDigest is the digest of the runner IMAGE the sandbox's
+	// generation pins ("" when the runtime no longer has that generation);
+	// RunnerBinarySHA256 the sha256 of the runner BINARY the sandbox runs.
+	RunnerImageDigest  string `json:"runnerImageDigest"`
+	RunnerBinarySHA256 string `json:"runnerBinarySha256"`
+	TemplateID         string `json:"templateId"`
+}
+
+func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("pool")
+	d, _ := s.rt.desired()
+	if d == nil || d.Pools[name] == nil {
+		writeError(w, http.StatusNotFound, fmt.Errorf("%w: %q", ErrNoPool, name))
+		return
+	}
+	all, err := s.backend.List(r.Context(), sandbox.Filter{Pool: name})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	st := poolStatusOf(name, d, all)
+	if cp, ok := s.backend.(sandbox.ClusterPools); ok {
+		counts, err := cp.WarmCounts(r.Context(), name)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		addWarmCounts(st, counts)
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// addWarmCounts counts the warm members a cluster keeps (its List shows
+// claimed sandboxes only) in pool status st.
+func addWarmCounts(st *PoolStatus, counts map[string]sandbox.WarmCount) {
+	for i := range st.Generations {
+		c := counts[st.Generations[i].ID]
+		st.Generations[i].Ready += c.Ready
+		st.Generations[i].Warming += c.Warming
+	}
+}
+
+// poolStatusOf counts the pool's sandboxes per generation: those the
+// desired state names, in its order, then any other that still has
+// sandboxes (State "").
+func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *PoolStatus {
+	out := &PoolStatus{Pool: name, ObservedRevision: d.Revision, Generations: []GenerationStatus{}}
+	index := map[string]int{}
+	for _, e := range d.Pools[name].State.Generations {
+		index[e.ID] = len(out.Generations)
+		out.Generations = append(out.Generations, GenerationStatus{ID: e.ID, State: e.State, Runs: []string{}, Sandboxes: []SandboxStatus{}})
+	}
+	for _, sb := range all {
+		if sb.State == sandbox.StateDead {
+			continue
+		}
+		i, ok := index[sb.Generation]
+		if !ok {
+			i = len(out.Generations)
+			index[sb.Generation] = i
+			out.Generations = append(out.Generations, GenerationStatus{ID: sb.Generation, Runs: []string{}, Sandboxes: []SandboxStatus{}})
+		}
+		gs := &out.Generations[i]
+		image := ""
+		if g := d.Pools[name].Generations[sb.Generation]; g != nil {
+			image = g.Pins[generation.Runner].Identity()
+		}
+		gs.Sandboxes = append(gs.Sandboxes, SandboxStatus{ID: sb.ID, Owner: sb.Owner, State: sb.State,
+			RunnerImageDigest: image, RunnerBinarySHA256: sb.RunnerBinarySHA256, TemplateID: sb.TemplateID})
+		switch {
+		case sb.Owner != sandbox.OwnerWarm:
+			gs.Claimed++
+			gs.Runs = append(gs.Runs, sb.Owner)
+		case sb.State == sandbox.StateRunning:
+			gs.Ready++
+		default:
+			gs.Warming++
+		}
+	}
+	for i := range out.Generations {
+		slices.Sort(out.Generations[i].Runs)
+	}
+	return out
+}
+
+// samplePools is what the metrics read at each scrape: per pool, its
+// sandboxes by class, and the active generation's ready warm members
+// against its warm size.
+func (s *Server) samplePools(ctx context.Context) ([]telemetry.PoolSample, error) {
+	all, err := s.backend.List(ctx, sandbox.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	d, _ := s.rt.desired()
+	byPool := map[string]*telemetry.PoolSample{}
+	sample := func(pool string) *telemetry.PoolSample {
+		if byPool[pool] == nil {
+			byPool[pool] = &telemetry.PoolSample{Pool: pool}
+		}
+		return byPool[pool]
+	}
+	active := map[string]string{}
+	if d != nil {
+		for name, p := range d.Pools {
+			ps := sample(name)
+			for _, e := range p.State.Generations {
+				if e.State == "active" {
+					active[name] = e.ID
+					ps.WarmTarget = p.Pool.Spec.WarmSize
+					if n := stateWarmSize(p, e.ID); n > 0 {
+						ps.WarmTarget = n
+					}
+				}
+			}
+		}
+	}
+	for _, sb := range all {
+		ps := sample(sb.Pool)
+		switch {
+		case sb.State == sandbox.StateDead:
+			ps.Dead++
+		case sb.Owner == sandbox.OwnerWarm:
+			ps.Warm++
+			if sb.State == sandbox.StateRunning && sb.Generation == active[sb.Pool] {
+				ps.Ready++
+			}
+		default:
+			ps.Claimed++
+		}
+	}
+	// A cluster keeps its warm members out of List: it counts them.
+	if cp, ok := s.backend.(sandbox.ClusterPools); ok && d != nil {
+		for name := range d.Pools {
+			counts, err := cp.WarmCounts(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			for gen, c := range counts {
+				byPool[name].Warm += c.Ready + c.Warming
+				if gen == active[name] {
+					byPool[name].Ready += c.Ready
+				}
+			}
+		}
+	}
+	out := make([]telemetry.PoolSample, 0, len(byPool))
+	for _, ps := range byPool {
+		out = append(out, *ps)
+	}
+	return out, nil
+}
+
+// Confinement is what a backend says about how its sandboxes are confined,
+// for GET /v1/info, when it is not the local backend's (setrlimit and a
+// deadline, a network namespace of their own).
+type Confinement interface {
+	Confinement() (limits, network string)
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	d, at := s.rt.desired()
+	out := Info{
+		ControlPlaneProtocol: generation.Range{Min: MinControlPlaneProtocol, Max: ControlPlaneProtocol},
+		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
+		Limits:               LimitsInfo{Cgroup: "none", Enforced: []string{}, Description: "setrlimit and a wall-clock deadline per command"},
+		Network:              "deny (own network namespace, loopback only)",
+	}
+	if e := enforcement(s.backend); e != nil {
+		out.Limits = LimitsInfo{Cgroup: e.Cgroup, Enforced: e.Enforced, How: e.How, Unavailable: e.Unavailable,
+			Description: "setrlimit and a wall-clock deadline per command; the pool's limits as Enforced says"}
+	}
+	if c, ok := s.backend.(Confinement); ok {
+		out.Limits.Description, out.Network = c.Confinement()
+	}
+	if d != nil {
+		out.ObservedRevision, out.ObservedAt = d.Revision, at.UTC()
+	}
+	if s.sync != nil {
+		if _, _, err := s.sync.Current(); err != nil {
+			out.LastSyncError = err.Error()
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// prove runs a rollout's proof checks (POST /v1/pools/{pool}/proofs).
+func (s *Server) prove(w http.ResponseWriter, r *http.Request) {
+	var req ProofRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	res, err := s.rt.Prove(r.Context(), r.PathValue("pool"), req)
+	switch {
+	case errors.Is(err, ErrNoPool):
+		writeError(w, http.StatusNotFound, err)
+	case errors.Is(err, ErrStale):
+		writeError(w, http.StatusServiceUnavailable, err)
+	case errors.Is(err, ErrProofRefused):
+		writeError(w, http.StatusConflict, err)
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, res)
+	}
+}

@@ -1,0 +1,139 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/config/pool"
+	"github.com/slipway-dev/slipway/pkg/execution/egress"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
+)
+
+// BenchmarkB11BoundsCost is benchmark B11's runtime half: B6's claim
+// storm (concurrent Runtime.Claim on the local bubblewrap backend, a real
+// runner, SQLite run store) on a pool without limits or network, then on
+// one with every limit (cgroup cpu, memory and pids where the host has
+// them, RLIMIT_NOFILE, a sized tmpfs workspace) and an allow-list network
+// (a per-sandbox egress proxy, forwarded by the runner), in the same run.
+// It prints warm-hit p99 and cold-start p50 of each on lines starting
+// "B11". Targets: warm p99 with bounds under 20 ms; cold-start p50 with
+// bounds within 1.2x of without, each over two rounds taken in the order
+// off, on, on, off. (The proxy's throughput is B11's other
+// half, in package egress.)
+//
+//	go test -run '^$' -bench B11 -benchtime 1x -timeout 30m ./pkg/execution/runtime/
+//	BENCH_SMOKE=1 go test -run '^$' -bench B11 -benchtime 1x ./pkg/execution/runtime/   # seconds
+func BenchmarkB11BoundsCost(b *testing.B) {
+	warmSize, claims := 20, 60
+	if os.Getenv("BENCH_SMOKE") != "" {
+		warmSize, claims = 4, 12
+	}
+	const warmTarget, coldRatio = 20 * time.Millisecond, 1.2
+	ctx := context.Background()
+	w := newWarmWorld(b)
+	g1 := w.generation(b, nil)
+	type result struct{ warm, cold []time.Duration }
+	round := func(bounded bool) result {
+		var rtp atomic.Pointer[runtime.Runtime]
+		be := newLocalBackend(b, local.WithEgressRecorder(func(id string, a egress.Attempt) { rtp.Load().RecordEgress(id, a) }))
+		d := w.desired(b, "rev-b11", warmSize, g1)
+		if bounded {
+			spec := &d.Pools["agents"].Pool.Spec
+			spec.Limits = pool.Limits{CPU: "1", Memory: "256Mi", Pids: 256, OpenFiles: 1024, Workspace: "64Mi"}
+			spec.AcceptUnenforced = pool.LimitNames // a host without cgroups still runs it (and says so)
+			spec.Network = pool.Network{Mode: "allow-list", Allow: []string{"192.0.2.10/32:443"}}
+		}
+		warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(b.TempDir()))
+		rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, newStore(b), time.Minute)
+		defer rt.Close()
+		rtp.Store(rt)
+		fillWarm(b, ctx, warm, be, d, g1.ID, warmSize)
+		grants := make([]*runtime.Grant, claims)
+		lat := make([]time.Duration, claims)
+		errs := make([]error, claims)
+		start := make(chan struct{})
+		var ready, done sync.WaitGroup
+		for i := range claims {
+			ready.Add(1)
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				ready.Done()
+				<-start
+				t0 := time.Now()
+				grants[i], errs[i] = rt.Claim(ctx, runtime.ClaimRequest{Pool: "agents", Tenant: "bench", SessionID: fmt.Sprintf("s-%d", i)})
+				lat[i] = time.Since(t0)
+			}()
+		}
+		ready.Wait()
+		close(start)
+		done.Wait()
+		var r result
+		for i, g := range grants {
+			switch {
+			case errs[i] != nil:
+				b.Fatalf("claim %d (bounded %v): %v", i, bounded, errs[i])
+			case g.Warm:
+				r.warm = append(r.warm, lat[i])
+			default:
+				r.cold = append(r.cold, lat[i])
+			}
+		}
+		var rel sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for _, g := range grants {
+			rel.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer rel.Done()
+				defer func() { <-sem }()
+				if err := rt.Release(ctx, g.RunID, g.Token, nil); err != nil {
+					b.Errorf("release %s: %v", g.RunID, err)
+				}
+			}()
+		}
+		rel.Wait()
+		if len(r.warm) == 0 || len(r.cold) == 0 {
+			b.Fatalf("bounded %v: %d warm hits and %d cold starts; both are measured", bounded, len(r.warm), len(r.cold))
+		}
+		return r
+	}
+	// Rounds in the order off, on, on, off, samples pooled by kind: the
+	// later rounds of a process run on a machine its earlier ones warmed
+	// (page cache, cgroup and mount tables, the template unpacked), and
+	// the mirrored order gives each kind the same share of that.
+	var off, on result
+	for b.Loop() {
+		off, on = result{}, result{}
+		for _, bounded := range []bool{false, true, true, false} {
+			r := round(bounded)
+			p := &off
+			if bounded {
+				p = &on
+			}
+			p.warm, p.cold = append(p.warm, r.warm...), append(p.cold, r.cold...)
+		}
+	}
+	offW, onW := percentile(off.warm, 99), percentile(on.warm, 99)
+	offC, onC := percentile(off.cold, 50), percentile(on.cold, 50)
+	ratio := float64(onC) / float64(offC)
+	b.ReportMetric(ms(onW), "bounded-warm-p99-ms")
+	b.ReportMetric(ratio, "cold-p50-ratio")
+	verdict := func(ok bool) string {
+		if ok {
+			return "MET"
+		}
+		return "MISSED"
+	}
+	fmt.Printf("B11: warm pool %d, %d concurrent claims each, local bubblewrap backend; bounds = limits (cpu, memory, pids, openFiles, workspace) + allow-list egress proxy\n", warmSize, claims)
+	fmt.Printf("B11: without bounds: warm n=%-3d p99=%8.2fms  cold n=%-3d p50=%8.2fms\n", len(off.warm), ms(offW), len(off.cold), ms(offC))
+	fmt.Printf("B11: with bounds:    warm n=%-3d p99=%8.2fms  cold n=%-3d p50=%8.2fms\n", len(on.warm), ms(onW), len(on.cold), ms(onC))
+	fmt.Printf("B11: warm p99 with bounds %.2fms (target < %v: %s); cold p50 ratio %.2fx (target <= %.1fx: %s)\n",
+		ms(onW), warmTarget, verdict(onW < warmTarget), ratio, coldRatio, verdict(ratio <= coldRatio))
+}

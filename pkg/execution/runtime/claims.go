@@ -1,0 +1,595 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+)
+
+// Errors of claims.
+var (
+	// ErrStale: the runtime's view of the config repository is older than
+	// its maximum staleness; claims wait for a fresh one (HTTP 503).
+	ErrStale = errors.New("runtime: the view of the config repository is stale")
+	// ErrFenced: a request carried a fencing token of an earlier allocation
+	// attempt (or none that matches), or its attempt ended while it ran; it
+	// is refused. Grant says what the claim's current attempt is.
+	ErrFenced = errors.New("runtime: fenced: the token is not the claim's current one")
+	// ErrNoClaim: no claim with this run id is open.
+	ErrNoClaim = errors.New("runtime: no such claim")
+	// ErrClosed: the Runtime was closed; it grants no more claims.
+	ErrClosed = errors.New("runtime: closed")
+)
+
+// Named defaults of claims.
+const (
+	// DefaultHeartbeatInterval is how often the runtime pings the runner of
+	// every open claim; a ping unanswered within the interval is missed.
+	DefaultHeartbeatInterval = time.Second
+	// DefaultHeartbeatMisses is how many heartbeats in a row a runner may
+	// miss before its claim moves to a new sandbox.
+	DefaultHeartbeatMisses = 3
+	// DefaultReadyFreshness: a warm member whose runner answered within
+	// the last second is handed to a claim without a ping of its own.
+	DefaultReadyFreshness = time.Second
+	// maxClaimAttempts bounds the sandboxes one Claim tries when they are
+	// not ready in time (the claim's deadline bounds them too).
+	maxClaimAttempts = 5
+	// defaultReadyTimeout applies when a pool sets no readyTimeout.
+	defaultReadyTimeout = 30 * time.Second
+)
+
+// Runtime grants claims on warm pools, fences their allocation attempts,
+// watches their runners' heartbeats, issues their credentials, and
+// records a run manifest for every claim.
+//
+// A Runtime runs one heartbeat monitor per open claim from the moment it
+// is granted until it is released; Close stops them all.
+type Runtime struct {
+	desired      func() (*Desired, time.Time)
+	warm         *Warm
+	store        runs.Store
+	maxStaleness time.Duration
+	node         string
+	now          func() time.Time
+	o            runtimeOptions
+	logMu        sync.Mutex
+
+	mu     sync.Mutex
+	claims map[string]*claim
+	keys   map[string]*keyed // by request key
+	proofs map[string]bool   // owners of the proof claims under way
+	closed bool
+	stop   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+
+	egress egressLog // attempts of sandboxes' egress proxies (egress.go)
+}
+
+// RuntimeOption configures NewRuntime. Options cannot fail: a value out of
+// range keeps the default, as each option says.
+type RuntimeOption func(*runtimeOptions)
+
+type runtimeOptions struct {
+	every     time.Duration
+	misses    int
+	freshness time.Duration
+	broker    *Broker
+	log       io.Writer
+	noRenew   bool
+}
+
+// WithCredentialRenewal turns the renewal of open claims' credentials
+// (at RenewAt of their lifetime; the default) on or off. Off, a run that
+// outlives its credential holds an expired one: providers refuse it with
+// ErrCredentialExpired.
+func WithCredentialRenewal(on bool) RuntimeOption {
+	return func(o *runtimeOptions) { o.noRenew = !on }
+}
+
+// WithHeartbeat sets how often the runtime pings each open claim's runner
+// (every; a ping unanswered within that long is missed) and after how many
+// missed pings in a row the claim moves (misses). Zero or negative values
+// keep DefaultHeartbeatInterval and DefaultHeartbeatMisses.
+func WithHeartbeat(every time.Duration, misses int) RuntimeOption {
+	return func(o *runtimeOptions) {
+		if every > 0 {
+			o.every = every
+		}
+		if misses > 0 {
+			o.misses = misses
+		}
+	}
+}
+
+// WithReadyFreshness sets how recently a warm member's runner must have
+// answered (Reconcile pings warm members every 500 ms) for a claim to take
+// it without pinging it again: d > 0 sets it, d < 0 makes every claim ping,
+// 0 keeps DefaultReadyFreshness.
+func WithReadyFreshness(d time.Duration) RuntimeOption {
+	return func(o *runtimeOptions) {
+		switch {
+		case d > 0:
+			o.freshness = d
+		case d < 0:
+			o.freshness = 0
+		}
+	}
+}
+
+// WithBroker issues the claims' credentials from b; nil keeps the default,
+// a broker of the runtime's own (LocalIssuer, DefaultCredentialTTL).
+func WithBroker(b *Broker) RuntimeOption {
+	return func(o *runtimeOptions) {
+		if b != nil {
+			o.broker = b
+		}
+	}
+}
+
+// WithLog sends one line per move (and per failed move) to w; nil keeps
+// the default, none. Lines name runs, sandboxes and attempts, never a token
+// or a credential.
+func WithLog(w io.Writer) RuntimeOption {
+	return func(o *runtimeOptions) {
+		if w != nil {
+			o.log = w
+		}
+	}
+}
+
+// claim is one open claim. Two locks: op orders the transitions of the
+// claim (Move, Release, Grant wait for one another), mu guards the fields
+// for short reads and writes and is never held across I/O, so that a long
+// Exec blocks neither heartbeats nor a move that fences it out.
+type claim struct {
+	runID, pool   string
+	tenant        string
+	requestKey    string // "" when the request carried none
+	gen           *generation.Generation
+	secretVersion string // the generation's pinned secret version; "" when none
+
+	op sync.Mutex
+
+	mu         sync.Mutex
+	sandbox    *sandbox.Sandbox // nil between a move's kill and its new sandbox
+	attempt    int
+	token      string
+	warm       bool
+	credential string        // fingerprint of the attempt's credential; "" when none
+	renewDue   time.Time     // when that credential is renewed (renew.go)
+	fence      chan struct{} // closed when the attempt ends (moved or released)
+	released   bool
+	first      bool          // first output recorded
+	done       chan struct{} // closed once released: the heartbeat stops
+}
+
+// NewRuntime grants claims from the desired state desired returns (with
+// when it was last confirmed current; a Syncer's Current), on warm, with
+// manifests in store. maxStaleness bounds how old that view may be. Close
+// stops its heartbeat monitors.
+func NewRuntime(desired func() (*Desired, time.Time), warm *Warm, store runs.Store, maxStaleness time.Duration, opts ...RuntimeOption) *Runtime {
+	o := runtimeOptions{every: DefaultHeartbeatInterval, misses: DefaultHeartbeatMisses, freshness: DefaultReadyFreshness, log: io.Discard}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.broker == nil {
+		o.broker, _ = NewBroker(LocalIssuer, DefaultCredentialTTL) // valid arguments: no error
+	}
+	node, _ := os.Hostname()
+	return &Runtime{
+		desired: desired, warm: warm, store: store, maxStaleness: maxStaleness, node: node, now: time.Now, o: o,
+		claims: map[string]*claim{}, keys: map[string]*keyed{}, proofs: map[string]bool{}, stop: make(chan struct{}),
+	}
+}
+
+// Close stops the heartbeat monitors (a move under way is canceled) and
+// waits for them. Open claims stay open and their sandboxes keep running;
+// a closed Runtime grants no new claims (ErrClosed). Close is repeat-safe.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.stop)
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// ClaimRequest asks for a sandbox of a pool.
+type ClaimRequest struct {
+	Pool      string
+	Tenant    string
+	SessionID string
+	// Deadline bounds the allocation (zero: the context's).
+	Deadline time.Time
+	// RequestKey makes the claim idempotent (see Claim); "" for none. It is
+	// 1 to 128 characters of [A-Za-z0-9._:-].
+	RequestKey string
+}
+
+// Grant is a claim's current allocation.
+type Grant struct {
+	RunID             string `json:"runId"`
+	SandboxID         string `json:"sandboxId"`
+	Generation        string `json:"generation"`
+	Warm              bool   `json:"warm"`
+	AllocationAttempt int    `json:"allocationAttempt"`
+	// Token fences this attempt: requests must carry it.
+	Token string `json:"token"`
+	// RequestKey is the claim request's key, when it carried one.
+	RequestKey string `json:"requestKey,omitempty"`
+	// Adopted says this grant answers a request whose key named a claim
+	// that was already open: the same claim, not a new one.
+	Adopted bool `json:"adopted,omitempty"`
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Claim allocates a sandbox of the pool's active generation (a warm member,
+// or a cold start), records the run manifest, and returns the grant once
+// the sandbox's runner has answered a ping within the pool's readyTimeout.
+// A sandbox that does not is killed and the claim moved to a cold start
+// (the allocation attempt goes up, the manifest says so), as long as the
+// claim's deadline allows. When the generation pins a secretVersion, the
+// broker's token for this claim is placed in the sandbox. The claim's
+// heartbeat monitor starts with the grant.
+//
+// A request with a RequestKey is idempotent: while the claim it made is
+// open, the same key answers that claim's current grant again (Adopted),
+// and concurrent requests with one key make one claim. A key whose claim
+// has ended is refused (ErrRequestKeyUsed): a claimant that crashed learns
+// that its work must not run again. The key is recorded in the run
+// manifest (request_key).
+func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
+	if req.RequestKey != "" {
+		return r.claimKeyed(ctx, req)
+	}
+	c, err := r.newClaim(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.grant(), nil
+}
+
+// newClaim is Claim without its request key's bookkeeping: it always
+// makes a new claim.
+func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error) {
+	received := r.now()
+	if r.isClosed() {
+		return nil, ErrClosed
+	}
+	d, at := r.desired()
+	if err := r.stale(d, at); err != nil {
+		return nil, err
+	}
+	if !req.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
+		defer cancel()
+	}
+	p, ok := d.Pools[req.Pool]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoPool, req.Pool)
+	}
+	g, ok := p.Active()
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNoActive, req.Pool)
+	}
+	accepted := r.now()
+	runID := "r-" + newToken()[:20]
+	readyTimeout := p.Pool.Spec.ReadyTimeout.Duration
+	if readyTimeout <= 0 {
+		readyTimeout = defaultReadyTimeout
+	}
+	s, warm, granted, err := r.warm.claim(ctx, d, req.Pool, runID)
+	defer granted() // cold starts yield to a warm hit until it returns
+	if err != nil {
+		return nil, err
+	}
+	// The ready check runs beside the credential and the manifest: a warm
+	// hit waits for the slower of them, not for both.
+	// A warm member whose runner answered within the ready freshness
+	// (Reconcile pings them) is not pinged again: the heartbeat monitor
+	// takes over from the grant on.
+	ready := make(chan error, 1)
+	switch {
+	case r.warm.cluster != nil: // Create returned once its runner proved its identity, just now
+		ready <- nil
+	case warm && r.o.freshness > 0 && r.warm.answered(s.ID, r.o.freshness):
+		ready <- nil
+	default:
+		go func() { ready <- ping(ctx, s, readyTimeout) }()
+	}
+	bg := context.WithoutCancel(ctx)
+	c := &claim{
+		runID: runID, pool: req.Pool, tenant: req.Tenant, requestKey: req.RequestKey, gen: g, secretVersion: secretVersion(g),
+		sandbox: s, attempt: 1, token: newToken(), warm: warm,
+		fence: make(chan struct{}), done: make(chan struct{}),
+	}
+	assigned := r.now()
+	m := manifestOf(g, d, s)
+	m.RunID, m.SessionID, m.Tenant, m.Pool, m.Warm = runID, req.SessionID, req.Tenant, req.Pool, warm
+	m.RequestKey = req.RequestKey
+	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
+	placeManifest(m, s)
+	m.Limits = r.manifestLimits(d, req.Pool)
+	m.Status = runs.StatusGranted
+	m.Lifecycle = runs.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
+	if c.secretVersion != "" {
+		rc, err := r.issue(ctx, runID, c.secretVersion, s)
+		if err != nil {
+			_ = r.warm.Release(bg, s.ID)
+			return nil, err
+		}
+		c.credential, c.renewDue = rc.SHA256Fingerprint, renewDue(rc)
+		m.CredentialIssuances = []runs.Receipt{rc}
+	}
+	if err := r.store.Create(ctx, m); err != nil {
+		r.revoke(bg, s, c.credential)
+		_ = r.warm.Release(bg, s.ID)
+		return nil, err
+	}
+	if err := r.untilReady(ctx, c, <-ready, readyTimeout); err != nil {
+		r.abandon(bg, c)
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.abandon(bg, c)
+		return nil, ErrClosed
+	}
+	r.claims[runID] = c
+	r.wg.Add(1)
+	go r.heartbeat(c)
+	r.mu.Unlock()
+	return c, nil
+}
+
+// Holds reports whether owner is a claim this Runtime holds open, or a
+// proof claim under way: a lease that lives in this process (a proof claim
+// has no run manifest).
+func (r *Runtime) Holds(owner string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.claims[owner] != nil || r.proofs[owner]
+}
+
+func (r *Runtime) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// grant is the claim's current grant; c.mu must be held.
+func (c *claim) grant() *Grant {
+	id := ""
+	if c.sandbox != nil {
+		id = c.sandbox.ID
+	}
+	return &Grant{RunID: c.runID, SandboxID: id, Generation: c.gen.ID, Warm: c.warm, AllocationAttempt: c.attempt, Token: c.token,
+		RequestKey: c.requestKey}
+}
+
+// check says whether token is the claim's current one; c.mu must be held.
+func (c *claim) check(token string) error {
+	if c.released {
+		return fmt.Errorf("%w: %s", ErrNoClaim, c.runID)
+	}
+	if subtle.ConstantTimeCompare([]byte(c.token), []byte(token)) != 1 {
+		return fmt.Errorf("%w (run %s, attempt %d)", ErrFenced, c.runID, c.attempt)
+	}
+	return nil
+}
+
+// placeManifest records in m where sandbox s runs, when its backend says
+// (s.Placement): cluster, namespace, node, node image, runtime class and
+// launch type from the backend's objects, in place of this host.
+func placeManifest(m *runs.Manifest, s *sandbox.Sandbox) {
+	pl := s.Placement
+	if pl == nil {
+		return
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&m.Cluster, pl.Cluster)
+	set(&m.Namespace, pl.Namespace)
+	set(&m.NodeID, pl.NodeID)
+	set(&m.NodeImageID, pl.NodeImageID)
+	set(&m.RuntimeClass, pl.RuntimeClass)
+	m.LaunchType = pl.LaunchType
+}
+
+// manifestOf fills the artifact fields of a run manifest from g, served
+// from desired state d, and the runner binary of sandbox s. The policy
+// revision is g's policy pin when it has one, else the revision of the
+// verification policy d was verified against (always recorded as
+// verification_policy_revision).
+func manifestOf(g *generation.Generation, d *Desired, s *sandbox.Sandbox) *runs.Manifest {
+	id := func(k generation.Kind) string {
+		if p, ok := g.Pins[k]; ok {
+			return p.Identity()
+		}
+		return ""
+	}
+	m := &runs.Manifest{
+		Generation:                 g.ID,
+		ConfigRevision:             d.Revision,
+		ControlPlaneDigest:         id(generation.ControlPlane),
+		RunnerImageDigest:          id(generation.Runner),
+		RunnerBinarySHA256:         s.RunnerBinarySHA256,
+		WorkspaceTemplateID:        id(generation.WorkspaceTemplate),
+		NodeImageID:                id(generation.NodeImage),
+		RuntimeClass:               id(generation.RuntimeClass),
+		PolicyRevision:             id(generation.Policy),
+		VerificationPolicyRevision: d.PolicyRevision,
+		ModelID:                    id(generation.Model),
+		PromptBundleID:             id(generation.PromptBundle),
+		SecretVersion:              secretVersion(g),
+	}
+	if m.PolicyRevision == "" {
+		m.PolicyRevision = m.VerificationPolicyRevision
+	}
+	return m
+}
+
+// lookup returns the open claim runID.
+func (r *Runtime) lookup(runID string) (*claim, error) {
+	r.mu.Lock()
+	c := r.claims[runID]
+	r.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoClaim, runID)
+	}
+	return c, nil
+}
+
+// Exec runs a command in the claim's sandbox; token must be the current
+// attempt's. The claim is not locked while the command runs: when the
+// claim moves (or is released) meanwhile, the command is canceled and its
+// result refused with ErrFenced.
+func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.ExecRequest, stdout, stderr io.Writer) (*runner.ExitStatus, error) {
+	c, err := r.lookup(runID)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if err := c.check(token); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	s, fence, attempt, first := c.sandbox, c.fence, c.attempt, !c.first
+	c.first = true
+	c.mu.Unlock()
+	if s == nil {
+		return nil, fmt.Errorf("%w: run %s has no sandbox", sandbox.ErrNotRunning, runID)
+	}
+	if first {
+		now := r.now()
+		_ = r.store.Update(ctx, runID, func(m *runs.Manifest) error {
+			m.Status, m.Lifecycle.RunnerAwakened, m.Lifecycle.FirstOutput = runs.StatusRunning, now, now
+			return nil
+		})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-fence:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	st, err := r.execBounded(ctx, runID, s, req, stdout, stderr)
+	r.flushEgress(context.WithoutCancel(ctx), runID, s.ID)
+	select {
+	case <-fence:
+		return nil, fmt.Errorf("%w: run %s attempt %d ended while the command ran", ErrFenced, runID, attempt)
+	default:
+	}
+	return st, err
+}
+
+// Release ends the claim: its credential is revoked, the sandbox deleted
+// (never returned to the pool) and the manifest completed with its exit
+// code. A command still running on the claim is canceled.
+func (r *Runtime) Release(ctx context.Context, runID, token string, exitCode *int) error {
+	c, err := r.lookup(runID)
+	if err != nil {
+		return err
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	c.mu.Lock()
+	if err := c.check(token); err != nil {
+		c.mu.Unlock()
+		return err
+	}
+	s, credential := c.sandbox, c.credential
+	c.released = true
+	close(c.fence)
+	c.mu.Unlock()
+	if err := r.release(ctx, c, s, credential, exitCode); err != nil {
+		// The claim stays open (same attempt and token): Release may be
+		// tried again.
+		c.mu.Lock()
+		c.released = false
+		c.fence = make(chan struct{})
+		c.mu.Unlock()
+		return err
+	}
+	close(c.done)
+	r.mu.Lock()
+	delete(r.claims, runID)
+	r.forgetKey(c)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, credential string, exitCode *int) error {
+	published := r.now()
+	revoked := r.revoke(ctx, s, credential)
+	if s != nil {
+		if err := r.warm.Release(ctx, s.ID); err != nil {
+			return err
+		}
+	}
+	released := r.now()
+	return r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
+		// without a confirmed exit code a run that ran ends unknown, never
+		// completed, and no result was published
+		m.Status, m.ExitCode = runs.EndStatus(m, exitCode), exitCode
+		if exitCode != nil {
+			m.Lifecycle.ResultPublished = published
+		}
+		m.Lifecycle.ResourcesReleased = released
+		markRevoked(m, credential, revoked)
+	})
+}
+
+// finalUpdate finalises run runID's manifest with fn and the egress
+// attempts its sandbox s (deleted by now, so every attempt is in) made
+// since the last command.
+func (r *Runtime) finalUpdate(ctx context.Context, runID string, s *sandbox.Sandbox, fn func(*runs.Manifest)) error {
+	var (
+		as      []runs.EgressAttempt
+		dropped int
+	)
+	if s != nil {
+		as, dropped = r.takeEgress(s.ID)
+	}
+	var denied int
+	var rev string
+	err := r.store.Update(ctx, runID, func(m *runs.Manifest) error {
+		fn(m)
+		denied, rev = addEgress(m, as, dropped), m.PolicyRevision
+		return nil
+	})
+	if err == nil {
+		r.countDenials(rev, denied)
+	}
+	return err
+}

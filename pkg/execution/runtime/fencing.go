@@ -1,0 +1,244 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+)
+
+// ping asks s's runner for a heartbeat, waiting at most timeout.
+func ping(ctx context.Context, s *sandbox.Sandbox, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := s.Ping(ctx)
+	return err
+}
+
+// untilReady moves the claim c (not yet granted) while its sandbox does
+// not answer within readyTimeout (err is how the first ping went), until
+// one does, the claim's deadline passes or maxClaimAttempts were made.
+func (r *Runtime) untilReady(ctx context.Context, c *claim, err error, readyTimeout time.Duration) error {
+	for err != nil {
+		c.mu.Lock()
+		attempt, id := c.attempt, c.sandbox.ID
+		c.mu.Unlock()
+		why := fmt.Sprintf("sandbox %s did not answer within the ready timeout %s: %v", id, readyTimeout, err)
+		if ctx.Err() != nil || attempt >= maxClaimAttempts {
+			return fmt.Errorf("runtime: run %s: no sandbox of pool %s was ready after %d attempts; the last: %s", c.runID, c.pool, attempt, why)
+		}
+		if _, err := r.move(ctx, c, attempt, why); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		s := c.sandbox
+		c.mu.Unlock()
+		err = ping(ctx, s, readyTimeout)
+	}
+	return nil
+}
+
+// abandon ends a claim that is not granted: its credential revoked, its
+// sandbox deleted, its manifest final as released.
+func (r *Runtime) abandon(ctx context.Context, c *claim) {
+	c.op.Lock()
+	defer c.op.Unlock()
+	c.mu.Lock()
+	s, credential := c.sandbox, c.credential
+	c.released = true
+	close(c.fence)
+	c.mu.Unlock()
+	r.revoke(ctx, s, credential)
+	if s != nil {
+		_ = r.warm.Release(ctx, s.ID)
+	}
+	_ = r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
+		m.Status, m.Lifecycle.ResourcesReleased = runs.StatusReleased, r.now()
+	})
+}
+
+// Grant returns the claim's current grant: after a move, its new sandbox,
+// attempt and token. A claimant whose requests are refused with ErrFenced
+// asks for it (the sandbox is a new one: what the old one held is gone).
+// It waits for a move under way.
+func (r *Runtime) Grant(runID string) (*Grant, error) {
+	c, err := r.lookup(runID)
+	if err != nil {
+		return nil, err
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return nil, fmt.Errorf("%w: %s", ErrNoClaim, runID)
+	}
+	if c.sandbox == nil {
+		return nil, fmt.Errorf("%w: run %s has no sandbox: its last move failed and the heartbeat monitor moves it again", sandbox.ErrNotRunning, runID)
+	}
+	return c.grant(), nil
+}
+
+// Move gives the claim a new sandbox (its sandbox was not ready in time, or
+// its runner missed heartbeats; the runtime moves claims by itself on
+// both): the allocation attempt goes up, a new token fences out every
+// request of the old one (a command running on the old token is canceled
+// and its result refused), the old sandbox is killed, its credential
+// revoked, and the new sandbox gets a credential of its own.
+func (r *Runtime) Move(ctx context.Context, runID string) (*Grant, error) {
+	c, err := r.lookup(runID)
+	if err != nil {
+		return nil, err
+	}
+	return r.move(ctx, c, 0, "asked")
+}
+
+// move moves c; from > 0 moves it only if its attempt is still from (a
+// heartbeat's move is not repeated after another move).
+func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Grant, error) {
+	c.op.Lock()
+	defer c.op.Unlock()
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrNoClaim, c.runID)
+	}
+	if from > 0 && c.attempt != from {
+		g := c.grant()
+		c.mu.Unlock()
+		return g, nil
+	}
+	old, oldCredential := c.sandbox, c.credential
+	c.token = newToken() // from here on the old attempt is fenced
+	c.attempt++
+	close(c.fence)
+	c.fence = make(chan struct{})
+	c.sandbox, c.credential, c.renewDue, c.warm = nil, "", time.Time{}, false
+	attempt := c.attempt
+	c.mu.Unlock()
+	fencedAt := r.now()
+
+	bg := context.WithoutCancel(ctx)
+	oldRevoked := r.revoke(bg, old, oldCredential)
+	if old != nil {
+		if err := r.warm.Release(bg, old.ID); err != nil {
+			c.mu.Lock()
+			c.sandbox = old // still there: the next move tries to kill it again
+			c.mu.Unlock()
+			err = fmt.Errorf("runtime: move run %s (%s): kill sandbox %s: %w", c.runID, why, old.ID, err)
+			r.logf("%v", err)
+			return nil, err
+		}
+	}
+	if old != nil {
+		r.flushEgress(bg, c.runID, old.ID) // the old sandbox is gone: all its attempts are in
+	}
+	lim, err := r.boundsOf(c.pool)
+	var s *sandbox.Sandbox
+	if err == nil {
+		s, err = r.warm.create(ctx, c.pool, c.gen, c.runID, false, lim)
+	}
+	if err != nil {
+		err = fmt.Errorf("runtime: move run %s (%s) to attempt %d: %w", c.runID, why, attempt, err)
+		r.logf("%v", err)
+		return nil, err
+	}
+	var receipts []runs.Receipt
+	if c.secretVersion != "" {
+		rc, err := r.issue(ctx, c.runID, c.secretVersion, s)
+		if err != nil {
+			_ = r.warm.Release(bg, s.ID)
+			err = fmt.Errorf("runtime: move run %s (%s) to attempt %d: %w", c.runID, why, attempt, err)
+			r.logf("%v", err)
+			return nil, err
+		}
+		receipts = append(receipts, rc)
+	}
+	assigned := r.now()
+	c.mu.Lock()
+	c.sandbox = s
+	if receipts != nil {
+		c.credential, c.renewDue = receipts[0].SHA256Fingerprint, renewDue(receipts[0])
+	}
+	g := c.grant()
+	c.mu.Unlock()
+	oldID := "(none)"
+	if old != nil {
+		oldID = old.ID
+	}
+	r.logf("runtime: run %s moved from sandbox %s to %s (allocation attempt %d): %s", c.runID, oldID, s.ID, attempt, why)
+	if err := r.store.Update(bg, c.runID, func(m *runs.Manifest) error {
+		m.AllocationAttempt, m.SandboxID, m.Warm = attempt, s.ID, false
+		m.RunnerBinarySHA256 = s.RunnerBinarySHA256
+		placeManifest(m, s)
+		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
+		markRevoked(m, oldCredential, oldRevoked)
+		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
+		if old != nil && len(m.Fences) < runs.MaxFences {
+			m.Fences = append(m.Fences, runs.Fence{AllocationAttempt: attempt - 1, SandboxID: old.ID, FencedAt: fencedAt, Reason: why})
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// logf writes one line to the log, one writer at a time.
+func (r *Runtime) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	fmt.Fprintf(r.o.log, format+"\n", args...)
+}
+
+// heartbeat pings c's runner every interval until c is released or the
+// Runtime closed, and moves c when its runner misses the configured number
+// of pings in a row (a claim left without a sandbox by a failed move
+// counts as missing them, so it is moved again).
+func (r *Runtime) heartbeat(c *claim) {
+	defer r.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(r.o.every)
+	defer t.Stop()
+	missed := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		c.mu.Lock()
+		s, attempt, released := c.sandbox, c.attempt, c.released
+		c.mu.Unlock()
+		if released {
+			continue // a Release under way; done follows
+		}
+		r.maybeRenew(ctx, c)
+		if s != nil {
+			pctx, pcancel := context.WithTimeout(ctx, r.o.every)
+			_, err := s.Ping(pctx)
+			pcancel()
+			if err == nil {
+				missed = 0
+				continue
+			}
+		}
+		if missed++; missed < r.o.misses {
+			continue
+		}
+		missed = 0
+		_, _ = r.move(ctx, c, attempt, fmt.Sprintf("missed %d heartbeats", r.o.misses)) // a failure is logged; the claim is moved again
+	}
+}

@@ -1,0 +1,103 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/release/attest"
+	"github.com/slipway-dev/slipway/pkg/release/policy"
+	"github.com/slipway-dev/slipway/pkg/release/sbom"
+)
+
+// PackageIndex records the packages of workspace templates, so runs can be
+// found by the packages their template contains. runs.Store is one.
+type PackageIndex interface {
+	RecordPackages(ctx context.Context, templateID string, pkgs []runs.Package) (runs.Change, error)
+}
+
+// packages indexes each template once: its SBOM attestation, verified with
+// a key the repository's policy trusts for templates, is decoded and its
+// packages recorded. The outcome (or the reason there is none) is kept,
+// except for errors worth trying again (a registry that did not answer).
+type packages struct {
+	index PackageIndex
+	mu    sync.Mutex
+	done  map[string]string // policy digest + template id → outcome
+}
+
+// indexTemplate indexes g's workspace template under pol, once, and says
+// what the index holds for it.
+func (p *packages) indexTemplate(ctx context.Context, pol *policy.Policy, g *generation.Generation, opts []policy.Option) string {
+	pin, ok := g.Pins[generation.WorkspaceTemplate]
+	if !ok || pin.Form() != generation.FormImage {
+		return ""
+	}
+	id := pin.Identity()
+	key := pol.Digest + " " + id
+	p.mu.Lock()
+	out, ok := p.done[key]
+	p.mu.Unlock()
+	if ok {
+		return out
+	}
+	out, err := p.read(ctx, pol, pin.Image, id, opts)
+	if err != nil {
+		return "not indexed, will retry: " + err.Error()
+	}
+	p.mu.Lock()
+	p.done[key] = out
+	p.mu.Unlock()
+	return out
+}
+
+func (p *packages) read(ctx context.Context, pol *policy.Policy, image, id string, opts []policy.Option) (string, error) {
+	atts, err := pol.Attestations(ctx, policy.Target{Ref: image, Kind: generation.WorkspaceTemplate.ArtifactKind()},
+		[]string{attest.PredicateSPDX, attest.PredicateCycloneDX}, opts...)
+	if err != nil {
+		return "", err
+	}
+	if len(atts) == 0 {
+		return fmt.Sprintf("no SBOM attestation of %s by a key policy %s trusts: packages not indexed", id, pol.Metadata.Name), nil
+	}
+	a := atts[0]
+	doc, err := protojson.Marshal(a.Statement.GetPredicate())
+	if err != nil {
+		return "", err
+	}
+	found, err := sbom.Decode(doc)
+	if errors.Is(err, sbom.ErrDecode) {
+		return fmt.Sprintf("SBOM attestation %s of %s: %v", a.Digest, id, err), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	// Entries without a version, or that the index cannot hold (a
+	// version holding '@', control characters), are left out and counted.
+	pkgs := make([]runs.Package, 0, len(found))
+	skipped := 0
+	for _, f := range found {
+		pk, err := runs.ParsePackage(f.Name + "@" + f.Version)
+		if err != nil || pk.Name != f.Name {
+			skipped++
+			continue
+		}
+		pkgs = append(pkgs, pk)
+	}
+	if _, err := p.index.RecordPackages(ctx, id, pkgs); err != nil {
+		if errors.Is(err, runs.ErrInvalid) {
+			return fmt.Sprintf("SBOM attestation %s of %s: %v", a.Digest, id, err), nil
+		}
+		return "", err
+	}
+	out := fmt.Sprintf("%d packages from SBOM attestation %s", len(pkgs), a.Digest)
+	if skipped > 0 {
+		out += fmt.Sprintf(" (%d entries without a usable name@version left out)", skipped)
+	}
+	return out, nil
+}

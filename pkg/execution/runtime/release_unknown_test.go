@@ -1,0 +1,49 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+)
+
+// A run released without a confirmed exit code never becomes completed:
+// it is unknown when its workload ran, released when it never did, and
+// no result is published for either.
+func TestReleaseWithoutExitCode(t *testing.T) {
+	a := newAPIRig(t, 1)
+	ctx := context.Background()
+	zero, three := 0, 3
+	for _, c := range []struct {
+		name string
+		ran  bool
+		exit *int
+		want runs.Status
+	}{
+		{"ran, no exit code", true, nil, runs.StatusUnknown},
+		{"never ran", false, nil, runs.StatusReleased},
+		{"exit 0", true, &zero, runs.StatusCompleted},
+		{"exit 3", true, &three, runs.StatusFailed},
+	} {
+		g, err := a.c.Claim(ctx, "agents", runtime.ClaimBody{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.ran {
+			if _, err := a.c.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: []string{"true"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.c.Release(ctx, g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: c.exit}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := a.c.Run(ctx, g.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Status != c.want || (c.exit == nil) != m.Lifecycle.ResultPublished.IsZero() || m.Lifecycle.ResourcesReleased.IsZero() {
+			t.Errorf("%s: status %s, result_published %v; want %s", c.name, m.Status, m.Lifecycle.ResultPublished, c.want)
+		}
+	}
+}

@@ -1,0 +1,364 @@
+package pin
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/slipway-dev/slipway/pkg/ref"
+	"github.com/slipway-dev/slipway/pkg/release/resolve"
+)
+
+// Status says what Plan does to a file.
+type Status string
+
+// Statuses of a file in a Result.
+const (
+	Changed   Status = "changed"
+	Unchanged Status = "unchanged"
+)
+
+// Change is one site Plan rewrites, from one reference to another.
+type Change struct {
+	Site
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// FileResult is what Plan does to one file: Data is its new contents (the
+// old ones when Unchanged).
+type FileResult struct {
+	Path    string   `json:"path"`
+	Status  Status   `json:"status"`
+	Changes []Change `json:"changes,omitempty"`
+	Data    []byte   `json:"-"`
+	file    *File
+}
+
+// Result is a plan for a tree; Write carries it out.
+type Result struct {
+	Files []FileResult
+	// Pins is every reference resolved, once each, sorted.
+	Pins []ref.Pin
+
+	createTemp func(dir, pattern string) (*os.File, error) // test hook; os.CreateTemp when nil
+}
+
+// Changes is every change of every file, in file order.
+func (r *Result) Changes() []Change {
+	var out []Change
+	for _, f := range r.Files {
+		out = append(out, f.Changes...)
+	}
+	return out
+}
+
+// DefaultConcurrency bounds the resolutions Plan runs at once.
+const DefaultConcurrency = 32
+
+// PlanOption configures Plan.
+type PlanOption func(*planOptions) error
+
+type planOptions struct {
+	dropTag, refresh bool
+	concurrency      int
+}
+
+// WithDropTag writes repo@digest instead of repo:tag@digest. A kustomization
+// entry keeps its newTag: the digest is added beside it.
+func WithDropTag() PlanOption {
+	return func(o *planOptions) error { o.dropTag = true; return nil }
+}
+
+// WithRefresh resolves references that already carry a digest again, by their
+// tag, and updates the digest. Without it such a reference is left alone and
+// not resolved at all. A reference with a digest and no tag stays as it is.
+func WithRefresh() PlanOption {
+	return func(o *planOptions) error { o.refresh = true; return nil }
+}
+
+// WithConcurrency bounds the resolutions run at once (default DefaultConcurrency).
+func WithConcurrency(n int) PlanOption {
+	return func(o *planOptions) error {
+		if n < 1 {
+			return fmt.Errorf("%w: concurrency %d is below 1", ErrConfig, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// want is what Plan needs for one site: the reference to resolve, or why not.
+type want struct {
+	file  *File
+	index int
+	query ref.Reference // tag to resolve; zero when nothing is
+	ask   bool
+	err   error
+}
+
+// Plan resolves every distinct unpinned reference of tree once, concurrently,
+// and computes each file's new bytes. It writes nothing. If any reference
+// cannot be pinned or resolved, or any value cannot be rewritten in place, it
+// returns an error listing every such site (file:line:col, reference and
+// cause, joined) and no Result. A kustomize placeholder (Site.RenamedBy) is
+// never resolved nor rewritten: the images entry that renames it is.
+func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOption) (*Result, error) {
+	o := planOptions{concurrency: DefaultConcurrency}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	var wants []want
+	queries := map[string]ref.Reference{}
+	for _, f := range tree.Files {
+		for i := range f.sites {
+			w := wanted(f, i, o.refresh)
+			if w.ask {
+				queries[w.query.Canonical()] = w.query
+			}
+			wants = append(wants, w)
+		}
+	}
+	pins := resolveAll(ctx, r, queries, o.concurrency)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("resolving: %w", err)
+	}
+
+	res := &Result{}
+	var errs []siteError
+	edits := map[*File][]edit{}
+	changes := map[*File][]Change{}
+	expect := map[*File][]string{} // each site's value after the rewrite
+	for _, w := range wants {
+		site := w.file.sites[w.index]
+		if w.err != nil {
+			errs = append(errs, siteError{site, w.err})
+			continue
+		}
+		if !w.ask {
+			continue
+		}
+		p := pins[w.query.Canonical()]
+		if p.err != nil {
+			errs = append(errs, siteError{site, p.err})
+			continue
+		}
+		c, e, err := change(w, p.pin.Digest, o.dropTag)
+		if err != nil {
+			errs = append(errs, siteError{site, err})
+			continue
+		}
+		if c.From != c.To {
+			edits[w.file] = append(edits[w.file], e)
+			changes[w.file] = append(changes[w.file], c)
+			if expect[w.file] == nil {
+				expect[w.file] = siteValues(w.file.sites)
+			}
+			expect[w.file][w.index] = c.To
+		}
+	}
+	for _, f := range tree.Files {
+		slices.SortStableFunc(changes[f], func(a, b Change) int {
+			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
+		})
+		fr := FileResult{Path: f.Path, Status: Unchanged, Data: f.src.data, Changes: changes[f], file: f}
+		if len(edits[f]) > 0 {
+			data, err := rewrite(f, edits[f], expect[f], &tree.opts)
+			if err != nil {
+				errs = append(errs, siteError{Site{File: f.Path}, err})
+				continue
+			}
+			fr.Status, fr.Data = Changed, data
+		}
+		res.Files = append(res.Files, fr)
+	}
+	if len(errs) > 0 {
+		return nil, joinSiteErrors(errs)
+	}
+	for _, p := range pins {
+		if p.err == nil {
+			res.Pins = append(res.Pins, p.pin)
+		}
+	}
+	slices.SortFunc(res.Pins, func(a, b ref.Pin) int { return cmp.Compare(a.String(), b.String()) })
+	return res, nil
+}
+
+// wanted decides what site i of f needs resolving.
+func wanted(f *File, i int, refresh bool) want {
+	w := want{file: f, index: i}
+	site := f.sites[i]
+	if site.RenamedBy != "" {
+		return w // a kustomize placeholder: its entry is pinned
+	}
+	if site.Kind == KustomizeImage {
+		t := f.targets[i]
+		name, tag, digest := scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, "")
+		switch {
+		case name == "":
+			w.err = fmt.Errorf("%w: images entry has neither name nor newName", ErrUnpinnable)
+			return w
+		case digest != "" && (!refresh || tag == ""):
+			return w
+		case tag == "":
+			w.err = fmt.Errorf("%w: images entry has neither newTag nor digest: which tag?", ErrUnpinnable)
+			return w
+		}
+		w.query, w.err = ref.Parse(composeImage(name, tag, ""))
+	} else {
+		w.query, w.err = ref.Parse(site.Value)
+		if w.err == nil && w.query.IsPinned() {
+			if !refresh || w.query.Tag() == "" {
+				return w
+			}
+			w.query = w.query.WithDigest("")
+		}
+	}
+	if w.err != nil {
+		w.err = fmt.Errorf("%w: %w", ErrUnpinnable, w.err)
+		return w
+	}
+	w.ask = true
+	return w
+}
+
+type outcome struct {
+	pin ref.Pin
+	err error
+}
+
+// resolveAll resolves each query once, at most n at a time.
+func resolveAll(ctx context.Context, r resolve.Resolver, queries map[string]ref.Reference, n int) map[string]outcome {
+	out := make(map[string]outcome, len(queries))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, n)
+	for key, q := range queries {
+		wg.Go(func() {
+			var oc outcome
+			select {
+			case sem <- struct{}{}:
+				oc.pin, oc.err = r.Resolve(ctx, q)
+				<-sem
+			case <-ctx.Done():
+				oc.err = ctx.Err()
+			}
+			if oc.err == nil && !isDigest(oc.pin.Digest) {
+				oc.err = fmt.Errorf("%w: resolver answered %q, not sha256:<64 hex>", ErrUnpinnable, oc.pin.Digest)
+			}
+			mu.Lock()
+			out[key] = oc
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func isDigest(d string) bool {
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, c := range hex {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// change computes the change and the edit that pins site w to digest d.
+func change(w want, d string, dropTag bool) (Change, edit, error) {
+	f, site := w.file, w.file.sites[w.index]
+	t, wk := f.targets[w.index], f.src
+	c := Change{Site: site, From: site.Value}
+	if site.Kind == KustomizeImage {
+		name, tag := scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, "")
+		c.To = composeImage(name, tag, d)
+		if scalar(t.digest, "") == d {
+			c.To = c.From
+			return c, edit{}, nil
+		}
+		var e edit
+		var err error
+		if t.digest != nil {
+			e, err = wk.replaceScalar(t.digest, d)
+		} else {
+			e, err = wk.insertDigest(t.entry, d)
+		}
+		return c, e, err
+	}
+	q := w.query
+	tag := q.TagOrDefault()
+	if dropTag {
+		tag = ""
+	}
+	c.To = composeImage(q.Written(), tag, d)
+	if c.To == c.From {
+		return c, edit{}, nil
+	}
+	e, err := wk.replaceScalar(t.image, c.To)
+	return c, e, err
+}
+
+func siteValues(sites []Site) []string {
+	out := make([]string, len(sites))
+	for i, s := range sites {
+		out[i] = s.Value
+	}
+	return out
+}
+
+// rewrite applies the edits to f and checks the result: it must parse, and
+// find the same sites with the expected values.
+func rewrite(f *File, edits []edit, expect []string, o *options) ([]byte, error) {
+	data, err := apply(f.src.data, edits)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	nf, err := parse(f.Path, data, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: the rewritten file does not parse: %w", f.Path, ErrRewrite, err)
+	}
+	if len(nf.sites) != len(f.sites) {
+		return nil, fmt.Errorf("%s: %w: the rewritten file has %d image sites, not %d", f.Path, ErrRewrite, len(nf.sites), len(f.sites))
+	}
+	for i, s := range nf.sites {
+		if old := f.sites[i]; s.Value != expect[i] || s.Path != old.Path || s.Kind != old.Kind {
+			return nil, fmt.Errorf("%s: %w: the rewritten file reads %s %q, want %s %q",
+				old.Pos(), ErrRewrite, s.Path, s.Value, old.Path, expect[i])
+		}
+	}
+	return data, nil
+}
+
+// siteError is a failure at a site.
+type siteError struct {
+	site Site
+	err  error
+}
+
+// joinSiteErrors sorts the failures by file, line and column and joins them,
+// each as "file:line:col: ref: cause".
+func joinSiteErrors(errs []siteError) error {
+	slices.SortStableFunc(errs, func(a, b siteError) int {
+		return cmp.Or(cmp.Compare(a.site.File, b.site.File), cmp.Compare(a.site.Line, b.site.Line), cmp.Compare(a.site.Col, b.site.Col))
+	})
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		if e.site.Line == 0 {
+			out[i] = e.err // already names the file
+			continue
+		}
+		out[i] = fmt.Errorf("%s: %s: %w", e.site.Pos(), e.site.Value, e.err)
+	}
+	return errors.Join(out...)
+}
