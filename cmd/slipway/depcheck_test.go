@@ -14,6 +14,8 @@ func TestDependenciesPointDown(t *testing.T) {
 	const mod = "github.com/slipway-dev/slipway/"
 	allowed := map[string][]string{
 		"pkg/ref":              {},
+		"pkg/api/kubeobjects":  {},
+		"pkg/kubeconfig":       {},
 		"internal/atomicfile":  {},
 		"internal/groupcommit": {},
 		"pkg/release/resolve":  {"pkg/ref", "internal/atomicfile"},
@@ -33,7 +35,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/release/policy":    {"pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation"},
 		"pkg/execution/runtime": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
 		// The runtime on this machine: the local backend under it.
-		"pkg/execution/runtime/serve": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/execution/runtime", "pkg/execution/sandbox/local", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/kubesandbox", "pkg/cluster/kubeapply", "pkg/cluster/render", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "pkg/execution/reconcile", "internal/groupcommit"},
+		"pkg/execution/runtime/serve": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/execution/runtime", "pkg/execution/sandbox/local", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/kubesandbox", "pkg/cluster/kubeapply", "pkg/cluster/render", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "pkg/execution/reconcile", "internal/groupcommit"},
 		// Rollouts sit on top of the library; the fleet is an interface the
 		// runtime's client implements (runtime for its API types).
 		"pkg/release/rollout":               {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
@@ -45,16 +47,16 @@ func TestDependenciesPointDown(t *testing.T) {
 		"internal/testharness/kubetest":     {},
 		"internal/testharness/pgtest":       {},
 		// Applying a render to a cluster sits on render and nothing else.
-		"pkg/cluster/kubeapply": {"pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
+		"pkg/cluster/kubeapply": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
 		// A rollout's fleet on a cluster: rollout's Fleet over render and
 		// kubeapply (the proofs come through an interface).
-		"pkg/cluster/kubefleet": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/release/rollout", "pkg/cluster/render", "pkg/cluster/kubeapply", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
+		"pkg/cluster/kubefleet": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/release/rollout", "pkg/cluster/render", "pkg/cluster/kubeapply", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
 		// The canary is a client of the runtime's API (runtime for its API
 		// types and client), with telemetry's metrics; never a backend.
 		"pkg/execution/canary": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
 		// Argo CD's plugins: render and the config repository, nothing of
 		// Argo CD itself (its code stays in integrations/argocd).
-		"pkg/cluster/argocd": {"pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/gitops", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
+		"pkg/cluster/argocd": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/gitops", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
 		// The control plane: tenancy and the runtime's API client, never a
 		// sandbox backend (dispatch crosses the network).
 		"pkg/control": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "internal/groupcommit"},
@@ -90,7 +92,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"cmd/slipway-runner":           {"pkg/execution/sandbox/runner", "pkg/isolate/shape", "pkg/isolate"},
 		// The Kubernetes backend: agent-sandbox's objects as render names
 		// them, the runner reached through pod exec; nothing of the runtime.
-		"pkg/execution/kubesandbox": {"pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
+		"pkg/execution/kubesandbox": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
 	}
 	// Flags and the CLI stay under cmd/: no library package imports them itself
 	// (a dependency such as syft may use cobra internally).

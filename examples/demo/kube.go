@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
 )
 
 // kubeNamespace is the Kubernetes part's namespace (the kubeconfig
@@ -235,10 +235,10 @@ func clusterObjects(ctx context.Context, dyn dynamic.Interface) error {
 // showPool lists the pool's SandboxTemplates and SandboxWarmPools (with
 // their generation and ready members) and its pods, as kubectl would.
 func showPool(ctx context.Context, dyn dynamic.Interface) error {
-	fmt.Printf("$ kubectl get sandboxtemplates,sandboxwarmpools -l %s=agents\n", render.LabelPool)
+	fmt.Printf("$ kubectl get sandboxtemplates,sandboxwarmpools -l %s=agents\n", kubeobjects.LabelPool)
 	fmt.Printf("  %-46s %-20s %s\n", "NAME", "GENERATION", "READY")
 	for _, gvr := range []schema.GroupVersionResource{kubefleet.SandboxTemplates, kubefleet.SandboxWarmPools} {
-		l, err := dyn.Resource(gvr).Namespace(kubeNamespace).List(ctx, metav1.ListOptions{LabelSelector: render.LabelPool + "=agents"})
+		l, err := dyn.Resource(gvr).Namespace(kubeNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeobjects.LabelPool + "=agents"})
 		if err != nil {
 			return err
 		}
@@ -250,7 +250,7 @@ func showPool(ctx context.Context, dyn dynamic.Interface) error {
 				got, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
 				ready = fmt.Sprintf("%d/%d", got, want)
 			}
-			fmt.Printf("  %-46s %-20s %s\n", strings.TrimSuffix(gvr.Resource, "s")+"/"+u.GetName(), trim(u.GetLabels()[render.LabelGeneration], 20), ready)
+			fmt.Printf("  %-46s %-20s %s\n", strings.TrimSuffix(gvr.Resource, "s")+"/"+u.GetName(), trim(u.GetLabels()[kubeobjects.LabelGeneration], 20), ready)
 		}
 	}
 	return showPods(ctx, dyn)
@@ -266,11 +266,11 @@ func trim(s string, n int) string {
 // showPods lists the pool's pods as `kubectl get pods` would, with the
 // generation each belongs to.
 func showPods(ctx context.Context, dyn dynamic.Interface) error {
-	l, err := dyn.Resource(pods).Namespace(kubeNamespace).List(ctx, metav1.ListOptions{LabelSelector: render.LabelPool + "=agents"})
+	l, err := dyn.Resource(pods).Namespace(kubeNamespace).List(ctx, metav1.ListOptions{LabelSelector: kubeobjects.LabelPool + "=agents"})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("$ kubectl get pods -l %s=agents\n", render.LabelPool)
+	fmt.Printf("$ kubectl get pods -l %s=agents\n", kubeobjects.LabelPool)
 	rows := []string{fmt.Sprintf("  %-28s %-10s %-20s %s", "NAME", "PHASE", "GENERATION", "NODE")}
 	var body []string
 	for _, p := range l.Items {
@@ -279,7 +279,7 @@ func showPods(ctx context.Context, dyn dynamic.Interface) error {
 		}
 		phase, _, _ := unstructured.NestedString(p.Object, "status", "phase")
 		node, _, _ := unstructured.NestedString(p.Object, "spec", "nodeName")
-		body = append(body, fmt.Sprintf("  %-28s %-10s %-20s %s", p.GetName(), phase, trim(p.GetLabels()[render.LabelGeneration], 20), node))
+		body = append(body, fmt.Sprintf("  %-28s %-10s %-20s %s", p.GetName(), phase, trim(p.GetLabels()[kubeobjects.LabelGeneration], 20), node))
 	}
 	sort.Strings(body)
 	fmt.Println(strings.Join(append(rows, body...), "\n"))

@@ -9,18 +9,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
+	"github.com/slipway-dev/slipway/pkg/kubeconfig"
 )
 
 // NewCmdApply applies a pool's render to a cluster with server-side apply.
 func NewCmdApply(g *globals) *cobra.Command {
 	var (
-		rf         repoFlags
-		vf         verifierFlags
-		revision   string
-		kubeconfig string
-		wait       bool
-		timeout    time.Duration
-		force      bool
+		rf             repoFlags
+		vf             verifierFlags
+		revision       string
+		kubeconfigPath string
+		wait           bool
+		timeout        time.Duration
+		force          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply --repo R --pool P --kubeconfig F [--revision COMMIT] [--wait] [--timeout D]",
@@ -41,16 +42,16 @@ Exit 0 applied (and ready), 1 refused (not verified, a conflict, warm pools not 
 			if rf.repo == "" || rf.pool == "" {
 				return usage(errors.New("--repo and --pool are required"))
 			}
-			if kubeconfig == "" {
-				kubeconfig = os.Getenv("KUBECONFIG")
+			if kubeconfigPath == "" {
+				kubeconfigPath = os.Getenv("KUBECONFIG")
 			}
-			if kubeconfig == "" {
+			if kubeconfigPath == "" {
 				return usage(errors.New("--kubeconfig (or $KUBECONFIG) is required"))
 			}
 			if timeout <= 0 {
 				return usage(fmt.Errorf("--timeout must be positive, got %s", timeout))
 			}
-			cfg, ns, err := kubeapply.LoadKubeconfig(kubeconfig)
+			cfg, ns, err := kubeconfig.Load(kubeconfigPath)
 			if err != nil {
 				return usage(err)
 			}
@@ -108,7 +109,7 @@ Exit 0 applied (and ready), 1 refused (not verified, a conflict, warm pools not 
 	rf.add(cmd)
 	vf.add(cmd)
 	cmd.Flags().StringVar(&revision, "revision", "", "the config repository commit to apply (full id; default: the branch head)")
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (default $KUBECONFIG); its context's namespace is the default namespace")
+	cmd.Flags().StringVar(&kubeconfigPath, "kubeconfig", "", "kubeconfig file of the cluster (default $KUBECONFIG); its context's namespace is the default namespace")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every warm pool's readyReplicas reaches its replicas")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long --wait waits")
 	cmd.Flags().BoolVar(&force, "force-conflicts", false, "take over fields another field manager owns instead of failing")

@@ -15,6 +15,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/kubeconfig"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 )
@@ -40,7 +41,7 @@ func (f *kubeFleetFlags) add(cmd *cobra.Command) {
 // it with server-side apply before reading the cluster back; the proofs
 // run through the runtime at --prover (its token in tokenFile).
 func (f *kubeFleetFlags) fleet(cmd *cobra.Command, rf *repoFlags, tokenFile string) (*kubefleet.Fleet, error) {
-	cfg, ns, err := kubeapply.LoadKubeconfig(f.kubeconfig)
+	cfg, ns, err := kubeconfig.Load(f.kubeconfig)
 	if err != nil {
 		return nil, usage(err)
 	}

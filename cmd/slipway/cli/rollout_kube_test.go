@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/argocd"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
@@ -109,10 +109,10 @@ func TestRolloutStartKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	wp := dyn.Resource(kubefleet.SandboxWarmPools).Namespace("default")
-	if _, err := wp.Get(ctx, render.ObjectName("agents", ids[1]), metav1.GetOptions{}); err == nil {
+	if _, err := wp.Get(ctx, kubeobjects.ObjectName("agents", ids[1]), metav1.GetOptions{}); err == nil {
 		t.Fatal("the rolled-back generation's warm pool is still in the cluster")
 	}
-	if _, err := wp.Get(ctx, render.ObjectName("agents", ids[0]), metav1.GetOptions{}); err != nil {
+	if _, err := wp.Get(ctx, kubeobjects.ObjectName("agents", ids[0]), metav1.GetOptions{}); err != nil {
 		t.Fatalf("the active generation's warm pool: %v", err)
 	}
 }
@@ -262,7 +262,7 @@ func TestRolloutArgoCDApplier(t *testing.T) {
 	// pool is pruned, g0's stays.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		_, err := wp.Get(ctx, render.ObjectName("agents", ids[1]), metav1.GetOptions{})
+		_, err := wp.Get(ctx, kubeobjects.ObjectName("agents", ids[1]), metav1.GetOptions{})
 		if err != nil {
 			break
 		}
@@ -271,7 +271,7 @@ func TestRolloutArgoCDApplier(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := wp.Get(ctx, render.ObjectName("agents", ids[0]), metav1.GetOptions{}); err != nil {
+	if _, err := wp.Get(ctx, kubeobjects.ObjectName("agents", ids[0]), metav1.GetOptions{}); err != nil {
 		t.Fatalf("the active generation's warm pool: %v", err)
 	}
 }

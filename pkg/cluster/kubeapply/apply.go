@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 )
 
@@ -171,7 +172,7 @@ func (a *Applier) Apply(ctx context.Context, res *render.Result) (*ChangeSet, er
 		}
 		cs.Changes = append(cs.Changes, Change{Ref: o.ref, Action: action})
 		desired = append(desired, o.ref)
-		if o.ref.Kind == render.KindSandboxWarmPool {
+		if o.ref.Kind == kubeobjects.KindSandboxWarmPool {
 			cs.WarmPools = append(cs.WarmPools, o.ref)
 		}
 	}

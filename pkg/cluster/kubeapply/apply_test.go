@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
@@ -126,7 +127,7 @@ func opsApply(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResour
 
 func warmPoolReplicas(ns, name string, replicas int) map[string]any {
 	return map[string]any{
-		"apiVersion": render.ExtensionsAPIVersion, "kind": render.KindSandboxWarmPool,
+		"apiVersion": kubeobjects.ExtensionsAPIVersion, "kind": kubeobjects.KindSandboxWarmPool,
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec":     map[string]any{"replicas": int64(replicas)},
 	}
@@ -196,7 +197,7 @@ func testForeign(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface) {
 	// Someone else's warm pool with Slipway's pool label, never in the
 	// inventory, and a co-owned warm pool: ops scaled g1's.
 	foreign := warmPoolReplicas("gamma-ns", "gamma-by-hand", 1)
-	foreign["metadata"].(map[string]any)["labels"] = map[string]any{render.LabelPool: "gamma"}
+	foreign["metadata"].(map[string]any)["labels"] = map[string]any{kubeobjects.LabelPool: "gamma"}
 	foreign["spec"].(map[string]any)["sandboxTemplateRef"] = map[string]any{"name": cr.name(0)}
 	opsApply(t, dyn, warmPools, foreign)
 	opsApply(t, dyn, warmPools, warmPoolReplicas("gamma-ns", cr.name(1), 3))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/kubeconfig"
 )
 
 // Render a checked-out config repository's pool (verified against its
@@ -24,7 +25,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err) // a generation that does not verify renders nothing
 	}
-	cfg, namespace, err := kubeapply.LoadKubeconfig("kubeconfig")
+	cfg, namespace, err := kubeconfig.Load("kubeconfig")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
@@ -136,4 +137,4 @@ func (c *configRepo) render() *render.Result {
 }
 
 // name is the object name of generation i.
-func (c *configRepo) name(i int) string { return render.ObjectName(c.pool, c.gens[i].ID) }
+func (c *configRepo) name(i int) string { return kubeobjects.ObjectName(c.pool, c.gens[i].ID) }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 )
 
 // InventoryKey is the key of the inventory ConfigMap's data holding the
@@ -75,7 +75,7 @@ var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmap
 func (a *Applier) inventoryFor(pool string, objs []object) *inventory {
 	inv := &inventory{a: a, pool: pool, name: InventoryName(pool)}
 	for _, o := range objs {
-		if o.ref.Kind == render.KindSandboxTemplate && o.ref.Namespace != "" {
+		if o.ref.Kind == kubeobjects.KindSandboxTemplate && o.ref.Namespace != "" {
 			inv.ns = o.ref.Namespace
 			return inv
 		}
@@ -128,7 +128,7 @@ func (inv *inventory) write(ctx context.Context, refs []Ref) error {
 		"metadata": map[string]any{
 			"name":      inv.name,
 			"namespace": inv.ns,
-			"labels":    map[string]any{render.LabelPool: inv.pool},
+			"labels":    map[string]any{kubeobjects.LabelPool: inv.pool},
 		},
 		"data": map[string]any{InventoryKey: string(data) + "\n"},
 	}}

@@ -14,7 +14,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 )
@@ -86,7 +86,7 @@ func TestWaitReadyOnNode(t *testing.T) {
 	if len(st) != 1 || st[0].Ready != 2 || st[0].Replicas != 2 || st[0].Missing {
 		t.Fatalf("Wait returned %v, want one pool 2/2 ready", st)
 	}
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: render.LabelPool + "=warm"})
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: kubeobjects.LabelPool + "=warm"})
 	if err != nil {
 		t.Fatal(err)
 	}

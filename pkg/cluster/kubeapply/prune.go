@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 )
 
 // neverPruned are kinds whose deletion takes other objects with it.
@@ -86,10 +86,10 @@ func (a *Applier) prune(ctx context.Context, pool string, old, desired []Ref) ([
 // must carry the pool label, and no other field manager may own a field
 // outside metadata (status and other subresources do not count).
 func foreign(u *unstructured.Unstructured, pool string) string {
-	if got, ok := u.GetLabels()[render.LabelPool]; !ok {
-		return fmt.Sprintf("no label %s", render.LabelPool)
+	if got, ok := u.GetLabels()[kubeobjects.LabelPool]; !ok {
+		return fmt.Sprintf("no label %s", kubeobjects.LabelPool)
 	} else if got != pool {
-		return fmt.Sprintf("label %s is %q", render.LabelPool, got)
+		return fmt.Sprintf("label %s is %q", kubeobjects.LabelPool, got)
 	}
 	ours := false
 	var others []string

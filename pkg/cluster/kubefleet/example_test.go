@@ -7,6 +7,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/kubeconfig"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 )
 
@@ -15,7 +16,7 @@ import (
 // cluster, so it is compiled, not run; TestRolloutOnNode runs it.)
 func Example() {
 	ctx := context.Background()
-	cfg, ns, err := kubeapply.LoadKubeconfig("kubeconfig")
+	cfg, ns, err := kubeconfig.Load("kubeconfig")
 	if err != nil {
 		fmt.Println(err)
 		return

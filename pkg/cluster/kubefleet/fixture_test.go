@@ -16,6 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
@@ -240,9 +241,9 @@ func (w *world) claim(name string, i int, labels map[string]string) string {
 	w.t.Helper()
 	ctx := context.Background()
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": render.ExtensionsAPIVersion, "kind": "SandboxClaim",
+		"apiVersion": kubeobjects.ExtensionsAPIVersion, "kind": "SandboxClaim",
 		"metadata": map[string]any{"name": name, "namespace": w.ns},
-		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": render.ObjectName(w.poolName, w.gens[i].ID)}},
+		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": kubeobjects.ObjectName(w.poolName, w.gens[i].ID)}},
 	}}
 	if len(labels) > 0 {
 		u.SetLabels(labels)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
@@ -186,7 +186,7 @@ func (f *Fleet) Sync(ctx context.Context) (string, error) {
 func (f *Fleet) observed(ctx context.Context) (string, error) {
 	revs := map[string][]string{}
 	for _, gvr := range []schema.GroupVersionResource{SandboxTemplates, SandboxWarmPools} {
-		list, err := f.list(ctx, gvr, render.LabelPool+"="+f.pool)
+		list, err := f.list(ctx, gvr, kubeobjects.LabelPool+"="+f.pool)
 		if err != nil {
 			return "", err
 		}
@@ -194,7 +194,7 @@ func (f *Fleet) observed(ctx context.Context) (string, error) {
 			if u.GetDeletionTimestamp() != nil {
 				continue
 			}
-			rev := u.GetAnnotations()[render.AnnotationConfigRevision]
+			rev := u.GetAnnotations()[kubeobjects.AnnotationConfigRevision]
 			revs[rev] = append(revs[rev], u.GetKind()+"/"+u.GetName())
 		}
 	}
@@ -204,7 +204,7 @@ func (f *Fleet) observed(ctx context.Context) (string, error) {
 	case 1:
 		for rev, objs := range revs {
 			if rev == "" {
-				return "", fmt.Errorf("%w: %s of pool %s carry no %s annotation", ErrNotSynced, strings.Join(objs, ", "), f.pool, render.AnnotationConfigRevision)
+				return "", fmt.Errorf("%w: %s of pool %s carry no %s annotation", ErrNotSynced, strings.Join(objs, ", "), f.pool, kubeobjects.AnnotationConfigRevision)
 			}
 			return rev, nil
 		}

@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 )
@@ -82,7 +82,7 @@ func TestRolloutOnNode(t *testing.T) {
 			}
 			var left []string
 			for _, u := range l.Items {
-				if u.GetAnnotations()["agents.x-k8s.io/sandbox-template-ref"] == render.ObjectName(w.poolName, g3) {
+				if u.GetAnnotations()["agents.x-k8s.io/sandbox-template-ref"] == kubeobjects.ObjectName(w.poolName, g3) {
 					left = append(left, u.GetName())
 				}
 			}
@@ -90,7 +90,7 @@ func TestRolloutOnNode(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.dyn.Resource(kubefleet.SandboxWarmPools).Namespace(w.ns).Get(ctx, render.ObjectName(w.poolName, g3), metav1.GetOptions{}); err == nil {
+		if _, err := w.dyn.Resource(kubefleet.SandboxWarmPools).Namespace(w.ns).Get(ctx, kubeobjects.ObjectName(w.poolName, g3), metav1.GetOptions{}); err == nil {
 			t.Fatal("g3's warm pool is still there after the rollback")
 		}
 		st, err := w.fleet.PoolStatus(ctx, w.poolName)
@@ -156,7 +156,7 @@ func TestRolloutOnNode(t *testing.T) {
 		if g := st.Generation(g1); g.Ready+g.Warming+g.Claimed != 0 || len(g.Sandboxes) != 0 {
 			t.Fatalf("g1 after the rollout: %+v", g)
 		}
-		l, err := w.dyn.Resource(pods).Namespace(w.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelGeneration + "=" + render.GenerationLabel(g1)})
+		l, err := w.dyn.Resource(pods).Namespace(w.ns).List(ctx, metav1.ListOptions{LabelSelector: kubeobjects.LabelGeneration + "=" + kubeobjects.GenerationLabel(g1)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -60,21 +60,21 @@ func (f *Fleet) read(ctx context.Context) (*view, error) {
 		}
 		return g
 	}
-	templates, err := f.list(ctx, SandboxTemplates, render.LabelPool+"="+f.pool)
+	templates, err := f.list(ctx, SandboxTemplates, kubeobjects.LabelPool+"="+f.pool)
 	if err != nil {
 		return nil, err
 	}
-	warm, err := f.list(ctx, SandboxWarmPools, render.LabelPool+"="+f.pool)
+	warm, err := f.list(ctx, SandboxWarmPools, kubeobjects.LabelPool+"="+f.pool)
 	if err != nil {
 		return nil, err
 	}
 	for _, u := range append(templates, warm...) {
-		id := u.GetAnnotations()[render.AnnotationGenerationID]
+		id := u.GetAnnotations()[kubeobjects.AnnotationGenerationID]
 		if id == "" {
 			continue // one of the pool's own objects
 		}
 		v.byName[u.GetName()] = id
-		v.byLabel[render.GenerationLabel(id)] = id
+		v.byLabel[kubeobjects.GenerationLabel(id)] = id
 		g := gen(id)
 		if u.GetKind() == kindWarmPool && u.GetDeletionTimestamp() == nil {
 			v.warmPools[string(u.GetUID())] = true
@@ -87,12 +87,12 @@ func (f *Fleet) read(ctx context.Context) (*view, error) {
 	}
 	for _, u := range sbs {
 		labels, _, _ := unstructured.NestedStringMap(u.Object, "spec", "podTemplate", "metadata", "labels")
-		if labels[render.LabelPool] != f.pool {
+		if labels[kubeobjects.LabelPool] != f.pool {
 			continue
 		}
-		id, ok := v.byLabel[labels[render.LabelGeneration]]
+		id, ok := v.byLabel[labels[kubeobjects.LabelGeneration]]
 		if !ok {
-			id = labels[render.LabelGeneration] // its template is gone: the label is all that names it
+			id = labels[kubeobjects.LabelGeneration] // its template is gone: the label is all that names it
 		}
 		m := member{u: u, gen: id, ready: ready(u)}
 		for _, o := range u.GetOwnerReferences() {

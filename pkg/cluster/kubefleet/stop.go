@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
@@ -179,7 +179,7 @@ func (f *Fleet) collect(ctx context.Context) error {
 			return err
 		}
 	}
-	ps, err := f.list(ctx, pods, render.LabelPool+"="+f.pool)
+	ps, err := f.list(ctx, pods, kubeobjects.LabelPool+"="+f.pool)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
@@ -51,7 +52,7 @@ func Example() {
 		return
 	}
 	for _, rg := range res.Generations {
-		fmt.Println(rg.State, rg.Template == render.ObjectName("agents", g.ID), rg.Replicas)
+		fmt.Println(rg.State, rg.Template == kubeobjects.ObjectName("agents", g.ID), rg.Replicas)
 	}
 	for _, line := range strings.Split(string(res.YAML), "\n") {
 		if strings.HasPrefix(line, "kind:") || strings.Contains(line, "namespace:") || strings.Contains(line, "replicas:") {

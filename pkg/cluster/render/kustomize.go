@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 )
@@ -107,14 +108,14 @@ func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gen
 	}
 	nodes := rm.ToRNodeSlice()
 	for _, n := range nodes {
-		if err := n.PipeE(yaml.SetLabel(LabelPool, name)); err != nil {
+		if err := n.PipeE(yaml.SetLabel(kubeobjects.LabelPool, name)); err != nil {
 			return nil, fmt.Errorf("render: %w", err)
 		}
-		if err := n.PipeE(yaml.SetAnnotation(AnnotationConfigRevision, revision)); err != nil {
+		if err := n.PipeE(yaml.SetAnnotation(kubeobjects.AnnotationConfigRevision, revision)); err != nil {
 			return nil, fmt.Errorf("render: %w", err)
 		}
 		if wave := syncWave(n); wave != "" {
-			if err := n.PipeE(yaml.SetAnnotation(AnnotationSyncWave, wave)); err != nil {
+			if err := n.PipeE(yaml.SetAnnotation(kubeobjects.AnnotationSyncWave, wave)); err != nil {
 				return nil, fmt.Errorf("render: %w", err)
 			}
 		}
@@ -252,8 +253,8 @@ func copyTree(t Tree, dir string, fsys filesys.FileSystem) error {
 func checkPins(nodes []*yaml.RNode, poolName string, gens map[string]*generation.Generation) error {
 	seen := map[string]bool{}
 	for _, n := range nodes {
-		id := n.GetAnnotations()[AnnotationGenerationID]
-		if n.GetApiVersion() != ExtensionsAPIVersion || id == "" {
+		id := n.GetAnnotations()[kubeobjects.AnnotationGenerationID]
+		if n.GetApiVersion() != kubeobjects.ExtensionsAPIVersion || id == "" {
 			continue
 		}
 		g, ok := gens[id]
@@ -261,17 +262,17 @@ func checkPins(nodes []*yaml.RNode, poolName string, gens map[string]*generation
 			continue
 		}
 		where := fmt.Sprintf("render: pool %s: %s %s of generation %s", poolName, n.GetKind(), n.GetName(), id)
-		if n.GetLabels()[LabelGeneration] != GenerationLabel(id) {
-			return fmt.Errorf("%s: %w: the kustomization changed its label %s", where, ErrRender, LabelGeneration)
+		if n.GetLabels()[kubeobjects.LabelGeneration] != kubeobjects.GenerationLabel(id) {
+			return fmt.Errorf("%s: %w: the kustomization changed its label %s", where, ErrRender, kubeobjects.LabelGeneration)
 		}
-		if n.GetKind() != KindSandboxTemplate {
+		if n.GetKind() != kubeobjects.KindSandboxTemplate {
 			continue
 		}
 		seen[id] = true
 		spec := []string{"spec", "podTemplate", "spec"}
 		for _, c := range []struct{ list, name, want string }{
-			{"initContainers", RunnerInitContainer, g.Pins[generation.Runner].Image},
-			{"containers", WorkspaceContainer, g.Pins[generation.WorkspaceTemplate].Image},
+			{"initContainers", kubeobjects.RunnerInitContainer, g.Pins[generation.Runner].Image},
+			{"containers", kubeobjects.WorkspaceContainer, g.Pins[generation.WorkspaceTemplate].Image},
 		} {
 			img, err := n.Pipe(yaml.Lookup(append(spec, c.list, "[name="+c.name+"]", "image")...))
 			if err != nil || img == nil {
@@ -314,9 +315,9 @@ func rank(kind string) int {
 	switch kind {
 	case "Namespace":
 		return 0
-	case KindSandboxTemplate:
+	case kubeobjects.KindSandboxTemplate:
 		return 2
-	case KindSandboxWarmPool:
+	case kubeobjects.KindSandboxWarmPool:
 		return 3
 	}
 	return 1
@@ -328,14 +329,14 @@ func rank(kind string) int {
 // keep whatever wave their kustomization gives them (0 by default, before
 // both).
 func syncWave(n *yaml.RNode) string {
-	if n.GetApiVersion() != ExtensionsAPIVersion || n.GetAnnotations()[AnnotationGenerationID] == "" {
+	if n.GetApiVersion() != kubeobjects.ExtensionsAPIVersion || n.GetAnnotations()[kubeobjects.AnnotationGenerationID] == "" {
 		return ""
 	}
 	switch n.GetKind() {
-	case KindSandboxTemplate:
-		return WaveTemplate
-	case KindSandboxWarmPool:
-		return WaveWarmPool
+	case kubeobjects.KindSandboxTemplate:
+		return kubeobjects.WaveTemplate
+	case kubeobjects.KindSandboxWarmPool:
+		return kubeobjects.WaveWarmPool
 	}
 	return ""
 }

@@ -1,8 +1,6 @@
 package render
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -17,118 +16,14 @@ import (
 	"github.com/slipway-dev/slipway/pkg/isolate/shape"
 )
 
-// Labels and annotations Slipway puts on what it renders.
+// Volumes of the pods Slipway renders.
 const (
-	// LabelPool names the pool, on every rendered object.
-	LabelPool = "slipway.dev/pool"
-	// LabelGeneration names the generation (its id cut to 63 characters,
-	// the limit of a label value) on the objects of one generation and on
-	// their pods. It never changes on an object: a generation is new
-	// objects.
-	LabelGeneration = "slipway.dev/generation"
-	// AnnotationGenerationID is the generation's full id.
-	AnnotationGenerationID = "slipway.dev/generation-id"
-	// AnnotationConfigRevision is the config repository commit rendered,
-	// on every rendered object.
-	AnnotationConfigRevision = "slipway.dev/config-revision"
-	// AnnotationSyncWave is Argo CD's sync wave: a generation's
-	// SandboxTemplate is applied (and healthy) before its
-	// SandboxWarmPool. Slipway sets it after the kustomize build, so a
-	// kustomization cannot reorder the two.
-	AnnotationSyncWave = "argocd.argoproj.io/sync-wave"
-	WaveTemplate       = "1"
-	WaveWarmPool       = "2"
+	runnerVolume      = "slipway-runner"
+	credentialsVolume = "slipway-credentials"
+	secretVolume      = "slipway-secret"
+	socketVolume      = "slipway-runner-socket"
+	refreshVolume     = "slipway-refresh"
 )
-
-// The agent-sandbox API Slipway renders to (sigs.k8s.io/agent-sandbox v0.5.6).
-const (
-	ExtensionsAPIVersion = "extensions.agents.x-k8s.io/v1beta1"
-	KindSandboxTemplate  = "SandboxTemplate"
-	KindSandboxWarmPool  = "SandboxWarmPool"
-)
-
-// Where the pod finds Slipway's parts.
-const (
-	// RunnerDir is the read-only folder of the workspace container holding
-	// the runner binary, copied there from the runner image by the init
-	// container (slipway-runner install).
-	RunnerDir = "/opt/slipway/bin"
-	// WorkspaceContainer and RunnerInitContainer name the pod's containers.
-	WorkspaceContainer  = "workspace"
-	RunnerInitContainer = "slipway-runner"
-	runnerVolume        = "slipway-runner"
-	credentialsVolume   = "slipway-credentials"
-	secretVolume        = "slipway-secret"
-	socketVolume        = "slipway-runner-socket"
-	// RunnerSocketDir is a small emptyDir of the workspace container
-	// holding RunnerSocket, where the runner (the container's command)
-	// serves the runner protocol. Nothing listens on the pod's network:
-	// the runtime reaches it through the API server's pod exec of
-	// `slipway-runner connect RunnerSocket` (package kubesandbox).
-	RunnerSocketDir = "/run/slipway/runner"
-	RunnerSocket    = RunnerSocketDir + "/runner.sock"
-	// RunnerBinary is the runner's path in the workspace container.
-	RunnerBinary = RunnerDir + "/slipway-runner"
-	// SecretDir is where the workspace container of a generation that
-	// pins a secretVersion finds the projected Secret of that version
-	// (SecretName), read-only. It is not sandbox.CredentialDir: that is a
-	// writable memory emptyDir of its own, where the runtime puts each
-	// claim's token through pod exec after the claim (package
-	// kubesandbox), since a warm member is made before anyone claims it.
-	SecretDir = "/run/slipway/secret"
-	// CredentialDirSize is the sizeLimit of the memory emptyDir at
-	// sandbox.CredentialDir.
-	CredentialDirSize = "1Mi"
-	// RefreshDir is where the init container (slipway-runner install
-	// --refresh) writes the pod's refresh phase (shape.RefreshPod), a
-	// small memory emptyDir: its machine-id is mounted read-only over
-	// /etc/machine-id of the workspace container, so every pod has a
-	// fresh one as every local sandbox does. No random seed and no ssh
-	// host keys on Kubernetes: the init container cannot see the
-	// template's files.
-	RefreshDir    = "/run/slipway/refresh"
-	MachineIDPath = "/etc/machine-id"
-	refreshVolume = "slipway-refresh"
-)
-
-// GenerationLabel is the value of LabelGeneration for generation id.
-func GenerationLabel(id string) string {
-	if len(id) > 63 {
-		return id[:63]
-	}
-	return id
-}
-
-// ObjectName names a generation's SandboxTemplate and SandboxWarmPool:
-// the pool's name and the first 12 hex digits of the generation's id.
-func ObjectName(poolName, id string) string {
-	h := strings.TrimPrefix(id, "g-")
-	if len(h) > 12 {
-		h = h[:12]
-	}
-	return poolName + "-" + h
-}
-
-var nonName = regexp.MustCompile(`[^a-z0-9]+`)
-
-// SecretName is the name of the Secret holding secret version id (a
-// secretVersion pin's id, such as vault://kv/agents/token#7): the id
-// lower-cased with every run of other characters than a-z and 0-9 turned
-// into '-', cut to 40 characters, then '-' and the first 8 hex digits of
-// the id's sha256, so that two ids never share a Secret:
-// vault://kv/agents/token#7 is vault-kv-agents-token-7-<8 hex>. Whatever
-// syncs secrets into the cluster creates it under that name.
-func SecretName(id string) string {
-	s := strings.Trim(nonName.ReplaceAllString(strings.ToLower(id), "-"), "-")
-	if len(s) > 40 {
-		s = strings.TrimRight(s[:40], "-")
-	}
-	sum := sha256.Sum256([]byte(id))
-	if s == "" {
-		return "secret-" + hex.EncodeToString(sum[:4])
-	}
-	return s + "-" + hex.EncodeToString(sum[:4])
-}
 
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 
@@ -155,8 +50,8 @@ var subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-
 func meta(name, poolName, id, revision string) map[string]any {
 	return map[string]any{
 		"name":        name,
-		"labels":      map[string]any{LabelPool: poolName, LabelGeneration: GenerationLabel(id)},
-		"annotations": map[string]any{AnnotationConfigRevision: revision, AnnotationGenerationID: id},
+		"labels":      map[string]any{kubeobjects.LabelPool: poolName, kubeobjects.LabelGeneration: kubeobjects.GenerationLabel(id)},
+		"annotations": map[string]any{kubeobjects.AnnotationConfigRevision: revision, kubeobjects.AnnotationGenerationID: id},
 	}
 }
 
@@ -173,9 +68,9 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 		return nil, fmt.Errorf("%s: %w: no runner image pin to bring the runner from", file, ErrRender)
 	}
 	mounts := []any{
-		map[string]any{"name": runnerVolume, "mountPath": RunnerDir, "readOnly": true},
-		map[string]any{"name": socketVolume, "mountPath": RunnerSocketDir},
-		map[string]any{"name": refreshVolume, "mountPath": MachineIDPath, "subPath": shape.MachineIDFile, "readOnly": true},
+		map[string]any{"name": runnerVolume, "mountPath": kubeobjects.RunnerDir, "readOnly": true},
+		map[string]any{"name": socketVolume, "mountPath": kubeobjects.RunnerSocketDir},
+		map[string]any{"name": refreshVolume, "mountPath": kubeobjects.MachineIDPath, "subPath": shape.MachineIDFile, "readOnly": true},
 	}
 	volumes := []any{
 		map[string]any{"name": runnerVolume, "emptyDir": map[string]any{}},
@@ -185,28 +80,28 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 	if sv, ok := g.Pins[generation.SecretVersion]; ok {
 		mounts = append(mounts,
 			map[string]any{"name": credentialsVolume, "mountPath": sandbox.CredentialDir},
-			map[string]any{"name": secretVolume, "mountPath": SecretDir, "readOnly": true})
+			map[string]any{"name": secretVolume, "mountPath": kubeobjects.SecretDir, "readOnly": true})
 		volumes = append(volumes,
-			map[string]any{"name": credentialsVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": CredentialDirSize}},
+			map[string]any{"name": credentialsVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": kubeobjects.CredentialDirSize}},
 			map[string]any{"name": secretVolume, "projected": map[string]any{
-				"sources": []any{map[string]any{"secret": map[string]any{"name": SecretName(sv.Identity())}}},
+				"sources": []any{map[string]any{"secret": map[string]any{"name": kubeobjects.SecretName(sv.Identity())}}},
 			}})
 	}
 	podSpec := map[string]any{
 		"automountServiceAccountToken": false,
 		"initContainers": []any{map[string]any{
-			"name":    RunnerInitContainer,
+			"name":    kubeobjects.RunnerInitContainer,
 			"image":   run.Image,
-			"command": []any{sandbox.RunnerPath, "install", RunnerDir, "--refresh", RefreshDir},
+			"command": []any{sandbox.RunnerPath, "install", kubeobjects.RunnerDir, "--refresh", kubeobjects.RefreshDir},
 			"volumeMounts": []any{
-				map[string]any{"name": runnerVolume, "mountPath": RunnerDir},
-				map[string]any{"name": refreshVolume, "mountPath": RefreshDir},
+				map[string]any{"name": runnerVolume, "mountPath": kubeobjects.RunnerDir},
+				map[string]any{"name": refreshVolume, "mountPath": kubeobjects.RefreshDir},
 			},
 		}},
 		"containers": []any{map[string]any{
-			"name":    WorkspaceContainer,
+			"name":    kubeobjects.WorkspaceContainer,
 			"image":   tmpl.Image,
-			"command": []any{RunnerBinary, "serve", "--listen-unix", RunnerSocket},
+			"command": []any{kubeobjects.RunnerBinary, "serve", "--listen-unix", kubeobjects.RunnerSocket},
 			"env": []any{
 				map[string]any{"name": runner.EnvGeneration, "value": g.ID},
 				map[string]any{"name": runner.EnvSandboxID, "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "metadata.name"}}},
@@ -238,12 +133,12 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 		return nil, err
 	}
 	return map[string]any{
-		"apiVersion": ExtensionsAPIVersion,
-		"kind":       KindSandboxTemplate,
-		"metadata":   meta(ObjectName(poolName, g.ID), poolName, g.ID, revision),
+		"apiVersion": kubeobjects.ExtensionsAPIVersion,
+		"kind":       kubeobjects.KindSandboxTemplate,
+		"metadata":   meta(kubeobjects.ObjectName(poolName, g.ID), poolName, g.ID, revision),
 		"spec": map[string]any{
 			"podTemplate": map[string]any{
-				"metadata": map[string]any{"labels": map[string]any{LabelPool: poolName, LabelGeneration: GenerationLabel(g.ID)}},
+				"metadata": map[string]any{"labels": map[string]any{kubeobjects.LabelPool: poolName, kubeobjects.LabelGeneration: kubeobjects.GenerationLabel(g.ID)}},
 				"spec":     podSpec,
 			},
 			"networkPolicyManagement": "Managed",
@@ -286,10 +181,10 @@ func networkPolicy(pl *pool.Pool) (map[string]any, error) {
 
 // sandboxWarmPool is the warm pool of generation id with replicas members.
 func sandboxWarmPool(poolName, id, revision string, replicas int) map[string]any {
-	name := ObjectName(poolName, id)
+	name := kubeobjects.ObjectName(poolName, id)
 	return map[string]any{
-		"apiVersion": ExtensionsAPIVersion,
-		"kind":       KindSandboxWarmPool,
+		"apiVersion": kubeobjects.ExtensionsAPIVersion,
+		"kind":       kubeobjects.KindSandboxWarmPool,
 		"metadata":   meta(name, poolName, id, revision),
 		"spec": map[string]any{
 			"replicas":           replicas,

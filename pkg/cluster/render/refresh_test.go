@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/isolate/shape"
 )
@@ -60,7 +61,7 @@ func TestPodGetsFreshMachineID(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if obj.Kind != render.KindSandboxTemplate {
+		if obj.Kind != kubeobjects.KindSandboxTemplate {
 			continue
 		}
 		templates++
@@ -69,17 +70,17 @@ func TestPodGetsFreshMachineID(t *testing.T) {
 			t.Fatalf("containers: %+v", ps)
 		}
 		init, ws := ps.InitContainers[0], ps.Containers[0]
-		if i := slices.Index(init.Command, "--refresh"); i < 0 || i+1 >= len(init.Command) || init.Command[i+1] != render.RefreshDir {
-			t.Errorf("init container %v does not run the refresh phase into %s", init.Command, render.RefreshDir)
+		if i := slices.Index(init.Command, "--refresh"); i < 0 || i+1 >= len(init.Command) || init.Command[i+1] != kubeobjects.RefreshDir {
+			t.Errorf("init container %v does not run the refresh phase into %s", init.Command, kubeobjects.RefreshDir)
 		}
 		vol := ""
 		for _, m := range init.VolumeMounts {
-			if m.MountPath == render.RefreshDir && !m.ReadOnly {
+			if m.MountPath == kubeobjects.RefreshDir && !m.ReadOnly {
 				vol = m.Name
 			}
 		}
 		if vol == "" {
-			t.Fatalf("init container mounts nothing writable at %s: %+v", render.RefreshDir, init.VolumeMounts)
+			t.Fatalf("init container mounts nothing writable at %s: %+v", kubeobjects.RefreshDir, init.VolumeMounts)
 		}
 		want := mount{Name: vol, MountPath: "/etc/machine-id", SubPath: shape.MachineIDFile, ReadOnly: true}
 		if !slices.Contains(ws.VolumeMounts, want) {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
@@ -217,7 +218,7 @@ func renderPool(t Tree, pl *pool.Pool, state *pool.State, gens map[string]*gener
 			return nil, fmt.Errorf("render: %w", err)
 		}
 		objects = append(objects, tmpl)
-		rg := Generation{ID: e.ID, State: e.State, Template: ObjectName(poolName, e.ID)}
+		rg := Generation{ID: e.ID, State: e.State, Template: kubeobjects.ObjectName(poolName, e.ID)}
 		if e.State == pool.Warming || e.State == pool.Active {
 			objects = append(objects, sandboxWarmPool(poolName, e.ID, revision, e.WarmSize))
 			rg.WarmPool, rg.Replicas = rg.Template, e.WarmSize

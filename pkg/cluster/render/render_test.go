@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
@@ -92,7 +93,7 @@ func TestGolden(t *testing.T) {
 	// objects are in the render until gc takes it out when its windows
 	// close): no Prune=false that would outlive the window on the live
 	// objects.
-	if n, m := bytes.Count(got, []byte(render.AnnotationSyncWave+": '1'")), bytes.Count(got, []byte(render.AnnotationSyncWave+": '2'")); n != 4 || m != 2 {
+	if n, m := bytes.Count(got, []byte(kubeobjects.AnnotationSyncWave+": '1'")), bytes.Count(got, []byte(kubeobjects.AnnotationSyncWave+": '2'")); n != 4 || m != 2 {
 		t.Errorf("sync waves: %d templates in wave 1, %d warm pools in wave 2", n, m)
 	}
 	for _, bad := range []string{"Recreate", "evidence", "not kustomize input", "Prune=false"} {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -48,7 +48,7 @@ func BenchmarkB13bWarmClaim(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool := render.ObjectName(n.pool, g.ID)
+	pool := kubeobjects.ObjectName(n.pool, g.ID)
 	spec := specOf(b, n, g, "")
 	var slipway, bare []time.Duration
 	for b.Loop() {
@@ -131,7 +131,7 @@ func bareClaim(tb testing.TB, dyn dynamic.Interface, ns, pool, name string) {
 	defer cancel()
 	claims := dyn.Resource(claimsGVR).Namespace(ns)
 	c, err := claims.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": render.ExtensionsAPIVersion, "kind": "SandboxClaim",
+		"apiVersion": kubeobjects.ExtensionsAPIVersion, "kind": "SandboxClaim",
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": pool}},
 	}}, metav1.CreateOptions{})

@@ -19,13 +19,13 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
 
 // Labels and annotations of the SandboxClaims the backend makes (besides
-// render.LabelPool and render.LabelGeneration).
+// kubeobjects.LabelPool and kubeobjects.LabelGeneration).
 const (
 	// LabelClaim marks a SandboxClaim as Slipway's: List reads only those.
 	LabelClaim = "slipway.dev/claim"
@@ -166,7 +166,7 @@ func ClaimName(owner string) string {
 
 // Create claims a sandbox of spec.Generation for spec.Owner: a
 // SandboxClaim named ClaimName(spec.Owner) on the generation's warm pool
-// (render.ObjectName), which agent-sandbox's controller binds to a ready
+// (kubeobjects.ObjectName), which agent-sandbox's controller binds to a ready
 // warm member, or to a cold start where none is ready. A claim of that name
 // already there (a runtime that restarted mid-claim) is taken up, if its
 // owner is spec.Owner. Create returns once the claim is bound, its sandbox
@@ -215,11 +215,11 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 }
 
 func (b *Backend) claimObject(name string, spec sandbox.Spec) *unstructured.Unstructured {
-	labels := map[string]any{LabelClaim: "true", render.LabelPool: spec.Pool, render.LabelGeneration: render.GenerationLabel(spec.Generation)}
+	labels := map[string]any{LabelClaim: "true", kubeobjects.LabelPool: spec.Pool, kubeobjects.LabelGeneration: kubeobjects.GenerationLabel(spec.Generation)}
 	if spec.Proof {
 		labels[LabelProof] = "true"
 	}
-	ann := map[string]any{AnnotationOwner: spec.Owner, render.AnnotationGenerationID: spec.Generation}
+	ann := map[string]any{AnnotationOwner: spec.Owner, kubeobjects.AnnotationGenerationID: spec.Generation}
 	if spec.Runner.Digest != "" {
 		ann[AnnotationRunnerSHA256] = spec.Runner.Digest
 	}
@@ -227,9 +227,9 @@ func (b *Backend) claimObject(name string, spec sandbox.Spec) *unstructured.Unst
 		ann[AnnotationTemplateID] = spec.TemplateID
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": render.ExtensionsAPIVersion, "kind": "SandboxClaim",
+		"apiVersion": kubeobjects.ExtensionsAPIVersion, "kind": "SandboxClaim",
 		"metadata": map[string]any{"name": name, "namespace": b.namespace, "labels": labels, "annotations": ann},
-		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": render.ObjectName(spec.Pool, spec.Generation)}},
+		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": kubeobjects.ObjectName(spec.Pool, spec.Generation)}},
 	}}
 }
 
@@ -251,13 +251,13 @@ func (b *Backend) SetOwner(ctx context.Context, id, from, to string) (*sandbox.S
 // WarmCounts counts the warm members of each generation of pool from its
 // SandboxWarmPools' status.
 func (b *Backend) WarmCounts(ctx context.Context, pool string) (map[string]sandbox.WarmCount, error) {
-	list, err := b.dyn.Resource(warmPoolsGVR).Namespace(b.namespace).List(ctx, metav1.ListOptions{LabelSelector: render.LabelPool + "=" + pool})
+	list, err := b.dyn.Resource(warmPoolsGVR).Namespace(b.namespace).List(ctx, metav1.ListOptions{LabelSelector: kubeobjects.LabelPool + "=" + pool})
 	if err != nil {
 		return nil, fmt.Errorf("kube: list SandboxWarmPools of pool %s: %w", pool, err)
 	}
 	out := map[string]sandbox.WarmCount{}
 	for _, wp := range list.Items {
-		id := wp.GetAnnotations()[render.AnnotationGenerationID]
+		id := wp.GetAnnotations()[kubeobjects.AnnotationGenerationID]
 		if id == "" {
 			continue
 		}
@@ -279,10 +279,10 @@ func (b *Backend) WarmCounts(ctx context.Context, pool string) (map[string]sandb
 func (b *Backend) List(ctx context.Context, filter sandbox.Filter) ([]*sandbox.Sandbox, error) {
 	sel := LabelClaim + "=true"
 	if filter.Pool != "" {
-		sel += "," + render.LabelPool + "=" + filter.Pool
+		sel += "," + kubeobjects.LabelPool + "=" + filter.Pool
 	}
 	if filter.Generation != "" {
-		sel += "," + render.LabelGeneration + "=" + render.GenerationLabel(filter.Generation)
+		sel += "," + kubeobjects.LabelGeneration + "=" + kubeobjects.GenerationLabel(filter.Generation)
 	}
 	list, err := b.dyn.Resource(claimsGVR).Namespace(b.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -303,9 +303,9 @@ func (b *Backend) List(ctx context.Context, filter sandbox.Filter) ([]*sandbox.S
 func (b *Backend) sandboxOf(c *unstructured.Unstructured) *sandbox.Sandbox {
 	ann := c.GetAnnotations()
 	s := &sandbox.Sandbox{
-		Pool: c.GetLabels()[render.LabelPool], Generation: ann[render.AnnotationGenerationID], Owner: ann[AnnotationOwner],
+		Pool: c.GetLabels()[kubeobjects.LabelPool], Generation: ann[kubeobjects.AnnotationGenerationID], Owner: ann[AnnotationOwner],
 		TemplateID: ann[AnnotationTemplateID], RunnerBinarySHA256: ann[AnnotationRunnerSHA256],
-		Created: c.GetCreationTimestamp().Time, RunnerPath: render.RunnerBinary,
+		Created: c.GetCreationTimestamp().Time, RunnerPath: kubeobjects.RunnerBinary,
 		Placement: &sandbox.Placement{Cluster: b.o.cluster, Namespace: b.namespace},
 	}
 	bound := boundName(c)

@@ -19,11 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/kubeconfig"
 )
 
 var (
@@ -215,7 +215,7 @@ func TestKillMidClaim(t *testing.T) {
 // killedChild is the runtime TestKillMidClaim kills: it claims a sandbox,
 // says so, and waits.
 func killedChild(t *testing.T) {
-	cfg, _, err := kubeapply.LoadKubeconfig(os.Getenv("KUBE_CHILD_KUBECONFIG"))
+	cfg, _, err := kubeconfig.Load(os.Getenv("KUBE_CHILD_KUBECONFIG"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
@@ -186,7 +186,7 @@ func checkImages(pod *unstructured.Unstructured, templateID string) error {
 			if !ok {
 				return fmt.Errorf("%w: pod %s: container %s runs %s, not an image by digest", sandbox.ErrIdentity, pod.GetName(), cname, image)
 			}
-			if cname == render.WorkspaceContainer && templateID != "" && want != templateID {
+			if cname == kubeobjects.WorkspaceContainer && templateID != "" && want != templateID {
 				return fmt.Errorf("%w: pod %s: the workspace container's image is %s, the generation pins %s", sandbox.ErrIdentity, pod.GetName(), want, templateID)
 			}
 			var got string

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
@@ -91,7 +91,7 @@ func (b *Backend) credentialExec(ctx context.Context, id, name, op string, data 
 		ctx, cancel = context.WithTimeout(ctx, credentialTimeout)
 		defer cancel()
 	}
-	exec, err := newExecutor(b.cfg, b.namespace, id, render.WorkspaceContainer, []string{render.RunnerBinary, "credential", op, name})
+	exec, err := newExecutor(b.cfg, b.namespace, id, kubeobjects.WorkspaceContainer, []string{kubeobjects.RunnerBinary, "credential", op, name})
 	if err != nil {
 		return err
 	}

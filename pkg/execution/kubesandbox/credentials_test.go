@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -65,7 +65,7 @@ func TestRuntimeCredentialsOnKube(t *testing.T) {
 	}
 	secret := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
-		"metadata": map[string]any{"name": render.SecretName(version), "namespace": n.ns},
+		"metadata": map[string]any{"name": kubeobjects.SecretName(version), "namespace": n.ns},
 		"data":     map[string]any{"value": base64.StdEncoding.EncodeToString([]byte("from-the-secret-store"))},
 	}}
 	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}).Namespace(n.ns).
@@ -118,7 +118,7 @@ func TestRuntimeCredentialsOnKube(t *testing.T) {
 		t.Errorf("%s is on %q, want tmpfs", sandbox.CredentialDir, fstype)
 	}
 	if stored != "from-the-secret-store" {
-		t.Errorf("the projected Secret at %s holds %q", render.SecretDir, stored)
+		t.Errorf("the projected Secret at %s holds %q", kubeobjects.SecretDir, stored)
 	}
 	if !strings.HasPrefix(token, "swt_") || !broker.Valid(token) {
 		t.Fatalf("the file holds no valid token (%d bytes)", len(token))

@@ -17,14 +17,14 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
 
 // DialRunner reaches the runner of a rendered pod (package render) through
 // the API server's pod exec: every connection is an exec, in the pod's
 // workspace container, of `slipway-runner connect` on the runner's unix
-// socket (render.RunnerSocket), whose standard input and output are the
+// socket (kubeobjects.RunnerSocket), whose standard input and output are the
 // connection; what flows over it is the runner protocol, unchanged. The
 // exec rides the caller's Kubernetes credentials, RBAC (pods/exec in the
 // namespace) and audit; the pod opens no port. The connection is up when
@@ -36,9 +36,9 @@ import (
 // the connection of its last round trip in itself, so one executor shared
 // by concurrent dials (a heartbeat beside an exec) races.
 func DialRunner(cfg *rest.Config, namespace, pod string) runner.DialFunc {
-	argv := []string{render.RunnerBinary, "connect", render.RunnerSocket}
+	argv := []string{kubeobjects.RunnerBinary, "connect", kubeobjects.RunnerSocket}
 	return func(ctx context.Context) (net.Conn, error) {
-		exec, err := newExecutor(cfg, namespace, pod, render.WorkspaceContainer, argv)
+		exec, err := newExecutor(cfg, namespace, pod, kubeobjects.WorkspaceContainer, argv)
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
@@ -34,7 +34,7 @@ func TestDialRunnerThroughPodExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace(n.ns).
-		List(ctx, metav1.ListOptions{LabelSelector: render.LabelPool + "=dial"})
+		List(ctx, metav1.ListOptions{LabelSelector: kubeobjects.LabelPool + "=dial"})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("pods of the warm pool: %v %v", pods, err)
 	}

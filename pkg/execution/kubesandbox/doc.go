@@ -5,8 +5,8 @@
 // Backend implements sandbox.ClusterPools: the cluster keeps the warm
 // pools, so Create makes claims only. A claim is a SandboxClaim
 // (extensions.agents.x-k8s.io/v1beta1) named ClaimName(owner), whose
-// warmPoolRef is render.ObjectName(pool, generation), labelled LabelClaim,
-// render.LabelPool and render.LabelGeneration (and LabelProof for a
+// warmPoolRef is kubeobjects.ObjectName(pool, generation), labelled LabelClaim,
+// kubeobjects.LabelPool and kubeobjects.LabelGeneration (and LabelProof for a
 // rollout's proof claim, which never counts as traffic). Create watches it
 // until it is bound and Ready (agent-sandbox hands it a ready warm member,
 // or cold-starts one where none is ready), checks the pod's images against

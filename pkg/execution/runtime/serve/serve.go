@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
@@ -26,6 +25,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
+	"github.com/slipway-dev/slipway/pkg/kubeconfig"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -416,7 +416,7 @@ func kubeBackend(c Config) (sandbox.Backend, error) {
 	if c.Kubeconfig == "" {
 		return nil, errors.New("runtime: the kubernetes backend needs a kubeconfig")
 	}
-	cfg, ns, err := kubeapply.LoadKubeconfig(c.Kubeconfig)
+	cfg, ns, err := kubeconfig.Load(c.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}

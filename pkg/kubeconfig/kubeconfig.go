@@ -1,4 +1,4 @@
-package kubeapply
+package kubeconfig
 
 import (
 	"fmt"
@@ -9,16 +9,16 @@ import (
 
 // LoadKubeconfig reads a kubeconfig file and returns its current context's
 // client configuration and namespace ("default" when it names none).
-func LoadKubeconfig(path string) (*rest.Config, string, error) {
+func Load(path string) (*rest.Config, string, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		&clientcmd.ClientConfigLoadingRules{ExplicitPath: path}, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, "", fmt.Errorf("kubeapply: kubeconfig %s: %w", path, err)
+		return nil, "", fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	ns, _, err := cc.Namespace()
 	if err != nil {
-		return nil, "", fmt.Errorf("kubeapply: kubeconfig %s: %w", path, err)
+		return nil, "", fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	if ns == "" {
 		ns = "default"
