@@ -1,7 +1,15 @@
 // Package serve runs Slipway's runtime: it follows the config repository,
-// keeps the warm pools on the local (bubblewrap) backend, or claims on
-// agent-sandbox's warm pools with the Kubernetes backend (Config.Backend),
-// and serves the runtime's API. It is what `slipway runtime serve` runs;
-// package runtime holds the parts, independent of the backend, so that
-// rollouts and clients never import one.
+// keeps the warm pools, and serves the runtime's API. It is what `slipway
+// runtime serve` runs.
+//
+// There is one composition per backend: RunLocal (bubblewrap on this host:
+// the runtime keeps the warm pools, the cost ledger and the cleanup
+// reconciler) and RunKubernetes (agent-sandbox in a cluster: the cluster
+// keeps the warm pools, a claim is a SandboxClaim). Each is a host (the
+// backend and what it owns) handed to the composition they share; Run picks
+// one by Config.Backend.
+//
+// It is not the runtime's logic: package runtime holds the parts,
+// independent of the backend, so that rollouts and clients never import
+// one.
 package serve
