@@ -183,6 +183,12 @@ func (f *jobFlags) client() (*control.Client, error) {
 func NewCmdJob(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "job", Short: "Submit, follow, show, list and cancel jobs on the control plane"}
 	var jf jobFlags
+	cmd.AddCommand(newCmdJobSubmit(g, &jf), newCmdJobShow(g, &jf), newCmdJobList(g, &jf), newCmdJobCancel(g, &jf), newCmdJobTrace(g, &jf), newCmdJobLogs(g, &jf)) // job_logs.go
+	return cmd
+}
+
+// newCmdJobSubmit is `job submit`: submit a job, and with --wait follow it to its end.
+func newCmdJobSubmit(g *globals, jf *jobFlags) *cobra.Command {
 	var spec control.Spec
 	var wait bool
 	submit := &cobra.Command{
@@ -233,7 +239,11 @@ func NewCmdJob(g *globals) *cobra.Command {
 	submit.Flags().StringVar(&spec.IdempotencyKey, "idempotency-key", "", "the same key returns the same job, never a second one")
 	submit.Flags().BoolVar(&wait, "wait", false, "follow the job and exit with its exit code (1 for a refused or failed job)")
 	jf.add(submit)
+	return submit
+}
 
+// newCmdJobShow is `job show`: a job's whole story.
+func newCmdJobShow(g *globals, jf *jobFlags) *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show a job's whole story: states with times, profile revision, runtime, sandbox, run, cost, why it ended",
@@ -262,7 +272,11 @@ func NewCmdJob(g *globals) *cobra.Command {
 		},
 	}
 	jf.add(show)
+	return show
+}
 
+// newCmdJobList is `job list`: jobs, newest first.
+func newCmdJobList(g *globals, jf *jobFlags) *cobra.Command {
 	var state string
 	var limit int
 	list := &cobra.Command{
@@ -290,7 +304,11 @@ func NewCmdJob(g *globals) *cobra.Command {
 	list.Flags().StringVar(&state, "state", "", "only jobs in this state")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	jf.add(list)
+	return list
+}
 
+// newCmdJobCancel is `job cancel`.
+func newCmdJobCancel(g *globals, jf *jobFlags) *cobra.Command {
 	cancel := &cobra.Command{
 		Use:   "cancel ID",
 		Short: "Cancel a job",
@@ -312,7 +330,11 @@ func NewCmdJob(g *globals) *cobra.Command {
 		},
 	}
 	jf.add(cancel)
+	return cancel
+}
 
+// newCmdJobTrace is `job trace`: where a job's time went.
+func newCmdJobTrace(g *globals, jf *jobFlags) *cobra.Command {
 	traceCmd := &cobra.Command{
 		Use:   "trace ID",
 		Short: "Show where a job's time went: its trace as a tree of spans with durations",
@@ -342,8 +364,7 @@ sandbox_id. --output json prints the spans as the API returns them.`,
 		},
 	}
 	jf.add(traceCmd)
-	cmd.AddCommand(submit, show, list, cancel, traceCmd, newCmdJobLogs(g, &jf)) // job_logs.go
-	return cmd
+	return traceCmd
 }
 
 // jobExit is a finished job's exit code: the command's, or 1 for a job

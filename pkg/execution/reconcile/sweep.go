@@ -86,58 +86,7 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: list sandboxes: %w", err)
 	}
-	get := r.runGetter()
-	var warm map[string]map[string]bool
-	warmKnown := false
-	if r.c.Warm != nil {
-		warm, warmKnown = r.c.Warm()
-	}
-	var cands []*candidate
-	listed := map[string]bool{}
-	var errs []error
-	for _, s := range all {
-		listed[s.ID] = true
-		c, err := r.classify(ctx, s, get, warm, warmKnown)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if c == nil {
-			rep.Live++
-			continue
-		}
-		c.rec = openBy[s.ID]
-		if c.rec != nil && c.rec.State == StateUnknown {
-			c.kind, c.grace = c.rec.Kind, 0 // a retry: the record's kind, at once
-		}
-		cands = append(cands, c)
-	}
-	if r.c.Credentials != nil {
-		for _, cr := range r.c.Credentials.Live() {
-			c, err := r.classifyCredential(ctx, cr, get)
-			if err != nil {
-				errs = append(errs, err)
-			} else if c != nil {
-				c.rec = openBy[cr.Fingerprint]
-				cands = append(cands, c)
-			}
-		}
-	}
-	trash := map[string]time.Time{}
-	if in, ok := r.c.Backend.(Interrupted); ok {
-		if trash, err = in.Interrupted(ctx); err != nil {
-			errs = append(errs, err)
-		}
-		for id, since := range trash {
-			c := &candidate{kind: KindStuckStopping, action: ActionFinish, resource: id, lease: "deleting@" + since.UTC().Format(time.RFC3339),
-				trash: true, notBefore: since.Add(r.c.StuckAfter)}
-			if c.rec = openBy[id]; c.rec != nil && c.rec.State == StateUnknown {
-				// an earlier delete that failed half way: its record's kind, at once
-				c.kind, c.pool, c.runID, c.notBefore = c.rec.Kind, c.rec.Pool, c.rec.RunID, time.Time{}
-			}
-			cands = append(cands, c)
-		}
-	}
+	cands, listed, trash, errs := r.collect(ctx, all, openBy, rep)
 
 	// Act, a few at a time; the records are written in batches as the
 	// outcomes come.
@@ -206,9 +155,83 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 			delete(r.seen, key)
 		}
 	}
-	// Open records whose resource this pass did not find: gone (an earlier
-	// delete finished late, or another actor removed it) or no longer a
-	// candidate.
+	r.closeUnfound(open, found, listed, trash, cands, out)
+	close(out)
+	if err := <-wrote; err != nil {
+		errs = append(errs, err)
+	}
+	r.report(ctx, orphans)
+	if _, err := r.c.Records.prune(ctx, start.Add(-r.c.KeepRecords)); err != nil {
+		errs = append(errs, err)
+	}
+	rep.Duration = r.now().Sub(start)
+	return rep, errors.Join(errs...)
+}
+
+// collect finds this pass's candidates: the backend's sandboxes that are
+// orphans (all, counting the live ones in rep), the broker's credentials
+// that outlive their run, and the sandboxes a delete left half done. It
+// returns them with the ids it listed and the half-deleted ones.
+func (r *Reconciler) collect(ctx context.Context, all []*sandbox.Sandbox, openBy map[string]*Record, rep *Report) (cands []*candidate, listed map[string]bool, trash map[string]time.Time, errs []error) {
+	get := r.runGetter()
+	var warm map[string]map[string]bool
+	warmKnown := false
+	if r.c.Warm != nil {
+		warm, warmKnown = r.c.Warm()
+	}
+	listed = map[string]bool{}
+	for _, s := range all {
+		listed[s.ID] = true
+		c, err := r.classify(ctx, s, get, warm, warmKnown)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if c == nil {
+			rep.Live++
+			continue
+		}
+		c.rec = openBy[s.ID]
+		if c.rec != nil && c.rec.State == StateUnknown {
+			c.kind, c.grace = c.rec.Kind, 0 // a retry: the record's kind, at once
+		}
+		cands = append(cands, c)
+	}
+	if r.c.Credentials != nil {
+		for _, cr := range r.c.Credentials.Live() {
+			c, err := r.classifyCredential(ctx, cr, get)
+			if err != nil {
+				errs = append(errs, err)
+			} else if c != nil {
+				c.rec = openBy[cr.Fingerprint]
+				cands = append(cands, c)
+			}
+		}
+	}
+	trash = map[string]time.Time{}
+	if in, ok := r.c.Backend.(Interrupted); ok {
+		var err error
+		if trash, err = in.Interrupted(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		for id, since := range trash {
+			c := &candidate{kind: KindStuckStopping, action: ActionFinish, resource: id, lease: "deleting@" + since.UTC().Format(time.RFC3339),
+				trash: true, notBefore: since.Add(r.c.StuckAfter)}
+			if c.rec = openBy[id]; c.rec != nil && c.rec.State == StateUnknown {
+				// an earlier delete that failed half way: its record's kind, at once
+				c.kind, c.pool, c.runID, c.notBefore = c.rec.Kind, c.rec.Pool, c.rec.RunID, time.Time{}
+			}
+			cands = append(cands, c)
+		}
+	}
+
+	return cands, listed, trash, errs
+}
+
+// closeUnfound closes the open records whose resource this pass did not
+// find: gone (an earlier delete finished late, or another actor removed it)
+// or no longer a candidate.
+func (r *Reconciler) closeUnfound(open []Record, found, listed map[string]bool, trash map[string]time.Time, cands []*candidate, out chan<- entry) {
 	for _, rec := range open {
 		if found[rec.Kind+"/"+rec.Resource] {
 			continue
@@ -228,16 +251,6 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 		}
 		out <- entry{Record: closeRecord(rec, state, outcome, r.now())}
 	}
-	close(out)
-	if err := <-wrote; err != nil {
-		errs = append(errs, err)
-	}
-	r.report(ctx, orphans)
-	if _, err := r.c.Records.prune(ctx, start.Add(-r.c.KeepRecords)); err != nil {
-		errs = append(errs, err)
-	}
-	rep.Duration = r.now().Sub(start)
-	return rep, errors.Join(errs...)
 }
 
 func isCandidateResource(cands []*candidate, id string) bool {

@@ -172,33 +172,8 @@ func Build(ctx context.Context, t *Template, opts ...Option) (res *Result, err e
 		return res, err
 	}
 
-	logf(o.log, "scrub")
-	var keep []string
-	for _, c := range t.Spec.Caches {
-		keep = append(keep, c.Path)
-	}
-	scrub := append([]string(nil), t.Spec.Scrub...)
-	if hasRefresh(t, RefreshRandomSeed) {
-		scrub = append(scrub, "/var/lib/systemd/random-seed")
-	}
-	sr, err := scan.Scrub(tree, scrub, keep)
-	if err != nil {
-		return res, t.errorf("scrub: %w", err)
-	}
-	res.Scrubbed = sr.Entries
-
-	logf(o.log, "scan")
-	sa := append([]scan.Allow(nil), o.allow...)
-	for _, a := range t.Spec.Allow {
-		sa = append(sa, scan.Allow{Rule: scan.Rule(a.Rule), Path: a.Path})
-	}
-	report, err := scan.Scan(ctx, tree, scan.WithAllow(sa...))
-	if err != nil {
-		return res, t.errorf("scan: %w", err)
-	}
-	res.Scan = report
-	if err := report.Err(); err != nil {
-		return res, t.errorf("refusing to freeze: %w", err)
+	if err := t.scrubAndScan(ctx, tree, res, &o); err != nil {
+		return res, err
 	}
 
 	logf(o.log, "freeze")
@@ -249,6 +224,41 @@ func Build(ctx context.Context, t *Template, opts ...Option) (res *Result, err e
 	}
 	res.Finished = time.Now().UTC()
 	return res, nil
+}
+
+// scrubAndScan scrubs the built tree (the spec's scrub paths, minus its
+// caches) and scans it; a finding the spec does not allow refuses the
+// freeze.
+func (t *Template) scrubAndScan(ctx context.Context, tree string, res *Result, o *options) error {
+	logf(o.log, "scrub")
+	var keep []string
+	for _, c := range t.Spec.Caches {
+		keep = append(keep, c.Path)
+	}
+	scrub := append([]string(nil), t.Spec.Scrub...)
+	if hasRefresh(t, RefreshRandomSeed) {
+		scrub = append(scrub, "/var/lib/systemd/random-seed")
+	}
+	sr, err := scan.Scrub(tree, scrub, keep)
+	if err != nil {
+		return t.errorf("scrub: %w", err)
+	}
+	res.Scrubbed = sr.Entries
+
+	logf(o.log, "scan")
+	sa := append([]scan.Allow(nil), o.allow...)
+	for _, a := range t.Spec.Allow {
+		sa = append(sa, scan.Allow{Rule: scan.Rule(a.Rule), Path: a.Path})
+	}
+	report, err := scan.Scan(ctx, tree, scan.WithAllow(sa...))
+	if err != nil {
+		return t.errorf("scan: %w", err)
+	}
+	res.Scan = report
+	if err := report.Err(); err != nil {
+		return t.errorf("refusing to freeze: %w", err)
+	}
+	return nil
 }
 
 // freeze appends the layer to the base with a canonical config: no host

@@ -215,32 +215,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		return nil, err
 	}
 	defer ln.Close() // the sandbox has its own copy once started
-	is := isolate.Spec{
-		Root:         t.root,
-		ReadOnlyRoot: true,
-		Mounts:       mounts,
-		// The credential tmpfs: the host writes the claim's credentials
-		// into it after start (see PutCredential).
-		Tmpfs:    []string{sandbox.CredentialDir},
-		Sized:    sized,
-		Env:      shape.Env(t.env, t.workdir, env),
-		Dir:      t.workdir,
-		Hostname: id,
-		Argv:     argv,
-		Stdin:    ln, // an *os.File: bwrap and the runner get the descriptor itself
-		Limits: isolate.Limits{
-			NoFile: spec.Limits.NoFile, NProc: spec.Limits.NProc, AddressSpace: spec.Limits.AddressSpace,
-			CPUSeconds: spec.Limits.CPUSeconds, FileSize: spec.Limits.FileSize,
-		},
-		Cgroup: cg,
-	}
-	if t.user != nil {
-		if os.Geteuid() == 0 {
-			is.HostUser = t.user // a real unprivileged uid, as the template's tests ran
-		} else {
-			is.User = t.user
-		}
-	}
+	is := isolateSpec(id, spec, t, mounts, sized, env, argv, ln, cg)
 	log := &tailBuffer{max: logTail}
 	p, err := isolate.Start(context.Background(), is, log, log)
 	if err != nil {
@@ -280,6 +255,40 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	defer b.mu.Unlock()
 	delete(b.creating, id)
 	return b.view(rec), nil
+}
+
+// isolateSpec is how bubblewrap starts sandbox id's runner: the template's
+// root read-only with mounts, the credential tmpfs, the sized workspace,
+// the template's environment, the limits, and the listening socket ln as
+// the runner's standard input.
+func isolateSpec(id string, spec sandbox.Spec, t *tmpl, mounts []isolate.Mount, sized []isolate.SizedTmpfs, env map[string]string, argv []string, ln *os.File, cg *isolate.Cgroup) isolate.Spec {
+	is := isolate.Spec{
+		Root:         t.root,
+		ReadOnlyRoot: true,
+		Mounts:       mounts,
+		// The credential tmpfs: the host writes the claim's credentials
+		// into it after start (see PutCredential).
+		Tmpfs:    []string{sandbox.CredentialDir},
+		Sized:    sized,
+		Env:      shape.Env(t.env, t.workdir, env),
+		Dir:      t.workdir,
+		Hostname: id,
+		Argv:     argv,
+		Stdin:    ln, // an *os.File: bwrap and the runner get the descriptor itself
+		Limits: isolate.Limits{
+			NoFile: spec.Limits.NoFile, NProc: spec.Limits.NProc, AddressSpace: spec.Limits.AddressSpace,
+			CPUSeconds: spec.Limits.CPUSeconds, FileSize: spec.Limits.FileSize,
+		},
+		Cgroup: cg,
+	}
+	if t.user != nil {
+		if os.Geteuid() == 0 {
+			is.HostUser = t.user // a real unprivileged uid, as the template's tests ran
+		} else {
+			is.User = t.user
+		}
+	}
+	return is
 }
 
 // proveIdentity waits for the runner to answer and checks what it says
