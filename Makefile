@@ -18,6 +18,7 @@ export COSIGN := $(BIN)/cosign
 export KUSTOMIZE := $(BIN)/kustomize
 export ACTIONLINT := $(BIN)/actionlint
 export ACT := $(BIN)/act
+export JETSTREAM_PEER := $(BIN)/jetstream-peer
 # gitlab-ci-local (npm), outside the clone; the pipelines tests run it.
 SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
@@ -37,7 +38,7 @@ $(BIN)/slipway-runner:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/slipway-runner
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
-tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize $(BIN)/actionlint $(BIN)/act
+tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize $(BIN)/actionlint $(BIN)/act $(BIN)/jetstream-peer
 $(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck
 $(BIN)/syft: tools/go.mod tools/go.sum
@@ -53,6 +54,11 @@ $(BIN)/actionlint: tools/go.mod tools/go.sum
 # -P ubuntu-latest=-self-hosted: no Docker), in the pipelines tests.
 $(BIN)/act: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/nektos/act
+
+# B9a's peer: the same events through an embedded NATS JetStream, in a module
+# of its own (bench/jetstream) so that nats-server never enters go.mod.
+$(BIN)/jetstream-peer: bench/jetstream/go.mod bench/jetstream/go.sum bench/jetstream/main.go
+	cd bench/jetstream && $(GO) build -o $@ .
 
 # The real Kubernetes parts the tests run (internal/testharness/kubetest): kube-apiserver and
 # kubelet v1.37.2 and agent-sandbox's controller v0.5.6, built from the Go
