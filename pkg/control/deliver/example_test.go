@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/control/deliver"
@@ -40,15 +41,14 @@ func ExampleFilter() {
 // Retry-After.
 func ExamplePost() {
 	secret := []byte("whsec-example")
-	busy := true
+	var answered atomic.Bool // the first answer is a 429
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if err := deliver.Verify(secret, r.Header.Get(deliver.HeaderSignature), body, 5*time.Minute, time.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
-		if busy {
-			busy = false
+		if !answered.Swap(true) {
 			w.Header().Set("Retry-After", "7")
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
