@@ -9,4 +9,7 @@
 // Users: the control plane's store (submissions, stream appends, and on
 // SQLite every write transaction, each in a savepoint) and the run
 // manifest store's Creates.
+//
+// It is not a store: it opens no transaction and retries nothing; the
+// caller's commit function does the writing and sets every outcome.
 package groupcommit

@@ -49,7 +49,8 @@ type Promotion struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Forge, with ReviewBranch, opens a pull request for the review branch
-	// once it is pushed. None is built in yet (GitHub comes later).
+	// once it is pushed (nil: none is opened). None is built in: the
+	// caller supplies one.
 	Forge Forge
 }
 

@@ -49,7 +49,7 @@ func TestMetricSet(t *testing.T) {
 	m.Cost(ctx, "agents", true, 0.25)
 	m.Cost(ctx, "free", false, 0)
 	m.ArtifactExported(ctx, "agents", 0)
-	m.Orphans(ctx, "agents", 3) // no caller yet: the reconciler will be
+	m.Orphans(ctx, "agents", 3) // what the reconciler's sweep records
 	if err := m.ObservePools(func(context.Context) ([]telemetry.PoolSample, error) {
 		return []telemetry.PoolSample{{Pool: "agents", Warm: 2, Claimed: 1, Ready: 1, WarmTarget: 2}}, nil
 	}); err != nil {

@@ -4,5 +4,7 @@
 // pushes and fetches cross the real protocol and git itself decides what it
 // accepts. It also runs the git CLI to read results back (git fsck, git log).
 //
-// It needs the git CLI (Debian package git) and is for tests only.
+// It needs the git CLI (Debian package git) and is for tests only: it is
+// not how Slipway itself reads or writes a config repository (package
+// gitops, on go-git, does that).
 package gittest

@@ -21,9 +21,13 @@
 // Announce lists the parameters for Argo CD's UI (the ParameterAnnouncement
 // format). Generator answers the ApplicationSet plugin generator protocol
 // (POST /api/v1/getparams.execute with a bearer token): one parameter set
-// per pool at the config repository's head.
+// per pool at the config repository's head. Application is a rollout's
+// Applier (package kubefleet) when Argo CD applies: it reads which config
+// revision an Application reports synced and healthy (ErrNotYet until
+// then) through the dynamic client.
 //
-// It imports nothing of Argo CD: its protocols are plain environment
+// It applies nothing to a cluster itself: Argo CD applies what Generate
+// prints. It imports nothing of Argo CD: its protocols are plain environment
 // variables and JSON. The tests against Argo CD's own CMP server and
 // client live in the nested module integrations/argocd.
 package argocd

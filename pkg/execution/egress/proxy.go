@@ -157,8 +157,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	// Through one large buffer, every byte counted as cc reads it: on
 	// loopback a 256 KiB read and write carry more than the ResponseWriter's
-	// splice through a pipe (B11 on 2026-12-02, alternating: 0.65x direct
-	// on average over 20 runs against 0.56x over 16; the README's B11 row).
+	// splice through a pipe (benchmark B11's throughput half measures the
+	// proxied download against a direct one).
 	_, _ = io.CopyBuffer(writerOnly{w}, resp.Body, make([]byte, copyBuffer))
 	_ = resp.Body.Close()
 }

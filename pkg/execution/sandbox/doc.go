@@ -27,7 +27,7 @@
 // sandboxes say where they run (Placement) for the run manifest.
 //
 // It is not a backend itself (see package local for bubblewrap on this
-// host, package kube for agent-sandbox on Kubernetes), and it does not
+// host, package kubesandbox for agent-sandbox on Kubernetes), and it does not
 // choose generations, warm pools or claims: that is the runtime's
 // business, as a client of Backend.
 package sandbox

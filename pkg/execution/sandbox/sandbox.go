@@ -14,8 +14,8 @@ import (
 )
 
 // Backend creates, finds and deletes sandboxes on one medium (the local
-// host with bubblewrap today, Kubernetes later). Its methods are safe for
-// concurrent use.
+// host with bubblewrap: package local; Kubernetes with agent-sandbox:
+// package kubesandbox). Its methods are safe for concurrent use.
 type Backend interface {
 	// Create makes a sandbox from spec and returns it once its runner has
 	// proved its identity (the expected runner digest, generation and

@@ -19,4 +19,8 @@
 //
 // Signatures and attestations are checked with package sign; statements are
 // read with package attest.
+//
+// It signs nothing and writes nothing to a registry (package sign does),
+// and it does not decide what a refusal stops: promotion, rendering and
+// the runtime, its callers, do.
 package policy

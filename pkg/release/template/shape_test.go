@@ -15,7 +15,7 @@ func withTests(tests string) string {
 }
 
 // A template's tests run in the shape the runtime gives a sandbox (package
-// sandbox/shape): after the refresh phase, on a read-only root with a
+// isolate/shape): after the refresh phase, on a read-only root with a
 // private workspace. A test that would fail in every sandbox fails the
 // build, naming the test and its line.
 func TestBuildTestsFailAsInASandbox(t *testing.T) {

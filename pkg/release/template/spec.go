@@ -71,7 +71,7 @@ type Spec struct {
 	// or empty in the frozen image: machine-id, ssh-host-keys, random-seed.
 	Refresh []string `yaml:"refresh,omitempty" json:"refresh,omitempty"`
 	// Tests run in order in one sandbox of the frozen tree shaped as every sandbox of the
-	// image (package sandbox/shape: refreshed files, read-only root, private workspace);
+	// image (package isolate/shape: refreshed files, read-only root, private workspace);
 	// all must pass before publishing.
 	Tests []Test `yaml:"tests,omitempty" json:"tests,omitempty"`
 	// Allow exempts scan findings by rule and path glob; every use is recorded in the result.

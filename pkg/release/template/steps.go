@@ -103,7 +103,7 @@ func (t *Template) runSteps(ctx context.Context, tree string, res *Result, o *op
 
 // runTests runs the tests, in order, in one sandbox of the frozen tree
 // shaped as the runtime shapes a sandbox of the image (package
-// sandbox/shape): the refresh phase done (a fresh /etc/machine-id, and the
+// isolate/shape): the refresh phase done (a fresh /etc/machine-id, and the
 // random seed and ssh host keys spec.refresh asks for), the root read-only
 // with a private workspace at the working directory seeded from the tree,
 // the image's environment, user and working directory, no network. A test

@@ -37,7 +37,7 @@
 // bubblewrap on a private copy of /etc/ssh, mounted read-only over it
 // afterwards. What was done, or skipped and why, is in Sandbox.Refresh.
 // The refresh phase, the workspace seeding and the environment come from
-// package sandbox/shape, which the template build uses for its tests too.
+// package isolate/shape, which the template build uses for its tests too.
 //
 // # Runner and identity
 //

@@ -2,7 +2,9 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log"
 	"os"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -46,4 +48,42 @@ func Example() {
 	}
 	fmt.Println("exit", st.ExitCode)
 	_ = b.Delete(ctx, s.ID)
+}
+
+// The state directory belongs to one Backend at a time: a second one on
+// the same directory is refused with ErrStateInUse until the first is
+// closed; a later Backend there finds what the earlier one left (here:
+// nothing). This part runs without bubblewrap.
+func ExampleNew() {
+	dir, err := os.MkdirTemp("", "local-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	_, err = local.New("relative/state")
+	fmt.Println(err)
+
+	b, err := local.New(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = local.New(dir)
+	fmt.Println("second backend refused:", errors.Is(err, local.ErrStateInUse))
+
+	b.Close()
+	b, err = local.New(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	left, err := b.List(context.Background(), sandbox.Filter{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after reopening:", len(left), "sandboxes")
+	// Output:
+	// local: state directory "relative/state" is not absolute
+	// second backend refused: true
+	// after reopening: 0 sandboxes
 }
