@@ -172,8 +172,8 @@ func detectV2(name string, own map[string]string, mounts map[string]cgroupMount)
 // on v2), as Kubernetes weighs its pods' cgroup: at its parent's level the
 // group of every sandbox competes with each thread of this process alone,
 // and at the default weight (one thread's) starting sandboxes got less
-// CPU than outside a cpu cgroup (B11 cold starts with a cpu limit alone:
-// 1.10-1.12x the time of none). A weight is a preference, not a limit: a
+// CPU than outside a cpu cgroup (benchmark B11's cold starts with a cpu
+// limit alone were slower than with none). A weight is a preference, not a limit: a
 // host that refuses it keeps the default, and each sandbox's quota still
 // bounds it.
 func weighSandboxes(version, dir string) {

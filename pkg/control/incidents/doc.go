@@ -20,9 +20,9 @@
 // Each kind's records come from a Source; one that is also Covering says
 // which kinds it reads, so a kind no source read is marked (Sourced false)
 // rather than shown as empty. The reconciler's cleanup-unknown records
-// are one more Source (kind CleanupUnknown, Covering it): pass it to
-// Collect beside FromControl and FromRuns (cmd/slipway/cli/incidents.go
-// marks the place).
+// are one more Source (FromCleanup: kind CleanupUnknown, Covering it),
+// which the CLI passes to Collect beside FromControl and FromRuns when the
+// runtime's reconciler records exist.
 //
 // What it is not: it changes nothing, asks no live process, and does not
 // decide what to do; it shows the evidence and names the owner.
