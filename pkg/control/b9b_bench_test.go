@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		rng := rand.New(rand.NewPCG(9, 2))
 		var effectsTwice int
-		recv := newReceiver(b, "bench-secret", func(Message, int) string {
+		recv := newReceiver(b, "bench-secret", func(controlapi.Message, int) string {
 			if rng.Float64() < 0.05 {
 				return "500"
 			}
@@ -64,7 +65,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		}
 		var ids []string
 		for range jobs {
-			j, _, err := p.Submit(ctx, "bench", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+			j, _, err := p.Submit(ctx, "bench", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -75,7 +76,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		go p.deliveryLoop(ctx)
 		for i := range perJob {
 			for _, id := range ids {
-				if _, err := s.AppendEvents(ctx, id, []NewEvent{outEvent(KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {
+				if _, err := s.AppendEvents(ctx, id, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -5,16 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/attribute"
 	"net/http"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"golang.org/x/time/rate"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 	"github.com/slipway-dev/slipway/pkg/control/deliver"
-	"github.com/slipway-dev/slipway/pkg/release/scan"
 )
 
 // DeliveryConfig configures the output worker: it delivers each tenant's
@@ -206,7 +207,7 @@ func (r *destRunner) run(ctx context.Context, id string) error {
 		}
 		renewed := time.Now() // Consume took the lease
 		for i, e := range d.Events {
-			var next *Event
+			var next *controlapi.Event
 			if i+1 < len(d.Events) {
 				next = &d.Events[i+1]
 			}
@@ -225,7 +226,7 @@ func (r *destRunner) run(ctx context.Context, id string) error {
 // (nothing stored), already receipted (a redelivery after a crash),
 // collapsed, delivered or failed with the budget spent. It returns an
 // error only when it must stop (ctx, the database, a lost lease).
-func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Event, renewed *time.Time) (err error) {
+func (r *destRunner) deliverOne(ctx context.Context, j *controlapi.Job, e controlapi.Event, next *controlapi.Event, renewed *time.Time) (err error) {
 	s := r.w.p.c.Store
 	d, required := r.config()
 	if !d.Wants(string(e.Kind)) {
@@ -233,13 +234,13 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 	}
 	key := deliver.Key(j.ID, e.Seq, d.Name)
 	if rec, err := s.receipt(ctx, j.ID, d.Name, e.Seq); err != nil || rec != nil {
-		if rec != nil && rec.Kind == KindResult && rec.Outcome == ReceiptDelivered && d.RequiresResult {
+		if rec != nil && rec.Kind == controlapi.KindResult && rec.Outcome == controlapi.ReceiptDelivered && d.RequiresResult {
 			return s.putReceipt(ctx, j.ID, *rec, required) // a crash between receipt and stamp cannot happen (one tx); repeat-safe anyway
 		}
 		return err
 	}
-	if e.Kind == KindStatus && next != nil && next.Kind == KindStatus {
-		return s.putReceipt(ctx, j.ID, Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: ReceiptCollapsed, Key: key,
+	if e.Kind == controlapi.KindStatus && next != nil && next.Kind == controlapi.KindStatus {
+		return s.putReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptCollapsed, Key: key,
 			Detail: fmt.Sprintf("superseded by status update %d", next.Seq), At: time.Now().UTC()}, nil)
 	}
 	body, err := r.message(ctx, j, e, d, key)
@@ -257,8 +258,8 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 			}
 		}
 	}
-	outcome := ReceiptFailed
-	if e.Kind == KindResult || e.Kind == KindProduct {
+	outcome := controlapi.ReceiptFailed
+	if e.Kind == controlapi.KindResult || e.Kind == controlapi.KindProduct {
 		// the job's trace shows its artifacts' deliveries (its output
 		// events' would flood it)
 		end := r.w.p.span(ctx, j, "event delivery", attribute.String("destination", d.Name), attribute.Int64("seq", e.Seq), attribute.String("kind", string(e.Kind)))
@@ -290,11 +291,11 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 			return ctx.Err()
 		}
 		if last.Delivered {
-			outcome = ReceiptDelivered
-			if e.Kind == KindResult || e.Kind == KindProduct {
+			outcome = controlapi.ReceiptDelivered
+			if e.Kind == controlapi.KindResult || e.Kind == controlapi.KindProduct {
 				r.w.p.c.Metrics.ArtifactExported(ctx, j.Pool, int64(len(body)))
 			}
-			return s.putReceipt(ctx, j.ID, Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: ReceiptDelivered,
+			return s.putReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptDelivered,
 				HTTPStatus: last.Status, RemoteID: last.ID, Attempts: attempts, Key: key, At: time.Now().UTC()}, required)
 		}
 		if !last.Retry || attempts >= d.MaxAttempts {
@@ -313,7 +314,7 @@ func (r *destRunner) deliverOne(ctx context.Context, j *Job, e Event, next *Even
 	if !last.Retry {
 		detail = fmt.Sprintf("refused after %d attempts (budget %d): %v", attempts, d.MaxAttempts, last.Err)
 	}
-	return s.putReceipt(ctx, j.ID, Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: ReceiptFailed,
+	return s.putReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptFailed,
 		HTTPStatus: last.Status, Attempts: attempts, Key: key, Detail: detail, At: time.Now().UTC()}, nil)
 }
 
@@ -328,85 +329,42 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Message is the body delivered for one event: filtered text, an audit
-// reference to the original event and, when the text was cut, a link to
-// the whole (cleaned, redacted) text as an artifact of the job.
-type Message struct {
-	// ID is the idempotency key (also the Idempotency-Key header).
-	ID          string    `json:"id"`
-	Tenant      string    `json:"tenant"`
-	Destination string    `json:"destination"`
-	Job         string    `json:"job"`
-	Seq         int64     `json:"seq"`
-	Kind        EventKind `json:"kind"`
-	At          time.Time `json:"at"`
-	Text        string    `json:"text"`
-	// Result is the final outcome (result events only).
-	Result *MessageResult `json:"result,omitempty"`
-	// Truncated says what was cut and where the whole text is.
-	Truncated *MessageTruncation `json:"truncated,omitempty"`
-	// Redacted lists the credentials replaced (rule and line, never values).
-	Redacted []scan.Redaction `json:"redacted,omitempty"`
-	Audit    MessageAudit     `json:"audit"`
-}
-
-// MessageResult is a result event's outcome.
-type MessageResult struct {
-	State    State  `json:"state"`
-	Reason   string `json:"reason,omitempty"`
-	ExitCode *int   `json:"exitCode,omitempty"`
-}
-
-// MessageTruncation says how much of the text was cut.
-type MessageTruncation struct {
-	DroppedBytes int    `json:"droppedBytes"`
-	DroppedLines int    `json:"droppedLines"`
-	Artifact     string `json:"artifact"`
-}
-
-// MessageAudit points at the original event.
-type MessageAudit struct {
-	Job    string `json:"job"`
-	Seq    int64  `json:"seq"`
-	Events string `json:"events"`
-}
-
 // message builds the body of event e for destination d; text too long
 // goes to an artifact first.
-func (r *destRunner) message(ctx context.Context, j *Job, e Event, d tenancy.Destination, key string) ([]byte, error) {
-	m := Message{ID: key, Tenant: j.Tenant, Destination: d.Name, Job: j.ID, Seq: e.Seq, Kind: e.Kind, At: e.At,
-		Audit: MessageAudit{Job: j.ID, Seq: e.Seq, Events: fmt.Sprintf("/v1/jobs/%s/events?after=%d", j.ID, e.Seq-1)}}
+func (r *destRunner) message(ctx context.Context, j *controlapi.Job, e controlapi.Event, d tenancy.Destination, key string) ([]byte, error) {
+	m := controlapi.Message{ID: key, Tenant: j.Tenant, Destination: d.Name, Job: j.ID, Seq: e.Seq, Kind: e.Kind, At: e.At,
+		Audit: controlapi.MessageAudit{Job: j.ID, Seq: e.Seq, Events: fmt.Sprintf("/v1/jobs/%s/events?after=%d", j.ID, e.Seq-1)}}
 	var raw []byte
 	switch e.Kind {
-	case KindStdout, KindStderr:
+	case controlapi.KindStdout, controlapi.KindStderr:
 		o, err := e.Output()
 		if err != nil {
 			return nil, fmt.Errorf("job %s event %d: %w", j.ID, e.Seq, err)
 		}
 		raw = o.Bytes()
-	case KindState:
-		var st StateData
+	case controlapi.KindState:
+		var st controlapi.StateData
 		_ = json.Unmarshal(e.Data, &st)
 		raw = []byte(string(st.State))
 		if st.Reason != "" {
 			raw = fmt.Appendf(raw, ": %s", st.Reason)
 		}
-	case KindResult:
-		var rd ResultData
+	case controlapi.KindResult:
+		var rd controlapi.ResultData
 		_ = json.Unmarshal(e.Data, &rd)
-		m.Result = &MessageResult{State: rd.State, Reason: rd.Reason, ExitCode: rd.ExitCode}
+		m.Result = &controlapi.MessageResult{State: rd.State, Reason: rd.Reason, ExitCode: rd.ExitCode}
 		raw = []byte(rd.Output)
 	default: // status, tool_call, file, diff, product: the data as the run wrote it
 		raw = e.Data
 	}
 	ft := deliver.Filter(raw, r.w.c.Limits)
-	m.Text, m.Redacted = ft.Text, ft.Redactions
+	m.Text, m.Redacted = ft.Text, wireRedactions(ft.Redactions)
 	if ft.Truncated {
 		name := fmt.Sprintf("event-%d.txt", e.Seq)
 		if err := r.w.p.c.Store.putArtifact(ctx, j.ID, name, []byte(ft.Full)); err != nil {
 			return nil, err
 		}
-		m.Truncated = &MessageTruncation{DroppedBytes: ft.DroppedBytes, DroppedLines: ft.DroppedLines,
+		m.Truncated = &controlapi.MessageTruncation{DroppedBytes: ft.DroppedBytes, DroppedLines: ft.DroppedLines,
 			Artifact: fmt.Sprintf("%s/v1/jobs/%s/artifacts/%s", r.w.c.PublicURL, j.ID, name)}
 	}
 	return json.Marshal(m)

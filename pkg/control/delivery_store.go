@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // deliverySchema is the output worker's tables: a receipt per (job,
@@ -33,31 +35,6 @@ func deliverySchema(dialect) []string {
 	}
 }
 
-// Receipt outcomes.
-const (
-	ReceiptDelivered = "delivered"
-	ReceiptFailed    = "failed"
-	// ReceiptCollapsed: a status update superseded by the next event,
-	// itself a status update, and not sent.
-	ReceiptCollapsed = "collapsed"
-)
-
-// Receipt is what became of one event at one destination.
-type Receipt struct {
-	Destination string    `json:"destination"`
-	Seq         int64     `json:"seq"`
-	Kind        EventKind `json:"kind"`
-	Outcome     string    `json:"outcome"`
-	HTTPStatus  int       `json:"httpStatus,omitempty"`
-	// RemoteID is the id the destination returned for the message.
-	RemoteID string `json:"remoteId,omitempty"`
-	Attempts int    `json:"attempts"`
-	// Key is the idempotency key every attempt carried.
-	Key    string    `json:"key"`
-	Detail string    `json:"detail,omitempty"`
-	At     time.Time `json:"at"`
-}
-
 // pendingJobsOf is PendingJobs for one tenant's jobs: a destination's
 // consumer only ever sees its own tenant's streams.
 func (s *Store) pendingJobsOf(ctx context.Context, consumer, tenant string, limit int) ([]string, error) {
@@ -81,8 +58,8 @@ func (s *Store) pendingJobsOf(ctx context.Context, consumer, tenant string, limi
 }
 
 // receipt returns the stored receipt of (job, destination, seq), nil if none.
-func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*Receipt, error) {
-	r := &Receipt{Destination: dest, Seq: seq}
+func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*controlapi.Receipt, error) {
+	r := &controlapi.Receipt{Destination: dest, Seq: seq}
 	var kind string
 	var at int64
 	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT kind, outcome, http_status, remote_id, attempts, idem_key, detail, at_ns
@@ -94,7 +71,7 @@ func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*Rece
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	r.Kind, r.At = EventKind(kind), time.Unix(0, at).UTC()
+	r.Kind, r.At = controlapi.EventKind(kind), time.Unix(0, at).UTC()
 	return r, nil
 }
 
@@ -103,7 +80,7 @@ func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*Rece
 // a delivered result, are the destinations whose result receipts publish
 // the job's result: once all are in, result_published is stamped in the
 // same transaction.
-func (s *Store) putReceipt(ctx context.Context, job string, r Receipt, required []string) error {
+func (s *Store) putReceipt(ctx context.Context, job string, r controlapi.Receipt, required []string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := s.exec(ctx, tx, `INSERT INTO cp_delivery_receipts (job_id, destination, seq, kind, outcome, http_status, remote_id, attempts, idem_key, detail, at_ns)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, destination, seq) DO NOTHING`,
@@ -113,7 +90,7 @@ func (s *Store) putReceipt(ctx context.Context, job string, r Receipt, required 
 		if _, err := s.exec(ctx, tx, `DELETE FROM cp_delivery_progress WHERE job_id = ? AND destination = ? AND seq <= ?`, job, r.Destination, r.Seq); err != nil {
 			return err
 		}
-		if r.Kind != KindResult || r.Outcome != ReceiptDelivered || len(required) == 0 {
+		if r.Kind != controlapi.KindResult || r.Outcome != controlapi.ReceiptDelivered || len(required) == 0 {
 			return nil
 		}
 		return s.stampPublishedTx(ctx, tx, job, required, r.At)
@@ -198,13 +175,13 @@ func (s *Store) Artifact(ctx context.Context, tenant, job, name string) ([]byte,
 // deliveryRecords is what the store says about a job's deliveries.
 type deliveryRecords struct {
 	published *time.Time
-	counts    map[string]map[string]int // destination -> outcome -> events
-	results   map[string]*Receipt       // destination -> its receipt of the result
+	counts    map[string]map[string]int      // destination -> outcome -> events
+	results   map[string]*controlapi.Receipt // destination -> its receipt of the result
 	progress  map[string]*progress
 }
 
 func (s *Store) deliveryRecords(ctx context.Context, job string) (*deliveryRecords, error) {
-	out := &deliveryRecords{counts: map[string]map[string]int{}, results: map[string]*Receipt{}, progress: map[string]*progress{}}
+	out := &deliveryRecords{counts: map[string]map[string]int{}, results: map[string]*controlapi.Receipt{}, progress: map[string]*progress{}}
 	var at int64
 	switch err := s.r.QueryRowContext(ctx, s.d.q(`SELECT at_ns FROM cp_delivery_published WHERE job_id = ?`), job).Scan(&at); {
 	case err == nil:
@@ -235,7 +212,7 @@ func (s *Store) deliveryRecords(ctx context.Context, job string) (*deliveryRecor
 		return nil, unavailable(err)
 	}
 	for rows.Next() {
-		r := &Receipt{Kind: KindResult}
+		r := &controlapi.Receipt{Kind: controlapi.KindResult}
 		if err := rows.Scan(&r.Destination, &r.Seq, &r.Outcome, &r.HTTPStatus, &r.RemoteID, &r.Attempts, &r.Key, &r.Detail, &at); err != nil {
 			rows.Close()
 			return nil, err

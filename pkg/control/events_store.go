@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // eventSchema is the events' tables: the events, a head row per job (its
@@ -49,7 +51,7 @@ const pgNotifyChannel = "slipway_control_events"
 func (s *Store) AppendEvents(ctx context.Context, jobID string, evs []NewEvent) (int64, error) {
 	checked := make([]NewEvent, len(evs))
 	for i, e := range evs {
-		if e.Kind == KindResult || e.Kind == KindState {
+		if e.Kind == controlapi.KindResult || e.Kind == controlapi.KindState {
 			return 0, fmt.Errorf("%w: %s events are appended by the job's transitions only", ErrEventKind, e.Kind)
 		}
 		var err error
@@ -71,8 +73,8 @@ const (
 // transaction. The job's row is already written in tx.
 var selJobDoc = hot(`SELECT doc FROM cp_jobs WHERE id = ?`)
 
-func (s *Store) appendTransition(ctx context.Context, tx *sql.Tx, id string, st State, reason string, at time.Time) error {
-	evs := []NewEvent{{Kind: KindState, Data: mustJSON(StateData{State: st, Reason: reason})}}
+func (s *Store) appendTransition(ctx context.Context, tx *sql.Tx, id string, st controlapi.State, reason string, at time.Time) error {
+	evs := []NewEvent{{Kind: controlapi.KindState, Data: mustJSON(controlapi.StateData{State: st, Reason: reason})}}
 	if st.Terminal() {
 		var doc string
 		if err := s.queryRow(ctx, tx, selJobDoc, id).Scan(&doc); err != nil {
@@ -82,7 +84,7 @@ func (s *Store) appendTransition(ctx context.Context, tx *sql.Tx, id string, st 
 		if err != nil {
 			return err
 		}
-		evs = append(evs, NewEvent{Kind: KindResult, Data: mustJSON(ResultData{State: j.State, Reason: j.Reason, Detail: j.Detail,
+		evs = append(evs, NewEvent{Kind: controlapi.KindResult, Data: mustJSON(controlapi.ResultData{State: j.State, Reason: j.Reason, Detail: j.Detail,
 			ExitCode: j.ExitCode, StopOutcome: j.StopOutcome, RunID: j.RunID, Results: j.Results, Output: j.Output,
 			OutputDroppedBytes: j.OutputDroppedBytes, OutputDroppedLines: j.OutputDroppedLines, EndedAt: j.EndedAt})})
 	}
@@ -164,22 +166,12 @@ func (s *Store) TrimEvents(ctx context.Context, now time.Time, limit int) (int, 
 	return len(cuts), unavailable(rows.Err())
 }
 
-// StreamHead is where a job's stream stands.
-type StreamHead struct {
-	// Last is the last sequence appended (0: none yet).
-	Last int64 `json:"last"`
-	// TrimmedThrough: output events up to here were deleted by retention.
-	TrimmedThrough int64 `json:"trimmedThrough"`
-	// Ended: the result event was appended; Last is it.
-	Ended bool `json:"ended"`
-}
-
 // readEvents returns the job's head and up to limit events after after,
 // from one snapshot.
-func (s *Store) readEvents(ctx context.Context, jobID string, after int64, limit int) (StreamHead, []Event, error) {
+func (s *Store) readEvents(ctx context.Context, jobID string, after int64, limit int) (controlapi.StreamHead, []controlapi.Event, error) {
 	if s.readStmts != nil {
 		// the head alone, and the events from the tail if it has them all
-		var h StreamHead
+		var h controlapi.StreamHead
 		var ended int
 		err := s.readStmts[selEventHead].QueryRowContext(ctx, jobID).Scan(&h.Last, &h.TrimmedThrough, &ended)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -202,8 +194,8 @@ func (s *Store) readEvents(ctx context.Context, jobID string, after int64, limit
 }
 
 // readEventsTx reads the head and the events in one read transaction.
-func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, limit int) (StreamHead, []Event, error) {
-	var h StreamHead
+func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, limit int) (controlapi.StreamHead, []controlapi.Event, error) {
+	var h controlapi.StreamHead
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.d.name == "postgres" {
 		opts.Isolation = sql.LevelRepeatableRead
@@ -241,7 +233,7 @@ func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, lim
 		return h, nil, unavailable(err)
 	}
 	defer rows.Close()
-	var out []Event
+	var out []controlapi.Event
 	for len(out) < limit && rows.Next() {
 		var first, last, at int64
 		var events string
@@ -257,9 +249,9 @@ func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, lim
 
 // Events returns up to limit events of a job of tenant ("" : any) after
 // sequence after, and the stream's head.
-func (s *Store) Events(ctx context.Context, tenant, jobID string, after int64, limit int) (StreamHead, []Event, error) {
+func (s *Store) Events(ctx context.Context, tenant, jobID string, after int64, limit int) (controlapi.StreamHead, []controlapi.Event, error) {
 	if _, err := s.Get(ctx, tenant, jobID); err != nil {
-		return StreamHead{}, nil, err
+		return controlapi.StreamHead{}, nil, err
 	}
 	if limit <= 0 || limit > 10000 {
 		limit = 1000
@@ -269,7 +261,7 @@ func (s *Store) Events(ctx context.Context, tenant, jobID string, after int64, l
 
 // Delivery is what a consumer gets from Consume.
 type Delivery struct {
-	Events []Event
+	Events []controlapi.Event
 	// Acked is the consumer's acknowledged sequence for the job.
 	Acked int64
 	// Redelivered counts the events handed out before (to an owner that
@@ -277,7 +269,7 @@ type Delivery struct {
 	Redelivered int
 	// Trimmed is set when events the consumer had not acknowledged were
 	// deleted by retention.
-	Trimmed *TrimmedData
+	Trimmed *controlapi.TrimmedData
 	// Done: the stream ended and the consumer acknowledged all of it.
 	Done bool
 }
@@ -394,8 +386,8 @@ func (s *Store) PendingJobs(ctx context.Context, consumer string, limit int) ([]
 	return out, rows.Err()
 }
 
-func trimmedError(jobID string, after, through int64) *TrimmedData {
-	return &TrimmedData{Error: "trimmed", Job: jobID, After: after, TrimmedThrough: through,
+func trimmedError(jobID string, after, through int64) *controlapi.TrimmedData {
+	return &controlapi.TrimmedData{Error: "trimmed", Job: jobID, After: after, TrimmedThrough: through,
 		Detail: fmt.Sprintf("output events (stdout, stderr, status) of job %s from sequence %d through %d were deleted by retention; "+
 			"state and result events are kept and follow; the job's bounded output is in its result event and GET /v1/jobs/%s", jobID, after+1, through, jobID)}
 }

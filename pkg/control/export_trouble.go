@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // ExportTrouble is a delivery of a job's event that failed (its retry
@@ -12,13 +14,13 @@ import (
 // export incident, with its source identity (job, run, and the digest of
 // the result it carries) and the attempts.
 type ExportTrouble struct {
-	Job         string    `json:"job"`
-	Tenant      string    `json:"tenant"`
-	RunID       string    `json:"runId,omitempty"`
-	JobState    State     `json:"jobState"`
-	Destination string    `json:"destination"`
-	Seq         int64     `json:"seq"`
-	Kind        EventKind `json:"kind,omitempty"`
+	Job         string               `json:"job"`
+	Tenant      string               `json:"tenant"`
+	RunID       string               `json:"runId,omitempty"`
+	JobState    controlapi.State     `json:"jobState"`
+	Destination string               `json:"destination"`
+	Seq         int64                `json:"seq"`
+	Kind        controlapi.EventKind `json:"kind,omitempty"`
 	// Outcome is ReceiptFailed, or OutcomeRetrying while the budget lasts.
 	Outcome    string `json:"outcome"`
 	Attempts   int    `json:"attempts"`
@@ -47,7 +49,7 @@ func (s *Store) ExportTroubles(ctx context.Context, limit int) ([]ExportTrouble,
 	}
 	var out []ExportTrouble
 	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT job_id, destination, seq, kind, attempts, http_status, detail, at_ns
-		FROM cp_delivery_receipts WHERE outcome = ? ORDER BY at_ns DESC LIMIT ?`), ReceiptFailed, limit)
+		FROM cp_delivery_receipts WHERE outcome = ? ORDER BY at_ns DESC LIMIT ?`), controlapi.ReceiptFailed, limit)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -59,7 +61,7 @@ func (s *Store) ExportTroubles(ctx context.Context, limit int) ([]ExportTrouble,
 			rows.Close()
 			return nil, err
 		}
-		t.Kind, t.Outcome, t.At = EventKind(kind), ReceiptFailed, time.Unix(0, at).UTC()
+		t.Kind, t.Outcome, t.At = controlapi.EventKind(kind), controlapi.ReceiptFailed, time.Unix(0, at).UTC()
 		out = append(out, t)
 	}
 	rows.Close()

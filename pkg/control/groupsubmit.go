@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/slipway-dev/slipway/internal/groupcommit"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // submitGroups gathers concurrent submissions into one transaction
@@ -18,7 +19,7 @@ type submitGroups = groupcommit.Queue[submission, submitOutcome]
 type pendingSubmit = groupcommit.Member[submission, submitOutcome]
 
 type submitOutcome struct {
-	job     *Job
+	job     *controlapi.Job
 	created bool
 	err     error
 	// admissionRan says admission ran in the transaction that stored the job
@@ -45,7 +46,7 @@ func (s *Store) insert(ctx context.Context, sub submission) submitOutcome {
 func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 	var outs []submitOutcome
 	var seen queueCounts
-	var admitted []*Job
+	var admitted []*controlapi.Job
 	ran := false
 	ba := batch[0].In.admit
 	err := s.tx(ctx, func(tx *sql.Tx) error {

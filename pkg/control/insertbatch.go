@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // insertBatch stores a group commit's submissions in tx with a fixed
@@ -229,7 +231,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			if err != nil {
 				return nil, queueCounts{}, err
 			}
-			data := mustJSON(StateData{State: j.State, Reason: "submitted"})
+			data := mustJSON(controlapi.StateData{State: j.State, Reason: "submitted"})
 			at := j.CreatedAt.UnixNano()
 			for _, ins := range []struct {
 				q    string
@@ -238,7 +240,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 				{insJob, []any{j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc)}},
 				{insTransition, []any{j.ID, at, string(j.State), "submitted"}},
 				{insEventHead, []any{j.ID}},
-				{insEvent, []any{j.ID, at, segmentLine(NewEvent{Kind: KindState, Data: data}), len(data)}},
+				{insEvent, []any{j.ID, at, segmentLine(NewEvent{Kind: controlapi.KindState, Data: data}), len(data)}},
 			} {
 				if _, err := tx.StmtContext(ctx, s.rowStmts[ins.q]).ExecContext(ctx, ins.args...); err != nil {
 					return nil, queueCounts{}, err
@@ -271,10 +273,10 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			targs = append(targs, j.ID, at, string(j.State), "submitted")
 			// Each new job's stream starts with its first state event (seq
 			// 1), in the same transaction, as every transition's does.
-			data := mustJSON(StateData{State: j.State, Reason: "submitted"})
+			data := mustJSON(controlapi.StateData{State: j.State, Reason: "submitted"})
 			hv[n], ev[n] = "(?, 1, 0, 0)", "(?, 1, 1, ?, 0, ?, ?)"
 			hargs = append(hargs, j.ID)
-			eargs = append(eargs, j.ID, at, segmentLine(NewEvent{Kind: KindState, Data: data}), len(data))
+			eargs = append(eargs, j.ID, at, segmentLine(NewEvent{Kind: controlapi.KindState, Data: data}), len(data))
 			profiles[j.Profile.Digest] = sub
 			s.ev.pending(tx, j.ID, nil)
 		}

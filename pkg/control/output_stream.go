@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // outputStream appends a running job's output to its event stream as it
@@ -31,9 +33,9 @@ type outputStream struct {
 	pendingBytes       int
 	cur                []byte
 	spare              []byte // cur's array once sealed (seal copies what it keeps)
-	curKind            EventKind
+	curKind            controlapi.EventKind
 	curCmd             int
-	carry              map[EventKind][]byte // an incomplete UTF-8 sequence
+	carry              map[controlapi.EventKind][]byte // an incomplete UTF-8 sequence
 	maxBytes, maxLines int64
 	bytes, lines       int64
 	over               bool
@@ -46,8 +48,8 @@ type outputStream struct {
 	log  func(msg string, args ...any)
 }
 
-func (p *Plane) newOutputStream(j *Job) *outputStream {
-	o := &outputStream{s: p.c.Store, job: j.ID, chunk: p.c.Events.ChunkBytes, budget: p.c.Events.InFlightBytes, streams: &p.streams, carry: map[EventKind][]byte{},
+func (p *Plane) newOutputStream(j *controlapi.Job) *outputStream {
+	o := &outputStream{s: p.c.Store, job: j.ID, chunk: p.c.Events.ChunkBytes, budget: p.c.Events.InFlightBytes, streams: &p.streams, carry: map[controlapi.EventKind][]byte{},
 		maxBytes: j.Limits.MaxOutputBytes, maxLines: j.Limits.MaxOutputLines,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), log: p.c.Logger.Warn}
 	if o.maxBytes <= 0 {
@@ -79,7 +81,7 @@ func (p *Plane) newOutputStream(j *Job) *outputStream {
 func (o *outputStream) command(i int, argv []string) {
 	o.mu.Lock()
 	o.seal()
-	o.pending = append(o.pending, NewEvent{Kind: KindStatus, Data: mustJSON(map[string]any{"command": i, "argv": argv})})
+	o.pending = append(o.pending, NewEvent{Kind: controlapi.KindStatus, Data: mustJSON(map[string]any{"command": i, "argv": argv})})
 	o.mu.Unlock()
 	select {
 	case o.kick <- struct{}{}:
@@ -89,9 +91,9 @@ func (o *outputStream) command(i int, argv []string) {
 
 // write takes a chunk of command i's stream (stdout or stderr).
 func (o *outputStream) write(i int, stream string, p []byte) {
-	kind := KindStdout
+	kind := controlapi.KindStdout
 	if stream == "stderr" {
-		kind = KindStderr
+		kind = controlapi.KindStderr
 	}
 	o.mu.Lock()
 	if o.over {
@@ -104,7 +106,7 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 			o.seal()
 			o.over = true
 			o.dropped += int64(len(p))
-			o.pending = append(o.pending, NewEvent{Kind: KindStatus, Data: mustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
+			o.pending = append(o.pending, NewEvent{Kind: controlapi.KindStatus, Data: mustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
 				"detail": fmt.Sprintf("the job's output reached its limit (%d bytes, %d lines): the rest is not streamed; the result keeps its tail and counts what was dropped", o.maxBytes, o.maxLines)})})
 			break
 		}
@@ -173,7 +175,7 @@ func (o *outputStream) seal() {
 	if utf8.Valid(b) && len(b) > 0 {
 		data = textOutputJSON(o.curCmd, b)
 	} else {
-		data = mustJSON(OutputData{Command: o.curCmd, Base64: b})
+		data = mustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})
 	}
 	o.pending = append(o.pending, NewEvent{Kind: o.curKind, Data: data})
 	o.pendingBytes += len(b)
@@ -198,7 +200,7 @@ func (o *outputStream) flush() {
 	}
 	lost := o.lost
 	if lost > 0 {
-		evs = append([]NewEvent{{Kind: KindStatus, Data: mustJSON(map[string]any{"lostBytes": lost,
+		evs = append([]NewEvent{{Kind: controlapi.KindStatus, Data: mustJSON(map[string]any{"lostBytes": lost,
 			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", lost)})}}, evs...)
 		o.lost = 0
 	}
@@ -221,7 +223,7 @@ func (o *outputStream) close() int64 {
 	o.mu.Lock()
 	o.seal()
 	for k, b := range o.carry {
-		o.pending = append(o.pending, NewEvent{Kind: k, Data: mustJSON(OutputData{Command: o.curCmd, Base64: b})})
+		o.pending = append(o.pending, NewEvent{Kind: k, Data: mustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})})
 		delete(o.carry, k)
 	}
 	o.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // TestEventSegments: one append of many events of mixed kinds is stored
@@ -32,11 +33,11 @@ func TestEventSegments(t *testing.T) {
 		for i := range 300 {
 			switch {
 			case i == 150:
-				evs = append(evs, NewEvent{Kind: KindToolCall, Data: json.RawMessage("{\n \"tool\": \"grep\"\n}")})
+				evs = append(evs, NewEvent{Kind: controlapi.KindToolCall, Data: json.RawMessage("{\n \"tool\": \"grep\"\n}")})
 			case i < 150:
-				evs = append(evs, outEvent(KindStdout, fmt.Sprintf("out %d\n", i)))
+				evs = append(evs, outEvent(controlapi.KindStdout, fmt.Sprintf("out %d\n", i)))
 			default:
-				evs = append(evs, outEvent(KindStderr, fmt.Sprintf("err %d é", i)))
+				evs = append(evs, outEvent(controlapi.KindStderr, fmt.Sprintf("err %d é", i)))
 			}
 		}
 		last, err := s.AppendEvents(ctx, j.ID, evs)
@@ -47,9 +48,9 @@ func TestEventSegments(t *testing.T) {
 		if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), j.ID).Scan(&segs); err != nil || segs != 1+2+1+2 {
 			t.Fatalf("%d segments (%v), want 6: the state event, stdout 128+22, the tool call, stderr 128+21", segs, err)
 		}
-		want := func(seq int64) (EventKind, string) {
+		want := func(seq int64) (controlapi.EventKind, string) {
 			e := evs[seq-2]
-			if e.Kind == KindToolCall {
+			if e.Kind == controlapi.KindToolCall {
 				return e.Kind, `{"tool":"grep"}` // compacted when appended
 			}
 			return e.Kind, string(e.Data)
@@ -81,19 +82,19 @@ func TestEventSegments(t *testing.T) {
 		// size retention: the output before the tool call goes, the tool
 		// call and the state event stay
 		s.SetEventConfig(EventConfig{MaxBytesPerJob: 6000})
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, "more")}); err != nil {
+		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, "more")}); err != nil {
 			t.Fatal(err)
 		}
 		h, got, err := s.readEventsTx(ctx, j.ID, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.TrimmedThrough < 151 || got[0].Seq != 1 || got[1].Seq != 152 || got[1].Kind != KindToolCall {
+		if h.TrimmedThrough < 151 || got[0].Seq != 1 || got[1].Seq != 152 || got[1].Kind != controlapi.KindToolCall {
 			t.Fatalf("after trimming: head %+v, events from %d %s, %d %s", h, got[0].Seq, got[0].Kind, got[1].Seq, got[1].Kind)
 		}
 		var size int64
 		for _, e := range got {
-			if e.Kind.trimmable() {
+			if trimmable(e.Kind) {
 				size += int64(len(e.Data))
 			}
 		}
@@ -127,16 +128,16 @@ func TestEventRowsMigrated(t *testing.T) {
 			t.Fatalf("head %+v, %d events", h, len(evs))
 		}
 		for i, w := range []struct {
-			kind EventKind
+			kind controlapi.EventKind
 			at   int64
 			data any
-		}{{KindState, 1000, map[string]any{"state": "running"}}, {KindStdout, 2000, map[string]any{"command": 0.0, "text": "hi\n"}}, {KindToolCall, 3000, map[string]any{"tool": "ls"}}} {
+		}{{controlapi.KindState, 1000, map[string]any{"state": "running"}}, {controlapi.KindStdout, 2000, map[string]any{"command": 0.0, "text": "hi\n"}}, {controlapi.KindToolCall, 3000, map[string]any{"tool": "ls"}}} {
 			var d any
 			if err := json.Unmarshal(evs[i].Data, &d); err != nil || evs[i].Kind != w.kind || evs[i].At.UnixNano() != w.at || !reflect.DeepEqual(d, w.data) {
 				t.Fatalf("event %d: %s %s at %d (%v)", i+1, evs[i].Kind, evs[i].Data, evs[i].At.UnixNano(), err)
 			}
 		}
-		if last, err := s.AppendEvents(ctx, "j-old", []NewEvent{outEvent(KindStdout, "new")}); err != nil || last != 4 {
+		if last, err := s.AppendEvents(ctx, "j-old", []NewEvent{outEvent(controlapi.KindStdout, "new")}); err != nil || last != 4 {
 			t.Fatalf("append after the migration = %d, %v", last, err)
 		}
 		var n int
@@ -239,7 +240,7 @@ func TestOutputStreamsInOrder(t *testing.T) {
 						t.Fatalf("job %d: event %d after %d", k, e.Seq, after)
 					}
 					after = e.Seq
-					if e.Kind != KindStdout {
+					if e.Kind != controlapi.KindStdout {
 						continue
 					}
 					d, err := e.Output()
@@ -281,7 +282,7 @@ func TestOutputStreamCommandStatusAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(evs); n > 0 && evs[n-1].Kind == KindStatus {
+		if n := len(evs); n > 0 && evs[n-1].Kind == controlapi.KindStatus {
 			return
 		}
 		<-wake // the test's deadline fails it if the status never comes

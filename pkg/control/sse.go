@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // sseBatch bounds the events read and written at a time (each at most
@@ -105,7 +107,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			idle.Reset(sseKeepalive)
 			// Following, a tail read to its end waits for the next append;
 			// after the result event the head is read, which says the end.
-			if follow && len(evs) < sseBatch && evs[len(evs)-1].Kind != KindResult && !wait() {
+			if follow && len(evs) < sseBatch && evs[len(evs)-1].Kind != controlapi.KindResult && !wait() {
 				return
 			}
 			continue
@@ -151,7 +153,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // job and kind marshalled, the data as it is (a JSON object on one line:
 // checked and compacted when it was appended), compacted here only if it
 // spans lines all the same, which would break the SSE framing.
-func appendEventJSON(b []byte, e Event) []byte {
+func appendEventJSON(b []byte, e controlapi.Event) []byte {
 	b = append(b, `{"job":`...)
 	b = appendJSONString(b, e.Job)
 	b = append(b, `,"seq":`...)
@@ -176,7 +178,7 @@ func appendEventJSON(b []byte, e Event) []byte {
 
 // writeSSEEvent writes a stored event: its sequence as the id (appended,
 // not formatted into a string).
-func writeSSEEvent(b *bytes.Buffer, seq int64, kind EventKind, data []byte) {
+func writeSSEEvent(b *bytes.Buffer, seq int64, kind controlapi.EventKind, data []byte) {
 	b.WriteString("id: ")
 	b.Write(strconv.AppendInt(b.AvailableBuffer(), seq, 10))
 	b.WriteByte('\n')

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	_ "modernc.org/sqlite" // the embedded default database
 )
 
@@ -331,7 +332,7 @@ func hot(q string) string {
 var insTransitionNext = hot(`INSERT INTO cp_transitions (job_id, seq, at_ns, state, reason)
 		SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM cp_transitions WHERE job_id = +?`)
 
-func (s *Store) addTransition(ctx context.Context, tx *sql.Tx, id string, st State, reason string, at time.Time) error {
+func (s *Store) addTransition(ctx context.Context, tx *sql.Tx, id string, st controlapi.State, reason string, at time.Time) error {
 	_, err := s.exec(ctx, tx, insTransitionNext, id, at.UnixNano(), string(st), reason, id)
 	if err != nil {
 		return err
@@ -340,8 +341,8 @@ func (s *Store) addTransition(ctx context.Context, tx *sql.Tx, id string, st Sta
 	return s.appendTransition(ctx, tx, id, st, reason, at)
 }
 
-func scanJob(doc string) (*Job, error) {
-	var j Job
+func scanJob(doc string) (*controlapi.Job, error) {
+	var j controlapi.Job
 	if err := json.Unmarshal([]byte(doc), &j); err != nil {
 		return nil, fmt.Errorf("control: stored job: %w", err)
 	}
@@ -350,7 +351,7 @@ func scanJob(doc string) (*Job, error) {
 
 // Get returns the job with its story. A tenant other than the job's gets
 // ErrNotFound; tenant "" is the operator and sees every job.
-func (s *Store) Get(ctx context.Context, tenant, id string) (*Job, error) {
+func (s *Store) Get(ctx context.Context, tenant, id string) (*controlapi.Job, error) {
 	var doc, owner string
 	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT doc, tenant FROM cp_jobs WHERE id = ?`), id).Scan(&doc, &owner)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && tenant != "" && owner != tenant) {
@@ -369,7 +370,7 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (*Job, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var t Transition
+		var t controlapi.Transition
 		var at int64
 		if err := rows.Scan(&t.Seq, &at, &t.State, &t.Reason); err != nil {
 			return nil, err
@@ -384,12 +385,12 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (*Job, error) {
 type ListFilter struct {
 	// Tenant limits the list to one tenant's jobs ("" : all, operators only).
 	Tenant string
-	State  State
+	State  controlapi.State
 	Limit  int
 }
 
 // List returns jobs, newest first.
-func (s *Store) List(ctx context.Context, f ListFilter) ([]*Job, error) {
+func (s *Store) List(ctx context.Context, f ListFilter) ([]*controlapi.Job, error) {
 	q := `SELECT doc FROM cp_jobs WHERE 1 = 1`
 	var args []any
 	if f.Tenant != "" {
@@ -413,9 +414,9 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Job, error) {
 }
 
 // scanJobs reads rows of one doc column as jobs, and closes them.
-func scanJobs(rows *sql.Rows) ([]*Job, error) {
+func scanJobs(rows *sql.Rows) ([]*controlapi.Job, error) {
 	defer rows.Close()
-	var out []*Job
+	var out []*controlapi.Job
 	for rows.Next() {
 		var doc string
 		if err := rows.Scan(&doc); err != nil {
@@ -440,26 +441,16 @@ func (s *Store) StoredProfile(ctx context.Context, digest string) (raw []byte, e
 	return []byte(r), unavailable(err)
 }
 
-// TenantUsage is a tenant's counters.
-type TenantUsage struct {
-	Tenant      string  `json:"tenant"`
-	Queued      int     `json:"queued"`
-	Active      int     `json:"active"`
-	Reserved    float64 `json:"reserved"`
-	Spent       float64 `json:"spent"`
-	UnknownCost int     `json:"unknownCost"`
-}
-
 // Usage returns every tenant's counters.
-func (s *Store) Usage(ctx context.Context) ([]TenantUsage, error) {
+func (s *Store) Usage(ctx context.Context) ([]controlapi.TenantUsage, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT tenant, queued, active, reserved, spent, unknown_cost FROM cp_tenants ORDER BY tenant`)
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	defer rows.Close()
-	var out []TenantUsage
+	var out []controlapi.TenantUsage
 	for rows.Next() {
-		var u TenantUsage
+		var u controlapi.TenantUsage
 		if err := rows.Scan(&u.Tenant, &u.Queued, &u.Active, &u.Reserved, &u.Spent, &u.UnknownCost); err != nil {
 			return nil, err
 		}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // LimitError refuses a submission over a bound: the queue's, the tenant's
@@ -23,7 +25,7 @@ func (e *LimitError) Error() string { return e.Reason + ": " + e.Detail }
 
 // submission is one job to store with the bounds it must fit in.
 type submission struct {
-	job         *Job
+	job         *controlapi.Job
 	hash        string
 	tenantBound int
 	globalBound int
@@ -45,9 +47,9 @@ type submission struct {
 type batchAdmit struct {
 	slots  slots
 	limits map[string]tenantLimit
-	decide func(*Job, *lease)
+	decide func(*controlapi.Job, *lease)
 	// after gets the admitted jobs once the transaction committed.
-	after func([]*Job)
+	after func([]*controlapi.Job)
 }
 
 // lease is the columns beside a job's document that say who works it.
@@ -67,7 +69,7 @@ func isUniqueViolation(err error) bool {
 // insertOne stores a new job in tx, or returns the job stored under the
 // same idempotency key. Its refusals (*LimitError, ErrConflict) leave
 // nothing written; any other error spoils tx.
-func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job, error) {
+func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*controlapi.Job, error) {
 	j := sub.job
 	if sub.token != "" {
 		live, err := s.liveOf(ctx, tx, []string{sub.token})
@@ -148,9 +150,9 @@ func refusal(err error) bool {
 }
 
 // insertAlone stores one submission in a transaction of its own.
-func (s *Store) insertAlone(ctx context.Context, sub submission) (*Job, bool, error) {
+func (s *Store) insertAlone(ctx context.Context, sub submission) (*controlapi.Job, bool, error) {
 	for try := 0; ; try++ {
-		var existing *Job
+		var existing *controlapi.Job
 		var refused error
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -194,11 +196,11 @@ func (s *Store) explainRefusal(ctx context.Context, tx *sql.Tx, sub submission) 
 var errSkip = errors.New("control: unchanged")
 
 // class groups states by what they hold of a tenant's counters.
-func class(s State) int {
+func class(s controlapi.State) int {
 	switch {
-	case s == Queued:
+	case s == controlapi.Queued:
 		return 0
-	case s.active():
+	case isActive(s):
 		return 1
 	}
 	return 2 // terminal or unknown: holds nothing
@@ -221,7 +223,7 @@ var (
 // update reads the job (locked), lets f change it and its lease, writes
 // both and the tenant's counters, and records a transition when the state
 // changed. f returning errSkip leaves everything as it was (nil job).
-func (s *Store) update(ctx context.Context, id string, f func(*Job, *lease) error) (*Job, error) {
+func (s *Store) update(ctx context.Context, id string, f func(*controlapi.Job, *lease) error) (*controlapi.Job, error) {
 	return s.updateAdmit(ctx, id, f, nil)
 }
 
@@ -230,9 +232,9 @@ func (s *Store) update(ctx context.Context, id string, f func(*Job, *lease) erro
 // after gets the admitted once committed): one transaction where a finish
 // and a wake-up's admission would take two. On PostgreSQL it takes
 // admission's lock first, as every admitter does.
-func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease) error, ba *batchAdmit) (*Job, error) {
-	var out *Job
-	var admitted []*Job
+func (s *Store) updateAdmit(ctx context.Context, id string, f func(*controlapi.Job, *lease) error, ba *batchAdmit) (*controlapi.Job, error) {
+	var out *controlapi.Job
+	var admitted []*controlapi.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		out, admitted = nil, nil
 		if ba != nil && s.d.lockStmt != "" {
@@ -302,7 +304,7 @@ func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease)
 }
 
 // account moves the tenant's counters for a change of state.
-func (s *Store) account(ctx context.Context, tx *sql.Tx, j *Job, old State, now time.Time) error {
+func (s *Store) account(ctx context.Context, tx *sql.Tx, j *controlapi.Job, old controlapi.State, now time.Time) error {
 	from, to := class(old), class(j.State)
 	if from == to {
 		return nil
@@ -352,8 +354,8 @@ type tenantLimit struct {
 // jobs that has one queued, the longest-waiting such tenant first. decide
 // sets the admitted job's fields (or refuses it); it runs inside the
 // transaction.
-func (s *Store) admit(ctx context.Context, sl slots, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
-	var out []*Job
+func (s *Store) admit(ctx context.Context, sl slots, limits map[string]tenantLimit, decide func(*controlapi.Job, *lease)) ([]*controlapi.Job, error) {
+	var out []*controlapi.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if s.d.lockStmt != "" {
 			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
@@ -369,15 +371,15 @@ func (s *Store) admit(ctx context.Context, sl slots, limits map[string]tenantLim
 
 // admitTx is admit in tx, whose caller took admission's lock (PostgreSQL)
 // before any row's, as every admitter does.
-func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
-	var out []*Job
+func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[string]tenantLimit, decide func(*controlapi.Job, *lease)) ([]*controlapi.Job, error) {
+	var out []*controlapi.Job
 	err := func() error {
 		type cand struct {
 			tenant       string
 			queued       int
 			active       int
 			last         int64
-			jobs         []*Job
+			jobs         []*controlapi.Job
 			fetched, end bool
 		}
 		rows, err := s.writeQuery(ctx, tx, selTenantCounts, nil)
@@ -478,18 +480,18 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			if err != nil {
 				return err
 			}
-			if _, err := s.exec(ctx, tx, updJobAdmit, string(b), string(j.State), l.DispatchDue.UnixNano(), j.ID, string(Queued)); err != nil {
+			if _, err := s.exec(ctx, tx, updJobAdmit, string(b), string(j.State), l.DispatchDue.UnixNano(), j.ID, string(controlapi.Queued)); err != nil {
 				return err
 			}
 			reason := j.Reason
-			if j.Detail != "" && j.State != Admitted {
+			if j.Detail != "" && j.State != controlapi.Admitted {
 				reason += ": " + j.Detail
 			}
 			if err := s.addTransition(ctx, tx, j.ID, j.State, reason, time.Now()); err != nil {
 				return err
 			}
 			best.queued-- // admitted or refused, it left the queue
-			if j.State == Admitted {
+			if j.State == controlapi.Admitted {
 				if best.active+1 == share {
 					under-- // best reached its share
 				}
@@ -527,8 +529,8 @@ func (s *Store) admissible(ctx context.Context, maxActive int, limits map[string
 	return candidate && total < maxActive, rows.Err()
 }
 
-func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) ([]*Job, error) {
-	rows, err := s.writeQuery(ctx, tx, selQueuedOf, []any{tenant, string(Queued), n})
+func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) ([]*controlapi.Job, error) {
+	rows, err := s.writeQuery(ctx, tx, selQueuedOf, []any{tenant, string(controlapi.Queued), n})
 	if err != nil {
 		return nil, err
 	}

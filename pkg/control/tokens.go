@@ -13,13 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
-)
 
-// Scopes of a token: a tenant's token acts on that tenant's jobs only; an
-// operator's sees all, and every request it makes is in the audit log.
-const (
-	ScopeTenant   = "tenant"
-	ScopeOperator = "operator"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // ErrUnauthenticated is a token that is not one, unknown or revoked; the
@@ -56,8 +51,8 @@ func hashSecret(secret string) string {
 // who holds it) and returns its text, shown this once: only its hash is
 // stored.
 func (s *Store) CreateToken(ctx context.Context, tenant, scope, label string) (string, *Token, error) {
-	if scope != ScopeTenant && scope != ScopeOperator {
-		return "", nil, fmt.Errorf("control: token scope %q: want %s or %s", scope, ScopeTenant, ScopeOperator)
+	if scope != controlapi.ScopeTenant && scope != controlapi.ScopeOperator {
+		return "", nil, fmt.Errorf("control: token scope %q: want %s or %s", scope, controlapi.ScopeTenant, controlapi.ScopeOperator)
 	}
 	if !tenantName.MatchString(tenant) {
 		return "", nil, fmt.Errorf("control: tenant name %q: want lower-case letters, digits and dashes", tenant)
@@ -136,7 +131,7 @@ func (s *Store) authenticateSubmit(ctx context.Context, text string) (*Token, er
 		return nil, ErrUnauthenticated
 	}
 	v, ok := s.liveTokens.Load(id)
-	if !ok || v.(liveToken).t.Scope != ScopeTenant { // an operator's request is read live and audited
+	if !ok || v.(liveToken).t.Scope != controlapi.ScopeTenant { // an operator's request is read live and audited
 		return s.Authenticate(ctx, text)
 	}
 	lt := v.(liveToken)
@@ -227,26 +222,15 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 	return nil
 }
 
-// AuditEntry is one request made with an operator token.
-type AuditEntry struct {
-	At      time.Time `json:"at"`
-	TokenID string    `json:"tokenId"`
-	Tenant  string    `json:"tenant"`
-	Scope   string    `json:"scope"`
-	Method  string    `json:"method"`
-	Path    string    `json:"path"`
-	Status  int       `json:"status"`
-}
-
 // Audit records an entry.
-func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+func (s *Store) Audit(ctx context.Context, e controlapi.AuditEntry) error {
 	_, err := s.w.ExecContext(ctx, s.d.q(`INSERT INTO cp_audit (at_ns, token_id, tenant, scope, method, path, status) VALUES (?, ?, ?, ?, ?, ?, ?)`),
 		e.At.UnixNano(), e.TokenID, e.Tenant, e.Scope, e.Method, e.Path, e.Status)
 	return unavailable(err)
 }
 
 // AuditLog returns the newest entries, newest first.
-func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
+func (s *Store) AuditLog(ctx context.Context, limit int) ([]controlapi.AuditEntry, error) {
 	if limit <= 0 || limit > 10000 {
 		limit = 100
 	}
@@ -255,9 +239,9 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
 		return nil, unavailable(err)
 	}
 	defer rows.Close()
-	var out []AuditEntry
+	var out []controlapi.AuditEntry
 	for rows.Next() {
-		var e AuditEntry
+		var e controlapi.AuditEntry
 		var at int64
 		if err := rows.Scan(&at, &e.TokenID, &e.Tenant, &e.Scope, &e.Method, &e.Path, &e.Status); err != nil {
 			return nil, err
