@@ -15,13 +15,13 @@ import (
 
 // insertBatch stores a group commit's submissions in tx with a fixed
 // number of statements, whatever their count: it reads the keys already
-// used, which of the submissions' unchecked tokens are live, the plane's and the tenants' counters (locked on PostgreSQL: the
-// plane's row, then the tenants' in name order, as every transaction takes
-// them), decides each submission in order in memory, and writes the
-// counters' changes and the new rows with one statement each. Each
-// submission gets its own outcome; a refusal writes nothing of it.
+// used, which of the submissions' unchecked tokens are live, the plane's
+// and the tenants' counters (locked on PostgreSQL: the plane's row, then
+// the tenants' in name order, as every transaction takes them), decides
+// each submission in order in memory, and writes the counters' changes and
+// the new rows with one statement each. Each submission gets its own
+// outcome; a refusal writes nothing of it.
 func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit) ([]submitOutcome, queueCounts, error) {
-	outs := make([]submitOutcome, len(batch))
 	lock := ""
 	if s.d.name == "postgres" {
 		lock = " FOR UPDATE"
@@ -32,64 +32,11 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			}
 		}
 	}
-	type key struct{ tenant, idem string }
-	// Keys already stored.
-	stored := map[key]struct {
-		doc, hash string
-	}{}
-	keys := make([]key, 0, len(batch))
-	seenKey := map[key]bool{}
-	for _, p := range batch {
-		k := key{p.In.job.Tenant, p.In.job.IdempotencyKey}
-		if !seenKey[k] {
-			seenKey[k] = true
-			keys = append(keys, k)
-		}
+	keys := batchKeys(batch)
+	stored, err := s.storedKeys(ctx, tx, keys)
+	if err != nil {
+		return nil, queueCounts{}, err
 	}
-	if s.rowStmts != nil {
-		st := tx.StmtContext(ctx, s.rowStmts[selKey])
-		for _, k := range keys {
-			var v struct{ doc, hash string }
-			err := st.QueryRowContext(ctx, k.tenant, k.idem).Scan(&v.doc, &v.hash)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return nil, queueCounts{}, err
-			}
-			stored[k] = v
-		}
-	}
-	lookup := keys // one multi-row lookup per 200 keys (PostgreSQL: round trips)
-	if s.rowStmts != nil {
-		lookup = nil
-	}
-	for chunk := range slices.Chunk(lookup, 200) {
-		var args []any
-		vals := make([]string, len(chunk))
-		for i, k := range chunk {
-			vals[i] = "(?, ?)"
-			args = append(args, k.tenant, k.idem)
-		}
-		rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, idem_key, doc, request_hash FROM cp_jobs WHERE (tenant, idem_key) IN (VALUES `+strings.Join(vals, ", ")+`)`), args...)
-		if err != nil {
-			return nil, queueCounts{}, err
-		}
-		for rows.Next() {
-			var k key
-			var v struct{ doc, hash string }
-			if err := rows.Scan(&k.tenant, &k.idem, &v.doc, &v.hash); err != nil {
-				rows.Close()
-				return nil, queueCounts{}, err
-			}
-			stored[k] = v
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, queueCounts{}, err
-		}
-	}
-
 	// The tokens whose revocation no one read yet: a submission whose
 	// token is revoked is refused before anything of it is looked at.
 	var tokens []string
@@ -102,39 +49,143 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	if err != nil {
 		return nil, queueCounts{}, err
 	}
-
-	// Counters: the plane's, then the tenants' (created when new).
-	var planeQueued int
-	if err := s.queryRow(ctx, tx, selPlaneQueued+lock).Scan(&planeQueued); err != nil {
-		return nil, queueCounts{}, err
-	}
-	var tenants []string
-	for _, k := range keys {
-		if !slices.Contains(tenants, k.tenant) {
-			tenants = append(tenants, k.tenant)
-		}
-	}
-	slices.Sort(tenants)
-	// The tenants' counters, their rows created first where missing (a
-	// tenant's first job): locked in name order on PostgreSQL.
-	cs, err := s.tenantCounters(ctx, tx, tenants, lock)
+	bc, err := s.batchCounters(ctx, tx, keys, lock)
 	if err != nil {
 		return nil, queueCounts{}, err
 	}
-	if len(cs) < len(tenants) {
-		ph := strings.TrimSuffix(strings.Repeat("(?), ", len(tenants)), ", ")
-		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_tenants (tenant) VALUES `+ph+` ON CONFLICT (tenant) DO NOTHING`), anys(tenants)...); err != nil {
-			return nil, queueCounts{}, err
-		}
-		if cs, err = s.tenantCounters(ctx, tx, tenants, lock); err != nil {
-			return nil, queueCounts{}, err
+	outs, fresh, err := decideBatch(batch, stored, live, bc)
+	if err != nil {
+		return nil, queueCounts{}, err
+	}
+	seen := queueCounts{plane: bc.planeQueued + bc.planeDelta, tenants: make(map[string]int, len(bc.tenants))}
+	for _, t := range bc.tenants {
+		seen.tenants[t] = bc.cs[t].queued + bc.cs[t].dQueued
+	}
+	if len(fresh) == 0 {
+		return outs, seen, nil
+	}
+	if err := s.writeBatch(ctx, tx, batch, fresh, bc); err != nil {
+		return nil, queueCounts{}, err
+	}
+	return outs, seen, nil
+}
+
+// idemKey is a submission's idempotency key, per tenant.
+type idemKey struct{ tenant, idem string }
+
+// storedKey is what a stored job keeps of its submission: its record and
+// the hash of the request.
+type storedKey struct{ doc, hash string }
+
+// batchKeys are the batch's idempotency keys, each once, in order.
+func batchKeys(batch []*pendingSubmit) []idemKey {
+	keys := make([]idemKey, 0, len(batch))
+	seen := map[idemKey]bool{}
+	for _, p := range batch {
+		k := idemKey{p.In.job.Tenant, p.In.job.IdempotencyKey}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
 		}
 	}
+	return keys
+}
 
-	// Decide, in order.
-	taken := map[key]int{} // key -> index of the batch's submission that holds it
+// storedKeys reads which of keys are stored already: with the prepared
+// single-row lookup (SQLite), or one multi-row lookup per 200 keys
+// (PostgreSQL: round trips).
+func (s *Store) storedKeys(ctx context.Context, tx *sql.Tx, keys []idemKey) (map[idemKey]storedKey, error) {
+	stored := map[idemKey]storedKey{}
+	if s.rowStmts != nil {
+		st := tx.StmtContext(ctx, s.rowStmts[selKey])
+		for _, k := range keys {
+			var v storedKey
+			err := st.QueryRowContext(ctx, k.tenant, k.idem).Scan(&v.doc, &v.hash)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			stored[k] = v
+		}
+		return stored, nil
+	}
+	for chunk := range slices.Chunk(keys, 200) {
+		var args []any
+		vals := make([]string, len(chunk))
+		for i, k := range chunk {
+			vals[i] = "(?, ?)"
+			args = append(args, k.tenant, k.idem)
+		}
+		rows, err := tx.QueryContext(ctx, s.d.q(`SELECT tenant, idem_key, doc, request_hash FROM cp_jobs WHERE (tenant, idem_key) IN (VALUES `+strings.Join(vals, ", ")+`)`), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k idemKey
+			var v storedKey
+			if err := rows.Scan(&k.tenant, &k.idem, &v.doc, &v.hash); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			stored[k] = v
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return stored, nil
+}
+
+// batchCounts are the counters a batch read and the changes it decided.
+type batchCounts struct {
+	planeQueued, planeDelta int
+	// tenants are the batch's tenants in name order, cs their counters.
+	tenants []string
+	cs      map[string]*counters
+}
+
+// batchCounters reads the plane's counters, then the tenants' (their rows
+// created first where missing: a tenant's first job), locked in name order
+// on PostgreSQL.
+func (s *Store) batchCounters(ctx context.Context, tx *sql.Tx, keys []idemKey, lock string) (*batchCounts, error) {
+	bc := &batchCounts{}
+	if err := s.queryRow(ctx, tx, selPlaneQueued+lock).Scan(&bc.planeQueued); err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if !slices.Contains(bc.tenants, k.tenant) {
+			bc.tenants = append(bc.tenants, k.tenant)
+		}
+	}
+	slices.Sort(bc.tenants)
+	cs, err := s.tenantCounters(ctx, tx, bc.tenants, lock)
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) < len(bc.tenants) {
+		ph := strings.TrimSuffix(strings.Repeat("(?), ", len(bc.tenants)), ", ")
+		if _, err := tx.ExecContext(ctx, s.d.q(`INSERT INTO cp_tenants (tenant) VALUES `+ph+` ON CONFLICT (tenant) DO NOTHING`), anys(bc.tenants)...); err != nil {
+			return nil, err
+		}
+		if cs, err = s.tenantCounters(ctx, tx, bc.tenants, lock); err != nil {
+			return nil, err
+		}
+	}
+	bc.cs = cs
+	return bc, nil
+}
+
+// decideBatch decides each submission in order, in memory: a revoked
+// token, a key already stored or taken earlier in the batch (the same job,
+// or a conflict), a bound or a budget, or a new job (fresh: the indexes
+// of the new jobs). It counts the new jobs into bc.
+func decideBatch(batch []*pendingSubmit, stored map[idemKey]storedKey, live map[string]bool, bc *batchCounts) ([]submitOutcome, []int, error) {
+	outs := make([]submitOutcome, len(batch))
+	taken := map[idemKey]int{} // key -> index of the batch's submission that holds it
 	var fresh []int
-	planeDelta := 0
 	for i, p := range batch {
 		sub := p.In
 		j := sub.job
@@ -142,11 +193,11 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			outs[i] = submitOutcome{err: ErrUnauthenticated}
 			continue
 		}
-		k := key{j.Tenant, j.IdempotencyKey}
+		k := idemKey{j.Tenant, j.IdempotencyKey}
 		if v, ok := stored[k]; ok {
 			e, err := scanJob(v.doc)
 			if err != nil {
-				return nil, queueCounts{}, err
+				return nil, nil, err
 			}
 			if v.hash != sub.hash {
 				outs[i] = submitOutcome{err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, e.ID)}
@@ -167,45 +218,50 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			continue
 		}
 		taken[k] = i
-		c := cs[j.Tenant]
-		if sub.budget >= 0 {
-			if p := sub.periodStart.UnixNano(); c.period < p && (!c.rolled || c.newPeriod < p) {
-				c.rolled, c.newPeriod, c.spent, c.period = true, p, 0, p
-			}
-		}
-		wc := j.Cost.WorstCase
-		switch {
-		case planeQueued+planeDelta >= sub.globalBound:
-			outs[i] = submitOutcome{err: &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
-				Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}}
-		case c.queued+c.dQueued >= sub.tenantBound:
-			outs[i] = submitOutcome{err: &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
-				Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", j.Tenant, c.queued+c.dQueued, sub.tenantBound)}}
-		case sub.budget >= 0 && c.spent+c.reserved+c.dReserved+wc > sub.budget:
-			outs[i] = submitOutcome{err: budgetRefusal(sub, c.spent, c.reserved+c.dReserved)}
-		default:
-			c.dQueued++
-			c.dReserved += wc
-			planeDelta++
+		if outs[i] = admitToQueue(sub, bc); outs[i].created {
 			fresh = append(fresh, i)
-			outs[i] = submitOutcome{job: j, created: true}
 		}
 	}
-	seen := queueCounts{plane: planeQueued + planeDelta, tenants: make(map[string]int, len(tenants))}
-	for _, t := range tenants {
-		seen.tenants[t] = cs[t].queued + cs[t].dQueued
-	}
-	if len(fresh) == 0 {
-		return outs, seen, nil
-	}
+	return outs, fresh, nil
+}
 
-	// Write: the counters' changes, each tenant's in one statement (a new
-	// budget period zeroes what the last one spent), then the rows.
+// admitToQueue decides a new submission against the plane's and its
+// tenant's queue bounds and its tenant's budget (rolled into a new period
+// when one began), counting it into bc when it fits.
+func admitToQueue(sub submission, bc *batchCounts) submitOutcome {
+	j := sub.job
+	c := bc.cs[j.Tenant]
+	if sub.budget >= 0 {
+		if p := sub.periodStart.UnixNano(); c.period < p && (!c.rolled || c.newPeriod < p) {
+			c.rolled, c.newPeriod, c.spent, c.period = true, p, 0, p
+		}
+	}
+	wc := j.Cost.WorstCase
+	switch {
+	case bc.planeQueued+bc.planeDelta >= sub.globalBound:
+		return submitOutcome{err: &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
+			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}}
+	case c.queued+c.dQueued >= sub.tenantBound:
+		return submitOutcome{err: &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
+			Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", j.Tenant, c.queued+c.dQueued, sub.tenantBound)}}
+	case sub.budget >= 0 && c.spent+c.reserved+c.dReserved+wc > sub.budget:
+		return submitOutcome{err: budgetRefusal(sub, c.spent, c.reserved+c.dReserved)}
+	}
+	c.dQueued++
+	c.dReserved += wc
+	bc.planeDelta++
+	return submitOutcome{job: j, created: true}
+}
+
+// writeBatch writes a batch's decisions: the counters' changes, each
+// tenant's in one statement (a new budget period zeroes what the last one
+// spent), then the new jobs' rows and the profiles not stored yet.
+func (s *Store) writeBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit, fresh []int, bc *batchCounts) error {
 	storedAt := time.Now().UTC()
 	var w writes
-	w.add(updPlaneQueued, planeDelta)
-	for _, t := range tenants {
-		c := cs[t]
+	w.add(updPlaneQueued, bc.planeDelta)
+	for _, t := range bc.tenants {
+		c := bc.cs[t]
 		if c.dQueued == 0 && !c.rolled {
 			continue
 		}
@@ -218,42 +274,57 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	profiles := map[string]submission{}
 	if s.rowStmts != nil {
 		if err := w.exec(ctx, tx, s); err != nil {
-			return nil, queueCounts{}, err
+			return err
 		}
 		w = writes{}
-		// SQLite: the prepared single-row inserts (a statement parsed once
-		// costs less than a multi-row one parsed per batch)
-		for _, i := range fresh {
-			sub := batch[i].In
-			j := sub.job
-			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
-			doc, err := json.Marshal(j)
-			if err != nil {
-				return nil, queueCounts{}, err
-			}
-			data := mustJSON(controlapi.StateData{State: j.State, Reason: "submitted"})
-			at := j.CreatedAt.UnixNano()
-			for _, ins := range []struct {
-				q    string
-				args []any
-			}{
-				{insJob, []any{j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc)}},
-				{insTransition, []any{j.ID, at, string(j.State), "submitted"}},
-				{insEventHead, []any{j.ID}},
-				{insEvent, []any{j.ID, at, segmentLine(NewEvent{Kind: controlapi.KindState, Data: data}), len(data)}},
-			} {
-				if _, err := tx.StmtContext(ctx, s.rowStmts[ins.q]).ExecContext(ctx, ins.args...); err != nil {
-					return nil, queueCounts{}, err
-				}
-			}
-			profiles[j.Profile.Digest] = sub
-			s.ev.pending(tx, j.ID, nil)
+		if err := s.insertJobRows(ctx, tx, batch, fresh, storedAt, profiles); err != nil {
+			return err
 		}
+	} else if err := s.addJobRows(&w, tx, batch, fresh, storedAt, profiles); err != nil {
+		return err
 	}
-	for chunk := range slices.Chunk(fresh, 100) {
-		if s.rowStmts != nil {
-			break
+	s.addProfiles(&w, profiles)
+	return w.exec(ctx, tx, s)
+}
+
+// insertJobRows writes each new job's rows with the prepared single-row
+// inserts (SQLite: a statement parsed once costs less than a multi-row
+// one parsed per batch), noting its profile in profiles.
+func (s *Store) insertJobRows(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit, fresh []int, storedAt time.Time, profiles map[string]submission) error {
+	for _, i := range fresh {
+		sub := batch[i].In
+		j := sub.job
+		j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
+		doc, err := json.Marshal(j)
+		if err != nil {
+			return err
 		}
+		data := mustJSON(controlapi.StateData{State: j.State, Reason: "submitted"})
+		at := j.CreatedAt.UnixNano()
+		for _, ins := range []struct {
+			q    string
+			args []any
+		}{
+			{insJob, []any{j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc)}},
+			{insTransition, []any{j.ID, at, string(j.State), "submitted"}},
+			{insEventHead, []any{j.ID}},
+			{insEvent, []any{j.ID, at, segmentLine(NewEvent{Kind: controlapi.KindState, Data: data}), len(data)}},
+		} {
+			if _, err := tx.StmtContext(ctx, s.rowStmts[ins.q]).ExecContext(ctx, ins.args...); err != nil {
+				return err
+			}
+		}
+		profiles[j.Profile.Digest] = sub
+		s.ev.pending(tx, j.ID, nil)
+	}
+	return nil
+}
+
+// addJobRows adds the new jobs' rows to w as multi-row inserts of up to
+// 100 jobs each (PostgreSQL: round trips), noting their profiles in
+// profiles.
+func (s *Store) addJobRows(w *writes, tx *sql.Tx, batch []*pendingSubmit, fresh []int, storedAt time.Time, profiles map[string]submission) error {
+	for chunk := range slices.Chunk(fresh, 100) {
 		var jargs, targs, hargs, eargs []any
 		jv := make([]string, len(chunk))
 		tv := make([]string, len(chunk))
@@ -265,7 +336,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
 			doc, err := json.Marshal(j)
 			if err != nil {
-				return nil, queueCounts{}, err
+				return err
 			}
 			at := j.CreatedAt.UnixNano()
 			jv[n], tv[n] = "(?, ?, ?, ?, ?, ?, ?, ?, ?)", "(?, 1, ?, ?, ?)"
@@ -285,6 +356,12 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 		w.add(`INSERT INTO cp_event_heads (job_id, last_seq, output_bytes, ended) VALUES `+strings.Join(hv, ", "), hargs...)
 		w.add(`INSERT INTO cp_event_segments (job_id, last_seq, first_seq, at_ns, output, events, size) VALUES `+strings.Join(ev, ", "), eargs...)
 	}
+	return nil
+}
+
+// addProfiles adds to w the profiles of profiles this store has not
+// stored yet.
+func (s *Store) addProfiles(w *writes, profiles map[string]submission) {
 	var pargs []any
 	var pv []string
 	for digest, sub := range profiles {
@@ -298,10 +375,6 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	if len(pv) > 0 {
 		w.add(`INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES `+strings.Join(pv, ", ")+` ON CONFLICT (digest) DO NOTHING`, pargs...)
 	}
-	if err := w.exec(ctx, tx, s); err != nil {
-		return nil, queueCounts{}, err
-	}
-	return outs, seen, nil
 }
 
 // queueCounts are the queued counts a submission batch read and left:
