@@ -42,7 +42,7 @@ type Server struct {
 // NewServer serves p.
 func NewServer(p *Plane) *Server {
 	s := &Server{p: p, mux: http.NewServeMux()}
-	s.mux.Handle("POST /v1/jobs", s.authWith(s.p.c.Store.authenticateSubmit, s.submit))
+	s.mux.Handle("POST /v1/jobs", s.authWith(s.p.c.Store.AuthenticateSubmit, s.submit))
 	s.mux.Handle("GET /v1/jobs", s.auth(s.list))
 	s.mux.Handle("GET /v1/jobs/{id}", s.auth(s.get))
 	s.mux.Handle("GET /v1/jobs/{id}/profile", s.auth(s.profile))
@@ -252,12 +252,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := ""
-	if t.unchecked {
+	if t.Unchecked() {
 		token = t.ID
 	}
 	j, created, err := s.p.submit(r.Context(), t.Tenant, token, spec)
 	if errors.Is(err, ErrUnauthenticated) { // revoked since this store read it live
-		s.p.c.Store.liveTokens.Delete(t.ID)
+		s.p.c.Store.ForgetToken(t.ID)
 		writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
 		return
 	}

@@ -187,7 +187,7 @@ func TestRevokedElsewhere(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		other, err := Open(ctx, s.dsn)
+		other, err := Open(ctx, s.DSN())
 		if err != nil {
 			t.Fatal(err)
 		}

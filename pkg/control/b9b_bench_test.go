@@ -84,7 +84,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		want := jobs * perJob
 		var n int
 		for n < want {
-			if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM cp_delivery_receipts WHERE outcome = 'delivered'`).Scan(&n); err != nil {
+			if err := s.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM cp_delivery_receipts WHERE outcome = 'delivered'`).Scan(&n); err != nil {
 				b.Fatal(err)
 			}
 			if time.Since(start) > 10*time.Minute {
@@ -95,7 +95,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		cancel()
-		rows, err := s.r.QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
+		rows, err := s.ReadDB().QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
 		if err != nil {
 			b.Fatal(err)
 		}

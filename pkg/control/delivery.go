@@ -160,7 +160,7 @@ func (r *destRunner) poll(ctx context.Context) {
 	if free <= 0 {
 		return
 	}
-	jobs, err := r.w.p.c.Store.pendingJobsOf(ctx, r.consumer, r.tenant, 4*r.w.c.JobsPerDestination)
+	jobs, err := r.w.p.c.Store.PendingJobsOf(ctx, r.consumer, r.tenant, 4*r.w.c.JobsPerDestination)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.w.p.c.Logger.Warn("delivery", "destination", r.consumer, "err", err)
@@ -233,14 +233,14 @@ func (r *destRunner) deliverOne(ctx context.Context, j *controlapi.Job, e contro
 		return nil
 	}
 	key := deliver.Key(j.ID, e.Seq, d.Name)
-	if rec, err := s.receipt(ctx, j.ID, d.Name, e.Seq); err != nil || rec != nil {
+	if rec, err := s.Receipt(ctx, j.ID, d.Name, e.Seq); err != nil || rec != nil {
 		if rec != nil && rec.Kind == controlapi.KindResult && rec.Outcome == controlapi.ReceiptDelivered && d.RequiresResult {
-			return s.putReceipt(ctx, j.ID, *rec, required) // a crash between receipt and stamp cannot happen (one tx); repeat-safe anyway
+			return s.PutReceipt(ctx, j.ID, *rec, required) // a crash between receipt and stamp cannot happen (one tx); repeat-safe anyway
 		}
 		return err
 	}
 	if e.Kind == controlapi.KindStatus && next != nil && next.Kind == controlapi.KindStatus {
-		return s.putReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptCollapsed, Key: key,
+		return s.PutReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptCollapsed, Key: key,
 			Detail: fmt.Sprintf("superseded by status update %d", next.Seq), At: time.Now().UTC()}, nil)
 	}
 	body, err := r.message(ctx, j, e, d, key)
@@ -248,7 +248,7 @@ func (r *destRunner) deliverOne(ctx context.Context, j *controlapi.Job, e contro
 		return err
 	}
 	attempts := 0
-	if p, err := s.getProgress(ctx, j.ID, d.Name); err != nil {
+	if p, err := s.GetProgress(ctx, j.ID, d.Name); err != nil {
 		return err
 	} else if p != nil && p.Seq == e.Seq {
 		attempts = p.Attempts // the budget survives a restart
@@ -295,14 +295,14 @@ func (r *destRunner) deliverOne(ctx context.Context, j *controlapi.Job, e contro
 			if e.Kind == controlapi.KindResult || e.Kind == controlapi.KindProduct {
 				r.w.p.c.Metrics.ArtifactExported(ctx, j.Pool, int64(len(body)))
 			}
-			return s.putReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptDelivered,
+			return s.PutReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptDelivered,
 				HTTPStatus: last.Status, RemoteID: last.ID, Attempts: attempts, Key: key, At: time.Now().UTC()}, required)
 		}
 		if !last.Retry || attempts >= d.MaxAttempts {
 			break
 		}
 		wait := deliver.Backoff(attempts, r.w.c.BackoffBase, r.w.c.BackoffMax, last.RetryAfter, r.w.c.RetryAfterCap)
-		if err := s.putProgress(ctx, j.ID, d.Name, progress{Seq: e.Seq, Attempts: attempts, Next: time.Now().Add(wait),
+		if err := s.PutProgress(ctx, j.ID, d.Name, Progress{Seq: e.Seq, Attempts: attempts, Next: time.Now().Add(wait),
 			LastErr: fmt.Sprintf("attempt %d of a budget of %d: %v", attempts, d.MaxAttempts, last.Err)}); err != nil {
 			return err
 		}
@@ -314,7 +314,7 @@ func (r *destRunner) deliverOne(ctx context.Context, j *controlapi.Job, e contro
 	if !last.Retry {
 		detail = fmt.Sprintf("refused after %d attempts (budget %d): %v", attempts, d.MaxAttempts, last.Err)
 	}
-	return s.putReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptFailed,
+	return s.PutReceipt(ctx, j.ID, controlapi.Receipt{Destination: d.Name, Seq: e.Seq, Kind: e.Kind, Outcome: controlapi.ReceiptFailed,
 		HTTPStatus: last.Status, Attempts: attempts, Key: key, Detail: detail, At: time.Now().UTC()}, nil)
 }
 
@@ -361,7 +361,7 @@ func (r *destRunner) message(ctx context.Context, j *controlapi.Job, e controlap
 	m.Text, m.Redacted = ft.Text, wireRedactions(ft.Redactions)
 	if ft.Truncated {
 		name := fmt.Sprintf("event-%d.txt", e.Seq)
-		if err := r.w.p.c.Store.putArtifact(ctx, j.ID, name, []byte(ft.Full)); err != nil {
+		if err := r.w.p.c.Store.PutArtifact(ctx, j.ID, name, []byte(ft.Full)); err != nil {
 			return nil, err
 		}
 		m.Truncated = &controlapi.MessageTruncation{DroppedBytes: ft.DroppedBytes, DroppedLines: ft.DroppedLines,

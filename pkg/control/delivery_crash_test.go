@@ -135,7 +135,7 @@ func TestDeliveryKill9(t *testing.T) {
 		t.Errorf("%d effects, want %d", len(effects), len(want))
 	}
 	for _, seq := range want {
-		if r, err := s.receipt(ctx, j.ID, "chat", seq); err != nil || r == nil || r.Outcome != controlapi.ReceiptDelivered {
+		if r, err := s.Receipt(ctx, j.ID, "chat", seq); err != nil || r == nil || r.Outcome != controlapi.ReceiptDelivered {
 			t.Errorf("receipt of %d: %+v, %v", seq, r, err)
 		}
 	}

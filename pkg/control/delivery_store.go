@@ -37,13 +37,13 @@ func deliverySchema(dialect) []string {
 
 // pendingJobsOf is PendingJobs for one tenant's jobs: a destination's
 // consumer only ever sees its own tenant's streams.
-func (s *Store) pendingJobsOf(ctx context.Context, consumer, tenant string, limit int) ([]string, error) {
+func (s *Store) PendingJobsOf(ctx context.Context, consumer, tenant string, limit int) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT h.job_id FROM cp_event_heads h
 		JOIN cp_jobs j ON j.id = h.job_id AND j.tenant = ?
 		LEFT JOIN cp_event_cursors c ON c.job_id = h.job_id AND c.consumer = ?
 		WHERE h.last_seq > COALESCE(c.acked_seq, 0) ORDER BY h.job_id LIMIT %d`, limit)), tenant, consumer)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	var out []string
@@ -54,11 +54,11 @@ func (s *Store) pendingJobsOf(ctx context.Context, consumer, tenant string, limi
 		}
 		out = append(out, id)
 	}
-	return out, unavailable(rows.Err())
+	return out, Unavailable(rows.Err())
 }
 
 // receipt returns the stored receipt of (job, destination, seq), nil if none.
-func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*controlapi.Receipt, error) {
+func (s *Store) Receipt(ctx context.Context, job, dest string, seq int64) (*controlapi.Receipt, error) {
 	r := &controlapi.Receipt{Destination: dest, Seq: seq}
 	var kind string
 	var at int64
@@ -69,7 +69,7 @@ func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*cont
 		return nil, nil
 	}
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	r.Kind, r.At = controlapi.EventKind(kind), time.Unix(0, at).UTC()
 	return r, nil
@@ -80,7 +80,7 @@ func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*cont
 // a delivered result, are the destinations whose result receipts publish
 // the job's result: once all are in, result_published is stamped in the
 // same transaction.
-func (s *Store) putReceipt(ctx context.Context, job string, r controlapi.Receipt, required []string) error {
+func (s *Store) PutReceipt(ctx context.Context, job string, r controlapi.Receipt, required []string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := s.exec(ctx, tx, `INSERT INTO cp_delivery_receipts (job_id, destination, seq, kind, outcome, http_status, remote_id, attempts, idem_key, detail, at_ns)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, destination, seq) DO NOTHING`,
@@ -117,14 +117,14 @@ func (s *Store) stampPublishedTx(ctx context.Context, tx *sql.Tx, job string, re
 }
 
 // progress is a destination's retries of one event.
-type progress struct {
+type Progress struct {
 	Seq      int64
 	Attempts int
 	Next     time.Time
 	LastErr  string
 }
 
-func (s *Store) putProgress(ctx context.Context, job, dest string, p progress) error {
+func (s *Store) PutProgress(ctx context.Context, job, dest string, p Progress) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := s.exec(ctx, tx, `INSERT INTO cp_delivery_progress (job_id, destination, seq, attempts, next_ns, last_error) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (job_id, destination) DO UPDATE SET seq = excluded.seq, attempts = excluded.attempts, next_ns = excluded.next_ns, last_error = excluded.last_error`,
@@ -133,8 +133,8 @@ func (s *Store) putProgress(ctx context.Context, job, dest string, p progress) e
 	})
 }
 
-func (s *Store) getProgress(ctx context.Context, job, dest string) (*progress, error) {
-	p := &progress{}
+func (s *Store) GetProgress(ctx context.Context, job, dest string) (*Progress, error) {
+	p := &Progress{}
 	var next int64
 	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT seq, attempts, next_ns, last_error FROM cp_delivery_progress WHERE job_id = ? AND destination = ?`), job, dest).
 		Scan(&p.Seq, &p.Attempts, &next, &p.LastErr)
@@ -142,7 +142,7 @@ func (s *Store) getProgress(ctx context.Context, job, dest string) (*progress, e
 		return nil, nil
 	}
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	p.Next = time.Unix(0, next).UTC()
 	return p, nil
@@ -150,7 +150,7 @@ func (s *Store) getProgress(ctx context.Context, job, dest string) (*progress, e
 
 // putArtifact stores an artifact of a job once (the same name keeps its
 // first content).
-func (s *Store) putArtifact(ctx context.Context, job, name string, data []byte) error {
+func (s *Store) PutArtifact(ctx context.Context, job, name string, data []byte) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := s.exec(ctx, tx, `INSERT INTO cp_artifacts (job_id, name, data, size, created_ns) VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id, name) DO NOTHING`,
 			job, name, string(data), len(data), time.Now().UnixNano())
@@ -169,29 +169,29 @@ func (s *Store) Artifact(ctx context.Context, tenant, job, name string) ([]byte,
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("job %s: artifact %q: %w", job, name, ErrNotFound)
 	}
-	return []byte(data), unavailable(err)
+	return []byte(data), Unavailable(err)
 }
 
 // deliveryRecords is what the store says about a job's deliveries.
-type deliveryRecords struct {
-	published *time.Time
-	counts    map[string]map[string]int      // destination -> outcome -> events
-	results   map[string]*controlapi.Receipt // destination -> its receipt of the result
-	progress  map[string]*progress
+type DeliveryRecords struct {
+	Published *time.Time
+	Counts    map[string]map[string]int      // destination -> outcome -> events
+	Results   map[string]*controlapi.Receipt // destination -> its receipt of the result
+	Progress  map[string]*Progress
 }
 
-func (s *Store) deliveryRecords(ctx context.Context, job string) (*deliveryRecords, error) {
-	out := &deliveryRecords{counts: map[string]map[string]int{}, results: map[string]*controlapi.Receipt{}, progress: map[string]*progress{}}
+func (s *Store) DeliveryRecords(ctx context.Context, job string) (*DeliveryRecords, error) {
+	out := &DeliveryRecords{Counts: map[string]map[string]int{}, Results: map[string]*controlapi.Receipt{}, Progress: map[string]*Progress{}}
 	var at int64
 	switch err := s.r.QueryRowContext(ctx, s.d.q(`SELECT at_ns FROM cp_delivery_published WHERE job_id = ?`), job).Scan(&at); {
 	case err == nil:
-		out.published = tp(time.Unix(0, at))
+		out.Published = tp(time.Unix(0, at))
 	case !errors.Is(err, sql.ErrNoRows):
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT destination, outcome, COUNT(*) FROM cp_delivery_receipts WHERE job_id = ? GROUP BY destination, outcome`), job)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for rows.Next() {
 		var d, o string
@@ -200,16 +200,16 @@ func (s *Store) deliveryRecords(ctx context.Context, job string) (*deliveryRecor
 			rows.Close()
 			return nil, err
 		}
-		if out.counts[d] == nil {
-			out.counts[d] = map[string]int{}
+		if out.Counts[d] == nil {
+			out.Counts[d] = map[string]int{}
 		}
-		out.counts[d][o] = n
+		out.Counts[d][o] = n
 	}
 	rows.Close()
 	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT destination, seq, outcome, http_status, remote_id, attempts, idem_key, detail, at_ns
 		FROM cp_delivery_receipts WHERE job_id = ? AND kind = 'result'`), job)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for rows.Next() {
 		r := &controlapi.Receipt{Kind: controlapi.KindResult}
@@ -218,23 +218,23 @@ func (s *Store) deliveryRecords(ctx context.Context, job string) (*deliveryRecor
 			return nil, err
 		}
 		r.At = time.Unix(0, at).UTC()
-		out.results[r.Destination] = r
+		out.Results[r.Destination] = r
 	}
 	rows.Close()
 	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT destination, seq, attempts, next_ns, last_error FROM cp_delivery_progress WHERE job_id = ?`), job)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var d string
-		p := &progress{}
+		p := &Progress{}
 		var next int64
 		if err := rows.Scan(&d, &p.Seq, &p.Attempts, &next, &p.LastErr); err != nil {
 			return nil, err
 		}
 		p.Next = time.Unix(0, next).UTC()
-		out.progress[d] = p
+		out.Progress[d] = p
 	}
-	return out, unavailable(rows.Err())
+	return out, Unavailable(rows.Err())
 }

@@ -151,7 +151,7 @@ func testDelivery() DeliveryConfig {
 
 func finishJob(t *testing.T, s *Store, id, output string) {
 	t.Helper()
-	if _, err := s.update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
+	if _, err := s.Update(context.Background(), id, func(j *controlapi.Job, l *Lease) error {
 		j.State, j.Reason, j.Output, j.EndedAt = controlapi.Succeeded, "exit_code", output, tp(time.Now())
 		j.ExitCode = new(int)
 		return nil
@@ -287,7 +287,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	}
 	// 4 arrivals; Go's transport may replay the dropped one itself within
 	// an attempt (it carries an Idempotency-Key): 3 or 4 attempts
-	if rc, _ := s.receipt(ctx, a.ID, "chat", 6); rc == nil || rc.Attempts < 3 || rc.Attempts > 4 || rc.Outcome != controlapi.ReceiptDelivered {
+	if rc, _ := s.Receipt(ctx, a.ID, "chat", 6); rc == nil || rc.Attempts < 3 || rc.Attempts > 4 || rc.Outcome != controlapi.ReceiptDelivered {
 		t.Errorf("receipt of seq 6: %+v", rc)
 	}
 	jc, _ := p.Get(ctx, "", c.ID)
@@ -325,7 +325,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	// every consumer acknowledged all of its jobs' streams
 	for _, dest := range []string{"delivery:hooked/chat", "delivery:broken/chat", "delivery:broken/down"} {
 		tenant := strings.TrimPrefix(strings.Split(dest, "/")[0], "delivery:")
-		if left, err := s.pendingJobsOf(ctx, dest, tenant, 10); err != nil || len(left) != 0 {
+		if left, err := s.PendingJobsOf(ctx, dest, tenant, 10); err != nil || len(left) != 0 {
 			t.Errorf("%s: still pending %v, %v", dest, left, err)
 		}
 	}

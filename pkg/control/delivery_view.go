@@ -11,11 +11,11 @@ import (
 // deliveryView fills j's ResultPublished and Delivery from the worker's
 // records and the tenant's destinations now.
 func (p *Plane) deliveryView(ctx context.Context, j *controlapi.Job) error {
-	recs, err := p.c.Store.deliveryRecords(ctx, j.ID)
+	recs, err := p.c.Store.DeliveryRecords(ctx, j.ID)
 	if err != nil {
 		return err
 	}
-	j.ResultPublished = recs.published
+	j.ResultPublished = recs.Published
 	var names []string
 	required := map[string]bool{}
 	if cfg, err := p.c.Config.Current(ctx); err == nil {
@@ -26,7 +26,7 @@ func (p *Plane) deliveryView(ctx context.Context, j *controlapi.Job) error {
 			}
 		}
 	}
-	for d := range recs.counts {
+	for d := range recs.Counts {
 		if !slices.Contains(names, d) {
 			names = append(names, d) // a destination removed since
 		}
@@ -37,9 +37,9 @@ func (p *Plane) deliveryView(ctx context.Context, j *controlapi.Job) error {
 	ds := &controlapi.DeliveryStatus{}
 	pending, failed := false, false
 	for _, n := range names {
-		st := controlapi.DestinationStatus{Name: n, RequiresResult: required[n], Delivered: recs.counts[n][controlapi.ReceiptDelivered],
-			Failed: recs.counts[n][controlapi.ReceiptFailed], Collapsed: recs.counts[n][controlapi.ReceiptCollapsed], Result: recs.results[n]}
-		if pr := recs.progress[n]; pr != nil {
+		st := controlapi.DestinationStatus{Name: n, RequiresResult: required[n], Delivered: recs.Counts[n][controlapi.ReceiptDelivered],
+			Failed: recs.Counts[n][controlapi.ReceiptFailed], Collapsed: recs.Counts[n][controlapi.ReceiptCollapsed], Result: recs.Results[n]}
+		if pr := recs.Progress[n]; pr != nil {
 			st.Retrying = &controlapi.Retrying{Seq: pr.Seq, Attempts: pr.Attempts, NextTry: pr.Next, LastError: pr.LastErr}
 		}
 		if st.RequiresResult {

@@ -13,7 +13,7 @@ import (
 
 // trimmable says retention may delete events of the kind (output chunks
 // and status summaries); every other kind is kept for the job's life.
-func trimmable(k controlapi.EventKind) bool {
+func Trimmable(k controlapi.EventKind) bool {
 	return k == controlapi.KindStdout || k == controlapi.KindStderr || k == controlapi.KindStatus
 }
 
@@ -64,7 +64,7 @@ type EventConfig struct {
 	Retry time.Duration
 }
 
-func (c EventConfig) withDefaults() EventConfig {
+func (c EventConfig) WithDefaults() EventConfig {
 	if c.MaxAge <= 0 {
 		c.MaxAge = 7 * 24 * time.Hour
 	}
@@ -109,7 +109,7 @@ func checkEvent(e NewEvent) (NewEvent, error) {
 	return e, nil
 }
 
-func mustJSON(v any) json.RawMessage {
+func MustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err) // only our own types, which always marshal
@@ -122,7 +122,7 @@ func mustJSON(v any) json.RawMessage {
 // quote and the backslash, \u00XX for other control bytes, and the HTML
 // escapes of <, > and &); a string with any other byte goes through
 // encoding/json (its U+2028, U+2029 and invalid UTF-8 rules).
-func appendJSONString[T string | []byte](b []byte, s T) []byte {
+func AppendJSONString[T string | []byte](b []byte, s T) []byte {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= 0x80 {
 			q, _ := json.Marshal(string(s)) // a string always marshals
@@ -163,11 +163,11 @@ func appendJSONString[T string | []byte](b []byte, s T) []byte {
 // textOutputJSON is OutputData{Command: cmd, Text: string(text)} (text
 // valid UTF-8, not empty) as json.Marshal writes it, without reflection or
 // a copy of text: the shape Output reads directly.
-func textOutputJSON(cmd int, text []byte) json.RawMessage {
+func TextOutputJSON(cmd int, text []byte) json.RawMessage {
 	b := make([]byte, 0, len(text)+32)
 	b = append(b, `{"command":`...)
 	b = strconv.AppendInt(b, int64(cmd), 10)
 	b = append(b, `,"text":`...)
-	b = appendJSONString(b, text)
+	b = AppendJSONString(b, text)
 	return append(b, '}')
 }

@@ -52,7 +52,7 @@ func newAppendGroup(job string, evs []NewEvent) *appendGroup {
 func (g *appendGroup) tally() {
 	g.outBytes, g.ended = 0, 0
 	for _, e := range g.evs {
-		if trimmable(e.Kind) {
+		if Trimmable(e.Kind) {
 			g.outBytes += int64(len(e.Data))
 		}
 		if e.Kind == controlapi.KindResult {

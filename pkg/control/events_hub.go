@@ -48,7 +48,7 @@ const (
 // SetEventConfig sets the streams' retention and bounds (the Plane sets
 // its Config.Events).
 func (s *Store) SetEventConfig(c EventConfig) {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	s.ev.mu.Lock()
 	s.ev.cfg = &c
 	s.ev.mu.Unlock()
@@ -58,7 +58,7 @@ func (h *eventHub) retention() EventConfig {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cfg == nil {
-		return EventConfig{}.withDefaults()
+		return EventConfig{}.WithDefaults()
 	}
 	return *h.cfg
 }
@@ -216,7 +216,7 @@ func (h *eventHub) notifyAll() {
 }
 
 // subscribe returns a channel woken when job's stream may have grown.
-func (s *Store) subscribe(job string) (<-chan struct{}, func()) {
+func (s *Store) Subscribe(job string) (<-chan struct{}, func()) {
 	h := &s.ev
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
@@ -289,4 +289,10 @@ func (h *eventHub) close() {
 		stop()
 	}
 	h.wg.Wait()
+}
+
+// fromTail returns the events after after (at most limit) from the tail
+// of a followed job, if the tail holds them (nil: read the store).
+func (s *Store) FromTail(job string, after int64, limit int) []controlapi.Event {
+	return s.ev.nextFromTail(job, after, limit)
 }

@@ -60,13 +60,13 @@ func segments(evs []NewEvent, first int64) []segment {
 	var out []segment
 	var b strings.Builder
 	for i := 0; i < len(evs); {
-		out1 := trimmable(evs[i].Kind)
+		out1 := Trimmable(evs[i].Kind)
 		sg := segment{first: first + int64(i)}
 		if out1 {
 			sg.output = 1
 		}
 		j, n := i, 0
-		for ; j < len(evs) && j-i < maxSegmentEvents && trimmable(evs[j].Kind) == out1; j++ {
+		for ; j < len(evs) && j-i < maxSegmentEvents && Trimmable(evs[j].Kind) == out1; j++ {
 			n += len(evs[j].Kind) + len(evs[j].Data) + 2
 		}
 		b.Reset()

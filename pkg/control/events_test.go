@@ -37,7 +37,7 @@ func submitJob(t *testing.T, p *Plane, tenant string) *controlapi.Job {
 }
 
 func outEvent(kind controlapi.EventKind, text string) NewEvent {
-	return NewEvent{Kind: kind, Data: mustJSON(controlapi.OutputData{Text: text})}
+	return NewEvent{Kind: kind, Data: MustJSON(controlapi.OutputData{Text: text})}
 }
 
 func allEvents(t *testing.T, s *Store, id string) (controlapi.StreamHead, []controlapi.Event) {

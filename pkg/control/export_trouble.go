@@ -51,7 +51,7 @@ func (s *Store) ExportTroubles(ctx context.Context, limit int) ([]ExportTrouble,
 	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT job_id, destination, seq, kind, attempts, http_status, detail, at_ns
 		FROM cp_delivery_receipts WHERE outcome = ? ORDER BY at_ns DESC LIMIT ?`), controlapi.ReceiptFailed, limit)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for rows.Next() {
 		var t ExportTrouble
@@ -66,14 +66,14 @@ func (s *Store) ExportTroubles(ctx context.Context, limit int) ([]ExportTrouble,
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT job_id, destination, seq, attempts, next_ns, last_error
 		FROM cp_delivery_progress p WHERE attempts > 0 AND NOT EXISTS (SELECT 1 FROM cp_delivery_receipts r
 			WHERE r.job_id = p.job_id AND r.destination = p.destination AND r.seq = p.seq)
 		ORDER BY next_ns DESC LIMIT ?`), limit)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for rows.Next() {
 		t := ExportTrouble{Outcome: OutcomeRetrying}
@@ -87,14 +87,14 @@ func (s *Store) ExportTroubles(ctx context.Context, limit int) ([]ExportTrouble,
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for i := range out {
 		t := &out[i]
 		if j, err := s.Get(ctx, "", t.Job); err == nil {
 			t.Tenant, t.RunID, t.JobState = j.Tenant, j.RunID, j.State
 		}
-		if _, evs, err := s.readEvents(ctx, t.Job, t.Seq-1, 1); err == nil && len(evs) == 1 && evs[0].Seq == t.Seq {
+		if _, evs, err := s.ReadEvents(ctx, t.Job, t.Seq-1, 1); err == nil && len(evs) == 1 && evs[0].Seq == t.Seq {
 			if t.Kind == "" {
 				t.Kind = evs[0].Kind
 			}

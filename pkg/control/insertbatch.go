@@ -21,11 +21,11 @@ import (
 // each submission in order in memory, and writes the counters' changes and
 // the new rows with one statement each. Each submission gets its own
 // outcome; a refusal writes nothing of it.
-func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit) ([]submitOutcome, queueCounts, error) {
+func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit) ([]SubmitOutcome, queueCounts, error) {
 	lock := ""
 	if s.d.name == "postgres" {
 		lock = " FOR UPDATE"
-		if batch[0].In.admit != nil && s.d.lockStmt != "" {
+		if batch[0].In.Admit != nil && s.d.lockStmt != "" {
 			// admission's lock before any row's, as the admitter takes them
 			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
 				return nil, queueCounts{}, err
@@ -41,7 +41,7 @@ func (s *Store) insertBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSub
 	// token is revoked is refused before anything of it is looked at.
 	var tokens []string
 	for _, p := range batch {
-		if t := p.In.token; t != "" && !slices.Contains(tokens, t) {
+		if t := p.In.Token; t != "" && !slices.Contains(tokens, t) {
 			tokens = append(tokens, t)
 		}
 	}
@@ -82,7 +82,7 @@ func batchKeys(batch []*pendingSubmit) []idemKey {
 	keys := make([]idemKey, 0, len(batch))
 	seen := map[idemKey]bool{}
 	for _, p := range batch {
-		k := idemKey{p.In.job.Tenant, p.In.job.IdempotencyKey}
+		k := idemKey{p.In.Job.Tenant, p.In.Job.IdempotencyKey}
 		if !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
@@ -182,15 +182,15 @@ func (s *Store) batchCounters(ctx context.Context, tx *sql.Tx, keys []idemKey, l
 // token, a key already stored or taken earlier in the batch (the same job,
 // or a conflict), a bound or a budget, or a new job (fresh: the indexes
 // of the new jobs). It counts the new jobs into bc.
-func decideBatch(batch []*pendingSubmit, stored map[idemKey]storedKey, live map[string]bool, bc *batchCounts) ([]submitOutcome, []int, error) {
-	outs := make([]submitOutcome, len(batch))
+func decideBatch(batch []*pendingSubmit, stored map[idemKey]storedKey, live map[string]bool, bc *batchCounts) ([]SubmitOutcome, []int, error) {
+	outs := make([]SubmitOutcome, len(batch))
 	taken := map[idemKey]int{} // key -> index of the batch's submission that holds it
 	var fresh []int
 	for i, p := range batch {
 		sub := p.In
-		j := sub.job
-		if sub.token != "" && !live[sub.token] {
-			outs[i] = submitOutcome{err: ErrUnauthenticated}
+		j := sub.Job
+		if sub.Token != "" && !live[sub.Token] {
+			outs[i] = SubmitOutcome{Err: ErrUnauthenticated}
 			continue
 		}
 		k := idemKey{j.Tenant, j.IdempotencyKey}
@@ -199,26 +199,26 @@ func decideBatch(batch []*pendingSubmit, stored map[idemKey]storedKey, live map[
 			if err != nil {
 				return nil, nil, err
 			}
-			if v.hash != sub.hash {
-				outs[i] = submitOutcome{err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, e.ID)}
+			if v.hash != sub.Hash {
+				outs[i] = SubmitOutcome{Err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, e.ID)}
 			} else {
-				outs[i] = submitOutcome{job: e}
+				outs[i] = SubmitOutcome{Job: e}
 			}
 			continue
 		}
 		if first, ok := taken[k]; ok {
 			switch {
-			case batch[first].In.hash != sub.hash:
-				outs[i] = submitOutcome{err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, batch[first].In.job.ID)}
-			case outs[first].err != nil:
+			case batch[first].In.Hash != sub.Hash:
+				outs[i] = SubmitOutcome{Err: fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, batch[first].In.Job.ID)}
+			case outs[first].Err != nil:
 				outs[i] = outs[first]
 			default:
-				outs[i] = submitOutcome{job: batch[first].In.job}
+				outs[i] = SubmitOutcome{Job: batch[first].In.Job}
 			}
 			continue
 		}
 		taken[k] = i
-		if outs[i] = admitToQueue(sub, bc); outs[i].created {
+		if outs[i] = admitToQueue(sub, bc); outs[i].Created {
 			fresh = append(fresh, i)
 		}
 	}
@@ -228,29 +228,29 @@ func decideBatch(batch []*pendingSubmit, stored map[idemKey]storedKey, live map[
 // admitToQueue decides a new submission against the plane's and its
 // tenant's queue bounds and its tenant's budget (rolled into a new period
 // when one began), counting it into bc when it fits.
-func admitToQueue(sub submission, bc *batchCounts) submitOutcome {
-	j := sub.job
+func admitToQueue(sub Submission, bc *batchCounts) SubmitOutcome {
+	j := sub.Job
 	c := bc.cs[j.Tenant]
-	if sub.budget >= 0 {
-		if p := sub.periodStart.UnixNano(); c.period < p && (!c.rolled || c.newPeriod < p) {
+	if sub.Budget >= 0 {
+		if p := sub.PeriodStart.UnixNano(); c.period < p && (!c.rolled || c.newPeriod < p) {
 			c.rolled, c.newPeriod, c.spent, c.period = true, p, 0, p
 		}
 	}
 	wc := j.Cost.WorstCase
 	switch {
-	case bc.planeQueued+bc.planeDelta >= sub.globalBound:
-		return submitOutcome{err: &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
-			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}}
-	case c.queued+c.dQueued >= sub.tenantBound:
-		return submitOutcome{err: &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
-			Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", j.Tenant, c.queued+c.dQueued, sub.tenantBound)}}
-	case sub.budget >= 0 && c.spent+c.reserved+c.dReserved+wc > sub.budget:
-		return submitOutcome{err: budgetRefusal(sub, c.spent, c.reserved+c.dReserved)}
+	case bc.planeQueued+bc.planeDelta >= sub.GlobalBound:
+		return SubmitOutcome{Err: &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
+			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.GlobalBound)}}
+	case c.queued+c.dQueued >= sub.TenantBound:
+		return SubmitOutcome{Err: &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
+			Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", j.Tenant, c.queued+c.dQueued, sub.TenantBound)}}
+	case sub.Budget >= 0 && c.spent+c.reserved+c.dReserved+wc > sub.Budget:
+		return SubmitOutcome{Err: budgetRefusal(sub, c.spent, c.reserved+c.dReserved)}
 	}
 	c.dQueued++
 	c.dReserved += wc
 	bc.planeDelta++
-	return submitOutcome{job: j, created: true}
+	return SubmitOutcome{Job: j, Created: true}
 }
 
 // writeBatch writes a batch's decisions: the counters' changes, each
@@ -271,7 +271,7 @@ func (s *Store) writeBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubm
 			w.add(updTenantQueued, c.dQueued, c.dReserved, t)
 		}
 	}
-	profiles := map[string]submission{}
+	profiles := map[string]Submission{}
 	if s.rowStmts != nil {
 		if err := w.exec(ctx, tx, s); err != nil {
 			return err
@@ -290,22 +290,22 @@ func (s *Store) writeBatch(ctx context.Context, tx *sql.Tx, batch []*pendingSubm
 // insertJobRows writes each new job's rows with the prepared single-row
 // inserts (SQLite: a statement parsed once costs less than a multi-row
 // one parsed per batch), noting its profile in profiles.
-func (s *Store) insertJobRows(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit, fresh []int, storedAt time.Time, profiles map[string]submission) error {
+func (s *Store) insertJobRows(ctx context.Context, tx *sql.Tx, batch []*pendingSubmit, fresh []int, storedAt time.Time, profiles map[string]Submission) error {
 	for _, i := range fresh {
 		sub := batch[i].In
-		j := sub.job
+		j := sub.Job
 		j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
 		doc, err := json.Marshal(j)
 		if err != nil {
 			return err
 		}
-		data := mustJSON(controlapi.StateData{State: j.State, Reason: "submitted"})
+		data := MustJSON(controlapi.StateData{State: j.State, Reason: "submitted"})
 		at := j.CreatedAt.UnixNano()
 		for _, ins := range []struct {
 			q    string
 			args []any
 		}{
-			{insJob, []any{j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc)}},
+			{insJob, []any{j.ID, j.Tenant, j.IdempotencyKey, sub.Hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc)}},
 			{insTransition, []any{j.ID, at, string(j.State), "submitted"}},
 			{insEventHead, []any{j.ID}},
 			{insEvent, []any{j.ID, at, segmentLine(NewEvent{Kind: controlapi.KindState, Data: data}), len(data)}},
@@ -323,7 +323,7 @@ func (s *Store) insertJobRows(ctx context.Context, tx *sql.Tx, batch []*pendingS
 // addJobRows adds the new jobs' rows to w as multi-row inserts of up to
 // 100 jobs each (PostgreSQL: round trips), noting their profiles in
 // profiles.
-func (s *Store) addJobRows(w *writes, tx *sql.Tx, batch []*pendingSubmit, fresh []int, storedAt time.Time, profiles map[string]submission) error {
+func (s *Store) addJobRows(w *writes, tx *sql.Tx, batch []*pendingSubmit, fresh []int, storedAt time.Time, profiles map[string]Submission) error {
 	for chunk := range slices.Chunk(fresh, 100) {
 		var jargs, targs, hargs, eargs []any
 		jv := make([]string, len(chunk))
@@ -332,7 +332,7 @@ func (s *Store) addJobRows(w *writes, tx *sql.Tx, batch []*pendingSubmit, fresh 
 		ev := make([]string, len(chunk))
 		for n, i := range chunk {
 			sub := batch[i].In
-			j := sub.job
+			j := sub.Job
 			j.CreatedAt = storedAt // its time in the queue starts with the transaction that stores it
 			doc, err := json.Marshal(j)
 			if err != nil {
@@ -340,11 +340,11 @@ func (s *Store) addJobRows(w *writes, tx *sql.Tx, batch []*pendingSubmit, fresh 
 			}
 			at := j.CreatedAt.UnixNano()
 			jv[n], tv[n] = "(?, ?, ?, ?, ?, ?, ?, ?, ?)", "(?, 1, ?, ?, ?)"
-			jargs = append(jargs, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc))
+			jargs = append(jargs, j.ID, j.Tenant, j.IdempotencyKey, sub.Hash, j.Pool, string(j.State), at, j.Cost.WorstCase, string(doc))
 			targs = append(targs, j.ID, at, string(j.State), "submitted")
 			// Each new job's stream starts with its first state event (seq
 			// 1), in the same transaction, as every transition's does.
-			data := mustJSON(controlapi.StateData{State: j.State, Reason: "submitted"})
+			data := MustJSON(controlapi.StateData{State: j.State, Reason: "submitted"})
 			hv[n], ev[n] = "(?, 1, 0, 0)", "(?, 1, 1, ?, 0, ?, ?)"
 			hargs = append(hargs, j.ID)
 			eargs = append(eargs, j.ID, at, segmentLine(NewEvent{Kind: controlapi.KindState, Data: data}), len(data))
@@ -361,16 +361,16 @@ func (s *Store) addJobRows(w *writes, tx *sql.Tx, batch []*pendingSubmit, fresh 
 
 // addProfiles adds to w the profiles of profiles this store has not
 // stored yet.
-func (s *Store) addProfiles(w *writes, profiles map[string]submission) {
+func (s *Store) addProfiles(w *writes, profiles map[string]Submission) {
 	var pargs []any
 	var pv []string
 	for digest, sub := range profiles {
 		if _, ok := s.storedProfiles.Load(digest); ok {
 			continue
 		}
-		pr := sub.job.Profile
+		pr := sub.Job.Profile
 		pv = append(pv, "(?, ?, ?, ?, ?)")
-		pargs = append(pargs, pr.Digest, pr.Name, pr.Revision, pr.Path, string(sub.profile))
+		pargs = append(pargs, pr.Digest, pr.Name, pr.Revision, pr.Path, string(sub.Profile))
 	}
 	if len(pv) > 0 {
 		w.add(`INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES `+strings.Join(pv, ", ")+` ON CONFLICT (digest) DO NOTHING`, pargs...)

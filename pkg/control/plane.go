@@ -25,12 +25,6 @@ import (
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
-// Errors of a request, each a 4xx.
-var (
-	ErrBadRequest = errors.New("control: bad request")
-	ErrForbidden  = errors.New("control: forbidden")
-)
-
 // ConfigSource gives the configuration in effect (tenants, profiles,
 // prices) and profiles as they were at an older revision.
 type ConfigSource interface {
@@ -150,7 +144,7 @@ func New(ctx context.Context, c Config) (*Plane, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	c.Events = c.Events.withDefaults()
+	c.Events = c.Events.WithDefaults()
 	c.Store.SetEventConfig(c.Events)
 	if err := newTelemetry(ctx, &c); err != nil {
 		return nil, err
@@ -268,10 +262,10 @@ func (p *Plane) submit(ctx context.Context, tenant, token string, spec controlap
 		Profile:        controlapi.ProfileRef{Name: spec.Profile, Path: prof.Path, Revision: prof.Revision, Digest: prof.Digest},
 		ConfigRevision: cfg.Revision, Commands: spec.Commands, Limits: lim, State: controlapi.Queued, Reason: "submitted", CreatedAt: now,
 	}
-	sub := submission{job: j, hash: requestHash(spec), tenantBound: t.Value.QueueBound, globalBound: p.c.QueueBound, budget: -1, profile: prof.Raw, token: token}
-	sub.admit = p.inlineAdmission(ctx, cfg)
-	if sub.tenantBound <= 0 {
-		sub.tenantBound = 1
+	sub := Submission{Job: j, Hash: requestHash(spec), TenantBound: t.Value.QueueBound, GlobalBound: p.c.QueueBound, Budget: -1, Profile: prof.Raw, Token: token}
+	sub.Admit = p.inlineAdmission(ctx, cfg)
+	if sub.TenantBound <= 0 {
+		sub.TenantBound = 1
 	}
 	if cfg.Pricing != nil {
 		j.Cost.Currency, j.Cost.PricingRevision = cfg.Pricing.Value.Currency, cfg.Pricing.Revision
@@ -284,21 +278,21 @@ func (p *Plane) submit(ctx context.Context, tenant, token string, spec controlap
 		if !j.Cost.Known {
 			return nil, false, fmt.Errorf("%w: pool %s has no price in pricing.yaml at %s, so tenant %s's budget cannot be checked", ErrForbidden, spec.Pool, short(cfg.Revision), tenant)
 		}
-		sub.budget, sub.periodStart = b.Amount, b.PeriodStart(now)
+		sub.Budget, sub.PeriodStart = b.Amount, b.PeriodStart(now)
 	}
-	if le := p.c.Store.overBound(ctx, sub); le != nil {
+	if le := p.c.Store.OverBound(ctx, sub); le != nil {
 		if token != "" { // a revoked token learns nothing but that
-			if live, err := p.c.Store.tokenLive(ctx, token); err != nil || !live {
+			if live, err := p.c.Store.TokenLive(ctx, token); err != nil || !live {
 				return nil, false, cmp.Or(err, ErrUnauthenticated)
 			}
 		}
 		return nil, false, le
 	}
-	o := p.c.Store.insert(ctx, sub)
-	if o.err == nil && o.created && !o.admissionRan {
+	o := p.c.Store.Insert(ctx, sub)
+	if o.Err == nil && o.Created && !o.AdmissionRan {
 		p.wake() // stored without admission (alone, after its batch failed): admission looks now
 	}
-	return o.job, o.created, o.err
+	return o.Job, o.Created, o.Err
 }
 
 func short(rev string) string {
@@ -368,7 +362,7 @@ func (p *Plane) Get(ctx context.Context, tenant, id string) (*controlapi.Job, er
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := p.c.Store.readEvents(ctx, j.ID, math.MaxInt64, 1) // the head alone
+	h, _, err := p.c.Store.ReadEvents(ctx, j.ID, math.MaxInt64, 1) // the head alone
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +416,7 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job,
 	if _, err := p.c.Store.Get(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	j, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
+	j, err := p.finish(ctx, id, func(j *controlapi.Job, l *Lease) error {
 		now := time.Now().UTC()
 		if j.Cancellation == nil {
 			j.Cancellation = &controlapi.Cancellation{RequestedAt: now}
@@ -471,12 +465,12 @@ func (p *Plane) failpoint(ctx context.Context, name string) {
 // inlineAdmission is admission run inside another transaction (a
 // submission's, a finished job's) under cfg; nil when admission is left to
 // admitOnce.
-func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *batchAdmit {
+func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *BatchAdmit {
 	if p.c.manualAdmission {
 		return nil
 	}
-	return &batchAdmit{slots: slots{max: p.c.MaxActive, reserve: p.c.Reserve}, limits: tenantLimits(cfg), decide: func(j *controlapi.Job, l *lease) { p.decide(cfg, j, l) },
-		after: func(js []*controlapi.Job) {
+	return &BatchAdmit{Slots: Slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, Limits: tenantLimits(cfg), Decide: func(j *controlapi.Job, l *Lease) { p.decide(cfg, j, l) },
+		After: func(js []*controlapi.Job) {
 			if err := p.dispatchAdmitted(context.WithoutCancel(ctx), js); err != nil {
 				p.c.Logger.Warn("admission", "err", err)
 			}
@@ -485,10 +479,10 @@ func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *batch
 
 // finish commits a job's change that may end it, admitting into the slot it
 // frees in the same transaction.
-func (p *Plane) finish(ctx context.Context, id string, f func(*controlapi.Job, *lease) error) (*controlapi.Job, error) {
-	var ba *batchAdmit
+func (p *Plane) finish(ctx context.Context, id string, f func(*controlapi.Job, *Lease) error) (*controlapi.Job, error) {
+	var ba *BatchAdmit
 	if cfg, err := p.c.Config.Current(ctx); err == nil {
 		ba = p.inlineAdmission(ctx, cfg)
 	}
-	return p.c.Store.updateAdmit(ctx, id, f, ba)
+	return p.c.Store.UpdateAdmit(ctx, id, f, ba)
 }

@@ -45,7 +45,7 @@ func TestEventSegments(t *testing.T) {
 			t.Fatalf("AppendEvents = %d, %v", last, err)
 		}
 		var segs int
-		if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), j.ID).Scan(&segs); err != nil || segs != 1+2+1+2 {
+		if err := s.ReadDB().QueryRowContext(ctx, s.Q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), j.ID).Scan(&segs); err != nil || segs != 1+2+1+2 {
 			t.Fatalf("%d segments (%v), want 6: the state event, stdout 128+22, the tool call, stderr 128+21", segs, err)
 		}
 		want := func(seq int64) (controlapi.EventKind, string) {
@@ -57,7 +57,7 @@ func TestEventSegments(t *testing.T) {
 		}
 		for _, limit := range []int{1, 7, 128, 500} {
 			for after := int64(0); after <= 301; after++ {
-				h, got, err := s.readEventsTx(ctx, j.ID, after, limit)
+				h, got, err := s.ReadEventsTx(ctx, j.ID, after, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -85,7 +85,7 @@ func TestEventSegments(t *testing.T) {
 		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, "more")}); err != nil {
 			t.Fatal(err)
 		}
-		h, got, err := s.readEventsTx(ctx, j.ID, 0, 1000)
+		h, got, err := s.ReadEventsTx(ctx, j.ID, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestEventSegments(t *testing.T) {
 		}
 		var size int64
 		for _, e := range got {
-			if trimmable(e.Kind) {
+			if Trimmable(e.Kind) {
 				size += int64(len(e.Data))
 			}
 		}
@@ -120,7 +120,7 @@ func TestEventRowsMigrated(t *testing.T) {
 	}
 	check := func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		h, evs, err := s.readEventsTx(ctx, "j-old", 0, 10)
+		h, evs, err := s.ReadEventsTx(ctx, "j-old", 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,10 +141,10 @@ func TestEventRowsMigrated(t *testing.T) {
 			t.Fatalf("append after the migration = %d, %v", last, err)
 		}
 		var n int
-		if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), "j-old").Scan(&n); err != nil || n != 4 {
+		if err := s.ReadDB().QueryRowContext(ctx, s.Q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), "j-old").Scan(&n); err != nil || n != 4 {
 			t.Fatalf("%d segments, %v", n, err)
 		}
-		if _, err := s.r.ExecContext(ctx, `SELECT 1 FROM cp_events`); err == nil {
+		if _, err := s.ReadDB().ExecContext(ctx, `SELECT 1 FROM cp_events`); err == nil {
 			t.Fatal("cp_events is still there")
 		}
 	}
@@ -275,7 +275,7 @@ func TestOutputStreamCommandStatusAtOnce(t *testing.T) {
 	o := p.newOutputStream(j)
 	defer o.close()
 	o.command(0, []string{"sleep", "600"})
-	wake, stop := s.subscribe(j.ID)
+	wake, stop := s.Subscribe(j.ID)
 	defer stop()
 	for {
 		_, evs, err := s.Events(context.Background(), "", j.ID, 0, 100)

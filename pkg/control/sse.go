@@ -43,7 +43,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	st := s.p.c.Store
 	cfg := s.p.c.Events
 	// Subscribe before the first read: an append between them still wakes us.
-	wake, unsubscribe := st.subscribe(id)
+	wake, unsubscribe := st.Subscribe(id)
 	defer unsubscribe()
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -95,7 +95,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		// Events this process committed next after the client's are sent
 		// from the stream's tail without a read of the store; the rest
 		// (and the head: trimmed, ended) are read.
-		if evs := st.ev.nextFromTail(id, after, sseBatch); len(evs) > 0 {
+		if evs := st.FromTail(id, after, sseBatch); len(evs) > 0 {
 			for _, e := range evs {
 				scratch = appendEventJSON(scratch[:0], e)
 				writeSSEEvent(&buf, e.Seq, e.Kind, scratch)
@@ -112,12 +112,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		h, evs, err := st.readEvents(ctx, id, after, sseBatch)
+		h, evs, err := st.ReadEvents(ctx, id, after, sseBatch)
 		if err != nil {
 			return // the client resumes where it was
 		}
 		if h.TrimmedThrough > reported && h.TrimmedThrough > after { // not what the tail sent already
-			writeSSE(&buf, "", "error", mustJSON(trimmedError(id, after, h.TrimmedThrough)))
+			writeSSE(&buf, "", "error", MustJSON(TrimmedError(id, after, h.TrimmedThrough)))
 			reported = h.TrimmedThrough
 		}
 		for _, e := range evs {
@@ -155,18 +155,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // spans lines all the same, which would break the SSE framing.
 func appendEventJSON(b []byte, e controlapi.Event) []byte {
 	b = append(b, `{"job":`...)
-	b = appendJSONString(b, e.Job)
+	b = AppendJSONString(b, e.Job)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, `,"at":"`...)
 	b = e.At.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","kind":`...)
-	b = appendJSONString(b, string(e.Kind))
+	b = AppendJSONString(b, string(e.Kind))
 	b = append(b, `,"data":`...)
 	if bytes.ContainsAny(e.Data, "\r\n") {
 		var d bytes.Buffer
 		if err := json.Compact(&d, e.Data); err != nil {
-			b = append(b, mustJSON(map[string]string{"error": "event data is not JSON"})...)
+			b = append(b, MustJSON(map[string]string{"error": "event data is not JSON"})...)
 		} else {
 			b = append(b, d.Bytes()...)
 		}

@@ -191,7 +191,7 @@ func TestSSELive(t *testing.T) {
 		j := submitJob(t, f.p, "globex")
 		appender := s
 		if s.Dialect() == "postgres" {
-			other, err := OpenPostgres(ctx, s.dsn)
+			other, err := OpenPostgres(ctx, s.DSN())
 			if err != nil {
 				t.Fatal(err)
 			}

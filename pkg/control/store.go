@@ -17,6 +17,12 @@ import (
 	_ "modernc.org/sqlite" // the embedded default database
 )
 
+// Errors of a request, each a 4xx.
+var (
+	ErrBadRequest = errors.New("control: bad request")
+	ErrForbidden  = errors.New("control: forbidden")
+)
+
 // Store errors. ErrNotFound also answers a job of another tenant (a tenant
 // cannot learn that a job id exists).
 var (
@@ -94,7 +100,7 @@ func (d dialect) q(s string) string {
 	return b.String()
 }
 
-const busyTimeoutMillis = 10000
+const BusyTimeoutMillis = 10000
 
 // Open opens the store named by a DSN: sqlite:PATH or postgres://...
 func Open(ctx context.Context, dsn string) (*Store, error) {
@@ -113,7 +119,7 @@ func OpenSQLite(ctx context.Context, path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("control: sqlite: empty path")
 	}
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", busyTimeoutMillis)
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", BusyTimeoutMillis)
 	w, err := sql.Open("sqlite", path+"?"+common+"&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("control: open %s: %w", path, err)
@@ -152,7 +158,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	admin := stdlib.OpenDB(*cfg.Copy())
 	defer admin.Close()
 	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
-		return nil, fmt.Errorf("control: postgres %s: %w", redactDSN(dsn), unavailable(err))
+		return nil, fmt.Errorf("control: postgres %s: %w", redactDSN(dsn), Unavailable(err))
 	}
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(32)
@@ -188,7 +194,7 @@ func redactDSN(dsn string) string {
 }
 
 // unavailable marks errors of a database that cannot be reached.
-func unavailable(err error) error {
+func Unavailable(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -249,7 +255,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	stmts = append(stmts, deliverySchema(d)...) // delivery_store.go
 	for _, st := range stmts {
 		if _, err := s.w.ExecContext(ctx, st); err != nil {
-			return fmt.Errorf("migrate: %w", unavailable(err))
+			return fmt.Errorf("migrate: %w", Unavailable(err))
 		}
 	}
 	if err := s.tx(ctx, func(tx *sql.Tx) error { return s.migrateEventRows(ctx, tx) }); err != nil { // events_segments.go
@@ -274,16 +280,16 @@ func (s *Store) tx(ctx context.Context, f func(*sql.Tx) error) error {
 func (s *Store) txAlone(ctx context.Context, f func(*sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return unavailable(err)
+		return Unavailable(err)
 	}
 	if err := f(tx); err != nil {
 		_ = tx.Rollback()
 		s.ev.done(tx, false)
-		return unavailable(err)
+		return Unavailable(err)
 	}
 	err = tx.Commit()
 	s.ev.done(tx, err == nil) // wake the readers of the streams tx appended to
-	return unavailable(err)
+	return Unavailable(err)
 }
 
 // exec runs q in tx (prepared on SQLite when q is one of hotStmts) and
@@ -358,7 +364,7 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (*controlapi.Job, er
 		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	j, err := scanJob(doc)
 	if err != nil {
@@ -366,7 +372,7 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (*controlapi.Job, er
 	}
 	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT seq, at_ns, state, reason FROM cp_transitions WHERE job_id = ? ORDER BY seq`), id)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -378,7 +384,7 @@ func (s *Store) Get(ctx context.Context, tenant, id string) (*controlapi.Job, er
 		t.At = time.Unix(0, at).UTC()
 		j.Story = append(j.Story, t)
 	}
-	return j, unavailable(rows.Err())
+	return j, Unavailable(rows.Err())
 }
 
 // ListFilter selects jobs for List.
@@ -407,10 +413,10 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*controlapi.Job, erro
 	q += ` ORDER BY created_ns DESC, id DESC LIMIT ` + strconv.Itoa(f.Limit)
 	rows, err := s.r.QueryContext(ctx, s.d.q(q), args...)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	out, err := scanJobs(rows)
-	return out, unavailable(err)
+	return out, Unavailable(err)
 }
 
 // scanJobs reads rows of one doc column as jobs, and closes them.
@@ -438,14 +444,14 @@ func (s *Store) StoredProfile(ctx context.Context, digest string) (raw []byte, e
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("profile %s: %w", digest, ErrNotFound)
 	}
-	return []byte(r), unavailable(err)
+	return []byte(r), Unavailable(err)
 }
 
 // Usage returns every tenant's counters.
 func (s *Store) Usage(ctx context.Context) ([]controlapi.TenantUsage, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT tenant, queued, active, reserved, spent, unknown_cost FROM cp_tenants ORDER BY tenant`)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	var out []controlapi.TenantUsage
@@ -499,3 +505,17 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	return nil
 }
+
+// DSN is what the store was opened on (redacted nowhere: it may hold a
+// password; the queue opens River on it).
+func (s *Store) DSN() string { return s.dsn }
+
+// WriteDB and ReadDB are the store's writer and its readers (SQLite: one
+// writer connection, a read-only pool; PostgreSQL: one pool for both).
+func (s *Store) WriteDB() *sql.DB { return s.w }
+
+// ReadDB is the store's readers' pool; see WriteDB.
+func (s *Store) ReadDB() *sql.DB { return s.r }
+
+// Q rewrites a query with ? placeholders into the store's dialect.
+func (s *Store) Q(q string) string { return s.d.q(q) }

@@ -168,10 +168,10 @@ func TestSubmitRefusals(t *testing.T) {
 		// one spent and records the period, in the statement that counts
 		// the job.
 		var period int64
-		if err := s.w.QueryRowContext(ctx, `SELECT period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&period); err != nil || period == 0 {
+		if err := s.WriteDB().QueryRowContext(ctx, `SELECT period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&period); err != nil || period == 0 {
 			t.Fatalf("acme's budget period: %d %v", period, err)
 		}
-		if _, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_tenants SET spent = 0.5, period_ns = ? WHERE tenant = 'acme'`), period-1); err != nil {
+		if _, err := s.WriteDB().ExecContext(ctx, s.Q(`UPDATE cp_tenants SET spent = 0.5, period_ns = ? WHERE tenant = 'acme'`), period-1); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "q-rolled"}); err != nil {
@@ -179,7 +179,7 @@ func TestSubmitRefusals(t *testing.T) {
 		}
 		var spent float64
 		var now int64
-		if err := s.w.QueryRowContext(ctx, `SELECT spent, period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&spent, &now); err != nil || spent != 0 || now != period {
+		if err := s.WriteDB().QueryRowContext(ctx, `SELECT spent, period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&spent, &now); err != nil || spent != 0 || now != period {
 			t.Fatalf("after a new period's first job: spent %v, period %d (want 0, %d): %v", spent, now, period, err)
 		}
 
@@ -255,7 +255,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 	if err := submit(ps[0], "a0"); err != nil {
 		t.Fatal(err)
 	}
-	if !ps[0].c.Store.farFromBounds(submission{job: &controlapi.Job{Tenant: "globex"}, globalBound: 4, tenantBound: 200}) {
+	if !ps[0].c.Store.FarFromBounds(Submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
 		t.Fatal("one job queued of a bound of 4: the early read is not skipped")
 	}
 	for i := range 3 {
@@ -271,7 +271,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 	if u, _ := ps[0].c.Store.Usage(context.Background()); len(u) != 1 || u[0].Queued != 4 {
 		t.Fatalf("counters after the refusal: %+v", u)
 	}
-	if ps[0].c.Store.farFromBounds(submission{job: &controlapi.Job{Tenant: "globex"}, globalBound: 4, tenantBound: 200}) {
+	if ps[0].c.Store.FarFromBounds(Submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
 		t.Fatal("after a refusal at the bound the early read is still skipped")
 	}
 }
@@ -279,7 +279,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 // finish ends an admitted job as a dispatcher would.
 func finish(t *testing.T, s *Store, id string) {
 	t.Helper()
-	if _, err := s.update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
+	if _, err := s.Update(context.Background(), id, func(j *controlapi.Job, l *Lease) error {
 		j.State, j.Reason, j.EndedAt = controlapi.Succeeded, "exit_code", tp(time.Now())
 		return nil
 	}); err != nil {
@@ -602,17 +602,4 @@ func TestAdmissionReserve(t *testing.T) {
 			t.Fatalf("the slot globex freed: %v, want it hooli's (below its share)", per)
 		}
 	})
-}
-
-// TestPostgresPlaceholders: ? and +? (SQLite's unary plus that keeps a hot
-// statement from being compiled again, see hotStmts) become $n; a plus
-// with a space before ? is arithmetic and stays.
-func TestPostgresPlaceholders(t *testing.T) {
-	got := postgresDialect.q(`UPDATE t SET n = n + ? WHERE a = +? AND b = ? LIMIT +?`)
-	if want := `UPDATE t SET n = n + $1 WHERE a = $2 AND b = $3 LIMIT $4`; got != want {
-		t.Fatalf("q = %s, want %s", got, want)
-	}
-	if got := sqliteDialect.q(`a = +?`); got != `a = +?` {
-		t.Fatalf("sqlite q = %s", got)
-	}
 }

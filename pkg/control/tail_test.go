@@ -5,75 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
-
-// TestTailHub: a followed job's tail keeps committed events in sequence,
-// starts afresh at a gap or an append without its events, stays within its
-// bounds, and answers only for ranges it holds entirely.
-func TestTailHub(t *testing.T) {
-	var h eventHub
-	h.subs = map[string]map[chan struct{}]struct{}{"j": {make(chan struct{}, 1): {}}}
-	evs := func(from, to int64) []controlapi.Event {
-		var out []controlapi.Event
-		for s := from; s <= to; s++ {
-			out = append(out, controlapi.Event{Job: "j", Seq: s, Kind: controlapi.KindStdout, Data: json.RawMessage(`{"text":"x"}`)})
-		}
-		return out
-	}
-	h.extend("j", evs(5, 9))
-	h.extend("unfollowed", evs(1, 3))
-	if _, ok := h.fromTail("unfollowed", 0, 3, 10); ok {
-		t.Fatal("a job no one follows has a tail")
-	}
-	h.extend("j", evs(10, 12))
-	for _, c := range []struct {
-		after, last int64
-		limit       int
-		want        string
-	}{
-		{4, 12, 100, "[5 6 7 8 9 10 11 12]"},
-		{7, 12, 2, "[8 9]"},
-		{9, 10, 100, "[10]"},
-		{3, 12, 100, "miss"},  // 4 is not held
-		{11, 13, 100, "miss"}, // 13 is not held
-	} {
-		got, ok := h.fromTail("j", c.after, c.last, c.limit)
-		s := "miss"
-		if ok {
-			s = fmt.Sprint(seqs(got))
-		}
-		if s != c.want {
-			t.Fatalf("after %d last %d limit %d: %s, want %s", c.after, c.last, c.limit, s, c.want)
-		}
-	}
-	h.extend("j", evs(14, 15)) // a gap (13 appended elsewhere): afresh
-	if _, ok := h.fromTail("j", 11, 12, 10); ok {
-		t.Fatal("the tail kept events across a gap")
-	}
-	if got, ok := h.fromTail("j", 13, 15, 10); !ok || fmt.Sprint(seqs(got)) != "[14 15]" {
-		t.Fatalf("after the gap: %v %v", got, ok)
-	}
-	h.extend("j", nil) // appended without its events: void
-	if _, ok := h.fromTail("j", 13, 15, 10); ok {
-		t.Fatal("the tail survived an append it could not see")
-	}
-	h.extend("j", evs(16, 16+2*tailEvents))
-	got, ok := h.fromTail("j", 16+tailEvents, 16+tailEvents+1, 10)
-	if !ok || len(got) != 1 {
-		t.Fatalf("the newest events: %v %v", got, ok)
-	}
-	if _, ok := h.fromTail("j", 16, 17, 10); ok || len(h.tails["j"].evs) > tailEvents {
-		t.Fatalf("the tail holds %d events, bound %d", len(h.tails["j"].evs), tailEvents)
-	}
-}
 
 // TestTailReads: with the job followed, every read (each resume point,
 // batch limits, while retention trims) returns what a read of the store
@@ -83,18 +21,18 @@ func TestTailReads(t *testing.T) {
 		ctx := context.Background()
 		f := newSSEFixture(t, s, EventConfig{MaxBytesPerJob: 3000})
 		j := submitJob(t, f.p, "globex")
-		_, unsubscribe := s.subscribe(j.ID)
+		_, unsubscribe := s.Subscribe(j.ID)
 		defer unsubscribe()
 		check := func() {
 			t.Helper()
-			h, _, err := s.readEventsTx(ctx, j.ID, 0, 1)
+			h, _, err := s.ReadEventsTx(ctx, j.ID, 0, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for after := int64(0); after <= h.Last; after++ {
 				for _, limit := range []int{1, 3, 1000} {
-					h1, got, err1 := s.readEvents(ctx, j.ID, after, limit)
-					h2, want, err2 := s.readEventsTx(ctx, j.ID, after, limit)
+					h1, got, err1 := s.ReadEvents(ctx, j.ID, after, limit)
+					h2, want, err2 := s.ReadEventsTx(ctx, j.ID, after, limit)
 					if err1 != nil || err2 != nil {
 						t.Fatal(err1, err2)
 					}
@@ -205,7 +143,7 @@ func TestAppendEventJSON(t *testing.T) {
 		{Job: "j\"2", Seq: 1 << 40, At: at.Add(time.Hour), Kind: controlapi.KindStatus, Data: json.RawMessage("{\n  \"a\": [1,\r\n 2]\n}")},
 		{Job: "j", Seq: 1, At: time.Unix(0, 0).UTC(), Kind: controlapi.KindResult, Data: json.RawMessage(`{}`)},
 	} {
-		want := mustJSON(e)
+		want := MustJSON(e)
 		got := appendEventJSON(nil, e)
 		var g, w any
 		if err := json.Unmarshal(got, &g); err != nil {
@@ -229,7 +167,7 @@ func TestDecodeEvent(t *testing.T) {
 		{Job: "j", Seq: 1, At: time.Unix(0, 0).UTC(), Kind: controlapi.KindResult, Data: json.RawMessage(`{}`)},
 		{Job: "j\u00e9", Seq: 2, At: at, Kind: controlapi.KindState, Data: json.RawMessage(`{"state":"running","x":{"y":{}}}`)},
 	} {
-		for _, line := range [][]byte{appendEventJSON(nil, e), mustJSON(e), []byte(`{"seq":` + strconv.FormatInt(e.Seq, 10) + `,"data":` + string(mustJSON(e.Data)) + `,"job":` + string(mustJSON(e.Job)) + `,"kind":"` + string(e.Kind) + `","at":"` + e.At.Format(time.RFC3339Nano) + `"}`)} {
+		for _, line := range [][]byte{appendEventJSON(nil, e), MustJSON(e), []byte(`{"seq":` + strconv.FormatInt(e.Seq, 10) + `,"data":` + string(MustJSON(e.Data)) + `,"job":` + string(MustJSON(e.Job)) + `,"kind":"` + string(e.Kind) + `","at":"` + e.At.Format(time.RFC3339Nano) + `"}`)} {
 			var want controlapi.Event
 			if err := json.Unmarshal(line, &want); err != nil {
 				t.Fatalf("%s: %v", line, err)
@@ -251,27 +189,6 @@ func TestDecodeEvent(t *testing.T) {
 	for _, bad := range []string{`{"job":"j","seq":x}`, `{"job":"j","seq":1,"at":"now","kind":"stdout","data":{}}`, `{`} {
 		if _, err := controlapi.DecodeEvent([]byte(bad)); err == nil {
 			t.Fatalf("%s: read without an error", bad)
-		}
-	}
-}
-
-// TestTextOutputJSON: a text chunk's data is byte for byte what
-// json.Marshal writes of its OutputData (HTML escapes, control bytes and
-// the line separators included), whatever the text.
-func TestTextOutputJSON(t *testing.T) {
-	texts := []string{"plain", "line\n", "tab\tq\"b\\s/", "<&>\u2028\u2029", "é日本\U0001F600", "\x01\x1f\x7f", strings.Repeat("x", 4096)}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range 500 {
-		b := make([]byte, 1+rng.IntN(40))
-		for i := range b {
-			b[i] = byte(rng.IntN(128)) // ASCII: every escape and the fast path
-		}
-		texts = append(texts, string(b))
-	}
-	for i, s := range texts {
-		want := mustJSON(controlapi.OutputData{Command: i, Text: s})
-		if got := textOutputJSON(i, []byte(s)); !bytes.Equal(got, want) {
-			t.Fatalf("%q:\ngot  %s\nwant %s", s, got, want)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (s *Store) CreateToken(ctx context.Context, tenant, scope, label string) (s
 	t := &Token{ID: id, Tenant: tenant, Scope: scope, Label: label, CreatedAt: time.Now().UTC()}
 	if _, err := s.w.ExecContext(ctx, s.d.q(`INSERT INTO cp_tokens (id, tenant, scope, hash, label, created_ns) VALUES (?, ?, ?, ?, ?, ?)`),
 		id, tenant, scope, hashSecret(secret), label, t.CreatedAt.UnixNano()); err != nil {
-		return "", nil, unavailable(err)
+		return "", nil, Unavailable(err)
 	}
 	return tokenPrefix + id + "_" + secret, t, nil
 }
@@ -101,7 +101,7 @@ func (s *Store) Authenticate(ctx context.Context, text string) (*Token, error) {
 		return nil, ErrUnauthenticated
 	}
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	if subtle.ConstantTimeCompare([]byte(hash), []byte(want)) != 1 || revoked != 0 {
 		return nil, ErrUnauthenticated
@@ -110,6 +110,10 @@ func (s *Store) Authenticate(ctx context.Context, text string) (*Token, error) {
 	s.liveTokens.Store(id, liveToken{t: t, hash: hash})
 	return &t, nil
 }
+
+// Unchecked says the token was authenticated from the cache of live
+// tokens, its revocation not read: the submission's transaction reads it.
+func (t *Token) Unchecked() bool { return t.unchecked }
 
 // liveToken is what never changes of a token read live once: its tenant,
 // scope and hash (a revocation only sets revoked_ns).
@@ -124,7 +128,7 @@ type liveToken struct {
 // stores the job reads its revocation (tokenRevoked) and refuses it, so a
 // revocation anywhere (another replica, the CLI) still takes effect at
 // once. The other requests read the token each time (Authenticate).
-func (s *Store) authenticateSubmit(ctx context.Context, text string) (*Token, error) {
+func (s *Store) AuthenticateSubmit(ctx context.Context, text string) (*Token, error) {
 	rest, ok := strings.CutPrefix(text, tokenPrefix)
 	id, secret, ok2 := strings.Cut(rest, "_")
 	if !ok || !ok2 || len(id) != 8 || len(secret) != 32 {
@@ -144,13 +148,13 @@ func (s *Store) authenticateSubmit(ctx context.Context, text string) (*Token, er
 }
 
 // tokenLive reads whether token id is live (not revoked).
-func (s *Store) tokenLive(ctx context.Context, id string) (bool, error) {
+func (s *Store) TokenLive(ctx context.Context, id string) (bool, error) {
 	var revoked int64
 	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT revoked_ns FROM cp_tokens WHERE id = ?`), id).Scan(&revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
-	return err == nil && revoked == 0, unavailable(err)
+	return err == nil && revoked == 0, Unavailable(err)
 }
 
 // liveOf returns which of ids name a token not revoked, read in tx (on
@@ -190,7 +194,7 @@ func (s *Store) ListTokens(ctx context.Context, tenant string) ([]Token, error) 
 	}
 	rows, err := s.r.QueryContext(ctx, s.d.q(q+` ORDER BY created_ns, id`), args...)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	var out []Token
@@ -214,7 +218,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 	s.liveTokens.Delete(id)
 	res, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_tokens SET revoked_ns = ? WHERE id = ? AND revoked_ns = 0`), time.Now().UnixNano(), id)
 	if err != nil {
-		return unavailable(err)
+		return Unavailable(err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("token %s: %w (or already revoked)", id, ErrNotFound)
@@ -226,7 +230,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 func (s *Store) Audit(ctx context.Context, e controlapi.AuditEntry) error {
 	_, err := s.w.ExecContext(ctx, s.d.q(`INSERT INTO cp_audit (at_ns, token_id, tenant, scope, method, path, status) VALUES (?, ?, ?, ?, ?, ?, ?)`),
 		e.At.UnixNano(), e.TokenID, e.Tenant, e.Scope, e.Method, e.Path, e.Status)
-	return unavailable(err)
+	return Unavailable(err)
 }
 
 // AuditLog returns the newest entries, newest first.
@@ -236,7 +240,7 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]controlapi.AuditEntr
 	}
 	rows, err := s.r.QueryContext(ctx, fmt.Sprintf(`SELECT at_ns, token_id, tenant, scope, method, path, status FROM cp_audit ORDER BY id DESC LIMIT %d`, limit))
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	var out []controlapi.AuditEntry
@@ -251,3 +255,7 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]controlapi.AuditEntr
 	}
 	return out, rows.Err()
 }
+
+// ForgetToken drops token id from the cache of live tokens: it was found
+// revoked since.
+func (s *Store) ForgetToken(id string) { s.liveTokens.Delete(id) }
