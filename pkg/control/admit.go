@@ -7,6 +7,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // admitTick is how often admission looks without being woken.
@@ -39,7 +40,7 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 	if ok, err := p.c.Store.Admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
 		return 0, err
 	}
-	admitted, err := p.c.Store.Admit(ctx, Slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, limits, func(j *controlapi.Job, l *Lease) { p.decide(cfg, j, l) })
+	admitted, err := p.c.Store.Admit(ctx, slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, limits, func(j *controlapi.Job, l *lease) { p.decide(cfg, j, l) })
 	if err != nil {
 		return len(admitted), err
 	}
@@ -47,10 +48,10 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 }
 
 // tenantLimits is what admission needs of the tenants' configuration.
-func tenantLimits(cfg *tenancy.Config) map[string]TenantLimit {
-	limits := make(map[string]TenantLimit, len(cfg.Tenants))
+func tenantLimits(cfg *tenancy.Config) map[string]store.TenantLimit {
+	limits := make(map[string]store.TenantLimit, len(cfg.Tenants))
 	for name, t := range cfg.Tenants {
-		limits[name] = TenantLimit{Concurrency: max(1, t.Value.Concurrency)}
+		limits[name] = store.TenantLimit{Concurrency: max(1, t.Value.Concurrency)}
 	}
 	return limits
 }
@@ -89,7 +90,7 @@ const dispatchGrace = 30 * time.Second
 // when the tenant may no longer run it; a profile changed since submission
 // never changes the job silently: the job keeps the profile it resolved,
 // and says so.
-func (p *Plane) decide(cfg *tenancy.Config, j *controlapi.Job, l *Lease) {
+func (p *Plane) decide(cfg *tenancy.Config, j *controlapi.Job, l *lease) {
 	now := time.Now().UTC()
 	if _, ok := cfg.Tenants[j.Tenant]; !ok {
 		j.State, j.Reason, j.EndedAt = controlapi.Refused, "forbidden", tp(now)

@@ -256,7 +256,7 @@ func fairnessRun(b *testing.B, n int, flood, periodic bool) []time.Duration {
 			if stopped.Load() {
 				return
 			}
-			if _, err := p.finish(ctx, id, func(j *controlapi.Job, l *Lease) error {
+			if _, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
 				j.State, j.Reason, j.EndedAt = controlapi.Succeeded, "null", tp(time.Now())
 				return nil
 			}); err != nil {

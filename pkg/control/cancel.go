@@ -44,7 +44,7 @@ func cancelQueued(j *controlapi.Job, now time.Time) {
 func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID, grant string, signalled string) {
 	ctx = context.WithoutCancel(ctx)
 	step := func(f func(c *controlapi.Cancellation)) {
-		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *Lease) error {
+		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			if j.Cancellation == nil {
 				j.Cancellation = &controlapi.Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
 			}
@@ -112,7 +112,7 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 		}
 	})
 	p.failpoint(ctx, "cancel.released")
-	_, err := p.finish(ctx, id, func(j *controlapi.Job, l *Lease) error {
+	_, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
 		c := j.Cancellation
 		if c == nil {
 			c = &controlapi.Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
@@ -183,7 +183,7 @@ func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runI
 			return "", "", fmt.Sprintf("runtime %s: adopting run %s: %v", r.Name, ids[0], err)
 		}
 		*rt = r
-		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *Lease) error {
+		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			j.RunID, j.SandboxID, j.Runtime, j.Adopted = g.RunID, g.SandboxID, r.Name, true
 			return nil
 		})

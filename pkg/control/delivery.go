@@ -16,6 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 	"github.com/slipway-dev/slipway/pkg/control/deliver"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // DeliveryConfig configures the output worker: it delivers each tenant's
@@ -302,7 +303,7 @@ func (r *destRunner) deliverOne(ctx context.Context, j *controlapi.Job, e contro
 			break
 		}
 		wait := deliver.Backoff(attempts, r.w.c.BackoffBase, r.w.c.BackoffMax, last.RetryAfter, r.w.c.RetryAfterCap)
-		if err := s.PutProgress(ctx, j.ID, d.Name, Progress{Seq: e.Seq, Attempts: attempts, Next: time.Now().Add(wait),
+		if err := s.PutProgress(ctx, j.ID, d.Name, store.Progress{Seq: e.Seq, Attempts: attempts, Next: time.Now().Add(wait),
 			LastErr: fmt.Sprintf("attempt %d of a budget of %d: %v", attempts, d.MaxAttempts, last.Err)}); err != nil {
 			return err
 		}

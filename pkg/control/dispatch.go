@@ -23,9 +23,9 @@ import (
 // recorded on the job and returns nil.
 func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts int) error {
 	now := time.Now()
-	j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *Lease) error {
+	j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 		if j.State != controlapi.Admitted || (l.Owner != "" && l.Owner != p.c.ID && l.Until.After(now)) {
-			return ErrSkip // another delivery of the same job, or already past
+			return errSkip // another delivery of the same job, or already past
 		}
 		if j.CancelRequested {
 			if j.Cancellation == nil {
@@ -66,7 +66,7 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		return p.dispatchFailed(ctx, j, err, attempt, maxAttempts)
 	}
 	p.failpoint(ctx, "after-claim")
-	j, err = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *Lease) error {
+	j, err = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, id, l.Owner)
 		}
@@ -132,7 +132,7 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause err
 	var api *runtime.APIError
 	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "request key already used")
 	last := attempt >= maxAttempts
-	jf, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *Lease) error {
+	jf, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 		now := time.Now().UTC()
 		j.DispatchFailures++
 		l.Owner, l.Until = "", time.Time{}
@@ -241,7 +241,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *contro
 		// The cancellation protocol: record what ran, then release and
 		// observe the effects before the job may say canceled.
 		ended := time.Now().UTC()
-		if _, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *Lease) error {
+		if _, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 			j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
 			j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.droppedBytes, out.droppedLines
 			if j.Cost.Known && j.StartedAt != nil {
@@ -261,7 +261,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *contro
 	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: exit})
 	endSpan(rerr)
 	ended := time.Now().UTC()
-	jf, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *Lease) error {
+	jf, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, j.ID, l.Owner)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // eventPlane is a plane on s with the events configured as ec (admitting,
@@ -37,7 +38,7 @@ func submitJob(t *testing.T, p *Plane, tenant string) *controlapi.Job {
 }
 
 func outEvent(kind controlapi.EventKind, text string) NewEvent {
-	return NewEvent{Kind: kind, Data: MustJSON(controlapi.OutputData{Text: text})}
+	return NewEvent{Kind: kind, Data: store.MustJSON(controlapi.OutputData{Text: text})}
 }
 
 func allEvents(t *testing.T, s *Store, id string) (controlapi.StreamHead, []controlapi.Event) {

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // outputStream appends a running job's output to its event stream as it
@@ -81,7 +82,7 @@ func (p *Plane) newOutputStream(j *controlapi.Job) *outputStream {
 func (o *outputStream) command(i int, argv []string) {
 	o.mu.Lock()
 	o.seal()
-	o.pending = append(o.pending, NewEvent{Kind: controlapi.KindStatus, Data: MustJSON(map[string]any{"command": i, "argv": argv})})
+	o.pending = append(o.pending, NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "argv": argv})})
 	o.mu.Unlock()
 	select {
 	case o.kick <- struct{}{}:
@@ -106,7 +107,7 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 			o.seal()
 			o.over = true
 			o.dropped += int64(len(p))
-			o.pending = append(o.pending, NewEvent{Kind: controlapi.KindStatus, Data: MustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
+			o.pending = append(o.pending, NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
 				"detail": fmt.Sprintf("the job's output reached its limit (%d bytes, %d lines): the rest is not streamed; the result keeps its tail and counts what was dropped", o.maxBytes, o.maxLines)})})
 			break
 		}
@@ -173,9 +174,9 @@ func (o *outputStream) seal() {
 	}
 	var data json.RawMessage
 	if utf8.Valid(b) && len(b) > 0 {
-		data = TextOutputJSON(o.curCmd, b)
+		data = store.TextOutputJSON(o.curCmd, b)
 	} else {
-		data = MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})
+		data = store.MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})
 	}
 	o.pending = append(o.pending, NewEvent{Kind: o.curKind, Data: data})
 	o.pendingBytes += len(b)
@@ -200,7 +201,7 @@ func (o *outputStream) flush() {
 	}
 	lost := o.lost
 	if lost > 0 {
-		evs = append([]NewEvent{{Kind: controlapi.KindStatus, Data: MustJSON(map[string]any{"lostBytes": lost,
+		evs = append([]NewEvent{{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"lostBytes": lost,
 			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", lost)})}}, evs...)
 		o.lost = 0
 	}
@@ -223,7 +224,7 @@ func (o *outputStream) close() int64 {
 	o.mu.Lock()
 	o.seal()
 	for k, b := range o.carry {
-		o.pending = append(o.pending, NewEvent{Kind: k, Data: MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})})
+		o.pending = append(o.pending, NewEvent{Kind: k, Data: store.MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})})
 		delete(o.carry, k)
 	}
 	o.mu.Unlock()

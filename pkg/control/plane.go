@@ -262,7 +262,7 @@ func (p *Plane) submit(ctx context.Context, tenant, token string, spec controlap
 		Profile:        controlapi.ProfileRef{Name: spec.Profile, Path: prof.Path, Revision: prof.Revision, Digest: prof.Digest},
 		ConfigRevision: cfg.Revision, Commands: spec.Commands, Limits: lim, State: controlapi.Queued, Reason: "submitted", CreatedAt: now,
 	}
-	sub := Submission{Job: j, Hash: requestHash(spec), TenantBound: t.Value.QueueBound, GlobalBound: p.c.QueueBound, Budget: -1, Profile: prof.Raw, Token: token}
+	sub := submission{Job: j, Hash: requestHash(spec), TenantBound: t.Value.QueueBound, GlobalBound: p.c.QueueBound, Budget: -1, Profile: prof.Raw, Token: token}
 	sub.Admit = p.inlineAdmission(ctx, cfg)
 	if sub.TenantBound <= 0 {
 		sub.TenantBound = 1
@@ -416,7 +416,7 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job,
 	if _, err := p.c.Store.Get(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	j, err := p.finish(ctx, id, func(j *controlapi.Job, l *Lease) error {
+	j, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
 		now := time.Now().UTC()
 		if j.Cancellation == nil {
 			j.Cancellation = &controlapi.Cancellation{RequestedAt: now}
@@ -465,11 +465,11 @@ func (p *Plane) failpoint(ctx context.Context, name string) {
 // inlineAdmission is admission run inside another transaction (a
 // submission's, a finished job's) under cfg; nil when admission is left to
 // admitOnce.
-func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *BatchAdmit {
+func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *batchAdmit {
 	if p.c.manualAdmission {
 		return nil
 	}
-	return &BatchAdmit{Slots: Slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, Limits: tenantLimits(cfg), Decide: func(j *controlapi.Job, l *Lease) { p.decide(cfg, j, l) },
+	return &batchAdmit{Slots: slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, Limits: tenantLimits(cfg), Decide: func(j *controlapi.Job, l *lease) { p.decide(cfg, j, l) },
 		After: func(js []*controlapi.Job) {
 			if err := p.dispatchAdmitted(context.WithoutCancel(ctx), js); err != nil {
 				p.c.Logger.Warn("admission", "err", err)
@@ -479,8 +479,8 @@ func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *Batch
 
 // finish commits a job's change that may end it, admitting into the slot it
 // frees in the same transaction.
-func (p *Plane) finish(ctx context.Context, id string, f func(*controlapi.Job, *Lease) error) (*controlapi.Job, error) {
-	var ba *BatchAdmit
+func (p *Plane) finish(ctx context.Context, id string, f func(*controlapi.Job, *lease) error) (*controlapi.Job, error) {
+	var ba *batchAdmit
 	if cfg, err := p.c.Config.Current(ctx); err == nil {
 		ba = p.inlineAdmission(ctx, cfg)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // DispatchArgs is River's job: dispatch one admitted control-plane job to
@@ -115,7 +116,7 @@ func openQueue(ctx context.Context, s *Store, c queueConfig, workers *river.Work
 	}
 	if strings.HasPrefix(s.DSN(), "sqlite:") {
 		path := strings.TrimPrefix(s.DSN(), "sqlite:") + "-queue"
-		db, err := sql.Open("sqlite", path+fmt.Sprintf("?_pragma=busy_timeout(%d)&_journal_mode=WAL&_txlock=immediate", BusyTimeoutMillis))
+		db, err := sql.Open("sqlite", path+fmt.Sprintf("?_pragma=busy_timeout(%d)&_journal_mode=WAL&_txlock=immediate", store.BusyTimeoutMillis))
 		if err != nil {
 			return nil, err
 		}
@@ -135,21 +136,21 @@ func openQueue(ctx context.Context, s *Store, c queueConfig, workers *river.Work
 	cfg.MaxConns = int32(max(8, c.workers/2))
 	admin, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
 	if err != nil {
-		return nil, fmt.Errorf("control: queue: %w", Unavailable(err))
+		return nil, fmt.Errorf("control: queue: %w", store.Unavailable(err))
 	}
 	_, err = admin.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+queueSchema)
 	admin.Close(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("control: queue: %w", Unavailable(err))
+		return nil, fmt.Errorf("control: queue: %w", store.Unavailable(err))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("control: queue: %w", Unavailable(err))
+		return nil, fmt.Errorf("control: queue: %w", store.Unavailable(err))
 	}
 	q, err := newRiver[pgx.Tx](ctx, riverpgxv5.New(pool), c, workers, pool.Close)
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("control: queue: %w", Unavailable(err))
+		return nil, fmt.Errorf("control: queue: %w", store.Unavailable(err))
 	}
 	return q, nil
 }

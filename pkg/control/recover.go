@@ -40,16 +40,16 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 	var redispatch []string
 	for _, id := range ids {
 		var grant, cancelGrant, runID, rtName string
-		j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *Lease) error {
+		j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			now := time.Now().UTC()
 			if l.Owner != "" && l.Until.After(now) {
-				return ErrSkip
+				return errSkip
 			}
 			lost := l.Owner
 			switch j.State {
 			case controlapi.Admitted:
 				if l.DispatchDue.After(now) {
-					return ErrSkip
+					return errSkip
 				}
 				l.DispatchDue = now.Add(dispatchGrace)
 				j.Notes = append(j.Notes, controlapi.Note{At: now, Text: "dispatch overdue: handed to the queue again"})
@@ -76,7 +76,7 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 				}
 				l.Owner, l.Until, l.Grant = "", time.Time{}, ""
 			default:
-				return ErrSkip
+				return errSkip
 			}
 			return nil
 		})
@@ -117,7 +117,7 @@ func (p *Plane) releaseLost(ctx context.Context, id, rtName, runID, grant string
 	if err != nil {
 		text = fmt.Sprintf("release of run %s by the recoverer failed: %v", runID, err)
 	}
-	_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *Lease) error {
+	_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 		j.Notes = append(j.Notes, controlapi.Note{At: time.Now().UTC(), Text: text})
 		return nil
 	})

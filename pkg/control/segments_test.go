@@ -16,6 +16,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // TestEventSegments: one append of many events of mixed kinds is stored
@@ -94,7 +95,7 @@ func TestEventSegments(t *testing.T) {
 		}
 		var size int64
 		for _, e := range got {
-			if Trimmable(e.Kind) {
+			if store.Trimmable(e.Kind) {
 				size += int64(len(e.Data))
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // sseBatch bounds the events read and written at a time (each at most
@@ -117,7 +118,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return // the client resumes where it was
 		}
 		if h.TrimmedThrough > reported && h.TrimmedThrough > after { // not what the tail sent already
-			writeSSE(&buf, "", "error", MustJSON(TrimmedError(id, after, h.TrimmedThrough)))
+			writeSSE(&buf, "", "error", store.MustJSON(store.TrimmedError(id, after, h.TrimmedThrough)))
 			reported = h.TrimmedThrough
 		}
 		for _, e := range evs {
@@ -155,18 +156,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // spans lines all the same, which would break the SSE framing.
 func appendEventJSON(b []byte, e controlapi.Event) []byte {
 	b = append(b, `{"job":`...)
-	b = AppendJSONString(b, e.Job)
+	b = store.AppendJSONString(b, e.Job)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, e.Seq, 10)
 	b = append(b, `,"at":"`...)
 	b = e.At.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","kind":`...)
-	b = AppendJSONString(b, string(e.Kind))
+	b = store.AppendJSONString(b, string(e.Kind))
 	b = append(b, `,"data":`...)
 	if bytes.ContainsAny(e.Data, "\r\n") {
 		var d bytes.Buffer
 		if err := json.Compact(&d, e.Data); err != nil {
-			b = append(b, MustJSON(map[string]string{"error": "event data is not JSON"})...)
+			b = append(b, store.MustJSON(map[string]string{"error": "event data is not JSON"})...)
 		} else {
 			b = append(b, d.Bytes()...)
 		}

@@ -255,7 +255,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 	if err := submit(ps[0], "a0"); err != nil {
 		t.Fatal(err)
 	}
-	if !ps[0].c.Store.FarFromBounds(Submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
+	if !ps[0].c.Store.FarFromBounds(submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
 		t.Fatal("one job queued of a bound of 4: the early read is not skipped")
 	}
 	for i := range 3 {
@@ -271,7 +271,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 	if u, _ := ps[0].c.Store.Usage(context.Background()); len(u) != 1 || u[0].Queued != 4 {
 		t.Fatalf("counters after the refusal: %+v", u)
 	}
-	if ps[0].c.Store.FarFromBounds(Submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
+	if ps[0].c.Store.FarFromBounds(submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
 		t.Fatal("after a refusal at the bound the early read is still skipped")
 	}
 }
@@ -279,7 +279,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 // finish ends an admitted job as a dispatcher would.
 func finish(t *testing.T, s *Store, id string) {
 	t.Helper()
-	if _, err := s.Update(context.Background(), id, func(j *controlapi.Job, l *Lease) error {
+	if _, err := s.Update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
 		j.State, j.Reason, j.EndedAt = controlapi.Succeeded, "exit_code", tp(time.Now())
 		return nil
 	}); err != nil {

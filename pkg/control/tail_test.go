@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // TestTailReads: with the job followed, every read (each resume point,
@@ -143,7 +144,7 @@ func TestAppendEventJSON(t *testing.T) {
 		{Job: "j\"2", Seq: 1 << 40, At: at.Add(time.Hour), Kind: controlapi.KindStatus, Data: json.RawMessage("{\n  \"a\": [1,\r\n 2]\n}")},
 		{Job: "j", Seq: 1, At: time.Unix(0, 0).UTC(), Kind: controlapi.KindResult, Data: json.RawMessage(`{}`)},
 	} {
-		want := MustJSON(e)
+		want := store.MustJSON(e)
 		got := appendEventJSON(nil, e)
 		var g, w any
 		if err := json.Unmarshal(got, &g); err != nil {
@@ -167,7 +168,7 @@ func TestDecodeEvent(t *testing.T) {
 		{Job: "j", Seq: 1, At: time.Unix(0, 0).UTC(), Kind: controlapi.KindResult, Data: json.RawMessage(`{}`)},
 		{Job: "j\u00e9", Seq: 2, At: at, Kind: controlapi.KindState, Data: json.RawMessage(`{"state":"running","x":{"y":{}}}`)},
 	} {
-		for _, line := range [][]byte{appendEventJSON(nil, e), MustJSON(e), []byte(`{"seq":` + strconv.FormatInt(e.Seq, 10) + `,"data":` + string(MustJSON(e.Data)) + `,"job":` + string(MustJSON(e.Job)) + `,"kind":"` + string(e.Kind) + `","at":"` + e.At.Format(time.RFC3339Nano) + `"}`)} {
+		for _, line := range [][]byte{appendEventJSON(nil, e), store.MustJSON(e), []byte(`{"seq":` + strconv.FormatInt(e.Seq, 10) + `,"data":` + string(store.MustJSON(e.Data)) + `,"job":` + string(store.MustJSON(e.Job)) + `,"kind":"` + string(e.Kind) + `","at":"` + e.At.Format(time.RFC3339Nano) + `"}`)} {
 			var want controlapi.Event
 			if err := json.Unmarshal(line, &want); err != nil {
 				t.Fatalf("%s: %v", line, err)

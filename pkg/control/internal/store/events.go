@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"bytes"
@@ -171,3 +171,5 @@ func TextOutputJSON(cmd int, text []byte) json.RawMessage {
 	b = AppendJSONString(b, text)
 	return append(b, '}')
 }
+
+func tp(t time.Time) *time.Time { t = t.UTC(); return &t }

@@ -1,10 +1,11 @@
-package control
+package store
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 
@@ -103,4 +104,13 @@ func TestPostgresPlaceholders(t *testing.T) {
 	if got := sqliteDialect.q(`a = +?`); got != `a = +?` {
 		t.Fatalf("sqlite q = %s", got)
 	}
+}
+
+func seqs(evs []controlapi.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }

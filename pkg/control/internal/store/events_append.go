@@ -1,4 +1,4 @@
-package control
+package store
 
 // An append transaction: the events of one or many appends counted on
 // their jobs' heads and written as segments, in a few multi-row statements.

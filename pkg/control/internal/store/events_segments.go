@@ -1,4 +1,4 @@
-package control
+package store
 
 // A job's events are stored as segments: the rows of cp_event_segments,
 // each the consecutive events of one append, one per line.
