@@ -367,3 +367,16 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": a})
 }
+
+// artifact serves an artifact of a job, under the job's tenancy.
+func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
+	b, err := s.p.c.Store.Artifact(r.Context(), tenantOf(r), r.PathValue("id"), r.PathValue("name"))
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", "attachment")
+	_, _ = w.Write(b)
+}

@@ -3,7 +3,6 @@ package control
 import (
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
-	"github.com/slipway-dev/slipway/pkg/release/scan"
 )
 
 // wireProfile is a profile as the API shows it.
@@ -11,16 +10,4 @@ func wireProfile(p tenancy.Profile) controlapi.Profile {
 	return controlapi.Profile{Name: p.Name, Network: controlapi.Network{Mode: p.Network.Mode, Allow: p.Network.Allow},
 		MaxDuration: p.MaxDuration, MaxCommandDuration: p.MaxCommandDuration, MaxOutputBytes: p.MaxOutputBytes,
 		MaxOutputLines: p.MaxOutputLines, Secrets: p.Secrets, Pools: p.Pools, Templates: p.Templates}
-}
-
-// wireRedactions are a filter's redactions as a message names them.
-func wireRedactions(rs []scan.Redaction) []controlapi.Redaction {
-	if rs == nil {
-		return nil
-	}
-	out := make([]controlapi.Redaction, len(rs))
-	for i, r := range rs {
-		out[i] = controlapi.Redaction{Rule: string(r.Rule), Line: r.Line}
-	}
-	return out
 }

@@ -1,24 +1,25 @@
-package control
+package delivery
 
 import (
 	"context"
-	"net/http"
 	"slices"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
-// deliveryView fills j's ResultPublished and Delivery from the worker's
-// records and the tenant's destinations now.
-func (p *Plane) deliveryView(ctx context.Context, j *controlapi.Job) error {
-	recs, err := p.c.Store.DeliveryRecords(ctx, j.ID)
+// View fills j's ResultPublished and Delivery from the worker's records in
+// s and the tenant's destinations in the configuration current gives.
+func View(ctx context.Context, s *store.Store, current func(context.Context) (*tenancy.Config, error), j *controlapi.Job) error {
+	recs, err := s.DeliveryRecords(ctx, j.ID)
 	if err != nil {
 		return err
 	}
 	j.ResultPublished = recs.Published
 	var names []string
 	required := map[string]bool{}
-	if cfg, err := p.c.Config.Current(ctx); err == nil {
+	if cfg, err := current(ctx); err == nil {
 		if t, ok := cfg.Tenants[j.Tenant]; ok {
 			for _, d := range t.Value.Destinations {
 				names = append(names, d.Name)
@@ -65,17 +66,4 @@ func (p *Plane) deliveryView(ctx context.Context, j *controlapi.Job) error {
 	}
 	j.Delivery = ds
 	return nil
-}
-
-// artifact serves an artifact of a job, under the job's tenancy.
-func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
-	b, err := s.p.c.Store.Artifact(r.Context(), tenantOf(r), r.PathValue("id"), r.PathValue("name"))
-	if err != nil {
-		writeFailure(w, err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Disposition", "attachment")
-	_, _ = w.Write(b)
 }
