@@ -143,25 +143,6 @@ func TestAPI(t *testing.T) {
 	})
 }
 
-func TestBoundedOutput(t *testing.T) {
-	o := newBoundedOutput(100, 10)
-	for i := range 1000 {
-		o.Write([]byte(strings.Repeat("x", i%7) + "\n"))
-	}
-	o.Write([]byte("the end\n"))
-	s := o.String()
-	if len(s) > 100+64 || !strings.HasSuffix(s, "the end\n") || !strings.Contains(s, "lines dropped ...]") {
-		t.Fatalf("bounded output (%d bytes):\n%s", len(s), s)
-	}
-	o = newBoundedOutput(100, 10)
-	o.Write([]byte("start\n"))
-	o.Write([]byte(strings.Repeat("y", 1<<20) + "tail"))
-	s = o.String()
-	if len(s) > 100+64 || !strings.HasPrefix(s, "start\n") || !strings.HasSuffix(s, "ytail") || o.droppedBytes < 1<<19 {
-		t.Fatalf("one long line (%d bytes, %d dropped):\n%s", len(s), o.droppedBytes, s)
-	}
-}
-
 // TestRevokedElsewhere: a token revoked by another store on the same
 // database (another replica, the CLI) is refused at the next submission,
 // though the serving store authenticated it before and kept it: the

@@ -241,8 +241,8 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int, every time.Dur
 		go func() {
 			defer wwg.Done()
 			o := p.newOutputStream(j)
-			b9Writer(start, i, runs, events, size, every, func(ev []byte) { o.write(0, "stdout", ev) })
-			o.close()
+			b9Writer(start, i, runs, events, size, every, func(ev []byte) { o.Append(0, "stdout", ev) })
+			o.Close()
 		}()
 	}
 	wwg.Wait()

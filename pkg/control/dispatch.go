@@ -167,7 +167,7 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause err
 // the outcome.
 func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *controlapi.Job) {
 	out := newBoundedOutput(j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines)
-	outs := p.newOutputStream(j) // the job's events: output as produced (output_stream.go)
+	outs := p.newOutputStream(j) // the job's events: output as produced (internal/stream)
 	deadline := *j.DeadlineAt
 	// The owner's heartbeat keeps the lease, and watches for a cancel, a
 	// budget stop or a lost lease.
@@ -193,13 +193,13 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *contro
 		}
 		timeout := min(time.Duration(j.Limits.CommandTimeout), remaining)
 		fmt.Fprintf(out, "$ %s\n", shellLine(argv))
-		outs.command(i, argv)
+		outs.Command(i, argv)
 		start := time.Now()
 		// streamed: the output reaches the job's events as it is produced;
 		// the bounded output keeps its head and tail
 		endSpan := p.span(ctx, j, "command", attribute.Int("command", i+1))
 		res, err := rt.Client.ExecStream(execCtx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
-			GraceSeconds: p.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.write(i, stream, b) })
+			GraceSeconds: p.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.Append(i, stream, b) })
 		endSpan(err, commandAttrs(res)...)
 		cr := controlapi.CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
 		if err != nil {
@@ -236,14 +236,14 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *contro
 		}
 	}
 	stopHB()
-	outs.close()
+	outs.Close()
 	if final == controlapi.Canceled {
 		// The cancellation protocol: record what ran, then release and
 		// observe the effects before the job may say canceled.
 		ended := time.Now().UTC()
 		if _, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 			j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
-			j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.droppedBytes, out.droppedLines
+			j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.DroppedBytes, out.DroppedLines
 			if j.Cost.Known && j.StartedAt != nil {
 				j.Cost.Amount = ended.Sub(*j.StartedAt).Hours() * j.Cost.RatePerHour
 			}
@@ -266,7 +266,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *contro
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, j.ID, l.Owner)
 		}
 		j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
-		j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.droppedBytes, out.droppedLines
+		j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.DroppedBytes, out.DroppedLines
 		j.State, j.Reason, j.Detail = final, reason, detail
 		if rerr != nil {
 			j.Notes = append(j.Notes, controlapi.Note{At: ended, Text: fmt.Sprintf("release of run %s failed: %v", g.RunID, rerr)})

@@ -219,9 +219,9 @@ func TestOutputStreamsInOrder(t *testing.T) {
 				defer wg.Done()
 				o := p.newOutputStream(j)
 				for i := range lines {
-					o.write(0, "stdout", []byte(fmt.Sprintf("job %d line %04d\n", k, i)))
+					o.Append(0, "stdout", []byte(fmt.Sprintf("job %d line %04d\n", k, i)))
 				}
-				o.close()
+				o.Close()
 			}()
 		}
 		wg.Wait()
@@ -274,8 +274,8 @@ func TestOutputStreamCommandStatusAtOnce(t *testing.T) {
 	p := eventPlane(t, s, repo, EventConfig{})
 	j := submitJob(t, p, "globex")
 	o := p.newOutputStream(j)
-	defer o.close()
-	o.command(0, []string{"sleep", "600"})
+	defer o.Close()
+	o.Command(0, []string{"sleep", "600"})
 	wake, stop := s.Subscribe(j.ID)
 	defer stop()
 	for {

@@ -1,4 +1,4 @@
-package control
+package stream
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 // (bytes and lines); past it one status event says so and the rest is
 // counted, not appended (the job's bounded output keeps its tail). Memory
 // stays within a few chunks whatever the command writes.
-type outputStream struct {
-	s     *Store
+type Output struct {
+	s     *store.Store
 	job   string
 	chunk int
 	// budget is EventConfig.InFlightBytes, shared among the plane's open
@@ -30,7 +30,7 @@ type outputStream struct {
 	streams *atomic.Int64
 
 	mu                 sync.Mutex
-	pending            []NewEvent
+	pending            []store.NewEvent
 	pendingBytes       int
 	cur                []byte
 	spare              []byte // cur's array once sealed (seal copies what it keeps)
@@ -49,17 +49,20 @@ type outputStream struct {
 	log  func(msg string, args ...any)
 }
 
-func (p *Plane) newOutputStream(j *controlapi.Job) *outputStream {
-	o := &outputStream{s: p.c.Store, job: j.ID, chunk: p.c.Events.ChunkBytes, budget: p.c.Events.InFlightBytes, streams: &p.streams, carry: map[controlapi.EventKind][]byte{},
+// newOutput starts job j's output stream on s, bounded by j's output
+// limits and c (ChunkBytes, InFlightBytes, FlushInterval); streams counts
+// the open streams sharing c.InFlightBytes, log is told of failed appends.
+func NewOutput(s *store.Store, j *controlapi.Job, c store.EventConfig, streams *atomic.Int64, log func(msg string, args ...any)) *Output {
+	o := &Output{s: s, job: j.ID, chunk: c.ChunkBytes, budget: c.InFlightBytes, streams: streams, carry: map[controlapi.EventKind][]byte{},
 		maxBytes: j.Limits.MaxOutputBytes, maxLines: j.Limits.MaxOutputLines,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), log: p.c.Logger.Warn}
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), log: log}
 	if o.maxBytes <= 0 {
 		o.maxBytes = 1 << 62
 	}
-	p.streams.Add(1)
+	streams.Add(1)
 	go func() {
 		defer close(o.done)
-		t := time.NewTicker(p.c.Events.FlushInterval)
+		t := time.NewTicker(c.FlushInterval)
 		defer t.Stop()
 		for {
 			select {
@@ -79,10 +82,10 @@ func (p *Plane) newOutputStream(j *controlapi.Job) *outputStream {
 }
 
 // command notes the start of command i.
-func (o *outputStream) command(i int, argv []string) {
+func (o *Output) Command(i int, argv []string) {
 	o.mu.Lock()
 	o.seal()
-	o.pending = append(o.pending, NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "argv": argv})})
+	o.pending = append(o.pending, store.NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "argv": argv})})
 	o.mu.Unlock()
 	select {
 	case o.kick <- struct{}{}:
@@ -91,7 +94,7 @@ func (o *outputStream) command(i int, argv []string) {
 }
 
 // write takes a chunk of command i's stream (stdout or stderr).
-func (o *outputStream) write(i int, stream string, p []byte) {
+func (o *Output) Append(i int, stream string, p []byte) {
 	kind := controlapi.KindStdout
 	if stream == "stderr" {
 		kind = controlapi.KindStderr
@@ -107,7 +110,7 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 			o.seal()
 			o.over = true
 			o.dropped += int64(len(p))
-			o.pending = append(o.pending, NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
+			o.pending = append(o.pending, store.NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
 				"detail": fmt.Sprintf("the job's output reached its limit (%d bytes, %d lines): the rest is not streamed; the result keeps its tail and counts what was dropped", o.maxBytes, o.maxLines)})})
 			break
 		}
@@ -151,13 +154,13 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 }
 
 // window is this stream's share of the in-flight budget.
-func (o *outputStream) window() int {
+func (o *Output) window() int {
 	return min(max(o.budget/int(max(o.streams.Load(), 1)), 1<<10), 256<<10)
 }
 
 // seal turns the current chunk into a pending event (o.mu held), keeping
 // an incomplete trailing UTF-8 sequence for the stream's next chunk.
-func (o *outputStream) seal() {
+func (o *Output) seal() {
 	if len(o.cur) == 0 {
 		o.cur = nil
 		return
@@ -178,7 +181,7 @@ func (o *outputStream) seal() {
 	} else {
 		data = store.MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})
 	}
-	o.pending = append(o.pending, NewEvent{Kind: o.curKind, Data: data})
+	o.pending = append(o.pending, store.NewEvent{Kind: o.curKind, Data: data})
 	o.pendingBytes += len(b)
 	o.spare, o.cur = o.cur[:0], nil
 }
@@ -186,7 +189,7 @@ func (o *outputStream) seal() {
 // flush appends what is pending in one transaction and waits for its
 // commit. It is queued before o.mu is let go, so the stream's appends
 // commit in order, and one may be queued while another commits.
-func (o *outputStream) flush() {
+func (o *Output) flush() {
 	o.mu.Lock()
 	o.seal()
 	evs := o.pending
@@ -201,7 +204,7 @@ func (o *outputStream) flush() {
 	}
 	lost := o.lost
 	if lost > 0 {
-		evs = append([]NewEvent{{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"lostBytes": lost,
+		evs = append([]store.NewEvent{{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"lostBytes": lost,
 			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", lost)})}}, evs...)
 		o.lost = 0
 	}
@@ -217,14 +220,14 @@ func (o *outputStream) flush() {
 
 // close flushes the rest (carried bytes included) and stops the ticker.
 // It returns the bytes not streamed past the output limit.
-func (o *outputStream) close() int64 {
+func (o *Output) Close() int64 {
 	defer o.streams.Add(-1)
 	close(o.stop)
 	<-o.done
 	o.mu.Lock()
 	o.seal()
 	for k, b := range o.carry {
-		o.pending = append(o.pending, NewEvent{Kind: k, Data: store.MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})})
+		o.pending = append(o.pending, store.NewEvent{Kind: k, Data: store.MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})})
 		delete(o.carry, k)
 	}
 	o.mu.Unlock()
