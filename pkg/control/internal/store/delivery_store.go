@@ -35,7 +35,7 @@ func deliverySchema(dialect) []string {
 	}
 }
 
-// pendingJobsOf is PendingJobs for one tenant's jobs: a destination's
+// PendingJobsOf is PendingJobs for one tenant's jobs: a destination's
 // consumer only ever sees its own tenant's streams.
 func (s *Store) PendingJobsOf(ctx context.Context, consumer, tenant string, limit int) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT h.job_id FROM cp_event_heads h
@@ -57,7 +57,7 @@ func (s *Store) PendingJobsOf(ctx context.Context, consumer, tenant string, limi
 	return out, Unavailable(rows.Err())
 }
 
-// receipt returns the stored receipt of (job, destination, seq), nil if none.
+// Receipt returns the stored receipt of (job, destination, seq), nil if none.
 func (s *Store) Receipt(ctx context.Context, job, dest string, seq int64) (*controlapi.Receipt, error) {
 	r := &controlapi.Receipt{Destination: dest, Seq: seq}
 	var kind string
@@ -75,7 +75,7 @@ func (s *Store) Receipt(ctx context.Context, job, dest string, seq int64) (*cont
 	return r, nil
 }
 
-// putReceipt stores a receipt (the first one stays: repeat-safe) and ends
+// PutReceipt stores a receipt (the first one stays: repeat-safe) and ends
 // the destination's progress on that event. required, when the receipt is
 // a delivered result, are the destinations whose result receipts publish
 // the job's result: once all are in, result_published is stamped in the
@@ -116,7 +116,7 @@ func (s *Store) stampPublishedTx(ctx context.Context, tx *sql.Tx, job string, re
 	return err
 }
 
-// progress is a destination's retries of one event.
+// Progress is a destination's retries of one event.
 type Progress struct {
 	Seq      int64
 	Attempts int
@@ -148,7 +148,7 @@ func (s *Store) GetProgress(ctx context.Context, job, dest string) (*Progress, e
 	return p, nil
 }
 
-// putArtifact stores an artifact of a job once (the same name keeps its
+// PutArtifact stores an artifact of a job once (the same name keeps its
 // first content).
 func (s *Store) PutArtifact(ctx context.Context, job, name string, data []byte) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
@@ -172,7 +172,7 @@ func (s *Store) Artifact(ctx context.Context, tenant, job, name string) ([]byte,
 	return []byte(data), Unavailable(err)
 }
 
-// deliveryRecords is what the store says about a job's deliveries.
+// DeliveryRecords is what the store says about a job's deliveries.
 type DeliveryRecords struct {
 	Published *time.Time
 	Counts    map[string]map[string]int      // destination -> outcome -> events

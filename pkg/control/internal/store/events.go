@@ -11,7 +11,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
-// trimmable says retention may delete events of the kind (output chunks
+// Trimmable says retention may delete events of the kind (output chunks
 // and status summaries); every other kind is kept for the job's life.
 func Trimmable(k controlapi.EventKind) bool {
 	return k == controlapi.KindStdout || k == controlapi.KindStderr || k == controlapi.KindStatus
@@ -117,7 +117,7 @@ func MustJSON(v any) json.RawMessage {
 	return b
 }
 
-// appendJSONString appends s as a JSON string, byte for byte as
+// AppendJSONString appends s as a JSON string, byte for byte as
 // encoding/json writes it: ASCII escaped here (\n, \r, \t, \b, \f, the
 // quote and the backslash, \u00XX for other control bytes, and the HTML
 // escapes of <, > and &); a string with any other byte goes through
@@ -160,7 +160,7 @@ func AppendJSONString[T string | []byte](b []byte, s T) []byte {
 	return append(b, '"')
 }
 
-// textOutputJSON is OutputData{Command: cmd, Text: string(text)} (text
+// TextOutputJSON is OutputData{Command: cmd, Text: string(text)} (text
 // valid UTF-8, not empty) as json.Marshal writes it, without reflection or
 // a copy of text: the shape Output reads directly.
 func TextOutputJSON(cmd int, text []byte) json.RawMessage {

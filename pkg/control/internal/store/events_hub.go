@@ -215,7 +215,7 @@ func (h *eventHub) notifyAll() {
 	}
 }
 
-// subscribe returns a channel woken when job's stream may have grown.
+// Subscribe returns a channel woken when job's stream may have grown.
 func (s *Store) Subscribe(job string) (<-chan struct{}, func()) {
 	h := &s.ev
 	ch := make(chan struct{}, 1)
@@ -291,7 +291,7 @@ func (h *eventHub) close() {
 	h.wg.Wait()
 }
 
-// fromTail returns the events after after (at most limit) from the tail
+// FromTail returns the events after after (at most limit) from the tail
 // of a followed job, if the tail holds them (nil: read the store).
 func (s *Store) FromTail(job string, after int64, limit int) []controlapi.Event {
 	return s.ev.nextFromTail(job, after, limit)

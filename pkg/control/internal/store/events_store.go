@@ -166,7 +166,7 @@ func (s *Store) TrimEvents(ctx context.Context, now time.Time, limit int) (int, 
 	return len(cuts), Unavailable(rows.Err())
 }
 
-// readEvents returns the job's head and up to limit events after after,
+// ReadEvents returns the job's head and up to limit events after after,
 // from one snapshot.
 func (s *Store) ReadEvents(ctx context.Context, jobID string, after int64, limit int) (controlapi.StreamHead, []controlapi.Event, error) {
 	if s.readStmts != nil {
@@ -193,7 +193,7 @@ func (s *Store) ReadEvents(ctx context.Context, jobID string, after int64, limit
 	return s.ReadEventsTx(ctx, jobID, after, limit)
 }
 
-// readEventsTx reads the head and the events in one read transaction.
+// ReadEventsTx reads the head and the events in one read transaction.
 func (s *Store) ReadEventsTx(ctx context.Context, jobID string, after int64, limit int) (controlapi.StreamHead, []controlapi.Event, error) {
 	var h controlapi.StreamHead
 	opts := &sql.TxOptions{ReadOnly: true}

@@ -38,7 +38,7 @@ func (s *Store) appendGrouped(ctx context.Context, job string, evs []NewEvent) (
 	return s.AwaitAppend(ctx, s.appends.Enqueue(AppendIn{job, evs}))
 }
 
-// awaitAppend waits for p's commit (queued with s.appends.Enqueue: the
+// AwaitAppend waits for p's commit (queued with s.appends.Enqueue: the
 // appends of one stream commit in the order they were queued).
 func (s *Store) AwaitAppend(ctx context.Context, p *PendingAppend) (int64, error) {
 	o := s.appends.Await(p, maxAppendBatch, func(batch []*PendingAppend) {
@@ -117,7 +117,7 @@ func (s *Store) commitAppends(ctx context.Context, batch []*PendingAppend) []app
 	return outs
 }
 
-// enqueueAppend queues evs for job's next group append; awaitAppend waits
+// EnqueueAppend queues evs for job's next group append; awaitAppend waits
 // for its commit.
 func (s *Store) EnqueueAppend(job string, evs []NewEvent) *PendingAppend {
 	return s.appends.Enqueue(AppendIn{job, evs})

@@ -22,7 +22,7 @@ type SubmitOutcome struct {
 	Job     *controlapi.Job
 	Created bool
 	Err     error
-	// admissionRan says admission ran in the transaction that stored the job
+	// AdmissionRan says admission ran in the transaction that stored the job
 	// (the job was admitted there if it could be): no wake-up is needed.
 	AdmissionRan bool
 }
@@ -30,7 +30,7 @@ type SubmitOutcome struct {
 // maxBatch bounds a group commit.
 const maxBatch = 256
 
-// insert stores a submission with whatever others are waiting. Once queued
+// Insert stores a submission with whatever others are waiting. Once queued
 // it waits for the commit even if ctx ends, so an error always means the
 // job was not stored.
 func (s *Store) Insert(ctx context.Context, sub Submission) SubmitOutcome {

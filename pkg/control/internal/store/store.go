@@ -193,7 +193,7 @@ func redactDSN(dsn string) string {
 	return dsn
 }
 
-// unavailable marks errors of a database that cannot be reached.
+// Unavailable marks errors of a database that cannot be reached.
 func Unavailable(err error) error {
 	if err == nil {
 		return nil

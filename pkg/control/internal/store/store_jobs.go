@@ -23,36 +23,36 @@ type LimitError struct {
 
 func (e *LimitError) Error() string { return e.Reason + ": " + e.Detail }
 
-// submission is one job to store with the bounds it must fit in.
+// Submission is one job to store with the bounds it must fit in.
 type Submission struct {
 	Job         *controlapi.Job
 	Hash        string
 	TenantBound int
 	GlobalBound int
-	// budget < 0: the tenant has none.
+	// Budget < 0: the tenant has none.
 	Budget      float64
 	PeriodStart time.Time
 	Profile     []byte
-	// admit, when set, admits in the submission's transaction what its
+	// Admit, when set, admits in the submission's transaction what its
 	// job lets in: no later transaction, no wake-up between submission
 	// and admission.
 	Admit *BatchAdmit
-	// token, when set, is the id of the token the submission came with,
+	// Token, when set, is the id of the token the submission came with,
 	// its revocation not yet read: the transaction refuses the
 	// submission (ErrUnauthenticated) unless the token is live.
 	Token string
 }
 
-// batchAdmit is admission run inside a group commit.
+// BatchAdmit is admission run inside a group commit.
 type BatchAdmit struct {
 	Slots  Slots
 	Limits map[string]TenantLimit
 	Decide func(*controlapi.Job, *Lease)
-	// after gets the admitted jobs once the transaction committed.
+	// After gets the admitted jobs once the transaction committed.
 	After func([]*controlapi.Job)
 }
 
-// lease is the columns beside a job's document that say who works it.
+// Lease is the columns beside a job's document that say who works it.
 type Lease struct {
 	Owner       string
 	Until       time.Time
@@ -220,14 +220,14 @@ var (
 	updTenantEnd    = hot(`UPDATE cp_tenants SET active = active - 1, reserved = reserved - ?, spent = spent + ?, unknown_cost = unknown_cost + ? WHERE tenant = ?`)
 )
 
-// update reads the job (locked), lets f change it and its lease, writes
+// Update reads the job (locked), lets f change it and its lease, writes
 // both and the tenant's counters, and records a transition when the state
 // changed. f returning errSkip leaves everything as it was (nil job).
 func (s *Store) Update(ctx context.Context, id string, f func(*controlapi.Job, *Lease) error) (*controlapi.Job, error) {
 	return s.UpdateAdmit(ctx, id, f, nil)
 }
 
-// updateAdmit is update that, when the change frees a slot (an active job
+// UpdateAdmit is update that, when the change frees a slot (an active job
 // ends), admits what the slot lets in within the same transaction (ba's
 // after gets the admitted once committed): one transaction where a finish
 // and a wake-up's admission would take two. On PostgreSQL it takes
@@ -333,7 +333,7 @@ func (s *Store) account(ctx context.Context, tx *sql.Tx, j *controlapi.Job, old 
 	return err
 }
 
-// slots is the plane's capacity for admission: at most max jobs active;
+// Slots is the plane's capacity for admission: at most max jobs active;
 // the last reserve of them are not taken by a tenant at or over its fair
 // share (Config.Reserve).
 type Slots struct {
@@ -344,12 +344,12 @@ type Slots struct {
 // those sharing the slots, even with nothing active or queued.
 const shareWindow = time.Minute
 
-// tenantLimit is what admission needs of a tenant's configuration.
+// TenantLimit is what admission needs of a tenant's configuration.
 type TenantLimit struct {
 	Concurrency int
 }
 
-// admit moves queued jobs to admitted while the plane and each tenant have
+// Admit moves queued jobs to admitted while the plane and each tenant have
 // room, fairly: the next slot goes to the tenant with the fewest active
 // jobs that has one queued, the longest-waiting such tenant first. decide
 // sets the admitted job's fields (or refuses it); it runs inside the
@@ -505,7 +505,7 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl Slots, limits map[st
 	return out, err
 }
 
-// admissible says, from a read (no write lock), whether admit could admit
+// Admissible says, from a read (no write lock), whether admit could admit
 // anything: the plane has a free slot and a tenant with a queued job has
 // room.
 func (s *Store) Admissible(ctx context.Context, maxActive int, limits map[string]TenantLimit) (bool, error) {
@@ -537,7 +537,7 @@ func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) 
 	return scanJobs(rows)
 }
 
-// heartbeat extends the owner's lease; false when the owner lost it.
+// Heartbeat extends the owner's lease; false when the owner lost it.
 func (s *Store) Heartbeat(ctx context.Context, id, owner string, until time.Time) (bool, error) {
 	res, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_jobs SET lease_until_ns = ? WHERE id = ? AND lease_owner = ?`), until.UnixNano(), id, owner)
 	if err != nil {
@@ -547,7 +547,7 @@ func (s *Store) Heartbeat(ctx context.Context, id, owner string, until time.Time
 	return n == 1, err
 }
 
-// orphans lists jobs whose owner's lease expired (allocating or running),
+// Orphans lists jobs whose owner's lease expired (allocating or running),
 // and admitted jobs whose dispatch is overdue.
 func (s *Store) Orphans(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT id FROM cp_jobs WHERE
@@ -589,7 +589,7 @@ func (s *Store) queuesSeen(c queueCounts) {
 	}
 }
 
-// farFromBounds says whether the last committed batch left the plane's
+// FarFromBounds says whether the last committed batch left the plane's
 // and sub's tenant's queues under half their bounds: then overBound's
 // read is skipped (it only refuses early what the batch, which reads the
 // counters in its transaction, refuses anyway; other replicas' batches
@@ -601,7 +601,7 @@ func (s *Store) FarFromBounds(sub Submission) bool {
 	return ok && 2*s.seen.plane < sub.GlobalBound && 2*tq < sub.TenantBound
 }
 
-// overBound says, from reads only (no write lock), that a submission
+// OverBound says, from reads only (no write lock), that a submission
 // would be refused for a full queue: its tenant's or the plane's queue is
 // at its bound and its key names no stored job. A flood of refused
 // submissions then never queues for the writer; the transaction's own
@@ -635,7 +635,7 @@ func (s *Store) OverBound(ctx context.Context, sub Submission) *LimitError {
 		Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", sub.Job.Tenant, tq, sub.TenantBound)}
 }
 
-// isActive says a job in state s holds (or is about to hold) a slot of its
+// IsActive says a job in state s holds (or is about to hold) a slot of its
 // tenant's concurrency.
 func IsActive(s controlapi.State) bool {
 	return s == controlapi.Admitted || s == controlapi.Allocating || s == controlapi.Running || s == controlapi.Canceling

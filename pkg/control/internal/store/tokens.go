@@ -122,7 +122,7 @@ type liveToken struct {
 	hash string
 }
 
-// authenticateSubmit is Authenticate for a submission: a token this store
+// AuthenticateSubmit is Authenticate for a submission: a token this store
 // has read live before is checked against its kept hash (in constant
 // time) without a read, and returned unchecked: the transaction that
 // stores the job reads its revocation (tokenRevoked) and refuses it, so a
@@ -147,7 +147,7 @@ func (s *Store) AuthenticateSubmit(ctx context.Context, text string) (*Token, er
 	return &t, nil
 }
 
-// tokenLive reads whether token id is live (not revoked).
+// TokenLive reads whether token id is live (not revoked).
 func (s *Store) TokenLive(ctx context.Context, id string) (bool, error) {
 	var revoked int64
 	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT revoked_ns FROM cp_tokens WHERE id = ?`), id).Scan(&revoked)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// boundedOutput keeps a job's output within a byte and a line bound: the
+// Bounded keeps a job's output within a byte and a line bound: the
 // first half of each bound as the head, the last half as the tail, and
 // counts what it dropped between them. Memory never exceeds the bounds,
 // whatever is written.
@@ -20,6 +20,7 @@ type Bounded struct {
 	DroppedLines       int64
 }
 
+// NewBounded keeps at most maxBytes and maxLines (at least 2 of each).
 func NewBounded(maxBytes, maxLines int64) *Bounded {
 	if maxBytes < 2 {
 		maxBytes = 2

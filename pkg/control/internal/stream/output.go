@@ -13,7 +13,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
-// outputStream appends a running job's output to its event stream as it
+// Output appends a running job's output to its event stream as it
 // is produced: chunks of at most ChunkBytes, coalesced for FlushInterval so
 // many small writes make one transaction, up to the job's output limit
 // (bytes and lines); past it one status event says so and the rest is
@@ -49,7 +49,7 @@ type Output struct {
 	log  func(msg string, args ...any)
 }
 
-// newOutput starts job j's output stream on s, bounded by j's output
+// NewOutput starts job j's output stream on s, bounded by j's output
 // limits and c (ChunkBytes, InFlightBytes, FlushInterval); streams counts
 // the open streams sharing c.InFlightBytes, log is told of failed appends.
 func NewOutput(s *store.Store, j *controlapi.Job, c store.EventConfig, streams *atomic.Int64, log func(msg string, args ...any)) *Output {
@@ -81,7 +81,7 @@ func NewOutput(s *store.Store, j *controlapi.Job, c store.EventConfig, streams *
 	return o
 }
 
-// command notes the start of command i.
+// Command notes the start of command i.
 func (o *Output) Command(i int, argv []string) {
 	o.mu.Lock()
 	o.seal()
@@ -93,7 +93,7 @@ func (o *Output) Command(i int, argv []string) {
 	}
 }
 
-// write takes a chunk of command i's stream (stdout or stderr).
+// Append takes a chunk of command i's stream (stdout or stderr).
 func (o *Output) Append(i int, stream string, p []byte) {
 	kind := controlapi.KindStdout
 	if stream == "stderr" {
@@ -218,7 +218,7 @@ func (o *Output) flush() {
 	}
 }
 
-// close flushes the rest (carried bytes included) and stops the ticker.
+// Close flushes the rest (carried bytes included) and stops the ticker.
 // It returns the bytes not streamed past the output limit.
 func (o *Output) Close() int64 {
 	defer o.streams.Add(-1)
