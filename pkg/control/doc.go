@@ -33,7 +33,7 @@
 // transition's transaction and the result event last, output appended as
 // produced (internal/stream), retention of output chunks by time and
 // size, consumer cursors with acknowledgement, and Server-Sent Events
-// that resume from Last-Event-ID (sse.go).
+// that resume from Last-Event-ID (sse.go, encoded by internal/stream).
 //
 // Telemetry (pkg/telemetry): each job has one trace (admission, claim,
 // sandbox ready, runner awake, each command, release, under a root span

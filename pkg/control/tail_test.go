@@ -12,6 +12,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/control/internal/store"
+	"github.com/slipway-dev/slipway/pkg/control/internal/stream"
 )
 
 // TestTailReads: with the job followed, every read (each resume point,
@@ -145,7 +146,7 @@ func TestAppendEventJSON(t *testing.T) {
 		{Job: "j", Seq: 1, At: time.Unix(0, 0).UTC(), Kind: controlapi.KindResult, Data: json.RawMessage(`{}`)},
 	} {
 		want := store.MustJSON(e)
-		got := appendEventJSON(nil, e)
+		got := stream.AppendEventJSON(nil, e)
 		var g, w any
 		if err := json.Unmarshal(got, &g); err != nil {
 			t.Fatalf("%s: %v", got, err)
@@ -168,7 +169,7 @@ func TestDecodeEvent(t *testing.T) {
 		{Job: "j", Seq: 1, At: time.Unix(0, 0).UTC(), Kind: controlapi.KindResult, Data: json.RawMessage(`{}`)},
 		{Job: "j\u00e9", Seq: 2, At: at, Kind: controlapi.KindState, Data: json.RawMessage(`{"state":"running","x":{"y":{}}}`)},
 	} {
-		for _, line := range [][]byte{appendEventJSON(nil, e), store.MustJSON(e), []byte(`{"seq":` + strconv.FormatInt(e.Seq, 10) + `,"data":` + string(store.MustJSON(e.Data)) + `,"job":` + string(store.MustJSON(e.Job)) + `,"kind":"` + string(e.Kind) + `","at":"` + e.At.Format(time.RFC3339Nano) + `"}`)} {
+		for _, line := range [][]byte{stream.AppendEventJSON(nil, e), store.MustJSON(e), []byte(`{"seq":` + strconv.FormatInt(e.Seq, 10) + `,"data":` + string(store.MustJSON(e.Data)) + `,"job":` + string(store.MustJSON(e.Job)) + `,"kind":"` + string(e.Kind) + `","at":"` + e.At.Format(time.RFC3339Nano) + `"}`)} {
 			var want controlapi.Event
 			if err := json.Unmarshal(line, &want); err != nil {
 				t.Fatalf("%s: %v", line, err)
