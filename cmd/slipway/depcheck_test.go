@@ -27,6 +27,7 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/telemetry":         {},
 		"pkg/release/scan":      {},
 		"pkg/control/deliver":   {"pkg/release/scan"},
+		"pkg/api/controlapi":    {},
 		"pkg/release/sbom":      {"internal/atomicfile"},
 		"internal/strictyaml":   {},
 		"pkg/config/generation": {"pkg/ref", "internal/strictyaml"},
@@ -59,10 +60,10 @@ func TestDependenciesPointDown(t *testing.T) {
 		"pkg/cluster/argocd": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/gitops", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
 		// The control plane: tenancy and the runtime's API client, never a
 		// sandbox backend (dispatch crosses the network).
-		"pkg/control": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "internal/groupcommit"},
+		"pkg/control": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "internal/groupcommit", "pkg/api/controlapi", "pkg/control/internal/store", "pkg/control/internal/delivery", "pkg/control/internal/stream"},
 		// The incident view: the control plane's store and run manifests,
 		// read only.
-		"pkg/control/incidents": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "pkg/control", "pkg/execution/reconcile", "internal/groupcommit"},
+		"pkg/control/incidents": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "pkg/control", "pkg/execution/reconcile", "internal/groupcommit", "pkg/api/controlapi", "pkg/control/internal/store", "pkg/control/internal/delivery", "pkg/control/internal/stream"},
 		// The cleanup reconciler: the Backend interface and the run store it
 		// compares, nothing of the runtime (its state reaches it through
 		// small interfaces the runtime's serve wires).

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/control"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/control/deliver"
 )
 
@@ -53,7 +53,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
 		return
 	}
-	var m control.Message
+	var m controlapi.Message
 	_ = json.Unmarshal(body, &m)
 	id := fmt.Sprintf("msg-%d", len(r.acted)+1)
 	r.acted[key] = id
@@ -102,14 +102,14 @@ func eventsAndDelivery(sh shell, work, here, server string, as func(string, ...s
 	if err != nil {
 		return err
 	}
-	c, err := control.NewClient(server, strings.TrimSpace(string(tok)))
+	c, err := controlapi.NewClient(server, strings.TrimSpace(string(tok)))
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	section("events", "a job's ordered, durable stream, followed live over SSE; the follower stops after two lines and resumes from its last id")
 	fakeToken := "ghp_" + strings.Repeat("A1b2C3d4E5", 4)[:36]
-	j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c",
+	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c",
 		"for i in 1 2 3; do echo line $i; sleep 0.5; done; echo deploying with " + fakeToken + "; echo line 4"}}})
 	if err != nil {
 		return err
@@ -120,10 +120,10 @@ func eventsAndDelivery(sh shell, work, here, server string, as func(string, ...s
 	lines := 0
 	errStop := errors.New("stop")
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = c.Follow(fctx, j.ID, control.FollowOptions{}, func(e control.Event) error {
+	err = c.Follow(fctx, j.ID, controlapi.FollowOptions{}, func(e controlapi.Event) error {
 		seen, last = append(seen, e.Seq), e.Seq
 		fmt.Printf("  follower 1: #%d %s %s\n", e.Seq, e.Kind, eventText(e))
-		if e.Kind == control.KindStdout {
+		if e.Kind == controlapi.KindStdout {
 			if lines++; lines == 2 {
 				return errStop
 			}
@@ -136,7 +136,7 @@ func eventsAndDelivery(sh shell, work, here, server string, as func(string, ...s
 	}
 	fmt.Printf("  follower 1 stopped after #%d; follower 2 resumes with Last-Event-ID: %d\n", last, last)
 	fctx, cancel = context.WithTimeout(ctx, 60*time.Second)
-	err = c.Follow(fctx, j.ID, control.FollowOptions{After: last}, func(e control.Event) error {
+	err = c.Follow(fctx, j.ID, controlapi.FollowOptions{After: last}, func(e controlapi.Event) error {
 		seen = append(seen, e.Seq)
 		fmt.Printf("  follower 2: #%d %s %s\n", e.Seq, e.Kind, eventText(e))
 		return nil
@@ -180,7 +180,7 @@ func eventsAndDelivery(sh shell, work, here, server string, as func(string, ...s
 	fmt.Printf("  the receiver: %d requests, %d messages acted on, each once; the token arrived as [REDACTED ...]\n", calls, acted)
 
 	section("job cancel", "a job canceled mid-command: canceling until the runtime shows the sandbox gone and the claim's token refused")
-	k, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo working; sleep 60; echo never printed"}}})
+	k, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo working; sleep 60; echo never printed"}}})
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func eventsAndDelivery(sh shell, work, here, server string, as func(string, ...s
 		if err != nil {
 			return err
 		}
-		if cur.State == control.Running {
+		if cur.State == controlapi.Running {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -207,7 +207,7 @@ func eventsAndDelivery(sh shell, work, here, server string, as func(string, ...s
 	return sh.run(0, as("acme", "job", "show", k.ID)...)
 }
 
-func eventText(e control.Event) string {
+func eventText(e controlapi.Event) string {
 	var d struct {
 		Text  string `json:"text"`
 		State string `json:"state"`

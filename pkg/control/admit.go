@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // admitTick is how often admission looks without being woken.
@@ -35,10 +37,10 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 	}
 	limits := tenantLimits(cfg)
 	// Look first without the write lock (most wake-ups find no room).
-	if ok, err := p.c.Store.admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
+	if ok, err := p.c.Store.Admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
 		return 0, err
 	}
-	admitted, err := p.c.Store.admit(ctx, slots{max: p.c.MaxActive, reserve: p.c.Reserve}, limits, func(j *Job, l *lease) { p.decide(cfg, j, l) })
+	admitted, err := p.c.Store.Admit(ctx, slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, limits, func(j *controlapi.Job, l *lease) { p.decide(cfg, j, l) })
 	if err != nil {
 		return len(admitted), err
 	}
@@ -46,10 +48,10 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 }
 
 // tenantLimits is what admission needs of the tenants' configuration.
-func tenantLimits(cfg *tenancy.Config) map[string]tenantLimit {
-	limits := make(map[string]tenantLimit, len(cfg.Tenants))
+func tenantLimits(cfg *tenancy.Config) map[string]store.TenantLimit {
+	limits := make(map[string]store.TenantLimit, len(cfg.Tenants))
 	for name, t := range cfg.Tenants {
-		limits[name] = tenantLimit{concurrency: max(1, t.Value.Concurrency)}
+		limits[name] = store.TenantLimit{Concurrency: max(1, t.Value.Concurrency)}
 	}
 	return limits
 }
@@ -58,7 +60,7 @@ func tenantLimits(cfg *tenancy.Config) map[string]tenantLimit {
 // admission transaction (River's SQLite file is not the store's): a lost
 // insert is redispatched by the recoverer once the job's dispatch is
 // overdue.
-func (p *Plane) dispatchAdmitted(ctx context.Context, admitted []*Job) error {
+func (p *Plane) dispatchAdmitted(ctx context.Context, admitted []*controlapi.Job) error {
 	if len(admitted) == 0 {
 		return nil
 	}
@@ -88,27 +90,27 @@ const dispatchGrace = 30 * time.Second
 // when the tenant may no longer run it; a profile changed since submission
 // never changes the job silently: the job keeps the profile it resolved,
 // and says so.
-func (p *Plane) decide(cfg *tenancy.Config, j *Job, l *lease) {
+func (p *Plane) decide(cfg *tenancy.Config, j *controlapi.Job, l *lease) {
 	now := time.Now().UTC()
 	if _, ok := cfg.Tenants[j.Tenant]; !ok {
-		j.State, j.Reason, j.EndedAt = Refused, "forbidden", tp(now)
+		j.State, j.Reason, j.EndedAt = controlapi.Refused, "forbidden", tp(now)
 		j.Detail = fmt.Sprintf("tenant %s is no longer declared in the config repository at %s", j.Tenant, short(cfg.Revision))
 		return
 	}
 	if err := cfg.Authorize(j.Tenant, j.Profile.Name, j.Pool); err != nil {
-		j.State, j.Reason, j.EndedAt = Refused, "forbidden", tp(now)
+		j.State, j.Reason, j.EndedAt = controlapi.Refused, "forbidden", tp(now)
 		j.Detail = fmt.Sprintf("at config revision %s: %v", short(cfg.Revision), err)
 		return
 	}
 	switch cur, ok := cfg.Profiles[j.Profile.Name]; {
 	case !ok:
-		j.Notes = append(j.Notes, Note{At: now, Text: fmt.Sprintf("profile %s was deleted at %s after submission; the job runs with it as at %s (digest %s)",
+		j.Notes = append(j.Notes, controlapi.Note{At: now, Text: fmt.Sprintf("profile %s was deleted at %s after submission; the job runs with it as at %s (digest %s)",
 			j.Profile.Name, short(cfg.Revision), short(j.Profile.Revision), j.Profile.Digest)})
 	case cur.Digest != j.Profile.Digest:
-		j.Notes = append(j.Notes, Note{At: now, Text: fmt.Sprintf("profile %s changed at %s (digest %s) after submission; the job runs with it as at %s (digest %s)",
+		j.Notes = append(j.Notes, controlapi.Note{At: now, Text: fmt.Sprintf("profile %s changed at %s (digest %s) after submission; the job runs with it as at %s (digest %s)",
 			j.Profile.Name, short(cur.Revision), cur.Digest, short(j.Profile.Revision), j.Profile.Digest)})
 	}
-	j.State, j.Reason, j.Detail = Admitted, "admitted", ""
+	j.State, j.Reason, j.Detail = controlapi.Admitted, "admitted", ""
 	j.AdmittedAt, j.DeadlineAt = tp(now), tp(now.Add(time.Duration(j.Limits.Deadline)))
 	l.DispatchDue = now.Add(dispatchGrace)
 }

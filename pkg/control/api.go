@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // MaxBody bounds a request body; larger is 413.
@@ -40,7 +42,7 @@ type Server struct {
 // NewServer serves p.
 func NewServer(p *Plane) *Server {
 	s := &Server{p: p, mux: http.NewServeMux()}
-	s.mux.Handle("POST /v1/jobs", s.authWith(s.p.c.Store.authenticateSubmit, s.submit))
+	s.mux.Handle("POST /v1/jobs", s.authWith(s.p.c.Store.AuthenticateSubmit, s.submit))
 	s.mux.Handle("GET /v1/jobs", s.auth(s.list))
 	s.mux.Handle("GET /v1/jobs/{id}", s.auth(s.get))
 	s.mux.Handle("GET /v1/jobs/{id}/profile", s.auth(s.profile))
@@ -66,7 +68,7 @@ func tokenOf(r *http.Request) *Token { return r.Context().Value(tokenKey{}).(*To
 // tenantOf is the tenant whose jobs the request may see ("" : all).
 func tenantOf(r *http.Request) string {
 	t := tokenOf(r)
-	if t.Scope == ScopeOperator {
+	if t.Scope == controlapi.ScopeOperator {
 		return ""
 	}
 	return t.Tenant
@@ -102,13 +104,13 @@ func (s *Server) authWith(authenticate func(context.Context, string) (*Token, er
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), tokenKey{}, t))
-		if t.Scope != ScopeOperator {
+		if t.Scope != controlapi.ScopeOperator {
 			h(w, r)
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h(sw, r)
-		if err := s.p.c.Store.Audit(context.WithoutCancel(r.Context()), AuditEntry{At: time.Now().UTC(), TokenID: t.ID, Tenant: t.Tenant,
+		if err := s.p.c.Store.Audit(context.WithoutCancel(r.Context()), controlapi.AuditEntry{At: time.Now().UTC(), TokenID: t.ID, Tenant: t.Tenant,
 			Scope: t.Scope, Method: r.Method, Path: r.URL.Path, Status: sw.status}); err != nil {
 			s.p.c.Logger.Error("audit", "err", err)
 		}
@@ -117,7 +119,7 @@ func (s *Server) authWith(authenticate func(context.Context, string) (*Token, er
 
 func (s *Server) operator(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if tokenOf(r).Scope != ScopeOperator {
+		if tokenOf(r).Scope != controlapi.ScopeOperator {
 			writeError(w, http.StatusForbidden, errors.New("an operator token is required"))
 			return
 		}
@@ -131,16 +133,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// ErrorBody is every error's body.
-type ErrorBody struct {
-	Error  string `json:"error"`
-	Reason string `json:"reason,omitempty"`
-	// RetryAfterSeconds repeats the Retry-After header of a 429.
-	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
-}
-
 func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, ErrorBody{Error: err.Error()})
+	writeJSON(w, code, controlapi.ErrorBody{Code: controlapi.CodeFor(code), Error: err.Error()})
 }
 
 // writeFailure maps an error of the plane to its status.
@@ -150,7 +144,7 @@ func writeFailure(w http.ResponseWriter, err error) {
 	case errors.As(err, &le):
 		secs := int(le.RetryAfter.Seconds() + 0.5)
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
-		writeJSON(w, http.StatusTooManyRequests, ErrorBody{Error: le.Detail, Reason: le.Reason, RetryAfterSeconds: max(1, secs)})
+		writeJSON(w, http.StatusTooManyRequests, controlapi.ErrorBody{Code: controlapi.CodeLimitExceeded, Error: le.Detail, Reason: le.Reason, RetryAfterSeconds: max(1, secs)})
 	case errors.Is(err, ErrBadRequest):
 		writeError(w, http.StatusBadRequest, err)
 	case errors.Is(err, ErrForbidden):
@@ -241,7 +235,7 @@ func checkDuplicateKeys(b []byte) error {
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
-	var spec Spec
+	var spec controlapi.Spec
 	if !decode(w, r, &spec) {
 		return
 	}
@@ -253,17 +247,17 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		spec.IdempotencyKey = h
 	}
 	t := tokenOf(r)
-	if t.Scope == ScopeOperator {
+	if t.Scope == controlapi.ScopeOperator {
 		writeError(w, http.StatusForbidden, errors.New("an operator token cannot submit jobs; use a tenant's token"))
 		return
 	}
 	token := ""
-	if t.unchecked {
+	if t.Unchecked() {
 		token = t.ID
 	}
 	j, created, err := s.p.submit(r.Context(), t.Tenant, token, spec)
 	if errors.Is(err, ErrUnauthenticated) { // revoked since this store read it live
-		s.p.c.Store.liveTokens.Delete(t.ID)
+		s.p.c.Store.ForgetToken(t.ID)
 		writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
 		return
 	}
@@ -284,7 +278,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	for k, v := range r.URL.Query() {
 		switch k {
 		case "state":
-			f.State = State(v[0])
+			f.State = controlapi.State(v[0])
 		case "limit":
 			n, err := strconv.Atoi(v[0])
 			if err != nil || n <= 0 {
@@ -294,7 +288,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			f.Limit = n
 		case "tenant":
 			if tenantOf(r) != "" && v[0] != tenantOf(r) {
-				writeJSON(w, http.StatusOK, map[string]any{"jobs": []*Job{}})
+				writeJSON(w, http.StatusOK, map[string]any{"jobs": []*controlapi.Job{}})
 				return
 			}
 			f.Tenant = v[0]
@@ -309,7 +303,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if js == nil {
-		js = []*Job{}
+		js = []*controlapi.Job{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"jobs": js})
 }
@@ -372,4 +366,17 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": a})
+}
+
+// artifact serves an artifact of a job, under the job's tenancy.
+func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
+	b, err := s.p.c.Store.Artifact(r.Context(), tenantOf(r), r.PathValue("id"), r.PathValue("name"))
+	if err != nil {
+		writeFailure(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", "attachment")
+	_, _ = w.Write(b)
 }

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 func TestAPI(t *testing.T) {
@@ -17,12 +19,12 @@ func TestAPI(t *testing.T) {
 		p := newPlane(t, s, repo, 8)
 		srv := httptest.NewServer(NewServer(p))
 		defer srv.Close()
-		acmeTok, _, _ := s.CreateToken(ctx, "acme", ScopeTenant, "")
-		globexTok, _, _ := s.CreateToken(ctx, "globex", ScopeTenant, "")
-		opTok, _, _ := s.CreateToken(ctx, "ops", ScopeOperator, "")
-		acme, _ := NewClient(srv.URL, acmeTok)
-		globex, _ := NewClient(srv.URL, globexTok)
-		op, _ := NewClient(srv.URL, opTok)
+		acmeTok, _, _ := s.CreateToken(ctx, "acme", controlapi.ScopeTenant, "")
+		globexTok, _, _ := s.CreateToken(ctx, "globex", controlapi.ScopeTenant, "")
+		opTok, _, _ := s.CreateToken(ctx, "ops", controlapi.ScopeOperator, "")
+		acme, _ := controlapi.NewClient(srv.URL, acmeTok)
+		globex, _ := controlapi.NewClient(srv.URL, globexTok)
+		op, _ := controlapi.NewClient(srv.URL, opTok)
 
 		raw := func(tok, method, path, body string, hdr ...string) (int, http.Header, string) {
 			req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
@@ -84,7 +86,7 @@ func TestAPI(t *testing.T) {
 		id := js[0].ID
 
 		// Another tenant's job is 404, and not in its list.
-		var ae *APIError
+		var ae *controlapi.APIError
 		if _, err := globex.Get(ctx, id); !errors.As(err, &ae) || ae.Status != 404 {
 			t.Fatalf("globex reads acme's job: %v", err)
 		}
@@ -99,7 +101,7 @@ func TestAPI(t *testing.T) {
 		if j, err := op.Get(ctx, id); err != nil || j.ID != id {
 			t.Fatalf("operator: %v", err)
 		}
-		if _, _, err := op.Submit(ctx, Spec{Pool: "agents", Profile: "short", Commands: cmd("true")}); !errors.As(err, &ae) || ae.Status != 403 {
+		if _, _, err := op.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true")}); !errors.As(err, &ae) || ae.Status != 403 {
 			t.Fatalf("operator submit: %v", err)
 		}
 		if code, _, _ := raw(acmeTok, "GET", "/v1/audit", ""); code != 403 {
@@ -112,7 +114,7 @@ func TestAPI(t *testing.T) {
 
 		// Over the tenant's queue bound: 429 with Retry-After and the reason.
 		for i := range 4 {
-			if _, _, err := acme.Submit(ctx, Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "f" + string(rune('a'+i))}); err != nil {
+			if _, _, err := acme.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "f" + string(rune('a'+i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -121,13 +123,13 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("over the bound: %d %v %s", code, h, body)
 		}
 		// globex still submits.
-		if _, _, err := globex.Submit(ctx, Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")}); err != nil {
+		if _, _, err := globex.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")}); err != nil {
 			t.Fatalf("globex during acme's flood: %v", err)
 		}
 
 		// Cancel a queued job: canceled at once.
 		j, err := acme.Cancel(ctx, id)
-		if err != nil || j.State != Canceled {
+		if err != nil || j.State != controlapi.Canceled {
 			t.Fatalf("cancel: %+v %v", j, err)
 		}
 		// A revoked token is refused at once.
@@ -141,25 +143,6 @@ func TestAPI(t *testing.T) {
 	})
 }
 
-func TestBoundedOutput(t *testing.T) {
-	o := newBoundedOutput(100, 10)
-	for i := range 1000 {
-		o.Write([]byte(strings.Repeat("x", i%7) + "\n"))
-	}
-	o.Write([]byte("the end\n"))
-	s := o.String()
-	if len(s) > 100+64 || !strings.HasSuffix(s, "the end\n") || !strings.Contains(s, "lines dropped ...]") {
-		t.Fatalf("bounded output (%d bytes):\n%s", len(s), s)
-	}
-	o = newBoundedOutput(100, 10)
-	o.Write([]byte("start\n"))
-	o.Write([]byte(strings.Repeat("y", 1<<20) + "tail"))
-	s = o.String()
-	if len(s) > 100+64 || !strings.HasPrefix(s, "start\n") || !strings.HasSuffix(s, "ytail") || o.droppedBytes < 1<<19 {
-		t.Fatalf("one long line (%d bytes, %d dropped):\n%s", len(s), o.droppedBytes, s)
-	}
-}
-
 // TestRevokedElsewhere: a token revoked by another store on the same
 // database (another replica, the CLI) is refused at the next submission,
 // though the serving store authenticated it before and kept it: the
@@ -171,13 +154,13 @@ func TestRevokedElsewhere(t *testing.T) {
 		p := newPlane(t, s, repo, 8)
 		srv := httptest.NewServer(NewServer(p))
 		defer srv.Close()
-		tok, tk, err := s.CreateToken(ctx, "globex", ScopeTenant, "")
+		tok, tk, err := s.CreateToken(ctx, "globex", controlapi.ScopeTenant, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, _ := NewClient(srv.URL, tok)
+		c, _ := controlapi.NewClient(srv.URL, tok)
 		submit := func(key string) error {
-			_, _, err := c.Submit(ctx, Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: key})
+			_, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: key})
 			return err
 		}
 		for _, key := range []string{"k0", "k1"} { // the first reads the token live, the second from what was kept
@@ -185,7 +168,7 @@ func TestRevokedElsewhere(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		other, err := Open(ctx, s.dsn)
+		other, err := Open(ctx, s.DSN())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +176,7 @@ func TestRevokedElsewhere(t *testing.T) {
 		if err := other.RevokeToken(ctx, tk.ID); err != nil {
 			t.Fatal(err)
 		}
-		var ae *APIError
+		var ae *controlapi.APIError
 		for _, key := range []string{"k2", "k0"} { // a new key, and one that names a stored job
 			if err := submit(key); !errors.As(err, &ae) || ae.Status != 401 {
 				t.Fatalf("submit %s with a token revoked elsewhere: %v", key, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	mathrand "math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
@@ -139,15 +141,14 @@ func BenchmarkB8aSubmit(b *testing.B) {
 			defer p.Stop(ctx)
 			srv := httptest.NewServer(NewServer(p))
 			defer srv.Close()
-			tok, _, err := s.CreateToken(ctx, "t0", ScopeTenant, "")
+			tok, _, err := s.CreateToken(ctx, "t0", controlapi.ScopeTenant, "")
 			if err != nil {
 				b.Fatal(err)
 			}
-			c, _ := NewClient(srv.URL, tok)
-			c.http.Transport = newTransport(clients)
+			c, _ := controlapi.NewClient(srv.URL, tok, controlapi.WithHTTPClient(&http.Client{Transport: newTransport(clients), Timeout: time.Minute}))
 			b.ResetTimer()
 			lat, wall := concurrently(b, b.N, clients, func(i int) error {
-				_, _, err := c.Submit(ctx, Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("k", i)})
+				_, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("k", i)})
 				return err
 			})
 			b.StopTimer()
@@ -255,8 +256,8 @@ func fairnessRun(b *testing.B, n int, flood, periodic bool) []time.Duration {
 			if stopped.Load() {
 				return
 			}
-			if _, err := p.finish(ctx, id, func(j *Job, l *lease) error {
-				j.State, j.Reason, j.EndedAt = Succeeded, "null", tp(time.Now())
+			if _, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
+				j.State, j.Reason, j.EndedAt = controlapi.Succeeded, "null", tp(time.Now())
 				return nil
 			}); err != nil {
 				b.Error(err)
@@ -287,7 +288,7 @@ func fairnessRun(b *testing.B, n int, flood, periodic bool) []time.Duration {
 		due := time.Now().Add(time.Duration(mathrand.Int64N(int64(every))))
 		for i := range count {
 			time.Sleep(time.Until(due))
-			if _, _, err := p.Submit(ctx, tenant, Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(tenant, "-", i)}); err != nil {
+			if _, _, err := p.Submit(ctx, tenant, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(tenant, "-", i)}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // b9Size is B9a's shape: runs, events per run, bytes per event (BENCH_SMOKE:
@@ -184,16 +186,14 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int, every time.Dur
 	defer p.q.close()
 	srv := httptest.NewServer(NewServer(p))
 	defer srv.Close()
-	tok, _, err := s.CreateToken(ctx, "t0", ScopeTenant, "")
+	tok, _, err := s.CreateToken(ctx, "t0", controlapi.ScopeTenant, "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, _ := NewClient(srv.URL, tok)
-	c.http.Transport = newTransport(runs * 2)
-	c.http.Timeout = 0
-	jobs := make([]*Job, runs)
+	c, _ := controlapi.NewClient(srv.URL, tok, controlapi.WithHTTPClient(&http.Client{Transport: newTransport(runs * 2)}))
+	jobs := make([]*controlapi.Job, runs)
 	for i := range jobs {
-		if jobs[i], _, err = p.Submit(ctx, "t0", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)}); err != nil {
+		if jobs[i], _, err = p.Submit(ctx, "t0", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -208,9 +208,9 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int, every time.Dur
 		go func() {
 			defer wg.Done()
 			n, once := 0, sync.Once{}
-			err := c.Follow(fctx, j.ID, FollowOptions{}, func(e Event) error {
+			err := c.Follow(fctx, j.ID, controlapi.FollowOptions{}, func(e controlapi.Event) error {
 				once.Do(ready.Done)
-				if e.Kind != KindStdout {
+				if e.Kind != controlapi.KindStdout {
 					return nil
 				}
 				d, err := e.Output()
@@ -241,8 +241,8 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int, every time.Dur
 		go func() {
 			defer wwg.Done()
 			o := p.newOutputStream(j)
-			b9Writer(start, i, runs, events, size, every, func(ev []byte) { o.write(0, "stdout", ev) })
-			o.close()
+			b9Writer(start, i, runs, events, size, every, func(ev []byte) { o.Append(0, "stdout", ev) })
+			o.Close()
 		}()
 	}
 	wwg.Wait()

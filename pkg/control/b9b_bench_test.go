@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		rng := rand.New(rand.NewPCG(9, 2))
 		var effectsTwice int
-		recv := newReceiver(b, "bench-secret", func(Message, int) string {
+		recv := newReceiver(b, "bench-secret", func(controlapi.Message, int) string {
 			if rng.Float64() < 0.05 {
 				return "500"
 			}
@@ -64,7 +65,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		}
 		var ids []string
 		for range jobs {
-			j, _, err := p.Submit(ctx, "bench", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+			j, _, err := p.Submit(ctx, "bench", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -75,7 +76,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		go p.deliveryLoop(ctx)
 		for i := range perJob {
 			for _, id := range ids {
-				if _, err := s.AppendEvents(ctx, id, []NewEvent{outEvent(KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {
+				if _, err := s.AppendEvents(ctx, id, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -83,7 +84,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		want := jobs * perJob
 		var n int
 		for n < want {
-			if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM cp_delivery_receipts WHERE outcome = 'delivered'`).Scan(&n); err != nil {
+			if err := s.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM cp_delivery_receipts WHERE outcome = 'delivered'`).Scan(&n); err != nil {
 				b.Fatal(err)
 			}
 			if time.Since(start) > 10*time.Minute {
@@ -94,7 +95,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		cancel()
-		rows, err := s.r.QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
+		rows, err := s.ReadDB().QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
 		if err != nil {
 			b.Fatal(err)
 		}

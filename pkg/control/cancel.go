@@ -7,90 +7,31 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
-// Cancellation is the record of a job's cancellation: the seed's ten steps,
-// each persisted with its outcome as it happens. A job is canceled only
-// once the effects are observed (the runtime says the sandbox was released
-// and refuses the claim's token); until then it stays canceling, and a
-// cleanup that cannot be confirmed leaves it canceling with reason
-// cleanup_incomplete, an owner and a deadline.
-type Cancellation struct {
-	// Fence goes up with every cancel request; a step records the fence it
-	// ran under.
-	Fence       int          `json:"fence"`
-	RequestedAt time.Time    `json:"requestedAt"`
-	Steps       []CancelStep `json:"steps"`
-}
-
-// CancelStep is one step's outcome: done, not_applicable, unavailable or
-// failed.
-type CancelStep struct {
-	Step    string    `json:"step"`
-	Outcome string    `json:"outcome"`
-	Fence   int       `json:"fence"`
-	At      time.Time `json:"at"`
-	Detail  string    `json:"detail,omitempty"`
-}
-
-// The cancellation steps, in order.
-const (
-	StepRequest             = "request"
-	StepStopCommands        = "stop_commands"
-	StepSignalRunner        = "signal_runner"
-	StepEndWork             = "end_work"
-	StepReconcileDeliveries = "reconcile_deliveries"
-	StepCheckpoint          = "checkpoint"
-	StepCleanupHooks        = "cleanup_hooks"
-	StepRevoke              = "revoke"
-	StepDeleteSandbox       = "delete_sandbox"
-	StepFinal               = "final"
-)
-
-// Step outcomes.
-const (
-	StepDone          = "done"
-	StepNotApplicable = "not_applicable"
-	StepUnavailable   = "unavailable"
-	StepFailed        = "failed"
-)
-
-// Canceling is the state of a job whose cancellation is under way: active
-// (it keeps its slot) until its effects are observed.
-const Canceling State = "canceling"
-
-func (c *Cancellation) add(step, outcome, detail string) {
-	c.Steps = append(c.Steps, CancelStep{Step: step, Outcome: outcome, Fence: c.Fence, At: time.Now().UTC(), Detail: detail})
-}
-
-// has says the step was recorded done or otherwise settled under any
-// fence.
-func (c *Cancellation) has(step string) bool {
-	for _, s := range c.Steps {
-		if s.Step == step && s.Outcome != StepFailed {
-			return true
-		}
-	}
-	return false
+// addStep records a step's outcome under c's fence.
+func addStep(c *controlapi.Cancellation, step, outcome, detail string) {
+	c.Steps = append(c.Steps, controlapi.CancelStep{Step: step, Outcome: outcome, Fence: c.Fence, At: time.Now().UTC(), Detail: detail})
 }
 
 // cancelQueued ends a job that never started: the steps with nothing to do
 // say so.
-func cancelQueued(j *Job, now time.Time) {
+func cancelQueued(j *controlapi.Job, now time.Time) {
 	c := j.Cancellation
-	c.add(StepStopCommands, StepDone, "no command had started")
-	for _, s := range []string{StepSignalRunner, StepEndWork} {
-		c.add(s, StepNotApplicable, "no runner was allocated")
+	addStep(c, controlapi.StepStopCommands, controlapi.StepDone, "no command had started")
+	for _, s := range []string{controlapi.StepSignalRunner, controlapi.StepEndWork} {
+		addStep(c, s, controlapi.StepNotApplicable, "no runner was allocated")
 	}
-	c.add(StepReconcileDeliveries, StepDone, "the job produced no output; its result (canceled) is delivered like any other")
-	c.add(StepCheckpoint, StepUnavailable, "Slipway's jobs promise no checkpoint")
-	c.add(StepCleanupHooks, StepNotApplicable, "no cleanup hooks are configured")
-	c.add(StepRevoke, StepNotApplicable, "no claim or credential was issued")
-	c.add(StepDeleteSandbox, StepNotApplicable, "no sandbox was allocated")
-	c.add(StepFinal, StepDone, "canceled before it started")
-	j.State, j.Reason, j.Detail, j.EndedAt = Canceled, "canceled", "canceled before it started", tp(now)
+	addStep(c, controlapi.StepReconcileDeliveries, controlapi.StepDone, "the job produced no output; its result (canceled) is delivered like any other")
+	addStep(c, controlapi.StepCheckpoint, controlapi.StepUnavailable, "Slipway's jobs promise no checkpoint")
+	addStep(c, controlapi.StepCleanupHooks, controlapi.StepNotApplicable, "no cleanup hooks are configured")
+	addStep(c, controlapi.StepRevoke, controlapi.StepNotApplicable, "no claim or credential was issued")
+	addStep(c, controlapi.StepDeleteSandbox, controlapi.StepNotApplicable, "no sandbox was allocated")
+	addStep(c, controlapi.StepFinal, controlapi.StepDone, "canceled before it started")
+	j.State, j.Reason, j.Detail, j.EndedAt = controlapi.Canceled, "canceled", "canceled before it started", tp(now)
 }
 
 // completeCancel carries a canceling job's cleanup through to its observed
@@ -102,21 +43,21 @@ func cancelQueued(j *Job, now time.Time) {
 // and a deadline (the recoverer tries again).
 func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID, grant string, signalled string) {
 	ctx = context.WithoutCancel(ctx)
-	step := func(f func(c *Cancellation)) {
-		_, _ = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+	step := func(f func(c *controlapi.Cancellation)) {
+		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			if j.Cancellation == nil {
-				j.Cancellation = &Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
+				j.Cancellation = &controlapi.Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
 			}
 			f(j.Cancellation)
 			return nil
 		})
 	}
-	step(func(c *Cancellation) {
-		if !c.has(StepStopCommands) {
-			c.add(StepStopCommands, StepDone, "no command starts after the request")
+	step(func(c *controlapi.Cancellation) {
+		if !c.Settled(controlapi.StepStopCommands) {
+			addStep(c, controlapi.StepStopCommands, controlapi.StepDone, "no command starts after the request")
 		}
-		if !c.has(StepSignalRunner) {
-			c.add(StepSignalRunner, StepDone, signalled)
+		if !c.Settled(controlapi.StepSignalRunner) {
+			addStep(c, controlapi.StepSignalRunner, controlapi.StepDone, signalled)
 		}
 	})
 	p.failpoint(ctx, "cancel.signalled")
@@ -154,51 +95,51 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 			detail = fmt.Sprintf("run %s is not released (release: %v)", runID, rerr)
 		}
 	}
-	step(func(c *Cancellation) {
+	step(func(c *controlapi.Cancellation) {
 		if released {
-			c.add(StepEndWork, StepDone, "the sandbox's processes are gone: "+detail)
+			addStep(c, controlapi.StepEndWork, controlapi.StepDone, "the sandbox's processes are gone: "+detail)
 		} else {
-			c.add(StepEndWork, StepFailed, detail)
+			addStep(c, controlapi.StepEndWork, controlapi.StepFailed, detail)
 		}
-		if !c.has(StepReconcileDeliveries) {
-			c.add(StepReconcileDeliveries, StepDone, "output events already appended are delivered in order; the result (canceled) is delivered or ends 'notification failed'")
+		if !c.Settled(controlapi.StepReconcileDeliveries) {
+			addStep(c, controlapi.StepReconcileDeliveries, controlapi.StepDone, "output events already appended are delivered in order; the result (canceled) is delivered or ends 'notification failed'")
 		}
-		if !c.has(StepCheckpoint) {
-			c.add(StepCheckpoint, StepUnavailable, "Slipway's jobs promise no checkpoint")
+		if !c.Settled(controlapi.StepCheckpoint) {
+			addStep(c, controlapi.StepCheckpoint, controlapi.StepUnavailable, "Slipway's jobs promise no checkpoint")
 		}
-		if !c.has(StepCleanupHooks) {
-			c.add(StepCleanupHooks, StepNotApplicable, "no cleanup hooks are configured")
+		if !c.Settled(controlapi.StepCleanupHooks) {
+			addStep(c, controlapi.StepCleanupHooks, controlapi.StepNotApplicable, "no cleanup hooks are configured")
 		}
 	})
 	p.failpoint(ctx, "cancel.released")
-	_, err := p.finish(ctx, id, func(j *Job, l *lease) error {
+	_, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
 		c := j.Cancellation
 		if c == nil {
-			c = &Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
+			c = &controlapi.Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
 			j.Cancellation = c
 		}
 		now := time.Now().UTC()
 		if refused {
-			c.add(StepRevoke, StepDone, "the runtime refuses the claim's token (the credential went with the claim)")
+			addStep(c, controlapi.StepRevoke, controlapi.StepDone, "the runtime refuses the claim's token (the credential went with the claim)")
 		} else {
-			c.add(StepRevoke, StepFailed, "the runtime still accepts the claim's token")
+			addStep(c, controlapi.StepRevoke, controlapi.StepFailed, "the runtime still accepts the claim's token")
 		}
 		if released {
-			c.add(StepDeleteSandbox, StepDone, "sandbox "+j.SandboxID+" deleted: "+detail)
+			addStep(c, controlapi.StepDeleteSandbox, controlapi.StepDone, "sandbox "+j.SandboxID+" deleted: "+detail)
 		} else {
-			c.add(StepDeleteSandbox, StepFailed, detail)
+			addStep(c, controlapi.StepDeleteSandbox, controlapi.StepFailed, detail)
 		}
 		l.Owner, l.Until = "", time.Time{}
 		if released && refused {
-			c.add(StepFinal, StepDone, "every effect observed")
-			j.State, j.Reason, j.EndedAt = Canceled, "canceled", tp(now)
+			addStep(c, controlapi.StepFinal, controlapi.StepDone, "every effect observed")
+			j.State, j.Reason, j.EndedAt = controlapi.Canceled, "canceled", tp(now)
 			j.Detail = "the sandbox is gone and the claim's token is refused"
 			j.Owner, j.OwnerDeadline = "", nil
 			l.Grant = ""
 			return nil
 		}
-		c.add(StepFinal, StepFailed, "cleanup incomplete")
-		j.State, j.Reason = Canceling, "cleanup_incomplete"
+		addStep(c, controlapi.StepFinal, controlapi.StepFailed, "cleanup incomplete")
+		j.State, j.Reason = controlapi.Canceling, "cleanup_incomplete"
 		j.Detail = "canceled, cleanup incomplete: " + detail
 		j.Owner, j.OwnerDeadline = "operator", tp(now.Add(24*time.Hour))
 		// the recoverer tries again once this short lease runs out
@@ -242,7 +183,7 @@ func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runI
 			return "", "", fmt.Sprintf("runtime %s: adopting run %s: %v", r.Name, ids[0], err)
 		}
 		*rt = r
-		_, _ = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			j.RunID, j.SandboxID, j.Runtime, j.Adopted = g.RunID, g.SandboxID, r.Name, true
 			return nil
 		})

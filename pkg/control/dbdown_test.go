@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // PostgreSQL goes away for a few seconds: submits fail clearly (503 with
@@ -40,10 +41,10 @@ func TestDatabaseGoesAway(t *testing.T) {
 	p := newPlane(t, s, configRepo(t), 8)
 	h := httptest.NewServer(NewServer(p))
 	defer h.Close()
-	tok, _, _ := s.CreateToken(ctx, "globex", ScopeTenant, "")
-	c, _ := NewClient(h.URL, tok)
+	tok, _, _ := s.CreateToken(ctx, "globex", controlapi.ScopeTenant, "")
+	c, _ := controlapi.NewClient(h.URL, tok)
 	submit := func(k string) error {
-		_, _, err := c.Submit(ctx, Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: k})
+		_, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: k})
 		return err
 	}
 	if err := submit("before"); err != nil {
@@ -52,7 +53,7 @@ func TestDatabaseGoesAway(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	var ae *APIError
+	var ae *controlapi.APIError
 	for i := range 3 {
 		err := submit(fmt.Sprint("down-", i))
 		if !errors.As(err, &ae) || ae.Status != 503 || ae.RetryAfter <= 0 {

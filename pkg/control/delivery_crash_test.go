@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control/deliver"
 )
@@ -58,7 +59,7 @@ func TestDeliveryKill9(t *testing.T) {
 	const events, holdSeq = 30, 12
 	held := make(chan struct{})
 	release := make(chan struct{})
-	chat := newReceiver(t, "chat-secret", func(m Message, n int) string {
+	chat := newReceiver(t, "chat-secret", func(m controlapi.Message, n int) string {
 		if m.Seq == holdSeq && n == 1 {
 			return "hold"
 		}
@@ -79,7 +80,7 @@ func TestDeliveryKill9(t *testing.T) {
 	p := eventPlane(t, s, repo, EventConfig{})
 	j := submitJob(t, p, "hooked")
 	for i := range events {
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, fmt.Sprintf("line %d\n", i))}); err != nil {
+		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("line %d\n", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -134,7 +135,7 @@ func TestDeliveryKill9(t *testing.T) {
 		t.Errorf("%d effects, want %d", len(effects), len(want))
 	}
 	for _, seq := range want {
-		if r, err := s.receipt(ctx, j.ID, "chat", seq); err != nil || r == nil || r.Outcome != ReceiptDelivered {
+		if r, err := s.Receipt(ctx, j.ID, "chat", seq); err != nil || r == nil || r.Outcome != controlapi.ReceiptDelivered {
 			t.Errorf("receipt of %d: %+v, %v", seq, r, err)
 		}
 	}

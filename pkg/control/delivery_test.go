@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 	"github.com/slipway-dev/slipway/pkg/control/deliver"
@@ -31,7 +32,7 @@ type receiver struct {
 	t      testing.TB
 	secret []byte
 	srv    *httptest.Server
-	script func(m Message, n int) string
+	script func(m controlapi.Message, n int) string
 	// hold runs for "hold": acts, then waits in it before dropping the
 	// connection unanswered.
 	hold func()
@@ -40,13 +41,13 @@ type receiver struct {
 
 	mu       sync.Mutex
 	arrivals map[string]int
-	effects  map[string]Message
+	effects  map[string]controlapi.Message
 	order    map[string][]int64 // job -> sequences in the order acted on
 	dups     int
 }
 
-func newReceiver(t testing.TB, secret string, script func(Message, int) string) *receiver {
-	r := &receiver{t: t, secret: []byte(secret), script: script, arrivals: map[string]int{}, effects: map[string]Message{}, order: map[string][]int64{}}
+func newReceiver(t testing.TB, secret string, script func(controlapi.Message, int) string) *receiver {
+	r := &receiver{t: t, secret: []byte(secret), script: script, arrivals: map[string]int{}, effects: map[string]controlapi.Message{}, order: map[string][]int64{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -59,7 +60,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(401)
 		return
 	}
-	var m Message
+	var m controlapi.Message
 	if err := json.Unmarshal(body, &m); err != nil || m.ID != req.Header.Get(deliver.HeaderIdempotencyKey) {
 		r.t.Errorf("receiver: body %s, key %q: %v", body, req.Header.Get(deliver.HeaderIdempotencyKey), err)
 		w.WriteHeader(400)
@@ -114,7 +115,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-func (r *receiver) snapshot() (map[string]Message, map[string][]int64, int) {
+func (r *receiver) snapshot() (map[string]controlapi.Message, map[string][]int64, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return maps.Clone(r.effects), mapsl(r.order), r.dups
@@ -150,8 +151,8 @@ func testDelivery() DeliveryConfig {
 
 func finishJob(t *testing.T, s *Store, id, output string) {
 	t.Helper()
-	if _, err := s.update(context.Background(), id, func(j *Job, l *lease) error {
-		j.State, j.Reason, j.Output, j.EndedAt = Succeeded, "exit_code", output, tp(time.Now())
+	if _, err := s.Update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
+		j.State, j.Reason, j.Output, j.EndedAt = controlapi.Succeeded, "exit_code", output, tp(time.Now())
 		j.ExitCode = new(int)
 		return nil
 	}); err != nil {
@@ -182,13 +183,13 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	faults := map[int64][]string{2: {"500", "ok"}, 3: {"429", "ok"}, 5: {"timeout", "ok"}, 6: {"500", "drop", "500", "ok"}, 9: {"drop", "ok"}}
-	chat := newReceiver(t, "chat-secret", func(m Message, n int) string {
+	chat := newReceiver(t, "chat-secret", func(m controlapi.Message, n int) string {
 		if f := faults[m.Seq]; m.Job != "" && n <= len(f) {
 			return f[n-1]
 		}
 		return "ok"
 	})
-	down := newReceiver(t, "down-secret", func(Message, int) string { return "500" })
+	down := newReceiver(t, "down-secret", func(controlapi.Message, int) string { return "500" })
 	t.Setenv("SLIPWAY_TEST_DOWN_KEY", "down-secret")
 	commit(t, repo, "destinations", func(tr *gitops.Tree) error {
 		if err := tr.WriteFile("tenants/hooked.yaml", []byte(tenantWith("hooked",
@@ -213,18 +214,18 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	long := strings.Repeat("line of output\n", 40)
 	for _, id := range []string{a.ID, b.ID} {
 		if _, err := s.AppendEvents(ctx, id, []NewEvent{
-			outEvent(KindStdout, "one\n"), outEvent(KindStdout, "two\n"), outEvent(KindStderr, "not wanted\n"), outEvent(KindStdout, "three\n"),
-			outEvent(KindStdout, hostile),
-			{Kind: KindStatus, Data: json.RawMessage(`{"progress": 10}`)}, {Kind: KindStatus, Data: json.RawMessage(`{"progress": 20}`)},
-			{Kind: KindStatus, Data: json.RawMessage(`{"progress": 30}`)},
-			{Kind: KindProduct, Data: json.RawMessage(`{"destination": "down", "url": "https://attacker.example/", "text": "hi"}`)},
-			outEvent(KindStdout, long),
+			outEvent(controlapi.KindStdout, "one\n"), outEvent(controlapi.KindStdout, "two\n"), outEvent(controlapi.KindStderr, "not wanted\n"), outEvent(controlapi.KindStdout, "three\n"),
+			outEvent(controlapi.KindStdout, hostile),
+			{Kind: controlapi.KindStatus, Data: json.RawMessage(`{"progress": 10}`)}, {Kind: controlapi.KindStatus, Data: json.RawMessage(`{"progress": 20}`)},
+			{Kind: controlapi.KindStatus, Data: json.RawMessage(`{"progress": 30}`)},
+			{Kind: controlapi.KindProduct, Data: json.RawMessage(`{"destination": "down", "url": "https://attacker.example/", "text": "hi"}`)},
+			outEvent(controlapi.KindStdout, long),
 		}); err != nil {
 			t.Fatal(err)
 		}
 		finishJob(t, s, id, "done "+tok+"\n")
 	}
-	if _, err := s.AppendEvents(ctx, c.ID, []NewEvent{outEvent(KindStdout, "broken one\n")}); err != nil {
+	if _, err := s.AppendEvents(ctx, c.ID, []NewEvent{outEvent(controlapi.KindStdout, "broken one\n")}); err != nil {
 		t.Fatal(err)
 	}
 	finishJob(t, s, c.ID, "")
@@ -239,12 +240,12 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 		ja, _ := p.Get(ctx, "", a.ID)
 		jb, _ := p.Get(ctx, "", b.ID)
 		jc, _ := p.Get(ctx, "", c.ID)
-		return ja.ResultPublished != nil && jb.ResultPublished != nil && jc.Delivery != nil && jc.Delivery.Acceptance == AcceptFailed
+		return ja.ResultPublished != nil && jb.ResultPublished != nil && jc.Delivery != nil && jc.Delivery.Acceptance == controlapi.AcceptFailed
 	})
 	effects, order, dups := chat.snapshot()
 	// seq 1 is the queued state, 2..11 the events above, then the state and result
 	wantSeqs := []int64{2, 3, 5, 6, 9, 10, 11, 13} // stdout (not stderr), status 30 only (10, 20 collapsed), product, result
-	for _, j := range []*Job{a, b} {
+	for _, j := range []*controlapi.Job{a, b} {
 		if !slices.Equal(order[j.ID], wantSeqs) {
 			t.Errorf("job %s acted on %v, want %v once each in order", j.ID, order[j.ID], wantSeqs)
 		}
@@ -258,7 +259,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 		len(m.Redacted) != 1 || m.Audit.Job != a.ID || m.Audit.Seq != 6 {
 		t.Errorf("hostile output delivered as %+v", m)
 	}
-	if r := effects[deliver.Key(a.ID, 13, "chat")]; r.Result == nil || r.Result.State != Succeeded || strings.Contains(r.Text, tok) {
+	if r := effects[deliver.Key(a.ID, 13, "chat")]; r.Result == nil || r.Result.State != controlapi.Succeeded || strings.Contains(r.Text, tok) {
 		t.Errorf("result message %+v", r)
 	}
 	if pm := effects[deliver.Key(a.ID, 10, "chat")]; pm.Destination != "chat" || !strings.Contains(pm.Text, "attacker.example") {
@@ -280,13 +281,13 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	// receipts: stored with the destination's id and the attempts
 	ja, _ := p.Get(ctx, "", a.ID)
 	d := ja.Delivery.Destinations[0]
-	if ja.Delivery.Acceptance != AcceptPublished || d.Delivered != len(wantSeqs) || d.Collapsed != 2 || d.Result == nil ||
+	if ja.Delivery.Acceptance != controlapi.AcceptPublished || d.Delivered != len(wantSeqs) || d.Collapsed != 2 || d.Result == nil ||
 		d.Result.RemoteID != "r-"+deliver.Key(a.ID, 13, "chat") || d.Result.Key != deliver.Key(a.ID, 13, "chat") {
 		t.Errorf("job a's delivery: %+v, result %+v", ja.Delivery, d.Result)
 	}
 	// 4 arrivals; Go's transport may replay the dropped one itself within
 	// an attempt (it carries an Idempotency-Key): 3 or 4 attempts
-	if rc, _ := s.receipt(ctx, a.ID, "chat", 6); rc == nil || rc.Attempts < 3 || rc.Attempts > 4 || rc.Outcome != ReceiptDelivered {
+	if rc, _ := s.Receipt(ctx, a.ID, "chat", 6); rc == nil || rc.Attempts < 3 || rc.Attempts > 4 || rc.Outcome != controlapi.ReceiptDelivered {
 		t.Errorf("receipt of seq 6: %+v", rc)
 	}
 	jc, _ := p.Get(ctx, "", c.ID)
@@ -324,7 +325,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	// every consumer acknowledged all of its jobs' streams
 	for _, dest := range []string{"delivery:hooked/chat", "delivery:broken/chat", "delivery:broken/down"} {
 		tenant := strings.TrimPrefix(strings.Split(dest, "/")[0], "delivery:")
-		if left, err := s.pendingJobsOf(ctx, dest, tenant, 10); err != nil || len(left) != 0 {
+		if left, err := s.PendingJobsOf(ctx, dest, tenant, 10); err != nil || len(left) != 0 {
 			t.Errorf("%s: still pending %v, %v", dest, left, err)
 		}
 	}
@@ -334,12 +335,12 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 // may select is the event set.
 func TestDestinationKindsMatchEvents(t *testing.T) {
 	var ours []string
-	for k := range eventKinds {
+	for _, k := range controlapi.EventKinds() {
 		ours = append(ours, string(k))
 	}
 	slices.Sort(ours)
 	theirs := slices.Sorted(slices.Values(tenancy.EventKinds))
 	if !slices.Equal(ours, theirs) {
-		t.Errorf("tenancy.EventKinds %v, events %s %v", theirs, EventsVersion, ours)
+		t.Errorf("tenancy.EventKinds %v, events %s %v", theirs, controlapi.EventsVersion, ours)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
@@ -22,19 +23,19 @@ import (
 // recorded on the job and returns nil.
 func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts int) error {
 	now := time.Now()
-	j, err := p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
-		if j.State != Admitted || (l.Owner != "" && l.Owner != p.c.ID && l.Until.After(now)) {
+	j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		if j.State != controlapi.Admitted || (l.Owner != "" && l.Owner != p.c.ID && l.Until.After(now)) {
 			return errSkip // another delivery of the same job, or already past
 		}
 		if j.CancelRequested {
 			if j.Cancellation == nil {
-				j.Cancellation = &Cancellation{Fence: 1, RequestedAt: now.UTC()}
+				j.Cancellation = &controlapi.Cancellation{Fence: 1, RequestedAt: now.UTC()}
 			}
 			cancelQueued(j, now)
 			return nil
 		}
 		if j.DeadlineAt != nil && now.After(*j.DeadlineAt) {
-			j.State, j.Reason, j.EndedAt = DeadlineExceeded, "deadline", tp(now)
+			j.State, j.Reason, j.EndedAt = controlapi.DeadlineExceeded, "deadline", tp(now)
 			j.Detail = "the deadline passed before a sandbox was allocated"
 			return nil
 		}
@@ -42,14 +43,14 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 			j.Attempt++
 			j.RequestKey = fmt.Sprintf("%s.a%d", j.ID, j.Attempt)
 		}
-		j.State, j.Reason, j.Detail, j.Replica = Allocating, "claiming", "request key "+j.RequestKey, p.c.ID
+		j.State, j.Reason, j.Detail, j.Replica = controlapi.Allocating, "claiming", "request key "+j.RequestKey, p.c.ID
 		l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
 		return nil
 	})
 	if err == nil && j != nil && j.State.Terminal() {
 		p.jobEnded(ctx, nil, j)
 	}
-	if err != nil || j == nil || j.State != Allocating {
+	if err != nil || j == nil || j.State != controlapi.Allocating {
 		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
 			return nil
 		}
@@ -65,12 +66,12 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		return p.dispatchFailed(ctx, j, err, attempt, maxAttempts)
 	}
 	p.failpoint(ctx, "after-claim")
-	j, err = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+	j, err = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, id, l.Owner)
 		}
-		if j.State != Canceling { // a cancel that came during the claim keeps the job canceling
-			j.State, j.Reason, j.Detail = Running, "running", fmt.Sprintf("run %s in sandbox %s on %s", g.RunID, g.SandboxID, rt.Name)
+		if j.State != controlapi.Canceling { // a cancel that came during the claim keeps the job canceling
+			j.State, j.Reason, j.Detail = controlapi.Running, "running", fmt.Sprintf("run %s in sandbox %s on %s", g.RunID, g.SandboxID, rt.Name)
 		}
 		j.Runtime, j.RunID, j.SandboxID, j.Generation, j.Adopted = rt.Name, g.RunID, g.SandboxID, g.Generation, g.Adopted
 		j.StartedAt = tp(time.Now())
@@ -83,7 +84,7 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		_ = rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token})
 		return err
 	}
-	if j.State == Canceling { // canceled while it was claiming: no command runs
+	if j.State == controlapi.Canceling { // canceled while it was claiming: no command runs
 		p.completeCancel(ctx, id, rt, g.RunID, g.Token, "no command had started")
 		p.cancelEnded(ctx, rt, id)
 		return nil
@@ -101,7 +102,7 @@ func (p *Plane) cancelEnded(ctx context.Context, rt Runtime, id string) {
 }
 
 // claim asks the pool's runtimes, in turn, for a sandbox.
-func (p *Plane) claim(ctx context.Context, j *Job) (Runtime, *runtime.Grant, error) {
+func (p *Plane) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtime.Grant, error) {
 	rts := p.c.Runtimes[j.Pool]
 	if len(rts) == 0 {
 		return Runtime{}, nil, fmt.Errorf("no runtime serves pool %s", j.Pool)
@@ -127,26 +128,26 @@ func (p *Plane) claim(ctx context.Context, j *Job) (Runtime, *runtime.Grant, err
 // retry while the budget lasts, failed with the reason when it is spent.
 // A key the runtime already released means an earlier attempt ran: the job
 // ends unknown rather than running twice.
-func (p *Plane) dispatchFailed(ctx context.Context, j *Job, cause error, attempt, maxAttempts int) error {
+func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause error, attempt, maxAttempts int) error {
 	var api *runtime.APIError
 	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "request key already used")
 	last := attempt >= maxAttempts
-	jf, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+	jf, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 		now := time.Now().UTC()
 		j.DispatchFailures++
 		l.Owner, l.Until = "", time.Time{}
 		switch {
 		case released:
-			j.State, j.Reason, j.Owner, j.OwnerDeadline = Unknown, "claim_released", "operator", tp(now.Add(24*time.Hour))
+			j.State, j.Reason, j.Owner, j.OwnerDeadline = controlapi.Unknown, "claim_released", "operator", tp(now.Add(24*time.Hour))
 			j.Detail = fmt.Sprintf("the runtime says request key %s was already claimed and released: an earlier attempt may have run; not run again: %v", j.RequestKey, cause)
 		case last:
-			j.State, j.Reason, j.EndedAt = Failed, "dispatch_budget", tp(now)
+			j.State, j.Reason, j.EndedAt = controlapi.Failed, "dispatch_budget", tp(now)
 			j.Detail = fmt.Sprintf("dispatch failed %d times, the retry budget: %v", j.DispatchFailures, cause)
 		default:
-			j.State, j.Reason = Admitted, "dispatch_retry"
+			j.State, j.Reason = controlapi.Admitted, "dispatch_retry"
 			j.Detail = fmt.Sprintf("dispatch attempt %d of %d failed: %v; River retries with backoff", attempt, maxAttempts, cause)
 			l.DispatchDue = now.Add(dispatchGrace + 30*time.Second)
-			j.Notes = append(j.Notes, Note{At: now, Text: j.Detail})
+			j.Notes = append(j.Notes, controlapi.Note{At: now, Text: j.Detail})
 		}
 		return nil
 	})
@@ -164,9 +165,9 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *Job, cause error, attempt
 
 // run runs the job's commands in its sandbox, then releases it and commits
 // the outcome.
-func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
+func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *controlapi.Job) {
 	out := newBoundedOutput(j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines)
-	outs := p.newOutputStream(j) // the job's events: output as produced (output_stream.go)
+	outs := p.newOutputStream(j) // the job's events: output as produced (internal/stream)
 	deadline := *j.DeadlineAt
 	// The owner's heartbeat keeps the lease, and watches for a cancel, a
 	// budget stop or a lost lease.
@@ -180,34 +181,34 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 	p.aborts.Store(j.ID, abort)
 	defer p.aborts.Delete(j.ID)
 
-	final := Succeeded
+	final := controlapi.Succeeded
 	reason, detail, stop := "exit_code", "every command exited 0", ""
-	var results []CommandResult
+	var results []controlapi.CommandResult
 	var exit *int
 	for i, argv := range j.Commands {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			final, reason, detail = DeadlineExceeded, "deadline", fmt.Sprintf("the deadline passed before command %d", i+1)
+			final, reason, detail = controlapi.DeadlineExceeded, "deadline", fmt.Sprintf("the deadline passed before command %d", i+1)
 			break
 		}
 		timeout := min(time.Duration(j.Limits.CommandTimeout), remaining)
 		fmt.Fprintf(out, "$ %s\n", shellLine(argv))
-		outs.command(i, argv)
+		outs.Command(i, argv)
 		start := time.Now()
 		// streamed: the output reaches the job's events as it is produced;
 		// the bounded output keeps its head and tail
 		endSpan := p.span(ctx, j, "command", attribute.Int("command", i+1))
 		res, err := rt.Client.ExecStream(execCtx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
-			GraceSeconds: p.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.write(i, stream, b) })
+			GraceSeconds: p.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.Append(i, stream, b) })
 		endSpan(err, commandAttrs(res)...)
-		cr := CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
+		cr := controlapi.CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
 		if err != nil {
 			exit = nil // not confirmed: never an earlier command's code
 			results = append(results, cr)
 			if cause := context.Cause(execCtx); cause != nil {
 				final, reason, detail, stop = stopState(cause), stopReason(cause), fmt.Sprintf("command %d stopped: %v", i+1, cause), "signalled"
 			} else {
-				final, reason = Unknown, "exec_unconfirmed"
+				final, reason = controlapi.Unknown, "exec_unconfirmed"
 				detail = fmt.Sprintf("command %d: the runtime's answer was lost (%v); whether it ran is not known", i+1, err)
 			}
 			break
@@ -217,32 +218,32 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 		results = append(results, cr)
 		exit = &code
 		if res.Outcome != "" {
-			final, reason, detail = Failed, res.Outcome, fmt.Sprintf("command %d hit a limit of its sandbox: %s (exit %d)", i+1, res.Outcome, code)
+			final, reason, detail = controlapi.Failed, res.Outcome, fmt.Sprintf("command %d hit a limit of its sandbox: %s (exit %d)", i+1, res.Outcome, code)
 			break
 		}
 		if res.TimedOut {
 			stop = res.Stop
 			if !time.Now().Before(deadline.Add(-50 * time.Millisecond)) {
-				final, reason, detail = DeadlineExceeded, "deadline", fmt.Sprintf("command %d was stopped at the job's deadline (%s)", i+1, orWord(res.Stop, "stopped"))
+				final, reason, detail = controlapi.DeadlineExceeded, "deadline", fmt.Sprintf("command %d was stopped at the job's deadline (%s)", i+1, orWord(res.Stop, "stopped"))
 			} else {
-				final, reason, detail = Failed, "command_timeout", fmt.Sprintf("command %d exceeded its timeout %s (%s)", i+1, timeout, orWord(res.Stop, "stopped"))
+				final, reason, detail = controlapi.Failed, "command_timeout", fmt.Sprintf("command %d exceeded its timeout %s (%s)", i+1, timeout, orWord(res.Stop, "stopped"))
 			}
 			break
 		}
 		if code != 0 {
-			final, reason, detail = Failed, "exit_code", fmt.Sprintf("command %d exited %d", i+1, code)
+			final, reason, detail = controlapi.Failed, "exit_code", fmt.Sprintf("command %d exited %d", i+1, code)
 			break
 		}
 	}
 	stopHB()
-	outs.close()
-	if final == Canceled {
+	outs.Close()
+	if final == controlapi.Canceled {
 		// The cancellation protocol: record what ran, then release and
 		// observe the effects before the job may say canceled.
 		ended := time.Now().UTC()
-		if _, err := p.c.Store.update(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+		if _, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 			j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
-			j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.droppedBytes, out.droppedLines
+			j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.DroppedBytes, out.DroppedLines
 			if j.Cost.Known && j.StartedAt != nil {
 				j.Cost.Amount = ended.Sub(*j.StartedAt).Hours() * j.Cost.RatePerHour
 			}
@@ -260,17 +261,17 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *Job) {
 	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: exit})
 	endSpan(rerr)
 	ended := time.Now().UTC()
-	jf, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *Job, l *lease) error {
+	jf, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, j.ID, l.Owner)
 		}
 		j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
-		j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.droppedBytes, out.droppedLines
+		j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.DroppedBytes, out.DroppedLines
 		j.State, j.Reason, j.Detail = final, reason, detail
 		if rerr != nil {
-			j.Notes = append(j.Notes, Note{At: ended, Text: fmt.Sprintf("release of run %s failed: %v", g.RunID, rerr)})
+			j.Notes = append(j.Notes, controlapi.Note{At: ended, Text: fmt.Sprintf("release of run %s failed: %v", g.RunID, rerr)})
 		}
-		if final == Unknown {
+		if final == controlapi.Unknown {
 			j.Owner, j.OwnerDeadline = "operator", tp(ended.Add(24*time.Hour))
 		} else {
 			j.EndedAt = tp(ended)
@@ -302,14 +303,14 @@ var (
 	errLeaseLost = errors.New("this control plane lost the job's lease")
 )
 
-func stopState(cause error) State {
+func stopState(cause error) controlapi.State {
 	switch {
 	case errors.Is(cause, errCanceled):
-		return Canceled
+		return controlapi.Canceled
 	case errors.Is(cause, errBudget):
-		return Failed
+		return controlapi.Failed
 	}
-	return Unknown
+	return controlapi.Unknown
 }
 
 func stopReason(cause error) string {
@@ -324,7 +325,7 @@ func stopReason(cause error) string {
 
 // heartbeat extends the lease every third of it and stops the job's
 // commands (abort) on a cancel, a spent budget or a lost lease.
-func (p *Plane) heartbeat(ctx context.Context, j *Job, abort context.CancelCauseFunc) {
+func (p *Plane) heartbeat(ctx context.Context, j *controlapi.Job, abort context.CancelCauseFunc) {
 	t := time.NewTicker(p.c.Lease / 3)
 	defer t.Stop()
 	for {
@@ -333,7 +334,7 @@ func (p *Plane) heartbeat(ctx context.Context, j *Job, abort context.CancelCause
 			return
 		case <-t.C:
 		}
-		ok, err := p.c.Store.heartbeat(ctx, j.ID, p.c.ID, time.Now().Add(p.c.Lease))
+		ok, err := p.c.Store.Heartbeat(ctx, j.ID, p.c.ID, time.Now().Add(p.c.Lease))
 		if err != nil {
 			continue // the database is away: the lease may lapse, the job goes on
 		}
@@ -358,7 +359,7 @@ func (p *Plane) heartbeat(ctx context.Context, j *Job, abort context.CancelCause
 
 // overBudget says a running job has taken its tenant past the budget in
 // effect now (which may have been lowered since admission).
-func (p *Plane) overBudget(ctx context.Context, j *Job) (bool, error) {
+func (p *Plane) overBudget(ctx context.Context, j *controlapi.Job) (bool, error) {
 	if !j.Cost.Known || j.StartedAt == nil {
 		return false, nil
 	}

@@ -28,12 +28,12 @@
 // the dead owner may have made) and ends a running one unknown: its
 // commands never run twice.
 //
-// Each job has one ordered, durable event stream (events.go,
-// events_store.go): sequences taken in the append transaction, a state
-// event in every transition's transaction and the result event last,
-// output appended as produced (output_stream.go), retention of output
-// chunks by time and size, consumer cursors with acknowledgement, and
-// Server-Sent Events that resume from Last-Event-ID (sse.go).
+// Each job has one ordered, durable event stream (internal/store):
+// sequences taken in the append transaction, a state event in every
+// transition's transaction and the result event last, output appended as
+// produced (internal/stream), retention of output chunks by time and
+// size, consumer cursors with acknowledgement, and Server-Sent Events
+// that resume from Last-Event-ID (sse.go, encoded by internal/stream).
 //
 // Telemetry (pkg/telemetry): each job has one trace (admission, claim,
 // sandbox ready, runner awake, each command, release, under a root span
@@ -42,13 +42,20 @@
 // job; GET /v1/jobs/{id}/trace reads this replica's ring of spans, and
 // GET /metrics (operators) the job-end metrics with bounded labels.
 //
-// The output worker (delivery.go) is a consumer of those streams per
+// The output worker (internal/delivery) is a consumer of those streams per
 // tenant destination: in order per job, rate-limited, retried with backoff
 // and Retry-After, each attempt with an idempotency key and a signature
 // (package deliver, which also filters the text), the receipt stored
 // before the acknowledgement; a job's result is published (validated
-// delivery, delivery_view.go) once every destination that requires it
+// delivery) once every destination that requires it
 // returned its receipt of the result.
+//
+// Layout: this package is the plane (composition, the HTTP server, jobs
+// and admission: queue, admit, dispatch, cancel, recover; it alone talks
+// to the runtime) over internal/delivery (the output worker),
+// internal/stream (a job's output as events) and internal/store (the
+// tables, group commit and event hub), each importing only those below
+// it. The wire types and the HTTP client are pkg/api/controlapi.
 //
 // What it is not: the runtime (pkg/execution/runtime) and the configuration's
 // parsing (pkg/config/tenancy).

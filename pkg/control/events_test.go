@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // eventPlane is a plane on s with the events configured as ec (admitting,
@@ -26,20 +28,20 @@ func eventPlane(t *testing.T, s *Store, repo *gitops.Repo, ec EventConfig) *Plan
 	return p
 }
 
-func submitJob(t *testing.T, p *Plane, tenant string) *Job {
+func submitJob(t *testing.T, p *Plane, tenant string) *controlapi.Job {
 	t.Helper()
-	j, _, err := p.Submit(context.Background(), tenant, Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+	j, _, err := p.Submit(context.Background(), tenant, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return j
 }
 
-func outEvent(kind EventKind, text string) NewEvent {
-	return NewEvent{Kind: kind, Data: mustJSON(OutputData{Text: text})}
+func outEvent(kind controlapi.EventKind, text string) NewEvent {
+	return NewEvent{Kind: kind, Data: store.MustJSON(controlapi.OutputData{Text: text})}
 }
 
-func allEvents(t *testing.T, s *Store, id string) (StreamHead, []Event) {
+func allEvents(t *testing.T, s *Store, id string) (controlapi.StreamHead, []controlapi.Event) {
 	t.Helper()
 	h, evs, err := s.Events(context.Background(), "", id, 0, 10000)
 	if err != nil {
@@ -63,9 +65,9 @@ func TestEventSequencesConcurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range appends {
-					evs := []NewEvent{outEvent(KindStdout, fmt.Sprintf("%d:%d:a", w, i))}
+					evs := []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%d:%d:a", w, i))}
 					if i%3 == 0 {
-						evs = append(evs, outEvent(KindStderr, fmt.Sprintf("%d:%d:b", w, i)))
+						evs = append(evs, outEvent(controlapi.KindStderr, fmt.Sprintf("%d:%d:b", w, i)))
 					}
 					if _, err := s.AppendEvents(ctx, j.ID, evs); err != nil {
 						t.Error(err)
@@ -86,10 +88,10 @@ func TestEventSequencesConcurrent(t *testing.T) {
 			if e.Seq != int64(i+1) {
 				t.Fatalf("event %d has sequence %d: a gap or a repeat", i, e.Seq)
 			}
-			if e.Kind == KindState {
+			if e.Kind == controlapi.KindState {
 				continue
 			}
-			var d OutputData
+			var d controlapi.OutputData
 			if err := json.Unmarshal(e.Data, &d); err != nil {
 				t.Fatal(err)
 			}
@@ -120,16 +122,16 @@ func TestEventsOfTransitions(t *testing.T) {
 		j := submitJob(t, p, "globex")
 		for _, bad := range []NewEvent{
 			{Kind: "stdin", Data: json.RawMessage(`{}`)},
-			{Kind: KindStatus, Data: json.RawMessage(`[1]`)},
-			{Kind: KindStatus, Data: json.RawMessage(`null`)},
-			{Kind: KindResult, Data: json.RawMessage(`{}`)},
-			{Kind: KindState, Data: json.RawMessage(`{}`)},
+			{Kind: controlapi.KindStatus, Data: json.RawMessage(`[1]`)},
+			{Kind: controlapi.KindStatus, Data: json.RawMessage(`null`)},
+			{Kind: controlapi.KindResult, Data: json.RawMessage(`{}`)},
+			{Kind: controlapi.KindState, Data: json.RawMessage(`{}`)},
 		} {
 			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{bad}); !errors.Is(err, ErrEventKind) {
 				t.Errorf("append %s %s: %v, want ErrEventKind", bad.Kind, bad.Data, err)
 			}
 		}
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, "hello\n"), {Kind: KindToolCall, Data: json.RawMessage(`{"tool":"grep"}`)}}); err != nil {
+		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, "hello\n"), {Kind: controlapi.KindToolCall, Data: json.RawMessage(`{"tool":"grep"}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Cancel(ctx, "globex", j.ID); err != nil {
@@ -143,20 +145,20 @@ func TestEventsOfTransitions(t *testing.T) {
 		if kinds != "state stdout tool_call state result " || !h.Ended || h.Last != 5 {
 			t.Fatalf("events %q, head %+v", kinds, h)
 		}
-		var r ResultData
-		if err := json.Unmarshal(evs[4].Data, &r); err != nil || r.State != Canceled || r.Reason != "canceled" {
+		var r controlapi.ResultData
+		if err := json.Unmarshal(evs[4].Data, &r); err != nil || r.State != controlapi.Canceled || r.Reason != "canceled" {
 			t.Fatalf("result %s: %v", evs[4].Data, err)
 		}
-		var st StateData
+		var st controlapi.StateData
 		_ = json.Unmarshal(evs[3].Data, &st)
-		if st.State != Canceled {
+		if st.State != controlapi.Canceled {
 			t.Fatalf("last state event %s", evs[3].Data)
 		}
 		got, _ := s.Get(ctx, "", j.ID)
-		if len(got.Story) != 2 || got.Story[1].State != Canceled {
+		if len(got.Story) != 2 || got.Story[1].State != controlapi.Canceled {
 			t.Fatalf("story %+v", got.Story)
 		}
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, "late")}); !errors.Is(err, ErrStreamEnded) {
+		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, "late")}); !errors.Is(err, ErrStreamEnded) {
 			t.Fatalf("append after the result: %v", err)
 		}
 		if _, _, err := s.Events(ctx, "acme", j.ID, 0, 10); !errors.Is(err, ErrNotFound) {
@@ -175,7 +177,7 @@ func TestEventRetention(t *testing.T) {
 		p := eventPlane(t, s, repo, EventConfig{MaxBytesPerJob: 1000, MaxAge: time.Hour})
 		j := submitJob(t, p, "globex")
 		for i := range 30 {
-			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, fmt.Sprintf("%02d %080d\n", i, 0))}); err != nil {
+			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%02d %080d\n", i, 0))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -184,7 +186,7 @@ func TestEventRetention(t *testing.T) {
 		for _, e := range evs[1:] {
 			size += len(e.Data)
 		}
-		if h.Last != 31 || h.TrimmedThrough < 2 || size > 1000 || evs[0].Kind != KindState || evs[1].Seq != h.TrimmedThrough+1 {
+		if h.Last != 31 || h.TrimmedThrough < 2 || size > 1000 || evs[0].Kind != controlapi.KindState || evs[1].Seq != h.TrimmedThrough+1 {
 			t.Fatalf("after size retention: head %+v, %d events, %d bytes, first %d %s", h, len(evs), size, evs[0].Seq, evs[0].Kind)
 		}
 		// time retention: everything older than an hour from a day ahead
@@ -195,7 +197,7 @@ func TestEventRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		h, evs = allEvents(t, s, j.ID)
-		if h.TrimmedThrough != 31 || len(evs) != 3 || evs[0].Seq != 1 || evs[1].Kind != KindState || evs[2].Kind != KindResult {
+		if h.TrimmedThrough != 31 || len(evs) != 3 || evs[0].Seq != 1 || evs[1].Kind != controlapi.KindState || evs[2].Kind != controlapi.KindResult {
 			t.Fatalf("after time retention: head %+v, events %+v", h, evs)
 		}
 		// the result is never trimmed
@@ -215,7 +217,7 @@ func TestConsumerAckRedelivery(t *testing.T) {
 		p := eventPlane(t, s, repo, EventConfig{})
 		j := submitJob(t, p, "globex")
 		for i := range 5 {
-			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, fmt.Sprint(i))}); err != nil {
+			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprint(i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -256,7 +258,7 @@ func TestConsumerAckRedelivery(t *testing.T) {
 			t.Fatal(err)
 		}
 		d, err = s.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10)
-		if err != nil || len(d.Events) != 2 || d.Events[1].Kind != KindResult || d.Done {
+		if err != nil || len(d.Events) != 2 || d.Events[1].Kind != controlapi.KindResult || d.Done {
 			t.Fatalf("the end %+v, %v", d, err)
 		}
 		_ = s.Ack(ctx, "webhook", "worker-b", j.ID, d.Events[1].Seq)
@@ -266,7 +268,7 @@ func TestConsumerAckRedelivery(t *testing.T) {
 	})
 }
 
-func seqs(evs []Event) []int64 {
+func seqs(evs []controlapi.Event) []int64 {
 	out := make([]int64, len(evs))
 	for i, e := range evs {
 		out[i] = e.Seq

@@ -19,15 +19,10 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
-)
-
-// Errors of a request, each a 4xx.
-var (
-	ErrBadRequest = errors.New("control: bad request")
-	ErrForbidden  = errors.New("control: forbidden")
 )
 
 // ConfigSource gives the configuration in effect (tenants, profiles,
@@ -149,7 +144,7 @@ func New(ctx context.Context, c Config) (*Plane, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	c.Events = c.Events.withDefaults()
+	c.Events = c.Events.WithDefaults()
 	c.Store.SetEventConfig(c.Events)
 	if err := newTelemetry(ctx, &c); err != nil {
 		return nil, err
@@ -221,13 +216,13 @@ var keyRE = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // idempotency key named an existing job (which is returned). Errors:
 // ErrBadRequest, ErrForbidden (a 4xx each, nothing stored), *LimitError
 // (429), ErrConflict (the key was used for another request).
-func (p *Plane) Submit(ctx context.Context, tenant string, spec Spec) (*Job, bool, error) {
+func (p *Plane) Submit(ctx context.Context, tenant string, spec controlapi.Spec) (*controlapi.Job, bool, error) {
 	return p.submit(ctx, tenant, "", spec)
 }
 
 // submit is Submit; token, when set, is the id of a token whose revocation
 // the storing transaction reads (Store.authenticateSubmit).
-func (p *Plane) submit(ctx context.Context, tenant, token string, spec Spec) (*Job, bool, error) {
+func (p *Plane) submit(ctx context.Context, tenant, token string, spec controlapi.Spec) (*controlapi.Job, bool, error) {
 	now := time.Now().UTC()
 	if spec.IdempotencyKey == "" {
 		spec.IdempotencyKey = "auto-" + randHex(12)
@@ -262,15 +257,15 @@ func (p *Plane) submit(ctx context.Context, tenant, token string, spec Spec) (*J
 	if err != nil {
 		return nil, false, err
 	}
-	j := &Job{
+	j := &controlapi.Job{
 		ID: newJobID(now), Tenant: tenant, IdempotencyKey: spec.IdempotencyKey, Pool: spec.Pool,
-		Profile:        ProfileRef{Name: spec.Profile, Path: prof.Path, Revision: prof.Revision, Digest: prof.Digest},
-		ConfigRevision: cfg.Revision, Commands: spec.Commands, Limits: lim, State: Queued, Reason: "submitted", CreatedAt: now,
+		Profile:        controlapi.ProfileRef{Name: spec.Profile, Path: prof.Path, Revision: prof.Revision, Digest: prof.Digest},
+		ConfigRevision: cfg.Revision, Commands: spec.Commands, Limits: lim, State: controlapi.Queued, Reason: "submitted", CreatedAt: now,
 	}
-	sub := submission{job: j, hash: requestHash(spec), tenantBound: t.Value.QueueBound, globalBound: p.c.QueueBound, budget: -1, profile: prof.Raw, token: token}
-	sub.admit = p.inlineAdmission(ctx, cfg)
-	if sub.tenantBound <= 0 {
-		sub.tenantBound = 1
+	sub := submission{Job: j, Hash: requestHash(spec), TenantBound: t.Value.QueueBound, GlobalBound: p.c.QueueBound, Budget: -1, Profile: prof.Raw, Token: token}
+	sub.Admit = p.inlineAdmission(ctx, cfg)
+	if sub.TenantBound <= 0 {
+		sub.TenantBound = 1
 	}
 	if cfg.Pricing != nil {
 		j.Cost.Currency, j.Cost.PricingRevision = cfg.Pricing.Value.Currency, cfg.Pricing.Revision
@@ -283,21 +278,21 @@ func (p *Plane) submit(ctx context.Context, tenant, token string, spec Spec) (*J
 		if !j.Cost.Known {
 			return nil, false, fmt.Errorf("%w: pool %s has no price in pricing.yaml at %s, so tenant %s's budget cannot be checked", ErrForbidden, spec.Pool, short(cfg.Revision), tenant)
 		}
-		sub.budget, sub.periodStart = b.Amount, b.PeriodStart(now)
+		sub.Budget, sub.PeriodStart = b.Amount, b.PeriodStart(now)
 	}
-	if le := p.c.Store.overBound(ctx, sub); le != nil {
+	if le := p.c.Store.OverBound(ctx, sub); le != nil {
 		if token != "" { // a revoked token learns nothing but that
-			if live, err := p.c.Store.tokenLive(ctx, token); err != nil || !live {
+			if live, err := p.c.Store.TokenLive(ctx, token); err != nil || !live {
 				return nil, false, cmp.Or(err, ErrUnauthenticated)
 			}
 		}
 		return nil, false, le
 	}
-	o := p.c.Store.insert(ctx, sub)
-	if o.err == nil && o.created && !o.admissionRan {
+	o := p.c.Store.Insert(ctx, sub)
+	if o.Err == nil && o.Created && !o.AdmissionRan {
 		p.wake() // stored without admission (alone, after its batch failed): admission looks now
 	}
-	return o.job, o.created, o.err
+	return o.Job, o.Created, o.Err
 }
 
 func short(rev string) string {
@@ -329,13 +324,13 @@ func checkCommands(cmds [][]string) error {
 	return nil
 }
 
-func limitsOf(spec Spec, prof tenancy.Versioned[tenancy.Profile]) (Limits, error) {
+func limitsOf(spec controlapi.Spec, prof tenancy.Versioned[tenancy.Profile]) (controlapi.Limits, error) {
 	pr := prof.Value
 	d := pr.MaxDuration
 	if spec.DeadlineSeconds > 0 {
 		d = time.Duration(spec.DeadlineSeconds * float64(time.Second))
 		if d > pr.MaxDuration {
-			return Limits{}, fmt.Errorf("%w: deadline %s exceeds profile %s's maxDuration %s (%s at %s)", ErrBadRequest, d, pr.Name, pr.MaxDuration, prof.Path, short(prof.Revision))
+			return controlapi.Limits{}, fmt.Errorf("%w: deadline %s exceeds profile %s's maxDuration %s (%s at %s)", ErrBadRequest, d, pr.Name, pr.MaxDuration, prof.Path, short(prof.Revision))
 		}
 	}
 	ct := d
@@ -345,16 +340,16 @@ func limitsOf(spec Spec, prof tenancy.Versioned[tenancy.Profile]) (Limits, error
 	if spec.CommandTimeoutSeconds > 0 {
 		want := time.Duration(spec.CommandTimeoutSeconds * float64(time.Second))
 		if want > ct {
-			return Limits{}, fmt.Errorf("%w: command timeout %s exceeds what profile %s allows (%s, %s at %s)", ErrBadRequest, want, pr.Name, ct, prof.Path, short(prof.Revision))
+			return controlapi.Limits{}, fmt.Errorf("%w: command timeout %s exceeds what profile %s allows (%s, %s at %s)", ErrBadRequest, want, pr.Name, ct, prof.Path, short(prof.Revision))
 		}
 		ct = want
 	}
-	return Limits{Deadline: Duration(d), CommandTimeout: Duration(ct), MaxOutputBytes: pr.MaxOutputBytes, MaxOutputLines: pr.MaxOutputLines}, nil
+	return controlapi.Limits{Deadline: controlapi.Duration(d), CommandTimeout: controlapi.Duration(ct), MaxOutputBytes: pr.MaxOutputBytes, MaxOutputLines: pr.MaxOutputLines}, nil
 }
 
 // requestHash identifies a request's content, for idempotency keys reused
 // with other content.
-func requestHash(s Spec) string {
+func requestHash(s controlapi.Spec) string {
 	s.IdempotencyKey = ""
 	b, _ := json.Marshal(s)
 	h := sha256.Sum256(b)
@@ -362,12 +357,12 @@ func requestHash(s Spec) string {
 }
 
 // Get returns a job of tenant ("" : any, for operators).
-func (p *Plane) Get(ctx context.Context, tenant, id string) (*Job, error) {
+func (p *Plane) Get(ctx context.Context, tenant, id string) (*controlapi.Job, error) {
 	j, err := p.c.Store.Get(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := p.c.Store.readEvents(ctx, j.ID, math.MaxInt64, 1) // the head alone
+	h, _, err := p.c.Store.ReadEvents(ctx, j.ID, math.MaxInt64, 1) // the head alone
 	if err != nil {
 		return nil, err
 	}
@@ -375,25 +370,13 @@ func (p *Plane) Get(ctx context.Context, tenant, id string) (*Job, error) {
 	return j, p.deliveryView(ctx, j) // delivery_view.go
 }
 
-// JobProfile is a job's profile as it was at the job's revision.
-type JobProfile struct {
-	Ref     ProfileRef      `json:"ref"`
-	Profile tenancy.Profile `json:"profile"`
-	// Source says where it was read: the config repository at the job's
-	// revision, or the copy the control plane stored at submission.
-	Source string `json:"source"`
-	// Current says how the profile stands now: "unchanged", "changed at
-	// <rev> (digest ...)" or "deleted at <rev>".
-	Current string `json:"current"`
-}
-
 // Profile interprets a job with its profile as it was when it was
 // submitted, even after the file changed or was deleted.
-func (p *Plane) Profile(ctx context.Context, j *Job) (*JobProfile, error) {
-	out := &JobProfile{Ref: j.Profile}
+func (p *Plane) Profile(ctx context.Context, j *controlapi.Job) (*controlapi.JobProfile, error) {
+	out := &controlapi.JobProfile{Ref: j.Profile}
 	v, err := p.c.Config.ProfileAt(ctx, j.Profile.Revision, j.Profile.Name)
 	if err == nil && v != nil && v.Digest == j.Profile.Digest {
-		out.Profile, out.Source = v.Value, "config repository at "+short(j.Profile.Revision)
+		out.Profile, out.Source = wireProfile(v.Value), "config repository at "+short(j.Profile.Revision)
 	} else {
 		raw, serr := p.c.Store.StoredProfile(ctx, j.Profile.Digest)
 		if serr != nil {
@@ -403,7 +386,7 @@ func (p *Plane) Profile(ctx context.Context, j *Job) (*JobProfile, error) {
 		if perr != nil {
 			return nil, perr
 		}
-		out.Profile, out.Source = *pr, "stored at submission ("+j.Profile.Digest+")"
+		out.Profile, out.Source = wireProfile(*pr), "stored at submission ("+j.Profile.Digest+")"
 	}
 	cfg, err := p.c.Config.Current(ctx)
 	if err != nil {
@@ -422,36 +405,36 @@ func (p *Plane) Profile(ctx context.Context, j *Job) (*JobProfile, error) {
 }
 
 // List lists jobs.
-func (p *Plane) List(ctx context.Context, f ListFilter) ([]*Job, error) {
+func (p *Plane) List(ctx context.Context, f ListFilter) ([]*controlapi.Job, error) {
 	return p.c.Store.List(ctx, f)
 }
 
 // Cancel cancels a job of tenant ("" : any): a queued or admitted job ends
 // canceled at once; an allocating or running one is stopped by its owner
 // (or the recoverer, if the owner is gone).
-func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*Job, error) {
+func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job, error) {
 	if _, err := p.c.Store.Get(ctx, tenant, id); err != nil {
 		return nil, err
 	}
-	j, err := p.finish(ctx, id, func(j *Job, l *lease) error {
+	j, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
 		now := time.Now().UTC()
 		if j.Cancellation == nil {
-			j.Cancellation = &Cancellation{RequestedAt: now}
+			j.Cancellation = &controlapi.Cancellation{RequestedAt: now}
 		}
 		c := j.Cancellation
 		c.Fence++
-		c.add(StepRequest, StepDone, fmt.Sprintf("cancel request #%d", c.Fence))
+		addStep(c, controlapi.StepRequest, controlapi.StepDone, fmt.Sprintf("cancel request #%d", c.Fence))
 		j.CancelRequested = true
 		switch j.State {
-		case Queued, Admitted:
+		case controlapi.Queued, controlapi.Admitted:
 			if l.Owner != "" && l.Until.After(now) {
 				return nil // its dispatcher is starting it: it ends it
 			}
 			cancelQueued(j, now)
-		case Allocating, Running:
+		case controlapi.Allocating, controlapi.Running:
 			// its owner stops the commands and carries the cleanup
 			// through (or the recoverer, if the owner is gone)
-			j.State, j.Reason, j.Detail = Canceling, "canceling", "cancel requested: no new commands; the runner is signalled"
+			j.State, j.Reason, j.Detail = controlapi.Canceling, "canceling", "cancel requested: no new commands; the runner is signalled"
 		}
 		return nil
 	})
@@ -486,8 +469,8 @@ func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *batch
 	if p.c.manualAdmission {
 		return nil
 	}
-	return &batchAdmit{slots: slots{max: p.c.MaxActive, reserve: p.c.Reserve}, limits: tenantLimits(cfg), decide: func(j *Job, l *lease) { p.decide(cfg, j, l) },
-		after: func(js []*Job) {
+	return &batchAdmit{Slots: slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, Limits: tenantLimits(cfg), Decide: func(j *controlapi.Job, l *lease) { p.decide(cfg, j, l) },
+		After: func(js []*controlapi.Job) {
 			if err := p.dispatchAdmitted(context.WithoutCancel(ctx), js); err != nil {
 				p.c.Logger.Warn("admission", "err", err)
 			}
@@ -496,10 +479,10 @@ func (p *Plane) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *batch
 
 // finish commits a job's change that may end it, admitting into the slot it
 // frees in the same transaction.
-func (p *Plane) finish(ctx context.Context, id string, f func(*Job, *lease) error) (*Job, error) {
+func (p *Plane) finish(ctx context.Context, id string, f func(*controlapi.Job, *lease) error) (*controlapi.Job, error) {
 	var ba *batchAdmit
 	if cfg, err := p.c.Config.Current(ctx); err == nil {
 		ba = p.inlineAdmission(ctx, cfg)
 	}
-	return p.c.Store.updateAdmit(ctx, id, f, ba)
+	return p.c.Store.UpdateAdmit(ctx, id, f, ba)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // DispatchArgs is River's job: dispatch one admitted control-plane job to
@@ -113,9 +114,9 @@ func openQueue(ctx context.Context, s *Store, c queueConfig, workers *river.Work
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
-	if strings.HasPrefix(s.dsn, "sqlite:") {
-		path := strings.TrimPrefix(s.dsn, "sqlite:") + "-queue"
-		db, err := sql.Open("sqlite", path+fmt.Sprintf("?_pragma=busy_timeout(%d)&_journal_mode=WAL&_txlock=immediate", busyTimeoutMillis))
+	if strings.HasPrefix(s.DSN(), "sqlite:") {
+		path := strings.TrimPrefix(s.DSN(), "sqlite:") + "-queue"
+		db, err := sql.Open("sqlite", path+fmt.Sprintf("?_pragma=busy_timeout(%d)&_journal_mode=WAL&_txlock=immediate", store.BusyTimeoutMillis))
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +128,7 @@ func openQueue(ctx context.Context, s *Store, c queueConfig, workers *river.Work
 		}
 		return q, nil
 	}
-	cfg, err := pgxpool.ParseConfig(s.dsn)
+	cfg, err := pgxpool.ParseConfig(s.DSN())
 	if err != nil {
 		return nil, fmt.Errorf("control: queue: %w", err)
 	}
@@ -135,21 +136,21 @@ func openQueue(ctx context.Context, s *Store, c queueConfig, workers *river.Work
 	cfg.MaxConns = int32(max(8, c.workers/2))
 	admin, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
 	if err != nil {
-		return nil, fmt.Errorf("control: queue: %w", unavailable(err))
+		return nil, fmt.Errorf("control: queue: %w", store.Unavailable(err))
 	}
 	_, err = admin.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+queueSchema)
 	admin.Close(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("control: queue: %w", unavailable(err))
+		return nil, fmt.Errorf("control: queue: %w", store.Unavailable(err))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("control: queue: %w", unavailable(err))
+		return nil, fmt.Errorf("control: queue: %w", store.Unavailable(err))
 	}
 	q, err := newRiver[pgx.Tx](ctx, riverpgxv5.New(pool), c, workers, pool.Close)
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("control: queue: %w", unavailable(err))
+		return nil, fmt.Errorf("control: queue: %w", store.Unavailable(err))
 	}
 	return q, nil
 }

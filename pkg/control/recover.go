@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
@@ -32,45 +33,45 @@ func (p *Plane) recoverLoop(ctx context.Context) {
 //     sandbox is released and the job ends canceled (a cancel was asked)
 //     or unknown, with an owner and a deadline.
 func (p *Plane) recoverOnce(ctx context.Context) error {
-	ids, err := p.c.Store.orphans(ctx, time.Now(), 100)
+	ids, err := p.c.Store.Orphans(ctx, time.Now(), 100)
 	if err != nil {
 		return err
 	}
 	var redispatch []string
 	for _, id := range ids {
 		var grant, cancelGrant, runID, rtName string
-		j, err := p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
+		j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			now := time.Now().UTC()
 			if l.Owner != "" && l.Until.After(now) {
 				return errSkip
 			}
 			lost := l.Owner
 			switch j.State {
-			case Admitted:
+			case controlapi.Admitted:
 				if l.DispatchDue.After(now) {
 					return errSkip
 				}
 				l.DispatchDue = now.Add(dispatchGrace)
-				j.Notes = append(j.Notes, Note{At: now, Text: "dispatch overdue: handed to the queue again"})
-			case Allocating:
-				j.State, j.Reason = Admitted, "owner_lost"
+				j.Notes = append(j.Notes, controlapi.Note{At: now, Text: "dispatch overdue: handed to the queue again"})
+			case controlapi.Allocating:
+				j.State, j.Reason = controlapi.Admitted, "owner_lost"
 				j.Detail = fmt.Sprintf("owner %s stopped while claiming; the claim is retried with request key %s, adopting the sandbox if the runtime made one", lost, j.RequestKey)
 				l.Owner, l.Until, l.DispatchDue = "", time.Time{}, now.Add(dispatchGrace)
-			case Canceling:
+			case controlapi.Canceling:
 				// its owner died mid-cancellation (or its cleanup was
 				// incomplete): carry it on from what is recorded
 				cancelGrant, runID, rtName = l.Grant, j.RunID, j.Runtime
 				l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
-				j.Notes = append(j.Notes, Note{At: now, Text: fmt.Sprintf("cancellation taken over from %s", orWord(lost, "nobody"))})
-			case Running:
+				j.Notes = append(j.Notes, controlapi.Note{At: now, Text: fmt.Sprintf("cancellation taken over from %s", orWord(lost, "nobody"))})
+			case controlapi.Running:
 				grant, runID, rtName = l.Grant, j.RunID, j.Runtime
 				if j.CancelRequested {
 					cancelGrant, grant = grant, ""
-					j.State, j.Reason = Canceling, "canceling"
+					j.State, j.Reason = controlapi.Canceling, "canceling"
 					j.Detail = fmt.Sprintf("owner %s stopped while the job ran; the cancellation is carried on", lost)
 					l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
 				} else {
-					j.State, j.Reason, j.Owner, j.OwnerDeadline = Unknown, "owner_lost", "operator", tp(now.Add(24*time.Hour))
+					j.State, j.Reason, j.Owner, j.OwnerDeadline = controlapi.Unknown, "owner_lost", "operator", tp(now.Add(24*time.Hour))
 					j.Detail = fmt.Sprintf("owner %s stopped while run %s was running in sandbox %s; its commands are never run again and their outcome was not observed", lost, j.RunID, j.SandboxID)
 				}
 				l.Owner, l.Until, l.Grant = "", time.Time{}, ""
@@ -82,19 +83,19 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 		if err != nil || j == nil {
 			continue
 		}
-		if j.State == Admitted {
+		if j.State == controlapi.Admitted {
 			redispatch = append(redispatch, id)
 		}
 		if grant != "" {
 			p.releaseLost(ctx, id, rtName, runID, grant)
 		}
-		if j.State == Canceling {
+		if j.State == controlapi.Canceling {
 			rt := p.runtimeNamed(rtName)
 			p.completeCancel(ctx, id, rt, runID, cancelGrant, "the owner was gone: the runtime's release ends the command's processes")
 			p.cancelEnded(ctx, rt, id)
 			continue
 		}
-		if j.State == Unknown || j.State.Terminal() {
+		if j.State == controlapi.Unknown || j.State.Terminal() {
 			p.jobEnded(ctx, nil, j)
 		}
 	}
@@ -116,8 +117,8 @@ func (p *Plane) releaseLost(ctx context.Context, id, rtName, runID, grant string
 	if err != nil {
 		text = fmt.Sprintf("release of run %s by the recoverer failed: %v", runID, err)
 	}
-	_, _ = p.c.Store.update(ctx, id, func(j *Job, l *lease) error {
-		j.Notes = append(j.Notes, Note{At: time.Now().UTC(), Text: text})
+	_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		j.Notes = append(j.Notes, controlapi.Note{At: time.Now().UTC(), Text: text})
 		return nil
 	})
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // TestEventSegments: one append of many events of mixed kinds is stored
@@ -32,11 +34,11 @@ func TestEventSegments(t *testing.T) {
 		for i := range 300 {
 			switch {
 			case i == 150:
-				evs = append(evs, NewEvent{Kind: KindToolCall, Data: json.RawMessage("{\n \"tool\": \"grep\"\n}")})
+				evs = append(evs, NewEvent{Kind: controlapi.KindToolCall, Data: json.RawMessage("{\n \"tool\": \"grep\"\n}")})
 			case i < 150:
-				evs = append(evs, outEvent(KindStdout, fmt.Sprintf("out %d\n", i)))
+				evs = append(evs, outEvent(controlapi.KindStdout, fmt.Sprintf("out %d\n", i)))
 			default:
-				evs = append(evs, outEvent(KindStderr, fmt.Sprintf("err %d é", i)))
+				evs = append(evs, outEvent(controlapi.KindStderr, fmt.Sprintf("err %d é", i)))
 			}
 		}
 		last, err := s.AppendEvents(ctx, j.ID, evs)
@@ -44,19 +46,19 @@ func TestEventSegments(t *testing.T) {
 			t.Fatalf("AppendEvents = %d, %v", last, err)
 		}
 		var segs int
-		if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), j.ID).Scan(&segs); err != nil || segs != 1+2+1+2 {
+		if err := s.ReadDB().QueryRowContext(ctx, s.Q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), j.ID).Scan(&segs); err != nil || segs != 1+2+1+2 {
 			t.Fatalf("%d segments (%v), want 6: the state event, stdout 128+22, the tool call, stderr 128+21", segs, err)
 		}
-		want := func(seq int64) (EventKind, string) {
+		want := func(seq int64) (controlapi.EventKind, string) {
 			e := evs[seq-2]
-			if e.Kind == KindToolCall {
+			if e.Kind == controlapi.KindToolCall {
 				return e.Kind, `{"tool":"grep"}` // compacted when appended
 			}
 			return e.Kind, string(e.Data)
 		}
 		for _, limit := range []int{1, 7, 128, 500} {
 			for after := int64(0); after <= 301; after++ {
-				h, got, err := s.readEventsTx(ctx, j.ID, after, limit)
+				h, got, err := s.ReadEventsTx(ctx, j.ID, after, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -81,19 +83,19 @@ func TestEventSegments(t *testing.T) {
 		// size retention: the output before the tool call goes, the tool
 		// call and the state event stay
 		s.SetEventConfig(EventConfig{MaxBytesPerJob: 6000})
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, "more")}); err != nil {
+		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, "more")}); err != nil {
 			t.Fatal(err)
 		}
-		h, got, err := s.readEventsTx(ctx, j.ID, 0, 1000)
+		h, got, err := s.ReadEventsTx(ctx, j.ID, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.TrimmedThrough < 151 || got[0].Seq != 1 || got[1].Seq != 152 || got[1].Kind != KindToolCall {
+		if h.TrimmedThrough < 151 || got[0].Seq != 1 || got[1].Seq != 152 || got[1].Kind != controlapi.KindToolCall {
 			t.Fatalf("after trimming: head %+v, events from %d %s, %d %s", h, got[0].Seq, got[0].Kind, got[1].Seq, got[1].Kind)
 		}
 		var size int64
 		for _, e := range got {
-			if e.Kind.trimmable() {
+			if store.Trimmable(e.Kind) {
 				size += int64(len(e.Data))
 			}
 		}
@@ -119,7 +121,7 @@ func TestEventRowsMigrated(t *testing.T) {
 	}
 	check := func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		h, evs, err := s.readEventsTx(ctx, "j-old", 0, 10)
+		h, evs, err := s.ReadEventsTx(ctx, "j-old", 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,23 +129,23 @@ func TestEventRowsMigrated(t *testing.T) {
 			t.Fatalf("head %+v, %d events", h, len(evs))
 		}
 		for i, w := range []struct {
-			kind EventKind
+			kind controlapi.EventKind
 			at   int64
 			data any
-		}{{KindState, 1000, map[string]any{"state": "running"}}, {KindStdout, 2000, map[string]any{"command": 0.0, "text": "hi\n"}}, {KindToolCall, 3000, map[string]any{"tool": "ls"}}} {
+		}{{controlapi.KindState, 1000, map[string]any{"state": "running"}}, {controlapi.KindStdout, 2000, map[string]any{"command": 0.0, "text": "hi\n"}}, {controlapi.KindToolCall, 3000, map[string]any{"tool": "ls"}}} {
 			var d any
 			if err := json.Unmarshal(evs[i].Data, &d); err != nil || evs[i].Kind != w.kind || evs[i].At.UnixNano() != w.at || !reflect.DeepEqual(d, w.data) {
 				t.Fatalf("event %d: %s %s at %d (%v)", i+1, evs[i].Kind, evs[i].Data, evs[i].At.UnixNano(), err)
 			}
 		}
-		if last, err := s.AppendEvents(ctx, "j-old", []NewEvent{outEvent(KindStdout, "new")}); err != nil || last != 4 {
+		if last, err := s.AppendEvents(ctx, "j-old", []NewEvent{outEvent(controlapi.KindStdout, "new")}); err != nil || last != 4 {
 			t.Fatalf("append after the migration = %d, %v", last, err)
 		}
 		var n int
-		if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), "j-old").Scan(&n); err != nil || n != 4 {
+		if err := s.ReadDB().QueryRowContext(ctx, s.Q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), "j-old").Scan(&n); err != nil || n != 4 {
 			t.Fatalf("%d segments, %v", n, err)
 		}
-		if _, err := s.r.ExecContext(ctx, `SELECT 1 FROM cp_events`); err == nil {
+		if _, err := s.ReadDB().ExecContext(ctx, `SELECT 1 FROM cp_events`); err == nil {
 			t.Fatal("cp_events is still there")
 		}
 	}
@@ -217,9 +219,9 @@ func TestOutputStreamsInOrder(t *testing.T) {
 				defer wg.Done()
 				o := p.newOutputStream(j)
 				for i := range lines {
-					o.write(0, "stdout", []byte(fmt.Sprintf("job %d line %04d\n", k, i)))
+					o.Append(0, "stdout", []byte(fmt.Sprintf("job %d line %04d\n", k, i)))
 				}
-				o.close()
+				o.Close()
 			}()
 		}
 		wg.Wait()
@@ -239,7 +241,7 @@ func TestOutputStreamsInOrder(t *testing.T) {
 						t.Fatalf("job %d: event %d after %d", k, e.Seq, after)
 					}
 					after = e.Seq
-					if e.Kind != KindStdout {
+					if e.Kind != controlapi.KindStdout {
 						continue
 					}
 					d, err := e.Output()
@@ -272,16 +274,16 @@ func TestOutputStreamCommandStatusAtOnce(t *testing.T) {
 	p := eventPlane(t, s, repo, EventConfig{})
 	j := submitJob(t, p, "globex")
 	o := p.newOutputStream(j)
-	defer o.close()
-	o.command(0, []string{"sleep", "600"})
-	wake, stop := s.subscribe(j.ID)
+	defer o.Close()
+	o.Command(0, []string{"sleep", "600"})
+	wake, stop := s.Subscribe(j.ID)
 	defer stop()
 	for {
 		_, evs, err := s.Events(context.Background(), "", j.ID, 0, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(evs); n > 0 && evs[n-1].Kind == KindStatus {
+		if n := len(evs); n > 0 && evs[n-1].Kind == controlapi.KindStatus {
 			return
 		}
 		<-wake // the test's deadline fails it if the status never comes

@@ -2,12 +2,15 @@ package control
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
+	"github.com/slipway-dev/slipway/pkg/control/internal/stream"
 )
 
 // sseBatch bounds the events read and written at a time (each at most
@@ -41,7 +44,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	st := s.p.c.Store
 	cfg := s.p.c.Events
 	// Subscribe before the first read: an append between them still wakes us.
-	wake, unsubscribe := st.subscribe(id)
+	wake, unsubscribe := st.Subscribe(id)
 	defer unsubscribe()
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -93,10 +96,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		// Events this process committed next after the client's are sent
 		// from the stream's tail without a read of the store; the rest
 		// (and the head: trimmed, ended) are read.
-		if evs := st.ev.nextFromTail(id, after, sseBatch); len(evs) > 0 {
+		if evs := st.FromTail(id, after, sseBatch); len(evs) > 0 {
 			for _, e := range evs {
-				scratch = appendEventJSON(scratch[:0], e)
-				writeSSEEvent(&buf, e.Seq, e.Kind, scratch)
+				scratch = stream.AppendEventJSON(scratch[:0], e)
+				stream.WriteSSEEvent(&buf, e.Seq, e.Kind, scratch)
 				after = e.Seq
 			}
 			if send() != nil {
@@ -105,22 +108,22 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			idle.Reset(sseKeepalive)
 			// Following, a tail read to its end waits for the next append;
 			// after the result event the head is read, which says the end.
-			if follow && len(evs) < sseBatch && evs[len(evs)-1].Kind != KindResult && !wait() {
+			if follow && len(evs) < sseBatch && evs[len(evs)-1].Kind != controlapi.KindResult && !wait() {
 				return
 			}
 			continue
 		}
-		h, evs, err := st.readEvents(ctx, id, after, sseBatch)
+		h, evs, err := st.ReadEvents(ctx, id, after, sseBatch)
 		if err != nil {
 			return // the client resumes where it was
 		}
 		if h.TrimmedThrough > reported && h.TrimmedThrough > after { // not what the tail sent already
-			writeSSE(&buf, "", "error", mustJSON(trimmedError(id, after, h.TrimmedThrough)))
+			stream.WriteSSE(&buf, "", "error", store.MustJSON(store.TrimmedError(id, after, h.TrimmedThrough)))
 			reported = h.TrimmedThrough
 		}
 		for _, e := range evs {
-			scratch = appendEventJSON(scratch[:0], e)
-			writeSSEEvent(&buf, e.Seq, e.Kind, scratch)
+			scratch = stream.AppendEventJSON(scratch[:0], e)
+			stream.WriteSSEEvent(&buf, e.Seq, e.Kind, scratch)
 			after = e.Seq
 		}
 		if buf.Len() > 0 {
@@ -145,51 +148,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-}
-
-// appendEventJSON appends e as json.Marshal writes it, on one line: the
-// job and kind marshalled, the data as it is (a JSON object on one line:
-// checked and compacted when it was appended), compacted here only if it
-// spans lines all the same, which would break the SSE framing.
-func appendEventJSON(b []byte, e Event) []byte {
-	b = append(b, `{"job":`...)
-	b = appendJSONString(b, e.Job)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendInt(b, e.Seq, 10)
-	b = append(b, `,"at":"`...)
-	b = e.At.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","kind":`...)
-	b = appendJSONString(b, string(e.Kind))
-	b = append(b, `,"data":`...)
-	if bytes.ContainsAny(e.Data, "\r\n") {
-		var d bytes.Buffer
-		if err := json.Compact(&d, e.Data); err != nil {
-			b = append(b, mustJSON(map[string]string{"error": "event data is not JSON"})...)
-		} else {
-			b = append(b, d.Bytes()...)
-		}
-	} else {
-		b = append(b, e.Data...)
-	}
-	return append(b, '}')
-}
-
-// writeSSEEvent writes a stored event: its sequence as the id (appended,
-// not formatted into a string).
-func writeSSEEvent(b *bytes.Buffer, seq int64, kind EventKind, data []byte) {
-	b.WriteString("id: ")
-	b.Write(strconv.AppendInt(b.AvailableBuffer(), seq, 10))
-	b.WriteByte('\n')
-	writeSSE(b, "", string(kind), data)
-}
-
-func writeSSE(b *bytes.Buffer, id, event string, data []byte) {
-	if id != "" {
-		b.WriteString("id: " + id + "\n")
-	}
-	b.WriteString("event: " + event + "\ndata: ")
-	b.Write(data)
-	b.WriteString("\n\n")
 }
 
 // resumePoint reads where a stream resumes: the Last-Event-ID header (a

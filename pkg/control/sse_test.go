@@ -13,14 +13,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 type sseFixture struct {
 	p      *Plane
 	s      *Store
 	srv    *httptest.Server
-	globex *Client
-	acme   *Client
+	globex *controlapi.Client
+	acme   *controlapi.Client
 	tok    string
 }
 
@@ -40,25 +42,25 @@ func newSSEFixture(t *testing.T, s *Store, ec EventConfig) *sseFixture {
 	srv.Start()
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
-	gt, _, _ := s.CreateToken(ctx, "globex", ScopeTenant, "")
-	at, _, _ := s.CreateToken(ctx, "acme", ScopeTenant, "")
-	g, _ := NewClient(srv.URL, gt)
-	a, _ := NewClient(srv.URL, at)
+	gt, _, _ := s.CreateToken(ctx, "globex", controlapi.ScopeTenant, "")
+	at, _, _ := s.CreateToken(ctx, "acme", controlapi.ScopeTenant, "")
+	g, _ := controlapi.NewClient(srv.URL, gt)
+	a, _ := controlapi.NewClient(srv.URL, at)
 	return &sseFixture{p: p, s: s, srv: srv, globex: g, acme: a, tok: gt}
 }
 
-func follow(t *testing.T, c *Client, id string, o FollowOptions) []Event {
+func follow(t *testing.T, c *controlapi.Client, id string, o controlapi.FollowOptions) []controlapi.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var got []Event
-	if err := c.Follow(ctx, id, o, func(e Event) error { got = append(got, e); return nil }); err != nil {
+	var got []controlapi.Event
+	if err := c.Follow(ctx, id, o, func(e controlapi.Event) error { got = append(got, e); return nil }); err != nil {
 		t.Fatalf("follow %s after %d: %v", id, o.After, err)
 	}
 	return got
 }
 
-func wantSeqs(t *testing.T, what string, got []Event, from, to int64) {
+func wantSeqs(t *testing.T, what string, got []controlapi.Event, from, to int64) {
 	t.Helper()
 	if int64(len(got)) != to-from+1 {
 		t.Fatalf("%s: %d events %v, want %d..%d", what, len(got), seqs(got), from, to)
@@ -79,7 +81,7 @@ func TestSSEResumeEverySequence(t *testing.T) {
 		f := newSSEFixture(t, s, EventConfig{})
 		j := submitJob(t, f.p, "globex")
 		for i := range 12 {
-			evs := []NewEvent{outEvent(KindStdout, fmt.Sprintf("line %d\n", i)), outEvent(KindStderr, "\x1b[31mred\x1b[0m\n")}
+			evs := []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("line %d\n", i)), outEvent(controlapi.KindStderr, "\x1b[31mred\x1b[0m\n")}
 			if _, err := s.AppendEvents(ctx, j.ID, evs); err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +94,7 @@ func TestSSEResumeEverySequence(t *testing.T) {
 			t.Fatalf("head %+v", h)
 		}
 		for k := int64(0); k <= h.Last; k++ {
-			got := follow(t, f.globex, j.ID, FollowOptions{After: k})
+			got := follow(t, f.globex, j.ID, controlapi.FollowOptions{After: k})
 			if k == h.Last {
 				if len(got) != 0 {
 					t.Fatalf("after the last: %v", seqs(got))
@@ -100,7 +102,7 @@ func TestSSEResumeEverySequence(t *testing.T) {
 				continue
 			}
 			wantSeqs(t, fmt.Sprintf("after %d", k), got, k+1, h.Last)
-			if got[len(got)-1].Kind != KindResult {
+			if got[len(got)-1].Kind != controlapi.KindResult {
 				t.Fatalf("after %d: last event %s", k, got[len(got)-1].Kind)
 			}
 		}
@@ -130,8 +132,8 @@ func TestSSEResumeEverySequence(t *testing.T) {
 				t.Errorf("?%s: %d, want %d", q, resp.StatusCode, code)
 			}
 		}
-		err = f.acme.Follow(ctx, j.ID, FollowOptions{}, func(Event) error { return nil })
-		if ae, ok := err.(*APIError); !ok || ae.Status != 404 {
+		err = f.acme.Follow(ctx, j.ID, controlapi.FollowOptions{}, func(controlapi.Event) error { return nil })
+		if ae, ok := err.(*controlapi.APIError); !ok || ae.Status != 404 {
 			t.Fatalf("another tenant's stream: %v, want 404", err)
 		}
 	})
@@ -145,7 +147,7 @@ func TestSSETrimmed(t *testing.T) {
 		f := newSSEFixture(t, s, EventConfig{MaxBytesPerJob: 1000})
 		j := submitJob(t, f.p, "globex")
 		for i := range 30 {
-			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, fmt.Sprintf("%02d %080d\n", i, 0))}); err != nil {
+			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%02d %080d\n", i, 0))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -154,13 +156,13 @@ func TestSSETrimmed(t *testing.T) {
 		}
 		h, kept := allEvents(t, s, j.ID)
 		for _, from := range []int64{0, 1, h.TrimmedThrough - 1} {
-			var gaps []TrimmedData
-			got := follow(t, f.globex, j.ID, FollowOptions{After: from, OnGap: func(d TrimmedData) { gaps = append(gaps, d) }})
+			var gaps []controlapi.TrimmedData
+			got := follow(t, f.globex, j.ID, controlapi.FollowOptions{After: from, OnGap: func(d controlapi.TrimmedData) { gaps = append(gaps, d) }})
 			if len(gaps) != 1 || gaps[0].TrimmedThrough != h.TrimmedThrough || gaps[0].After != from || gaps[0].Error != "trimmed" ||
 				!strings.Contains(gaps[0].Detail, "deleted by retention") {
 				t.Fatalf("after %d: gaps %+v (head %+v)", from, gaps, h)
 			}
-			var want []Event
+			var want []controlapi.Event
 			for _, e := range kept {
 				if e.Seq > from {
 					want = append(want, e)
@@ -171,7 +173,7 @@ func TestSSETrimmed(t *testing.T) {
 			}
 		}
 		var gaps int
-		got := follow(t, f.globex, j.ID, FollowOptions{After: h.TrimmedThrough, OnGap: func(TrimmedData) { gaps++ }})
+		got := follow(t, f.globex, j.ID, controlapi.FollowOptions{After: h.TrimmedThrough, OnGap: func(controlapi.TrimmedData) { gaps++ }})
 		if gaps != 0 {
 			t.Fatal("a gap reported after the trimmed range")
 		}
@@ -189,25 +191,25 @@ func TestSSELive(t *testing.T) {
 		j := submitJob(t, f.p, "globex")
 		appender := s
 		if s.Dialect() == "postgres" {
-			other, err := OpenPostgres(ctx, s.dsn)
+			other, err := OpenPostgres(ctx, s.DSN())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer other.Close()
 			appender = other
 		}
-		arrived := make(chan Event, 100)
+		arrived := make(chan controlapi.Event, 100)
 		errc := make(chan error, 1)
 		go func() {
-			errc <- f.globex.Follow(ctx, j.ID, FollowOptions{}, func(e Event) error { arrived <- e; return nil })
+			errc <- f.globex.Follow(ctx, j.ID, controlapi.FollowOptions{}, func(e controlapi.Event) error { arrived <- e; return nil })
 		}()
-		if e := <-arrived; e.Kind != KindState {
+		if e := <-arrived; e.Kind != controlapi.KindState {
 			t.Fatalf("first event %+v", e)
 		}
 		time.Sleep(200 * time.Millisecond) // the follower waits
 		for i := range 5 {
 			start := time.Now()
-			if _, err := appender.AppendEvents(ctx, j.ID, []NewEvent{outEvent(KindStdout, fmt.Sprint(i))}); err != nil {
+			if _, err := appender.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprint(i))}); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -228,10 +230,10 @@ func TestSSELive(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
-		if e := <-arrived; e.Kind != KindState {
+		if e := <-arrived; e.Kind != controlapi.KindState {
 			t.Fatalf("after the output: %+v", e)
 		}
-		if e := <-arrived; e.Kind != KindResult {
+		if e := <-arrived; e.Kind != controlapi.KindResult {
 			t.Fatalf("the end: %+v", e)
 		}
 	})
@@ -249,7 +251,7 @@ func TestSSESlowClientDropped(t *testing.T) {
 		for range 2 {
 			batch := make([]NewEvent, 200)
 			for i := range batch {
-				batch[i] = outEvent(KindStdout, chunk)
+				batch[i] = outEvent(controlapi.KindStdout, chunk)
 			}
 			if _, err := s.AppendEvents(ctx, j.ID, batch); err != nil {
 				t.Fatal(err)
@@ -293,7 +295,7 @@ func TestSSESlowClientDropped(t *testing.T) {
 		if last >= h.Last || last == 0 {
 			t.Fatalf("the slow client got through %d of %d: not dropped", last, h.Last)
 		}
-		got := follow(t, f.globex, j.ID, FollowOptions{After: last})
+		got := follow(t, f.globex, j.ID, controlapi.FollowOptions{After: last})
 		wantSeqs(t, "resumed", got, last+1, h.Last)
 	})
 }

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 )
 
 func TestTokens(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		text, tok, err := s.CreateToken(ctx, "acme", ScopeTenant, "ci")
+		text, tok, err := s.CreateToken(ctx, "acme", controlapi.ScopeTenant, "ci")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,7 +25,7 @@ func TestTokens(t *testing.T) {
 			t.Fatalf("token text %q does not name id %s", text, tok.ID)
 		}
 		got, err := s.Authenticate(ctx, text)
-		if err != nil || got.Tenant != "acme" || got.Scope != ScopeTenant {
+		if err != nil || got.Tenant != "acme" || got.Scope != controlapi.ScopeTenant {
 			t.Fatalf("Authenticate = %+v, %v", got, err)
 		}
 		wrong := text[:len(text)-1] + "a"
@@ -52,7 +53,7 @@ func TestTokens(t *testing.T) {
 		if err := s.RevokeToken(ctx, tok.ID); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("second revoke: %v", err)
 		}
-		if _, _, err := s.CreateToken(ctx, "Acme!", ScopeTenant, ""); err == nil {
+		if _, _, err := s.CreateToken(ctx, "Acme!", controlapi.ScopeTenant, ""); err == nil {
 			t.Fatal("bad tenant name accepted")
 		}
 	})
@@ -63,7 +64,7 @@ func TestSubmitIdempotent(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		p := newPlane(t, s, repo, 8)
-		spec := Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: "build-42", DeadlineSeconds: 60}
+		spec := controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: "build-42", DeadlineSeconds: 60}
 		var wg sync.WaitGroup
 		ids := make(chan string, 20)
 		created := make(chan bool, 20)
@@ -120,20 +121,20 @@ func TestSubmitRefusals(t *testing.T) {
 		p := newPlane(t, s, repo, 8)
 		for name, c := range map[string]struct {
 			tenant string
-			spec   Spec
+			spec   controlapi.Spec
 			is     error
 			says   []string
 		}{
-			"unknown pool":       {"acme", Spec{Pool: "gpu", Profile: "standard", Commands: cmd("true")}, ErrBadRequest, []string{`unknown pool "gpu"`}},
-			"unknown profile":    {"acme", Spec{Pool: "agents", Profile: "huge", Commands: cmd("true")}, ErrBadRequest, []string{`unknown profile "huge"`, "profiles/huge.yaml"}},
-			"profile not theirs": {"globex", Spec{Pool: "agents", Profile: "short", Commands: cmd("true")}, ErrForbidden, []string{"short"}},
-			"pool not theirs":    {"acme", Spec{Pool: "unpriced", Profile: "standard", Commands: cmd("true")}, ErrForbidden, []string{"unpriced"}},
-			"undeclared tenant":  {"initech", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")}, ErrForbidden, []string{"tenants/initech.yaml"}},
-			"deadline over max":  {"acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), DeadlineSeconds: 60}, ErrBadRequest, []string{"deadline 1m0s exceeds profile short's maxDuration 5s", "profiles/short.yaml"}},
-			"no command":         {"acme", Spec{Pool: "agents", Profile: "short"}, ErrBadRequest, []string{"at least one command"}},
-			"empty command":      {"acme", Spec{Pool: "agents", Profile: "short", Commands: [][]string{{}}}, ErrBadRequest, []string{"commands[0]: empty"}},
-			"bad key":            {"acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "a b"}, ErrBadRequest, []string{`"a b"`}},
-			"budget":             {"acme", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), DeadlineSeconds: 120}, nil, nil},
+			"unknown pool":       {"acme", controlapi.Spec{Pool: "gpu", Profile: "standard", Commands: cmd("true")}, ErrBadRequest, []string{`unknown pool "gpu"`}},
+			"unknown profile":    {"acme", controlapi.Spec{Pool: "agents", Profile: "huge", Commands: cmd("true")}, ErrBadRequest, []string{`unknown profile "huge"`, "profiles/huge.yaml"}},
+			"profile not theirs": {"globex", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true")}, ErrForbidden, []string{"short"}},
+			"pool not theirs":    {"acme", controlapi.Spec{Pool: "unpriced", Profile: "standard", Commands: cmd("true")}, ErrForbidden, []string{"unpriced"}},
+			"undeclared tenant":  {"initech", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")}, ErrForbidden, []string{"tenants/initech.yaml"}},
+			"deadline over max":  {"acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), DeadlineSeconds: 60}, ErrBadRequest, []string{"deadline 1m0s exceeds profile short's maxDuration 5s", "profiles/short.yaml"}},
+			"no command":         {"acme", controlapi.Spec{Pool: "agents", Profile: "short"}, ErrBadRequest, []string{"at least one command"}},
+			"empty command":      {"acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: [][]string{{}}}, ErrBadRequest, []string{"commands[0]: empty"}},
+			"bad key":            {"acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "a b"}, ErrBadRequest, []string{`"a b"`}},
+			"budget":             {"acme", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), DeadlineSeconds: 120}, nil, nil},
 		} {
 			if c.is == nil {
 				continue
@@ -152,11 +153,11 @@ func TestSubmitRefusals(t *testing.T) {
 		// Budget: 5 credits a day; 2 minutes at 60/h is 2 credits: two
 		// jobs fit, the third does not (429 with the numbers).
 		for i := range 2 {
-			if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("b", i)}); err != nil {
+			if _, _, err := p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("b", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+		_, _, err := p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
 		var le *LimitError
 		if !errors.As(err, &le) || le.Reason != "budget" {
 			t.Fatalf("over budget: %v", err)
@@ -167,28 +168,28 @@ func TestSubmitRefusals(t *testing.T) {
 		// one spent and records the period, in the statement that counts
 		// the job.
 		var period int64
-		if err := s.w.QueryRowContext(ctx, `SELECT period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&period); err != nil || period == 0 {
+		if err := s.WriteDB().QueryRowContext(ctx, `SELECT period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&period); err != nil || period == 0 {
 			t.Fatalf("acme's budget period: %d %v", period, err)
 		}
-		if _, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_tenants SET spent = 0.5, period_ns = ? WHERE tenant = 'acme'`), period-1); err != nil {
+		if _, err := s.WriteDB().ExecContext(ctx, s.Q(`UPDATE cp_tenants SET spent = 0.5, period_ns = ? WHERE tenant = 'acme'`), period-1); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "q-rolled"}); err != nil {
+		if _, _, err := p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "q-rolled"}); err != nil {
 			t.Fatal(err)
 		}
 		var spent float64
 		var now int64
-		if err := s.w.QueryRowContext(ctx, `SELECT spent, period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&spent, &now); err != nil || spent != 0 || now != period {
+		if err := s.WriteDB().QueryRowContext(ctx, `SELECT spent, period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&spent, &now); err != nil || spent != 0 || now != period {
 			t.Fatalf("after a new period's first job: spent %v, period %d (want 0, %d): %v", spent, now, period, err)
 		}
 
 		// Queue bound: acme's is 5; short jobs cost 5s at 60/h each.
 		for i := range 2 {
-			if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("q", i)}); err != nil {
+			if _, _, err := p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("q", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_, _, err = p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true")})
+		_, _, err = p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true")})
 		if !errors.As(err, &le) || le.Reason != "tenant_queue_full" || le.RetryAfter <= 0 {
 			t.Fatalf("over the queue bound: %v", err)
 		}
@@ -196,7 +197,7 @@ func TestSubmitRefusals(t *testing.T) {
 
 		// A pool without a price: known as unknown, never zero; refused
 		// only for a tenant with a budget.
-		j, _, err := p.Submit(ctx, "globex", Spec{Pool: "unpriced", Profile: "standard", Commands: cmd("true")})
+		j, _, err := p.Submit(ctx, "globex", controlapi.Spec{Pool: "unpriced", Profile: "standard", Commands: cmd("true")})
 		if err != nil || j.Cost.Known {
 			t.Fatalf("unpriced job: %+v %v", j, err)
 		}
@@ -215,11 +216,11 @@ func TestGlobalQueueBound(t *testing.T) {
 	p := newPlane(t, s, repo, 8)
 	p.c.QueueBound = 3
 	for i := range 3 {
-		if _, _, err := p.Submit(context.Background(), "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)}); err != nil {
+		if _, _, err := p.Submit(context.Background(), "globex", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, _, err = p.Submit(context.Background(), "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+	_, _, err = p.Submit(context.Background(), "globex", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
 	var le *LimitError
 	if !errors.As(err, &le) || le.Reason != "queue_full" {
 		t.Fatalf("over the global bound: %v", err)
@@ -248,13 +249,13 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 		ps = append(ps, p)
 	}
 	submit := func(p *Plane, key string) error {
-		_, _, err := p.Submit(context.Background(), "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: key})
+		_, _, err := p.Submit(context.Background(), "globex", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: key})
 		return err
 	}
 	if err := submit(ps[0], "a0"); err != nil {
 		t.Fatal(err)
 	}
-	if !ps[0].c.Store.farFromBounds(submission{job: &Job{Tenant: "globex"}, globalBound: 4, tenantBound: 200}) {
+	if !ps[0].c.Store.FarFromBounds(submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
 		t.Fatal("one job queued of a bound of 4: the early read is not skipped")
 	}
 	for i := range 3 {
@@ -270,7 +271,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 	if u, _ := ps[0].c.Store.Usage(context.Background()); len(u) != 1 || u[0].Queued != 4 {
 		t.Fatalf("counters after the refusal: %+v", u)
 	}
-	if ps[0].c.Store.farFromBounds(submission{job: &Job{Tenant: "globex"}, globalBound: 4, tenantBound: 200}) {
+	if ps[0].c.Store.FarFromBounds(submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
 		t.Fatal("after a refusal at the bound the early read is still skipped")
 	}
 }
@@ -278,8 +279,8 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 // finish ends an admitted job as a dispatcher would.
 func finish(t *testing.T, s *Store, id string) {
 	t.Helper()
-	if _, err := s.update(context.Background(), id, func(j *Job, l *lease) error {
-		j.State, j.Reason, j.EndedAt = Succeeded, "exit_code", tp(time.Now())
+	if _, err := s.Update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
+		j.State, j.Reason, j.EndedAt = controlapi.Succeeded, "exit_code", tp(time.Now())
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -295,12 +296,12 @@ func TestAdmissionFair(t *testing.T) {
 		ctx := context.Background()
 		p := newPlane(t, s, repo, 3)
 		for i := range 40 {
-			if _, _, err := p.Submit(ctx, "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("g", i)}); err != nil {
+			if _, _, err := p.Submit(ctx, "globex", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("g", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for i := range 4 {
-			if _, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("a", i)}); err != nil {
+			if _, _, err := p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: fmt.Sprint("a", i)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -311,7 +312,7 @@ func TestAdmissionFair(t *testing.T) {
 			if _, err := p.admitOnce(ctx); err != nil {
 				t.Fatal(err)
 			}
-			js, err := s.List(ctx, ListFilter{State: Admitted, Limit: 1000})
+			js, err := s.List(ctx, ListFilter{State: controlapi.Admitted, Limit: 1000})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,7 +336,7 @@ func TestAdmissionFair(t *testing.T) {
 			for len(admitted) > 0 {
 				id := admitted[0]
 				admitted = admitted[1:]
-				if j, _ := s.Get(ctx, "", id); j != nil && j.State == Admitted {
+				if j, _ := s.Get(ctx, "", id); j != nil && j.State == controlapi.Admitted {
 					finish(t, s, id)
 					break
 				}
@@ -366,7 +367,7 @@ func TestProfileHistory(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	p := newPlane(t, s, repo, 8)
-	j, _, err := p.Submit(ctx, "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+	j, _, err := p.Submit(ctx, "globex", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +381,7 @@ func TestProfileHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != Admitted || len(got.Notes) != 1 || !strings.Contains(got.Notes[0].Text, "profile standard changed at") {
+	if got.State != controlapi.Admitted || len(got.Notes) != 1 || !strings.Contains(got.Notes[0].Text, "profile standard changed at") {
 		t.Fatalf("admitted job after the profile changed: %s %+v", got.State, got.Notes)
 	}
 	commit(t, repo, "remove standard", func(tr *gitops.Tree) error {
@@ -414,25 +415,25 @@ func TestAdmitOnSubmit(t *testing.T) {
 		p.c.manualAdmission = false
 		var ids []string
 		for i := range 4 {
-			j, _, err := p.Submit(ctx, "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)})
+			j, _, err := p.Submit(ctx, "globex", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true"), IdempotencyKey: fmt.Sprint(i)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, j.ID)
 		}
-		states := map[State]int{}
+		states := map[controlapi.State]int{}
 		for _, id := range ids {
 			j, err := s.Get(ctx, "", id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			states[j.State]++
-			if j.State == Admitted && j.AdmittedAt.Sub(j.CreatedAt) > time.Second {
+			if j.State == controlapi.Admitted && j.AdmittedAt.Sub(j.CreatedAt) > time.Second {
 				t.Errorf("job %s waited %v in the queue with a slot free", id, j.AdmittedAt.Sub(j.CreatedAt))
 			}
 		}
 		// globex's concurrency is 2: two admitted at once, two wait
-		if states[Admitted] != 2 || states[Queued] != 2 {
+		if states[controlapi.Admitted] != 2 || states[controlapi.Queued] != 2 {
 			t.Fatalf("states after 4 submissions: %v", states)
 		}
 	})
@@ -445,7 +446,7 @@ func TestCancelQueued(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		p := newPlane(t, s, repo, 8)
-		j, _, err := p.Submit(ctx, "globex", Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
+		j, _, err := p.Submit(ctx, "globex", controlapi.Spec{Pool: "agents", Profile: "standard", Commands: cmd("true")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,12 +455,12 @@ func TestCancelQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := got.Cancellation
-		if got.State != Canceled || c == nil || c.Fence != 1 || len(c.Steps) != 10 {
+		if got.State != controlapi.Canceled || c == nil || c.Fence != 1 || len(c.Steps) != 10 {
 			t.Fatalf("canceled queued job: %s %+v", got.State, c)
 		}
-		for i, want := range []string{StepRequest, StepStopCommands, StepSignalRunner, StepEndWork, StepReconcileDeliveries,
-			StepCheckpoint, StepCleanupHooks, StepRevoke, StepDeleteSandbox, StepFinal} {
-			if c.Steps[i].Step != want || c.Steps[i].Outcome == StepFailed {
+		for i, want := range []string{controlapi.StepRequest, controlapi.StepStopCommands, controlapi.StepSignalRunner, controlapi.StepEndWork, controlapi.StepReconcileDeliveries,
+			controlapi.StepCheckpoint, controlapi.StepCleanupHooks, controlapi.StepRevoke, controlapi.StepDeleteSandbox, controlapi.StepFinal} {
+			if c.Steps[i].Step != want || c.Steps[i].Outcome == controlapi.StepFailed {
 				t.Errorf("step %d: %+v, want %s", i, c.Steps[i], want)
 			}
 		}
@@ -492,7 +493,7 @@ func TestAdmissionReserve(t *testing.T) {
 		submit := func(tenant, profile string, n int, key string) {
 			t.Helper()
 			for i := range n {
-				if _, _, err := p.Submit(ctx, tenant, Spec{Pool: "agents", Profile: profile, Commands: cmd("true"), IdempotencyKey: fmt.Sprint(key, i)}); err != nil {
+				if _, _, err := p.Submit(ctx, tenant, controlapi.Spec{Pool: "agents", Profile: profile, Commands: cmd("true"), IdempotencyKey: fmt.Sprint(key, i)}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -502,7 +503,7 @@ func TestAdmissionReserve(t *testing.T) {
 			if _, err := p.admitOnce(ctx); err != nil {
 				t.Fatal(err)
 			}
-			js, err := s.List(ctx, ListFilter{State: Admitted, Limit: 100})
+			js, err := s.List(ctx, ListFilter{State: controlapi.Admitted, Limit: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -601,17 +602,4 @@ func TestAdmissionReserve(t *testing.T) {
 			t.Fatalf("the slot globex freed: %v, want it hooli's (below its share)", per)
 		}
 	})
-}
-
-// TestPostgresPlaceholders: ? and +? (SQLite's unary plus that keeps a hot
-// statement from being compiled again, see hotStmts) become $n; a plus
-// with a space before ? is arithmetic and stays.
-func TestPostgresPlaceholders(t *testing.T) {
-	got := postgresDialect.q(`UPDATE t SET n = n + ? WHERE a = +? AND b = ? LIMIT +?`)
-	if want := `UPDATE t SET n = n + $1 WHERE a = $2 AND b = $3 LIMIT $4`; got != want {
-		t.Fatalf("q = %s, want %s", got, want)
-	}
-	if got := sqliteDialect.q(`a = +?`); got != `a = +?` {
-		t.Fatalf("sqlite q = %s", got)
-	}
 }

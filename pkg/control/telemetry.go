@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
@@ -24,28 +25,18 @@ import (
 // and sandbox_id; the control plane's log lines about the job carry the
 // same.
 
-// JobTrace is GET /v1/jobs/{id}/trace: the spans of the job's trace this
-// replica's ring holds.
-type JobTrace struct {
-	JobID   string `json:"jobId"`
-	TraceID string `json:"traceId"`
-	// Replica is the control plane that answered; spans recorded by
-	// another replica (or pushed out of the ring) are not here.
-	Replica string                 `json:"replica"`
-	Spans   []telemetry.SpanRecord `json:"spans"`
-}
-
 // Trace returns what this replica's ring holds of job j's trace.
-func (p *Plane) Trace(j *Job) *JobTrace {
-	spans := p.c.Tracing.Ring().Trace(telemetry.JobTraceID(j.ID))
-	if spans == nil {
-		spans = []telemetry.SpanRecord{}
+func (p *Plane) Trace(j *controlapi.Job) *controlapi.JobTrace {
+	recs := p.c.Tracing.Ring().Trace(telemetry.JobTraceID(j.ID))
+	spans := make([]controlapi.Span, 0, len(recs))
+	for _, r := range recs {
+		spans = append(spans, controlapi.Span(r))
 	}
-	return &JobTrace{JobID: j.ID, TraceID: telemetry.JobTraceID(j.ID).String(), Replica: p.c.ID, Spans: spans}
+	return &controlapi.JobTrace{JobID: j.ID, TraceID: telemetry.JobTraceID(j.ID).String(), Replica: p.c.ID, Spans: spans}
 }
 
 // jobIDs are the correlation ids of a job, as span attributes.
-func jobIDs(j *Job) []attribute.KeyValue {
+func jobIDs(j *controlapi.Job) []attribute.KeyValue {
 	kv := []attribute.KeyValue{attribute.String("job_id", j.ID), attribute.String("pool", j.Pool)}
 	if j.Attempt > 0 {
 		kv = append(kv, attribute.Int("allocation_attempt", j.Attempt))
@@ -57,7 +48,7 @@ func jobIDs(j *Job) []attribute.KeyValue {
 }
 
 // logIDs are the same ids for a log line, with the trace id.
-func logIDs(j *Job) []any {
+func logIDs(j *controlapi.Job) []any {
 	out := []any{"job_id", j.ID, "trace_id", telemetry.JobTraceID(j.ID).String()}
 	for _, kv := range jobIDs(j)[2:] {
 		out = append(out, string(kv.Key), kv.Value.AsInterface())
@@ -70,7 +61,7 @@ func (p *Plane) tracer() trace.Tracer { return p.c.Tracing.Tracer() }
 // traceAdmission writes the spans of a job before its dispatch: admission
 // (its submission to its admission) and dispatch wait (its admission to
 // a worker taking it, now).
-func (p *Plane) traceAdmission(ctx context.Context, j *Job) {
+func (p *Plane) traceAdmission(ctx context.Context, j *controlapi.Job) {
 	if j.AdmittedAt == nil {
 		return
 	}
@@ -82,7 +73,7 @@ func (p *Plane) traceAdmission(ctx context.Context, j *Job) {
 }
 
 // tracedClaim is claim in a span.
-func (p *Plane) tracedClaim(ctx context.Context, j *Job) (Runtime, *runtime.Grant, error) {
+func (p *Plane) tracedClaim(ctx context.Context, j *controlapi.Job) (Runtime, *runtime.Grant, error) {
 	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), "claim", trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(attribute.String("request_key", j.RequestKey)))
 	defer s.End()
 	rt, g, err := p.claim(ctx, j)
@@ -97,7 +88,7 @@ func (p *Plane) tracedClaim(ctx context.Context, j *Job) (Runtime, *runtime.Gran
 }
 
 // span starts a span of job j; its end function records err.
-func (p *Plane) span(ctx context.Context, j *Job, name string, kv ...attribute.KeyValue) func(err error, kv ...attribute.KeyValue) {
+func (p *Plane) span(ctx context.Context, j *controlapi.Job, name string, kv ...attribute.KeyValue) func(err error, kv ...attribute.KeyValue) {
 	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), name, trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
 	return func(err error, kv ...attribute.KeyValue) {
 		s.SetAttributes(kv...)
@@ -129,7 +120,7 @@ func commandAttrs(res *runtime.ExecResult) []attribute.KeyValue {
 // jobEnded records a job that reached an end (terminal, or unknown): its
 // metrics, the sandbox-ready and runner-awake spans from its run manifest
 // (when it had a run on rt), its root span, and a log line with its ids.
-func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *Job) {
+func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *controlapi.Job) {
 	if j == nil {
 		return
 	}
@@ -153,13 +144,13 @@ func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *Job) {
 		ran = end.Sub(*j.StartedAt)
 	}
 	met := p.c.Metrics
-	met.TaskEnded(ctx, j.Pool, j.State == Succeeded, j.Reason, ran)
+	met.TaskEnded(ctx, j.Pool, j.State == controlapi.Succeeded, j.Reason, ran)
 	if j.State.Terminal() {
 		met.Cost(ctx, j.Pool, j.Cost.Known, j.Cost.Amount)
 	}
 	_, root := p.c.Tracing.StartJobRoot(ctx, j.ID, "job", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...),
 		trace.WithAttributes(attribute.String("tenant", j.Tenant), attribute.String("state", string(j.State)), attribute.String("reason", j.Reason)))
-	if j.State != Succeeded {
+	if j.State != controlapi.Succeeded {
 		root.SetStatus(codes.Error, j.Reason)
 	}
 	root.End(trace.WithTimestamp(end))
@@ -170,7 +161,7 @@ func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *Job) {
 // give (sandbox ready: the runtime's request received to the sandbox
 // assigned, warm or cold; runner awake: from then to the runner's first
 // command) and records kit_setup_latency, the second.
-func (p *Plane) traceLifecycle(ctx context.Context, j *Job, m *runs.Manifest) {
+func (p *Plane) traceLifecycle(ctx context.Context, j *controlapi.Job, m *runs.Manifest) {
 	l := m.Lifecycle
 	jctx := telemetry.InJob(ctx, j.ID)
 	if !l.RequestReceived.IsZero() && !l.SandboxAssigned.IsZero() {

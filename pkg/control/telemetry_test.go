@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -22,9 +23,9 @@ func TestTelemetryAPI(t *testing.T) {
 		p := newPlane(t, s, repo, 8)
 		srv := httptest.NewServer(NewServer(p))
 		defer srv.Close()
-		acmeTok, _, _ := s.CreateToken(ctx, "acme", ScopeTenant, "")
-		globexTok, _, _ := s.CreateToken(ctx, "globex", ScopeTenant, "")
-		opTok, _, _ := s.CreateToken(ctx, "ops", ScopeOperator, "")
+		acmeTok, _, _ := s.CreateToken(ctx, "acme", controlapi.ScopeTenant, "")
+		globexTok, _, _ := s.CreateToken(ctx, "globex", controlapi.ScopeTenant, "")
+		opTok, _, _ := s.CreateToken(ctx, "ops", controlapi.ScopeOperator, "")
 		get := func(tok, path string) (int, string) {
 			req, _ := http.NewRequest("GET", srv.URL+path, nil)
 			if tok != "" {
@@ -44,7 +45,7 @@ func TestTelemetryAPI(t *testing.T) {
 			}
 		}
 
-		j, _, err := p.Submit(ctx, "acme", Spec{Pool: "agents", Profile: "short", Commands: cmd("true")})
+		j, _, err := p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,11 +57,11 @@ func TestTelemetryAPI(t *testing.T) {
 		}
 		j, _ = p.Get(ctx, "", j.ID)
 		p.traceAdmission(ctx, j)
-		j.State, j.Reason, j.EndedAt = Failed, "exit_code", tp(time.Now())
+		j.State, j.Reason, j.EndedAt = controlapi.Failed, "exit_code", tp(time.Now())
 		j.StartedAt = tp(time.Now().Add(-time.Second))
 		p.jobEnded(ctx, nil, j)
 
-		c, _ := NewClient(srv.URL, acmeTok)
+		c, _ := controlapi.NewClient(srv.URL, acmeTok)
 		tr, err := c.Trace(ctx, j.ID)
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
@@ -89,7 +90,7 @@ func NewCmdTenant(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	create.Flags().StringVar(&scope, "scope", control.ScopeTenant, "tenant (its own jobs) or operator (every job, audited)")
+	create.Flags().StringVar(&scope, "scope", controlapi.ScopeTenant, "tenant (its own jobs) or operator (every job, audited)")
 	create.Flags().StringVar(&label, "label", "", "a note saying what the token is for")
 	var tenant string
 	list := &cobra.Command{
@@ -164,7 +165,7 @@ func (f *jobFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&f.tokenFile, "token-file", os.Getenv("SLIPWAY_TOKEN_FILE"), "file holding your API token ($SLIPWAY_TOKEN_FILE)")
 }
 
-func (f *jobFlags) client() (*control.Client, error) {
+func (f *jobFlags) client() (*controlapi.Client, error) {
 	if f.server == "" || f.tokenFile == "" {
 		return nil, usage(errors.New("--server and --token-file are required (or $SLIPWAY_CONTROL_URL and $SLIPWAY_TOKEN_FILE)"))
 	}
@@ -172,7 +173,7 @@ func (f *jobFlags) client() (*control.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := control.NewClient(f.server, tok)
+	c, err := controlapi.NewClient(f.server, tok)
 	if err != nil {
 		return nil, usage(err)
 	}
@@ -189,7 +190,7 @@ func NewCmdJob(g *globals) *cobra.Command {
 
 // newCmdJobSubmit is `job submit`: submit a job, and with --wait follow it to its end.
 func newCmdJobSubmit(g *globals, jf *jobFlags) *cobra.Command {
-	var spec control.Spec
+	var spec controlapi.Spec
 	var wait bool
 	submit := &cobra.Command{
 		Use:   "submit --pool P --profile NAME [--deadline D] [--command-timeout D] [--idempotency-key K] [--wait] -- CMD...",
@@ -216,7 +217,7 @@ func newCmdJobSubmit(g *globals, jf *jobFlags) *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(g.stderr, "%s %s\n", j.ID, j.State)
-			j, err = c.Wait(cmd.Context(), j.ID, 200*time.Millisecond, func(j *control.Job) {
+			j, err = c.Wait(cmd.Context(), j.ID, 200*time.Millisecond, func(j *controlapi.Job) {
 				if !g.json() {
 					fmt.Fprintf(g.stderr, "%s %s %s\n", j.ID, j.State, j.Detail)
 				}
@@ -288,7 +289,7 @@ func newCmdJobList(g *globals, jf *jobFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			js, err := c.List(cmd.Context(), control.State(state), limit)
+			js, err := c.List(cmd.Context(), controlapi.State(state), limit)
 			if err != nil {
 				return failed(err)
 			}
@@ -360,7 +361,11 @@ sandbox_id. --output json prints the spans as the API returns them.`,
 				fmt.Fprintln(g.stdout, "no spans: this replica did not record the job, or its ring has moved past it")
 				return nil
 			}
-			return telemetry.WriteTree(g.stdout, t.Spans)
+			spans := make([]telemetry.SpanRecord, len(t.Spans))
+			for i, s := range t.Spans {
+				spans[i] = telemetry.SpanRecord(s)
+			}
+			return telemetry.WriteTree(g.stdout, spans)
 		},
 	}
 	jf.add(traceCmd)
@@ -369,17 +374,17 @@ sandbox_id. --output json prints the spans as the API returns them.`,
 
 // jobExit is a finished job's exit code: the command's, or 1 for a job
 // that was refused, failed without one, or whose outcome is unknown.
-func jobExit(j *control.Job) error {
+func jobExit(j *controlapi.Job) error {
 	switch {
-	case j.State == control.Succeeded:
+	case j.State == controlapi.Succeeded:
 		return nil
-	case j.ExitCode != nil && *j.ExitCode != 0 && j.State == control.Failed:
+	case j.ExitCode != nil && *j.ExitCode != 0 && j.State == controlapi.Failed:
 		return silent(*j.ExitCode)
 	}
 	return failed(fmt.Errorf("job %s %s: %s", j.ID, j.State, strings.TrimPrefix(j.Reason+": "+j.Detail, ": ")))
 }
 
-func printJob(w io.Writer, j *control.Job, prof *control.JobProfile, perr error) {
+func printJob(w io.Writer, j *controlapi.Job, prof *controlapi.JobProfile, perr error) {
 	fmt.Fprintf(w, "job %s (tenant %s, key %s)\n", j.ID, j.Tenant, j.IdempotencyKey)
 	fmt.Fprintf(w, "state:    %s", j.State)
 	if j.Reason != "" {
@@ -389,7 +394,7 @@ func printJob(w io.Writer, j *control.Job, prof *control.JobProfile, perr error)
 	if j.Detail != "" {
 		fmt.Fprintf(w, "why:      %s\n", j.Detail)
 	}
-	if j.State == control.Unknown {
+	if j.State == controlapi.Unknown {
 		fmt.Fprintf(w, "owner:    %s, by %s\n", j.Owner, j.OwnerDeadline.Format(time.RFC3339))
 	}
 	fmt.Fprintf(w, "pool:     %s\n", j.Pool)

@@ -5,13 +5,13 @@ import (
 	"io"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/control"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // printDelivery prints how a job's deliveries stand: its acceptance
 // (validated delivery: "result succeeded, notification pending", never
 // plain success before the receipts) and each destination.
-func printDelivery(w io.Writer, j *control.Job) {
+func printDelivery(w io.Writer, j *controlapi.Job) {
 	d := j.Delivery
 	if d == nil {
 		if j.State.Terminal() {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
-	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
@@ -149,9 +149,9 @@ func (p *controlProc) kill9(t *testing.T) {
 	<-p.done
 }
 
-func waitJob(t *testing.T, c *control.Client, id string, limit time.Duration, ok func(*control.Job) bool) *control.Job {
+func waitJob(t *testing.T, c *controlapi.Client, id string, limit time.Duration, ok func(*controlapi.Job) bool) *controlapi.Job {
 	t.Helper()
-	var j *control.Job
+	var j *controlapi.Job
 	poll(t, limit, "job "+id, func() (bool, string) {
 		var err error
 		if j, err = c.Get(context.Background(), id); err != nil {
@@ -179,11 +179,11 @@ func TestControlJobs(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("deadline: %+v", r)
 	}
-	var j control.Job
+	var j controlapi.Job
 	if err := json.Unmarshal([]byte(r.stdout), &j); err != nil {
 		t.Fatal(err)
 	}
-	if j.State != control.DeadlineExceeded || j.StopOutcome != "terminated" || !strings.Contains(j.Output, "got TERM") || j.OutputDroppedLines == 0 && !strings.Contains(j.Output, "line 1\n") {
+	if j.State != controlapi.DeadlineExceeded || j.StopOutcome != "terminated" || !strings.Contains(j.Output, "got TERM") || j.OutputDroppedLines == 0 && !strings.Contains(j.Output, "line 1\n") {
 		t.Fatalf("deadline job: %s %s stop=%q dropped=%d output:\n%s", j.State, j.Detail, j.StopOutcome, j.OutputDroppedLines, j.Output)
 	}
 	r = run(t, "", "job", "show", j.ID, "--server", cp.url, "--token-file", tok)
@@ -208,34 +208,34 @@ func TestControlKill9(t *testing.T) {
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
 	cp := w.startControl(t, db)
 	tok, _ := readToken(w.token(t, db, "acme"))
-	c, _ := control.NewClient(cp.url, tok)
+	c, _ := controlapi.NewClient(cp.url, tok)
 
 	// One slot: A runs (a marker file counts its runs), B and C wait.
-	a, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "A",
+	a, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "A",
 		Commands: [][]string{{"sh", "-c", "echo started; sleep 5; echo finished"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var queued []string
 	for _, k := range []string{"B", "C"} {
-		j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: k, Commands: [][]string{{"echo", k}}})
+		j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: k, Commands: [][]string{{"echo", k}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		queued = append(queued, j.ID)
 	}
-	waitJob(t, c, a.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Running })
+	waitJob(t, c, a.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State == controlapi.Running })
 	cp.kill9(t)
 
 	cp = w.startControl(t, db)
-	c, _ = control.NewClient(cp.url, tok)
-	ja := waitJob(t, c, a.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Unknown || j.State.Terminal() })
-	if ja.State != control.Unknown || ja.Owner == "" || ja.OwnerDeadline == nil || ja.Reason != "owner_lost" {
+	c, _ = controlapi.NewClient(cp.url, tok)
+	ja := waitJob(t, c, a.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State == controlapi.Unknown || j.State.Terminal() })
+	if ja.State != controlapi.Unknown || ja.Owner == "" || ja.OwnerDeadline == nil || ja.Reason != "owner_lost" {
 		t.Fatalf("job running at the kill: %s %s owner=%q", ja.State, ja.Detail, ja.Owner)
 	}
 	for _, id := range queued {
-		j := waitJob(t, c, id, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
-		if j.State != control.Succeeded {
+		j := waitJob(t, c, id, 60*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+		if j.State != controlapi.Succeeded {
 			t.Fatalf("queued at the kill: %s %s", j.State, j.Detail)
 		}
 	}
@@ -250,17 +250,17 @@ func TestControlKill9(t *testing.T) {
 	// the plane blocks there and is killed -9 for real.
 	cp.kill9(t)
 	cp = w.startControl(t, db, "SLIPWAY_TEST_FAILPOINT=after-claim")
-	c, _ = control.NewClient(cp.url, tok)
-	d, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "D", Commands: [][]string{{"echo", "D ran"}}})
+	c, _ = controlapi.NewClient(cp.url, tok)
+	d, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "D", Commands: [][]string{{"echo", "D ran"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	poll(t, 60*time.Second, "the failpoint", func() (bool, string) { return strings.Contains(cp.log.text(), "failpoint reached"), "" })
 	cp.kill9(t)
 	cp = w.startControl(t, db)
-	c, _ = control.NewClient(cp.url, tok)
-	jd := waitJob(t, c, d.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
-	if jd.State != control.Succeeded || !jd.Adopted || !strings.Contains(jd.Output, "D ran") {
+	c, _ = controlapi.NewClient(cp.url, tok)
+	jd := waitJob(t, c, d.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+	if jd.State != controlapi.Succeeded || !jd.Adopted || !strings.Contains(jd.Output, "D ran") {
 		t.Fatalf("job claimed at the kill: %s %s adopted=%v output=%q", jd.State, jd.Detail, jd.Adopted, jd.Output)
 	}
 	ids, err := w.rt.client.Query(ctx, runs.Query{RequestKey: jd.RequestKey})
@@ -293,7 +293,7 @@ func TestControlKill9(t *testing.T) {
 		}
 	}
 	// Nothing ran twice: A's marker output appears in one run only.
-	again, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "A",
+	again, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: "A",
 		Commands: [][]string{{"sh", "-c", "echo started; sleep 5; echo finished"}}})
 	if err != nil || again.ID != a.ID {
 		t.Fatalf("resubmitting A's key: %v %v", again, err)
@@ -307,13 +307,13 @@ func TestControlDispatchBudget(t *testing.T) {
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
 	cp := w.startControlArgs(t, db, nil, "--runtime", "agents=http://127.0.0.1:1,"+w.rtTokenFile, "--dispatch-attempts", "3")
 	tok, _ := readToken(w.token(t, db, "acme"))
-	c, _ := control.NewClient(cp.url, tok)
-	j, _, err := c.Submit(context.Background(), control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"true"}}})
+	c, _ := controlapi.NewClient(cp.url, tok)
+	j, _, err := c.Submit(context.Background(), controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"true"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j = waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
-	if j.State != control.Failed || j.Reason != "dispatch_budget" || j.DispatchFailures != 3 || !strings.Contains(j.Detail, "connection refused") {
+	j = waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+	if j.State != controlapi.Failed || j.Reason != "dispatch_budget" || j.DispatchFailures != 3 || !strings.Contains(j.Detail, "connection refused") {
 		t.Fatalf("job on an unreachable runtime: %s %s %s failures=%d", j.State, j.Reason, j.Detail, j.DispatchFailures)
 	}
 	if len(j.Notes) != 2 {
@@ -334,23 +334,23 @@ func TestControlReplicasPostgres(t *testing.T) {
 	cp1 := w.startControl(t, db)
 	cp2 := w.startControl(t, db)
 	tok, _ := readToken(w.token(t, db, "acme"))
-	c1, _ := control.NewClient(cp1.url, tok)
-	c2, _ := control.NewClient(cp2.url, tok)
+	c1, _ := controlapi.NewClient(cp1.url, tok)
+	c2, _ := controlapi.NewClient(cp2.url, tok)
 	var ids []string
 	for i := range 6 {
 		c := c1
 		if i%2 == 1 {
 			c = c2
 		}
-		j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo job; sleep 0.2"}}})
+		j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo job; sleep 0.2"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, j.ID)
 	}
 	for _, id := range ids {
-		j := waitJob(t, c2, id, 90*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
-		if j.State != control.Succeeded || j.Attempt != 1 {
+		j := waitJob(t, c2, id, 90*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+		if j.State != controlapi.Succeeded || j.Attempt != 1 {
 			t.Fatalf("job %s: %s %s attempt %d", id, j.State, j.Detail, j.Attempt)
 		}
 		runsOf, err := w.rt.client.Query(ctx, runs.Query{RequestKey: j.RequestKey})
@@ -362,11 +362,11 @@ func TestControlReplicasPostgres(t *testing.T) {
 		}
 	}
 	// A long job; kill -9 whichever replica owns it: the other recovers it.
-	j, _, err := c1.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sleep", "30"}}})
+	j, _, err := c1.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sleep", "30"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	running := waitJob(t, c1, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Running })
+	running := waitJob(t, c1, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State == controlapi.Running })
 	owner, survivor := cp1, c2
 	if strings.Contains(running.Replica, fmt.Sprintf(":%d:", cp2.cmd.Process.Pid)) {
 		owner, survivor = cp2, c1
@@ -374,8 +374,8 @@ func TestControlReplicasPostgres(t *testing.T) {
 		t.Fatalf("job runs on replica %q, neither of pids %d and %d", running.Replica, cp1.cmd.Process.Pid, cp2.cmd.Process.Pid)
 	}
 	owner.kill9(t)
-	got := waitJob(t, survivor, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Unknown || j.State.Terminal() })
-	if got.State != control.Unknown || got.Reason != "owner_lost" || !strings.Contains(got.Detail, running.Replica) {
+	got := waitJob(t, survivor, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State == controlapi.Unknown || j.State.Terminal() })
+	if got.State != controlapi.Unknown || got.Reason != "owner_lost" || !strings.Contains(got.Detail, running.Replica) {
 		t.Fatalf("job after its replica was killed: %s %s %s", got.State, got.Reason, got.Detail)
 	}
 }
@@ -388,12 +388,12 @@ func TestControlBudgetStop(t *testing.T) {
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
 	cp := w.startControl(t, db)
 	tok, _ := readToken(w.token(t, db, "acme"))
-	c, _ := control.NewClient(cp.url, tok)
-	j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sleep", "60"}}})
+	c, _ := controlapi.NewClient(cp.url, tok)
+	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sleep", "60"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Running })
+	waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State == controlapi.Running })
 	r, err := gitops.Open(ctx, w.repo)
 	if err != nil {
 		t.Fatal(err)
@@ -408,8 +408,8 @@ func TestControlBudgetStop(t *testing.T) {
 		}}); err != nil {
 		t.Fatal(err)
 	}
-	got := waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
-	if got.State != control.Failed || got.Reason != "budget" || got.StopOutcome == "" || !got.Cost.Known || got.Cost.Amount <= 0 {
+	got := waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+	if got.State != controlapi.Failed || got.Reason != "budget" || got.StopOutcome == "" || !got.Cost.Known || got.Cost.Amount <= 0 {
 		t.Fatalf("job over the lowered budget: %s %s %s stop=%q cost=%+v", got.State, got.Reason, got.Detail, got.StopOutcome, got.Cost)
 	}
 }
@@ -430,36 +430,36 @@ func TestControlCancel(t *testing.T) {
 				env = []string{"SLIPWAY_TEST_FAILPOINT=" + fp}
 			}
 			cp := w.startControl(t, db, env...)
-			c, _ := control.NewClient(cp.url, tok)
-			j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo started; sleep 60; echo never"}}})
+			c, _ := controlapi.NewClient(cp.url, tok)
+			j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo started; sleep 60; echo never"}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			running := waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State == control.Running })
+			running := waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State == controlapi.Running })
 			if _, err := c.Cancel(ctx, j.ID); err != nil {
 				t.Fatal(err)
 			}
 			if fp != "" {
 				poll(t, 60*time.Second, "the failpoint", func() (bool, string) { return strings.Contains(cp.log.text(), "failpoint reached"), "" })
 				mid, err := c.Get(ctx, j.ID)
-				if err != nil || mid.State != control.Canceling {
+				if err != nil || mid.State != controlapi.Canceling {
 					t.Fatalf("at %s: %v %v", fp, mid.State, err)
 				}
 				cp.kill9(t)
 				cp = w.startControl(t, db)
-				c, _ = control.NewClient(cp.url, tok)
+				c, _ = controlapi.NewClient(cp.url, tok)
 			}
-			got := waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
-			if got.State != control.Canceled || got.Cancellation == nil {
+			got := waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+			if got.State != controlapi.Canceled || got.Cancellation == nil {
 				t.Fatalf("canceled job: %s %s %+v", got.State, got.Detail, got.Cancellation)
 			}
 			outcome := map[string]string{}
 			for _, s := range got.Cancellation.Steps {
 				outcome[s.Step] = s.Outcome
 			}
-			for _, s := range []string{control.StepRequest, control.StepStopCommands, control.StepSignalRunner, control.StepEndWork,
-				control.StepRevoke, control.StepDeleteSandbox, control.StepFinal} {
-				if outcome[s] != control.StepDone {
+			for _, s := range []string{controlapi.StepRequest, controlapi.StepStopCommands, controlapi.StepSignalRunner, controlapi.StepEndWork,
+				controlapi.StepRevoke, controlapi.StepDeleteSandbox, controlapi.StepFinal} {
+				if outcome[s] != controlapi.StepDone {
 					t.Errorf("step %s: %q (%+v)", s, outcome[s], got.Cancellation.Steps)
 				}
 			}

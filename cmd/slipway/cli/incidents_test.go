@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
@@ -94,14 +95,14 @@ func TestIncidentAgentHangs(t *testing.T) {
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
 	cp := w.startControl(t, db)
 	tok, _ := readToken(w.token(t, db, "acme"))
-	c, _ := control.NewClient(cp.url, tok)
-	j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", DeadlineSeconds: 3,
+	c, _ := controlapi.NewClient(cp.url, tok)
+	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", DeadlineSeconds: 3,
 		Commands: [][]string{{"sh", "-c", "trap '' TERM; echo started; yes 'a line of output the agent writes' | head -n 20000; echo flooded; sleep 60; echo never"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j = waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
-	if j.State != control.DeadlineExceeded || j.StopOutcome != "killed" || len(j.Results) != 1 || !j.Results[0].TimedOut || j.Results[0].Stop != "killed" {
+	j = waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+	if j.State != controlapi.DeadlineExceeded || j.StopOutcome != "killed" || len(j.Results) != 1 || !j.Results[0].TimedOut || j.Results[0].Stop != "killed" {
 		t.Fatalf("hung job: %s %s %s stop=%q results=%+v", j.State, j.Reason, j.Detail, j.StopOutcome, j.Results)
 	}
 	if j.OutputDroppedLines == 0 || !strings.Contains(j.Output, "lines dropped ...]") || int64(len(j.Output)) > j.Limits.MaxOutputBytes+200 ||
@@ -274,7 +275,7 @@ func TestIncidentPolicyLags(t *testing.T) {
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
 	cp := w.startControlArgs(t, db, nil, "--runtime", "agents="+w.rt.base+","+w.rtTokenFile, "--dispatch-attempts", "8")
 	tok, _ := readToken(w.token(t, db, "acme"))
-	c, _ := control.NewClient(cp.url, tok)
+	c, _ := controlapi.NewClient(cp.url, tok)
 	head := func(repo string) string {
 		r, err := gitops.Open(ctx, repo)
 		if err != nil {
@@ -329,18 +330,18 @@ func TestIncidentPolicyLags(t *testing.T) {
 		!strings.Contains(text, "REFUSED (503)") || !strings.Contains(text, "last sync:     failed") || !strings.Contains(text, rev) {
 		t.Fatalf("stale policy view: %+v\n%s", v, text)
 	}
-	j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"echo", "dispatched"}}})
+	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"echo", "dispatched"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitJob(t, c, j.ID, 30*time.Second, func(j *control.Job) bool { return j.DispatchFailures > 0 })
+	waitJob(t, c, j.ID, 30*time.Second, func(j *controlapi.Job) bool { return j.DispatchFailures > 0 })
 
 	// The repository is back: the view is fresh, the job runs.
 	if err := os.Rename(away, w.rtRepo); err != nil {
 		t.Fatal(err)
 	}
-	j = waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool { return j.State.Terminal() })
-	if j.State != control.Succeeded || !strings.Contains(j.Output, "dispatched") {
+	j = waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+	if j.State != controlapi.Succeeded || !strings.Contains(j.Output, "dispatched") {
 		t.Fatalf("the job after the view was fresh again: %s %s %s notes %+v", j.State, j.Reason, j.Detail, j.Notes)
 	}
 	if v, _ := policy(0); v.Stale || v.LastSyncError != "" {
@@ -392,18 +393,18 @@ func TestIncidentExportFails(t *testing.T) {
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
 	cp := w.startControl(t, db)
 	tok, _ := readToken(w.token(t, db, "acme"))
-	c, _ := control.NewClient(cp.url, tok)
-	j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo the result of the work"}}})
+	c, _ := controlapi.NewClient(cp.url, tok)
+	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo the result of the work"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// While the budget lasts, the retries are visible: on the job, and in
 	// slipway incidents as an open incident whose owner is the output
 	// worker and whose deadline is the next try.
-	j = waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool {
+	j = waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool {
 		return j.Delivery != nil && len(j.Delivery.Destinations) == 1 && j.Delivery.Destinations[0].Retrying != nil
 	})
-	if rt := j.Delivery.Destinations[0].Retrying; !strings.Contains(rt.LastError, "of a budget of 3") || rt.Attempts < 1 || j.State != control.Succeeded {
+	if rt := j.Delivery.Destinations[0].Retrying; !strings.Contains(rt.LastError, "of a budget of 3") || rt.Attempts < 1 || j.State != controlapi.Succeeded {
 		t.Fatalf("retrying: %+v (job %s)", rt, j.State)
 	}
 	rep, _ := report(t, db, "")
@@ -411,12 +412,12 @@ func TestIncidentExportFails(t *testing.T) {
 		got[0].Deadline == nil || !strings.Contains(got[0].Owner, "output worker") || !strings.Contains(got[0].Detail, "of a budget of 3") {
 		t.Fatalf("artifact_export_fails while retrying: %+v", got)
 	}
-	j = waitJob(t, c, j.ID, 60*time.Second, func(j *control.Job) bool {
-		return j.Delivery != nil && j.Delivery.Acceptance == control.AcceptFailed
+	j = waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool {
+		return j.Delivery != nil && j.Delivery.Acceptance == controlapi.AcceptFailed
 	})
 	d := j.Delivery.Destinations[0]
-	if j.State != control.Succeeded || !strings.Contains(j.Output, "the result of the work") || j.ResultPublished != nil ||
-		d.Result == nil || d.Result.Outcome != control.ReceiptFailed || d.Result.Attempts != 3 || d.Result.HTTPStatus != 503 ||
+	if j.State != controlapi.Succeeded || !strings.Contains(j.Output, "the result of the work") || j.ResultPublished != nil ||
+		d.Result == nil || d.Result.Outcome != controlapi.ReceiptFailed || d.Result.Attempts != 3 || d.Result.HTTPStatus != 503 ||
 		!strings.Contains(d.Result.Detail, "budget of 3 spent") || arrivals.Load() != 3 {
 		t.Fatalf("job with a refusing destination: %s %s published=%v delivery %+v result %+v arrivals %d", j.State, j.Detail, j.ResultPublished,
 			j.Delivery, d.Result, arrivals.Load())
@@ -428,7 +429,7 @@ func TestIncidentExportFails(t *testing.T) {
 	}
 	defer st.Close()
 	_, evs, err := st.Events(ctx, "", j.ID, 0, 0)
-	if err != nil || len(evs) == 0 || evs[len(evs)-1].Kind != control.KindResult || !strings.Contains(string(evs[len(evs)-1].Data), "the result of the work") {
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Kind != controlapi.KindResult || !strings.Contains(string(evs[len(evs)-1].Data), "the result of the work") {
 		t.Fatalf("the job's events: %v %v", evs, err)
 	}
 	sum := sha256.Sum256(evs[len(evs)-1].Data)
@@ -436,7 +437,7 @@ func TestIncidentExportFails(t *testing.T) {
 
 	rep, text := report(t, db, filepath.Join(w.dir, "runtime-state"))
 	got := of(rep, incidents.ExportFailure, j.ID)
-	if len(got) != 1 || got[0].State != control.ReceiptFailed || got[0].Attempts != 3 || got[0].Run != j.RunID || !got[0].Terminal ||
+	if len(got) != 1 || got[0].State != controlapi.ReceiptFailed || got[0].Attempts != 3 || got[0].Run != j.RunID || !got[0].Terminal ||
 		!strings.Contains(got[0].Owner, "tenant acme") || !strings.Contains(got[0].Next, "not dropped") ||
 		!strings.Contains(evidence(got[0], "source"), "digest "+digest) || !strings.Contains(evidence(got[0], "source"), j.RunID) {
 		t.Fatalf("artifact_export_fails of %s: %+v", j.ID, got)

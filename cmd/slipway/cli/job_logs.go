@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/spf13/cobra"
-
-	"github.com/slipway-dev/slipway/pkg/control"
 )
 
 // newCmdJobLogs prints a job's event stream: stdout chunks to stdout,
@@ -25,37 +24,37 @@ func newCmdJobLogs(g *globals, jf *jobFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var final *control.ResultData
-			o := control.FollowOptions{After: after, NoFollow: !followFlag,
-				OnGap: func(d control.TrimmedData) { fmt.Fprintf(g.stderr, "[%s]\n", d.Detail) }}
-			err = c.Follow(cmd.Context(), args[0], o, func(e control.Event) error {
+			var final *controlapi.ResultData
+			o := controlapi.FollowOptions{After: after, NoFollow: !followFlag,
+				OnGap: func(d controlapi.TrimmedData) { fmt.Fprintf(g.stderr, "[%s]\n", d.Detail) }}
+			err = c.Follow(cmd.Context(), args[0], o, func(e controlapi.Event) error {
 				if g.json() {
 					return g.printJSON(e)
 				}
 				switch e.Kind {
-				case control.KindStdout, control.KindStderr:
+				case controlapi.KindStdout, controlapi.KindStderr:
 					d, err := e.Output()
 					if err != nil {
 						return fmt.Errorf("event %d: %w", e.Seq, err)
 					}
 					w := g.stdout
-					if e.Kind == control.KindStderr {
+					if e.Kind == controlapi.KindStderr {
 						w = g.stderr
 					}
 					_, err = w.Write(d.Bytes())
 					return err
-				case control.KindState:
-					var d control.StateData
+				case controlapi.KindState:
+					var d controlapi.StateData
 					_ = json.Unmarshal(e.Data, &d)
 					fmt.Fprintf(g.stderr, "[%s %s %s]\n", e.At.Format("15:04:05.000"), d.State, d.Reason)
-					if d.State == control.Unknown && followFlag {
+					if d.State == controlapi.Unknown && followFlag {
 						return errUnknownOutcome
 					}
-				case control.KindResult:
-					var d control.ResultData
+				case controlapi.KindResult:
+					var d controlapi.ResultData
 					_ = json.Unmarshal(e.Data, &d)
 					final = &d
-				case control.KindStatus:
+				case controlapi.KindStatus:
 					var d struct {
 						Argv   []string `json:"argv"`
 						Detail string   `json:"detail"`
@@ -79,7 +78,7 @@ func newCmdJobLogs(g *globals, jf *jobFlags) *cobra.Command {
 				return failed(err)
 			}
 			if final != nil && !g.json() {
-				j := &control.Job{ID: args[0], State: final.State, Reason: final.Reason, Detail: final.Detail, ExitCode: final.ExitCode}
+				j := &controlapi.Job{ID: args[0], State: final.State, Reason: final.Reason, Detail: final.Detail, ExitCode: final.ExitCode}
 				return jobExit(j)
 			}
 			return nil

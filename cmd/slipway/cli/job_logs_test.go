@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/control"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // switchProxy forwards TCP connections to the current backend, so a
@@ -61,16 +61,16 @@ func TestJobLogsFollow(t *testing.T) {
 	cp := w.startControl(t, db)
 	tokFile := w.token(t, db, "acme")
 	tok, _ := readToken(tokFile)
-	c, _ := control.NewClient(cp.url, tok)
+	c, _ := controlapi.NewClient(cp.url, tok)
 
-	j, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo one; sleep 1; echo two >&2; sleep 1; printf '\\033[31mthree\\033[0m\\n'"}}})
+	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "echo one; sleep 1; echo two >&2; sleep 1; printf '\\033[31mthree\\033[0m\\n'"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := make(chan time.Time, 1) // when the first stdout event was read
 	go func() {
-		_ = c.Follow(ctx, j.ID, control.FollowOptions{}, func(e control.Event) error {
-			if e.Kind == control.KindStdout {
+		_ = c.Follow(ctx, j.ID, controlapi.FollowOptions{}, func(e controlapi.Event) error {
+			if e.Kind == controlapi.KindStdout {
 				select {
 				case first <- time.Now():
 				default:
@@ -101,24 +101,24 @@ func TestJobLogsFollow(t *testing.T) {
 	// resumes on the restarted plane without a gap or a repeat.
 	px := newSwitchProxy(t)
 	px.backend.Store(strings.TrimPrefix(cp.url, "http://"))
-	pc, _ := control.NewClient("http://"+px.ln.Addr().String(), tok)
-	k, _, err := c.Submit(ctx, control.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo line $i; sleep 0.02; done"}}})
+	pc, _ := controlapi.NewClient("http://"+px.ln.Addr().String(), tok)
+	k, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"sh", "-c", "i=0; while [ $i -lt 400 ]; do i=$((i+1)); echo line $i; sleep 0.02; done"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var got []control.Event
+	var got []controlapi.Event
 	reconnects := 0
 	done := make(chan error, 1)
 	go func() {
-		done <- pc.Follow(ctx, k.ID, control.FollowOptions{OnReconnect: func(error) { mu.Lock(); reconnects++; mu.Unlock() }}, func(e control.Event) error {
+		done <- pc.Follow(ctx, k.ID, controlapi.FollowOptions{OnReconnect: func(error) { mu.Lock(); reconnects++; mu.Unlock() }}, func(e controlapi.Event) error {
 			mu.Lock()
 			got = append(got, e)
 			mu.Unlock()
-			if e.Kind == control.KindState {
-				var d control.StateData
+			if e.Kind == controlapi.KindState {
+				var d controlapi.StateData
 				_ = json.Unmarshal(e.Data, &d)
-				if d.State == control.Unknown {
+				if d.State == controlapi.Unknown {
 					return io.EOF // the outcome is not confirmed: stop
 				}
 			}
@@ -130,7 +130,7 @@ func TestJobLogsFollow(t *testing.T) {
 		defer mu.Unlock()
 		n := 0
 		for _, e := range got {
-			if e.Kind == control.KindStdout {
+			if e.Kind == controlapi.KindStdout {
 				n++
 			}
 		}
@@ -157,8 +157,8 @@ func TestJobLogsFollow(t *testing.T) {
 		if e.Seq != int64(i+1) {
 			t.Fatalf("event %d has sequence %d: a gap or a repeat", i, e.Seq)
 		}
-		if e.Kind == control.KindStdout {
-			var d control.OutputData
+		if e.Kind == controlapi.KindStdout {
+			var d controlapi.OutputData
 			_ = json.Unmarshal(e.Data, &d)
 			text.WriteString(d.Text)
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/pkg/control"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -45,10 +45,10 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	opTok := strings.TrimSpace(r.stdout)
 	base := []string{"job", "submit", "--server", cp.url, "--token-file", tok, "--pool", "agents", "--profile", "standard", "--wait", "-o", "json"}
 
-	var jobs []control.Job
+	var jobs []controlapi.Job
 	for _, script := range []string{"echo ok", "echo no; exit 3"} {
 		r := run(t, "", append(base, "--", "sh", "-c", script)...)
-		var j control.Job
+		var j controlapi.Job
 		if err := json.Unmarshal([]byte(r.stdout), &j); err != nil || j.RunID == "" {
 			t.Fatalf("job %q: %+v", script, r)
 		}
@@ -66,7 +66,7 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	}
 	t.Logf("job trace %s:\n%s", ok.ID, r.stdout)
 	r = run(t, "", "job", "trace", ok.ID, "--server", cp.url, "--token-file", tok, "-o", "json")
-	var tr control.JobTrace
+	var tr controlapi.JobTrace
 	if err := json.Unmarshal([]byte(r.stdout), &tr); err != nil {
 		t.Fatalf("job trace -o json: %v\n%s", err, r.stdout)
 	}

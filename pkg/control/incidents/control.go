@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
@@ -66,17 +67,17 @@ func FromControl(s *control.Store, rs RunLister) Source {
 }
 
 // recentJobs is the newest maxJobs jobs and every unknown one.
-func recentJobs(ctx context.Context, s *control.Store) ([]*control.Job, error) {
+func recentJobs(ctx context.Context, s *control.Store) ([]*controlapi.Job, error) {
 	recent, err := s.List(ctx, control.ListFilter{Limit: maxJobs})
 	if err != nil {
 		return nil, err
 	}
-	unknown, err := s.List(ctx, control.ListFilter{State: control.Unknown, Limit: maxJobs})
+	unknown, err := s.List(ctx, control.ListFilter{State: controlapi.Unknown, Limit: maxJobs})
 	if err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
-	var out []*control.Job
+	var out []*controlapi.Job
 	for _, j := range append(recent, unknown...) {
 		if !seen[j.ID] {
 			seen[j.ID] = true
@@ -86,7 +87,7 @@ func recentJobs(ctx context.Context, s *control.Store) ([]*control.Job, error) {
 	return out, nil
 }
 
-func jobIncident(k Kind, j *control.Job) Incident {
+func jobIncident(k Kind, j *controlapi.Job) Incident {
 	i := Incident{Kind: k, Job: j.ID, Run: j.RunID, State: string(j.State), Reason: j.Reason, Detail: j.Detail,
 		Terminal: j.State.Terminal(), Owner: j.Owner, Deadline: j.OwnerDeadline, Attempts: j.Attempt, At: j.CreatedAt}
 	if j.EndedAt != nil {
@@ -96,8 +97,8 @@ func jobIncident(k Kind, j *control.Job) Incident {
 	return i
 }
 
-func hung(j *control.Job) bool {
-	if j.State == control.DeadlineExceeded {
+func hung(j *controlapi.Job) bool {
+	if j.State == controlapi.DeadlineExceeded {
 		return true
 	}
 	for _, r := range j.Results {
@@ -108,7 +109,7 @@ func hung(j *control.Job) bool {
 	return false
 }
 
-func agentHang(j *control.Job) Incident {
+func agentHang(j *controlapi.Job) Incident {
 	i := jobIncident(AgentHang, j)
 	i.add("deadline", "%s (command timeout %s)", time.Duration(j.Limits.Deadline), time.Duration(j.Limits.CommandTimeout))
 	for n, r := range j.Results {
@@ -129,11 +130,11 @@ func agentHang(j *control.Job) Incident {
 	return i
 }
 
-func crashed(j *control.Job) bool {
-	return j.Adopted || j.State == control.Unknown || j.Reason == "owner_lost"
+func crashed(j *controlapi.Job) bool {
+	return j.Adopted || j.State == controlapi.Unknown || j.Reason == "owner_lost"
 }
 
-func workerCrash(j *control.Job, byKey map[string][]*runs.Manifest) Incident {
+func workerCrash(j *controlapi.Job, byKey map[string][]*runs.Manifest) Incident {
 	i := jobIncident(WorkerCrash, j)
 	i.add("request key", "%s", orDash(j.RequestKey))
 	i.add("sandbox", "%s (run %s on runtime %s, allocation attempt %d)", orDash(j.SandboxID), orDash(j.RunID), orDash(j.Runtime), j.Attempt)
@@ -151,7 +152,7 @@ func workerCrash(j *control.Job, byKey map[string][]*runs.Manifest) Incident {
 		}
 	}
 	switch {
-	case j.State == control.Unknown:
+	case j.State == controlapi.Unknown:
 		i.Next = fmt.Sprintf("%s confirms the outcome by %s (the run's manifest: slipway runs show %s)", orDash(j.Owner), fmtTime(j.OwnerDeadline), orDash(j.RunID))
 	case i.Terminal:
 		i.Next = "none: the claim made before the crash was adopted by its request key and the job ended " + string(j.State)
@@ -161,7 +162,7 @@ func workerCrash(j *control.Job, byKey map[string][]*runs.Manifest) Incident {
 	return i
 }
 
-func staleNotes(j *control.Job) []string {
+func staleNotes(j *controlapi.Job) []string {
 	var out []string
 	for _, n := range j.Notes {
 		if strings.Contains(n.Text, staleMark) {
@@ -174,7 +175,7 @@ func staleNotes(j *control.Job) []string {
 	return out
 }
 
-func policyLag(j *control.Job, notes []string) Incident {
+func policyLag(j *controlapi.Job, notes []string) Incident {
 	i := jobIncident(PolicyLag, j)
 	i.add("config revision at submission", "%s", orDash(j.ConfigRevision))
 	i.add("dispatch failures", "%d", j.DispatchFailures)
@@ -182,7 +183,7 @@ func policyLag(j *control.Job, notes []string) Incident {
 		i.add(fmt.Sprintf("refusal %d", n+1), "%s", clip(t, 300))
 	}
 	switch {
-	case j.State == control.Succeeded:
+	case j.State == controlapi.Succeeded:
 		i.Next = "none: dispatched once the runtime's view was fresh again"
 	case i.Terminal:
 		i.Next = "none: ended " + string(j.State) + " (" + j.Reason + "); the runtime's view: slipway runtime policy --runtime URL"
@@ -201,7 +202,7 @@ func exportFailure(t control.ExportTrouble) Incident {
 	if t.HTTPStatus != 0 {
 		i.add("last HTTP status", "%d", t.HTTPStatus)
 	}
-	if t.Outcome == control.ReceiptFailed {
+	if t.Outcome == controlapi.ReceiptFailed {
 		i.Terminal = true
 		i.Owner = "tenant " + t.Tenant + " (destination " + t.Destination + ")"
 		i.Receipts = append(i.Receipts, fmt.Sprintf("%s seq %d: failed after %d attempts at %s: %s", t.Destination, t.Seq, t.Attempts,

@@ -1,4 +1,4 @@
-package control
+package controlapi
 
 import (
 	"bufio"
@@ -117,7 +117,7 @@ func (c *Client) followOnce(ctx context.Context, hc *http.Client, id string, o F
 					o.OnGap(td)
 				}
 			default:
-				e, err := decodeEvent(data)
+				e, err := DecodeEvent(data)
 				if err != nil {
 					return true, fmt.Errorf("control plane: job %s: event after %d: %w", id, *last, err)
 				}
@@ -157,13 +157,14 @@ func (c *Client) followOnce(ctx context.Context, hc *http.Client, id string, o F
 	return false, io.ErrUnexpectedEOF
 }
 
-// decodeEvent reads one event's SSE data. The control plane writes every
-// event in one shape (appendEventJSON: job, seq, at, kind and data, in
+// DecodeEvent reads one event's SSE data (the data lines of one event
+// joined). The control plane writes every event in one shape (job, seq,
+// at, kind and data, in
 // that order, data last and on one line), which is read here directly:
 // encoding/json would scan the data twice and copy it. Anything else is
 // read by encoding/json. Data is the server's bytes as sent (a JSON object
 // checked when it was appended); unmarshalling it reports any fault.
-func decodeEvent(b []byte) (Event, error) {
+func DecodeEvent(b []byte) (Event, error) {
 	if e, ok := readEventShape(b); ok {
 		return e, nil
 	}

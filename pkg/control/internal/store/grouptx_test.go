@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestGroupedTransactions(t *testing.T) {
 	// reach it.
 	woken := map[string]<-chan struct{}{}
 	for _, k := range []string{"ok-0", "refused", "dup"} {
-		ch, stop := s.subscribe(k)
+		ch, stop := s.Subscribe(k)
 		defer stop()
 		woken[k] = ch
 	}

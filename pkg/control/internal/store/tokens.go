@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"context"
@@ -13,13 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
-)
 
-// Scopes of a token: a tenant's token acts on that tenant's jobs only; an
-// operator's sees all, and every request it makes is in the audit log.
-const (
-	ScopeTenant   = "tenant"
-	ScopeOperator = "operator"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // ErrUnauthenticated is a token that is not one, unknown or revoked; the
@@ -56,8 +51,8 @@ func hashSecret(secret string) string {
 // who holds it) and returns its text, shown this once: only its hash is
 // stored.
 func (s *Store) CreateToken(ctx context.Context, tenant, scope, label string) (string, *Token, error) {
-	if scope != ScopeTenant && scope != ScopeOperator {
-		return "", nil, fmt.Errorf("control: token scope %q: want %s or %s", scope, ScopeTenant, ScopeOperator)
+	if scope != controlapi.ScopeTenant && scope != controlapi.ScopeOperator {
+		return "", nil, fmt.Errorf("control: token scope %q: want %s or %s", scope, controlapi.ScopeTenant, controlapi.ScopeOperator)
 	}
 	if !tenantName.MatchString(tenant) {
 		return "", nil, fmt.Errorf("control: tenant name %q: want lower-case letters, digits and dashes", tenant)
@@ -75,7 +70,7 @@ func (s *Store) CreateToken(ctx context.Context, tenant, scope, label string) (s
 	t := &Token{ID: id, Tenant: tenant, Scope: scope, Label: label, CreatedAt: time.Now().UTC()}
 	if _, err := s.w.ExecContext(ctx, s.d.q(`INSERT INTO cp_tokens (id, tenant, scope, hash, label, created_ns) VALUES (?, ?, ?, ?, ?, ?)`),
 		id, tenant, scope, hashSecret(secret), label, t.CreatedAt.UnixNano()); err != nil {
-		return "", nil, unavailable(err)
+		return "", nil, Unavailable(err)
 	}
 	return tokenPrefix + id + "_" + secret, t, nil
 }
@@ -106,7 +101,7 @@ func (s *Store) Authenticate(ctx context.Context, text string) (*Token, error) {
 		return nil, ErrUnauthenticated
 	}
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	if subtle.ConstantTimeCompare([]byte(hash), []byte(want)) != 1 || revoked != 0 {
 		return nil, ErrUnauthenticated
@@ -116,6 +111,10 @@ func (s *Store) Authenticate(ctx context.Context, text string) (*Token, error) {
 	return &t, nil
 }
 
+// Unchecked says the token was authenticated from the cache of live
+// tokens, its revocation not read: the submission's transaction reads it.
+func (t *Token) Unchecked() bool { return t.unchecked }
+
 // liveToken is what never changes of a token read live once: its tenant,
 // scope and hash (a revocation only sets revoked_ns).
 type liveToken struct {
@@ -123,20 +122,20 @@ type liveToken struct {
 	hash string
 }
 
-// authenticateSubmit is Authenticate for a submission: a token this store
+// AuthenticateSubmit is Authenticate for a submission: a token this store
 // has read live before is checked against its kept hash (in constant
 // time) without a read, and returned unchecked: the transaction that
 // stores the job reads its revocation (tokenRevoked) and refuses it, so a
 // revocation anywhere (another replica, the CLI) still takes effect at
 // once. The other requests read the token each time (Authenticate).
-func (s *Store) authenticateSubmit(ctx context.Context, text string) (*Token, error) {
+func (s *Store) AuthenticateSubmit(ctx context.Context, text string) (*Token, error) {
 	rest, ok := strings.CutPrefix(text, tokenPrefix)
 	id, secret, ok2 := strings.Cut(rest, "_")
 	if !ok || !ok2 || len(id) != 8 || len(secret) != 32 {
 		return nil, ErrUnauthenticated
 	}
 	v, ok := s.liveTokens.Load(id)
-	if !ok || v.(liveToken).t.Scope != ScopeTenant { // an operator's request is read live and audited
+	if !ok || v.(liveToken).t.Scope != controlapi.ScopeTenant { // an operator's request is read live and audited
 		return s.Authenticate(ctx, text)
 	}
 	lt := v.(liveToken)
@@ -148,14 +147,14 @@ func (s *Store) authenticateSubmit(ctx context.Context, text string) (*Token, er
 	return &t, nil
 }
 
-// tokenLive reads whether token id is live (not revoked).
-func (s *Store) tokenLive(ctx context.Context, id string) (bool, error) {
+// TokenLive reads whether token id is live (not revoked).
+func (s *Store) TokenLive(ctx context.Context, id string) (bool, error) {
 	var revoked int64
 	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT revoked_ns FROM cp_tokens WHERE id = ?`), id).Scan(&revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
-	return err == nil && revoked == 0, unavailable(err)
+	return err == nil && revoked == 0, Unavailable(err)
 }
 
 // liveOf returns which of ids name a token not revoked, read in tx (on
@@ -195,7 +194,7 @@ func (s *Store) ListTokens(ctx context.Context, tenant string) ([]Token, error) 
 	}
 	rows, err := s.r.QueryContext(ctx, s.d.q(q+` ORDER BY created_ns, id`), args...)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	var out []Token
@@ -219,7 +218,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 	s.liveTokens.Delete(id)
 	res, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_tokens SET revoked_ns = ? WHERE id = ? AND revoked_ns = 0`), time.Now().UnixNano(), id)
 	if err != nil {
-		return unavailable(err)
+		return Unavailable(err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("token %s: %w (or already revoked)", id, ErrNotFound)
@@ -227,37 +226,26 @@ func (s *Store) RevokeToken(ctx context.Context, id string) error {
 	return nil
 }
 
-// AuditEntry is one request made with an operator token.
-type AuditEntry struct {
-	At      time.Time `json:"at"`
-	TokenID string    `json:"tokenId"`
-	Tenant  string    `json:"tenant"`
-	Scope   string    `json:"scope"`
-	Method  string    `json:"method"`
-	Path    string    `json:"path"`
-	Status  int       `json:"status"`
-}
-
 // Audit records an entry.
-func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
+func (s *Store) Audit(ctx context.Context, e controlapi.AuditEntry) error {
 	_, err := s.w.ExecContext(ctx, s.d.q(`INSERT INTO cp_audit (at_ns, token_id, tenant, scope, method, path, status) VALUES (?, ?, ?, ?, ?, ?, ?)`),
 		e.At.UnixNano(), e.TokenID, e.Tenant, e.Scope, e.Method, e.Path, e.Status)
-	return unavailable(err)
+	return Unavailable(err)
 }
 
 // AuditLog returns the newest entries, newest first.
-func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
+func (s *Store) AuditLog(ctx context.Context, limit int) ([]controlapi.AuditEntry, error) {
 	if limit <= 0 || limit > 10000 {
 		limit = 100
 	}
 	rows, err := s.r.QueryContext(ctx, fmt.Sprintf(`SELECT at_ns, token_id, tenant, scope, method, path, status FROM cp_audit ORDER BY id DESC LIMIT %d`, limit))
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
-	var out []AuditEntry
+	var out []controlapi.AuditEntry
 	for rows.Next() {
-		var e AuditEntry
+		var e controlapi.AuditEntry
 		var at int64
 		if err := rows.Scan(&at, &e.TokenID, &e.Tenant, &e.Scope, &e.Method, &e.Path, &e.Status); err != nil {
 			return nil, err
@@ -267,3 +255,7 @@ func (s *Store) AuditLog(ctx context.Context, limit int) ([]AuditEntry, error) {
 	}
 	return out, rows.Err()
 }
+
+// ForgetToken drops token id from the cache of live tokens: it was found
+// revoked since.
+func (s *Store) ForgetToken(id string) { s.liveTokens.Delete(id) }

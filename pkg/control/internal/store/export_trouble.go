@@ -1,10 +1,12 @@
-package control
+package store
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // ExportTrouble is a delivery of a job's event that failed (its retry
@@ -12,13 +14,13 @@ import (
 // export incident, with its source identity (job, run, and the digest of
 // the result it carries) and the attempts.
 type ExportTrouble struct {
-	Job         string    `json:"job"`
-	Tenant      string    `json:"tenant"`
-	RunID       string    `json:"runId,omitempty"`
-	JobState    State     `json:"jobState"`
-	Destination string    `json:"destination"`
-	Seq         int64     `json:"seq"`
-	Kind        EventKind `json:"kind,omitempty"`
+	Job         string               `json:"job"`
+	Tenant      string               `json:"tenant"`
+	RunID       string               `json:"runId,omitempty"`
+	JobState    controlapi.State     `json:"jobState"`
+	Destination string               `json:"destination"`
+	Seq         int64                `json:"seq"`
+	Kind        controlapi.EventKind `json:"kind,omitempty"`
 	// Outcome is ReceiptFailed, or OutcomeRetrying while the budget lasts.
 	Outcome    string `json:"outcome"`
 	Attempts   int    `json:"attempts"`
@@ -47,9 +49,9 @@ func (s *Store) ExportTroubles(ctx context.Context, limit int) ([]ExportTrouble,
 	}
 	var out []ExportTrouble
 	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT job_id, destination, seq, kind, attempts, http_status, detail, at_ns
-		FROM cp_delivery_receipts WHERE outcome = ? ORDER BY at_ns DESC LIMIT ?`), ReceiptFailed, limit)
+		FROM cp_delivery_receipts WHERE outcome = ? ORDER BY at_ns DESC LIMIT ?`), controlapi.ReceiptFailed, limit)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for rows.Next() {
 		var t ExportTrouble
@@ -59,19 +61,19 @@ func (s *Store) ExportTroubles(ctx context.Context, limit int) ([]ExportTrouble,
 			rows.Close()
 			return nil, err
 		}
-		t.Kind, t.Outcome, t.At = EventKind(kind), ReceiptFailed, time.Unix(0, at).UTC()
+		t.Kind, t.Outcome, t.At = controlapi.EventKind(kind), controlapi.ReceiptFailed, time.Unix(0, at).UTC()
 		out = append(out, t)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT job_id, destination, seq, attempts, next_ns, last_error
 		FROM cp_delivery_progress p WHERE attempts > 0 AND NOT EXISTS (SELECT 1 FROM cp_delivery_receipts r
 			WHERE r.job_id = p.job_id AND r.destination = p.destination AND r.seq = p.seq)
 		ORDER BY next_ns DESC LIMIT ?`), limit)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for rows.Next() {
 		t := ExportTrouble{Outcome: OutcomeRetrying}
@@ -85,14 +87,14 @@ func (s *Store) ExportTroubles(ctx context.Context, limit int) ([]ExportTrouble,
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for i := range out {
 		t := &out[i]
 		if j, err := s.Get(ctx, "", t.Job); err == nil {
 			t.Tenant, t.RunID, t.JobState = j.Tenant, j.RunID, j.State
 		}
-		if _, evs, err := s.readEvents(ctx, t.Job, t.Seq-1, 1); err == nil && len(evs) == 1 && evs[0].Seq == t.Seq {
+		if _, evs, err := s.ReadEvents(ctx, t.Job, t.Seq-1, 1); err == nil && len(evs) == 1 && evs[0].Seq == t.Seq {
 			if t.Kind == "" {
 				t.Kind = evs[0].Kind
 			}

@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // deliverySchema is the output worker's tables: a receipt per (job,
@@ -33,40 +35,15 @@ func deliverySchema(dialect) []string {
 	}
 }
 
-// Receipt outcomes.
-const (
-	ReceiptDelivered = "delivered"
-	ReceiptFailed    = "failed"
-	// ReceiptCollapsed: a status update superseded by the next event,
-	// itself a status update, and not sent.
-	ReceiptCollapsed = "collapsed"
-)
-
-// Receipt is what became of one event at one destination.
-type Receipt struct {
-	Destination string    `json:"destination"`
-	Seq         int64     `json:"seq"`
-	Kind        EventKind `json:"kind"`
-	Outcome     string    `json:"outcome"`
-	HTTPStatus  int       `json:"httpStatus,omitempty"`
-	// RemoteID is the id the destination returned for the message.
-	RemoteID string `json:"remoteId,omitempty"`
-	Attempts int    `json:"attempts"`
-	// Key is the idempotency key every attempt carried.
-	Key    string    `json:"key"`
-	Detail string    `json:"detail,omitempty"`
-	At     time.Time `json:"at"`
-}
-
-// pendingJobsOf is PendingJobs for one tenant's jobs: a destination's
+// PendingJobsOf is PendingJobs for one tenant's jobs: a destination's
 // consumer only ever sees its own tenant's streams.
-func (s *Store) pendingJobsOf(ctx context.Context, consumer, tenant string, limit int) ([]string, error) {
+func (s *Store) PendingJobsOf(ctx context.Context, consumer, tenant string, limit int) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT h.job_id FROM cp_event_heads h
 		JOIN cp_jobs j ON j.id = h.job_id AND j.tenant = ?
 		LEFT JOIN cp_event_cursors c ON c.job_id = h.job_id AND c.consumer = ?
 		WHERE h.last_seq > COALESCE(c.acked_seq, 0) ORDER BY h.job_id LIMIT %d`, limit)), tenant, consumer)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	var out []string
@@ -77,12 +54,12 @@ func (s *Store) pendingJobsOf(ctx context.Context, consumer, tenant string, limi
 		}
 		out = append(out, id)
 	}
-	return out, unavailable(rows.Err())
+	return out, Unavailable(rows.Err())
 }
 
-// receipt returns the stored receipt of (job, destination, seq), nil if none.
-func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*Receipt, error) {
-	r := &Receipt{Destination: dest, Seq: seq}
+// Receipt returns the stored receipt of (job, destination, seq), nil if none.
+func (s *Store) Receipt(ctx context.Context, job, dest string, seq int64) (*controlapi.Receipt, error) {
+	r := &controlapi.Receipt{Destination: dest, Seq: seq}
 	var kind string
 	var at int64
 	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT kind, outcome, http_status, remote_id, attempts, idem_key, detail, at_ns
@@ -92,18 +69,18 @@ func (s *Store) receipt(ctx context.Context, job, dest string, seq int64) (*Rece
 		return nil, nil
 	}
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
-	r.Kind, r.At = EventKind(kind), time.Unix(0, at).UTC()
+	r.Kind, r.At = controlapi.EventKind(kind), time.Unix(0, at).UTC()
 	return r, nil
 }
 
-// putReceipt stores a receipt (the first one stays: repeat-safe) and ends
+// PutReceipt stores a receipt (the first one stays: repeat-safe) and ends
 // the destination's progress on that event. required, when the receipt is
 // a delivered result, are the destinations whose result receipts publish
 // the job's result: once all are in, result_published is stamped in the
 // same transaction.
-func (s *Store) putReceipt(ctx context.Context, job string, r Receipt, required []string) error {
+func (s *Store) PutReceipt(ctx context.Context, job string, r controlapi.Receipt, required []string) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		if _, err := s.exec(ctx, tx, `INSERT INTO cp_delivery_receipts (job_id, destination, seq, kind, outcome, http_status, remote_id, attempts, idem_key, detail, at_ns)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, destination, seq) DO NOTHING`,
@@ -113,7 +90,7 @@ func (s *Store) putReceipt(ctx context.Context, job string, r Receipt, required 
 		if _, err := s.exec(ctx, tx, `DELETE FROM cp_delivery_progress WHERE job_id = ? AND destination = ? AND seq <= ?`, job, r.Destination, r.Seq); err != nil {
 			return err
 		}
-		if r.Kind != KindResult || r.Outcome != ReceiptDelivered || len(required) == 0 {
+		if r.Kind != controlapi.KindResult || r.Outcome != controlapi.ReceiptDelivered || len(required) == 0 {
 			return nil
 		}
 		return s.stampPublishedTx(ctx, tx, job, required, r.At)
@@ -139,15 +116,15 @@ func (s *Store) stampPublishedTx(ctx context.Context, tx *sql.Tx, job string, re
 	return err
 }
 
-// progress is a destination's retries of one event.
-type progress struct {
+// Progress is a destination's retries of one event.
+type Progress struct {
 	Seq      int64
 	Attempts int
 	Next     time.Time
 	LastErr  string
 }
 
-func (s *Store) putProgress(ctx context.Context, job, dest string, p progress) error {
+func (s *Store) PutProgress(ctx context.Context, job, dest string, p Progress) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := s.exec(ctx, tx, `INSERT INTO cp_delivery_progress (job_id, destination, seq, attempts, next_ns, last_error) VALUES (?, ?, ?, ?, ?, ?)
 			ON CONFLICT (job_id, destination) DO UPDATE SET seq = excluded.seq, attempts = excluded.attempts, next_ns = excluded.next_ns, last_error = excluded.last_error`,
@@ -156,8 +133,8 @@ func (s *Store) putProgress(ctx context.Context, job, dest string, p progress) e
 	})
 }
 
-func (s *Store) getProgress(ctx context.Context, job, dest string) (*progress, error) {
-	p := &progress{}
+func (s *Store) GetProgress(ctx context.Context, job, dest string) (*Progress, error) {
+	p := &Progress{}
 	var next int64
 	err := s.r.QueryRowContext(ctx, s.d.q(`SELECT seq, attempts, next_ns, last_error FROM cp_delivery_progress WHERE job_id = ? AND destination = ?`), job, dest).
 		Scan(&p.Seq, &p.Attempts, &next, &p.LastErr)
@@ -165,15 +142,15 @@ func (s *Store) getProgress(ctx context.Context, job, dest string) (*progress, e
 		return nil, nil
 	}
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	p.Next = time.Unix(0, next).UTC()
 	return p, nil
 }
 
-// putArtifact stores an artifact of a job once (the same name keeps its
+// PutArtifact stores an artifact of a job once (the same name keeps its
 // first content).
-func (s *Store) putArtifact(ctx context.Context, job, name string, data []byte) error {
+func (s *Store) PutArtifact(ctx context.Context, job, name string, data []byte) error {
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := s.exec(ctx, tx, `INSERT INTO cp_artifacts (job_id, name, data, size, created_ns) VALUES (?, ?, ?, ?, ?) ON CONFLICT (job_id, name) DO NOTHING`,
 			job, name, string(data), len(data), time.Now().UnixNano())
@@ -192,29 +169,29 @@ func (s *Store) Artifact(ctx context.Context, tenant, job, name string) ([]byte,
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("job %s: artifact %q: %w", job, name, ErrNotFound)
 	}
-	return []byte(data), unavailable(err)
+	return []byte(data), Unavailable(err)
 }
 
-// deliveryRecords is what the store says about a job's deliveries.
-type deliveryRecords struct {
-	published *time.Time
-	counts    map[string]map[string]int // destination -> outcome -> events
-	results   map[string]*Receipt       // destination -> its receipt of the result
-	progress  map[string]*progress
+// DeliveryRecords is what the store says about a job's deliveries.
+type DeliveryRecords struct {
+	Published *time.Time
+	Counts    map[string]map[string]int      // destination -> outcome -> events
+	Results   map[string]*controlapi.Receipt // destination -> its receipt of the result
+	Progress  map[string]*Progress
 }
 
-func (s *Store) deliveryRecords(ctx context.Context, job string) (*deliveryRecords, error) {
-	out := &deliveryRecords{counts: map[string]map[string]int{}, results: map[string]*Receipt{}, progress: map[string]*progress{}}
+func (s *Store) DeliveryRecords(ctx context.Context, job string) (*DeliveryRecords, error) {
+	out := &DeliveryRecords{Counts: map[string]map[string]int{}, Results: map[string]*controlapi.Receipt{}, Progress: map[string]*Progress{}}
 	var at int64
 	switch err := s.r.QueryRowContext(ctx, s.d.q(`SELECT at_ns FROM cp_delivery_published WHERE job_id = ?`), job).Scan(&at); {
 	case err == nil:
-		out.published = tp(time.Unix(0, at))
+		out.Published = tp(time.Unix(0, at))
 	case !errors.Is(err, sql.ErrNoRows):
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	rows, err := s.r.QueryContext(ctx, s.d.q(`SELECT destination, outcome, COUNT(*) FROM cp_delivery_receipts WHERE job_id = ? GROUP BY destination, outcome`), job)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for rows.Next() {
 		var d, o string
@@ -223,41 +200,41 @@ func (s *Store) deliveryRecords(ctx context.Context, job string) (*deliveryRecor
 			rows.Close()
 			return nil, err
 		}
-		if out.counts[d] == nil {
-			out.counts[d] = map[string]int{}
+		if out.Counts[d] == nil {
+			out.Counts[d] = map[string]int{}
 		}
-		out.counts[d][o] = n
+		out.Counts[d][o] = n
 	}
 	rows.Close()
 	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT destination, seq, outcome, http_status, remote_id, attempts, idem_key, detail, at_ns
 		FROM cp_delivery_receipts WHERE job_id = ? AND kind = 'result'`), job)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	for rows.Next() {
-		r := &Receipt{Kind: KindResult}
+		r := &controlapi.Receipt{Kind: controlapi.KindResult}
 		if err := rows.Scan(&r.Destination, &r.Seq, &r.Outcome, &r.HTTPStatus, &r.RemoteID, &r.Attempts, &r.Key, &r.Detail, &at); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		r.At = time.Unix(0, at).UTC()
-		out.results[r.Destination] = r
+		out.Results[r.Destination] = r
 	}
 	rows.Close()
 	rows, err = s.r.QueryContext(ctx, s.d.q(`SELECT destination, seq, attempts, next_ns, last_error FROM cp_delivery_progress WHERE job_id = ?`), job)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var d string
-		p := &progress{}
+		p := &Progress{}
 		var next int64
 		if err := rows.Scan(&d, &p.Seq, &p.Attempts, &next, &p.LastErr); err != nil {
 			return nil, err
 		}
 		p.Next = time.Unix(0, next).UTC()
-		out.progress[d] = p
+		out.Progress[d] = p
 	}
-	return out, unavailable(rows.Err())
+	return out, Unavailable(rows.Err())
 }

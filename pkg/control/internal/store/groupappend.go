@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"context"
@@ -13,11 +13,11 @@ import (
 // appendGroups gathers concurrent appends of many jobs' streams into one
 // transaction function (internal/groupcommit): each job's appends counted on its
 // head together. A stream that has ended refuses its own append only.
-type appendGroups = groupcommit.Queue[appendIn, appendOutcome]
+type appendGroups = groupcommit.Queue[AppendIn, appendOutcome]
 
-type pendingAppend = groupcommit.Member[appendIn, appendOutcome]
+type PendingAppend = groupcommit.Member[AppendIn, appendOutcome]
 
-type appendIn struct {
+type AppendIn struct {
 	job string
 	evs []NewEvent
 }
@@ -35,13 +35,13 @@ func (s *Store) appendGrouped(ctx context.Context, job string, evs []NewEvent) (
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	return s.awaitAppend(ctx, s.appends.Enqueue(appendIn{job, evs}))
+	return s.AwaitAppend(ctx, s.appends.Enqueue(AppendIn{job, evs}))
 }
 
-// awaitAppend waits for p's commit (queued with s.appends.Enqueue: the
+// AwaitAppend waits for p's commit (queued with s.appends.Enqueue: the
 // appends of one stream commit in the order they were queued).
-func (s *Store) awaitAppend(ctx context.Context, p *pendingAppend) (int64, error) {
-	o := s.appends.Await(p, maxAppendBatch, func(batch []*pendingAppend) {
+func (s *Store) AwaitAppend(ctx context.Context, p *PendingAppend) (int64, error) {
+	o := s.appends.Await(p, maxAppendBatch, func(batch []*PendingAppend) {
 		outs := s.commitAppends(context.WithoutCancel(ctx), batch)
 		for i, b := range batch {
 			b.Out = outs[i]
@@ -53,7 +53,7 @@ func (s *Store) awaitAppend(ctx context.Context, p *pendingAppend) (int64, error
 // commitAppends appends batch in one transaction, the appends to one job
 // counted on its head together (in batch order); a batch whose transaction
 // fails is retried one append at a time.
-func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []appendOutcome {
+func (s *Store) commitAppends(ctx context.Context, batch []*PendingAppend) []appendOutcome {
 	outs := make([]appendOutcome, len(batch))
 	now := time.Now()
 	type part struct {
@@ -115,4 +115,10 @@ func (s *Store) commitAppends(ctx context.Context, batch []*pendingAppend) []app
 		outs[i] = appendOutcome{last: last, err: err}
 	}
 	return outs
+}
+
+// EnqueueAppend queues evs for job's next group append; awaitAppend waits
+// for its commit.
+func (s *Store) EnqueueAppend(job string, evs []NewEvent) *PendingAppend {
+	return s.appends.Enqueue(AppendIn{job, evs})
 }

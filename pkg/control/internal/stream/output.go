@@ -1,4 +1,4 @@
-package control
+package stream
 
 import (
 	"context"
@@ -8,16 +8,19 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
-// outputStream appends a running job's output to its event stream as it
+// Output appends a running job's output to its event stream as it
 // is produced: chunks of at most ChunkBytes, coalesced for FlushInterval so
 // many small writes make one transaction, up to the job's output limit
 // (bytes and lines); past it one status event says so and the rest is
 // counted, not appended (the job's bounded output keeps its tail). Memory
 // stays within a few chunks whatever the command writes.
-type outputStream struct {
-	s     *Store
+type Output struct {
+	s     *store.Store
 	job   string
 	chunk int
 	// budget is EventConfig.InFlightBytes, shared among the plane's open
@@ -27,13 +30,13 @@ type outputStream struct {
 	streams *atomic.Int64
 
 	mu                 sync.Mutex
-	pending            []NewEvent
+	pending            []store.NewEvent
 	pendingBytes       int
 	cur                []byte
 	spare              []byte // cur's array once sealed (seal copies what it keeps)
-	curKind            EventKind
+	curKind            controlapi.EventKind
 	curCmd             int
-	carry              map[EventKind][]byte // an incomplete UTF-8 sequence
+	carry              map[controlapi.EventKind][]byte // an incomplete UTF-8 sequence
 	maxBytes, maxLines int64
 	bytes, lines       int64
 	over               bool
@@ -46,17 +49,20 @@ type outputStream struct {
 	log  func(msg string, args ...any)
 }
 
-func (p *Plane) newOutputStream(j *Job) *outputStream {
-	o := &outputStream{s: p.c.Store, job: j.ID, chunk: p.c.Events.ChunkBytes, budget: p.c.Events.InFlightBytes, streams: &p.streams, carry: map[EventKind][]byte{},
+// NewOutput starts job j's output stream on s, bounded by j's output
+// limits and c (ChunkBytes, InFlightBytes, FlushInterval); streams counts
+// the open streams sharing c.InFlightBytes, log is told of failed appends.
+func NewOutput(s *store.Store, j *controlapi.Job, c store.EventConfig, streams *atomic.Int64, log func(msg string, args ...any)) *Output {
+	o := &Output{s: s, job: j.ID, chunk: c.ChunkBytes, budget: c.InFlightBytes, streams: streams, carry: map[controlapi.EventKind][]byte{},
 		maxBytes: j.Limits.MaxOutputBytes, maxLines: j.Limits.MaxOutputLines,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), log: p.c.Logger.Warn}
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), log: log}
 	if o.maxBytes <= 0 {
 		o.maxBytes = 1 << 62
 	}
-	p.streams.Add(1)
+	streams.Add(1)
 	go func() {
 		defer close(o.done)
-		t := time.NewTicker(p.c.Events.FlushInterval)
+		t := time.NewTicker(c.FlushInterval)
 		defer t.Stop()
 		for {
 			select {
@@ -75,11 +81,11 @@ func (p *Plane) newOutputStream(j *Job) *outputStream {
 	return o
 }
 
-// command notes the start of command i.
-func (o *outputStream) command(i int, argv []string) {
+// Command notes the start of command i.
+func (o *Output) Command(i int, argv []string) {
 	o.mu.Lock()
 	o.seal()
-	o.pending = append(o.pending, NewEvent{Kind: KindStatus, Data: mustJSON(map[string]any{"command": i, "argv": argv})})
+	o.pending = append(o.pending, store.NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "argv": argv})})
 	o.mu.Unlock()
 	select {
 	case o.kick <- struct{}{}:
@@ -87,11 +93,11 @@ func (o *outputStream) command(i int, argv []string) {
 	}
 }
 
-// write takes a chunk of command i's stream (stdout or stderr).
-func (o *outputStream) write(i int, stream string, p []byte) {
-	kind := KindStdout
+// Append takes a chunk of command i's stream (stdout or stderr).
+func (o *Output) Append(i int, stream string, p []byte) {
+	kind := controlapi.KindStdout
 	if stream == "stderr" {
-		kind = KindStderr
+		kind = controlapi.KindStderr
 	}
 	o.mu.Lock()
 	if o.over {
@@ -104,7 +110,7 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 			o.seal()
 			o.over = true
 			o.dropped += int64(len(p))
-			o.pending = append(o.pending, NewEvent{Kind: KindStatus, Data: mustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
+			o.pending = append(o.pending, store.NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "outputLimit": map[string]int64{"bytes": o.maxBytes, "lines": o.maxLines},
 				"detail": fmt.Sprintf("the job's output reached its limit (%d bytes, %d lines): the rest is not streamed; the result keeps its tail and counts what was dropped", o.maxBytes, o.maxLines)})})
 			break
 		}
@@ -148,13 +154,13 @@ func (o *outputStream) write(i int, stream string, p []byte) {
 }
 
 // window is this stream's share of the in-flight budget.
-func (o *outputStream) window() int {
+func (o *Output) window() int {
 	return min(max(o.budget/int(max(o.streams.Load(), 1)), 1<<10), 256<<10)
 }
 
 // seal turns the current chunk into a pending event (o.mu held), keeping
 // an incomplete trailing UTF-8 sequence for the stream's next chunk.
-func (o *outputStream) seal() {
+func (o *Output) seal() {
 	if len(o.cur) == 0 {
 		o.cur = nil
 		return
@@ -171,11 +177,11 @@ func (o *outputStream) seal() {
 	}
 	var data json.RawMessage
 	if utf8.Valid(b) && len(b) > 0 {
-		data = textOutputJSON(o.curCmd, b)
+		data = store.TextOutputJSON(o.curCmd, b)
 	} else {
-		data = mustJSON(OutputData{Command: o.curCmd, Base64: b})
+		data = store.MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})
 	}
-	o.pending = append(o.pending, NewEvent{Kind: o.curKind, Data: data})
+	o.pending = append(o.pending, store.NewEvent{Kind: o.curKind, Data: data})
 	o.pendingBytes += len(b)
 	o.spare, o.cur = o.cur[:0], nil
 }
@@ -183,7 +189,7 @@ func (o *outputStream) seal() {
 // flush appends what is pending in one transaction and waits for its
 // commit. It is queued before o.mu is let go, so the stream's appends
 // commit in order, and one may be queued while another commits.
-func (o *outputStream) flush() {
+func (o *Output) flush() {
 	o.mu.Lock()
 	o.seal()
 	evs := o.pending
@@ -198,13 +204,13 @@ func (o *outputStream) flush() {
 	}
 	lost := o.lost
 	if lost > 0 {
-		evs = append([]NewEvent{{Kind: KindStatus, Data: mustJSON(map[string]any{"lostBytes": lost,
+		evs = append([]store.NewEvent{{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"lostBytes": lost,
 			"detail": fmt.Sprintf("%d bytes of output could not be appended (the database was unavailable); the job's bounded output has them", lost)})}}, evs...)
 		o.lost = 0
 	}
-	p := o.s.appends.Enqueue(appendIn{o.job, evs})
+	p := o.s.EnqueueAppend(o.job, evs)
 	o.mu.Unlock()
-	if _, err := o.s.awaitAppend(context.Background(), p); err != nil {
+	if _, err := o.s.AwaitAppend(context.Background(), p); err != nil {
 		o.mu.Lock()
 		o.lost += lost + outBytes
 		o.mu.Unlock()
@@ -212,16 +218,16 @@ func (o *outputStream) flush() {
 	}
 }
 
-// close flushes the rest (carried bytes included) and stops the ticker.
+// Close flushes the rest (carried bytes included) and stops the ticker.
 // It returns the bytes not streamed past the output limit.
-func (o *outputStream) close() int64 {
+func (o *Output) Close() int64 {
 	defer o.streams.Add(-1)
 	close(o.stop)
 	<-o.done
 	o.mu.Lock()
 	o.seal()
 	for k, b := range o.carry {
-		o.pending = append(o.pending, NewEvent{Kind: k, Data: mustJSON(OutputData{Command: o.curCmd, Base64: b})})
+		o.pending = append(o.pending, store.NewEvent{Kind: k, Data: store.MustJSON(controlapi.OutputData{Command: o.curCmd, Base64: b})})
 		delete(o.carry, k)
 	}
 	o.mu.Unlock()

@@ -1,37 +1,38 @@
-package control
+package stream
 
 import (
 	"bytes"
 	"fmt"
 )
 
-// boundedOutput keeps a job's output within a byte and a line bound: the
+// Bounded keeps a job's output within a byte and a line bound: the
 // first half of each bound as the head, the last half as the tail, and
 // counts what it dropped between them. Memory never exceeds the bounds,
 // whatever is written.
-type boundedOutput struct {
+type Bounded struct {
 	maxBytes, maxLines int64
 	head               []byte
 	headLines          int64
 	headFull           bool
 	tail               [][]byte // complete or partial lines, oldest first
 	tailBytes          int64
-	droppedBytes       int64
-	droppedLines       int64
+	DroppedBytes       int64
+	DroppedLines       int64
 }
 
-func newBoundedOutput(maxBytes, maxLines int64) *boundedOutput {
+// NewBounded keeps at most maxBytes and maxLines (at least 2 of each).
+func NewBounded(maxBytes, maxLines int64) *Bounded {
 	if maxBytes < 2 {
 		maxBytes = 2
 	}
 	if maxLines < 2 {
 		maxLines = 2
 	}
-	return &boundedOutput{maxBytes: maxBytes, maxLines: maxLines}
+	return &Bounded{maxBytes: maxBytes, maxLines: maxLines}
 }
 
 // Write keeps what fits; it never fails.
-func (o *boundedOutput) Write(p []byte) (int, error) {
+func (o *Bounded) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 && !o.headFull {
 		line := p
@@ -72,17 +73,17 @@ func (o *boundedOutput) Write(p []byte) (int, error) {
 
 // trim drops the oldest tail lines (or the front of a single long one)
 // until the tail fits half of each bound.
-func (o *boundedOutput) trim() {
+func (o *Bounded) trim() {
 	for int64(len(o.tail)) > o.maxLines/2 || (o.tailBytes > o.maxBytes/2 && len(o.tail) > 1) {
-		o.droppedBytes += int64(len(o.tail[0]))
-		o.droppedLines++
+		o.DroppedBytes += int64(len(o.tail[0]))
+		o.DroppedLines++
 		o.tailBytes -= int64(len(o.tail[0]))
 		o.tail[0] = nil
 		o.tail = o.tail[1:]
 	}
 	if len(o.tail) == 1 && o.tailBytes > o.maxBytes/2 {
 		cut := o.tailBytes - o.maxBytes/2
-		o.droppedBytes += cut
+		o.DroppedBytes += cut
 		o.tail[0] = append([]byte(nil), o.tail[0][cut:]...)
 		o.tailBytes -= cut
 	}
@@ -90,14 +91,14 @@ func (o *boundedOutput) trim() {
 
 // String is the head, a marker where bytes or lines were dropped, and the
 // tail.
-func (o *boundedOutput) String() string {
+func (o *Bounded) String() string {
 	var b bytes.Buffer
 	b.Write(o.head)
-	if o.droppedBytes > 0 || o.droppedLines > 0 {
+	if o.DroppedBytes > 0 || o.DroppedLines > 0 {
 		if b.Len() > 0 && b.Bytes()[b.Len()-1] != '\n' {
 			b.WriteByte('\n')
 		}
-		fmt.Fprintf(&b, "[... %d bytes, %d lines dropped ...]\n", o.droppedBytes, o.droppedLines)
+		fmt.Fprintf(&b, "[... %d bytes, %d lines dropped ...]\n", o.DroppedBytes, o.DroppedLines)
 	}
 	for _, l := range o.tail {
 		b.Write(l)

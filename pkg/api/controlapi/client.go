@@ -1,4 +1,4 @@
-package control
+package controlapi
 
 import (
 	"bytes"
@@ -19,8 +19,28 @@ type Client struct {
 	http        *http.Client
 }
 
+// Option configures a Client.
+type Option func(*options) error
+
+type options struct {
+	http *http.Client
+}
+
+// WithHTTPClient makes requests with hc (its transport and timeout)
+// instead of a client with a one-minute timeout. Follow uses hc's
+// transport without a timeout: a stream lasts.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(o *options) error {
+		if hc == nil {
+			return fmt.Errorf("control: WithHTTPClient(nil)")
+		}
+		o.http = hc
+		return nil
+	}
+}
+
 // NewClient makes a client of the API at base (http://host:port).
-func NewClient(base, token string) (*Client, error) {
+func NewClient(base, token string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("control: server %q: want http(s)://host:port", base)
@@ -28,22 +48,13 @@ func NewClient(base, token string) (*Client, error) {
 	if token == "" {
 		return nil, fmt.Errorf("control: a token is required")
 	}
-	return &Client{base: strings.TrimSuffix(base, "/"), token: token, http: &http.Client{Timeout: time.Minute}}, nil
-}
-
-// APIError is an answer other than success.
-type APIError struct {
-	Status     int
-	Body       ErrorBody
-	RetryAfter time.Duration
-}
-
-func (e *APIError) Error() string {
-	msg := fmt.Sprintf("control plane: %d %s: %s", e.Status, http.StatusText(e.Status), e.Body.Error)
-	if e.Body.Reason != "" {
-		msg += " (" + e.Body.Reason + ")"
+	o := options{http: &http.Client{Timeout: time.Minute}}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
-	return msg
+	return &Client{base: strings.TrimSuffix(base, "/"), token: token, http: o.http}, nil
 }
 
 func (c *Client) do(ctx context.Context, method, path string, hdr map[string]string, in, out any) (int, error) {

@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func (s *Store) groupTx(ctx context.Context, batch []*pendingTx) error {
 		mark := s.ev.mark(tx)
 		p.Out = p.In(tx)
 		if p.Out != nil {
-			p.Out = unavailable(p.Out)
+			p.Out = Unavailable(p.Out)
 			s.ev.restore(tx, mark)
 			// A failed statement may have ended the whole transaction
 			// (an interrupt, a full disk): then this fails too.

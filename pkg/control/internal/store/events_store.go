@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // eventSchema is the events' tables: the events, a head row per job (its
@@ -49,7 +51,7 @@ const pgNotifyChannel = "slipway_control_events"
 func (s *Store) AppendEvents(ctx context.Context, jobID string, evs []NewEvent) (int64, error) {
 	checked := make([]NewEvent, len(evs))
 	for i, e := range evs {
-		if e.Kind == KindResult || e.Kind == KindState {
+		if e.Kind == controlapi.KindResult || e.Kind == controlapi.KindState {
 			return 0, fmt.Errorf("%w: %s events are appended by the job's transitions only", ErrEventKind, e.Kind)
 		}
 		var err error
@@ -71,8 +73,8 @@ const (
 // transaction. The job's row is already written in tx.
 var selJobDoc = hot(`SELECT doc FROM cp_jobs WHERE id = ?`)
 
-func (s *Store) appendTransition(ctx context.Context, tx *sql.Tx, id string, st State, reason string, at time.Time) error {
-	evs := []NewEvent{{Kind: KindState, Data: mustJSON(StateData{State: st, Reason: reason})}}
+func (s *Store) appendTransition(ctx context.Context, tx *sql.Tx, id string, st controlapi.State, reason string, at time.Time) error {
+	evs := []NewEvent{{Kind: controlapi.KindState, Data: MustJSON(controlapi.StateData{State: st, Reason: reason})}}
 	if st.Terminal() {
 		var doc string
 		if err := s.queryRow(ctx, tx, selJobDoc, id).Scan(&doc); err != nil {
@@ -82,7 +84,7 @@ func (s *Store) appendTransition(ctx context.Context, tx *sql.Tx, id string, st 
 		if err != nil {
 			return err
 		}
-		evs = append(evs, NewEvent{Kind: KindResult, Data: mustJSON(ResultData{State: j.State, Reason: j.Reason, Detail: j.Detail,
+		evs = append(evs, NewEvent{Kind: controlapi.KindResult, Data: MustJSON(controlapi.ResultData{State: j.State, Reason: j.Reason, Detail: j.Detail,
 			ExitCode: j.ExitCode, StopOutcome: j.StopOutcome, RunID: j.RunID, Results: j.Results, Output: j.Output,
 			OutputDroppedBytes: j.OutputDroppedBytes, OutputDroppedLines: j.OutputDroppedLines, EndedAt: j.EndedAt})})
 	}
@@ -140,7 +142,7 @@ func (s *Store) TrimEvents(ctx context.Context, now time.Time, limit int) (int, 
 	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT job_id, MAX(last_seq) FROM cp_event_segments WHERE at_ns < ? AND output = 1
 		GROUP BY job_id LIMIT %d`, limit)), cut)
 	if err != nil {
-		return 0, unavailable(err)
+		return 0, Unavailable(err)
 	}
 	type cut1 struct {
 		job string
@@ -161,32 +163,22 @@ func (s *Store) TrimEvents(ctx context.Context, now time.Time, limit int) (int, 
 			return 0, err
 		}
 	}
-	return len(cuts), unavailable(rows.Err())
+	return len(cuts), Unavailable(rows.Err())
 }
 
-// StreamHead is where a job's stream stands.
-type StreamHead struct {
-	// Last is the last sequence appended (0: none yet).
-	Last int64 `json:"last"`
-	// TrimmedThrough: output events up to here were deleted by retention.
-	TrimmedThrough int64 `json:"trimmedThrough"`
-	// Ended: the result event was appended; Last is it.
-	Ended bool `json:"ended"`
-}
-
-// readEvents returns the job's head and up to limit events after after,
+// ReadEvents returns the job's head and up to limit events after after,
 // from one snapshot.
-func (s *Store) readEvents(ctx context.Context, jobID string, after int64, limit int) (StreamHead, []Event, error) {
+func (s *Store) ReadEvents(ctx context.Context, jobID string, after int64, limit int) (controlapi.StreamHead, []controlapi.Event, error) {
 	if s.readStmts != nil {
 		// the head alone, and the events from the tail if it has them all
-		var h StreamHead
+		var h controlapi.StreamHead
 		var ended int
 		err := s.readStmts[selEventHead].QueryRowContext(ctx, jobID).Scan(&h.Last, &h.TrimmedThrough, &ended)
 		if errors.Is(err, sql.ErrNoRows) {
 			return h, nil, nil
 		}
 		if err != nil {
-			return h, nil, unavailable(err)
+			return h, nil, Unavailable(err)
 		}
 		h.Ended = ended == 1
 		if after >= h.Last {
@@ -198,19 +190,19 @@ func (s *Store) readEvents(ctx context.Context, jobID string, after int64, limit
 			}
 		}
 	}
-	return s.readEventsTx(ctx, jobID, after, limit)
+	return s.ReadEventsTx(ctx, jobID, after, limit)
 }
 
-// readEventsTx reads the head and the events in one read transaction.
-func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, limit int) (StreamHead, []Event, error) {
-	var h StreamHead
+// ReadEventsTx reads the head and the events in one read transaction.
+func (s *Store) ReadEventsTx(ctx context.Context, jobID string, after int64, limit int) (controlapi.StreamHead, []controlapi.Event, error) {
+	var h controlapi.StreamHead
 	opts := &sql.TxOptions{ReadOnly: true}
 	if s.d.name == "postgres" {
 		opts.Isolation = sql.LevelRepeatableRead
 	}
 	tx, err := s.r.BeginTx(ctx, opts)
 	if err != nil {
-		return h, nil, unavailable(err)
+		return h, nil, Unavailable(err)
 	}
 	defer tx.Rollback()
 	var ended int
@@ -225,7 +217,7 @@ func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, lim
 		return h, nil, nil
 	}
 	if err != nil {
-		return h, nil, unavailable(err)
+		return h, nil, Unavailable(err)
 	}
 	h.Ended = ended == 1
 	if after >= h.Last {
@@ -238,10 +230,10 @@ func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, lim
 		rows, err = tx.QueryContext(ctx, s.d.q(selSegments), jobID, after, limit)
 	}
 	if err != nil {
-		return h, nil, unavailable(err)
+		return h, nil, Unavailable(err)
 	}
 	defer rows.Close()
-	var out []Event
+	var out []controlapi.Event
 	for len(out) < limit && rows.Next() {
 		var first, last, at int64
 		var events string
@@ -252,24 +244,24 @@ func (s *Store) readEventsTx(ctx context.Context, jobID string, after int64, lim
 			return h, nil, err
 		}
 	}
-	return h, out, unavailable(rows.Err())
+	return h, out, Unavailable(rows.Err())
 }
 
 // Events returns up to limit events of a job of tenant ("" : any) after
 // sequence after, and the stream's head.
-func (s *Store) Events(ctx context.Context, tenant, jobID string, after int64, limit int) (StreamHead, []Event, error) {
+func (s *Store) Events(ctx context.Context, tenant, jobID string, after int64, limit int) (controlapi.StreamHead, []controlapi.Event, error) {
 	if _, err := s.Get(ctx, tenant, jobID); err != nil {
-		return StreamHead{}, nil, err
+		return controlapi.StreamHead{}, nil, err
 	}
 	if limit <= 0 || limit > 10000 {
 		limit = 1000
 	}
-	return s.readEvents(ctx, jobID, after, limit)
+	return s.ReadEvents(ctx, jobID, after, limit)
 }
 
 // Delivery is what a consumer gets from Consume.
 type Delivery struct {
-	Events []Event
+	Events []controlapi.Event
 	// Acked is the consumer's acknowledged sequence for the job.
 	Acked int64
 	// Redelivered counts the events handed out before (to an owner that
@@ -277,7 +269,7 @@ type Delivery struct {
 	Redelivered int
 	// Trimmed is set when events the consumer had not acknowledged were
 	// deleted by retention.
-	Trimmed *TrimmedData
+	Trimmed *controlapi.TrimmedData
 	// Done: the stream ended and the consumer acknowledged all of it.
 	Done bool
 }
@@ -317,13 +309,13 @@ func (s *Store) Consume(ctx context.Context, consumer, owner, jobID string, leas
 	if err != nil {
 		return nil, err
 	}
-	h, evs, err := s.readEvents(ctx, jobID, acked, max)
+	h, evs, err := s.ReadEvents(ctx, jobID, acked, max)
 	if err != nil {
 		return nil, err
 	}
 	d := &Delivery{Events: evs, Acked: acked, Done: h.Ended && acked >= h.Last}
 	if h.TrimmedThrough > acked {
-		d.Trimmed = trimmedError(jobID, acked, h.TrimmedThrough)
+		d.Trimmed = TrimmedError(jobID, acked, h.TrimmedThrough)
 	}
 	if len(evs) == 0 {
 		return d, nil
@@ -380,7 +372,7 @@ func (s *Store) PendingJobs(ctx context.Context, consumer string, limit int) ([]
 		LEFT JOIN cp_event_cursors c ON c.job_id = h.job_id AND c.consumer = ?
 		WHERE h.last_seq > COALESCE(c.acked_seq, 0) ORDER BY h.job_id LIMIT %d`, limit)), consumer)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	var out []string
@@ -394,32 +386,8 @@ func (s *Store) PendingJobs(ctx context.Context, consumer string, limit int) ([]
 	return out, rows.Err()
 }
 
-func trimmedError(jobID string, after, through int64) *TrimmedData {
-	return &TrimmedData{Error: "trimmed", Job: jobID, After: after, TrimmedThrough: through,
+func TrimmedError(jobID string, after, through int64) *controlapi.TrimmedData {
+	return &controlapi.TrimmedData{Error: "trimmed", Job: jobID, After: after, TrimmedThrough: through,
 		Detail: fmt.Sprintf("output events (stdout, stderr, status) of job %s from sequence %d through %d were deleted by retention; "+
 			"state and result events are kept and follow; the job's bounded output is in its result event and GET /v1/jobs/%s", jobID, after+1, through, jobID)}
-}
-
-// retentionLoop applies the time retention every minute (a tenth of
-// MaxAge when that is shorter).
-func (p *Plane) retentionLoop(ctx context.Context) {
-	every := min(time.Minute, p.c.Events.MaxAge/10)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for {
-			n, err := p.c.Store.TrimEvents(ctx, time.Now(), 100)
-			if err != nil && ctx.Err() == nil {
-				p.c.Logger.Warn("event retention", "err", err)
-			}
-			if err != nil || n < 100 {
-				break
-			}
-		}
-	}
 }

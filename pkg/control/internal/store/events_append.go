@@ -1,4 +1,4 @@
-package control
+package store
 
 // An append transaction: the events of one or many appends counted on
 // their jobs' heads and written as segments, in a few multi-row statements.
@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // appendTx appends evs to jobID's stream within tx.
@@ -50,10 +52,10 @@ func newAppendGroup(job string, evs []NewEvent) *appendGroup {
 func (g *appendGroup) tally() {
 	g.outBytes, g.ended = 0, 0
 	for _, e := range g.evs {
-		if e.Kind.trimmable() {
+		if Trimmable(e.Kind) {
 			g.outBytes += int64(len(e.Data))
 		}
-		if e.Kind == KindResult {
+		if e.Kind == controlapi.KindResult {
 			g.ended = 1
 		}
 	}
@@ -143,12 +145,12 @@ func (s *Store) appendGroupsTx(ctx context.Context, tx *sql.Tx, gs []*appendGrou
 				return err
 			}
 		}
-		var tracked []Event // only a followed job keeps a tail (nil: none kept)
+		var tracked []controlapi.Event // only a followed job keeps a tail (nil: none kept)
 		if s.ev.followed(job) {
 			first := g.last - int64(len(g.evs)) + 1
-			tracked = make([]Event, len(g.evs))
+			tracked = make([]controlapi.Event, len(g.evs))
 			for k, e := range g.evs {
-				tracked[k] = Event{Job: job, Seq: first + int64(k), At: at.UTC(), Kind: e.Kind, Data: e.Data}
+				tracked[k] = controlapi.Event{Job: job, Seq: first + int64(k), At: at.UTC(), Kind: e.Kind, Data: e.Data}
 			}
 		}
 		s.ev.pending(tx, job, tracked)

@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // eventHub wakes the readers of a job's stream when it grows: at the
@@ -19,7 +20,7 @@ type eventHub struct {
 	mu     sync.Mutex
 	cfg    *EventConfig
 	subs   map[string]map[chan struct{}]struct{}
-	txs    map[*sql.Tx]map[string][]Event
+	txs    map[*sql.Tx]map[string][]controlapi.Event
 	tails  map[string]*tail
 	listen bool
 	stop   context.CancelFunc
@@ -34,7 +35,7 @@ type eventHub struct {
 // reads the head and events from the store only when the tail does not
 // hold its next event. It is a cache: losing it costs a read.
 type tail struct {
-	evs   []Event
+	evs   []controlapi.Event
 	bytes int
 }
 
@@ -47,7 +48,7 @@ const (
 // SetEventConfig sets the streams' retention and bounds (the Plane sets
 // its Config.Events).
 func (s *Store) SetEventConfig(c EventConfig) {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	s.ev.mu.Lock()
 	s.ev.cfg = &c
 	s.ev.mu.Unlock()
@@ -57,22 +58,22 @@ func (h *eventHub) retention() EventConfig {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cfg == nil {
-		return EventConfig{}.withDefaults()
+		return EventConfig{}.WithDefaults()
 	}
 	return *h.cfg
 }
 
 // pending notes that tx appended evs to job's stream (nil: appended
 // without them at hand, which voids the job's tail at commit).
-func (h *eventHub) pending(tx *sql.Tx, job string, evs []Event) {
+func (h *eventHub) pending(tx *sql.Tx, job string, evs []controlapi.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.txs == nil {
-		h.txs = map[*sql.Tx]map[string][]Event{}
+		h.txs = map[*sql.Tx]map[string][]controlapi.Event{}
 	}
 	m := h.txs[tx]
 	if m == nil {
-		m = map[string][]Event{}
+		m = map[string][]controlapi.Event{}
 		h.txs[tx] = m
 	}
 	if evs == nil {
@@ -86,7 +87,7 @@ func (h *eventHub) pending(tx *sql.Tx, job string, evs []Event) {
 }
 
 // mark is what tx has appended so far, for restore.
-func (h *eventHub) mark(tx *sql.Tx) map[string][]Event {
+func (h *eventHub) mark(tx *sql.Tx) map[string][]controlapi.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return maps.Clone(h.txs[tx])
@@ -94,7 +95,7 @@ func (h *eventHub) mark(tx *sql.Tx) map[string][]Event {
 
 // restore forgets what tx appended since mark (a savepoint rolled back):
 // the slices mark holds keep their lengths.
-func (h *eventHub) restore(tx *sql.Tx, mark map[string][]Event) {
+func (h *eventHub) restore(tx *sql.Tx, mark map[string][]controlapi.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if mark == nil {
@@ -132,7 +133,7 @@ func (h *eventHub) done(tx *sql.Tx, committed bool) {
 
 // extend adds committed events to job's tail if the job is followed here
 // (h.mu held): a gap or an append without its events starts it afresh.
-func (h *eventHub) extend(job string, evs []Event) {
+func (h *eventHub) extend(job string, evs []controlapi.Event) {
 	if len(h.subs[job]) == 0 {
 		return
 	}
@@ -165,7 +166,7 @@ func (h *eventHub) extend(job string, evs []Event) {
 
 // fromTail returns the events of job after after up to last (at most
 // limit), if its tail holds every one of them.
-func (h *eventHub) fromTail(job string, after, last int64, limit int) ([]Event, bool) {
+func (h *eventHub) fromTail(job string, after, last int64, limit int) ([]controlapi.Event, bool) {
 	n := min(int(last-after), limit)
 	evs := h.nextFromTail(job, after, n)
 	return evs, len(evs) == n
@@ -174,7 +175,7 @@ func (h *eventHub) fromTail(job string, after, last int64, limit int) ([]Event, 
 // nextFromTail returns the events of job's tail that follow after (at
 // most limit), if the tail holds the one right after it: committed
 // events, in sequence, that need no read of the store.
-func (h *eventHub) nextFromTail(job string, after int64, limit int) []Event {
+func (h *eventHub) nextFromTail(job string, after int64, limit int) []controlapi.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.tails[job]
@@ -214,8 +215,8 @@ func (h *eventHub) notifyAll() {
 	}
 }
 
-// subscribe returns a channel woken when job's stream may have grown.
-func (s *Store) subscribe(job string) (<-chan struct{}, func()) {
+// Subscribe returns a channel woken when job's stream may have grown.
+func (s *Store) Subscribe(job string) (<-chan struct{}, func()) {
 	h := &s.ev
 	ch := make(chan struct{}, 1)
 	h.mu.Lock()
@@ -288,4 +289,10 @@ func (h *eventHub) close() {
 		stop()
 	}
 	h.wg.Wait()
+}
+
+// FromTail returns the events after after (at most limit) from the tail
+// of a followed job, if the tail holds them (nil: read the store).
+func (s *Store) FromTail(job string, after int64, limit int) []controlapi.Event {
+	return s.ev.nextFromTail(job, after, limit)
 }

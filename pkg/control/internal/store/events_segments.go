@@ -1,4 +1,4 @@
-package control
+package store
 
 // A job's events are stored as segments: the rows of cp_event_segments,
 // each the consecutive events of one append, one per line.
@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // migrateEventRows moves the events of a store written before segments
@@ -58,13 +60,13 @@ func segments(evs []NewEvent, first int64) []segment {
 	var out []segment
 	var b strings.Builder
 	for i := 0; i < len(evs); {
-		out1 := evs[i].Kind.trimmable()
+		out1 := Trimmable(evs[i].Kind)
 		sg := segment{first: first + int64(i)}
 		if out1 {
 			sg.output = 1
 		}
 		j, n := i, 0
-		for ; j < len(evs) && j-i < maxSegmentEvents && evs[j].Kind.trimmable() == out1; j++ {
+		for ; j < len(evs) && j-i < maxSegmentEvents && Trimmable(evs[j].Kind) == out1; j++ {
 			n += len(evs[j].Kind) + len(evs[j].Data) + 2
 		}
 		b.Reset()
@@ -101,7 +103,7 @@ func writeSegmentLine(b *strings.Builder, e NewEvent) {
 
 // parseSegment reads a segment's events (those after after, at most
 // limit).
-func parseSegment(jobID string, first, last, atNS int64, events string, after int64, limit int, out []Event) ([]Event, error) {
+func parseSegment(jobID string, first, last, atNS int64, events string, after int64, limit int, out []controlapi.Event) ([]controlapi.Event, error) {
 	at := time.Unix(0, atNS).UTC()
 	seq := first
 	for rest := events; limit > 0; seq++ {
@@ -111,7 +113,7 @@ func parseSegment(jobID string, first, last, atNS int64, events string, after in
 			return out, fmt.Errorf("control: job %s: event segment %d..%d is damaged at %d", jobID, first, last, seq)
 		}
 		if seq > after {
-			out = append(out, Event{Job: jobID, Seq: seq, At: at, Kind: EventKind(kind), Data: []byte(data)})
+			out = append(out, controlapi.Event{Job: jobID, Seq: seq, At: at, Kind: controlapi.EventKind(kind), Data: []byte(data)})
 			limit--
 		}
 		if !more {

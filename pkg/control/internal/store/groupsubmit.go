@@ -1,10 +1,11 @@
-package control
+package store
 
 import (
 	"context"
 	"database/sql"
 
 	"github.com/slipway-dev/slipway/internal/groupcommit"
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // submitGroups gathers concurrent submissions into one transaction
@@ -13,28 +14,28 @@ import (
 // reused key) writes nothing of it and spoils nothing of the others. A
 // batch whose transaction fails is retried one submission at a time, so
 // one bad row never fails its neighbours.
-type submitGroups = groupcommit.Queue[submission, submitOutcome]
+type submitGroups = groupcommit.Queue[Submission, SubmitOutcome]
 
-type pendingSubmit = groupcommit.Member[submission, submitOutcome]
+type pendingSubmit = groupcommit.Member[Submission, SubmitOutcome]
 
-type submitOutcome struct {
-	job     *Job
-	created bool
-	err     error
-	// admissionRan says admission ran in the transaction that stored the job
+type SubmitOutcome struct {
+	Job     *controlapi.Job
+	Created bool
+	Err     error
+	// AdmissionRan says admission ran in the transaction that stored the job
 	// (the job was admitted there if it could be): no wake-up is needed.
-	admissionRan bool
+	AdmissionRan bool
 }
 
 // maxBatch bounds a group commit.
 const maxBatch = 256
 
-// insert stores a submission with whatever others are waiting. Once queued
+// Insert stores a submission with whatever others are waiting. Once queued
 // it waits for the commit even if ctx ends, so an error always means the
 // job was not stored.
-func (s *Store) insert(ctx context.Context, sub submission) submitOutcome {
+func (s *Store) Insert(ctx context.Context, sub Submission) SubmitOutcome {
 	if err := ctx.Err(); err != nil {
-		return submitOutcome{err: err}
+		return SubmitOutcome{Err: err}
 	}
 	return s.submits.Await(s.submits.Enqueue(sub), maxBatch, func(batch []*pendingSubmit) {
 		s.commitBatch(context.WithoutCancel(ctx), batch)
@@ -43,11 +44,11 @@ func (s *Store) insert(ctx context.Context, sub submission) submitOutcome {
 
 // commitBatch commits batch in one transaction and sets each one's outcome.
 func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
-	var outs []submitOutcome
+	var outs []SubmitOutcome
 	var seen queueCounts
-	var admitted []*Job
+	var admitted []*controlapi.Job
 	ran := false
-	ba := batch[0].In.admit
+	ba := batch[0].In.Admit
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
 		admitted, ran = nil, false
@@ -55,8 +56,8 @@ func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 			return err
 		}
 		for _, o := range outs {
-			if o.created {
-				admitted, err = s.admitTx(ctx, tx, ba.slots, ba.limits, ba.decide)
+			if o.Created {
+				admitted, err = s.admitTx(ctx, tx, ba.Slots, ba.Limits, ba.Decide)
 				ran = err == nil
 				return err
 			}
@@ -66,29 +67,29 @@ func (s *Store) commitBatch(ctx context.Context, batch []*pendingSubmit) {
 	if err == nil {
 		s.queuesSeen(seen)
 		for i, o := range outs {
-			outs[i].admissionRan = ran
-			if o.created {
-				s.storedProfiles.Store(o.job.Profile.Digest, struct{}{}) // committed
+			outs[i].AdmissionRan = ran
+			if o.Created {
+				s.storedProfiles.Store(o.Job.Profile.Digest, struct{}{}) // committed
 			}
 		}
 	}
-	if err == nil && len(admitted) > 0 && ba.after != nil {
-		ba.after(admitted)
+	if err == nil && len(admitted) > 0 && ba.After != nil {
+		ba.After(admitted)
 	}
 	if err != nil {
-		outs = make([]submitOutcome, len(batch))
+		outs = make([]SubmitOutcome, len(batch))
 	}
 	if err != nil && len(batch) > 1 {
 		for i, p := range batch {
 			j, c, err := s.insertAlone(ctx, p.In)
-			outs[i] = submitOutcome{job: j, created: c, err: err}
+			outs[i] = SubmitOutcome{Job: j, Created: c, Err: err}
 		}
 	} else if err != nil {
 		j, c, err2 := s.insertAlone(ctx, batch[0].In)
 		if isUniqueViolation(err) {
-			outs[0] = submitOutcome{job: j, created: c, err: err2}
+			outs[0] = SubmitOutcome{Job: j, Created: c, Err: err2}
 		} else {
-			outs[0] = submitOutcome{err: err}
+			outs[0] = SubmitOutcome{Err: err}
 		}
 	}
 	for i, p := range batch {

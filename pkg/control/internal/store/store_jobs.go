@@ -1,4 +1,4 @@
-package control
+package store
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
 // LimitError refuses a submission over a bound: the queue's, the tenant's
@@ -21,37 +23,37 @@ type LimitError struct {
 
 func (e *LimitError) Error() string { return e.Reason + ": " + e.Detail }
 
-// submission is one job to store with the bounds it must fit in.
-type submission struct {
-	job         *Job
-	hash        string
-	tenantBound int
-	globalBound int
-	// budget < 0: the tenant has none.
-	budget      float64
-	periodStart time.Time
-	profile     []byte
-	// admit, when set, admits in the submission's transaction what its
+// Submission is one job to store with the bounds it must fit in.
+type Submission struct {
+	Job         *controlapi.Job
+	Hash        string
+	TenantBound int
+	GlobalBound int
+	// Budget < 0: the tenant has none.
+	Budget      float64
+	PeriodStart time.Time
+	Profile     []byte
+	// Admit, when set, admits in the submission's transaction what its
 	// job lets in: no later transaction, no wake-up between submission
 	// and admission.
-	admit *batchAdmit
-	// token, when set, is the id of the token the submission came with,
+	Admit *BatchAdmit
+	// Token, when set, is the id of the token the submission came with,
 	// its revocation not yet read: the transaction refuses the
 	// submission (ErrUnauthenticated) unless the token is live.
-	token string
+	Token string
 }
 
-// batchAdmit is admission run inside a group commit.
-type batchAdmit struct {
-	slots  slots
-	limits map[string]tenantLimit
-	decide func(*Job, *lease)
-	// after gets the admitted jobs once the transaction committed.
-	after func([]*Job)
+// BatchAdmit is admission run inside a group commit.
+type BatchAdmit struct {
+	Slots  Slots
+	Limits map[string]TenantLimit
+	Decide func(*controlapi.Job, *Lease)
+	// After gets the admitted jobs once the transaction committed.
+	After func([]*controlapi.Job)
 }
 
-// lease is the columns beside a job's document that say who works it.
-type lease struct {
+// Lease is the columns beside a job's document that say who works it.
+type Lease struct {
 	Owner       string
 	Until       time.Time
 	DispatchDue time.Time
@@ -67,14 +69,14 @@ func isUniqueViolation(err error) bool {
 // insertOne stores a new job in tx, or returns the job stored under the
 // same idempotency key. Its refusals (*LimitError, ErrConflict) leave
 // nothing written; any other error spoils tx.
-func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job, error) {
-	j := sub.job
-	if sub.token != "" {
-		live, err := s.liveOf(ctx, tx, []string{sub.token})
+func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub Submission) (*controlapi.Job, error) {
+	j := sub.Job
+	if sub.Token != "" {
+		live, err := s.liveOf(ctx, tx, []string{sub.Token})
 		if err != nil {
 			return nil, err
 		}
-		if !live[sub.token] {
+		if !live[sub.Token] {
 			return nil, ErrUnauthenticated
 		}
 	}
@@ -86,7 +88,7 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job
 		if err != nil {
 			return nil, err
 		}
-		if hash != sub.hash {
+		if hash != sub.Hash {
 			return nil, fmt.Errorf("%w: idempotency key %q was used for a different request (job %s)", ErrConflict, j.IdempotencyKey, e.ID)
 		}
 		return e, nil
@@ -97,8 +99,8 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job
 	if _, err := s.exec(ctx, tx, `INSERT INTO cp_tenants (tenant) VALUES (?) ON CONFLICT (tenant) DO NOTHING`, j.Tenant); err != nil {
 		return nil, err
 	}
-	if sub.budget >= 0 {
-		p := sub.periodStart.UnixNano()
+	if sub.Budget >= 0 {
+		p := sub.PeriodStart.UnixNano()
 		if _, err := s.exec(ctx, tx, `UPDATE cp_tenants SET spent = CASE WHEN period_ns < ? THEN 0 ELSE spent END,
 			period_ns = CASE WHEN period_ns < ? THEN ? ELSE period_ns END WHERE tenant = ?`, p, p, p, j.Tenant); err != nil {
 			return nil, err
@@ -106,17 +108,17 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job
 	}
 	// The plane's row first, then the tenant's: every transaction takes
 	// them in this order (no deadlock on PostgreSQL).
-	n, err := s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued + 1 WHERE id = 1 AND queued < ?`, sub.globalBound)
+	n, err := s.exec(ctx, tx, `UPDATE cp_plane SET queued = queued + 1 WHERE id = 1 AND queued < ?`, sub.GlobalBound)
 	if err != nil {
 		return nil, err
 	}
 	if n == 0 {
 		return nil, &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
-			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
+			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.GlobalBound)}
 	}
 	if n, err = s.exec(ctx, tx, `UPDATE cp_tenants SET queued = queued + 1, reserved = reserved + ?
 		WHERE tenant = ? AND queued < ? AND (? < 0 OR spent + reserved + ? <= ?)`,
-		j.Cost.WorstCase, j.Tenant, sub.tenantBound, sub.budget, j.Cost.WorstCase, sub.budget); err != nil {
+		j.Cost.WorstCase, j.Tenant, sub.TenantBound, sub.Budget, j.Cost.WorstCase, sub.Budget); err != nil {
 		return nil, err
 	}
 	if n == 0 {
@@ -130,12 +132,12 @@ func (s *Store) insertOne(ctx context.Context, tx *sql.Tx, sub submission) (*Job
 		return nil, err
 	}
 	if _, err := s.exec(ctx, tx, `INSERT INTO cp_jobs (id, tenant, idem_key, request_hash, pool, state, created_ns, worst_case, doc)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Tenant, j.IdempotencyKey, sub.hash, j.Pool, string(j.State),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, j.ID, j.Tenant, j.IdempotencyKey, sub.Hash, j.Pool, string(j.State),
 		j.CreatedAt.UnixNano(), j.Cost.WorstCase, string(jdoc)); err != nil {
 		return nil, err
 	}
 	if _, err := s.exec(ctx, tx, `INSERT INTO cp_profiles (digest, name, revision, path, raw) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (digest) DO NOTHING`, j.Profile.Digest, j.Profile.Name, j.Profile.Revision, j.Profile.Path, string(sub.profile)); err != nil {
+		ON CONFLICT (digest) DO NOTHING`, j.Profile.Digest, j.Profile.Name, j.Profile.Revision, j.Profile.Path, string(sub.Profile)); err != nil {
 		return nil, err
 	}
 	return nil, s.addTransition(ctx, tx, j.ID, j.State, "submitted", j.CreatedAt)
@@ -148,9 +150,9 @@ func refusal(err error) bool {
 }
 
 // insertAlone stores one submission in a transaction of its own.
-func (s *Store) insertAlone(ctx context.Context, sub submission) (*Job, bool, error) {
+func (s *Store) insertAlone(ctx context.Context, sub Submission) (*controlapi.Job, bool, error) {
 	for try := 0; ; try++ {
-		var existing *Job
+		var existing *controlapi.Job
 		var refused error
 		err := s.tx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -168,7 +170,7 @@ func (s *Store) insertAlone(ctx context.Context, sub submission) (*Job, bool, er
 		case err == nil && existing != nil:
 			return existing, false, nil
 		case err == nil:
-			return sub.job, true, nil
+			return sub.Job, true, nil
 		case isUniqueViolation(err) && try == 0:
 			continue // a concurrent submit with the same key won: read it
 		}
@@ -176,29 +178,29 @@ func (s *Store) insertAlone(ctx context.Context, sub submission) (*Job, bool, er
 	}
 }
 
-func (s *Store) explainRefusal(ctx context.Context, tx *sql.Tx, sub submission) error {
+func (s *Store) explainRefusal(ctx context.Context, tx *sql.Tx, sub Submission) error {
 	var queued int
 	var reserved, spent float64
-	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT queued, reserved, spent FROM cp_tenants WHERE tenant = ?`), sub.job.Tenant).
+	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT queued, reserved, spent FROM cp_tenants WHERE tenant = ?`), sub.Job.Tenant).
 		Scan(&queued, &reserved, &spent); err != nil {
 		return err
 	}
-	if queued >= sub.tenantBound {
+	if queued >= sub.TenantBound {
 		return &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
-			Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", sub.job.Tenant, queued, sub.tenantBound)}
+			Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", sub.Job.Tenant, queued, sub.TenantBound)}
 	}
 	return budgetRefusal(sub, spent, reserved)
 }
 
 // errSkip, returned by an update's function, leaves the job as it was.
-var errSkip = errors.New("control: unchanged")
+var ErrSkip = errors.New("control: unchanged")
 
 // class groups states by what they hold of a tenant's counters.
-func class(s State) int {
+func class(s controlapi.State) int {
 	switch {
-	case s == Queued:
+	case s == controlapi.Queued:
 		return 0
-	case s.active():
+	case IsActive(s):
 		return 1
 	}
 	return 2 // terminal or unknown: holds nothing
@@ -218,21 +220,21 @@ var (
 	updTenantEnd    = hot(`UPDATE cp_tenants SET active = active - 1, reserved = reserved - ?, spent = spent + ?, unknown_cost = unknown_cost + ? WHERE tenant = ?`)
 )
 
-// update reads the job (locked), lets f change it and its lease, writes
+// Update reads the job (locked), lets f change it and its lease, writes
 // both and the tenant's counters, and records a transition when the state
 // changed. f returning errSkip leaves everything as it was (nil job).
-func (s *Store) update(ctx context.Context, id string, f func(*Job, *lease) error) (*Job, error) {
-	return s.updateAdmit(ctx, id, f, nil)
+func (s *Store) Update(ctx context.Context, id string, f func(*controlapi.Job, *Lease) error) (*controlapi.Job, error) {
+	return s.UpdateAdmit(ctx, id, f, nil)
 }
 
-// updateAdmit is update that, when the change frees a slot (an active job
+// UpdateAdmit is update that, when the change frees a slot (an active job
 // ends), admits what the slot lets in within the same transaction (ba's
 // after gets the admitted once committed): one transaction where a finish
 // and a wake-up's admission would take two. On PostgreSQL it takes
 // admission's lock first, as every admitter does.
-func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease) error, ba *batchAdmit) (*Job, error) {
-	var out *Job
-	var admitted []*Job
+func (s *Store) UpdateAdmit(ctx context.Context, id string, f func(*controlapi.Job, *Lease) error, ba *BatchAdmit) (*controlapi.Job, error) {
+	var out *controlapi.Job
+	var admitted []*controlapi.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		out, admitted = nil, nil
 		if ba != nil && s.d.lockStmt != "" {
@@ -258,7 +260,7 @@ func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease)
 			return err
 		}
 		old := j.State
-		l := lease{Owner: owner, Until: time.Unix(0, until), DispatchDue: time.Unix(0, due), Grant: grant}
+		l := Lease{Owner: owner, Until: time.Unix(0, until), DispatchDue: time.Unix(0, due), Grant: grant}
 		if old.Terminal() {
 			return fmt.Errorf("%w: job %s is %s", ErrConflict, id, old)
 		}
@@ -287,22 +289,22 @@ func (s *Store) updateAdmit(ctx context.Context, id string, f func(*Job, *lease)
 		}
 		out = j
 		if ba != nil && class(old) == 1 && class(j.State) == 2 {
-			admitted, err = s.admitTx(ctx, tx, ba.slots, ba.limits, ba.decide)
+			admitted, err = s.admitTx(ctx, tx, ba.Slots, ba.Limits, ba.Decide)
 			return err
 		}
 		return nil
 	})
-	if errors.Is(err, errSkip) {
+	if errors.Is(err, ErrSkip) {
 		return nil, nil
 	}
-	if err == nil && len(admitted) > 0 && ba.after != nil {
-		ba.after(admitted)
+	if err == nil && len(admitted) > 0 && ba.After != nil {
+		ba.After(admitted)
 	}
 	return out, err
 }
 
 // account moves the tenant's counters for a change of state.
-func (s *Store) account(ctx context.Context, tx *sql.Tx, j *Job, old State, now time.Time) error {
+func (s *Store) account(ctx context.Context, tx *sql.Tx, j *controlapi.Job, old controlapi.State, now time.Time) error {
 	from, to := class(old), class(j.State)
 	if from == to {
 		return nil
@@ -331,29 +333,29 @@ func (s *Store) account(ctx context.Context, tx *sql.Tx, j *Job, old State, now 
 	return err
 }
 
-// slots is the plane's capacity for admission: at most max jobs active;
+// Slots is the plane's capacity for admission: at most max jobs active;
 // the last reserve of them are not taken by a tenant at or over its fair
 // share (Config.Reserve).
-type slots struct {
-	max, reserve int
+type Slots struct {
+	Max, Reserve int
 }
 
 // shareWindow: a tenant that was admitted a job this recently counts among
 // those sharing the slots, even with nothing active or queued.
 const shareWindow = time.Minute
 
-// tenantLimit is what admission needs of a tenant's configuration.
-type tenantLimit struct {
-	concurrency int
+// TenantLimit is what admission needs of a tenant's configuration.
+type TenantLimit struct {
+	Concurrency int
 }
 
-// admit moves queued jobs to admitted while the plane and each tenant have
+// Admit moves queued jobs to admitted while the plane and each tenant have
 // room, fairly: the next slot goes to the tenant with the fewest active
 // jobs that has one queued, the longest-waiting such tenant first. decide
 // sets the admitted job's fields (or refuses it); it runs inside the
 // transaction.
-func (s *Store) admit(ctx context.Context, sl slots, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
-	var out []*Job
+func (s *Store) Admit(ctx context.Context, sl Slots, limits map[string]TenantLimit, decide func(*controlapi.Job, *Lease)) ([]*controlapi.Job, error) {
+	var out []*controlapi.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		if s.d.lockStmt != "" {
 			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
@@ -369,15 +371,15 @@ func (s *Store) admit(ctx context.Context, sl slots, limits map[string]tenantLim
 
 // admitTx is admit in tx, whose caller took admission's lock (PostgreSQL)
 // before any row's, as every admitter does.
-func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[string]tenantLimit, decide func(*Job, *lease)) ([]*Job, error) {
-	var out []*Job
+func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl Slots, limits map[string]TenantLimit, decide func(*controlapi.Job, *Lease)) ([]*controlapi.Job, error) {
+	var out []*controlapi.Job
 	err := func() error {
 		type cand struct {
 			tenant       string
 			queued       int
 			active       int
 			last         int64
-			jobs         []*Job
+			jobs         []*controlapi.Job
 			fetched, end bool
 		}
 		rows, err := s.writeQuery(ctx, tx, selTenantCounts, nil)
@@ -403,8 +405,8 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			}
 		}
 		rows.Close()
-		free := sl.max - total
-		share := (sl.max + max(len(sharing), 1) - 1) / max(len(sharing), 1)
+		free := sl.Max - total
+		share := (sl.Max + max(len(sharing), 1) - 1) / max(len(sharing), 1)
 		// under counts the tenants with work below their share: a tenant
 		// at or over it with a backlog (more queued than its concurrency
 		// lets it start now: it floods) leaves a slot for each of them
@@ -424,14 +426,14 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			var best *cand
 			for _, c := range cs {
 				lim, known := limits[c.tenant]
-				if c.end || (known && c.active >= lim.concurrency) {
+				if c.end || (known && c.active >= lim.Concurrency) {
 					continue
 				}
-				switch backlog := !known || c.queued > lim.concurrency-c.active; {
+				switch backlog := !known || c.queued > lim.Concurrency-c.active; {
 				case c.active < share: // any free slot
-				case backlog && free <= max(sl.reserve, under):
+				case backlog && free <= max(sl.Reserve, under):
 					continue
-				case !backlog && c.active > share && free <= sl.reserve:
+				case !backlog && c.active > share && free <= sl.Reserve:
 					continue
 				}
 				if best == nil || c.active < best.active || (c.active == best.active && c.last < best.last) {
@@ -450,7 +452,7 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 				// finish frees a slot), at most 16 per read
 				n := min(16, free)
 				if lim, known := limits[best.tenant]; known {
-					n = min(n, lim.concurrency-best.active)
+					n = min(n, lim.Concurrency-best.active)
 				}
 				js, err := s.queuedOf(ctx, tx, best.tenant, max(n, 1))
 				if err != nil {
@@ -469,7 +471,7 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			}
 			best.last = time.Now().UnixNano()
 			old := j.State
-			l := lease{}
+			l := Lease{}
 			decide(j, &l)
 			if err := s.account(ctx, tx, j, old, time.Now()); err != nil {
 				return err
@@ -478,18 +480,18 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 			if err != nil {
 				return err
 			}
-			if _, err := s.exec(ctx, tx, updJobAdmit, string(b), string(j.State), l.DispatchDue.UnixNano(), j.ID, string(Queued)); err != nil {
+			if _, err := s.exec(ctx, tx, updJobAdmit, string(b), string(j.State), l.DispatchDue.UnixNano(), j.ID, string(controlapi.Queued)); err != nil {
 				return err
 			}
 			reason := j.Reason
-			if j.Detail != "" && j.State != Admitted {
+			if j.Detail != "" && j.State != controlapi.Admitted {
 				reason += ": " + j.Detail
 			}
 			if err := s.addTransition(ctx, tx, j.ID, j.State, reason, time.Now()); err != nil {
 				return err
 			}
 			best.queued-- // admitted or refused, it left the queue
-			if j.State == Admitted {
+			if j.State == controlapi.Admitted {
 				if best.active+1 == share {
 					under-- // best reached its share
 				}
@@ -503,13 +505,13 @@ func (s *Store) admitTx(ctx context.Context, tx *sql.Tx, sl slots, limits map[st
 	return out, err
 }
 
-// admissible says, from a read (no write lock), whether admit could admit
+// Admissible says, from a read (no write lock), whether admit could admit
 // anything: the plane has a free slot and a tenant with a queued job has
 // room.
-func (s *Store) admissible(ctx context.Context, maxActive int, limits map[string]tenantLimit) (bool, error) {
+func (s *Store) Admissible(ctx context.Context, maxActive int, limits map[string]TenantLimit) (bool, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT tenant, queued, active FROM cp_tenants`)
 	if err != nil {
-		return false, unavailable(err)
+		return false, Unavailable(err)
 	}
 	defer rows.Close()
 	total, candidate := 0, false
@@ -520,39 +522,39 @@ func (s *Store) admissible(ctx context.Context, maxActive int, limits map[string
 			return false, err
 		}
 		total += active
-		if lim, known := limits[t]; queued > 0 && (!known || active < lim.concurrency) {
+		if lim, known := limits[t]; queued > 0 && (!known || active < lim.Concurrency) {
 			candidate = true
 		}
 	}
 	return candidate && total < maxActive, rows.Err()
 }
 
-func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) ([]*Job, error) {
-	rows, err := s.writeQuery(ctx, tx, selQueuedOf, []any{tenant, string(Queued), n})
+func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) ([]*controlapi.Job, error) {
+	rows, err := s.writeQuery(ctx, tx, selQueuedOf, []any{tenant, string(controlapi.Queued), n})
 	if err != nil {
 		return nil, err
 	}
 	return scanJobs(rows)
 }
 
-// heartbeat extends the owner's lease; false when the owner lost it.
-func (s *Store) heartbeat(ctx context.Context, id, owner string, until time.Time) (bool, error) {
+// Heartbeat extends the owner's lease; false when the owner lost it.
+func (s *Store) Heartbeat(ctx context.Context, id, owner string, until time.Time) (bool, error) {
 	res, err := s.w.ExecContext(ctx, s.d.q(`UPDATE cp_jobs SET lease_until_ns = ? WHERE id = ? AND lease_owner = ?`), until.UnixNano(), id, owner)
 	if err != nil {
-		return false, unavailable(err)
+		return false, Unavailable(err)
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
 }
 
-// orphans lists jobs whose owner's lease expired (allocating or running),
+// Orphans lists jobs whose owner's lease expired (allocating or running),
 // and admitted jobs whose dispatch is overdue.
-func (s *Store) orphans(ctx context.Context, now time.Time, limit int) ([]string, error) {
+func (s *Store) Orphans(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	rows, err := s.r.QueryContext(ctx, s.d.q(fmt.Sprintf(`SELECT id FROM cp_jobs WHERE
 		(state IN ('allocating', 'running', 'canceling') AND lease_until_ns < ?) OR
 		(state = 'admitted' AND dispatch_due_ns < ? AND lease_until_ns < ?) LIMIT %d`, limit)), now.UnixNano(), now.UnixNano(), now.UnixNano())
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, Unavailable(err)
 	}
 	defer rows.Close()
 	var ids []string
@@ -566,12 +568,12 @@ func (s *Store) orphans(ctx context.Context, now time.Time, limit int) ([]string
 	return ids, rows.Err()
 }
 
-func budgetRefusal(sub submission, spent, reserved float64) *LimitError {
-	c := sub.job.Cost
+func budgetRefusal(sub Submission, spent, reserved float64) *LimitError {
+	c := sub.Job.Cost
 	return &LimitError{Reason: "budget", RetryAfter: time.Hour,
 		Detail: fmt.Sprintf("the job's worst case %.4f %s (deadline %s at %.4f/h) does not fit tenant %s's budget of %.4f %s for the period from %s: spent %.4f, reserved by queued and running jobs %.4f",
-			c.WorstCase, c.Currency, time.Duration(sub.job.Limits.Deadline), c.RatePerHour, sub.job.Tenant, sub.budget, c.Currency,
-			sub.periodStart.UTC().Format(time.RFC3339), spent, reserved)}
+			c.WorstCase, c.Currency, time.Duration(sub.Job.Limits.Deadline), c.RatePerHour, sub.Job.Tenant, sub.Budget, c.Currency,
+			sub.PeriodStart.UTC().Format(time.RFC3339), spent, reserved)}
 }
 
 // queuesSeen keeps the queued counts a committed submission batch left.
@@ -587,48 +589,54 @@ func (s *Store) queuesSeen(c queueCounts) {
 	}
 }
 
-// farFromBounds says whether the last committed batch left the plane's
+// FarFromBounds says whether the last committed batch left the plane's
 // and sub's tenant's queues under half their bounds: then overBound's
 // read is skipped (it only refuses early what the batch, which reads the
 // counters in its transaction, refuses anyway; other replicas' batches
 // may have added since, and that batch still sees them).
-func (s *Store) farFromBounds(sub submission) bool {
+func (s *Store) FarFromBounds(sub Submission) bool {
 	s.seenMu.Lock()
 	defer s.seenMu.Unlock()
-	tq, ok := s.seen.tenants[sub.job.Tenant]
-	return ok && 2*s.seen.plane < sub.globalBound && 2*tq < sub.tenantBound
+	tq, ok := s.seen.tenants[sub.Job.Tenant]
+	return ok && 2*s.seen.plane < sub.GlobalBound && 2*tq < sub.TenantBound
 }
 
-// overBound says, from reads only (no write lock), that a submission
+// OverBound says, from reads only (no write lock), that a submission
 // would be refused for a full queue: its tenant's or the plane's queue is
 // at its bound and its key names no stored job. A flood of refused
 // submissions then never queues for the writer; the transaction's own
 // check stays the authority.
-func (s *Store) overBound(ctx context.Context, sub submission) *LimitError {
-	if s.farFromBounds(sub) {
+func (s *Store) OverBound(ctx context.Context, sub Submission) *LimitError {
+	if s.FarFromBounds(sub) {
 		return nil
 	}
 	var tq, pq int
 	var row *sql.Row
 	if s.boundsStmt != nil {
-		row = s.boundsStmt.QueryRowContext(ctx, sub.job.Tenant)
+		row = s.boundsStmt.QueryRowContext(ctx, sub.Job.Tenant)
 	} else {
-		row = s.r.QueryRowContext(ctx, s.d.q(selBounds), sub.job.Tenant)
+		row = s.r.QueryRowContext(ctx, s.d.q(selBounds), sub.Job.Tenant)
 	}
 	if err := row.Scan(&tq, &pq); err != nil {
 		return nil
 	}
-	if tq < sub.tenantBound && pq < sub.globalBound {
+	if tq < sub.TenantBound && pq < sub.GlobalBound {
 		return nil
 	}
 	var n int
-	if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_jobs WHERE tenant = ? AND idem_key = ?`), sub.job.Tenant, sub.job.IdempotencyKey).Scan(&n); err != nil || n > 0 {
+	if err := s.r.QueryRowContext(ctx, s.d.q(`SELECT COUNT(*) FROM cp_jobs WHERE tenant = ? AND idem_key = ?`), sub.Job.Tenant, sub.Job.IdempotencyKey).Scan(&n); err != nil || n > 0 {
 		return nil
 	}
-	if pq >= sub.globalBound {
+	if pq >= sub.GlobalBound {
 		return &LimitError{Reason: "queue_full", RetryAfter: 5 * time.Second,
-			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.globalBound)}
+			Detail: fmt.Sprintf("the control plane's queue holds its bound of %d jobs", sub.GlobalBound)}
 	}
 	return &LimitError{Reason: "tenant_queue_full", RetryAfter: 2 * time.Second,
-		Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", sub.job.Tenant, tq, sub.tenantBound)}
+		Detail: fmt.Sprintf("tenant %s has %d queued jobs, its queue bound is %d", sub.Job.Tenant, tq, sub.TenantBound)}
+}
+
+// IsActive says a job in state s holds (or is about to hold) a slot of its
+// tenant's concurrency.
+func IsActive(s controlapi.State) bool {
+	return s == controlapi.Admitted || s == controlapi.Allocating || s == controlapi.Running || s == controlapi.Canceling
 }
