@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
@@ -224,7 +224,7 @@ func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runI
 		return "", "", ""
 	}
 	for _, r := range p.c.Runtimes[j.Pool] {
-		ids, err := r.Client.Query(ctx, runs.Query{RequestKey: j.RequestKey})
+		ids, err := r.Client.Query(ctx, runmanifest.Query{RequestKey: j.RequestKey})
 		if err != nil {
 			return "", "", fmt.Sprintf("runtime %s: runs with request key %s: %v", r.Name, j.RequestKey, err)
 		}

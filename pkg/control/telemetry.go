@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
@@ -170,7 +170,7 @@ func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *Job) {
 // give (sandbox ready: the runtime's request received to the sandbox
 // assigned, warm or cold; runner awake: from then to the runner's first
 // command) and records kit_setup_latency, the second.
-func (p *Plane) traceLifecycle(ctx context.Context, j *Job, m *runs.Manifest) {
+func (p *Plane) traceLifecycle(ctx context.Context, j *Job, m *runmanifest.Manifest) {
 	l := m.Lifecycle
 	jctx := telemetry.InJob(ctx, j.ID)
 	if !l.RequestReceived.IsZero() && !l.SandboxAssigned.IsZero() {

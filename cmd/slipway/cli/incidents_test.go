@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
@@ -192,7 +192,7 @@ func TestIncidentCredentialExpires(t *testing.T) {
 	}
 	first := readCredential(rt, g)
 	tokens = append(tokens, first)
-	var m *runs.Manifest
+	var m *runmanifest.Manifest
 	poll(t, 10*time.Second, "a renewal in the manifest", func() (bool, string) {
 		m, err = rt.client.Run(ctx, g.RunID)
 		if err != nil {

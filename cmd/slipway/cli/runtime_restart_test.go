@@ -20,6 +20,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/release/template"
@@ -101,7 +102,7 @@ func TestRuntimeKillAndRestart(t *testing.T) {
 			t.Fatalf("run %s after the restart: %v", g.RunID, err)
 		}
 		rr := m.Lifecycle.ResourcesReleased
-		if m.Status != runs.StatusFailed || rr.Before(killed) || rr.After(serving) || m.ExitCode != nil {
+		if m.Status != runmanifest.StatusFailed || rr.Before(killed) || rr.After(serving) || m.ExitCode != nil {
 			t.Errorf("run %s after the restart: status %s, exit code %v, resources released %v (killed %v, serving %v); want failed, none, in between",
 				g.RunID, m.Status, m.ExitCode, rr, killed, serving)
 		}
@@ -113,7 +114,7 @@ func TestRuntimeKillAndRestart(t *testing.T) {
 			t.Errorf("run %s: runner_awakened %v", g.RunID, m.Lifecycle.RunnerAwakened)
 		}
 	}
-	if m, err := rt2.client.Run(ctx, released.RunID); err != nil || m.Status != runs.StatusCompleted || m.Lifecycle.ResourcesReleased.After(killed) {
+	if m, err := rt2.client.Run(ctx, released.RunID); err != nil || m.Status != runmanifest.StatusCompleted || m.Lifecycle.ResourcesReleased.After(killed) {
 		t.Errorf("the released run after the restart: %+v, %v", m, err)
 	}
 	// the claims died with the first runtime: their tokens open nothing

@@ -20,6 +20,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/canary"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
@@ -239,7 +240,7 @@ func TestRoundPasses(t *testing.T) {
 		t.Errorf("the denied origin took %d connections", n)
 	}
 	m, err := w.client.Run(context.Background(), r.RunID)
-	if err != nil || m.Tenant != canary.Tenant || m.Status != runs.StatusCompleted {
+	if err != nil || m.Tenant != canary.Tenant || m.Status != runmanifest.StatusCompleted {
 		t.Fatalf("canary run manifest: %+v %v", m, err)
 	}
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/canary"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
@@ -47,9 +47,9 @@ func TestIdentityMismatchFails(t *testing.T) {
 				return runtime.ClaimIdentity{RunID: "r-1", SandboxID: "sb-1", Generation: "g-1", AllocationAttempt: 1, RunnerPath: "/usr/local/bin/slipway-runner", Runner: id}
 			})
 			answer("GET /v1/runs/r-1", func() any {
-				m := runs.Manifest{RunID: "r-1", SandboxID: "sb-1", Generation: "g-1", Pool: "agents", AllocationAttempt: 1, RunnerBinarySHA256: pinned, Status: runs.StatusGranted}
+				m := runmanifest.Manifest{RunID: "r-1", SandboxID: "sb-1", Generation: "g-1", Pool: "agents", AllocationAttempt: 1, RunnerBinarySHA256: pinned, Status: runmanifest.StatusGranted}
 				if released.Load() {
-					m.Status, m.Lifecycle.ResourcesReleased = runs.StatusCompleted, time.Now()
+					m.Status, m.Lifecycle.ResourcesReleased = runmanifest.StatusCompleted, time.Now()
 				}
 				return m
 			})

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -277,7 +277,7 @@ func (cl *claimRun) release(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the run manifest of %s: %w", g.RunID, err)
 	}
-	if m.Status != runs.StatusCompleted || m.Lifecycle.ResourcesReleased.IsZero() {
+	if m.Status != runmanifest.StatusCompleted || m.Lifecycle.ResourcesReleased.IsZero() {
 		return "", fmt.Errorf("after release the manifest of %s is %s with resources released at %v, want completed and a time", g.RunID, m.Status, m.Lifecycle.ResourcesReleased)
 	}
 	st, err := cl.c.client.PoolStatus(ctx, cl.c.pool)

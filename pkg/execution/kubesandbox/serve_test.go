@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -44,7 +45,7 @@ func TestServeOnKube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Create(ctx, &runs.Manifest{RunID: "r-left", SandboxID: left.ID, Pool: n.pool, AllocationAttempt: 1}); err != nil {
+	if err := store.Create(ctx, &runmanifest.Manifest{RunID: "r-left", SandboxID: left.ID, Pool: n.pool, AllocationAttempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	store.Close()
@@ -74,7 +75,7 @@ func TestServeOnKube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := c.Run(ctx, "r-left"); err != nil || m.Status != runs.StatusFailed {
+	if m, err := c.Run(ctx, "r-left"); err != nil || m.Status != runmanifest.StatusFailed {
 		t.Fatalf("the earlier runtime's run: %+v %v, want failed", m, err)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -406,10 +407,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 }
 
 // QueryParams are the query parameters of GET /v1/runs, each a field of
-// runs.Query; any other parameter is refused.
+// runmanifest.Query; any other parameter is refused.
 //
 // runner is a synonym of runner_image (the runner IMAGE's digest, as
-// runs.Query.RunnerImage); runner_binary is the runner BINARY's sha256.
+// runmanifest.Query.RunnerImage); runner_binary is the runner BINARY's sha256.
 var QueryParams = []string{"template", "runner_image", "runner", "runner_binary", "node_image", "node", "runtime_class", "policy",
 	"secret_version", "generation", "request_key", "package", "limit"}
 
@@ -438,7 +439,7 @@ func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
 
 // queryFields maps the query parameters of GET /v1/runs (but limit and
 // the runner synonym) to q's fields; the server and Client share it.
-func queryFields(q *runs.Query) map[string]*string {
+func queryFields(q *runmanifest.Query) map[string]*string {
 	return map[string]*string{"template": &q.Template, "runner_image": &q.RunnerImage, "runner_binary": &q.RunnerBinary,
 		"node_image": &q.NodeImage, "node": &q.Node, "runtime_class": &q.RuntimeClass, "policy": &q.Policy, "secret_version": &q.SecretVersion,
 		"generation": &q.Generation, "request_key": &q.RequestKey, "package": &q.Package}
@@ -448,8 +449,8 @@ func queryFields(q *runs.Query) map[string]*string {
 // runner image's digest, as before the runner's binary had a criterion.
 var querySynonyms = map[string]string{"runner": "runner_image"}
 
-func parseQuery(v url.Values) (runs.Query, error) {
-	var q runs.Query
+func parseQuery(v url.Values) (runmanifest.Query, error) {
+	var q runmanifest.Query
 	fields := queryFields(&q)
 	for k, vals := range v {
 		if len(vals) != 1 {

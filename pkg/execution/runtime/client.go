@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // Client speaks the runtime's HTTP API.
@@ -102,8 +102,8 @@ func (c *Client) Release(ctx context.Context, runID string, b ReleaseBody) error
 }
 
 // Run returns a run manifest.
-func (c *Client) Run(ctx context.Context, runID string) (*runs.Manifest, error) {
-	var m runs.Manifest
+func (c *Client) Run(ctx context.Context, runID string) (*runmanifest.Manifest, error) {
+	var m runmanifest.Manifest
 	if err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(runID), nil, &m); err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (c *Client) Run(ctx context.Context, runID string) (*runs.Manifest, error) 
 }
 
 // Query lists the run ids matching q (see runs.Store's Query).
-func (c *Client) Query(ctx context.Context, q runs.Query) ([]string, error) {
+func (c *Client) Query(ctx context.Context, q runmanifest.Query) ([]string, error) {
 	v := url.Values{}
 	for k, val := range queryFields(&q) {
 		if *val != "" {

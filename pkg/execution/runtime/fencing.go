@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
 
@@ -54,8 +54,8 @@ func (r *Runtime) abandon(ctx context.Context, c *claim) {
 	if s != nil {
 		_ = r.warm.Release(ctx, s.ID)
 	}
-	_ = r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
-		m.Status, m.Lifecycle.ResourcesReleased = runs.StatusReleased, r.now()
+	_ = r.finalUpdate(ctx, c.runID, s, func(m *runmanifest.Manifest) {
+		m.Status, m.Lifecycle.ResourcesReleased = runmanifest.StatusReleased, r.now()
 	})
 }
 
@@ -145,7 +145,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 		r.logf("%v", err)
 		return nil, err
 	}
-	var receipts []runs.Receipt
+	var receipts []runmanifest.Receipt
 	if c.secretVersion != "" {
 		rc, err := r.issue(ctx, c.runID, c.secretVersion, s)
 		if err != nil {
@@ -169,15 +169,15 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 		oldID = old.ID
 	}
 	r.logf("runtime: run %s moved from sandbox %s to %s (allocation attempt %d): %s", c.runID, oldID, s.ID, attempt, why)
-	if err := r.store.Update(bg, c.runID, func(m *runs.Manifest) error {
+	if err := r.store.Update(bg, c.runID, func(m *runmanifest.Manifest) error {
 		m.AllocationAttempt, m.SandboxID, m.Warm = attempt, s.ID, false
 		m.RunnerBinarySHA256 = s.RunnerBinarySHA256
 		placeManifest(m, s)
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
 		markRevoked(m, oldCredential, oldRevoked)
 		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
-		if old != nil && len(m.Fences) < runs.MaxFences {
-			m.Fences = append(m.Fences, runs.Fence{AllocationAttempt: attempt - 1, SandboxID: old.ID, FencedAt: fencedAt, Reason: why})
+		if old != nil && len(m.Fences) < runmanifest.MaxFences {
+			m.Fences = append(m.Fences, runmanifest.Fence{AllocationAttempt: attempt - 1, SandboxID: old.ID, FencedAt: fencedAt, Reason: why})
 		}
 		return nil
 	}); err != nil {

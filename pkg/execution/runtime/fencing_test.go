@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -329,7 +330,7 @@ func TestFencingIsReal(t *testing.T) {
 			t.Fatalf("manifest: secret_version %q, policy_revision %q, verification_policy_revision %q",
 				m.SecretVersion, m.PolicyRevision, m.VerificationPolicyRevision)
 		}
-		if ids, err := f.store.Query(ctx, runs.Query{SecretVersion: testSecretVersion}); err != nil || len(ids) != 1 || ids[0] != gr.RunID {
+		if ids, err := f.store.Query(ctx, runmanifest.Query{SecretVersion: testSecretVersion}); err != nil || len(ids) != 1 || ids[0] != gr.RunID {
 			t.Fatalf("runs of secret version %s: %v, %v", testSecretVersion, ids, err)
 		}
 		rc := m.CredentialIssuances[0]

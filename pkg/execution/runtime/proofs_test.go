@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/release/template"
@@ -70,7 +70,7 @@ func TestProofs(t *testing.T) {
 			t.Errorf("sandbox %s owned by %s after the proof", s.ID, s.Owner)
 		}
 	}
-	if ids, _ := store.Query(ctx, runs.Query{Generation: good.ID}); len(ids) != 0 {
+	if ids, _ := store.Query(ctx, runmanifest.Query{Generation: good.ID}); len(ids) != 0 {
 		t.Errorf("a proof claim made run manifests: %v", ids)
 	}
 

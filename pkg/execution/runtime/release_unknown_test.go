@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
@@ -19,12 +19,12 @@ func TestReleaseWithoutExitCode(t *testing.T) {
 		name string
 		ran  bool
 		exit *int
-		want runs.Status
+		want runmanifest.Status
 	}{
-		{"ran, no exit code", true, nil, runs.StatusUnknown},
-		{"never ran", false, nil, runs.StatusReleased},
-		{"exit 0", true, &zero, runs.StatusCompleted},
-		{"exit 3", true, &three, runs.StatusFailed},
+		{"ran, no exit code", true, nil, runmanifest.StatusUnknown},
+		{"never ran", false, nil, runmanifest.StatusReleased},
+		{"exit 0", true, &zero, runmanifest.StatusCompleted},
+		{"exit 3", true, &three, runmanifest.StatusFailed},
 	} {
 		g, err := a.c.Claim(ctx, "agents", runtime.ClaimBody{})
 		if err != nil {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // Errors of request keys.
@@ -105,7 +105,7 @@ func (r *Runtime) claimKeyed(ctx context.Context, req ClaimRequest) (*Grant, err
 // firstKeyed claims for the first request with a key this Runtime has no
 // claim of, unless the runs store holds a run with that key already.
 func (r *Runtime) firstKeyed(ctx context.Context, req ClaimRequest) (*claim, error) {
-	ids, err := r.store.Query(ctx, runs.Query{RequestKey: req.RequestKey, Limit: 1})
+	ids, err := r.store.Query(ctx, runmanifest.Query{RequestKey: req.RequestKey, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: request key %q: %w", req.RequestKey, err)
 	}

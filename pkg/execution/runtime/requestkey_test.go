@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -162,7 +163,7 @@ func TestClaimRequestKey(t *testing.T) {
 	if err != nil || m.RequestKey != key {
 		t.Fatalf("manifest: %+v, %v", m, err)
 	}
-	if ids, err := a.c.Query(ctx, runs.Query{RequestKey: key}); err != nil || len(ids) != 1 || ids[0] != g.RunID {
+	if ids, err := a.c.Query(ctx, runmanifest.Query{RequestKey: key}); err != nil || len(ids) != 1 || ids[0] != g.RunID {
 		t.Errorf("Query(request key) = %v, %v", ids, err)
 	}
 	if code, body := a.call(t, "GET", "/v1/runs?request_key="+key, ""); code != 200 || body != `{"runs":["`+g.RunID+`"]}`+"\n" {
