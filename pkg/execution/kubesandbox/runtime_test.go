@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // The runtime on the Kubernetes backend: Reconcile creates nothing (the
@@ -28,7 +28,7 @@ import (
 func TestRuntimeOnKube(t *testing.T) {
 	n := startNode(t, "rt")
 	g1 := n.generation(t, nil)
-	g2 := n.generationOf(t, g1, n.w.TemplateWithTests(t, []template.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}}))
+	g2 := n.generationOf(t, g1, n.w.TemplateWithTests(t, []templatemeta.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}}))
 	d := n.desire(t, 1)
 	ctx := context.Background()
 	be, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithClusterName("node-test"))

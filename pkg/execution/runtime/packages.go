@@ -9,11 +9,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
-	"github.com/slipway-dev/slipway/pkg/release/sbom"
 )
 
 // PackageIndex records the packages of workspace templates, so runs can be
@@ -71,8 +71,8 @@ func (p *packages) read(ctx context.Context, pol *policy.Policy, image, id strin
 	if err != nil {
 		return "", err
 	}
-	found, err := sbom.Decode(doc)
-	if errors.Is(err, sbom.ErrDecode) {
+	found, err := sbomdoc.Decode(doc)
+	if errors.Is(err, sbomdoc.ErrDecode) {
 		return fmt.Sprintf("SBOM attestation %s of %s: %v", a.Digest, id, err), nil
 	}
 	if err != nil {

@@ -3,7 +3,6 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,11 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // ErrProofRefused: a proof request names a generation the pool does not
@@ -362,14 +361,14 @@ func (p *prover) templateTests(ctx context.Context, start time.Time) {
 		p.add("template-tests", start, false, "the template's config: %v", err)
 		return
 	}
-	raw := cf.Config.Labels[template.LabelTests]
+	raw := cf.Config.Labels[templatemeta.LabelTests]
 	if raw == "" {
-		p.add("template-tests", start, true, "the template records no tests (label %s)", template.LabelTests)
+		p.add("template-tests", start, true, "the template records no tests (label %s)", templatemeta.LabelTests)
 		return
 	}
-	var tests []template.Test
-	if err := json.Unmarshal([]byte(raw), &tests); err != nil {
-		p.add("template-tests", start, false, "label %s does not parse: %v", template.LabelTests, err)
+	tests, err := templatemeta.ParseTests(raw)
+	if err != nil {
+		p.add("template-tests", start, false, "label %s does not parse: %v", templatemeta.LabelTests, err)
 		return
 	}
 	var names []string

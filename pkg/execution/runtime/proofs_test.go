@@ -9,15 +9,15 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // withTests is a generation of pool agents whose template records tests.
-func (w *warmWorld) withTests(t *testing.T, from *generation.Generation, tests []template.Test) *generation.Generation {
+func (w *warmWorld) withTests(t *testing.T, from *generation.Generation, tests []templatemeta.Test) *generation.Generation {
 	t.Helper()
 	return w.Generation(t, "agents", from, w.TemplateWithTests(t, tests))
 }
@@ -32,8 +32,8 @@ func TestProofs(t *testing.T) {
 	be := newLocalBackend(t)
 	store := newStore(t)
 	g1 := w.generation(t, nil)
-	good := w.withTests(t, g1, []template.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}, {Name: "tools", Run: []string{"ls", "/bin/sh"}}})
-	bad := w.withTests(t, g1, []template.Test{{Name: "broken-tool", Run: []string{"sh", "-c", "echo missing >&2; exit 7"}}})
+	good := w.withTests(t, g1, []templatemeta.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}, {Name: "tools", Run: []string{"ls", "/bin/sh"}}})
+	bad := w.withTests(t, g1, []templatemeta.Test{{Name: "broken-tool", Run: []string{"sh", "-c", "echo missing >&2; exit 7"}}})
 	d := w.desired(t, "rev-1", 1, g1, good, bad)
 	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, store, time.Minute)

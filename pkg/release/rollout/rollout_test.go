@@ -15,6 +15,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
@@ -23,7 +24,6 @@ import (
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 const token = "rollout-test-token-0123456789"
@@ -114,7 +114,7 @@ func (e *env) driver() *rollout.Driver {
 
 // next promotes a generation after from with a template whose tests are
 // tests.
-func (e *env) next(from *generation.Generation, tests ...template.Test) *generation.Generation {
+func (e *env) next(from *generation.Generation, tests ...templatemeta.Test) *generation.Generation {
 	e.t.Helper()
 	tpl := ""
 	if len(tests) > 0 {
@@ -198,7 +198,7 @@ func TestRolloutSucceeds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	g2 := e.next(e.g1, template.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
+	g2 := e.next(e.g1, templatemeta.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
 	d := e.driver()
 	if _, err := d.Start(ctx, g2.ID, false); err != nil {
 		t.Fatal(err)
@@ -296,7 +296,7 @@ func TestFailedProofRollsBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	bad := e.next(e.g1, template.Test{Name: "needs-python", Run: []string{"sh", "-c", "echo python3 missing >&2; exit 9"}})
+	bad := e.next(e.g1, templatemeta.Test{Name: "needs-python", Run: []string{"sh", "-c", "echo python3 missing >&2; exit 9"}})
 	d := e.driver()
 	if _, err := d.Start(ctx, bad.ID, false); err != nil {
 		t.Fatal(err)
