@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // Cancellation is the record of a job's cancellation: the seed's ten steps,
@@ -137,13 +137,13 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 	case rt.Client == nil:
 		detail = fmt.Sprintf("run %s: its runtime is not configured on this control plane", runID)
 	default:
-		rerr := rt.Client.Release(ctx, runID, runtime.ReleaseBody{Token: grant})
+		rerr := rt.Client.Release(ctx, runID, runtimeapi.ReleaseBody{Token: grant})
 		m, merr := rt.Client.Run(ctx, runID)
 		released = merr == nil && !m.Lifecycle.ResourcesReleased.IsZero()
 		// The claim's token must be refused now: an exec with it is 404
 		// (no such claim) or 409 (fenced).
-		_, xerr := rt.Client.Exec(ctx, runID, runtime.ExecBody{Token: grant, Argv: []string{"true"}})
-		var api *runtime.APIError
+		_, xerr := rt.Client.Exec(ctx, runID, runtimeapi.ExecBody{Token: grant, Argv: []string{"true"}})
+		var api *runtimeapi.APIError
 		refused = errors.As(xerr, &api) && (api.Status == http.StatusNotFound || api.Status == http.StatusConflict)
 		switch {
 		case released:
@@ -231,10 +231,10 @@ func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runI
 		if len(ids) == 0 {
 			continue
 		}
-		g, err := r.Client.Claim(ctx, j.Pool, runtime.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, RequestKey: j.RequestKey})
+		g, err := r.Client.Claim(ctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, RequestKey: j.RequestKey})
 		if err != nil {
 			// ended already (the key is refused): nothing left to release
-			var api *runtime.APIError
+			var api *runtimeapi.APIError
 			if errors.As(err, &api) && api.Status == http.StatusConflict {
 				*rt = r
 				return ids[0], "", ""

@@ -19,8 +19,8 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -42,7 +42,7 @@ type ConfigSource interface {
 type Runtime struct {
 	// Name is what job records say (never the URL's credentials).
 	Name   string
-	Client *runtime.Client
+	Client *runtimeapi.Client
 }
 
 // Config configures a Plane.

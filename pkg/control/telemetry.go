@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -82,7 +82,7 @@ func (p *Plane) traceAdmission(ctx context.Context, j *Job) {
 }
 
 // tracedClaim is claim in a span.
-func (p *Plane) tracedClaim(ctx context.Context, j *Job) (Runtime, *runtime.Grant, error) {
+func (p *Plane) tracedClaim(ctx context.Context, j *Job) (Runtime, *runtimeapi.Grant, error) {
 	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), "claim", trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(attribute.String("request_key", j.RequestKey)))
 	defer s.End()
 	rt, g, err := p.claim(ctx, j)
@@ -109,7 +109,7 @@ func (p *Plane) span(ctx context.Context, j *Job, name string, kv ...attribute.K
 }
 
 // commandAttrs says how a command ended, for its span.
-func commandAttrs(res *runtime.ExecResult) []attribute.KeyValue {
+func commandAttrs(res *runtimeapi.ExecResult) []attribute.KeyValue {
 	if res == nil {
 		return nil
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
 // NewCmdRuns groups the run manifest queries.
@@ -53,7 +53,7 @@ func (f *stateFlags) open(cmd *cobra.Command) (runSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := runtime.NewClient(f.server, tok)
+		c, err := runtimeapi.NewClient(f.server, tok)
 		if err != nil {
 			return nil, usage(err)
 		}
@@ -76,7 +76,7 @@ func (f *stateFlags) open(cmd *cobra.Command) (runSource, error) {
 
 // apiRuns reads run manifests from a runtime's API; an unknown run is
 // runs.ErrNotFound, a refused query runs.ErrInvalid, as from a store.
-type apiRuns struct{ c *runtime.Client }
+type apiRuns struct{ c *runtimeapi.Client }
 
 func (a apiRuns) Get(ctx context.Context, runID string) (*runmanifest.Manifest, error) {
 	m, err := a.c.Run(ctx, runID)
@@ -91,7 +91,7 @@ func (a apiRuns) Query(ctx context.Context, q runmanifest.Query) ([]string, erro
 func (apiRuns) Close() error { return nil }
 
 func apiErr(err error) error {
-	var ae *runtime.APIError
+	var ae *runtimeapi.APIError
 	if errors.As(err, &ae) {
 		switch ae.Status {
 		case http.StatusNotFound:

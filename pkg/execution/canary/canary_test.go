@@ -21,6 +21,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/canary"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
@@ -41,7 +42,7 @@ type world struct {
 	warm    *runtime.Warm
 	be      *local.Backend
 	http    *httptest.Server
-	client  *runtime.Client
+	client  *runtimeapi.Client
 	ip      string
 	mk      func(allow ...string) *runtime.Desired
 }
@@ -93,7 +94,7 @@ func newWorld(t *testing.T) *world {
 		be.Close()
 		store.Close()
 	})
-	if w.client, err = runtime.NewClient(w.http.URL, apiToken); err != nil {
+	if w.client, err = runtimeapi.NewClient(w.http.URL, apiToken); err != nil {
 		t.Fatal(err)
 	}
 	return w

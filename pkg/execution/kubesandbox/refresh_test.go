@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -44,7 +45,7 @@ func TestFreshMachineIDPerPod(t *testing.T) {
 	defer rt.Close()
 
 	checks := []string{"allocate", "identity", "template-tests", "cleanup"}
-	res, err := rt.Prove(ctx, n.pool, runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-mid", Checks: checks})
+	res, err := rt.Prove(ctx, n.pool, runtimeapi.ProofRequest{Generation: g2.ID, Rollout: "ro-mid", Checks: checks})
 	if err != nil {
 		t.Fatal(err)
 	}

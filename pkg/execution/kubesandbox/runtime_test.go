@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -51,7 +52,7 @@ func TestRuntimeOnKube(t *testing.T) {
 	// no NetworkPolicy (the render's policy is checked by the API server
 	// in package render's tests, not enforced here).
 	checks := []string{"allocate", "identity", "template-tests", "workspace-writable", "cleanup"}
-	res, err := rt.Prove(ctx, n.pool, runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-kube", Checks: checks})
+	res, err := rt.Prove(ctx, n.pool, runtimeapi.ProofRequest{Generation: g2.ID, Rollout: "ro-kube", Checks: checks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -85,7 +86,7 @@ func TestPoolLimitsBoundClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var info runtime.Info
+	var info runtimeapi.Info
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -222,22 +223,6 @@ type ClaimRequest struct {
 	RequestKey string
 }
 
-// Grant is a claim's current allocation.
-type Grant struct {
-	RunID             string `json:"runId"`
-	SandboxID         string `json:"sandboxId"`
-	Generation        string `json:"generation"`
-	Warm              bool   `json:"warm"`
-	AllocationAttempt int    `json:"allocationAttempt"`
-	// Token fences this attempt: requests must carry it.
-	Token string `json:"token"`
-	// RequestKey is the claim request's key, when it carried one.
-	RequestKey string `json:"requestKey,omitempty"`
-	// Adopted says this grant answers a request whose key named a claim
-	// that was already open: the same claim, not a new one.
-	Adopted bool `json:"adopted,omitempty"`
-}
-
 func newToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -259,7 +244,7 @@ func newToken() string {
 // has ended is refused (ErrRequestKeyUsed): a claimant that crashed learns
 // that its work must not run again. The key is recorded in the run
 // manifest (request_key).
-func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
+func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*runtimeapi.Grant, error) {
 	if req.RequestKey != "" {
 		return r.claimKeyed(ctx, req)
 	}
@@ -383,12 +368,12 @@ func (r *Runtime) isClosed() bool {
 }
 
 // grant is the claim's current grant; c.mu must be held.
-func (c *claim) grant() *Grant {
+func (c *claim) grant() *runtimeapi.Grant {
 	id := ""
 	if c.sandbox != nil {
 		id = c.sandbox.ID
 	}
-	return &Grant{RunID: c.runID, SandboxID: id, Generation: c.gen.ID, Warm: c.warm, AllocationAttempt: c.attempt, Token: c.token,
+	return &runtimeapi.Grant{RunID: c.runID, SandboxID: id, Generation: c.gen.ID, Warm: c.warm, AllocationAttempt: c.attempt, Token: c.token,
 		RequestKey: c.requestKey}
 }
 

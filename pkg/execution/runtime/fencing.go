@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
 
@@ -63,7 +64,7 @@ func (r *Runtime) abandon(ctx context.Context, c *claim) {
 // attempt and token. A claimant whose requests are refused with ErrFenced
 // asks for it (the sandbox is a new one: what the old one held is gone).
 // It waits for a move under way.
-func (r *Runtime) Grant(runID string) (*Grant, error) {
+func (r *Runtime) Grant(runID string) (*runtimeapi.Grant, error) {
 	c, err := r.lookup(runID)
 	if err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func (r *Runtime) Grant(runID string) (*Grant, error) {
 // request of the old one (a command running on the old token is canceled
 // and its result refused), the old sandbox is killed, its credential
 // revoked, and the new sandbox gets a credential of its own.
-func (r *Runtime) Move(ctx context.Context, runID string) (*Grant, error) {
+func (r *Runtime) Move(ctx context.Context, runID string) (*runtimeapi.Grant, error) {
 	c, err := r.lookup(runID)
 	if err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func (r *Runtime) Move(ctx context.Context, runID string) (*Grant, error) {
 
 // move moves c; from > 0 moves it only if its attempt is still from (a
 // heartbeat's move is not repeated after another move).
-func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Grant, error) {
+func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*runtimeapi.Grant, error) {
 	c.op.Lock()
 	defer c.op.Unlock()
 	c.mu.Lock()

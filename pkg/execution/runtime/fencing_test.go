@@ -18,6 +18,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -112,7 +113,7 @@ func stopRunner(t *testing.T, be *local.Backend, id string) {
 	}
 }
 
-func execOut(t *testing.T, rt *runtime.Runtime, g *runtime.Grant, script string) string {
+func execOut(t *testing.T, rt *runtime.Runtime, g *runtimeapi.Grant, script string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -177,7 +178,7 @@ func TestFencingIsReal(t *testing.T) {
 		stopped := time.Now()
 		stopRunner(t, f.be, gr.SandboxID)
 
-		var moved *runtime.Grant
+		var moved *runtimeapi.Grant
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 			if moved, err = f.rt.Grant(gr.RunID); err == nil && moved.AllocationAttempt == 2 {
 				break

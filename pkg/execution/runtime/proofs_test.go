@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
@@ -42,7 +43,7 @@ func TestProofs(t *testing.T) {
 		t.Fatalf("reconcile: %v", rep.Errors)
 	}
 
-	res, err := rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: good.ID, Rollout: "ro-test", Checks: pool.Proofs})
+	res, err := rt.Prove(ctx, "agents", runtimeapi.ProofRequest{Generation: good.ID, Rollout: "ro-test", Checks: pool.Proofs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestProofs(t *testing.T) {
 		t.Errorf("a proof claim made run manifests: %v", ids)
 	}
 
-	res, err = rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: bad.ID, Rollout: "ro-test", Checks: []string{"allocate", "template-tests", "cleanup"}})
+	res, err = rt.Prove(ctx, "agents", runtimeapi.ProofRequest{Generation: bad.ID, Rollout: "ro-test", Checks: []string{"allocate", "template-tests", "cleanup"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestProofs(t *testing.T) {
 	}
 
 	other := w.generation(t, g1)
-	for _, req := range []runtime.ProofRequest{
+	for _, req := range []runtimeapi.ProofRequest{
 		{Generation: other.ID, Rollout: "ro-test", Checks: []string{"allocate"}},
 		{Generation: good.ID, Rollout: "ro-test", Checks: []string{"allocate", "vibes"}},
 		{Generation: good.ID, Checks: []string{"allocate"}},
@@ -97,7 +98,7 @@ func TestProofs(t *testing.T) {
 // checkNetworkEvidence: the network proof probed IPv4 and IPv6 loopback
 // and every non-loopback address of this host that takes a connection
 // (IPv6 included), or says why it skipped one.
-func checkNetworkEvidence(t *testing.T, e runtime.Evidence) {
+func checkNetworkEvidence(t *testing.T, e runtimeapi.Evidence) {
 	t.Helper()
 	if e.Check != "network" || !e.Passed {
 		t.Fatalf("network evidence: %+v", e)

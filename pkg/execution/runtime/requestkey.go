@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // Errors of request keys.
@@ -58,7 +59,7 @@ type keyed struct {
 // key claims (unless the runs store says the key's claim has ended);
 // requests with the same key meanwhile wait for it, then answer its grant
 // again.
-func (r *Runtime) claimKeyed(ctx context.Context, req ClaimRequest) (*Grant, error) {
+func (r *Runtime) claimKeyed(ctx context.Context, req ClaimRequest) (*runtimeapi.Grant, error) {
 	key := req.RequestKey
 	if err := CheckRequestKey(key); err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func (r *Runtime) firstKeyed(ctx context.Context, req ClaimRequest) (*claim, err
 // grant, Adopted. When the claim has ended meanwhile, the key is
 // forgotten and adopt returns nil, nil: the caller looks again (and finds
 // the ended run in the store).
-func (r *Runtime) adopt(ctx context.Context, k *keyed, req ClaimRequest) (*Grant, error) {
+func (r *Runtime) adopt(ctx context.Context, k *keyed, req ClaimRequest) (*runtimeapi.Grant, error) {
 	c := k.c
 	r.mu.Lock()
 	held := r.claims[c.runID] == c

@@ -11,6 +11,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -100,10 +101,10 @@ func TestServeFinalisesRunsWithoutSandboxes(t *testing.T) {
 		served <- serve.Run(sctx, serve.Config{Repo: repo, State: state, Listen: "127.0.0.1:0", Token: apiToken, Log: &log, Verify: runtime.Verify{Skip: true}},
 			func(addr string) { ready <- addr })
 	}()
-	var c *runtime.Client
+	var c *runtimeapi.Client
 	select {
 	case a := <-ready:
-		if c, err = runtime.NewClient("http://"+a, apiToken); err != nil {
+		if c, err = runtimeapi.NewClient("http://"+a, apiToken); err != nil {
 			t.Fatal(err)
 		}
 	case err := <-served:
