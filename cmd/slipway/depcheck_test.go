@@ -1,141 +1,285 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
 
-// TestDependenciesPointDown keeps the layering of ../shared/DESIGN.md honest:
-// each library package may import only the Slipway packages below it, no
-// library package imports the CLI or cobra, and test helpers stay out of
-// production code.
-func TestDependenciesPointDown(t *testing.T) {
-	const mod = "github.com/slipway-dev/slipway/"
-	allowed := map[string][]string{
-		"pkg/ref":              {},
-		"pkg/api/kubeobjects":  {},
-		"pkg/kubeconfig":       {},
-		"internal/atomicfile":  {},
-		"internal/groupcommit": {},
-		"pkg/release/resolve":  {"pkg/ref", "internal/atomicfile"},
-		"pkg/release/pin":      {"pkg/ref", "pkg/release/resolve", "internal/atomicfile"},
-		"pkg/rootfs":           {},
-		"pkg/isolate":          {},
-		"pkg/execution/egress": {},
-		// Metrics and traces: the OTel SDK and nothing of Slipway.
-		"pkg/telemetry":         {},
-		"pkg/release/scan":      {},
-		"pkg/control/deliver":   {"pkg/release/scan"},
-		"pkg/api/controlapi":    {},
-		"pkg/release/sbom":      {"internal/atomicfile"},
-		"internal/strictyaml":   {},
-		"pkg/config/generation": {"pkg/ref", "internal/strictyaml"},
-		"pkg/release/attest":    {},
-		"pkg/release/sign":      {"pkg/release/attest", "pkg/release/resolve", "pkg/ref", "internal/atomicfile"},
-		"pkg/release/policy":    {"pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation"},
-		"pkg/execution/runtime": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
-		// The runtime on this machine: the local backend under it.
-		"pkg/execution/runtime/serve": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/execution/runtime", "pkg/execution/sandbox/local", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/kubesandbox", "pkg/cluster/kubeapply", "pkg/cluster/render", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "pkg/execution/reconcile", "internal/groupcommit"},
-		// Rollouts sit on top of the library; the fleet is an interface the
-		// runtime's client implements (runtime for its API types).
-		"pkg/release/rollout":               {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
-		"pkg/release/template":              {"pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/release/scan", "pkg/isolate/shape"},
-		"pkg/release":                       {"pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/rootfs", "pkg/isolate", "pkg/release/scan", "pkg/release/sbom", "pkg/release/template", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/config/gitops", "pkg/release/policy", "pkg/config/pool", "pkg/isolate/shape"},
-		"pkg/config/pool":                   {"pkg/ref", "internal/strictyaml", "pkg/config/generation"},
-		"pkg/config/tenancy":                {"pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/pool", "pkg/config/gitops"},
-		"internal/testharness/registrytest": {},
-		"internal/testharness/kubetest":     {},
-		"internal/testharness/pgtest":       {},
-		// Applying a render to a cluster sits on render and nothing else.
-		"pkg/cluster/kubeapply": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
-		// A rollout's fleet on a cluster: rollout's Fleet over render and
-		// kubeapply (the proofs come through an interface).
-		"pkg/cluster/kubefleet": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/release/rollout", "pkg/cluster/render", "pkg/cluster/kubeapply", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
-		// The canary is a client of the runtime's API (runtime for its API
-		// types and client), with telemetry's metrics; never a backend.
-		"pkg/execution/canary": {"pkg/execution/egress", "pkg/ref", "pkg/release/resolve", "internal/atomicfile", "internal/strictyaml", "pkg/release/attest", "pkg/release/sign", "pkg/config/generation", "pkg/release/policy", "pkg/config/gitops", "pkg/config/pool", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/rootfs", "pkg/execution/runs", "pkg/release/sbom", "pkg/release/template", "pkg/release/scan", "pkg/isolate", "pkg/execution/runtime", "pkg/isolate/shape", "pkg/telemetry", "pkg/execution/cost", "pkg/config/tenancy", "internal/groupcommit"},
-		// Argo CD's plugins: render and the config repository, nothing of
-		// Argo CD itself (its code stays in integrations/argocd).
-		"pkg/cluster/argocd": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/gitops", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
-		// The control plane: tenancy and the runtime's API client, never a
-		// sandbox backend (dispatch crosses the network).
-		"pkg/control": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "internal/groupcommit", "pkg/api/controlapi", "pkg/control/internal/store", "pkg/control/internal/delivery", "pkg/control/internal/stream"},
-		// The incident view: the control plane's store and run manifests,
-		// read only.
-		"pkg/control/incidents": {"pkg/execution/egress", "pkg/config/gitops", "pkg/release/attest", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/execution/runs", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/release/sbom", "pkg/release/scan", "pkg/release/template", "pkg/execution/runtime", "pkg/config/tenancy", "pkg/telemetry", "pkg/execution/cost", "pkg/control/deliver", "pkg/control", "pkg/execution/reconcile", "internal/groupcommit", "pkg/api/controlapi", "pkg/control/internal/store", "pkg/control/internal/delivery", "pkg/control/internal/stream"},
-		// The cleanup reconciler: the Backend interface and the run store it
-		// compares, nothing of the runtime (its state reaches it through
-		// small interfaces the runtime's serve wires).
-		"pkg/execution/reconcile": {"pkg/rootfs", "pkg/isolate", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/isolate/shape", "pkg/execution/runs", "internal/groupcommit"},
-		// Cost by state: the ledger the runtime writes and its reports,
-		// priced by tenancy's price table; run manifests for egress bytes.
-		"pkg/execution/cost":           {"pkg/execution/runs", "pkg/config/tenancy", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/config/pool", "pkg/config/gitops", "internal/groupcommit"},
-		"internal/testharness/gittest": {},
-		"pkg/config/gitops":            {},
-		"pkg/execution/runs":           {"internal/groupcommit"},
-		// Step outputs in CI systems' forms: formatting only, no Slipway
-		// package under it but the atomic write of GitLab's code-quality report.
-		"internal/cioutput": {"internal/atomicfile"},
+// The layers of the tree, bottom first. A package may import Slipway
+// packages of its own layer and of the layers below it, never above: the
+// planes are folders, and the arrows between them point down.
+var layers = []struct {
+	name     string
+	prefixes []string
+}{
+	{"foundations", []string{"internal/atomicfile", "internal/strictyaml", "internal/groupcommit", "internal/cioutput", "pkg/ref", "pkg/rootfs", "pkg/isolate", "pkg/telemetry", "pkg/kubeconfig"}},
+	{"contracts", []string{"pkg/api/"}},
+	{"config repository", []string{"pkg/config/"}},
+	{"release tooling", []string{"pkg/release"}},
+	{"execution plane", []string{"pkg/execution/"}},
+	{"delivery to clusters", []string{"pkg/cluster/"}},
+	{"control plane", []string{"pkg/control"}},
+	{"programs", []string{"cmd/"}},
+}
 
-		// Sandboxes: the runner protocol at the bottom, the shape of a
-		// sandbox (refresh phase, workspace, environment) over isolate, shared
-		// by the template build's tests and the local backend; the Backend
-		// interface over rootfs, the local backend over rootfs and isolate.
-		// The runner artifact stays small: the protocol package, and the
-		// shape's refresh phase it runs as a pod's init container (over
-		// isolate: the standard library and x/sys, which the runner uses
-		// anyway), nothing else of Slipway's.
-		"pkg/execution/sandbox/runner": {},
-		"pkg/isolate/shape":            {"pkg/isolate"},
-		"pkg/execution/sandbox":        {"pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate/shape", "pkg/isolate"},
-		"pkg/execution/sandbox/local":  {"pkg/rootfs", "pkg/isolate", "pkg/execution/egress", "internal/atomicfile", "pkg/execution/sandbox", "pkg/execution/sandbox/runner", "pkg/isolate/shape"},
-		"cmd/slipway-runner":           {"pkg/execution/sandbox/runner", "pkg/isolate/shape", "pkg/isolate"},
-		// The Kubernetes backend: agent-sandbox's objects as render names
-		// them, the runner reached through pod exec; nothing of the runtime.
-		"pkg/execution/kubesandbox": {"pkg/api/kubeobjects", "pkg/kubeconfig", "pkg/ref", "internal/strictyaml", "pkg/config/generation", "pkg/release/attest", "internal/atomicfile", "pkg/release/resolve", "pkg/release/sign", "pkg/release/policy", "pkg/config/pool", "pkg/rootfs", "pkg/execution/sandbox/runner", "pkg/isolate", "pkg/isolate/shape", "pkg/execution/sandbox", "pkg/cluster/render"},
-	}
-	// Flags and the CLI stay under cmd/: no library package imports them itself
-	// (a dependency such as syft may use cobra internally).
-	forbiddenDirect := []string{"github.com/spf13/cobra", "github.com/spf13/pflag"}
-	forbidden := []string{mod + "cmd/", mod + "internal/testharness/registrytest", mod + "internal/testharness/gittest", mod + "internal/testharness/kubetest", mod + "internal/testharness/pgtest", mod + "internal/testharness/runtimetest"}
-	for pkg, ok := range allowed {
-		direct, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "../../"+pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list %s: %v\n%s", pkg, err, direct)
+// Heavy modules, by what they are. A rule below names the groups a layer
+// may not reach, directly or through anything it imports.
+var heavy = map[string][]string{
+	"syft":       {"github.com/anchore/"},
+	"cosign":     {"github.com/sigstore/cosign"},
+	"sigstore":   {"github.com/sigstore/"},
+	"go-git":     {"github.com/go-git/"},
+	"pgx":        {"github.com/jackc/"},
+	"SQLite":     {"modernc.org/"},
+	"River":      {"github.com/riverqueue/"},
+	"client-go":  {"k8s.io/client-go", "k8s.io/apimachinery", "k8s.io/api"},
+	"kustomize":  {"sigs.k8s.io/kustomize/api"},
+	"kyaml":      {"sigs.k8s.io/kustomize/kyaml"},
+	"cloud SDKs": {"github.com/aws/", "cloud.google.com/", "google.golang.org/api", "github.com/Azure/"},
+	"OTel SDK":   {"go.opentelemetry.io/otel/sdk"},
+	"cobra":      {"github.com/spf13/cobra", "github.com/spf13/pflag"},
+}
+
+var allHeavy = []string{"syft", "cosign", "sigstore", "go-git", "pgx", "SQLite", "River", "client-go", "kustomize", "cloud SDKs"}
+
+// rules say what each package (an exact path, or a prefix ending in /) may
+// not depend on. Contracts and the runner stay small enough that a program
+// which only talks to a server, or runs beside a workload, pays for nothing
+// else.
+var rules = []struct {
+	prefix    string
+	forbidden []string
+	maxDeps   int // packages in go list -deps, 0: no bound
+}{
+	{"pkg/api/", append(slices.Clone(allHeavy), "kyaml", "OTel SDK", "cobra"), 200},
+	{"cmd/slipway-runner", append(slices.Clone(allHeavy), "kyaml", "OTel SDK", "cobra"), 200},
+	{"pkg/ref", allHeavy, 200},
+	{"pkg/isolate", allHeavy, 200},
+	{"pkg/rootfs", allHeavy, 0},
+	{"internal/", []string{"syft", "cosign", "sigstore", "go-git", "client-go", "kustomize", "cloud SDKs", "cobra"}, 0},
+	// The config repository: go-git and kyaml (YAML with comments and
+	// lines), nothing of signing, SBOMs, databases or clusters.
+	{"pkg/config/", []string{"syft", "cosign", "sigstore", "pgx", "SQLite", "River", "client-go", "kustomize", "cloud SDKs", "cobra"}, 0},
+	// Flags and the CLI stay under cmd/ (a dependency such as syft may use
+	// cobra internally, so the library's own imports are checked below).
+	{"pkg/", nil, 0},
+}
+
+// modulePkg is one package of go list -deps.
+type modulePkg struct {
+	path, module string
+	standard     bool
+	imports      []string
+	testHarness  bool
+}
+
+const mod = "github.com/slipway-dev/slipway/"
+
+// listAll lists every package the module's packages depend on, once.
+func listAll(t *testing.T) map[string]*modulePkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{if .Module}}{{.Module.Path}}{{end}}\t{{.Standard}}\t{{join .Imports \",\"}}", "../../...").Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
 		}
-		for _, dep := range strings.Fields(string(direct)) {
-			for _, f := range forbiddenDirect {
-				if dep == f {
-					t.Errorf("%s imports %s; flags belong under cmd/", pkg, dep)
-				}
+		t.Fatalf("go list -deps: %v\n%s", err, stderr)
+	}
+	all := map[string]*modulePkg{}
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			t.Fatalf("go list: unexpected line %q", line)
+		}
+		p := &modulePkg{path: f[0], module: f[1], standard: f[2] == "true"}
+		if f[3] != "" {
+			p.imports = strings.Split(f[3], ",")
+		}
+		p.testHarness = strings.HasPrefix(p.path, mod+"internal/testharness/")
+		all[p.path] = p
+	}
+	return all
+}
+
+// closure is every package path under root, root included.
+func closure(all map[string]*modulePkg, root string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(p string) {
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		if q, ok := all[p]; ok {
+			for _, i := range q.imports {
+				walk(i)
 			}
 		}
-		out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "../../"+pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+	}
+	walk(root)
+	out := make([]string, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func layerOf(rel string) int {
+	for i, l := range layers {
+		for _, p := range l.prefixes {
+			if rel == strings.TrimSuffix(p, "/") || strings.HasPrefix(rel, strings.TrimSuffix(p, "/")+"/") {
+				return i
+			}
 		}
-		for _, dep := range strings.Fields(string(out)) {
-			if dep == mod+pkg {
+	}
+	return -1
+}
+
+func heavyGroup(all map[string]*modulePkg, path string) string {
+	p := all[path]
+	if p == nil || p.standard {
+		return ""
+	}
+	for _, g := range append(slices.Clone(allHeavy), "kyaml", "OTel SDK", "cobra") {
+		for _, prefix := range heavy[g] {
+			if strings.HasPrefix(path, prefix) {
+				return g
+			}
+		}
+	}
+	return ""
+}
+
+// TestLayersPointDown keeps the planes layered: every Slipway package
+// belongs to a layer, imports nothing of a layer above its own, and product
+// code never imports a test harness.
+func TestLayersPointDown(t *testing.T) {
+	all := listAll(t)
+	var n int
+	for path, p := range all {
+		if !strings.HasPrefix(path, mod) || p.testHarness {
+			continue
+		}
+		rel := strings.TrimPrefix(path, mod)
+		if strings.HasPrefix(rel, "examples/") || rel == "pipelines" || strings.HasPrefix(rel, "integrations/") {
+			continue // runnable examples and test-only packages sit above everything
+		}
+		n++
+		l := layerOf(rel)
+		if l < 0 {
+			t.Errorf("%s belongs to no layer: add it to a plane's folder (and to layers in this test)", rel)
+			continue
+		}
+		for _, imp := range p.imports {
+			if !strings.HasPrefix(imp, mod) {
 				continue
 			}
-			if strings.HasPrefix(dep, mod+"pkg/") {
-				rel := strings.TrimPrefix(dep, mod)
-				allowedDep := false
-				for _, a := range ok {
-					if rel == a {
-						allowedDep = true
-					}
-				}
-				if !allowedDep {
-					t.Errorf("%s imports %s; allowed: %v", pkg, rel, ok)
+			irel := strings.TrimPrefix(imp, mod)
+			if all[imp] != nil && all[imp].testHarness {
+				t.Errorf("%s imports the test harness %s: harnesses are for tests only", rel, irel)
+				continue
+			}
+			if il := layerOf(irel); il > l {
+				t.Errorf("%s (%s) imports %s (%s): an arrow pointing up", rel, layers[l].name, irel, layers[il].name)
+			}
+		}
+	}
+	if n < 40 {
+		t.Fatalf("checked only %d packages: is go list reading the module?", n)
+	}
+}
+
+// TestHeavyModulesStayOut checks each rule on the whole dependency closure
+// of every package it covers, modules included, and prints the dependency
+// count of every contract package.
+func TestHeavyModulesStayOut(t *testing.T) {
+	all := listAll(t)
+	var paths []string
+	for path := range all {
+		if strings.HasPrefix(path, mod) && !all[path].testHarness {
+			paths = append(paths, path)
+		}
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		rel := strings.TrimPrefix(path, mod)
+		for _, r := range rules {
+			if rel != r.prefix && !strings.HasPrefix(rel, r.prefix) {
+				continue
+			}
+			deps := closure(all, path)
+			why := map[string]string{}
+			for _, d := range deps {
+				if g := heavyGroup(all, d); g != "" && slices.Contains(r.forbidden, g) && why[g] == "" {
+					why[g] = d
 				}
 			}
-			for _, f := range forbidden {
-				if strings.HasPrefix(dep, f) && !((pkg == "internal/testharness/registrytest" || pkg == "internal/testharness/gittest" || pkg == "internal/testharness/kubetest" || pkg == "internal/testharness/pgtest") && dep == mod+pkg) {
-					t.Errorf("%s depends on %s", pkg, dep)
+			for _, g := range r.forbidden {
+				if d := why[g]; d != "" {
+					t.Errorf("%s depends on %s (%s): not allowed under %s", rel, g, d, r.prefix)
+				}
+			}
+			if r.maxDeps > 0 {
+				if len(deps) >= r.maxDeps {
+					t.Errorf("%s depends on %d packages, want under %d", rel, len(deps), r.maxDeps)
+				}
+				t.Logf("%-40s %4d packages", rel, len(deps))
+			}
+			break // the first matching rule is the package's
+		}
+		// The library never imports flags itself.
+		if strings.HasPrefix(rel, "pkg/") || strings.HasPrefix(rel, "internal/") {
+			for _, imp := range all[path].imports {
+				if heavyGroup(all, imp) == "cobra" {
+					t.Errorf("%s imports %s; flags belong under cmd/", rel, imp)
 				}
 			}
 		}
+	}
+}
+
+// TestClientDependencyCounts prints how many packages a program pays for
+// when it imports each client or contract package.
+func TestClientDependencyCounts(t *testing.T) {
+	all := listAll(t)
+	var rows []string
+	for path := range all {
+		rel := strings.TrimPrefix(path, mod)
+		if strings.HasPrefix(rel, "pkg/api/") || rel == "cmd/slipway-runner" || rel == "pkg/execution/canary" {
+			rows = append(rows, fmt.Sprintf("%-40s %4d", rel, len(closure(all, path))))
+		}
+	}
+	sort.Strings(rows)
+	if len(rows) == 0 {
+		t.Fatal("no contract packages found under pkg/api/")
+	}
+	t.Log("dependencies (go list -deps) of each contract package:\n" + strings.Join(rows, "\n"))
+}
+
+// TestRuleCatchesHeavyImports proves the module rule fails on what it exists
+// for: a contract package reaching pgx through another package.
+func TestRuleCatchesHeavyImports(t *testing.T) {
+	all := map[string]*modulePkg{
+		mod + "pkg/api/x":         {path: mod + "pkg/api/x", imports: []string{mod + "pkg/execution/y"}},
+		mod + "pkg/execution/y":   {path: mod + "pkg/execution/y", imports: []string{"github.com/jackc/pgx/v5"}},
+		"github.com/jackc/pgx/v5": {path: "github.com/jackc/pgx/v5", module: "github.com/jackc/pgx/v5"},
+	}
+	var found string
+	for _, d := range closure(all, mod+"pkg/api/x") {
+		if g := heavyGroup(all, d); g != "" {
+			found = g
+		}
+	}
+	if found != "pgx" {
+		t.Fatalf("heavy group found = %q, want pgx", found)
+	}
+	if l, il := layerOf("pkg/api/x"), layerOf("pkg/execution/y"); il <= l {
+		t.Fatalf("layers: contracts %d, execution %d: the upward arrow would pass", l, il)
 	}
 }

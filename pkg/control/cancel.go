@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // addStep records a step's outcome under c's fence.
@@ -78,13 +78,13 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 	case rt.Client == nil:
 		detail = fmt.Sprintf("run %s: its runtime is not configured on this control plane", runID)
 	default:
-		rerr := rt.Client.Release(ctx, runID, runtime.ReleaseBody{Token: grant})
+		rerr := rt.Client.Release(ctx, runID, runtimeapi.ReleaseBody{Token: grant})
 		m, merr := rt.Client.Run(ctx, runID)
 		released = merr == nil && !m.Lifecycle.ResourcesReleased.IsZero()
 		// The claim's token must be refused now: an exec with it is 404
 		// (no such claim) or 409 (fenced).
-		_, xerr := rt.Client.Exec(ctx, runID, runtime.ExecBody{Token: grant, Argv: []string{"true"}})
-		var api *runtime.APIError
+		_, xerr := rt.Client.Exec(ctx, runID, runtimeapi.ExecBody{Token: grant, Argv: []string{"true"}})
+		var api *runtimeapi.APIError
 		refused = errors.As(xerr, &api) && (api.Status == http.StatusNotFound || api.Status == http.StatusConflict)
 		switch {
 		case released:
@@ -165,17 +165,17 @@ func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runI
 		return "", "", ""
 	}
 	for _, r := range p.c.Runtimes[j.Pool] {
-		ids, err := r.Client.Query(ctx, runs.Query{RequestKey: j.RequestKey})
+		ids, err := r.Client.Query(ctx, runmanifest.Query{RequestKey: j.RequestKey})
 		if err != nil {
 			return "", "", fmt.Sprintf("runtime %s: runs with request key %s: %v", r.Name, j.RequestKey, err)
 		}
 		if len(ids) == 0 {
 			continue
 		}
-		g, err := r.Client.Claim(ctx, j.Pool, runtime.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, RequestKey: j.RequestKey})
+		g, err := r.Client.Claim(ctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, RequestKey: j.RequestKey})
 		if err != nil {
 			// ended already (the key is refused): nothing left to release
-			var api *runtime.APIError
+			var api *runtimeapi.APIError
 			if errors.As(err, &api) && api.Status == http.StatusConflict {
 				*rt = r
 				return ids[0], "", ""

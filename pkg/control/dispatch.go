@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // dispatch works one admitted job: claim a sandbox (with the job's request
@@ -81,7 +81,7 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 	if err != nil {
 		// The claim exists but the job cannot say so: release it, and let
 		// the recoverer find the job by its lease.
-		_ = rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token})
+		_ = rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtimeapi.ReleaseBody{Token: g.Token})
 		return err
 	}
 	if j.State == controlapi.Canceling { // canceled while it was claiming: no command runs
@@ -102,7 +102,7 @@ func (p *Plane) cancelEnded(ctx context.Context, rt Runtime, id string) {
 }
 
 // claim asks the pool's runtimes, in turn, for a sandbox.
-func (p *Plane) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtime.Grant, error) {
+func (p *Plane) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtimeapi.Grant, error) {
 	rts := p.c.Runtimes[j.Pool]
 	if len(rts) == 0 {
 		return Runtime{}, nil, fmt.Errorf("no runtime serves pool %s", j.Pool)
@@ -114,7 +114,7 @@ func (p *Plane) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtime
 	for i := range rts {
 		rt := rts[(start+i)%len(rts)]
 		cctx, cancel := context.WithTimeout(ctx, remaining)
-		g, err := rt.Client.Claim(cctx, j.Pool, runtime.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, DeadlineSeconds: remaining.Seconds(), RequestKey: j.RequestKey})
+		g, err := rt.Client.Claim(cctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, DeadlineSeconds: remaining.Seconds(), RequestKey: j.RequestKey})
 		cancel()
 		if err == nil {
 			return rt, g, nil
@@ -129,7 +129,7 @@ func (p *Plane) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtime
 // A key the runtime already released means an earlier attempt ran: the job
 // ends unknown rather than running twice.
 func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause error, attempt, maxAttempts int) error {
-	var api *runtime.APIError
+	var api *runtimeapi.APIError
 	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "request key already used")
 	last := attempt >= maxAttempts
 	jf, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
@@ -165,7 +165,7 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause err
 
 // run runs the job's commands in its sandbox, then releases it and commits
 // the outcome.
-func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *controlapi.Job) {
+func (p *Plane) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *controlapi.Job) {
 	out := newBoundedOutput(j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines)
 	outs := p.newOutputStream(j) // the job's events: output as produced (internal/stream)
 	deadline := *j.DeadlineAt
@@ -198,7 +198,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *contro
 		// streamed: the output reaches the job's events as it is produced;
 		// the bounded output keeps its head and tail
 		endSpan := p.span(ctx, j, "command", attribute.Int("command", i+1))
-		res, err := rt.Client.ExecStream(execCtx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
+		res, err := rt.Client.ExecStream(execCtx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
 			GraceSeconds: p.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.Append(i, stream, b) })
 		endSpan(err, commandAttrs(res)...)
 		cr := controlapi.CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
@@ -258,7 +258,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtime.Grant, j *contro
 	// Release whatever happened; the exit code says what the runtime may
 	// record.
 	endSpan := p.span(ctx, j, "release")
-	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: exit})
+	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: exit})
 	endSpan(rerr)
 	ended := time.Now().UTC()
 	jf, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {

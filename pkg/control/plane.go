@@ -20,8 +20,8 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -37,7 +37,7 @@ type ConfigSource interface {
 type Runtime struct {
 	// Name is what job records say (never the URL's credentials).
 	Name   string
-	Client *runtime.Client
+	Client *runtimeapi.Client
 }
 
 // Config configures a Plane.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 func (p *Plane) recoverLoop(ctx context.Context) {
@@ -111,7 +111,7 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 func (p *Plane) releaseLost(ctx context.Context, id, rtName, runID, grant string) {
 	err := fmt.Errorf("runtime %s is not configured", rtName)
 	if rt := p.runtimeNamed(rtName); rt.Client != nil {
-		err = rt.Client.Release(ctx, runID, runtime.ReleaseBody{Token: grant})
+		err = rt.Client.Release(ctx, runID, runtimeapi.ReleaseBody{Token: grant})
 	}
 	text := fmt.Sprintf("run %s released by the recoverer", runID)
 	if err != nil {

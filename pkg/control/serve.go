@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -61,7 +61,7 @@ func ParseRuntime(spec string) (string, Runtime, error) {
 	if tok == "" {
 		return "", Runtime{}, fmt.Errorf("--runtime %s: token file %s is empty", pool, file)
 	}
-	c, err := runtime.NewClient(u, tok)
+	c, err := runtimeapi.NewClient(u, tok)
 	if err != nil {
 		return "", Runtime{}, err
 	}

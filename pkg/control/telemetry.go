@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -73,7 +73,7 @@ func (p *Plane) traceAdmission(ctx context.Context, j *controlapi.Job) {
 }
 
 // tracedClaim is claim in a span.
-func (p *Plane) tracedClaim(ctx context.Context, j *controlapi.Job) (Runtime, *runtime.Grant, error) {
+func (p *Plane) tracedClaim(ctx context.Context, j *controlapi.Job) (Runtime, *runtimeapi.Grant, error) {
 	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), "claim", trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(attribute.String("request_key", j.RequestKey)))
 	defer s.End()
 	rt, g, err := p.claim(ctx, j)
@@ -100,7 +100,7 @@ func (p *Plane) span(ctx context.Context, j *controlapi.Job, name string, kv ...
 }
 
 // commandAttrs says how a command ended, for its span.
-func commandAttrs(res *runtime.ExecResult) []attribute.KeyValue {
+func commandAttrs(res *runtimeapi.ExecResult) []attribute.KeyValue {
 	if res == nil {
 		return nil
 	}
@@ -161,7 +161,7 @@ func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *controlapi.Job) {
 // give (sandbox ready: the runtime's request received to the sandbox
 // assigned, warm or cold; runner awake: from then to the runner's first
 // command) and records kit_setup_latency, the second.
-func (p *Plane) traceLifecycle(ctx context.Context, j *controlapi.Job, m *runs.Manifest) {
+func (p *Plane) traceLifecycle(ctx context.Context, j *controlapi.Job, m *runmanifest.Manifest) {
 	l := m.Lifecycle
 	jctx := telemetry.InJob(ctx, j.ID)
 	if !l.RequestReceived.IsZero() && !l.SandboxAssigned.IsZero() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
 	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/release/sbom"
 	"github.com/slipway-dev/slipway/pkg/release/scan"
@@ -38,8 +39,8 @@ type TemplateRelease struct {
 
 // SBOMResult names the SBOM files and the packages found.
 type SBOMResult struct {
-	Files    []sbom.Written `json:"files"`
-	Packages []sbom.Package `json:"packages"`
+	Files    []sbom.Written    `json:"files"`
+	Packages []sbomdoc.Package `json:"packages"`
 }
 
 // BuildTemplate loads the spec at file, builds it, writes its SBOMs, and

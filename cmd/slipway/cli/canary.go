@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/canary"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -43,7 +43,7 @@ the pool and the step. With --once, one round, and exit 1 when it failed.`,
 			if err != nil {
 				return err
 			}
-			client, err := runtime.NewClient(server, tok)
+			client, err := runtimeapi.NewClient(server, tok)
 			if err != nil {
 				return usage(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -48,10 +49,10 @@ func TestCleanupList(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	if err := st.Create(ctx, &runs.Manifest{RunID: "r-done", Pool: "agents", Status: runs.StatusGranted}); err != nil {
+	if err := st.Create(ctx, &runmanifest.Manifest{RunID: "r-done", Pool: "agents", Status: runmanifest.StatusGranted}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Update(ctx, "r-done", func(m *runs.Manifest) error { m.Status = runs.StatusReleased; return nil }); err != nil {
+	if err := st.Update(ctx, "r-done", func(m *runmanifest.Manifest) error { m.Status = runmanifest.StatusReleased; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := runtime.NewBroker(runtime.LocalIssuer, time.Hour)

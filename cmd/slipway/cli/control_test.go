@@ -14,9 +14,9 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 // controlWorld is a config repository with pool agents (a real runner and
@@ -240,7 +240,7 @@ func TestControlKill9(t *testing.T) {
 		}
 	}
 	m, err := w.rt.client.Run(ctx, ja.RunID)
-	if err != nil || m.Status == runs.StatusRunning || m.Lifecycle.ResourcesReleased.IsZero() {
+	if err != nil || m.Status == runmanifest.StatusRunning || m.Lifecycle.ResourcesReleased.IsZero() {
 		t.Fatalf("the lost job's run: %+v %v", m, err)
 	}
 
@@ -263,7 +263,7 @@ func TestControlKill9(t *testing.T) {
 	if jd.State != controlapi.Succeeded || !jd.Adopted || !strings.Contains(jd.Output, "D ran") {
 		t.Fatalf("job claimed at the kill: %s %s adopted=%v output=%q", jd.State, jd.Detail, jd.Adopted, jd.Output)
 	}
-	ids, err := w.rt.client.Query(ctx, runs.Query{RequestKey: jd.RequestKey})
+	ids, err := w.rt.client.Query(ctx, runmanifest.Query{RequestKey: jd.RequestKey})
 	if err != nil || len(ids) != 1 {
 		t.Fatalf("runs with request key %s: %v %v (want exactly one)", jd.RequestKey, ids, err)
 	}
@@ -353,7 +353,7 @@ func TestControlReplicasPostgres(t *testing.T) {
 		if j.State != controlapi.Succeeded || j.Attempt != 1 {
 			t.Fatalf("job %s: %s %s attempt %d", id, j.State, j.Detail, j.Attempt)
 		}
-		runsOf, err := w.rt.client.Query(ctx, runs.Query{RequestKey: j.RequestKey})
+		runsOf, err := w.rt.client.Query(ctx, runmanifest.Query{RequestKey: j.RequestKey})
 		if err != nil || len(runsOf) != 1 {
 			t.Fatalf("job %s: runs %v %v, want exactly one", id, runsOf, err)
 		}

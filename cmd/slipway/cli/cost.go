@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
@@ -137,7 +138,7 @@ func loadPrices(cmd *cobra.Command, rf repoFlags, file string) (*tenancy.Pricing
 
 // runManifest reads run's manifest from the state directory's store, nil
 // when there is none there.
-func runManifest(cmd *cobra.Command, state, run string) (*runs.Manifest, error) {
+func runManifest(cmd *cobra.Command, state, run string) (*runmanifest.Manifest, error) {
 	file := filepath.Join(state, runs.StateFile)
 	if _, err := os.Stat(file); err != nil {
 		return nil, nil

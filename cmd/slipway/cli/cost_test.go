@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -52,12 +52,12 @@ func TestCostOfARealRuntime(t *testing.T) {
 	rt1.waitWarm(t, 2)
 	time.Sleep(300 * time.Millisecond) // some warm idle time
 	aClaiming := time.Now()
-	a, err := rt1.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme"})
+	a, err := rt1.client.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme"})
 	if err != nil || !a.Warm {
 		t.Fatalf("claim a: %+v, %v; want a warm hit", a, err)
 	}
 	aClaimed := time.Now()
-	res, err := rt1.client.Exec(ctx, a.RunID, runtime.ExecBody{Token: a.Token,
+	res, err := rt1.client.Exec(ctx, a.RunID, runtimeapi.ExecBody{Token: a.Token,
 		Argv: []string{"sh", "-c", "dd if=/dev/urandom of=/workspace/blob bs=1M count=4 2>/dev/null"}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %+v, %v", res, err)
@@ -77,12 +77,12 @@ func TestCostOfARealRuntime(t *testing.T) {
 	recs.Close()
 	zero := 0
 	aReleasing := time.Now()
-	if err := rt1.client.Release(ctx, a.RunID, runtime.ReleaseBody{Token: a.Token, ExitCode: &zero}); err != nil {
+	if err := rt1.client.Release(ctx, a.RunID, runtimeapi.ReleaseBody{Token: a.Token, ExitCode: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	aReleased := time.Now()
 	rt1.waitWarm(t, 2)
-	b, err := rt1.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme"})
+	b, err := rt1.client.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}

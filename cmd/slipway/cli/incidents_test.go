@@ -18,10 +18,11 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
@@ -143,9 +144,9 @@ func TestIncidentCredentialExpires(t *testing.T) {
 	}
 	state := filepath.Join(dir, "state")
 	ctx := context.Background()
-	readCredential := func(rt *runtimeProc, g *runtime.Grant) string {
+	readCredential := func(rt *runtimeProc, g *runtimeapi.Grant) string {
 		t.Helper()
-		res, err := rt.client.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: []string{"cat", "/run/slipway/credentials/token"}})
+		res, err := rt.client.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: []string{"cat", "/run/slipway/credentials/token"}})
 		if err != nil || res.ExitCode != 0 || !strings.HasPrefix(res.Stdout, "swt_") {
 			t.Fatalf("reading the credential in the sandbox: %+v %v", res, err)
 		}
@@ -157,7 +158,7 @@ func TestIncidentCredentialExpires(t *testing.T) {
 	// No renewal: the credential expires while its run is open.
 	rt := startRuntimeArgs(t, repo, state, tokenFile, "--credential-ttl", "2s", "--no-credential-renewal")
 	rt.waitWarm(t, 2)
-	g, err := rt.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme"})
+	g, err := rt.client.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,14 +169,14 @@ func TestIncidentCredentialExpires(t *testing.T) {
 	}
 	time.Sleep(2200 * time.Millisecond)
 	err = rt.client.CheckCredential(ctx, tok)
-	var api *runtime.APIError
+	var api *runtimeapi.APIError
 	fp := runtime.Fingerprint([]byte(tok))
 	if !errors.As(err, &api) || api.Status != http.StatusUnauthorized || !strings.Contains(err.Error(), "expired") ||
 		!strings.Contains(err.Error(), fp) || !strings.Contains(err.Error(), secretVersion) {
 		t.Fatalf("an expired credential: %v", err)
 	}
 	texts = append(texts, err.Error())
-	if err := rt.client.Release(ctx, g.RunID, runtime.ReleaseBody{Token: g.Token}); err != nil {
+	if err := rt.client.Release(ctx, g.RunID, runtimeapi.ReleaseBody{Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
 	expiredRun := g.RunID
@@ -187,13 +188,13 @@ func TestIncidentCredentialExpires(t *testing.T) {
 	// Renewal: the credential is replaced before it expires.
 	rt = startRuntimeArgs(t, repo, state, tokenFile, "--credential-ttl", "3s")
 	rt.waitWarm(t, 2)
-	g, err = rt.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme"})
+	g, err = rt.client.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first := readCredential(rt, g)
 	tokens = append(tokens, first)
-	var m *runs.Manifest
+	var m *runmanifest.Manifest
 	poll(t, 10*time.Second, "a renewal in the manifest", func() (bool, string) {
 		m, err = rt.client.Run(ctx, g.RunID)
 		if err != nil {
@@ -216,7 +217,7 @@ func TestIncidentCredentialExpires(t *testing.T) {
 		t.Fatalf("the replaced credential: %v", err)
 	}
 	texts = append(texts, err.Error())
-	if err := rt.client.Release(ctx, g.RunID, runtime.ReleaseBody{Token: g.Token}); err != nil {
+	if err := rt.client.Release(ctx, g.RunID, runtimeapi.ReleaseBody{Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rt.client.CheckCredential(ctx, second); err == nil || !strings.Contains(err.Error(), "revoked") {
@@ -288,10 +289,10 @@ func TestIncidentPolicyLags(t *testing.T) {
 		return rev
 	}
 	rev := head(w.rtRepo)
-	policy := func(wantCode int) (*runtime.PolicyView, string) {
+	policy := func(wantCode int) (*runtimeapi.PolicyView, string) {
 		t.Helper()
 		js := run(t, "", "runtime", "policy", "--runtime", w.rt.base, "--token-file", w.rtTokenFile, "-o", "json")
-		var v runtime.PolicyView
+		var v runtimeapi.PolicyView
 		if js.code != wantCode || json.Unmarshal([]byte(js.stdout), &v) != nil {
 			t.Fatalf("runtime policy -o json: want exit %d: %+v", wantCode, js)
 		}
@@ -319,8 +320,8 @@ func TestIncidentPolicyLags(t *testing.T) {
 		}
 		return v.Stale, fmt.Sprintf("age %.1fs", v.AgeSeconds)
 	})
-	_, err := w.rt.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme"})
-	var api *runtime.APIError
+	_, err := w.rt.client.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme"})
+	var api *runtimeapi.APIError
 	if !errors.As(err, &api) || api.Status != http.StatusServiceUnavailable || !strings.Contains(err.Error(), "stale") ||
 		!strings.Contains(err.Error(), rev[:12]) || !strings.Contains(err.Error(), "maximum staleness 1s") {
 		t.Fatalf("a claim on a stale view: %v", err)

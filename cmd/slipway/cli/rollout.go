@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
@@ -92,7 +92,7 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 		if err != nil {
 			return nil, err
 		}
-		c, err := runtime.NewClient(f.server, tok)
+		c, err := runtimeapi.NewClient(f.server, tok)
 		if err != nil {
 			return nil, usage(err)
 		}

@@ -9,12 +9,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/cluster/argocd"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/kubeconfig"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
@@ -73,7 +73,7 @@ func (f *kubeFleetFlags) fleet(cmd *cobra.Command, rf *repoFlags, tokenFile stri
 		if err != nil {
 			return nil, err
 		}
-		c, err := runtime.NewClient(f.prover, tok)
+		c, err := runtimeapi.NewClient(f.prover, tok)
 		if err != nil {
 			return nil, usage(err)
 		}

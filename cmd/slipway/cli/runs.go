@@ -15,8 +15,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
 // NewCmdRuns groups the run manifest queries.
@@ -29,8 +30,8 @@ func NewCmdRuns(g *globals) *cobra.Command {
 // runSource is where run manifests are read from: the state directory's
 // store, or a runtime's API.
 type runSource interface {
-	Get(ctx context.Context, runID string) (*runs.Manifest, error)
-	Query(ctx context.Context, q runs.Query) ([]string, error)
+	Get(ctx context.Context, runID string) (*runmanifest.Manifest, error)
+	Query(ctx context.Context, q runmanifest.Query) ([]string, error)
 	Close() error
 }
 
@@ -52,7 +53,7 @@ func (f *stateFlags) open(cmd *cobra.Command) (runSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := runtime.NewClient(f.server, tok)
+		c, err := runtimeapi.NewClient(f.server, tok)
 		if err != nil {
 			return nil, usage(err)
 		}
@@ -75,14 +76,14 @@ func (f *stateFlags) open(cmd *cobra.Command) (runSource, error) {
 
 // apiRuns reads run manifests from a runtime's API; an unknown run is
 // runs.ErrNotFound, a refused query runs.ErrInvalid, as from a store.
-type apiRuns struct{ c *runtime.Client }
+type apiRuns struct{ c *runtimeapi.Client }
 
-func (a apiRuns) Get(ctx context.Context, runID string) (*runs.Manifest, error) {
+func (a apiRuns) Get(ctx context.Context, runID string) (*runmanifest.Manifest, error) {
 	m, err := a.c.Run(ctx, runID)
 	return m, apiErr(err)
 }
 
-func (a apiRuns) Query(ctx context.Context, q runs.Query) ([]string, error) {
+func (a apiRuns) Query(ctx context.Context, q runmanifest.Query) ([]string, error) {
 	ids, err := a.c.Query(ctx, q)
 	return ids, apiErr(err)
 }
@@ -90,7 +91,7 @@ func (a apiRuns) Query(ctx context.Context, q runs.Query) ([]string, error) {
 func (apiRuns) Close() error { return nil }
 
 func apiErr(err error) error {
-	var ae *runtime.APIError
+	var ae *runtimeapi.APIError
 	if errors.As(err, &ae) {
 		switch ae.Status {
 		case http.StatusNotFound:
@@ -144,7 +145,7 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 			if g.json() {
 				as := m.Egress
 				if as == nil {
-					as = []runs.EgressAttempt{}
+					as = []runmanifest.EgressAttempt{}
 				}
 				return g.printJSON(map[string]any{"run_id": m.RunID, "egress": as, "egress_dropped": m.EgressDropped})
 			}
@@ -161,11 +162,11 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 
 // printLifecycle writes how a run's sandbox started and its lifecycle
 // steps, each with its time since the previous one, the longest marked.
-func printLifecycle(g *globals, m *runs.Manifest) error {
+func printLifecycle(g *globals, m *runmanifest.Manifest) error {
 	steps := m.Lifecycle.Steps()
 	if g.json() {
 		if steps == nil {
-			steps = []runs.Step{}
+			steps = []runmanifest.Step{}
 		}
 		return g.printJSON(map[string]any{"run_id": m.RunID, "start": m.Start(), "allocation_attempt": m.AllocationAttempt,
 			"sandbox_id": m.SandboxID, "node_id": m.NodeID, "steps": steps})
@@ -198,7 +199,7 @@ func printLifecycle(g *globals, m *runs.Manifest) error {
 
 // printEgress writes a run's egress attempts, one line each, in one
 // write (a line-wise consumer of the output sees whole lines).
-func printEgress(out io.Writer, m *runs.Manifest) error {
+func printEgress(out io.Writer, m *runmanifest.Manifest) error {
 	var w bytes.Buffer
 	tw := tabwriter.NewWriter(&w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tMETHOD\tDESTINATION\tRESULT\tRULE OR REASON\tBYTES OUT\tBYTES IN")
@@ -216,7 +217,7 @@ func printEgress(out io.Writer, m *runs.Manifest) error {
 		fmt.Fprintf(&w, "run %s made no egress attempts\n", m.RunID)
 	}
 	if m.EgressDropped > 0 {
-		fmt.Fprintf(&w, "%d more attempts were not kept (at most %d per run)\n", m.EgressDropped, runs.MaxEgress)
+		fmt.Fprintf(&w, "%d more attempts were not kept (at most %d per run)\n", m.EgressDropped, runmanifest.MaxEgress)
 	}
 	_, err := out.Write(w.Bytes())
 	return err
@@ -225,7 +226,7 @@ func printEgress(out io.Writer, m *runs.Manifest) error {
 func newCmdRunsQuery(g *globals) *cobra.Command {
 	var (
 		sf          stateFlags
-		q           runs.Query
+		q           runmanifest.Query
 		runnerAlias string
 	)
 	cmd := &cobra.Command{
@@ -247,7 +248,7 @@ policy pin, or the config repository commit whose verification policy the runtim
 				}
 				q.RunnerImage = runnerAlias
 			}
-			if q == (runs.Query{}) {
+			if q == (runmanifest.Query{}) {
 				return usage(errors.New("give at least one of --template, --runner-image, --runner-binary, --policy, --secret-version, --generation, --node-image, --node, --runtime-class, --package"))
 			}
 			s, err := sf.open(cmd)
@@ -330,7 +331,7 @@ ones. At most --limit runs are listed per identity (more: says there are more).`
 				if r.Value == "" {
 					continue
 				}
-				q := runs.Query{Limit: limit + 2}
+				q := runmanifest.Query{Limit: limit + 2}
 				switch r.Shared {
 				case "node":
 					q.Node = r.Value
@@ -385,12 +386,12 @@ ones. At most --limit runs are listed per identity (more: says there are more).`
 // fenceView is what runs show --fence says of a run: the attempt that owns
 // it, the attempts fenced off, and each credential's standing.
 type fenceView struct {
-	RunID             string         `json:"run_id"`
-	Status            runs.Status    `json:"status"`
-	AllocationAttempt int            `json:"allocation_attempt"`
-	SandboxID         string         `json:"sandbox_id"`
-	Fences            []runs.Fence   `json:"fences"`
-	Credentials       []credStanding `json:"credentials"`
+	RunID             string              `json:"run_id"`
+	Status            runmanifest.Status  `json:"status"`
+	AllocationAttempt int                 `json:"allocation_attempt"`
+	SandboxID         string              `json:"sandbox_id"`
+	Fences            []runmanifest.Fence `json:"fences"`
+	Credentials       []credStanding      `json:"credentials"`
 	// Verdict answers the question in one line.
 	Verdict string `json:"verdict"`
 }
@@ -406,13 +407,13 @@ type credStanding struct {
 	Standing string `json:"standing"`
 }
 
-func fenceOf(m *runs.Manifest, now time.Time) fenceView {
+func fenceOf(m *runmanifest.Manifest, now time.Time) fenceView {
 	v := fenceView{RunID: m.RunID, Status: m.Status, AllocationAttempt: m.AllocationAttempt, SandboxID: m.SandboxID,
 		Fences: m.Fences, Credentials: []credStanding{}}
 	if v.Fences == nil {
-		v.Fences = []runs.Fence{}
+		v.Fences = []runmanifest.Fence{}
 	}
-	open := m.Status == runs.StatusGranted || m.Status == runs.StatusRunning
+	open := m.Status == runmanifest.StatusGranted || m.Status == runmanifest.StatusRunning
 	live := 0
 	for i, r := range m.CredentialIssuances {
 		c := credStanding{Fingerprint: r.SHA256Fingerprint, IssuedAt: r.IssuedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Renews: r.Renews}
@@ -444,7 +445,7 @@ func fenceOf(m *runs.Manifest, now time.Time) fenceView {
 }
 
 // printFence writes runs show --fence.
-func printFence(g *globals, m *runs.Manifest) error {
+func printFence(g *globals, m *runmanifest.Manifest) error {
 	v := fenceOf(m, time.Now())
 	if g.json() {
 		return g.printJSON(v)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
@@ -19,14 +20,14 @@ func TestRunsShowQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmpl := "sha256:" + strings.Repeat("3", 64)
-	if _, err := s.RecordPackages(ctx, tmpl, []runs.Package{{Name: "openssl", Version: "3.0.7"}}); err != nil {
+	if _, err := s.RecordPackages(ctx, tmpl, []runmanifest.Package{{Name: "openssl", Version: "3.0.7"}}); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	if err := s.Create(ctx, &runs.Manifest{RunID: "r-123", AllocationAttempt: 1, SandboxID: "sb-1", WorkspaceTemplateID: tmpl,
+	if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-123", AllocationAttempt: 1, SandboxID: "sb-1", WorkspaceTemplateID: tmpl,
 		RunnerImageDigest: "sha256:" + strings.Repeat("2", 64), RunnerBinarySHA256: "sha256:" + strings.Repeat("7", 64),
 		SecretVersion: "vault://kv/agents/token#3", Generation: "g-1", Pool: "agents", Warm: true,
-		Lifecycle: runs.Lifecycle{RequestReceived: t0, ClaimCreated: t0.Add(250 * time.Millisecond), Ready: t0.Add(300 * time.Millisecond)}}); err != nil {
+		Lifecycle: runmanifest.Lifecycle{RequestReceived: t0, ClaimCreated: t0.Add(250 * time.Millisecond), Ready: t0.Add(300 * time.Millisecond)}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -93,14 +94,14 @@ func TestRunsShowEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	m := &runs.Manifest{RunID: "r-eg", AllocationAttempt: 1, Pool: "agents"}
-	m.AddEgress(runs.EgressAttempt{Time: t0, Method: "GET", Destination: "192.0.2.2:8080", Address: "192.0.2.2", Allowed: true, Rule: "192.0.2.2/32:8080", BytesOut: 80, BytesIn: 140},
-		runs.EgressAttempt{Time: t0.Add(time.Second), Method: "CONNECT", Destination: "169.254.169.254:443", Address: "169.254.169.254",
+	m := &runmanifest.Manifest{RunID: "r-eg", AllocationAttempt: 1, Pool: "agents"}
+	m.AddEgress(runmanifest.EgressAttempt{Time: t0, Method: "GET", Destination: "192.0.2.2:8080", Address: "192.0.2.2", Allowed: true, Rule: "192.0.2.2/32:8080", BytesOut: 80, BytesIn: 140},
+		runmanifest.EgressAttempt{Time: t0.Add(time.Second), Method: "CONNECT", Destination: "169.254.169.254:443", Address: "169.254.169.254",
 			Reason: "169.254.169.254 is link-local (cloud metadata): never allowed"})
 	if err := s.Create(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, &runs.Manifest{RunID: "r-none", AllocationAttempt: 1}); err != nil {
+	if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-none", AllocationAttempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -114,8 +115,8 @@ func TestRunsShowEgress(t *testing.T) {
 	}
 	r = run(t, "", "runs", "show", "r-eg", "--state", state, "--egress", "-o", "json")
 	var out struct {
-		RunID  string               `json:"run_id"`
-		Egress []runs.EgressAttempt `json:"egress"`
+		RunID  string                      `json:"run_id"`
+		Egress []runmanifest.EgressAttempt `json:"egress"`
 	}
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.RunID != "r-eg" || len(out.Egress) != 2 || out.Egress[1].Allowed {
 		t.Fatalf("runs show --egress -o json: %+v", r)
@@ -136,9 +137,9 @@ func (w *writeCounter) Write(p []byte) (int, error) { w.n++; return len(p), nil 
 // The table is one write: a consumer that indents each write (the demo)
 // sees whole lines.
 func TestPrintEgressOneWrite(t *testing.T) {
-	m := &runs.Manifest{RunID: "r-1"}
-	m.AddEgress(runs.EgressAttempt{Method: "GET", Destination: "192.0.2.2:80", Allowed: true, Rule: "192.0.2.2:80"},
-		runs.EgressAttempt{Method: "GET", Destination: "192.0.2.2:81", Reason: "on no allow-list entry"})
+	m := &runmanifest.Manifest{RunID: "r-1"}
+	m.AddEgress(runmanifest.EgressAttempt{Method: "GET", Destination: "192.0.2.2:80", Allowed: true, Rule: "192.0.2.2:80"},
+		runmanifest.EgressAttempt{Method: "GET", Destination: "192.0.2.2:81", Reason: "on no allow-list entry"})
 	var w writeCounter
 	if err := printEgress(&w, m); err != nil || w.n != 1 {
 		t.Fatalf("%d writes, %v", w.n, err)
@@ -154,7 +155,7 @@ func TestRunsRelated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []*runs.Manifest{
+	for _, m := range []*runmanifest.Manifest{
 		{RunID: "r-1", NodeID: "n-a", WorkspaceTemplateID: "tpl-1", RuntimeClass: "gvisor", PolicyRevision: "p-1"},
 		{RunID: "r-2", NodeID: "n-a", WorkspaceTemplateID: "tpl-2", RuntimeClass: "gvisor", PolicyRevision: "p-2"},
 		{RunID: "r-3", NodeID: "n-b", WorkspaceTemplateID: "tpl-1", RuntimeClass: "runc", PolicyRevision: "p-1"},
@@ -204,15 +205,15 @@ func TestRunsShowFence(t *testing.T) {
 	now := time.Now().UTC()
 	fp := func(c string) string { return "sha256:" + strings.Repeat(c, 64) }
 	revoked := now.Add(-time.Minute)
-	rc := func(c string, rev *time.Time) runs.Receipt {
-		return runs.Receipt{Issuer: "slipway", SecretVersion: "vault://kv/a#1", SHA256Fingerprint: fp(c), IssuedAt: now.Add(-2 * time.Minute), ExpiresAt: now.Add(time.Hour), RevokedAt: rev}
+	rc := func(c string, rev *time.Time) runmanifest.Receipt {
+		return runmanifest.Receipt{Issuer: "slipway", SecretVersion: "vault://kv/a#1", SHA256Fingerprint: fp(c), IssuedAt: now.Add(-2 * time.Minute), ExpiresAt: now.Add(time.Hour), RevokedAt: rev}
 	}
-	for _, m := range []*runs.Manifest{
-		{RunID: "r-moved", Status: runs.StatusRunning, AllocationAttempt: 2, SandboxID: "sb-2",
-			Fences:              []runs.Fence{{AllocationAttempt: 1, SandboxID: "sb-1", FencedAt: revoked, Reason: "missed 3 heartbeats"}},
-			CredentialIssuances: []runs.Receipt{rc("a", &revoked), rc("b", nil)}},
-		{RunID: "r-leak", Status: runs.StatusReleased, AllocationAttempt: 1, SandboxID: "sb-3",
-			CredentialIssuances: []runs.Receipt{rc("c", nil)}},
+	for _, m := range []*runmanifest.Manifest{
+		{RunID: "r-moved", Status: runmanifest.StatusRunning, AllocationAttempt: 2, SandboxID: "sb-2",
+			Fences:              []runmanifest.Fence{{AllocationAttempt: 1, SandboxID: "sb-1", FencedAt: revoked, Reason: "missed 3 heartbeats"}},
+			CredentialIssuances: []runmanifest.Receipt{rc("a", &revoked), rc("b", nil)}},
+		{RunID: "r-leak", Status: runmanifest.StatusReleased, AllocationAttempt: 1, SandboxID: "sb-3",
+			CredentialIssuances: []runmanifest.Receipt{rc("c", nil)}},
 	} {
 		if err := s.Create(ctx, m); err != nil {
 			t.Fatal(err)

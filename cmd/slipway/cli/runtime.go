@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
@@ -133,21 +134,21 @@ func NewCmdClaim(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := runtime.NewClient(server, tok)
+			c, err := runtimeapi.NewClient(server, tok)
 			if err != nil {
 				return usage(err)
 			}
 			ctx := cmd.Context()
-			gr, err := c.Claim(ctx, pool, runtime.ClaimBody{Tenant: tenant})
+			gr, err := c.Claim(ctx, pool, runtimeapi.ClaimBody{Tenant: tenant})
 			if err != nil {
 				return failed(err)
 			}
-			res, err := c.Exec(ctx, gr.RunID, runtime.ExecBody{Token: gr.Token, Argv: args, TimeoutSeconds: timeout.Seconds()})
+			res, err := c.Exec(ctx, gr.RunID, runtimeapi.ExecBody{Token: gr.Token, Argv: args, TimeoutSeconds: timeout.Seconds()})
 			code := -1
 			if res != nil {
 				code = res.ExitCode
 			}
-			if rerr := c.Release(ctx, gr.RunID, runtime.ReleaseBody{Token: gr.Token, ExitCode: &code}); rerr != nil && err == nil {
+			if rerr := c.Release(ctx, gr.RunID, runtimeapi.ReleaseBody{Token: gr.Token, ExitCode: &code}); rerr != nil && err == nil {
 				err = rerr
 			}
 			if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // newCmdRuntimePolicy prints a runtime's policy view (GET /v1/policy).
@@ -31,7 +31,7 @@ It exits 3 when the view is stale.`,
 			if err != nil {
 				return err
 			}
-			c, err := runtime.NewClient(server, tok)
+			c, err := runtimeapi.NewClient(server, tok)
 			if err != nil {
 				return usage(err)
 			}
@@ -58,7 +58,7 @@ It exits 3 when the view is stale.`,
 	return cmd
 }
 
-func printPolicyView(g *globals, v *runtime.PolicyView) {
+func printPolicyView(g *globals, v *runtimeapi.PolicyView) {
 	w := g.stdout
 	rev := v.Revision
 	if rev == "" {

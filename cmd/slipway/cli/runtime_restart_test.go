@@ -20,8 +20,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
@@ -47,22 +48,22 @@ func TestRuntimeKillAndRestart(t *testing.T) {
 	// one released, one only granted), and the pool full again.
 	rt1 := startRuntime(t, repo, state, tokenFile)
 	rt1.waitWarm(t, 2)
-	var grants []*runtime.Grant
+	var grants []*runtimeapi.Grant
 	for range 3 {
-		g, err := rt1.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme"})
+		g, err := rt1.client.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		grants = append(grants, g)
 	}
 	running, released, granted := grants[0], grants[1], grants[2]
-	res, err := rt1.client.Exec(ctx, running.RunID, runtime.ExecBody{Token: running.Token,
+	res, err := rt1.client.Exec(ctx, running.RunID, runtimeapi.ExecBody{Token: running.Token,
 		Argv: []string{"sh", "-c", "echo work > /workspace/out && cat /workspace/out"}})
 	if err != nil || res.ExitCode != 0 || res.Stdout != "work\n" {
 		t.Fatalf("exec: %+v, %v", res, err)
 	}
 	zero := 0
-	if err := rt1.client.Release(ctx, released.RunID, runtime.ReleaseBody{Token: released.Token, ExitCode: &zero}); err != nil {
+	if err := rt1.client.Release(ctx, released.RunID, runtimeapi.ReleaseBody{Token: released.Token, ExitCode: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	rt1.waitWarm(t, 2)
@@ -95,13 +96,13 @@ func TestRuntimeKillAndRestart(t *testing.T) {
 	if !rt2.logged("finalised 2 open runs") || !rt2.logged("reaped 4 sandboxes") {
 		t.Errorf("the restarted runtime's log does not say it reaped 4 sandboxes and finalised 2 runs:\n%s", rt2.text())
 	}
-	for _, g := range []*runtime.Grant{running, granted} {
+	for _, g := range []*runtimeapi.Grant{running, granted} {
 		m, err := rt2.client.Run(ctx, g.RunID)
 		if err != nil {
 			t.Fatalf("run %s after the restart: %v", g.RunID, err)
 		}
 		rr := m.Lifecycle.ResourcesReleased
-		if m.Status != runs.StatusFailed || rr.Before(killed) || rr.After(serving) || m.ExitCode != nil {
+		if m.Status != runmanifest.StatusFailed || rr.Before(killed) || rr.After(serving) || m.ExitCode != nil {
 			t.Errorf("run %s after the restart: status %s, exit code %v, resources released %v (killed %v, serving %v); want failed, none, in between",
 				g.RunID, m.Status, m.ExitCode, rr, killed, serving)
 		}
@@ -113,12 +114,12 @@ func TestRuntimeKillAndRestart(t *testing.T) {
 			t.Errorf("run %s: runner_awakened %v", g.RunID, m.Lifecycle.RunnerAwakened)
 		}
 	}
-	if m, err := rt2.client.Run(ctx, released.RunID); err != nil || m.Status != runs.StatusCompleted || m.Lifecycle.ResourcesReleased.After(killed) {
+	if m, err := rt2.client.Run(ctx, released.RunID); err != nil || m.Status != runmanifest.StatusCompleted || m.Lifecycle.ResourcesReleased.After(killed) {
 		t.Errorf("the released run after the restart: %+v, %v", m, err)
 	}
 	// the claims died with the first runtime: their tokens open nothing
-	var ae *runtime.APIError
-	if _, err := rt2.client.Exec(ctx, running.RunID, runtime.ExecBody{Token: running.Token, Argv: []string{"true"}}); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+	var ae *runtimeapi.APIError
+	if _, err := rt2.client.Exec(ctx, running.RunID, runtimeapi.ExecBody{Token: running.Token, Argv: []string{"true"}}); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		t.Errorf("exec in a claim of the killed runtime: %v, want 404", err)
 	}
 	st := rt2.waitWarm(t, 2)
@@ -235,7 +236,7 @@ func pinArgs(pins []string) []string {
 type runtimeProc struct {
 	cmd    *exec.Cmd
 	base   string
-	client *runtime.Client
+	client *runtimeapi.Client
 	log    *lineLog
 	done   chan struct{} // closed when it has exited, with err
 	err    error
@@ -272,7 +273,7 @@ func startRuntimeArgs(t *testing.T, repo, state, tokenFile string, args ...strin
 	select {
 	case a := <-log.addr:
 		p.base = "http://" + a
-		if p.client, err = runtime.NewClient(p.base, restartToken); err != nil {
+		if p.client, err = runtimeapi.NewClient(p.base, restartToken); err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -304,9 +305,9 @@ func (p *runtimeProc) text() string         { return p.log.text() }
 
 // waitWarm waits until the active generation of pool agents has n ready
 // warm members and none starting, and returns its status.
-func (p *runtimeProc) waitWarm(t *testing.T, n int) runtime.GenerationStatus {
+func (p *runtimeProc) waitWarm(t *testing.T, n int) runtimeapi.GenerationStatus {
 	t.Helper()
-	var st runtime.GenerationStatus
+	var st runtimeapi.GenerationStatus
 	poll(t, 30*time.Second, fmt.Sprintf("%d warm members", n), func() (bool, string) {
 		req, _ := http.NewRequest(http.MethodGet, p.base+"/v1/pools/agents", nil)
 		req.Header.Set("Authorization", "Bearer "+restartToken)
@@ -315,7 +316,7 @@ func (p *runtimeProc) waitWarm(t *testing.T, n int) runtime.GenerationStatus {
 			return false, err.Error()
 		}
 		defer resp.Body.Close()
-		var out struct{ Generations []runtime.GenerationStatus }
+		var out struct{ Generations []runtimeapi.GenerationStatus }
 		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&out) != nil {
 			return false, resp.Status
 		}

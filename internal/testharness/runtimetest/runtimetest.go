@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -113,13 +114,13 @@ func (w *World) ControlPlane(tb testing.TB) string {
 // TemplateWithTests pushes the world's template again with tests recorded
 // in its label (as template build records them) and returns its digest
 // reference.
-func (w *World) TemplateWithTests(tb testing.TB, tests []template.Test) string {
+func (w *World) TemplateWithTests(tb testing.TB, tests []templatemeta.Test) string {
 	tb.Helper()
 	b, err := json.Marshal(tests)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return w.relabel(tb, w.Template, "templates/busybox:t", func(l map[string]string) { clear(l); l[template.LabelTests] = string(b) })
+	return w.relabel(tb, w.Template, "templates/busybox:t", func(l map[string]string) { clear(l); l[templatemeta.LabelTests] = string(b) })
 }
 
 // TemplateAsUser pushes the world's template again with its config's User

@@ -17,13 +17,13 @@ import (
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 )
 
@@ -213,7 +213,7 @@ func (l testLog) Write(b []byte) (int, error) {
 
 // syncReady syncs the fleet until generation i has want ready warm
 // members, or fails the test after timeout.
-func (w *world) syncReady(i, want int, timeout time.Duration) *runtime.PoolStatus {
+func (w *world) syncReady(i, want int, timeout time.Duration) *runtimeapi.PoolStatus {
 	w.t.Helper()
 	ctx := context.Background()
 	end := time.Now().Add(timeout)

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
-	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
@@ -60,7 +60,7 @@ type Applier interface {
 // warming generation (the runtime on the Kubernetes sandbox backend does,
 // through the runner in the pod).
 type Prover interface {
-	Prove(ctx context.Context, pool string, req runtime.ProofRequest) (*runtime.ProofResult, error)
+	Prove(ctx context.Context, pool string, req runtimeapi.ProofRequest) (*runtimeapi.ProofResult, error)
 }
 
 // Fleet is one pool's fleet on one cluster namespace (the namespace of
@@ -136,16 +136,16 @@ func New(cfg *rest.Config, pool, ns string, opts ...Option) (*Fleet, error) {
 // of Slipway, as the runtime does) once the cluster answers and serves
 // agent-sandbox's extensions API, with the revision the pool's objects
 // carry.
-func (f *Fleet) Info(ctx context.Context) (*runtime.Info, error) {
+func (f *Fleet) Info(ctx context.Context) (*runtimeapi.Info, error) {
 	for _, gv := range []schema.GroupVersion{SandboxTemplates.GroupVersion(), Sandboxes.GroupVersion()} {
 		if _, err := f.disc.ServerResourcesForGroupVersion(gv.String()); err != nil {
 			return nil, fmt.Errorf("%w: the API server does not serve %s (is agent-sandbox v0.5.6 installed?): %w", ErrCluster, gv, err)
 		}
 	}
-	info := &runtime.Info{
-		ControlPlaneProtocol: generation.Range{Min: runtime.MinControlPlaneProtocol, Max: runtime.ControlPlaneProtocol},
-		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
-		Limits:               runtime.LimitsInfo{Cgroup: "none", Enforced: []string{}, Description: "the pod's: the generation's runtimeClassName and the template's container resources"},
+	info := &runtimeapi.Info{
+		ControlPlaneProtocol: runtimeapi.ProtocolRange{Min: runtime.MinControlPlaneProtocol, Max: runtime.ControlPlaneProtocol},
+		RunnerProtocol:       runtimeapi.ProtocolRange{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
+		Limits:               runtimeapi.LimitsInfo{Cgroup: "none", Enforced: []string{}, Description: "the pod's: the generation's runtimeClassName and the template's container resources"},
 		Network:              "the SandboxTemplate's networkPolicy (the pool's network)",
 	}
 	if rev, err := f.observed(ctx); err == nil {
@@ -219,7 +219,7 @@ func (f *Fleet) observed(ctx context.Context) (string, error) {
 }
 
 // Prove runs the proof checks through the fleet's Prover.
-func (f *Fleet) Prove(ctx context.Context, pool string, req runtime.ProofRequest) (*runtime.ProofResult, error) {
+func (f *Fleet) Prove(ctx context.Context, pool string, req runtimeapi.ProofRequest) (*runtimeapi.ProofResult, error) {
 	if err := f.check(pool); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
 )
@@ -19,7 +20,7 @@ const runtimeToken = "kubefleet-test-runtime-token-0123456789"
 // claim deleted. after, when set, runs once after a proof (a test's hook
 // for a fault, such as the API server going away).
 type runtimeProver struct {
-	c     *runtime.Client
+	c     *runtimeapi.Client
 	mu    sync.Mutex
 	after func()
 }
@@ -44,7 +45,7 @@ func startRuntime(t testing.TB, w *world) *runtimeProver {
 	})
 	select {
 	case a := <-addr:
-		c, err := runtime.NewClient("http://"+a, runtimeToken)
+		c, err := runtimeapi.NewClient("http://"+a, runtimeToken)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,7 @@ func startRuntime(t testing.TB, w *world) *runtimeProver {
 	return nil
 }
 
-func (p *runtimeProver) Prove(ctx context.Context, pool string, req runtime.ProofRequest) (*runtime.ProofResult, error) {
+func (p *runtimeProver) Prove(ctx context.Context, pool string, req runtimeapi.ProofRequest) (*runtimeapi.ProofResult, error) {
 	res, err := p.c.Prove(ctx, pool, req)
 	p.mu.Lock()
 	after := p.after

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
 
@@ -23,10 +23,10 @@ const (
 
 // view is the pool's objects in the namespace at one moment.
 type view struct {
-	gens      map[string]*runtime.GenerationStatus // by generation id
-	byName    map[string]string                    // template or warm pool name → generation id
-	byLabel   map[string]string                    // slipway.dev/generation label → generation id
-	warmPools map[string]bool                      // UIDs of the pool's live warm pools
+	gens      map[string]*runtimeapi.GenerationStatus // by generation id
+	byName    map[string]string                       // template or warm pool name → generation id
+	byLabel   map[string]string                       // slipway.dev/generation label → generation id
+	warmPools map[string]bool                         // UIDs of the pool's live warm pools
 	sandboxes []member
 	claims    []claim
 }
@@ -51,11 +51,11 @@ type claim struct {
 
 // read lists the pool's templates, warm pools, sandboxes and claims.
 func (f *Fleet) read(ctx context.Context) (*view, error) {
-	v := &view{gens: map[string]*runtime.GenerationStatus{}, byName: map[string]string{}, byLabel: map[string]string{}, warmPools: map[string]bool{}}
-	gen := func(id string) *runtime.GenerationStatus {
+	v := &view{gens: map[string]*runtimeapi.GenerationStatus{}, byName: map[string]string{}, byLabel: map[string]string{}, warmPools: map[string]bool{}}
+	gen := func(id string) *runtimeapi.GenerationStatus {
 		g, ok := v.gens[id]
 		if !ok {
-			g = &runtime.GenerationStatus{ID: id, Runs: []string{}}
+			g = &runtimeapi.GenerationStatus{ID: id, Runs: []string{}}
 			v.gens[id] = g
 		}
 		return g
@@ -143,7 +143,7 @@ func ready(u unstructured.Unstructured) bool {
 
 // PoolStatus counts per generation the warm members (ready or warming)
 // and the open runs: bound claims that are not proof claims.
-func (f *Fleet) PoolStatus(ctx context.Context, pool string) (*runtime.PoolStatus, error) {
+func (f *Fleet) PoolStatus(ctx context.Context, pool string) (*runtimeapi.PoolStatus, error) {
 	if err := f.check(pool); err != nil {
 		return nil, err
 	}
@@ -151,10 +151,10 @@ func (f *Fleet) PoolStatus(ctx context.Context, pool string) (*runtime.PoolStatu
 	if err != nil {
 		return nil, err
 	}
-	gen := func(id string) *runtime.GenerationStatus {
+	gen := func(id string) *runtimeapi.GenerationStatus {
 		g, ok := v.gens[id]
 		if !ok {
-			g = &runtime.GenerationStatus{ID: id, Runs: []string{}}
+			g = &runtimeapi.GenerationStatus{ID: id, Runs: []string{}}
 			v.gens[id] = g
 		}
 		return g
@@ -164,13 +164,13 @@ func (f *Fleet) PoolStatus(ctx context.Context, pool string) (*runtime.PoolStatu
 			continue // a warm member on its way out is no capacity
 		}
 		g := gen(m.gen)
-		s := runtime.SandboxStatus{ID: m.u.GetName(), TemplateID: m.u.GetAnnotations()["agents.x-k8s.io/sandbox-template-ref"], State: sandbox.StateRunning}
+		s := runtimeapi.SandboxStatus{ID: m.u.GetName(), TemplateID: m.u.GetAnnotations()["agents.x-k8s.io/sandbox-template-ref"], State: string(sandbox.StateRunning)}
 		switch {
 		case m.owner.kind == kindWarmPool && m.ready:
 			g.Ready++
 		case m.owner.kind == kindWarmPool:
 			g.Warming++
-			s.State = sandbox.StateStarting
+			s.State = string(sandbox.StateStarting)
 		default:
 			s.Owner = m.owner.name
 		}
@@ -184,7 +184,7 @@ func (f *Fleet) PoolStatus(ctx context.Context, pool string) (*runtime.PoolStatu
 		g.Claimed++
 		g.Runs = append(g.Runs, c.u.GetName())
 	}
-	out := &runtime.PoolStatus{Pool: f.pool, Generations: []runtime.GenerationStatus{}}
+	out := &runtimeapi.PoolStatus{Pool: f.pool, Generations: []runtimeapi.GenerationStatus{}}
 	if rev, err := f.observed(ctx); err == nil {
 		out.ObservedRevision = rev
 	}

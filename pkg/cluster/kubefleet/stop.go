@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // ErrStop: Stop could not end a generation's claims in time.
@@ -25,7 +25,7 @@ var ErrStop = errors.New("kubefleet: stop")
 // aside: they are their rollout's) is deleted with its bound Sandbox and
 // that Sandbox's Pod, and Stop returns once they are observed gone. The
 // result lists the claims, as the runtime's does.
-func (f *Fleet) Stop(ctx context.Context, pool, gen string) (*runtime.StopResult, error) {
+func (f *Fleet) Stop(ctx context.Context, pool, gen string) (*runtimeapi.StopResult, error) {
 	if err := f.check(pool); err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (f *Fleet) Stop(ctx context.Context, pool, gen string) (*runtime.StopResult
 	for _, m := range v.sandboxes {
 		sbs[m.u.GetName()] = m
 	}
-	out := &runtime.StopResult{Stopped: []string{}}
+	out := &runtimeapi.StopResult{Stopped: []string{}}
 	var gone []ref
 	for _, c := range v.claims {
 		if c.gen != gen || c.proof {

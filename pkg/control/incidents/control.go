@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/control"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 // maxJobs bounds the jobs a report reads: the newest, plus every job still
@@ -30,13 +30,13 @@ func FromControl(s *control.Store, rs RunLister) Source {
 		if err != nil {
 			return nil, err
 		}
-		var byKey map[string][]*runs.Manifest
+		var byKey map[string][]*runmanifest.Manifest
 		if rs != nil {
 			ms, err := rs.Latest(ctx, maxRuns)
 			if err != nil {
 				return nil, err
 			}
-			byKey = map[string][]*runs.Manifest{}
+			byKey = map[string][]*runmanifest.Manifest{}
 			for _, m := range ms {
 				if m.RequestKey != "" {
 					byKey[m.RequestKey] = append(byKey[m.RequestKey], m)
@@ -134,7 +134,7 @@ func crashed(j *controlapi.Job) bool {
 	return j.Adopted || j.State == controlapi.Unknown || j.Reason == "owner_lost"
 }
 
-func workerCrash(j *controlapi.Job, byKey map[string][]*runs.Manifest) Incident {
+func workerCrash(j *controlapi.Job, byKey map[string][]*runmanifest.Manifest) Incident {
 	i := jobIncident(WorkerCrash, j)
 	i.add("request key", "%s", orDash(j.RequestKey))
 	i.add("sandbox", "%s (run %s on runtime %s, allocation attempt %d)", orDash(j.SandboxID), orDash(j.RunID), orDash(j.Runtime), j.Attempt)

@@ -7,15 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 // manifests lists run manifests as runs.SQLite's Latest would.
-type manifests []*runs.Manifest
+type manifests []*runmanifest.Manifest
 
-func (l manifests) Latest(_ context.Context, n int) ([]*runs.Manifest, error) {
+func (l manifests) Latest(_ context.Context, n int) ([]*runmanifest.Manifest, error) {
 	return l[:min(n, len(l))], nil
 }
 
@@ -41,16 +41,16 @@ func (l cleanups) Recent(context.Context, int) ([]reconcile.Record, error) { ret
 // are marked as not read rather than shown as empty.
 func ExampleCollect() {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	receipt := runs.Receipt{Issuer: "slipway-local-broker", SecretVersion: "vault://kv/agents/api-key#4",
+	receipt := runmanifest.Receipt{Issuer: "slipway-local-broker", SecretVersion: "vault://kv/agents/api-key#4",
 		SHA256Fingerprint: "sha256:" + strings.Repeat("a", 64), IssuedAt: t0, ExpiresAt: t0.Add(time.Minute)}
-	run := func(id, key string, status runs.Status, rcs ...runs.Receipt) *runs.Manifest {
-		return &runs.Manifest{RunID: id, AllocationAttempt: 1, SandboxID: "sb-" + id, Pool: "agents", RequestKey: key, Status: status,
-			SecretVersion: receipt.SecretVersion, CredentialIssuances: rcs, Lifecycle: runs.Lifecycle{ClaimCreated: t0}}
+	run := func(id, key string, status runmanifest.Status, rcs ...runmanifest.Receipt) *runmanifest.Manifest {
+		return &runmanifest.Manifest{RunID: id, AllocationAttempt: 1, SandboxID: "sb-" + id, Pool: "agents", RequestKey: key, Status: status,
+			SecretVersion: receipt.SecretVersion, CredentialIssuances: rcs, Lifecycle: runmanifest.Lifecycle{ClaimCreated: t0}}
 	}
 	fromRuns := incidents.FromRuns(manifests{
-		run("r-1", "j-1.a1", runs.StatusRunning, receipt),
-		run("r-2", "j-2.a1", runs.StatusFailed),
-		run("r-3", "j-2.a1", runs.StatusRunning),
+		run("r-1", "j-1.a1", runmanifest.StatusRunning, receipt),
+		run("r-2", "j-2.a1", runmanifest.StatusFailed),
+		run("r-3", "j-2.a1", runmanifest.StatusRunning),
 	}, func() time.Time { return t0.Add(5 * time.Minute) })
 	fromCleanup := incidents.FromCleanup(cleanups{{ID: 9, Kind: "sandbox-no-lease", Resource: "sb-r-4", RunID: "r-4", Action: "delete",
 		State: reconcile.StateUnknown, LastError: "delete timed out after 30s", Owner: "host/127.0.0.1:7070",

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
@@ -25,20 +26,20 @@ func TestFromRuns(t *testing.T) {
 	defer s.Close()
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	fp := func(c string) string { return "sha256:" + strings.Repeat(c, 64) }
-	rc := func(c string, issued time.Time, life time.Duration) runs.Receipt {
-		return runs.Receipt{Issuer: "slipway-local-broker", SecretVersion: "vault://kv/agents/api-key#4", SHA256Fingerprint: fp(c),
+	rc := func(c string, issued time.Time, life time.Duration) runmanifest.Receipt {
+		return runmanifest.Receipt{Issuer: "slipway-local-broker", SecretVersion: "vault://kv/agents/api-key#4", SHA256Fingerprint: fp(c),
 			IssuedAt: issued, ExpiresAt: issued.Add(life)}
 	}
-	create := func(id, key string, status runs.Status, released time.Time, rcs ...runs.Receipt) {
+	create := func(id, key string, status runmanifest.Status, released time.Time, rcs ...runmanifest.Receipt) {
 		t.Helper()
-		m := &runs.Manifest{RunID: id, AllocationAttempt: 1, SandboxID: "sb-" + id, Pool: "agents", Generation: "g-1", RequestKey: key,
+		m := &runmanifest.Manifest{RunID: id, AllocationAttempt: 1, SandboxID: "sb-" + id, Pool: "agents", Generation: "g-1", RequestKey: key,
 			SecretVersion: "vault://kv/agents/api-key#4", CredentialIssuances: rcs,
-			Lifecycle: runs.Lifecycle{RequestReceived: t0, ClaimCreated: t0}}
+			Lifecycle: runmanifest.Lifecycle{RequestReceived: t0, ClaimCreated: t0}}
 		if err := s.Create(ctx, m); err != nil {
 			t.Fatal(err)
 		}
-		if status != runs.StatusGranted {
-			if err := s.Update(ctx, id, func(m *runs.Manifest) error {
+		if status != runmanifest.StatusGranted {
+			if err := s.Update(ctx, id, func(m *runmanifest.Manifest) error {
 				m.Status, m.Lifecycle.ResourcesReleased = status, released
 				return nil
 			}); err != nil {
@@ -46,14 +47,14 @@ func TestFromRuns(t *testing.T) {
 			}
 		}
 	}
-	revoked := func(r runs.Receipt, at time.Time) runs.Receipt { r.RevokedAt = &at; return r }
+	revoked := func(r runmanifest.Receipt, at time.Time) runmanifest.Receipt { r.RevokedAt = &at; return r }
 	renewed := rc("c", t0.Add(2*time.Second), 3*time.Second)
 	renewed.Renews = fp("b")
-	create("r-open", "j-1.a1", runs.StatusGranted, time.Time{}, rc("a", t0, 2*time.Second))
-	create("r-released", "j-2.a1", runs.StatusCompleted, t0.Add(time.Second), revoked(rc("d", t0, 2*time.Second), t0.Add(time.Second)))
-	create("r-renewed", "j-3.a1", runs.StatusCompleted, t0.Add(4*time.Second), revoked(rc("b", t0, 3*time.Second), t0.Add(2*time.Second)),
+	create("r-open", "j-1.a1", runmanifest.StatusGranted, time.Time{}, rc("a", t0, 2*time.Second))
+	create("r-released", "j-2.a1", runmanifest.StatusCompleted, t0.Add(time.Second), revoked(rc("d", t0, 2*time.Second), t0.Add(time.Second)))
+	create("r-renewed", "j-3.a1", runmanifest.StatusCompleted, t0.Add(4*time.Second), revoked(rc("b", t0, 3*time.Second), t0.Add(2*time.Second)),
 		revoked(renewed, t0.Add(4*time.Second)))
-	create("r-twice", "j-3.a1", runs.StatusFailed, t0.Add(time.Second))
+	create("r-twice", "j-3.a1", runmanifest.StatusFailed, t0.Add(time.Second))
 
 	rep, err := incidents.Collect(ctx, incidents.FromRuns(s, func() time.Time { return t0.Add(time.Minute) }))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
@@ -16,7 +17,7 @@ const maxRuns = 1000
 // RunLister lists the newest run manifests (runs.SQLite does, over a
 // runtime's state directory).
 type RunLister interface {
-	Latest(ctx context.Context, limit int) ([]*runs.Manifest, error)
+	Latest(ctx context.Context, limit int) ([]*runmanifest.Manifest, error)
 }
 
 var _ RunLister = (*runs.SQLite)(nil)
@@ -35,7 +36,7 @@ func FromRuns(rs RunLister, now func() time.Time) Source {
 			return nil, err
 		}
 		var out []Incident
-		byKey := map[string][]*runs.Manifest{}
+		byKey := map[string][]*runmanifest.Manifest{}
 		for _, m := range ms {
 			if m.RequestKey != "" {
 				byKey[m.RequestKey] = append(byKey[m.RequestKey], m)
@@ -59,7 +60,7 @@ func FromRuns(rs RunLister, now func() time.Time) Source {
 }
 
 // credential is the credential incident of m, if it shows one.
-func credential(m *runs.Manifest, now time.Time) (Incident, bool) {
+func credential(m *runmanifest.Manifest, now time.Time) (Incident, bool) {
 	if len(m.CredentialIssuances) == 0 {
 		return Incident{}, false
 	}
@@ -67,7 +68,7 @@ func credential(m *runs.Manifest, now time.Time) (Incident, bool) {
 	if m.Status.Final() && !m.Lifecycle.ResourcesReleased.IsZero() {
 		end = m.Lifecycle.ResourcesReleased
 	}
-	var expired []runs.Receipt
+	var expired []runmanifest.Receipt
 	renewals := 0
 	var receipts []string
 	for _, rc := range m.CredentialIssuances {
@@ -111,7 +112,7 @@ func credential(m *runs.Manifest, now time.Time) (Incident, bool) {
 	return i, true
 }
 
-func receiptText(rc runs.Receipt) string {
+func receiptText(rc runmanifest.Receipt) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s of %s, issued %s, expires %s", rc.Issuer, rc.SHA256Fingerprint, rc.SecretVersion,
 		rc.IssuedAt.Format(time.RFC3339), rc.ExpiresAt.Format(time.RFC3339))
@@ -125,7 +126,7 @@ func receiptText(rc runs.Receipt) string {
 }
 
 // doubled is a request key with more than one run.
-func doubled(key string, ms []*runs.Manifest) Incident {
+func doubled(key string, ms []*runmanifest.Manifest) Incident {
 	i := Incident{Kind: WorkerCrash, Run: ms[0].RunID, State: "doubled", Reason: "request_key_doubled",
 		Detail: fmt.Sprintf("DOUBLED: %d runs for request key %s", len(ms), key), Owner: "the runtime's operator", At: ms[0].Lifecycle.ClaimCreated}
 	for _, m := range ms {

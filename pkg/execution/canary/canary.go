@@ -11,7 +11,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -80,7 +80,7 @@ const (
 
 // Canary runs rounds against one pool of a runtime.
 type Canary struct {
-	client *runtime.Client
+	client *runtimeapi.Client
 	pool   string
 	o      options
 }
@@ -160,7 +160,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // New makes a canary of pool on the runtime client speaks to.
-func New(client *runtime.Client, pool string, opts ...Option) (*Canary, error) {
+func New(client *runtimeapi.Client, pool string, opts ...Option) (*Canary, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: no runtime client", ErrInvalid)
 	}

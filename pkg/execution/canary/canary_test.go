@@ -20,6 +20,8 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/canary"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
@@ -40,7 +42,7 @@ type world struct {
 	warm    *runtime.Warm
 	be      *local.Backend
 	http    *httptest.Server
-	client  *runtime.Client
+	client  *runtimeapi.Client
 	ip      string
 	mk      func(allow ...string) *runtime.Desired
 }
@@ -92,7 +94,7 @@ func newWorld(t *testing.T) *world {
 		be.Close()
 		store.Close()
 	})
-	if w.client, err = runtime.NewClient(w.http.URL, apiToken); err != nil {
+	if w.client, err = runtimeapi.NewClient(w.http.URL, apiToken); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -239,7 +241,7 @@ func TestRoundPasses(t *testing.T) {
 		t.Errorf("the denied origin took %d connections", n)
 	}
 	m, err := w.client.Run(context.Background(), r.RunID)
-	if err != nil || m.Tenant != canary.Tenant || m.Status != runs.StatusCompleted {
+	if err != nil || m.Tenant != canary.Tenant || m.Status != runmanifest.StatusCompleted {
 		t.Fatalf("canary run manifest: %+v %v", m, err)
 	}
 

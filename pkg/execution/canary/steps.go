@@ -14,8 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
 
@@ -26,8 +26,8 @@ const stepTimeout = 30 * time.Second
 type claimRun struct {
 	c     *Canary
 	r     *Round
-	body  runtime.ClaimBody // the claim request, with its request key
-	grant *runtime.Grant
+	body  runtimeapi.ClaimBody // the claim request, with its request key
+	grant *runtimeapi.Grant
 	// unknown: the claim request got no answer (the round was cut short,
 	// the connection dropped), so a claim may have been made.
 	unknown bool
@@ -56,13 +56,13 @@ func (cl *claimRun) do(ctx context.Context, step string) (string, error) {
 // claim: the pool grants a sandbox of its active generation.
 func (cl *claimRun) claim(ctx context.Context) (string, error) {
 	n := nonce()
-	cl.body = runtime.ClaimBody{Tenant: Tenant, SessionID: "canary-" + n, RequestKey: "canary-" + n}
+	cl.body = runtimeapi.ClaimBody{Tenant: Tenant, SessionID: "canary-" + n, RequestKey: "canary-" + n}
 	if dl, ok := ctx.Deadline(); ok {
 		cl.body.DeadlineSeconds = max(time.Until(dl).Seconds(), 1)
 	}
 	g, err := cl.c.client.Claim(ctx, cl.c.pool, cl.body)
 	if err != nil {
-		var ae *runtime.APIError
+		var ae *runtimeapi.APIError
 		cl.unknown = !errors.As(err, &ae) && !errors.Is(err, syscall.ECONNREFUSED)
 		return "", fmt.Errorf("pool %s granted no sandbox: %w", cl.c.pool, err)
 	}
@@ -234,7 +234,7 @@ func (cl *claimRun) output(ctx context.Context) (string, error) {
 	script := `i=1; while [ "$i" -le "$1" ]; do echo "canary line $i"; i=$((i+1)); done`
 	var stdout, stderr bytes.Buffer
 	chunks := 0
-	res, err := cl.c.client.ExecStream(ctx, cl.grant.RunID, runtime.ExecBody{Token: cl.grant.Token, Argv: []string{"sh", "-c", script, "sh", strconv.Itoa(n)},
+	res, err := cl.c.client.ExecStream(ctx, cl.grant.RunID, runtimeapi.ExecBody{Token: cl.grant.Token, Argv: []string{"sh", "-c", script, "sh", strconv.Itoa(n)},
 		TimeoutSeconds: stepTimeout.Seconds()}, func(stream string, p []byte) {
 		chunks++
 		if stream == "stdout" {
@@ -270,14 +270,14 @@ func (cl *claimRun) output(ctx context.Context) (string, error) {
 func (cl *claimRun) release(ctx context.Context) (string, error) {
 	g := cl.grant
 	zero := 0
-	if err := cl.c.client.Release(ctx, g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: &zero}); err != nil {
+	if err := cl.c.client.Release(ctx, g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: &zero}); err != nil {
 		return "", fmt.Errorf("release of %s: %w", g.RunID, err)
 	}
 	m, err := cl.c.client.Run(ctx, g.RunID)
 	if err != nil {
 		return "", fmt.Errorf("the run manifest of %s: %w", g.RunID, err)
 	}
-	if m.Status != runs.StatusCompleted || m.Lifecycle.ResourcesReleased.IsZero() {
+	if m.Status != runmanifest.StatusCompleted || m.Lifecycle.ResourcesReleased.IsZero() {
 		return "", fmt.Errorf("after release the manifest of %s is %s with resources released at %v, want completed and a time", g.RunID, m.Status, m.Lifecycle.ResourcesReleased)
 	}
 	st, err := cl.c.client.PoolStatus(ctx, cl.c.pool)
@@ -285,12 +285,12 @@ func (cl *claimRun) release(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("pool status: %w", err)
 	}
 	for _, gs := range st.Generations {
-		if slices.ContainsFunc(gs.Sandboxes, func(s runtime.SandboxStatus) bool { return s.ID == g.SandboxID }) || slices.Contains(gs.Runs, g.RunID) {
+		if slices.ContainsFunc(gs.Sandboxes, func(s runtimeapi.SandboxStatus) bool { return s.ID == g.SandboxID }) || slices.Contains(gs.Runs, g.RunID) {
 			return "", fmt.Errorf("sandbox %s of %s is still in pool %s after release", g.SandboxID, g.RunID, cl.c.pool)
 		}
 	}
-	_, err = cl.c.client.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: []string{"true"}})
-	var ae *runtime.APIError
+	_, err = cl.c.client.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: []string{"true"}})
+	var ae *runtimeapi.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		return "", fmt.Errorf("a command on the released claim %s was not refused as no claim: %v", g.RunID, err)
 	}
@@ -306,7 +306,7 @@ func (cl *claimRun) releaseUnknown(ctx context.Context) (string, error) {
 	body := cl.body
 	body.DeadlineSeconds = 0
 	g, err := cl.c.client.Claim(ctx, cl.c.pool, body)
-	var ae *runtime.APIError
+	var ae *runtimeapi.APIError
 	switch {
 	case errors.As(err, &ae) && ae.Status == http.StatusConflict:
 		return fmt.Sprintf("the claim of request key %s has ended: nothing to release", key), nil
@@ -316,18 +316,18 @@ func (cl *claimRun) releaseUnknown(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("the claim request got no answer and the runtime cannot be asked again: a claim may be open under request key %s: %w", key, err)
 	}
 	zero := 0
-	if err := cl.c.client.Release(ctx, g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: &zero}); err != nil {
+	if err := cl.c.client.Release(ctx, g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: &zero}); err != nil {
 		return "", fmt.Errorf("release of %s (request key %s): %w", g.RunID, key, err)
 	}
 	return fmt.Sprintf("released %s, the claim of request key %s (adopted %v)", g.RunID, key, g.Adopted), nil
 }
 
 // exec runs argv in the claim's sandbox, bounded.
-func (cl *claimRun) exec(ctx context.Context, argv ...string) (*runtime.ExecResult, error) {
-	return cl.c.client.Exec(ctx, cl.grant.RunID, runtime.ExecBody{Token: cl.grant.Token, Argv: argv, TimeoutSeconds: stepTimeout.Seconds(), MaxOutput: 64 << 10})
+func (cl *claimRun) exec(ctx context.Context, argv ...string) (*runtimeapi.ExecResult, error) {
+	return cl.c.client.Exec(ctx, cl.grant.RunID, runtimeapi.ExecBody{Token: cl.grant.Token, Argv: argv, TimeoutSeconds: stepTimeout.Seconds(), MaxOutput: 64 << 10})
 }
 
-func failure(res *runtime.ExecResult, err error) string {
+func failure(res *runtimeapi.ExecResult, err error) string {
 	if err != nil {
 		return err.Error()
 	}

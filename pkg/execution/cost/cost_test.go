@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -165,7 +165,7 @@ func TestRunArithmetic(t *testing.T) {
 	}
 	defer r.Close()
 	p := prices(t, "{warm: 0.5, active: 2, storage: 0.1}")
-	m := &runs.Manifest{Egress: []runs.EgressAttempt{{BytesIn: 1000, BytesOut: 24}, {BytesIn: 0, BytesOut: 0}}}
+	m := &runmanifest.Manifest{Egress: []runmanifest.EgressAttempt{{BytesIn: 1000, BytesOut: 24}, {BytesIn: 0, BytesOut: 0}}}
 	rc, err := r.Run(ctx, "r-1", p, m, min_(200))
 	if err != nil {
 		t.Fatal(err)
@@ -200,14 +200,14 @@ func TestRunArithmetic(t *testing.T) {
 	}
 	// A manifest with no egress: zero at any price. One that dropped
 	// attempts over its bound: the bytes are unknown.
-	rc, err = r.Run(ctx, "r-2", p, &runs.Manifest{}, min_(200))
+	rc, err = r.Run(ctx, "r-2", p, &runmanifest.Manifest{}, min_(200))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e := rc.Terms[3]; e.Name != TermEgress || get(e.Cost) != 0 || strings.Join(rc.Unknown, ",") != "workspace storage,model tokens,node overhead" {
 		t.Errorf("r-2 without egress: %+v, unknown %q", e, rc.Unknown)
 	}
-	rc, err = r.Run(ctx, "r-2", p, &runs.Manifest{EgressDropped: 3}, min_(200))
+	rc, err = r.Run(ctx, "r-2", p, &runmanifest.Manifest{EgressDropped: 3}, min_(200))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
 // Term is one part of a run's cost: a quantity, its unit, the rate and the
@@ -64,7 +64,7 @@ type RunCost struct {
 // rate. Network egress is measured (the manifest's egress attempts) but
 // has no price; model tokens and the node's overhead Slipway cannot see or
 // apportion: they are named unknown, never zero.
-func (r *Records) Run(ctx context.Context, runID string, prices *tenancy.Pricing, m *runs.Manifest, now time.Time) (*RunCost, error) {
+func (r *Records) Run(ctx context.Context, runID string, prices *tenancy.Pricing, m *runmanifest.Manifest, now time.Time) (*RunCost, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}

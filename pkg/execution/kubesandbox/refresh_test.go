@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/isolate/shape"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // Every pod of a generation has the refresh phase's machine id, as every
@@ -25,7 +26,7 @@ import (
 func TestFreshMachineIDPerPod(t *testing.T) {
 	n := startNode(t, "mid")
 	g1 := n.generation(t, nil)
-	g2 := n.generationOf(t, g1, n.w.TemplateWithTests(t, []template.Test{
+	g2 := n.generationOf(t, g1, n.w.TemplateWithTests(t, []templatemeta.Test{
 		{Name: "fresh-machine-id", Run: []string{"sh", "-c", "grep -Eq '^[0-9a-f]{32}$' /etc/machine-id"}},
 	}))
 	d := n.desire(t, 2)
@@ -44,7 +45,7 @@ func TestFreshMachineIDPerPod(t *testing.T) {
 	defer rt.Close()
 
 	checks := []string{"allocate", "identity", "template-tests", "cleanup"}
-	res, err := rt.Prove(ctx, n.pool, runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-mid", Checks: checks})
+	res, err := rt.Prove(ctx, n.pool, runtimeapi.ProofRequest{Generation: g2.ID, Rollout: "ro-mid", Checks: checks})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // The runtime on the Kubernetes backend: Reconcile creates nothing (the
@@ -28,7 +29,7 @@ import (
 func TestRuntimeOnKube(t *testing.T) {
 	n := startNode(t, "rt")
 	g1 := n.generation(t, nil)
-	g2 := n.generationOf(t, g1, n.w.TemplateWithTests(t, []template.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}}))
+	g2 := n.generationOf(t, g1, n.w.TemplateWithTests(t, []templatemeta.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}}))
 	d := n.desire(t, 1)
 	ctx := context.Background()
 	be, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithClusterName("node-test"))
@@ -51,7 +52,7 @@ func TestRuntimeOnKube(t *testing.T) {
 	// no NetworkPolicy (the render's policy is checked by the API server
 	// in package render's tests, not enforced here).
 	checks := []string{"allocate", "identity", "template-tests", "workspace-writable", "cleanup"}
-	res, err := rt.Prove(ctx, n.pool, runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-kube", Checks: checks})
+	res, err := rt.Prove(ctx, n.pool, runtimeapi.ProofRequest{Generation: g2.ID, Rollout: "ro-kube", Checks: checks})
 	if err != nil {
 		t.Fatal(err)
 	}

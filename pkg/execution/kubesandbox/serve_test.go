@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -44,7 +46,7 @@ func TestServeOnKube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Create(ctx, &runs.Manifest{RunID: "r-left", SandboxID: left.ID, Pool: n.pool, AllocationAttempt: 1}); err != nil {
+	if err := store.Create(ctx, &runmanifest.Manifest{RunID: "r-left", SandboxID: left.ID, Pool: n.pool, AllocationAttempt: 1}); err != nil {
 		t.Fatal(err)
 	}
 	store.Close()
@@ -70,17 +72,17 @@ func TestServeOnKube(t *testing.T) {
 		}
 	}()
 	gone(t, n, claimsGVR, kubesandbox.ClaimName("r-left"))
-	c, err := runtime.NewClient("http://"+a, apiToken)
+	c, err := runtimeapi.NewClient("http://"+a, apiToken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := c.Run(ctx, "r-left"); err != nil || m.Status != runs.StatusFailed {
+	if m, err := c.Run(ctx, "r-left"); err != nil || m.Status != runmanifest.StatusFailed {
 		t.Fatalf("the earlier runtime's run: %+v %v, want failed", m, err)
 	}
 
-	var gr *runtime.Grant
+	var gr *runtimeapi.Grant
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if gr, err = c.Claim(ctx, n.pool, runtime.ClaimBody{Tenant: "t"}); err == nil || time.Now().After(deadline) {
+		if gr, err = c.Claim(ctx, n.pool, runtimeapi.ClaimBody{Tenant: "t"}); err == nil || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond) // until the first sync
@@ -88,7 +90,7 @@ func TestServeOnKube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Exec(ctx, gr.RunID, runtime.ExecBody{Token: gr.Token, Argv: []string{"sh", "-c", "echo hi; exit 2"}})
+	res, err := c.Exec(ctx, gr.RunID, runtimeapi.ExecBody{Token: gr.Token, Argv: []string{"sh", "-c", "echo hi; exit 2"}})
 	if err != nil || res.ExitCode != 2 || res.Stdout != "hi\n" {
 		t.Fatalf("exec: %+v %v", res, err)
 	}
@@ -100,12 +102,12 @@ func TestServeOnKube(t *testing.T) {
 		t.Fatalf("pool status %+v", gs)
 	}
 	code := 0
-	if err := c.Release(ctx, gr.RunID, runtime.ReleaseBody{Token: gr.Token, ExitCode: &code}); err != nil {
+	if err := c.Release(ctx, gr.RunID, runtimeapi.ReleaseBody{Token: gr.Token, ExitCode: &code}); err != nil {
 		t.Fatal(err)
 	}
 	gone(t, n, claimsGVR, kubesandbox.ClaimName(gr.RunID))
 
-	open, err := c.Claim(ctx, n.pool, runtime.ClaimBody{Tenant: "t"})
+	open, err := c.Claim(ctx, n.pool, runtimeapi.ClaimBody{Tenant: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/isolate"
@@ -99,13 +100,13 @@ func b10(b *testing.B, n int, interval time.Duration) {
 	type planted struct{ id, owner string }
 	var live, leaked, expired []planted
 	var liveReal []*sandbox.Sandbox
-	var manifests []*runs.Manifest
+	var manifests []*runmanifest.Manifest
 	t0 := time.Now()
 	for i := range real {
 		s := w.create(b, pool, "g-1", fmt.Sprintf("r-live-%d", i))
 		liveReal = append(liveReal, s)
 		live = append(live, planted{s.ID, s.Owner})
-		manifests = append(manifests, &runs.Manifest{RunID: s.Owner, Pool: pool, SandboxID: s.ID, AllocationAttempt: 1, Status: runs.StatusGranted})
+		manifests = append(manifests, &runmanifest.Manifest{RunID: s.Owner, Pool: pool, SandboxID: s.ID, AllocationAttempt: 1, Status: runmanifest.StatusGranted})
 	}
 	var template map[string]any
 	data, err := os.ReadFile(filepath.Join(sbDir, liveReal[0].ID, "sandbox.json"))
@@ -148,7 +149,7 @@ func b10(b *testing.B, n int, interval time.Duration) {
 		owner := fmt.Sprintf("r-live-%d", i)
 		id := plant(owner, pid, start)
 		live = append(live, planted{id, owner})
-		manifests = append(manifests, &runs.Manifest{RunID: owner, Pool: pool, SandboxID: id, AllocationAttempt: 1, Status: runs.StatusGranted})
+		manifests = append(manifests, &runmanifest.Manifest{RunID: owner, Pool: pool, SandboxID: id, AllocationAttempt: 1, Status: runmanifest.StatusGranted})
 	}
 	livePids := make([]*exec.Cmd, len(procs))
 	copy(livePids, procs)
@@ -179,7 +180,7 @@ func b10(b *testing.B, n int, interval time.Duration) {
 		leaked = append(leaked, planted{s.ID, s.Owner})
 		s = w.create(b, pool, "g-1", fmt.Sprintf("r-done-%d", i))
 		expired = append(expired, planted{s.ID, s.Owner})
-		manifests = append(manifests, &runs.Manifest{RunID: s.Owner, Pool: pool, SandboxID: s.ID, AllocationAttempt: 1, Status: runs.StatusGranted})
+		manifests = append(manifests, &runmanifest.Manifest{RunID: s.Owner, Pool: pool, SandboxID: s.ID, AllocationAttempt: 1, Status: runmanifest.StatusGranted})
 	}
 	for i := real; i < n; i++ {
 		if (i-real)%50 == 0 {
@@ -187,11 +188,11 @@ func b10(b *testing.B, n int, interval time.Duration) {
 		}
 		owner := fmt.Sprintf("r-done-%d", i)
 		expired = append(expired, planted{plant(owner, pid, start), owner})
-		manifests = append(manifests, &runs.Manifest{RunID: owner, Pool: pool, SandboxID: expired[len(expired)-1].id, AllocationAttempt: 1, Status: runs.StatusGranted})
+		manifests = append(manifests, &runmanifest.Manifest{RunID: owner, Pool: pool, SandboxID: expired[len(expired)-1].id, AllocationAttempt: 1, Status: runmanifest.StatusGranted})
 	}
 	storeAll(b, w.store, manifests)
 	for _, mf := range manifests {
-		if err := w.store.Update(ctx, mf.RunID, func(m *runs.Manifest) error { m.Status = runs.StatusReleased; return nil }); err != nil {
+		if err := w.store.Update(ctx, mf.RunID, func(m *runmanifest.Manifest) error { m.Status = runmanifest.StatusReleased; return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -296,9 +297,9 @@ func tv(t syscall.Timeval) time.Duration {
 }
 
 // storeAll records ms, several at a time (the store commits them in groups).
-func storeAll(b *testing.B, st runs.Store, ms []*runs.Manifest) {
+func storeAll(b *testing.B, st runs.Store, ms []*runmanifest.Manifest) {
 	var wg sync.WaitGroup
-	jobs := make(chan *runs.Manifest)
+	jobs := make(chan *runmanifest.Manifest)
 	for range 16 {
 		wg.Go(func() {
 			for m := range jobs {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
@@ -38,8 +39,8 @@ func Example() {
 	defer store.Close()
 	records, _ := reconcile.OpenRecords(ctx, filepath.Join(dir, reconcile.RecordsFile))
 	defer records.Close()
-	_ = store.Create(ctx, &runs.Manifest{RunID: "r-1", Pool: "agents"})
-	_ = store.Update(ctx, "r-1", func(m *runs.Manifest) error { m.Status = runs.StatusReleased; return nil })
+	_ = store.Create(ctx, &runmanifest.Manifest{RunID: "r-1", Pool: "agents"})
+	_ = store.Update(ctx, "r-1", func(m *runmanifest.Manifest) error { m.Status = runmanifest.StatusReleased; return nil })
 
 	b := broker{live: map[string]string{"sha256:" + fmt.Sprintf("%064d", 1): "r-1"}}
 	r, err := reconcile.New(reconcile.Config{Backend: be, Runs: store, Records: records, Owner: "host/127.0.0.1:7070", Credentials: b})

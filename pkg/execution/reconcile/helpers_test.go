@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
@@ -149,16 +150,16 @@ func (w *world) create(tb testing.TB, pool, gen, owner string) *sandbox.Sandbox 
 }
 
 // run records run id's manifest with status st on sandbox sb at attempt.
-func (w *world) run(tb testing.TB, id, pool, sb string, attempt int, st runs.Status) {
+func (w *world) run(tb testing.TB, id, pool, sb string, attempt int, st runmanifest.Status) {
 	tb.Helper()
-	m := &runs.Manifest{RunID: id, Pool: pool, SandboxID: sb, AllocationAttempt: attempt, Generation: "g-1",
-		WorkspaceTemplateID: fixtures.digest, Status: runs.StatusGranted}
+	m := &runmanifest.Manifest{RunID: id, Pool: pool, SandboxID: sb, AllocationAttempt: attempt, Generation: "g-1",
+		WorkspaceTemplateID: fixtures.digest, Status: runmanifest.StatusGranted}
 	ctx := context.Background()
 	if err := w.store.Create(ctx, m); err != nil {
 		tb.Fatal(err)
 	}
-	if st != runs.StatusGranted {
-		if err := w.store.Update(ctx, id, func(m *runs.Manifest) error { m.Status = st; return nil }); err != nil {
+	if st != runmanifest.StatusGranted {
+		if err := w.store.Update(ctx, id, func(m *runmanifest.Manifest) error { m.Status = st; return nil }); err != nil {
 			tb.Fatal(err)
 		}
 	}

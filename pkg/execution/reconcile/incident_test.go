@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -41,7 +41,7 @@ func TestIncidentDeleteTimesOut(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	s := w.create(t, "agents", "g-1", "r-done")
-	w.run(t, "r-done", "agents", s.ID, 1, runs.StatusCompleted)
+	w.run(t, "r-done", "agents", s.ID, 1, runmanifest.StatusCompleted)
 	m, err := telemetry.NewMetrics(telemetry.WithEnvironment("test"))
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestDeleteFailsForReal(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	s := w.create(t, "agents", "g-1", "r-done")
-	w.run(t, "r-done", "agents", s.ID, 1, runs.StatusReleased)
+	w.run(t, "r-done", "agents", s.ID, 1, runmanifest.StatusReleased)
 	pin := filepath.Join(w.dir, "sandboxes", "sandboxes", s.ID, "pinned")
 	if out, err := exec.Command("sh", "-c", "touch "+pin+" && chattr +i "+pin).CombinedOutput(); err != nil {
 		t.Skipf("chattr +i: %v: %s", err, out)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -58,7 +59,7 @@ const ownerRetiring = "retiring"
 
 // Runs is the authoritative record of runs: the run store.
 type Runs interface {
-	Get(ctx context.Context, runID string) (*runs.Manifest, error)
+	Get(ctx context.Context, runID string) (*runmanifest.Manifest, error)
 }
 
 var _ Runs = (runs.Store)(nil)

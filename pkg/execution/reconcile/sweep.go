@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -319,9 +320,9 @@ func (r *Reconciler) report(ctx context.Context, orphans map[string]int64) {
 }
 
 // runGetter reads runs from the store once per pass each.
-func (r *Reconciler) runGetter() func(ctx context.Context, id string) (*runs.Manifest, error) {
-	cache := map[string]*runs.Manifest{}
-	return func(ctx context.Context, id string) (*runs.Manifest, error) {
+func (r *Reconciler) runGetter() func(ctx context.Context, id string) (*runmanifest.Manifest, error) {
+	cache := map[string]*runmanifest.Manifest{}
+	return func(ctx context.Context, id string) (*runmanifest.Manifest, error) {
 		if m, ok := cache[id]; ok {
 			if m == nil {
 				return nil, runs.ErrNotFound
@@ -340,7 +341,7 @@ func (r *Reconciler) runGetter() func(ctx context.Context, id string) (*runs.Man
 
 // classify says what sandbox s is a candidate of, or nil when its lease is
 // live (or it is starting).
-func (r *Reconciler) classify(ctx context.Context, s *sandbox.Sandbox, get func(context.Context, string) (*runs.Manifest, error),
+func (r *Reconciler) classify(ctx context.Context, s *sandbox.Sandbox, get func(context.Context, string) (*runmanifest.Manifest, error),
 	warm map[string]map[string]bool, warmKnown bool) (*candidate, error) {
 	if s.State == sandbox.StateStarting {
 		return nil, nil // its Create has not returned: nobody could own it yet
@@ -428,9 +429,9 @@ func (r *Reconciler) classify(ctx context.Context, s *sandbox.Sandbox, get func(
 }
 
 // classifyCredential says whether credential cr outlives its run.
-func (r *Reconciler) classifyCredential(ctx context.Context, cr Credential, get func(context.Context, string) (*runs.Manifest, error)) (*candidate, error) {
+func (r *Reconciler) classifyCredential(ctx context.Context, cr Credential, get func(context.Context, string) (*runmanifest.Manifest, error)) (*candidate, error) {
 	c := &candidate{kind: KindCredential, action: ActionRevoke, resource: cr.Fingerprint, runID: cr.RunID, fp: cr.Fingerprint}
-	verdict := func(m *runs.Manifest, err error) (grace bool, why string, cand bool, _ error) {
+	verdict := func(m *runmanifest.Manifest, err error) (grace bool, why string, cand bool, _ error) {
 		switch {
 		case errors.Is(err, runs.ErrNotFound):
 			return true, "its run is not recorded", true, nil

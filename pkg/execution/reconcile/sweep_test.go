@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -62,18 +62,18 @@ func TestSweepersCleanPlantedLeaks(t *testing.T) {
 	// live: a claimed sandbox of an open run, and a warm member of the
 	// warm generation
 	live := w.create(t, pool, "g-new", "r-live")
-	w.run(t, "r-live", pool, live.ID, 1, runs.StatusGranted)
+	w.run(t, "r-live", pool, live.ID, 1, runmanifest.StatusGranted)
 	warmLive := w.create(t, pool, "g-new", sandbox.OwnerWarm)
 
 	// leaks
 	noLease := w.create(t, pool, "g-new", "r-ghost") // its worker died before recording the run
 	terminal := w.create(t, pool, "g-new", "r-done")
-	w.run(t, "r-done", pool, terminal.ID, 1, runs.StatusReleased)
+	w.run(t, "r-done", pool, terminal.ID, 1, runmanifest.StatusReleased)
 	fenced := w.create(t, pool, "g-new", "r-moved") // attempt 1's sandbox; the run is on attempt 2's
 	current := w.create(t, pool, "g-new", "r-moved")
-	w.run(t, "r-moved", pool, current.ID, 2, runs.StatusRunning)
+	w.run(t, "r-moved", pool, current.ID, 2, runmanifest.StatusRunning)
 	dead := w.create(t, pool, "g-new", "r-live2")
-	w.run(t, "r-live2", pool, dead.ID, 1, runs.StatusRunning)
+	w.run(t, "r-live2", pool, dead.ID, 1, runmanifest.StatusRunning)
 	w.kill(t, dead.ID)
 	warmOld := w.create(t, pool, "g-old", sandbox.OwnerWarm)
 	stuck := w.create(t, pool, "g-new", ownerRetiring) // the warm loop took it to delete it, and its delete failed
@@ -93,8 +93,8 @@ func TestSweepersCleanPlantedLeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	liveTok, liveRc, _ := broker.Issue("r-live", "vault://kv/a#1")
-	if err := w.store.Update(ctx, "r-live", func(m *runs.Manifest) error {
-		m.CredentialIssuances = []runs.Receipt{liveRc}
+	if err := w.store.Update(ctx, "r-live", func(m *runmanifest.Manifest) error {
+		m.CredentialIssuances = []runmanifest.Receipt{liveRc}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -103,8 +103,8 @@ func TestSweepersCleanPlantedLeaks(t *testing.T) {
 	ghostTok, _, _ := broker.Issue("r-ghost", "vault://kv/a#1")
 	oldTok, _, _ := broker.Issue("r-moved", "vault://kv/a#1")
 	_, newRc, _ := broker.Issue("r-moved", "vault://kv/a#1")
-	if err := w.store.Update(ctx, "r-moved", func(m *runs.Manifest) error {
-		m.CredentialIssuances = []runs.Receipt{newRc}
+	if err := w.store.Update(ctx, "r-moved", func(m *runmanifest.Manifest) error {
+		m.CredentialIssuances = []runmanifest.Receipt{newRc}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestFenceKeepsSandboxClaimedBetweenReadAndAct(t *testing.T) {
 				t.Error(err)
 			}
 		case late.ID: // the run is recorded: the re-read sees it
-			w.run(t, "r-late", "agents", late.ID, 1, runs.StatusGranted)
+			w.run(t, "r-late", "agents", late.ID, 1, runmanifest.StatusGranted)
 		}
 	}
 	if _, err := r.Pass(ctx); err != nil { // the ghost waits out its (tiny) grace

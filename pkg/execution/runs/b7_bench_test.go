@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // b7Params fixes the synthetic data set; every figure is in the cache key.
@@ -92,7 +94,7 @@ func BenchmarkB7Queries(b *testing.B) {
 		d    time.Duration
 		rows int
 	}
-	run := func(q Query, want int) sample {
+	run := func(q runmanifest.Query, want int) sample {
 		start := time.Now()
 		ids, err := s.Query(ctx, q)
 		d := time.Since(start)
@@ -110,14 +112,14 @@ func BenchmarkB7Queries(b *testing.B) {
 	for range b.N {
 		for i := range repeats {
 			for _, t := range templates {
-				sm := run(Query{Template: w.templates[t]}, perTemplate[t])
+				sm := run(runmanifest.Query{Template: w.templates[t]}, perTemplate[t])
 				if i == 0 && firstTemplate == 0 {
 					firstTemplate = sm.d
 				}
 				byTemplate = append(byTemplate, sm)
 			}
 			for k, pkg := range pkgs {
-				sm := run(Query{Package: pkg}, wantPkg[k])
+				sm := run(runmanifest.Query{Package: pkg}, wantPkg[k])
 				if i == 0 && firstPackage == 0 {
 					firstPackage = sm.d
 				}
@@ -256,7 +258,7 @@ func (w *b7World) runsPerTemplate() []int {
 }
 
 // manifest makes run i: about half its bytes are random ids and digests.
-func (w *b7World) manifest(i int) *Manifest {
+func (w *b7World) manifest(i int) *runmanifest.Manifest {
 	r := w.runRand(i)
 	g := &w.gens[r.IntN(len(w.gens))] // first draw: runsPerTemplate repeats it
 	hexN := func(n int) string {
@@ -273,7 +275,7 @@ func (w *b7World) manifest(i int) *Manifest {
 		at += time.Duration(1+r.IntN(maxMs*1000)) * time.Microsecond
 		return t0.Add(at)
 	}
-	m := &Manifest{
+	m := &runmanifest.Manifest{
 		RunID:             fmt.Sprintf("r-%012x-%s", t0.UnixMilli(), hexN(8)), // time-ordered, like a ULID
 		SessionID:         "s-" + hexN(16),
 		AllocationAttempt: 1 + r.IntN(2),
@@ -296,7 +298,7 @@ func (w *b7World) manifest(i int) *Manifest {
 	l.FirstOutput, l.ResultPublished, l.ResourcesReleased = next(2000), next(600000), next(500)
 	for range 1 + r.IntN(2) {
 		issued := l.Ready
-		m.CredentialIssuances = append(m.CredentialIssuances, Receipt{
+		m.CredentialIssuances = append(m.CredentialIssuances, runmanifest.Receipt{
 			Issuer: "local-broker", SecretVersion: fmt.Sprintf("secret-%02d/%d", r.IntN(20), 1+r.IntN(9)),
 			SHA256Fingerprint: "sha256:" + hexN(64), IssuedAt: issued, ExpiresAt: issued.Add(time.Hour),
 		})
@@ -304,13 +306,13 @@ func (w *b7World) manifest(i int) *Manifest {
 	exit := 0
 	switch k := r.IntN(20); {
 	case k == 0:
-		m.Status, exit = StatusFailed, 1+r.IntN(127)
+		m.Status, exit = runmanifest.StatusFailed, 1+r.IntN(127)
 	case k == 1:
-		m.Status = StatusReleased
+		m.Status = runmanifest.StatusReleased
 	default:
-		m.Status = StatusCompleted
+		m.Status = runmanifest.StatusCompleted
 	}
-	if m.Status != StatusReleased {
+	if m.Status != runmanifest.StatusReleased {
 		m.ExitCode = &exit
 	}
 	return m
@@ -358,9 +360,9 @@ func b7Database(b *testing.B, w *b7World) (path string, built bool, took time.Du
 		}
 	}
 	for t, id := range w.templates {
-		ps := make([]Package, len(w.templatePackages[t]))
+		ps := make([]runmanifest.Package, len(w.templatePackages[t]))
 		for i, pv := range w.templatePackages[t] {
-			if ps[i], err = ParsePackage(pv); err != nil {
+			if ps[i], err = runmanifest.ParsePackage(pv); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -371,7 +373,7 @@ func b7Database(b *testing.B, w *b7World) (path string, built bool, took time.Du
 	const chunk = 100_000
 	for lo := 0; lo < p.Runs; lo += chunk {
 		hi := min(lo+chunk, p.Runs)
-		var seq iter.Seq[*Manifest] = func(yield func(*Manifest) bool) {
+		var seq iter.Seq[*runmanifest.Manifest] = func(yield func(*runmanifest.Manifest) bool) {
 			for i := lo; i < hi; i++ {
 				if !yield(w.manifest(i)) {
 					return

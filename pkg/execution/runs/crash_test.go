@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // crashEnv names the database file the helper process writes to.
@@ -89,11 +91,11 @@ func TestKilledProcessKeepsWhatItReturned(t *testing.T) {
 			t.Errorf("%s was created before the kill: %v", id, err)
 			continue
 		}
-		if completed[id] && m.Status != StatusCompleted {
+		if completed[id] && m.Status != runmanifest.StatusCompleted {
 			t.Errorf("%s was completed before the kill, the store has it %s", id, m.Status)
 		}
 	}
-	ids, err := s.Query(ctx, Query{Template: "tpl-crash"})
+	ids, err := s.Query(ctx, runmanifest.Query{Template: "tpl-crash"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestCrashHelper(t *testing.T) {
 	}
 	for i := 0; ; i++ {
 		m := fullManifest(fmt.Sprintf("r-%06d", i))
-		m.Status, m.ExitCode = StatusGranted, nil
+		m.Status, m.ExitCode = runmanifest.StatusGranted, nil
 		m.WorkspaceTemplateID = "tpl-crash"
 		if err := s.Create(ctx, m); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -126,8 +128,8 @@ func TestCrashHelper(t *testing.T) {
 		}
 		fmt.Printf("created %s\n", m.RunID) // os.Stdout is unbuffered
 		if i%3 == 0 {
-			err := s.Update(ctx, m.RunID, func(m *Manifest) error {
-				m.Status = StatusCompleted
+			err := s.Update(ctx, m.RunID, func(m *runmanifest.Manifest) error {
+				m.Status = runmanifest.StatusCompleted
 				m.Lifecycle.ResourcesReleased = time.Now()
 				return nil
 			})

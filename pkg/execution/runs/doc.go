@@ -6,6 +6,12 @@
 // policy revision, secret version or generation, or a template that
 // contains openssl@3.0.7.
 //
+// The manifest type and what travels with it (Status, Receipt, Lifecycle,
+// Query, Package, ParseManifest) live in pkg/api/runmanifest, which
+// imports only the standard library, so that a client reads manifests
+// without the stores' databases; this package keeps the Store interface
+// and its SQLite and PostgreSQL implementations.
+//
 // The runtime creates a Manifest when it grants a claim, updates it while
 // the claim lives (sandbox assigned, ready, runner awakened, a move to a new
 // sandbox under the next allocation attempt) and finalises it once when the
@@ -16,14 +22,14 @@
 // refused.
 //
 //	s, err := runs.OpenSQLite(ctx, "/var/lib/slipway/runs.db")
-//	err = s.Create(ctx, &runs.Manifest{RunID: "r-123", WorkspaceTemplateID: "sha256:…", …})
-//	err = s.Update(ctx, "r-123", func(m *runs.Manifest) error {
-//		m.Status, m.Lifecycle.ResourcesReleased = runs.StatusCompleted, now
+//	err = s.Create(ctx, &runmanifest.Manifest{RunID: "r-123", WorkspaceTemplateID: "sha256:…", …})
+//	err = s.Update(ctx, "r-123", func(m *runmanifest.Manifest) error {
+//		m.Status, m.Lifecycle.ResourcesReleased = runmanifest.StatusCompleted, now
 //		return nil
 //	})
 //	m, err := s.Get(ctx, "r-123")
 //	_, err = s.RecordPackages(ctx, "sha256:…", pkgs) // from the template's SBOM attestation
-//	ids, err := s.Query(ctx, runs.Query{Package: "openssl@3.0.7"})
+//	ids, err := s.Query(ctx, runmanifest.Query{Package: "openssl@3.0.7"})
 //	open, err := s.Open(ctx) // runs not final yet: granted or running
 //
 // Store is the interface, with two implementations that pass one

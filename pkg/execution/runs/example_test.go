@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 )
 
@@ -28,25 +29,25 @@ func Example() {
 
 	template := "sha256:" + strings.Repeat("3", 64)
 	// at build time: the packages of the template's SBOM
-	if _, err := s.RecordPackages(ctx, template, []runs.Package{{Name: "openssl", Version: "3.0.7"}, {Name: "zlib", Version: "1.3"}}); err != nil {
+	if _, err := s.RecordPackages(ctx, template, []runmanifest.Package{{Name: "openssl", Version: "3.0.7"}, {Name: "zlib", Version: "1.3"}}); err != nil {
 		log.Fatal(err)
 	}
 
 	// the runtime grants a claim ...
 	t0 := time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
-	err = s.Create(ctx, &runs.Manifest{
+	err = s.Create(ctx, &runmanifest.Manifest{
 		RunID: "r-123", SessionID: "s-1", AllocationAttempt: 1, SandboxID: "sb-7",
 		WorkspaceTemplateID: template, RunnerImageDigest: "sha256:" + strings.Repeat("2", 64),
 		Generation: "g-" + strings.Repeat("6", 64), Pool: "agents", Warm: true,
-		Lifecycle: runs.Lifecycle{RequestReceived: t0, ClaimCreated: t0.Add(3 * time.Millisecond)},
+		Lifecycle: runmanifest.Lifecycle{RequestReceived: t0, ClaimCreated: t0.Add(3 * time.Millisecond)},
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	// ... and finalises the manifest when the claim ends
-	err = s.Update(ctx, "r-123", func(m *runs.Manifest) error {
+	err = s.Update(ctx, "r-123", func(m *runmanifest.Manifest) error {
 		exit := 0
-		m.Status, m.ExitCode = runs.StatusCompleted, &exit
+		m.Status, m.ExitCode = runmanifest.StatusCompleted, &exit
 		m.Lifecycle.ResourcesReleased = t0.Add(61 * time.Second)
 		return nil
 	})
@@ -55,7 +56,7 @@ func Example() {
 	}
 
 	// which runs used a template containing openssl 3.0.7?
-	ids, err := s.Query(ctx, runs.Query{Package: "openssl@3.0.7"})
+	ids, err := s.Query(ctx, runmanifest.Query{Package: "openssl@3.0.7"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,14 +68,14 @@ func Example() {
 		log.Fatal(err)
 	}
 	out, _ := json.Marshal(struct {
-		Status    runs.Status    `json:"status"`
-		Template  string         `json:"workspace_template_id"`
-		Lifecycle runs.Lifecycle `json:"lifecycle"`
+		Status    runmanifest.Status    `json:"status"`
+		Template  string                `json:"workspace_template_id"`
+		Lifecycle runmanifest.Lifecycle `json:"lifecycle"`
 	}{m.Status, m.WorkspaceTemplateID[:15] + "…", m.Lifecycle})
 	fmt.Println(string(out))
 
 	// a final manifest is a record
-	err = s.Update(ctx, "r-123", func(m *runs.Manifest) error { m.Status = runs.StatusRunning; return nil })
+	err = s.Update(ctx, "r-123", func(m *runmanifest.Manifest) error { m.Status = runmanifest.StatusRunning; return nil })
 	fmt.Println(err)
 	// Output:
 	// [r-123]

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/slipway-dev/slipway/internal/groupcommit"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // creates gathers concurrent Creates into one transaction (a group
@@ -27,7 +28,7 @@ type createIn struct {
 // committed with whatever other Creates are waiting. Once queued it waits
 // for the commit even if ctx ends, so that an error always means the
 // manifest was not stored.
-func (s *SQLite) create(ctx context.Context, m *Manifest) error {
+func (s *SQLite) create(ctx context.Context, m *runmanifest.Manifest) error {
 	in, err := pendingOf(m)
 	if err != nil {
 		return err
@@ -42,16 +43,16 @@ func (s *SQLite) create(ctx context.Context, m *Manifest) error {
 }
 
 // pendingOf checks m and makes its row.
-func pendingOf(m *Manifest) (createIn, error) {
+func pendingOf(m *runmanifest.Manifest) (createIn, error) {
 	if m == nil {
 		return createIn{}, fmt.Errorf("%w: manifest: nil", ErrInvalid)
 	}
-	m = m.clone()
+	m = m.Clone()
 	if m.Status == "" {
-		m.Status = StatusGranted
+		m.Status = runmanifest.StatusGranted
 	}
-	m.normalize()
-	if err := m.validate(); err != nil {
+	m.Normalize()
+	if err := m.Validate(); err != nil {
 		return createIn{}, err
 	}
 	doc, err := json.Marshal(m)
@@ -59,7 +60,7 @@ func pendingOf(m *Manifest) (createIn, error) {
 		return createIn{}, fmt.Errorf("runs: create %s: %w", m.RunID, err)
 	}
 	args := []any{m.RunID, string(m.Status)}
-	for _, v := range m.columnValues() {
+	for _, v := range manifestColumns(m) {
 		args = append(args, v)
 	}
 	args = append(args, string(doc)) // text, as the JSON functions expect

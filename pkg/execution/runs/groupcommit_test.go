@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // Concurrent Creates share transactions, and each still gets its own
@@ -24,7 +26,7 @@ func TestConcurrentCreatesCommitTogether(t *testing.T) {
 		if i%8 == 1 {
 			ids[i] = ids[i-1] // a duplicate of its neighbour
 		}
-		m := &Manifest{RunID: ids[i], WorkspaceTemplateID: "tpl"}
+		m := &runmanifest.Manifest{RunID: ids[i], WorkspaceTemplateID: "tpl"}
 		if i == n-1 {
 			m.Status = "done" // invalid
 		}
@@ -56,7 +58,7 @@ func TestConcurrentCreatesCommitTogether(t *testing.T) {
 			}
 		}
 	}
-	if got, _ := s.Query(ctx, Query{Template: "tpl"}); len(got) != stored || stored != n-1-n/8 {
+	if got, _ := s.Query(ctx, runmanifest.Query{Template: "tpl"}); len(got) != stored || stored != n-1-n/8 {
 		t.Errorf("%d runs stored, %d Creates returned nil, want %d", len(got), stored, n-1-n/8)
 	}
 	commits := s.createCommits.Load()

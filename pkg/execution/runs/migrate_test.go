@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // schemaV1 is the schema version 1 wrote, as released: runner_digest held
@@ -85,23 +87,23 @@ func TestMigrateFromSchemaV1(t *testing.T) {
 	if m.RunnerImageDigest != img || m.RunnerBinarySHA256 != "" || m.SecretVersion != "" || m.VerificationPolicyRevision != "" {
 		t.Errorf("migrated manifest: %+v", m)
 	}
-	if got, err := s.Query(ctx, Query{RunnerImage: img}); err != nil || !slices.Equal(got, []string{"r-old"}) {
+	if got, err := s.Query(ctx, runmanifest.Query{RunnerImage: img}); err != nil || !slices.Equal(got, []string{"r-old"}) {
 		t.Errorf("Query(runner image) = %v, %v", got, err)
 	}
-	if err := s.Update(ctx, "r-old", func(m *Manifest) error {
+	if err := s.Update(ctx, "r-old", func(m *runmanifest.Manifest) error {
 		m.RunnerBinarySHA256, m.SecretVersion = "sha256:"+strings.Repeat("7", 64), "vault://kv/agents/token#3"
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Query(ctx, Query{SecretVersion: "vault://kv/agents/token#3"}); err != nil || !slices.Equal(got, []string{"r-old"}) {
+	if got, err := s.Query(ctx, runmanifest.Query{SecretVersion: "vault://kv/agents/token#3"}); err != nil || !slices.Equal(got, []string{"r-old"}) {
 		t.Errorf("Query(secret version) after an update = %v, %v", got, err)
 	}
 	// new runs go in beside the migrated one, through the same columns
-	if err := s.Create(ctx, &Manifest{RunID: "r-new", RunnerImageDigest: img}); err != nil {
+	if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-new", RunnerImageDigest: img}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Query(ctx, Query{RunnerImage: img}); !slices.Equal(got, []string{"r-new", "r-old"}) {
+	if got, _ := s.Query(ctx, runmanifest.Query{RunnerImage: img}); !slices.Equal(got, []string{"r-new", "r-old"}) {
 		t.Errorf("Query(runner image) = %v", got)
 	}
 	plan := strings.Join(queryPlan(t, s, `SELECT run_id FROM runs WHERE runner_image_digest = ?`, img), "; ")
@@ -158,7 +160,7 @@ func TestMigrateAddsRequestKey(t *testing.T) {
 				}
 			}
 			s := open(t)
-			if err := s.Create(ctx, &Manifest{RunID: "r-old", Generation: "g-1"}); err != nil {
+			if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-old", Generation: "g-1"}); err != nil {
 				t.Fatal(err)
 			}
 			for _, stmt := range b.old {
@@ -178,16 +180,16 @@ func TestMigrateAddsRequestKey(t *testing.T) {
 			if m, err := s.Get(ctx, "r-old"); err != nil || m.RequestKey != "" || m.Generation != "g-1" {
 				t.Fatalf("old run after the migration: %+v, %v", m, err)
 			}
-			if err := s.Create(ctx, &Manifest{RunID: "r-new", Generation: "g-1", RequestKey: "job-7:1"}); err != nil {
+			if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-new", Generation: "g-1", RequestKey: "job-7:1"}); err != nil {
 				t.Fatal(err)
 			}
-			if got, err := s.Query(ctx, Query{RequestKey: "job-7:1"}); err != nil || !slices.Equal(got, []string{"r-new"}) {
+			if got, err := s.Query(ctx, runmanifest.Query{RequestKey: "job-7:1"}); err != nil || !slices.Equal(got, []string{"r-new"}) {
 				t.Errorf("Query(request key) = %v, %v", got, err)
 			}
-			if got, err := s.Query(ctx, Query{Node: "n-1"}); err != nil || len(got) != 0 {
+			if got, err := s.Query(ctx, runmanifest.Query{Node: "n-1"}); err != nil || len(got) != 0 {
 				t.Errorf("Query(node) after the migration = %v, %v", got, err)
 			}
-			if got, err := s.Query(ctx, Query{Generation: "g-1"}); err != nil || !slices.Equal(got, []string{"r-new", "r-old"}) {
+			if got, err := s.Query(ctx, runmanifest.Query{Generation: "g-1"}); err != nil || !slices.Equal(got, []string{"r-new", "r-old"}) {
 				t.Errorf("Query(generation) = %v, %v", got, err)
 			}
 			if m, err := s.Get(ctx, "r-new"); err != nil || m.RequestKey != "job-7:1" {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // PostgresSchemaVersion is the version of the PostgreSQL schema this build
@@ -199,7 +201,7 @@ func placeholders(from, n int) string {
 }
 
 // Create implements Store.
-func (s *Postgres) Create(ctx context.Context, m *Manifest) error {
+func (s *Postgres) Create(ctx context.Context, m *runmanifest.Manifest) error {
 	p, err := pendingOf(m)
 	if err != nil {
 		return err
@@ -215,27 +217,27 @@ func (s *Postgres) Create(ctx context.Context, m *Manifest) error {
 }
 
 // Update implements Store.
-func (s *Postgres) Update(ctx context.Context, runID string, fn func(*Manifest) error) error {
+func (s *Postgres) Update(ctx context.Context, runID string, fn func(*runmanifest.Manifest) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("runs: update %s: %w", safeID(runID), err)
+		return fmt.Errorf("runs: update %s: %w", runmanifest.SafeID(runID), err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var id int64
 	var doc []byte
 	err = tx.QueryRow(ctx, `SELECT id, manifest FROM slipway_runs.runs WHERE run_id = $1 FOR UPDATE`, runID).Scan(&id, &doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%w: %s", ErrNotFound, safeID(runID))
+		return fmt.Errorf("%w: %s", ErrNotFound, runmanifest.SafeID(runID))
 	}
 	if err != nil {
-		return fmt.Errorf("runs: update %s: %w", safeID(runID), err)
+		return fmt.Errorf("runs: update %s: %w", runmanifest.SafeID(runID), err)
 	}
-	m, err := decodeManifest(doc)
+	m, err := runmanifest.DecodeManifest(doc)
 	if err != nil {
-		return fmt.Errorf("runs: update %s: stored manifest: %w", safeID(runID), err)
+		return fmt.Errorf("runs: update %s: stored manifest: %w", runmanifest.SafeID(runID), err)
 	}
 	if m.Status.Final() {
-		return fmt.Errorf("%w: %s is %s", ErrCompleted, safeID(runID), m.Status)
+		return fmt.Errorf("%w: %s is %s", ErrCompleted, runmanifest.SafeID(runID), m.Status)
 	}
 	// jsonb keeps its own key order: compare encodings made here
 	before, err := json.Marshal(m)
@@ -251,7 +253,7 @@ func (s *Postgres) Update(ctx context.Context, runID string, fn func(*Manifest) 
 	}
 	set := []string{"status = $1", "manifest = $2"}
 	args := []any{string(m.Status), string(next)}
-	for i, v := range m.columnValues() {
+	for i, v := range manifestColumns(m) {
 		if v != oldColumns[i] {
 			args = append(args, v)
 			set = append(set, queryColumns[i]+" = $"+strconv.Itoa(len(args)))
@@ -268,7 +270,7 @@ func (s *Postgres) Update(ctx context.Context, runID string, fn func(*Manifest) 
 }
 
 // Get implements Store.
-func (s *Postgres) Get(ctx context.Context, runID string) (*Manifest, error) {
+func (s *Postgres) Get(ctx context.Context, runID string) (*runmanifest.Manifest, error) {
 	var doc []byte
 	err := s.pool.QueryRow(ctx, `SELECT manifest FROM slipway_runs.runs WHERE run_id = $1`, runID).Scan(&doc)
 	return stored(runID, doc, err, errors.Is(err, pgx.ErrNoRows))
@@ -277,16 +279,16 @@ func (s *Postgres) Get(ctx context.Context, runID string) (*Manifest, error) {
 // Query implements Store. A package query goes from the package index to
 // the templates holding the package and to their runs; the ids are sorted
 // by the database (byte order, as Go sorts) and the limit applied there.
-func (s *Postgres) Query(ctx context.Context, q Query) ([]string, error) {
-	stmt, args, err := q.postgres()
+func (s *Postgres) Query(ctx context.Context, q runmanifest.Query) ([]string, error) {
+	stmt, args, err := postgresQuery(q)
 	if err != nil {
 		return nil, err
 	}
 	return s.ids(ctx, "query", stmt, args...)
 }
 
-func (q Query) postgres() (string, []any, error) {
-	if err := q.check(); err != nil {
+func postgresQuery(q runmanifest.Query) (string, []any, error) {
+	if err := checkQuery(q); err != nil {
 		return "", nil, err
 	}
 	var where []string
@@ -297,19 +299,19 @@ func (q Query) postgres() (string, []any, error) {
 	}
 	from := "slipway_runs.runs r"
 	if q.Package != "" {
-		p, err := ParsePackage(q.Package)
+		p, err := runmanifest.ParsePackage(q.Package)
 		if err != nil {
 			return "", nil, err
 		}
 		from = "slipway_runs.template_packages p JOIN slipway_runs.runs r ON r.workspace_template_id = p.template_id"
 		where = append(where, "p.name = "+arg(p.Name), "p.version = "+arg(p.Version))
 	}
-	for i, v := range q.columnValues() {
+	for i, v := range queryColumnValues(q) {
 		if v != "" {
 			where = append(where, "r."+queryColumns[i]+" = "+arg(v))
 		}
 	}
-	for _, c := range q.manifestCriteria() {
+	for _, c := range manifestCriteria(q) {
 		if c[1] != "" {
 			where = append(where, "(r.manifest->>'"+c[0]+"') = "+arg(c[1]))
 		}
@@ -344,7 +346,7 @@ func (s *Postgres) ids(ctx context.Context, what, stmt string, args ...any) ([]s
 
 // RecordPackages implements Store. Recordings of one template queue on an
 // advisory lock of the template, from any handle.
-func (s *Postgres) RecordPackages(ctx context.Context, templateID string, pkgs []Package) (Change, error) {
+func (s *Postgres) RecordPackages(ctx context.Context, templateID string, pkgs []runmanifest.Package) (runmanifest.Change, error) {
 	set, sum, err := packageSet(templateID, pkgs)
 	if err != nil {
 		return "", err
@@ -353,7 +355,7 @@ func (s *Postgres) RecordPackages(ctx context.Context, templateID string, pkgs [
 	for i, p := range set {
 		names[i], versions[i] = p.Name, p.Version
 	}
-	change := Created
+	change := runmanifest.Created
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, pgLockClass, templateID); err != nil {
 			return err
@@ -364,10 +366,10 @@ func (s *Postgres) RecordPackages(ctx context.Context, templateID string, pkgs [
 		case err != nil:
 			return err
 		case old == sum:
-			change = Unchanged
+			change = runmanifest.Unchanged
 			return nil
 		default:
-			change = Updated
+			change = runmanifest.Updated
 			if _, err := tx.Exec(ctx, `DELETE FROM slipway_runs.template_packages WHERE template_id = $1`, templateID); err != nil {
 				return err
 			}
@@ -389,16 +391,16 @@ func (s *Postgres) RecordPackages(ctx context.Context, templateID string, pkgs [
 
 // packageSet checks a template's packages and returns them sorted without
 // duplicates, with the sha256 of the set.
-func packageSet(templateID string, pkgs []Package) ([]Package, string, error) {
+func packageSet(templateID string, pkgs []runmanifest.Package) ([]runmanifest.Package, string, error) {
 	if templateID == "" {
 		return nil, "", fmt.Errorf("%w: template id: required", ErrInvalid)
 	}
-	if err := checkID(templateID); err != nil {
+	if err := runmanifest.CheckID(templateID); err != nil {
 		return nil, "", fmt.Errorf("%w: template id: %s", ErrInvalid, err)
 	}
 	set := slices.Clone(pkgs)
 	for _, p := range set {
-		if err := p.validate(); err != nil {
+		if err := p.Validate(); err != nil {
 			return nil, "", fmt.Errorf("template %s: %w", templateID, err)
 		}
 	}

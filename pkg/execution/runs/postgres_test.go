@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 func openPostgres(t *testing.T, dsn string) *Postgres {
@@ -100,11 +101,11 @@ func TestPostgresQueryOrder(t *testing.T) {
 	s := openPostgres(t, pgtest.New(t))
 	ids := []string{"r-b", "R-a", "r-A", "r_1", "r-10", "r-9"}
 	for _, id := range ids {
-		if err := s.Create(ctx, &Manifest{RunID: id, WorkspaceTemplateID: "tpl"}); err != nil {
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: id, WorkspaceTemplateID: "tpl"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.Query(ctx, Query{Template: "tpl", Limit: 4})
+	got, err := s.Query(ctx, runmanifest.Query{Template: "tpl", Limit: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 
 	_ "modernc.org/sqlite" // the pure-Go driver named "sqlite"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // SchemaVersion is the version of the SQLite schema this build writes. A
@@ -101,7 +103,7 @@ var migrations = [][]string{
 // covers Open), so Open reads a few entries whatever the number of finished
 // runs; Open's WHERE is the same text, which is how SQLite knows the index
 // applies.
-const openWhere = `status IN ('` + string(StatusGranted) + `', '` + string(StatusRunning) + `')`
+const openWhere = `status IN ('` + string(runmanifest.StatusGranted) + `', '` + string(runmanifest.StatusRunning) + `')`
 
 // additions are indexes added to a schema version after its release. They
 // change nothing an older build reads or writes (SQLite maintains every
@@ -115,7 +117,7 @@ var additions = []string{
 // manifestCriteria are Query's criteria read from the manifest (by an
 // expression index), not from a column: the SQL expression of each, and
 // its value in q.
-func (q Query) manifestCriteria() [][2]string {
+func manifestCriteria(q runmanifest.Query) [][2]string {
 	return [][2]string{{"node_id", q.Node}, {"runtime_class", q.RuntimeClass}}
 }
 
@@ -124,11 +126,11 @@ func (q Query) manifestCriteria() [][2]string {
 var queryColumns = []string{"workspace_template_id", "runner_image_digest", "runner_binary_sha256", "node_image_id",
 	"policy_revision", "secret_version", "generation", "request_key"}
 
-func (q Query) columnValues() []string {
+func queryColumnValues(q runmanifest.Query) []string {
 	return []string{q.Template, q.RunnerImage, q.RunnerBinary, q.NodeImage, q.Policy, q.SecretVersion, q.Generation, q.RequestKey}
 }
 
-func (m *Manifest) columnValues() []string {
+func manifestColumns(m *runmanifest.Manifest) []string {
 	return []string{m.WorkspaceTemplateID, m.RunnerImageDigest, m.RunnerBinarySHA256, m.NodeImageID,
 		m.PolicyRevision, m.SecretVersion, m.Generation, m.RequestKey}
 }
@@ -290,11 +292,11 @@ func (s *SQLite) Close() error {
 
 // Create implements Store. Concurrent Creates share one transaction, and
 // one flush of the disk (see createQueue).
-func (s *SQLite) Create(ctx context.Context, m *Manifest) error { return s.create(ctx, m) }
+func (s *SQLite) Create(ctx context.Context, m *runmanifest.Manifest) error { return s.create(ctx, m) }
 
 // createAll creates every manifest of ms in one transaction: all or none.
 // The benchmark loads its million manifests through it.
-func (s *SQLite) createAll(ctx context.Context, ms iter.Seq[*Manifest]) (int, error) {
+func (s *SQLite) createAll(ctx context.Context, ms iter.Seq[*runmanifest.Manifest]) (int, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("runs: create: %w", err)
@@ -306,12 +308,12 @@ func (s *SQLite) createAll(ctx context.Context, ms iter.Seq[*Manifest]) (int, er
 		if m == nil {
 			return 0, fmt.Errorf("%w: manifest: nil", ErrInvalid)
 		}
-		m = m.clone()
+		m = m.Clone()
 		if m.Status == "" {
-			m.Status = StatusGranted
+			m.Status = runmanifest.StatusGranted
 		}
-		m.normalize()
-		if err := m.validate(); err != nil {
+		m.Normalize()
+		if err := m.Validate(); err != nil {
 			return 0, err
 		}
 		doc, err := json.Marshal(m)
@@ -319,7 +321,7 @@ func (s *SQLite) createAll(ctx context.Context, ms iter.Seq[*Manifest]) (int, er
 			return 0, fmt.Errorf("runs: create %s: %w", m.RunID, err)
 		}
 		args := []any{m.RunID, string(m.Status)}
-		for _, v := range m.columnValues() {
+		for _, v := range manifestColumns(m) {
 			args = append(args, v)
 		}
 		args = append(args, string(doc)) // text, as the JSON functions expect
@@ -341,27 +343,27 @@ func (s *SQLite) createAll(ctx context.Context, ms iter.Seq[*Manifest]) (int, er
 }
 
 // Update implements Store.
-func (s *SQLite) Update(ctx context.Context, runID string, fn func(*Manifest) error) error {
+func (s *SQLite) Update(ctx context.Context, runID string, fn func(*runmanifest.Manifest) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("runs: update %s: %w", safeID(runID), err)
+		return fmt.Errorf("runs: update %s: %w", runmanifest.SafeID(runID), err)
 	}
 	defer tx.Rollback()
 	var id int64
 	var doc []byte
 	err = tx.QueryRowContext(ctx, `SELECT id, manifest FROM runs WHERE run_id = ?`, runID).Scan(&id, &doc)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: %s", ErrNotFound, safeID(runID))
+		return fmt.Errorf("%w: %s", ErrNotFound, runmanifest.SafeID(runID))
 	}
 	if err != nil {
-		return fmt.Errorf("runs: update %s: %w", safeID(runID), err)
+		return fmt.Errorf("runs: update %s: %w", runmanifest.SafeID(runID), err)
 	}
-	m, err := decodeManifest(doc)
+	m, err := runmanifest.DecodeManifest(doc)
 	if err != nil {
-		return fmt.Errorf("runs: update %s: stored manifest: %w", safeID(runID), err)
+		return fmt.Errorf("runs: update %s: stored manifest: %w", runmanifest.SafeID(runID), err)
 	}
 	if m.Status.Final() {
-		return fmt.Errorf("%w: %s is %s", ErrCompleted, safeID(runID), m.Status)
+		return fmt.Errorf("%w: %s is %s", ErrCompleted, runmanifest.SafeID(runID), m.Status)
 	}
 	oldColumns, next, err := change(runID, m, fn)
 	if err != nil {
@@ -374,7 +376,7 @@ func (s *SQLite) Update(ctx context.Context, runID string, fn func(*Manifest) er
 	// when its column is set
 	set := []string{"status = ?"}
 	args := []any{string(m.Status)}
-	for i, v := range m.columnValues() {
+	for i, v := range manifestColumns(m) {
 		if v != oldColumns[i] {
 			set = append(set, queryColumns[i]+" = ?")
 			args = append(args, v)
@@ -392,15 +394,15 @@ func (s *SQLite) Update(ctx context.Context, runID string, fn func(*Manifest) er
 }
 
 // Get implements Store.
-func (s *SQLite) Get(ctx context.Context, runID string) (*Manifest, error) {
+func (s *SQLite) Get(ctx context.Context, runID string) (*runmanifest.Manifest, error) {
 	var doc []byte
 	err := s.r.QueryRowContext(ctx, `SELECT manifest FROM runs WHERE run_id = ?`, runID).Scan(&doc)
 	return stored(runID, doc, err, errors.Is(err, sql.ErrNoRows))
 }
 
 // Query implements Store.
-func (s *SQLite) Query(ctx context.Context, q Query) ([]string, error) {
-	stmt, args, err := q.sql()
+func (s *SQLite) Query(ctx context.Context, q runmanifest.Query) ([]string, error) {
+	stmt, args, err := sqliteQuery(q)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +437,7 @@ func (s *SQLite) Open(ctx context.Context) ([]string, error) {
 
 const openStmt = `SELECT group_concat(run_id, char(10)) FROM runs WHERE ` + openWhere
 
-// sql builds the statement of q. A package query walks the package index to
+// sqliteQuery builds the statement of q. A package query walks the package index to
 // the templates holding the package and each template's runs through
 // runs_by_template (CROSS JOIN and INDEXED BY fix that plan; a runner's
 // index, say, would be walked once per template); the other criteria filter.
@@ -443,15 +445,15 @@ const openStmt = `SELECT group_concat(run_id, char(10)) FROM runs WHERE ` + open
 // the statistics PRAGMA optimize keeps. The ids are sorted in Go: asking
 // SQLite for ORDER BY run_id invites it to scan the run_id index of every
 // run instead.
-func (q Query) sql() (string, []any, error) {
-	if err := q.check(); err != nil {
+func sqliteQuery(q runmanifest.Query) (string, []any, error) {
+	if err := checkQuery(q); err != nil {
 		return "", nil, err
 	}
 	var where []string
 	var args []any
 	from := "runs r"
 	if q.Package != "" {
-		p, err := ParsePackage(q.Package)
+		p, err := runmanifest.ParsePackage(q.Package)
 		if err != nil {
 			return "", nil, err
 		}
@@ -459,13 +461,13 @@ func (q Query) sql() (string, []any, error) {
 		where = append(where, "p.name = ?", "p.version = ?")
 		args = append(args, p.Name, p.Version)
 	}
-	for i, v := range q.columnValues() {
+	for i, v := range queryColumnValues(q) {
 		if v != "" {
 			where = append(where, "r."+queryColumns[i]+" = ?")
 			args = append(args, v)
 		}
 	}
-	for _, c := range q.manifestCriteria() {
+	for _, c := range manifestCriteria(q) {
 		if c[1] != "" {
 			where = append(where, "json_extract(r.manifest, '$."+c[0]+"') = ?")
 			args = append(args, c[1])
@@ -479,7 +481,7 @@ func (q Query) sql() (string, []any, error) {
 }
 
 // RecordPackages implements Store.
-func (s *SQLite) RecordPackages(ctx context.Context, templateID string, pkgs []Package) (Change, error) {
+func (s *SQLite) RecordPackages(ctx context.Context, templateID string, pkgs []runmanifest.Package) (runmanifest.Change, error) {
 	set, sum, err := packageSet(templateID, pkgs)
 	if err != nil {
 		return "", err
@@ -489,16 +491,16 @@ func (s *SQLite) RecordPackages(ctx context.Context, templateID string, pkgs []P
 		return "", fmt.Errorf("runs: record packages of %s: %w", templateID, err)
 	}
 	defer tx.Rollback()
-	change := Created
+	change := runmanifest.Created
 	var old string
 	switch err := tx.QueryRowContext(ctx, `SELECT packages_sha256 FROM templates WHERE template_id = ?`, templateID).Scan(&old); {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return "", fmt.Errorf("runs: record packages of %s: %w", templateID, err)
 	case old == sum:
-		return Unchanged, nil
+		return runmanifest.Unchanged, nil
 	default:
-		change = Updated
+		change = runmanifest.Updated
 		if _, err := tx.ExecContext(ctx, `DELETE FROM template_packages WHERE template_id = ?`, templateID); err != nil {
 			return "", fmt.Errorf("runs: record packages of %s: %w", templateID, err)
 		}
@@ -524,18 +526,18 @@ func (s *SQLite) RecordPackages(ctx context.Context, templateID string, pkgs []P
 	return change, nil
 }
 
-// check refuses a query without a criterion or with a negative limit.
-func (q Query) check() error {
+// checkQuery refuses a query without a criterion or with a negative limit.
+func checkQuery(q runmanifest.Query) error {
 	if q.Limit < 0 {
 		return fmt.Errorf("%w: query: limit %d is negative", ErrInvalid, q.Limit)
 	}
-	if q.empty() {
+	if q.Empty() {
 		return fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, node, runtime class, policy, secret version, generation, request key or package)", ErrInvalid)
 	}
 	return nil
 }
 
-func cmpPackage(a, b Package) int {
+func cmpPackage(a, b runmanifest.Package) int {
 	if c := strings.Compare(a.Name, b.Name); c != 0 {
 		return c
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 func openTemp(t *testing.T) (*SQLite, string) {
@@ -31,12 +33,12 @@ func TestOpenSQLiteRefusesNonFiles(t *testing.T) {
 // The queries read only indexes: no scan of the runs table, whatever its size.
 func TestQueryPlansUseCoveringIndexes(t *testing.T) {
 	s, _ := openTemp(t)
-	for _, q := range []Query{
+	for _, q := range []runmanifest.Query{
 		{Template: "t"}, {RunnerImage: "r"}, {RunnerBinary: "b"}, {NodeImage: "n"}, {Policy: "p"}, {SecretVersion: "s#1"},
 		{Generation: "g"}, {Package: "a@1"}, {Node: "n"}, {RuntimeClass: "c"},
 		{Package: "a@1", RunnerImage: "r"}, {Template: "t", Generation: "g"},
 	} {
-		stmt, args, err := q.sql()
+		stmt, args, err := sqliteQuery(q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +55,7 @@ func TestQueryPlansUseCoveringIndexes(t *testing.T) {
 			t.Errorf("Query(%+v) does not go from templates to their runs: %s", q, text)
 		}
 		single := 0
-		for _, v := range append(q.columnValues(), q.Package) {
+		for _, v := range append(queryColumnValues(q), q.Package) {
 			if v != "" {
 				single++
 			}
@@ -122,11 +124,11 @@ func TestOpenRunsIndexSQLite(t *testing.T) {
 	ctx := context.Background()
 	s, path := openTemp(t)
 	for _, id := range []string{"r-2", "r-1", "r-3"} {
-		if err := s.Create(ctx, &Manifest{RunID: id}); err != nil {
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Update(ctx, "r-3", func(m *Manifest) error { m.Status = StatusCompleted; return nil }); err != nil {
+	if err := s.Update(ctx, "r-3", func(m *runmanifest.Manifest) error { m.Status = runmanifest.StatusCompleted; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if text := strings.Join(queryPlan(t, s, openStmt), "; "); strings.Contains(text, "SCAN") || !strings.Contains(text, "COVERING INDEX runs_open") {

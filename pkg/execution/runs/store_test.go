@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // The Store conformance suite: every test here runs against each backend,
@@ -94,27 +95,27 @@ func TestCreateRefuses(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open opener) {
 		ctx := context.Background()
 		s := open(t)
-		if err := s.Create(ctx, &Manifest{RunID: "r-1"}); err != nil {
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-1"}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Get(ctx, "r-1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != StatusGranted || got.CredentialIssuances == nil {
+		if got.Status != runmanifest.StatusGranted || got.CredentialIssuances == nil {
 			t.Errorf("a bare manifest is stored as %q with receipts %#v; want granted and an empty list", got.Status, got.CredentialIssuances)
 		}
-		if err := s.Create(ctx, &Manifest{RunID: "r-1", Pool: "other"}); !errors.Is(err, ErrExists) {
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-1", Pool: "other"}); !errors.Is(err, ErrExists) {
 			t.Errorf("second Create: err = %v, want ErrExists", err)
 		}
 		if got, _ := s.Get(ctx, "r-1"); got.Pool != "" {
 			t.Error("a second Create overwrote the first")
 		}
-		for name, m := range map[string]*Manifest{
+		for name, m := range map[string]*runmanifest.Manifest{
 			"nil":        nil,
 			"no run id":  {Pool: "agents"},
 			"bad status": {RunID: "r-2", Status: "done"},
-			"bad receipt": {RunID: "r-3", CredentialIssuances: []Receipt{{Issuer: "b", SecretVersion: "v1",
+			"bad receipt": {RunID: "r-3", CredentialIssuances: []runmanifest.Receipt{{Issuer: "b", SecretVersion: "v1",
 				SHA256Fingerprint: "hunter2"}}},
 		} {
 			if err := s.Create(ctx, m); !errors.Is(err, ErrInvalid) {
@@ -132,40 +133,40 @@ func TestUpdateLifecycle(t *testing.T) {
 		ctx := context.Background()
 		s := open(t)
 		t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-		if err := s.Create(ctx, &Manifest{RunID: "r-1", AllocationAttempt: 1, WorkspaceTemplateID: "tpl-a",
-			Lifecycle: Lifecycle{ClaimCreated: t0}}); err != nil {
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-1", AllocationAttempt: 1, WorkspaceTemplateID: "tpl-a",
+			Lifecycle: runmanifest.Lifecycle{ClaimCreated: t0}}); err != nil {
 			t.Fatal(err)
 		}
-		step := func(fn func(*Manifest) error) {
+		step := func(fn func(*runmanifest.Manifest) error) {
 			t.Helper()
 			if err := s.Update(ctx, "r-1", fn); err != nil {
 				t.Fatal(err)
 			}
 		}
-		step(func(m *Manifest) error {
+		step(func(m *runmanifest.Manifest) error {
 			m.SandboxID, m.Lifecycle.SandboxAssigned = "sb-1", t0.Add(time.Millisecond)
 			return nil
 		})
 		// the claim moves to a new sandbox: next attempt, new sandbox
-		step(func(m *Manifest) error {
+		step(func(m *runmanifest.Manifest) error {
 			m.AllocationAttempt, m.SandboxID = 2, "sb-2"
 			return nil
 		})
-		step(func(m *Manifest) error {
-			m.Status, m.Lifecycle.RunnerAwakened = StatusRunning, t0.Add(time.Second)
+		step(func(m *runmanifest.Manifest) error {
+			m.Status, m.Lifecycle.RunnerAwakened = runmanifest.StatusRunning, t0.Add(time.Second)
 			return nil
 		})
 		// refusals leave the stored manifest as it was
 		boom := errors.New("boom")
-		if err := s.Update(ctx, "r-1", func(m *Manifest) error { m.Pool = "x"; return boom }); !errors.Is(err, boom) {
+		if err := s.Update(ctx, "r-1", func(m *runmanifest.Manifest) error { m.Pool = "x"; return boom }); !errors.Is(err, boom) {
 			t.Errorf("fn error: got %v, want boom", err)
 		}
-		for name, fn := range map[string]func(*Manifest) error{
-			"run id changed":    func(m *Manifest) error { m.RunID = "r-2"; return nil },
-			"attempt lowered":   func(m *Manifest) error { m.AllocationAttempt = 1; return nil },
-			"status cleared":    func(m *Manifest) error { m.Status = ""; return nil },
-			"invalid template":  func(m *Manifest) error { m.WorkspaceTemplateID = "a b"; return nil },
-			"bad final receipt": func(m *Manifest) error { m.CredentialIssuances = []Receipt{{}}; return nil },
+		for name, fn := range map[string]func(*runmanifest.Manifest) error{
+			"run id changed":    func(m *runmanifest.Manifest) error { m.RunID = "r-2"; return nil },
+			"attempt lowered":   func(m *runmanifest.Manifest) error { m.AllocationAttempt = 1; return nil },
+			"status cleared":    func(m *runmanifest.Manifest) error { m.Status = ""; return nil },
+			"invalid template":  func(m *runmanifest.Manifest) error { m.WorkspaceTemplateID = "a b"; return nil },
+			"bad final receipt": func(m *runmanifest.Manifest) error { m.CredentialIssuances = []runmanifest.Receipt{{}}; return nil },
 		} {
 			if err := s.Update(ctx, "r-1", fn); !errors.Is(err, ErrInvalid) {
 				t.Errorf("%s: err = %v, want ErrInvalid", name, err)
@@ -175,40 +176,40 @@ func TestUpdateLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Pool != "" || got.AllocationAttempt != 2 || got.SandboxID != "sb-2" || got.Status != StatusRunning ||
+		if got.Pool != "" || got.AllocationAttempt != 2 || got.SandboxID != "sb-2" || got.Status != runmanifest.StatusRunning ||
 			got.WorkspaceTemplateID != "tpl-a" || len(got.CredentialIssuances) != 0 {
 			t.Errorf("after refused updates: %+v", got)
 		}
 		// finalise once
 		exit := 3
-		step(func(m *Manifest) error {
-			m.Status, m.ExitCode = StatusFailed, &exit
+		step(func(m *runmanifest.Manifest) error {
+			m.Status, m.ExitCode = runmanifest.StatusFailed, &exit
 			m.Lifecycle.ResourcesReleased = t0.Add(time.Minute)
 			return nil
 		})
-		if err := s.Update(ctx, "r-1", func(m *Manifest) error { m.Status = StatusRunning; return nil }); !errors.Is(err, ErrCompleted) {
+		if err := s.Update(ctx, "r-1", func(m *runmanifest.Manifest) error { m.Status = runmanifest.StatusRunning; return nil }); !errors.Is(err, ErrCompleted) {
 			t.Errorf("Update of a final manifest: err = %v, want ErrCompleted", err)
 		}
 		called := false
-		if err := s.Update(ctx, "r-1", func(*Manifest) error { called = true; return nil }); !errors.Is(err, ErrCompleted) || called {
+		if err := s.Update(ctx, "r-1", func(*runmanifest.Manifest) error { called = true; return nil }); !errors.Is(err, ErrCompleted) || called {
 			t.Errorf("Update of a final manifest: err = %v, fn called %v", err, called)
 		}
 		got, err = s.Get(ctx, "r-1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Status != StatusFailed || got.ExitCode == nil || *got.ExitCode != 3 || !got.Lifecycle.ResourcesReleased.Equal(t0.Add(time.Minute)) ||
+		if got.Status != runmanifest.StatusFailed || got.ExitCode == nil || *got.ExitCode != 3 || !got.Lifecycle.ResourcesReleased.Equal(t0.Add(time.Minute)) ||
 			!got.Lifecycle.SandboxAssigned.Equal(t0.Add(time.Millisecond)) {
 			t.Errorf("final manifest: %+v", got)
 		}
-		if err := s.Update(ctx, "r-404", func(*Manifest) error { return nil }); !errors.Is(err, ErrNotFound) {
+		if err := s.Update(ctx, "r-404", func(*runmanifest.Manifest) error { return nil }); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Update(unknown): err = %v, want ErrNotFound", err)
 		}
 		// a manifest created final is a record from the start
-		if err := s.Create(ctx, &Manifest{RunID: "r-2", Status: StatusReleased}); err != nil {
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-2", Status: runmanifest.StatusReleased}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Update(ctx, "r-2", func(*Manifest) error { return nil }); !errors.Is(err, ErrCompleted) {
+		if err := s.Update(ctx, "r-2", func(*runmanifest.Manifest) error { return nil }); !errors.Is(err, ErrCompleted) {
 			t.Errorf("Update of a manifest created released: err = %v, want ErrCompleted", err)
 		}
 	})
@@ -228,7 +229,7 @@ func queryFixture(t *testing.T, s Store) {
 		{"tpl-b", "run-2", "bin-2", "img-1", "pol-2", "vault://kv/agents/token#4", "g-2"},
 		{"tpl-c", "run-1", "bin-1", "img-1", "pol-2", "", "g-1"},
 	} {
-		m := &Manifest{RunID: fmt.Sprintf("r-%d", i), WorkspaceTemplateID: c.tpl, RunnerImageDigest: c.runner,
+		m := &runmanifest.Manifest{RunID: fmt.Sprintf("r-%d", i), WorkspaceTemplateID: c.tpl, RunnerImageDigest: c.runner,
 			RunnerBinarySHA256: c.bin, NodeImageID: c.img, PolicyRevision: c.pol, SecretVersion: c.secret, Generation: c.gen,
 			NodeID: fmt.Sprintf("node-%d", i%3), RuntimeClass: []string{"gvisor", "runc"}[i%2]}
 		if i%2 == 0 { // the even runs carry a request key each
@@ -246,38 +247,38 @@ func TestQuery(t *testing.T) {
 		s := open(t)
 		queryFixture(t, s)
 		for _, c := range []struct {
-			q    Query
+			q    runmanifest.Query
 			want []string
 		}{
-			{Query{Template: "tpl-a"}, []string{"r-0", "r-1", "r-2"}},
-			{Query{Template: "tpl-c"}, []string{"r-5"}},
-			{Query{Template: "tpl-z"}, nil},
-			{Query{RunnerImage: "run-2"}, []string{"r-2", "r-3", "r-4"}},
-			{Query{NodeImage: "img-1"}, []string{"r-0", "r-1", "r-4", "r-5"}},
-			{Query{Policy: "pol-2"}, []string{"r-3", "r-4", "r-5"}},
-			{Query{Generation: "g-1"}, []string{"r-0", "r-1", "r-5"}},
-			{Query{Template: "tpl-a", RunnerImage: "run-2"}, []string{"r-2"}},
-			{Query{Policy: "pol-2", NodeImage: "img-1", Generation: "g-2"}, []string{"r-4"}},
-			{Query{NodeImage: "img-1", Limit: 2}, []string{"r-0", "r-1"}},
+			{runmanifest.Query{Template: "tpl-a"}, []string{"r-0", "r-1", "r-2"}},
+			{runmanifest.Query{Template: "tpl-c"}, []string{"r-5"}},
+			{runmanifest.Query{Template: "tpl-z"}, nil},
+			{runmanifest.Query{RunnerImage: "run-2"}, []string{"r-2", "r-3", "r-4"}},
+			{runmanifest.Query{NodeImage: "img-1"}, []string{"r-0", "r-1", "r-4", "r-5"}},
+			{runmanifest.Query{Policy: "pol-2"}, []string{"r-3", "r-4", "r-5"}},
+			{runmanifest.Query{Generation: "g-1"}, []string{"r-0", "r-1", "r-5"}},
+			{runmanifest.Query{Template: "tpl-a", RunnerImage: "run-2"}, []string{"r-2"}},
+			{runmanifest.Query{Policy: "pol-2", NodeImage: "img-1", Generation: "g-2"}, []string{"r-4"}},
+			{runmanifest.Query{NodeImage: "img-1", Limit: 2}, []string{"r-0", "r-1"}},
 			// the runner's image and binary are two criteria, never confused
-			{Query{RunnerBinary: "bin-2"}, []string{"r-3", "r-4"}},
-			{Query{RunnerBinary: "run-2"}, nil},
-			{Query{RunnerImage: "bin-2"}, nil},
-			{Query{RunnerImage: "run-2", RunnerBinary: "bin-1"}, []string{"r-2"}},
+			{runmanifest.Query{RunnerBinary: "bin-2"}, []string{"r-3", "r-4"}},
+			{runmanifest.Query{RunnerBinary: "run-2"}, nil},
+			{runmanifest.Query{RunnerImage: "bin-2"}, nil},
+			{runmanifest.Query{RunnerImage: "run-2", RunnerBinary: "bin-1"}, []string{"r-2"}},
 			// a secret version is found by its version
-			{Query{SecretVersion: "vault://kv/agents/token#3"}, []string{"r-0", "r-1"}},
-			{Query{SecretVersion: "vault://kv/agents/token#4"}, []string{"r-2", "r-3", "r-4"}},
-			{Query{SecretVersion: "vault://kv/agents/token"}, nil},
+			{runmanifest.Query{SecretVersion: "vault://kv/agents/token#3"}, []string{"r-0", "r-1"}},
+			{runmanifest.Query{SecretVersion: "vault://kv/agents/token#4"}, []string{"r-2", "r-3", "r-4"}},
+			{runmanifest.Query{SecretVersion: "vault://kv/agents/token"}, nil},
 			// a claim request's key finds its run
-			{Query{RequestKey: "job-2:attempt-1"}, []string{"r-2"}},
-			{Query{RequestKey: "job-2:attempt-1", Template: "tpl-b"}, nil},
-			{Query{RequestKey: "job-1:attempt-1"}, nil},
+			{runmanifest.Query{RequestKey: "job-2:attempt-1"}, []string{"r-2"}},
+			{runmanifest.Query{RequestKey: "job-2:attempt-1", Template: "tpl-b"}, nil},
+			{runmanifest.Query{RequestKey: "job-1:attempt-1"}, nil},
 			// the node and the runtime class, from the manifest
-			{Query{Node: "node-1"}, []string{"r-1", "r-4"}},
-			{Query{RuntimeClass: "runc"}, []string{"r-1", "r-3", "r-5"}},
-			{Query{Node: "node-0", RuntimeClass: "runc"}, []string{"r-3"}},
-			{Query{Node: "node-0", Template: "tpl-a"}, []string{"r-0"}},
-			{Query{Node: "node-9"}, nil},
+			{runmanifest.Query{Node: "node-1"}, []string{"r-1", "r-4"}},
+			{runmanifest.Query{RuntimeClass: "runc"}, []string{"r-1", "r-3", "r-5"}},
+			{runmanifest.Query{Node: "node-0", RuntimeClass: "runc"}, []string{"r-3"}},
+			{runmanifest.Query{Node: "node-0", Template: "tpl-a"}, []string{"r-0"}},
+			{runmanifest.Query{Node: "node-9"}, nil},
 		} {
 			got, err := s.Query(ctx, c.q)
 			if err != nil {
@@ -288,16 +289,16 @@ func TestQuery(t *testing.T) {
 				t.Errorf("Query(%+v) = %v, want %v", c.q, got, c.want)
 			}
 		}
-		for _, q := range []Query{{}, {Limit: 3}, {Template: "tpl-a", Limit: -1}, {Package: "openssl"}} {
+		for _, q := range []runmanifest.Query{{}, {Limit: 3}, {Template: "tpl-a", Limit: -1}, {Package: "openssl"}} {
 			if _, err := s.Query(ctx, q); !errors.Is(err, ErrInvalid) {
 				t.Errorf("Query(%+v): err = %v, want ErrInvalid", q, err)
 			}
 		}
 		// the query columns follow updates
-		if err := s.Update(ctx, "r-5", func(m *Manifest) error { m.WorkspaceTemplateID = "tpl-a"; return nil }); err != nil {
+		if err := s.Update(ctx, "r-5", func(m *runmanifest.Manifest) error { m.WorkspaceTemplateID = "tpl-a"; return nil }); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := s.Query(ctx, Query{Template: "tpl-a"}); !slices.Equal(got, []string{"r-0", "r-1", "r-2", "r-5"}) {
+		if got, _ := s.Query(ctx, runmanifest.Query{Template: "tpl-a"}); !slices.Equal(got, []string{"r-0", "r-1", "r-2", "r-5"}) {
 			t.Errorf("after the update, template tpl-a has %v", got)
 		}
 	})
@@ -308,10 +309,10 @@ func TestPackageQuery(t *testing.T) {
 		ctx := context.Background()
 		s := open(t)
 		queryFixture(t, s)
-		pkgs := func(ss ...string) []Package {
-			var ps []Package
+		pkgs := func(ss ...string) []runmanifest.Package {
+			var ps []runmanifest.Package
 			for _, x := range ss {
-				p, err := ParsePackage(x)
+				p, err := runmanifest.ParsePackage(x)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -319,7 +320,7 @@ func TestPackageQuery(t *testing.T) {
 			}
 			return ps
 		}
-		record := func(tpl string, want Change, ps []Package) {
+		record := func(tpl string, want runmanifest.Change, ps []runmanifest.Package) {
 			t.Helper()
 			got, err := s.RecordPackages(ctx, tpl, ps)
 			if err != nil {
@@ -329,11 +330,11 @@ func TestPackageQuery(t *testing.T) {
 				t.Errorf("RecordPackages(%s) = %s, want %s", tpl, got, want)
 			}
 		}
-		record("tpl-a", Created, pkgs("openssl@3.0.7", "zlib@1.3", "@babel/core@7.24.0"))
-		record("tpl-b", Created, pkgs("openssl@3.0.8", "zlib@1.3", "zlib@1.3")) // duplicates count once
-		record("tpl-c", Created, nil)                                           // indexed, no packages
-		record("tpl-a", Unchanged, pkgs("zlib@1.3", "@babel/core@7.24.0", "openssl@3.0.7"))
-		check := func(q Query, want []string) {
+		record("tpl-a", runmanifest.Created, pkgs("openssl@3.0.7", "zlib@1.3", "@babel/core@7.24.0"))
+		record("tpl-b", runmanifest.Created, pkgs("openssl@3.0.8", "zlib@1.3", "zlib@1.3")) // duplicates count once
+		record("tpl-c", runmanifest.Created, nil)                                           // indexed, no packages
+		record("tpl-a", runmanifest.Unchanged, pkgs("zlib@1.3", "@babel/core@7.24.0", "openssl@3.0.7"))
+		check := func(q runmanifest.Query, want []string) {
 			t.Helper()
 			got, err := s.Query(ctx, q)
 			if err != nil {
@@ -343,30 +344,30 @@ func TestPackageQuery(t *testing.T) {
 				t.Errorf("Query(%+v) = %v, want %v", q, got, want)
 			}
 		}
-		check(Query{Package: "openssl@3.0.7"}, []string{"r-0", "r-1", "r-2"})
-		check(Query{Package: "openssl@3.0.8"}, []string{"r-3", "r-4"})
-		check(Query{Package: "zlib@1.3"}, []string{"r-0", "r-1", "r-2", "r-3", "r-4"})
-		check(Query{Package: "@babel/core@7.24.0"}, []string{"r-0", "r-1", "r-2"})
-		check(Query{Package: "openssl@1.1.1"}, nil)
-		check(Query{Package: "zlib@1.3", RunnerImage: "run-2"}, []string{"r-2", "r-3", "r-4"})
-		check(Query{Package: "zlib@1.3", RunnerImage: "run-2", NodeImage: "img-1"}, []string{"r-4"})
-		check(Query{Package: "zlib@1.3", Template: "tpl-b"}, []string{"r-3", "r-4"})
-		check(Query{Package: "zlib@1.3", Limit: 1}, []string{"r-0"})
+		check(runmanifest.Query{Package: "openssl@3.0.7"}, []string{"r-0", "r-1", "r-2"})
+		check(runmanifest.Query{Package: "openssl@3.0.8"}, []string{"r-3", "r-4"})
+		check(runmanifest.Query{Package: "zlib@1.3"}, []string{"r-0", "r-1", "r-2", "r-3", "r-4"})
+		check(runmanifest.Query{Package: "@babel/core@7.24.0"}, []string{"r-0", "r-1", "r-2"})
+		check(runmanifest.Query{Package: "openssl@1.1.1"}, nil)
+		check(runmanifest.Query{Package: "zlib@1.3", RunnerImage: "run-2"}, []string{"r-2", "r-3", "r-4"})
+		check(runmanifest.Query{Package: "zlib@1.3", RunnerImage: "run-2", NodeImage: "img-1"}, []string{"r-4"})
+		check(runmanifest.Query{Package: "zlib@1.3", Template: "tpl-b"}, []string{"r-3", "r-4"})
+		check(runmanifest.Query{Package: "zlib@1.3", Limit: 1}, []string{"r-0"})
 
 		// a template rebuilt SBOM replaces the old set
-		record("tpl-a", Updated, pkgs("openssl@3.0.8"))
-		check(Query{Package: "openssl@3.0.7"}, nil)
-		check(Query{Package: "openssl@3.0.8"}, []string{"r-0", "r-1", "r-2", "r-3", "r-4"})
-		check(Query{Package: "zlib@1.3"}, []string{"r-3", "r-4"})
+		record("tpl-a", runmanifest.Updated, pkgs("openssl@3.0.8"))
+		check(runmanifest.Query{Package: "openssl@3.0.7"}, nil)
+		check(runmanifest.Query{Package: "openssl@3.0.8"}, []string{"r-0", "r-1", "r-2", "r-3", "r-4"})
+		check(runmanifest.Query{Package: "zlib@1.3"}, []string{"r-3", "r-4"})
 
 		for name, c := range map[string]struct {
 			tpl string
-			ps  []Package
+			ps  []runmanifest.Package
 		}{
 			"no template":     {"", nil},
-			"no version":      {"tpl-d", []Package{{Name: "openssl"}}},
-			"'@' in version":  {"tpl-d", []Package{{Name: "a", Version: "1@2"}}},
-			"control in name": {"tpl-d", []Package{{Name: "a\nb", Version: "1"}}},
+			"no version":      {"tpl-d", []runmanifest.Package{{Name: "openssl"}}},
+			"'@' in version":  {"tpl-d", []runmanifest.Package{{Name: "a", Version: "1@2"}}},
+			"control in name": {"tpl-d", []runmanifest.Package{{Name: "a\nb", Version: "1"}}},
 		} {
 			if _, err := s.RecordPackages(ctx, c.tpl, c.ps); !errors.Is(err, ErrInvalid) {
 				t.Errorf("%s: err = %v, want ErrInvalid", name, err)
@@ -379,7 +380,7 @@ func TestConcurrentUse(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open opener) {
 		ctx := context.Background()
 		s := open(t)
-		if err := s.Create(ctx, &Manifest{RunID: "counter", AllocationAttempt: 0, WorkspaceTemplateID: "tpl"}); err != nil {
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: "counter", AllocationAttempt: 0, WorkspaceTemplateID: "tpl"}); err != nil {
 			t.Fatal(err)
 		}
 		const writers, each = 8, 20
@@ -389,11 +390,11 @@ func TestConcurrentUse(t *testing.T) {
 			wg.Go(func() {
 				for i := range each {
 					id := fmt.Sprintf("r-%d-%02d", w, i)
-					if err := s.Create(ctx, &Manifest{RunID: id, WorkspaceTemplateID: "tpl", Generation: fmt.Sprintf("g-%d", w)}); err != nil {
+					if err := s.Create(ctx, &runmanifest.Manifest{RunID: id, WorkspaceTemplateID: "tpl", Generation: fmt.Sprintf("g-%d", w)}); err != nil {
 						errs <- err
 					}
 					// every writer bumps one shared manifest: no update may be lost
-					if err := s.Update(ctx, "counter", func(m *Manifest) error { m.AllocationAttempt++; return nil }); err != nil {
+					if err := s.Update(ctx, "counter", func(m *runmanifest.Manifest) error { m.AllocationAttempt++; return nil }); err != nil {
 						errs <- err
 					}
 					if _, err := s.Get(ctx, id); err != nil {
@@ -404,7 +405,7 @@ func TestConcurrentUse(t *testing.T) {
 			// readers alongside
 			wg.Go(func() {
 				for range each {
-					if _, err := s.Query(ctx, Query{Template: "tpl"}); err != nil {
+					if _, err := s.Query(ctx, runmanifest.Query{Template: "tpl"}); err != nil {
 						errs <- err
 					}
 				}
@@ -413,7 +414,7 @@ func TestConcurrentUse(t *testing.T) {
 		// two goroutines race to create the same run: exactly one wins
 		var dup [2]error
 		for i := range dup {
-			wg.Go(func() { dup[i] = s.Create(ctx, &Manifest{RunID: "same"}) })
+			wg.Go(func() { dup[i] = s.Create(ctx, &runmanifest.Manifest{RunID: "same"}) })
 		}
 		wg.Wait()
 		close(errs)
@@ -423,7 +424,7 @@ func TestConcurrentUse(t *testing.T) {
 		if (dup[0] == nil) == (dup[1] == nil) || !errors.Is(errors.Join(dup[0], dup[1]), ErrExists) {
 			t.Errorf("racing creates of one run: %v, %v; want one nil and one ErrExists", dup[0], dup[1])
 		}
-		ids, err := s.Query(ctx, Query{Template: "tpl"})
+		ids, err := s.Query(ctx, runmanifest.Query{Template: "tpl"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,14 +447,14 @@ func TestReopenKeepsEverything(t *testing.T) {
 		if err := s.Create(ctx, fullManifest("r-1")); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Create(ctx, &Manifest{RunID: "r-2", WorkspaceTemplateID: fullManifest("").WorkspaceTemplateID}); err != nil {
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-2", WorkspaceTemplateID: fullManifest("").WorkspaceTemplateID}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Update(ctx, "r-2", func(m *Manifest) error { m.Status = StatusRunning; return nil }); err != nil {
+		if err := s.Update(ctx, "r-2", func(m *runmanifest.Manifest) error { m.Status = runmanifest.StatusRunning; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		tpl := fullManifest("").WorkspaceTemplateID
-		if _, err := s.RecordPackages(ctx, tpl, []Package{{"openssl", "3.0.7"}}); err != nil {
+		if _, err := s.RecordPackages(ctx, tpl, []runmanifest.Package{{Name: "openssl", Version: "3.0.7"}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {
@@ -469,16 +470,16 @@ func TestReopenKeepsEverything(t *testing.T) {
 			if !reflect.DeepEqual(got, fullManifest("r-1")) {
 				t.Errorf("after reopening: %+v", got)
 			}
-			if got, _ := s.Get(ctx, "r-2"); got == nil || got.Status != StatusRunning {
+			if got, _ := s.Get(ctx, "r-2"); got == nil || got.Status != runmanifest.StatusRunning {
 				t.Errorf("after reopening, r-2 is %+v", got)
 			}
-			if ids, err := s.Query(ctx, Query{Package: "openssl@3.0.7"}); err != nil || !slices.Equal(ids, []string{"r-1", "r-2"}) {
+			if ids, err := s.Query(ctx, runmanifest.Query{Package: "openssl@3.0.7"}); err != nil || !slices.Equal(ids, []string{"r-1", "r-2"}) {
 				t.Errorf("after reopening, openssl@3.0.7 runs: %v, %v", ids, err)
 			}
-			if c, err := s.RecordPackages(ctx, tpl, []Package{{"openssl", "3.0.7"}}); c != Unchanged || err != nil {
+			if c, err := s.RecordPackages(ctx, tpl, []runmanifest.Package{{Name: "openssl", Version: "3.0.7"}}); c != runmanifest.Unchanged || err != nil {
 				t.Errorf("after reopening, recording the same packages: %v, %v", c, err)
 			}
-			if err := s.Create(ctx, &Manifest{RunID: "r-1"}); !errors.Is(err, ErrExists) {
+			if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-1"}); !errors.Is(err, ErrExists) {
 				t.Errorf("after reopening, Create(r-1): %v", err)
 			}
 			if err := s.Close(); err != nil {
@@ -497,21 +498,21 @@ func TestOpenRuns(t *testing.T) {
 			t.Fatalf("Open of an empty store = %v, %v", ids, err)
 		}
 		for _, id := range []string{"r-4", "r-2", "r-3", "r-1", "r-5"} {
-			if err := s.Create(ctx, &Manifest{RunID: id}); err != nil {
+			if err := s.Create(ctx, &runmanifest.Manifest{RunID: id}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		set := func(id string, st Status) {
+		set := func(id string, st runmanifest.Status) {
 			t.Helper()
-			if err := s.Update(ctx, id, func(m *Manifest) error { m.Status = st; return nil }); err != nil {
+			if err := s.Update(ctx, id, func(m *runmanifest.Manifest) error { m.Status = st; return nil }); err != nil {
 				t.Fatal(err)
 			}
 		}
-		set("r-2", StatusRunning)
-		set("r-3", StatusCompleted)
-		set("r-4", StatusRunning)
-		set("r-4", StatusFailed)
-		set("r-5", StatusReleased)
+		set("r-2", runmanifest.StatusRunning)
+		set("r-3", runmanifest.StatusCompleted)
+		set("r-4", runmanifest.StatusRunning)
+		set("r-4", runmanifest.StatusFailed)
+		set("r-5", runmanifest.StatusReleased)
 		check := func(s Store, want ...string) {
 			t.Helper()
 			got, err := s.Open(ctx)
@@ -520,7 +521,7 @@ func TestOpenRuns(t *testing.T) {
 			}
 		}
 		check(s, "r-1", "r-2")
-		set("r-1", StatusRunning) // still open
+		set("r-1", runmanifest.StatusRunning) // still open
 		check(s, "r-1", "r-2")
 		s.Close()
 		check(open(t), "r-1", "r-2")
@@ -537,7 +538,7 @@ func TestConcurrentHandles(t *testing.T) {
 		ctx := context.Background()
 		a, b := open(t), open(t)
 		handles := []Store{a, b}
-		if err := a.Create(ctx, &Manifest{RunID: "counter", WorkspaceTemplateID: "tpl-c"}); err != nil {
+		if err := a.Create(ctx, &runmanifest.Manifest{RunID: "counter", WorkspaceTemplateID: "tpl-c"}); err != nil {
 			t.Fatal(err)
 		}
 		const writers, each = 4, 25 // per handle
@@ -549,10 +550,10 @@ func TestConcurrentHandles(t *testing.T) {
 				wg.Go(func() {
 					for i := range each {
 						id := fmt.Sprintf("r-%d-%d-%02d", h, w, i)
-						if err := s.Create(ctx, &Manifest{RunID: id, WorkspaceTemplateID: "tpl", Generation: fmt.Sprintf("g-%d", h)}); err != nil {
+						if err := s.Create(ctx, &runmanifest.Manifest{RunID: id, WorkspaceTemplateID: "tpl", Generation: fmt.Sprintf("g-%d", h)}); err != nil {
 							errs <- err
 						}
-						if err := s.Update(ctx, "counter", func(m *Manifest) error { m.AllocationAttempt++; return nil }); err != nil {
+						if err := s.Update(ctx, "counter", func(m *runmanifest.Manifest) error { m.AllocationAttempt++; return nil }); err != nil {
 							errs <- err
 						}
 					}
@@ -560,10 +561,10 @@ func TestConcurrentHandles(t *testing.T) {
 			}
 			// every handle races to create the same runs
 			for i := range 8 {
-				wg.Go(func() { created <- s.Create(ctx, &Manifest{RunID: fmt.Sprintf("same-%d", i%4)}) })
+				wg.Go(func() { created <- s.Create(ctx, &runmanifest.Manifest{RunID: fmt.Sprintf("same-%d", i%4)}) })
 			}
 			wg.Go(func() {
-				if _, err := s.RecordPackages(ctx, "tpl", []Package{{"openssl", "3.0.7"}, {"zlib", fmt.Sprint(h)}}); err != nil {
+				if _, err := s.RecordPackages(ctx, "tpl", []runmanifest.Package{{Name: "openssl", Version: "3.0.7"}, {Name: "zlib", Version: fmt.Sprint(h)}}); err != nil {
 					errs <- err
 				}
 			})
@@ -587,7 +588,7 @@ func TestConcurrentHandles(t *testing.T) {
 			t.Errorf("4 run ids raced for by 16 Creates: %d created, want 4", won)
 		}
 		for _, s := range handles {
-			ids, err := s.Query(ctx, Query{Template: "tpl"})
+			ids, err := s.Query(ctx, runmanifest.Query{Template: "tpl"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -595,7 +596,7 @@ func TestConcurrentHandles(t *testing.T) {
 				t.Errorf("%d runs of tpl (%d distinct), want %d", len(ids), len(slices.Compact(slices.Clone(ids))), 2*writers*each)
 			}
 			for h := range handles {
-				if ids, err := s.Query(ctx, Query{Generation: fmt.Sprintf("g-%d", h)}); err != nil || len(ids) != writers*each {
+				if ids, err := s.Query(ctx, runmanifest.Query{Generation: fmt.Sprintf("g-%d", h)}); err != nil || len(ids) != writers*each {
 					t.Errorf("runs of handle %d: %d, %v; want %d", h, len(ids), err, writers*each)
 				}
 			}
@@ -607,15 +608,15 @@ func TestConcurrentHandles(t *testing.T) {
 				t.Errorf("counter = %d after %d concurrent updates from two handles", m.AllocationAttempt, 2*writers*each)
 			}
 			// the packages of one of the two recordings, whole
-			z0, err := s.Query(ctx, Query{Package: "zlib@0"})
+			z0, err := s.Query(ctx, runmanifest.Query{Package: "zlib@0"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			z1, err := s.Query(ctx, Query{Package: "zlib@1"})
+			z1, err := s.Query(ctx, runmanifest.Query{Package: "zlib@1"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			o, err := s.Query(ctx, Query{Package: "openssl@3.0.7"})
+			o, err := s.Query(ctx, runmanifest.Query{Package: "openssl@3.0.7"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,12 +10,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -26,13 +25,15 @@ import (
 // maxBody bounds a request body.
 const maxBody = 1 << 20
 
-// Server is the runtime's HTTP API (JSON, bearer-token auth):
+// Server is the runtime's HTTP API (JSON, bearer-token auth; the types
+// are package runtimeapi's, and so is the Client):
 //
 //	POST /v1/pools/{pool}/claims      claim a sandbox        -> Grant (201; 200 adopted)
 //	POST /v1/claims/{run}/exec        run a command           -> ExecResult
-//	POST /v1/claims/{run}/release     end the claim
+//	POST /v1/claims/{run}/release     end the claim           -> ReleaseResult
 //	POST /v1/claims/{run}/identity    the claim's runner says who it is -> ClaimIdentity
 //	GET  /v1/runs/{run}               the run manifest
+//	GET  /v1/runs?…                   run ids by artifact     -> RunsResult
 //	GET  /v1/pools/{pool}             per generation: warm ready, claimed
 //	GET  /v1/info                     observed revision, protocols, limits
 //	GET  /v1/policy                   revision in effect, its age, the rules
@@ -100,7 +101,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := backend.Health(r.Context()); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			writeError(w, http.StatusServiceUnavailable, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
@@ -136,7 +137,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 			writeError(w, http.StatusInternalServerError, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, StopResult{Stopped: stopped})
+		writeJSON(w, http.StatusOK, runtimeapi.StopResult{Stopped: stopped})
 	}))
 	s.mux.Handle("POST /v1/sync", s.auth(func(w http.ResponseWriter, r *http.Request) {
 		if s.sync == nil {
@@ -148,7 +149,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 			writeError(w, http.StatusBadGateway, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"observedRevision": d.Revision})
+		writeJSON(w, http.StatusOK, runtimeapi.SyncResult{ObservedRevision: d.Revision})
 	}))
 	return s, nil
 }
@@ -175,8 +176,37 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, map[string]string{"error": err.Error()})
+// writeError answers status with err's reason and the code of the
+// sentinel err wraps (runtimeapi.ErrorBody).
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, runtimeapi.ErrorBody{Error: err.Error(), Code: errorCode(status, err)})
+}
+
+// errorCode is the runtimeapi code of an error answer: the sentinel err
+// wraps says it, else the status does.
+func errorCode(status int, err error) string {
+	for _, c := range []struct {
+		err  error
+		code string
+	}{
+		{ErrStale, runtimeapi.CodeStale}, {ErrNoActive, runtimeapi.CodeNoActiveGeneration},
+		{ErrRequestKeyUsed, runtimeapi.CodeRequestKeyUsed}, {ErrNoPool, runtimeapi.CodeNoPool},
+		{ErrNoClaim, runtimeapi.CodeNoClaim}, {ErrFenced, runtimeapi.CodeFenced},
+		{ErrProofRefused, runtimeapi.CodeProofRefused}, {runs.ErrNotFound, runtimeapi.CodeNotFound},
+	} {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	switch status {
+	case http.StatusBadRequest:
+		return runtimeapi.CodeInvalid
+	case http.StatusUnauthorized:
+		return runtimeapi.CodeUnauthorized
+	case http.StatusNotFound:
+		return runtimeapi.CodeNotFound
+	}
+	return runtimeapi.CodeInternal
 }
 
 // decode reads a JSON body strictly: 400 with a reason otherwise.
@@ -194,21 +224,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// ClaimBody is the body of POST /v1/pools/{pool}/claims.
-//
-// RequestKey (1 to 128 characters of [A-Za-z0-9._:-]) makes the claim
-// idempotent: while the claim it made is open, the same key answers that
-// claim's grant again with 200 and "adopted": true (a new claim is 201);
-// a key whose claim has ended is refused with 409.
-type ClaimBody struct {
-	Tenant          string  `json:"tenant,omitempty"`
-	SessionID       string  `json:"sessionId,omitempty"`
-	DeadlineSeconds float64 `json:"deadlineSeconds,omitempty"`
-	RequestKey      string  `json:"requestKey,omitempty"`
-}
-
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
-	var b ClaimBody
+	var b runtimeapi.ClaimBody
 	if !decode(w, r, &b) {
 		return
 	}
@@ -254,59 +271,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, g)
 }
 
-// ExecBody is the body of POST /v1/claims/{run}/exec.
-type ExecBody struct {
-	Token string            `json:"token"`
-	Argv  []string          `json:"argv"`
-	Env   map[string]string `json:"env,omitempty"`
-	Dir   string            `json:"dir,omitempty"`
-	// TimeoutSeconds stops the command after this long (0: none): SIGTERM
-	// to its process group, GraceSeconds later SIGKILL. ExecResult.Stop
-	// says which ended it.
-	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
-	// GraceSeconds is the wait between SIGTERM and SIGKILL: 2 when 0, at
-	// most 60.
-	GraceSeconds float64 `json:"graceSeconds,omitempty"`
-	// MaxOutput bounds the output kept: stdout and stderr together (the
-	// first MaxOutput bytes) without KeepTail, each stream with it.
-	// runner.DefaultMaxOutput when 0, at most runner.MaxOutputLimit.
-	MaxOutput int64 `json:"maxOutput,omitempty"`
-	// KeepTail keeps, per stream, the first MaxOutput/2 bytes and the last
-	// MaxOutput/2, with the line "\n[... N bytes dropped ...]\n" between
-	// them when bytes were dropped: the end of a command stopped at its
-	// deadline is kept. The runtime bounds the streams itself, in memory
-	// that never exceeds MaxOutput per stream; the runner still drops
-	// whatever the command writes beyond runner.MaxOutputLimit bytes in
-	// all, so past that the tail kept is not the command's last output.
-	KeepTail bool `json:"keepTail,omitempty"`
-	// Stream answers with the output as it is produced: NDJSON ExecFrames
-	// (stdout and stderr chunks, then the exit), instead of one ExecResult
-	// at exit (execstream.go). MaxOutput then bounds what is streamed
-	// (runner.MaxOutputLimit when 0); KeepTail does not apply.
-	Stream bool `json:"stream,omitempty"`
-}
-
-// ExecResult answers an exec.
-type ExecResult struct {
-	ExitCode int    `json:"exitCode"`
-	Stdout   string `json:"stdout"`
-	Stderr   string `json:"stderr"`
-	// Truncated says output was dropped; DroppedBytes counts it.
-	Truncated    bool  `json:"truncated"`
-	DroppedBytes int64 `json:"droppedBytes"`
-	TimedOut     bool  `json:"timedOut"`
-	// Stop says how a stop (at the timeout, or when the exec was
-	// cancelled) ended the command: "" (it exited by itself),
-	// "terminated" (it exited within the grace after SIGTERM) or "killed"
-	// (it needed SIGKILL).
-	Stop string `json:"stop,omitempty"`
-	// Outcome names the sandbox limit that ended the command, if one did
-	// (oom_killed, pids_exhausted, disk_full, cpu_time_exceeded).
-	Outcome string `json:"outcome,omitempty"`
-}
-
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
-	var b ExecBody
+	var b runtimeapi.ExecBody
 	if !decode(w, r, &b) {
 		return
 	}
@@ -347,7 +313,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dropped := max(st.OutputBytes-kept(), 0)
-	writeJSON(w, http.StatusOK, ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(),
+	writeJSON(w, http.StatusOK, runtimeapi.ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(),
 		Truncated: st.Truncated || dropped > 0, DroppedBytes: dropped, TimedOut: st.TimedOut, Stop: st.Stop, Outcome: st.Outcome})
 }
 
@@ -362,14 +328,8 @@ func claimStatus(err error) int {
 	}
 }
 
-// ReleaseBody is the body of POST /v1/claims/{run}/release.
-type ReleaseBody struct {
-	Token    string `json:"token"`
-	ExitCode *int   `json:"exitCode,omitempty"`
-}
-
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	var b ReleaseBody
+	var b runtimeapi.ReleaseBody
 	if !decode(w, r, &b) {
 		return
 	}
@@ -380,7 +340,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.Released(r.Context(), pool, time.Since(start))
-	writeJSON(w, http.StatusOK, map[string]string{"released": r.PathValue("run")})
+	writeJSON(w, http.StatusOK, runtimeapi.ReleaseResult{Released: r.PathValue("run")})
 }
 
 // poolOf is the pool of an open claim ("" when there is none).
@@ -405,18 +365,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m)
 }
 
-// QueryParams are the query parameters of GET /v1/runs, each a field of
-// runs.Query; any other parameter is refused.
-//
-// runner is a synonym of runner_image (the runner IMAGE's digest, as
-// runs.Query.RunnerImage); runner_binary is the runner BINARY's sha256.
-var QueryParams = []string{"template", "runner_image", "runner", "runner_binary", "node_image", "node", "runtime_class", "policy",
-	"secret_version", "generation", "request_key", "package", "limit"}
-
 // queryRuns lists the runs matching the query parameters (at least one
 // artifact criterion): {"runs": [ids]}.
 func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r.URL.Query())
+	q, err := runtimeapi.ParseQuery(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -433,77 +385,7 @@ func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
 	if ids == nil {
 		ids = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string][]string{"runs": ids})
-}
-
-// queryFields maps the query parameters of GET /v1/runs (but limit and
-// the runner synonym) to q's fields; the server and Client share it.
-func queryFields(q *runs.Query) map[string]*string {
-	return map[string]*string{"template": &q.Template, "runner_image": &q.RunnerImage, "runner_binary": &q.RunnerBinary,
-		"node_image": &q.NodeImage, "node": &q.Node, "runtime_class": &q.RuntimeClass, "policy": &q.Policy, "secret_version": &q.SecretVersion,
-		"generation": &q.Generation, "request_key": &q.RequestKey, "package": &q.Package}
-}
-
-// querySynonyms are the other names of query parameters: runner is the
-// runner image's digest, as before the runner's binary had a criterion.
-var querySynonyms = map[string]string{"runner": "runner_image"}
-
-func parseQuery(v url.Values) (runs.Query, error) {
-	var q runs.Query
-	fields := queryFields(&q)
-	for k, vals := range v {
-		if len(vals) != 1 {
-			return q, fmt.Errorf("query parameter %q given %d times, want once", k, len(vals))
-		}
-		if k == "limit" {
-			n, err := strconv.Atoi(vals[0])
-			if err != nil || n < 0 {
-				return q, fmt.Errorf("limit %q is not a count", vals[0])
-			}
-			q.Limit = n
-			continue
-		}
-		name := k
-		if syn, ok := querySynonyms[k]; ok {
-			if _, both := v[syn]; both {
-				return q, fmt.Errorf("query parameters %q and %q name the same criterion: give one", k, syn)
-			}
-			name = syn
-		}
-		f, ok := fields[name]
-		if !ok {
-			return q, fmt.Errorf("unknown query parameter %q (want %s)", k, strings.Join(QueryParams, ", "))
-		}
-		*f = vals[0]
-	}
-	return q, nil
-}
-
-// GenerationStatus is one generation's sandboxes in a pool.
-type GenerationStatus struct {
-	ID      string `json:"id"`
-	State   string `json:"state"`
-	Ready   int    `json:"warmReady"`
-	Warming int    `json:"warming"`
-	Claimed int    `json:"claimed"`
-	// Runs are the open claims' run ids (Claimed of them).
-	Runs []string `json:"runs"`
-	// Sandboxes are the generation's live sandboxes, warm and claimed.
-	Sandboxes []SandboxStatus `json:"sandboxes"`
-}
-
-// SandboxStatus is one sandbox as pool status shows it: what it was made
-// from never changes for its life.
-type SandboxStatus struct {
-	ID    string        `json:"id"`
-	Owner string        `json:"owner"`
-	State sandbox.State `json:"state"`
-	// RunnerImageDigest is the digest of the runner IMAGE the sandbox's
-	// generation pins ("" when the runtime no longer has that generation);
-	// RunnerBinarySHA256 the sha256 of the runner BINARY the sandbox runs.
-	RunnerImageDigest  string `json:"runnerImageDigest"`
-	RunnerBinarySHA256 string `json:"runnerBinarySha256"`
-	TemplateID         string `json:"templateId"`
+	writeJSON(w, http.StatusOK, runtimeapi.RunsResult{Runs: ids})
 }
 
 func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
@@ -532,7 +414,7 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
 
 // addWarmCounts counts the warm members a cluster keeps (its List shows
 // claimed sandboxes only) in pool status st.
-func addWarmCounts(st *PoolStatus, counts map[string]sandbox.WarmCount) {
+func addWarmCounts(st *runtimeapi.PoolStatus, counts map[string]sandbox.WarmCount) {
 	for i := range st.Generations {
 		c := counts[st.Generations[i].ID]
 		st.Generations[i].Ready += c.Ready
@@ -543,12 +425,12 @@ func addWarmCounts(st *PoolStatus, counts map[string]sandbox.WarmCount) {
 // poolStatusOf counts the pool's sandboxes per generation: those the
 // desired state names, in its order, then any other that still has
 // sandboxes (State "").
-func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *PoolStatus {
-	out := &PoolStatus{Pool: name, ObservedRevision: d.Revision, Generations: []GenerationStatus{}}
+func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *runtimeapi.PoolStatus {
+	out := &runtimeapi.PoolStatus{Pool: name, ObservedRevision: d.Revision, Generations: []runtimeapi.GenerationStatus{}}
 	index := map[string]int{}
 	for _, e := range d.Pools[name].State.Generations {
 		index[e.ID] = len(out.Generations)
-		out.Generations = append(out.Generations, GenerationStatus{ID: e.ID, State: e.State, Runs: []string{}, Sandboxes: []SandboxStatus{}})
+		out.Generations = append(out.Generations, runtimeapi.GenerationStatus{ID: e.ID, State: e.State, Runs: []string{}, Sandboxes: []runtimeapi.SandboxStatus{}})
 	}
 	for _, sb := range all {
 		if sb.State == sandbox.StateDead {
@@ -558,14 +440,14 @@ func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *PoolStatus {
 		if !ok {
 			i = len(out.Generations)
 			index[sb.Generation] = i
-			out.Generations = append(out.Generations, GenerationStatus{ID: sb.Generation, Runs: []string{}, Sandboxes: []SandboxStatus{}})
+			out.Generations = append(out.Generations, runtimeapi.GenerationStatus{ID: sb.Generation, Runs: []string{}, Sandboxes: []runtimeapi.SandboxStatus{}})
 		}
 		gs := &out.Generations[i]
 		image := ""
 		if g := d.Pools[name].Generations[sb.Generation]; g != nil {
 			image = g.Pins[generation.Runner].Identity()
 		}
-		gs.Sandboxes = append(gs.Sandboxes, SandboxStatus{ID: sb.ID, Owner: sb.Owner, State: sb.State,
+		gs.Sandboxes = append(gs.Sandboxes, runtimeapi.SandboxStatus{ID: sb.ID, Owner: sb.Owner, State: string(sb.State),
 			RunnerImageDigest: image, RunnerBinarySHA256: sb.RunnerBinarySHA256, TemplateID: sb.TemplateID})
 		switch {
 		case sb.Owner != sandbox.OwnerWarm:
@@ -659,14 +541,14 @@ type Confinement interface {
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	d, at := s.rt.desired()
-	out := Info{
-		ControlPlaneProtocol: generation.Range{Min: MinControlPlaneProtocol, Max: ControlPlaneProtocol},
-		RunnerProtocol:       generation.Range{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
-		Limits:               LimitsInfo{Cgroup: "none", Enforced: []string{}, Description: "setrlimit and a wall-clock deadline per command"},
+	out := runtimeapi.Info{
+		ControlPlaneProtocol: runtimeapi.ProtocolRange{Min: MinControlPlaneProtocol, Max: ControlPlaneProtocol},
+		RunnerProtocol:       runtimeapi.ProtocolRange{Min: runner.MinProtocolVersion, Max: runner.ProtocolVersion},
+		Limits:               runtimeapi.LimitsInfo{Cgroup: "none", Enforced: []string{}, Description: "setrlimit and a wall-clock deadline per command"},
 		Network:              "deny (own network namespace, loopback only)",
 	}
 	if e := enforcement(s.backend); e != nil {
-		out.Limits = LimitsInfo{Cgroup: e.Cgroup, Enforced: e.Enforced, How: e.How, Unavailable: e.Unavailable,
+		out.Limits = runtimeapi.LimitsInfo{Cgroup: e.Cgroup, Enforced: e.Enforced, How: e.How, Unavailable: e.Unavailable,
 			Description: "setrlimit and a wall-clock deadline per command; the pool's limits as Enforced says"}
 	}
 	if c, ok := s.backend.(Confinement); ok {
@@ -685,7 +567,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 
 // prove runs a rollout's proof checks (POST /v1/pools/{pool}/proofs).
 func (s *Server) prove(w http.ResponseWriter, r *http.Request) {
-	var req ProofRequest
+	var req runtimeapi.ProofRequest
 	if !decode(w, r, &req) {
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
@@ -73,12 +74,12 @@ func TestAPI(t *testing.T) {
 	}
 
 	code, body := call("POST", "/v1/pools/agents/claims", apiToken, `{"tenant":"acme"}`)
-	var g runtime.Grant
+	var g runtimeapi.Grant
 	if code != 201 || json.Unmarshal([]byte(body), &g) != nil || !g.Warm || g.Generation != g1.ID {
 		t.Fatalf("claim: %d %s", code, body)
 	}
 	code, body = call("POST", "/v1/claims/"+g.RunID+"/exec", apiToken, `{"token":"`+g.Token+`","argv":["sh","-c","echo out; echo err >&2; exit 3"]}`)
-	var ex runtime.ExecResult
+	var ex runtimeapi.ExecResult
 	if code != 200 || json.Unmarshal([]byte(body), &ex) != nil || ex.ExitCode != 3 || ex.Stdout != "out\n" || ex.Stderr != "err\n" {
 		t.Fatalf("exec: %d %s", code, body)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -54,7 +55,7 @@ func BenchmarkB11BoundsCost(b *testing.B) {
 		defer rt.Close()
 		rtp.Store(rt)
 		fillWarm(b, ctx, warm, be, d, g1.ID, warmSize)
-		grants := make([]*runtime.Grant, claims)
+		grants := make([]*runtimeapi.Grant, claims)
 		lat := make([]time.Duration, claims)
 		errs := make([]error, claims)
 		start := make(chan struct{})

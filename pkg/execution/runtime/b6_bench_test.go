@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -43,7 +44,7 @@ func BenchmarkB6ClaimLatency(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		fillWarm(b, ctx, warm, be, d, g1.ID, warmSize)
-		grants := make([]*runtime.Grant, claims)
+		grants := make([]*runtimeapi.Grant, claims)
 		lat := make([]time.Duration, claims)
 		errs := make([]error, claims)
 		start := make(chan struct{})

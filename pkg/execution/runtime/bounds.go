@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
@@ -142,7 +142,7 @@ func (r *Runtime) boundsOf(poolName string) (bounds, error) {
 
 // manifestLimits is the run manifest's record of the limits pool's
 // sandboxes get here; nil when the pool sets none.
-func (r *Runtime) manifestLimits(d *Desired, poolName string) *runs.Limits {
+func (r *Runtime) manifestLimits(d *Desired, poolName string) *runmanifest.Limits {
 	p := d.Pools[poolName]
 	if p == nil {
 		return nil
@@ -159,7 +159,7 @@ func (r *Runtime) manifestLimits(d *Desired, poolName string) *runs.Limits {
 	if e := r.warm.enforcement; e != nil {
 		cg = e.Cgroup
 	}
-	return &runs.Limits{Cgroup: cg, Enforced: enforced}
+	return &runmanifest.Limits{Cgroup: cg, Enforced: enforced}
 }
 
 // execBounded runs req in s and, where the backend counts what its limits
@@ -180,7 +180,7 @@ func (r *Runtime) execBounded(ctx context.Context, runID string, s *sandbox.Sand
 		return st, nil
 	}
 	if st.Outcome = sandbox.Outcome(before, after, st); st.Outcome != "" {
-		_ = r.store.Update(context.WithoutCancel(ctx), runID, func(m *runs.Manifest) error {
+		_ = r.store.Update(context.WithoutCancel(ctx), runID, func(m *runmanifest.Manifest) error {
 			if m.Outcome == "" {
 				m.Outcome = st.Outcome
 			}

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
@@ -62,13 +63,13 @@ func TestPoolLimitsBoundClaims(t *testing.T) {
 	if st := sh("ulimit -n; df -k /workspace | tail -1"); st.Outcome != "" || !strings.HasPrefix(out.String(), "512\n") || !strings.Contains(out.String(), " 16384 ") {
 		t.Fatalf("inside: %q, status %+v", out.String(), st)
 	}
-	if st := sh(`x=$(yes | head -c 300000000); echo survived ${#x}`); st.Outcome != runs.OutcomeOOMKilled {
+	if st := sh(`x=$(yes | head -c 300000000); echo survived ${#x}`); st.Outcome != runmanifest.OutcomeOOMKilled {
 		t.Fatalf("balloon: outcome %q, status %+v, output %.200q", st.Outcome, st, out.String())
 	}
 	if st := sh("echo alive"); st.ExitCode != 0 || out.String() != "alive\n" || st.Outcome != "" {
 		t.Fatalf("after the balloon: %+v %q", st, out.String())
 	}
-	if m, err = store.Get(ctx, gr.RunID); err != nil || m.Outcome != runs.OutcomeOOMKilled {
+	if m, err = store.Get(ctx, gr.RunID); err != nil || m.Outcome != runmanifest.OutcomeOOMKilled {
 		t.Fatalf("manifest outcome %q, %v", m.Outcome, err)
 	}
 
@@ -85,7 +86,7 @@ func TestPoolLimitsBoundClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var info runtime.Info
+	var info runtimeapi.Info
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
 		t.Fatal(err)
 	}

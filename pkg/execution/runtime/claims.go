@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -221,22 +223,6 @@ type ClaimRequest struct {
 	RequestKey string
 }
 
-// Grant is a claim's current allocation.
-type Grant struct {
-	RunID             string `json:"runId"`
-	SandboxID         string `json:"sandboxId"`
-	Generation        string `json:"generation"`
-	Warm              bool   `json:"warm"`
-	AllocationAttempt int    `json:"allocationAttempt"`
-	// Token fences this attempt: requests must carry it.
-	Token string `json:"token"`
-	// RequestKey is the claim request's key, when it carried one.
-	RequestKey string `json:"requestKey,omitempty"`
-	// Adopted says this grant answers a request whose key named a claim
-	// that was already open: the same claim, not a new one.
-	Adopted bool `json:"adopted,omitempty"`
-}
-
 func newToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
@@ -258,7 +244,7 @@ func newToken() string {
 // has ended is refused (ErrRequestKeyUsed): a claimant that crashed learns
 // that its work must not run again. The key is recorded in the run
 // manifest (request_key).
-func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*Grant, error) {
+func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*runtimeapi.Grant, error) {
 	if req.RequestKey != "" {
 		return r.claimKeyed(ctx, req)
 	}
@@ -333,8 +319,8 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
 	placeManifest(m, s)
 	m.Limits = r.manifestLimits(d, req.Pool)
-	m.Status = runs.StatusGranted
-	m.Lifecycle = runs.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
+	m.Status = runmanifest.StatusGranted
+	m.Lifecycle = runmanifest.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
 	if c.secretVersion != "" {
 		rc, err := r.issue(ctx, runID, c.secretVersion, s)
 		if err != nil {
@@ -342,7 +328,7 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 			return nil, err
 		}
 		c.credential, c.renewDue = rc.SHA256Fingerprint, renewDue(rc)
-		m.CredentialIssuances = []runs.Receipt{rc}
+		m.CredentialIssuances = []runmanifest.Receipt{rc}
 	}
 	if err := r.store.Create(ctx, m); err != nil {
 		r.revoke(bg, s, c.credential)
@@ -382,12 +368,12 @@ func (r *Runtime) isClosed() bool {
 }
 
 // grant is the claim's current grant; c.mu must be held.
-func (c *claim) grant() *Grant {
+func (c *claim) grant() *runtimeapi.Grant {
 	id := ""
 	if c.sandbox != nil {
 		id = c.sandbox.ID
 	}
-	return &Grant{RunID: c.runID, SandboxID: id, Generation: c.gen.ID, Warm: c.warm, AllocationAttempt: c.attempt, Token: c.token,
+	return &runtimeapi.Grant{RunID: c.runID, SandboxID: id, Generation: c.gen.ID, Warm: c.warm, AllocationAttempt: c.attempt, Token: c.token,
 		RequestKey: c.requestKey}
 }
 
@@ -405,7 +391,7 @@ func (c *claim) check(token string) error {
 // placeManifest records in m where sandbox s runs, when its backend says
 // (s.Placement): cluster, namespace, node, node image, runtime class and
 // launch type from the backend's objects, in place of this host.
-func placeManifest(m *runs.Manifest, s *sandbox.Sandbox) {
+func placeManifest(m *runmanifest.Manifest, s *sandbox.Sandbox) {
 	pl := s.Placement
 	if pl == nil {
 		return
@@ -428,14 +414,14 @@ func placeManifest(m *runs.Manifest, s *sandbox.Sandbox) {
 // revision is g's policy pin when it has one, else the revision of the
 // verification policy d was verified against (always recorded as
 // verification_policy_revision).
-func manifestOf(g *generation.Generation, d *Desired, s *sandbox.Sandbox) *runs.Manifest {
+func manifestOf(g *generation.Generation, d *Desired, s *sandbox.Sandbox) *runmanifest.Manifest {
 	id := func(k generation.Kind) string {
 		if p, ok := g.Pins[k]; ok {
 			return p.Identity()
 		}
 		return ""
 	}
-	m := &runs.Manifest{
+	m := &runmanifest.Manifest{
 		Generation:                 g.ID,
 		ConfigRevision:             d.Revision,
 		ControlPlaneDigest:         id(generation.ControlPlane),
@@ -489,8 +475,8 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 	}
 	if first {
 		now := r.now()
-		_ = r.store.Update(ctx, runID, func(m *runs.Manifest) error {
-			m.Status, m.Lifecycle.RunnerAwakened, m.Lifecycle.FirstOutput = runs.StatusRunning, now, now
+		_ = r.store.Update(ctx, runID, func(m *runmanifest.Manifest) error {
+			m.Status, m.Lifecycle.RunnerAwakened, m.Lifecycle.FirstOutput = runmanifest.StatusRunning, now, now
 			return nil
 		})
 	}
@@ -558,10 +544,10 @@ func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, cre
 		}
 	}
 	released := r.now()
-	return r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
+	return r.finalUpdate(ctx, c.runID, s, func(m *runmanifest.Manifest) {
 		// without a confirmed exit code a run that ran ends unknown, never
 		// completed, and no result was published
-		m.Status, m.ExitCode = runs.EndStatus(m, exitCode), exitCode
+		m.Status, m.ExitCode = runmanifest.EndStatus(m, exitCode), exitCode
 		if exitCode != nil {
 			m.Lifecycle.ResultPublished = published
 		}
@@ -573,9 +559,9 @@ func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, cre
 // finalUpdate finalises run runID's manifest with fn and the egress
 // attempts its sandbox s (deleted by now, so every attempt is in) made
 // since the last command.
-func (r *Runtime) finalUpdate(ctx context.Context, runID string, s *sandbox.Sandbox, fn func(*runs.Manifest)) error {
+func (r *Runtime) finalUpdate(ctx context.Context, runID string, s *sandbox.Sandbox, fn func(*runmanifest.Manifest)) error {
 	var (
-		as      []runs.EgressAttempt
+		as      []runmanifest.EgressAttempt
 		dropped int
 	)
 	if s != nil {
@@ -583,7 +569,7 @@ func (r *Runtime) finalUpdate(ctx context.Context, runID string, s *sandbox.Sand
 	}
 	var denied int
 	var rev string
-	err := r.store.Update(ctx, runID, func(m *runs.Manifest) error {
+	err := r.store.Update(ctx, runID, func(m *runmanifest.Manifest) error {
 		fn(m)
 		denied, rev = addEgress(m, as, dropped), m.PolicyRevision
 		return nil

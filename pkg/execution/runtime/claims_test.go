@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
@@ -53,7 +53,7 @@ func TestClaimFenceRelease(t *testing.T) {
 	if m.PolicyRevision != "rev-0" || m.VerificationPolicyRevision != "rev-0" {
 		t.Fatalf("policy_revision %q, verification_policy_revision %q, want rev-0", m.PolicyRevision, m.VerificationPolicyRevision)
 	}
-	for _, q := range []runs.Query{{RunnerImage: m.RunnerImageDigest}, {RunnerBinary: m.RunnerBinarySHA256}, {Policy: "rev-0"}} {
+	for _, q := range []runmanifest.Query{{RunnerImage: m.RunnerImageDigest}, {RunnerBinary: m.RunnerBinarySHA256}, {Policy: "rev-0"}} {
 		if ids, err := store.Query(ctx, q); err != nil || len(ids) != 1 || ids[0] != gr.RunID {
 			t.Fatalf("Query(%+v) = %v, %v", q, ids, err)
 		}
@@ -88,13 +88,13 @@ func TestClaimFenceRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ = store.Get(ctx, gr.RunID)
-	if m.Status != runs.StatusCompleted || m.AllocationAttempt != 2 || m.SandboxID != moved.SandboxID || m.Lifecycle.ResourcesReleased.IsZero() || m.Lifecycle.FirstOutput.IsZero() {
+	if m.Status != runmanifest.StatusCompleted || m.AllocationAttempt != 2 || m.SandboxID != moved.SandboxID || m.Lifecycle.ResourcesReleased.IsZero() || m.Lifecycle.FirstOutput.IsZero() {
 		t.Fatalf("final manifest %+v", m)
 	}
 	if left, _ := be.List(ctx, sandbox.Filter{Owner: gr.RunID}); len(left) != 0 {
 		t.Errorf("sandboxes left after release: %+v", left)
 	}
-	if ids, _ := store.Query(ctx, runs.Query{Generation: g1.ID}); len(ids) != 1 || ids[0] != gr.RunID {
+	if ids, _ := store.Query(ctx, runmanifest.Query{Generation: g1.ID}); len(ids) != 1 || ids[0] != gr.RunID {
 		t.Errorf("runs of %s: %v", g1.ID, ids)
 	}
 

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
 
@@ -101,17 +101,17 @@ func (b *Broker) TTL() time.Duration { return b.ttl }
 // Issue makes a new token for run runID's use of secretVersion and returns
 // it with its receipt. The caller hands the token to the sandbox and keeps
 // nothing of it but the receipt.
-func (b *Broker) Issue(runID, secretVersion string) ([]byte, runs.Receipt, error) {
+func (b *Broker) Issue(runID, secretVersion string) ([]byte, runmanifest.Receipt, error) {
 	if secretVersion == "" {
-		return nil, runs.Receipt{}, fmt.Errorf("%w: run %s: no secret version", ErrCredentials, runID)
+		return nil, runmanifest.Receipt{}, fmt.Errorf("%w: run %s: no secret version", ErrCredentials, runID)
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
-		return nil, runs.Receipt{}, fmt.Errorf("%w: %w", ErrCredentials, err)
+		return nil, runmanifest.Receipt{}, fmt.Errorf("%w: %w", ErrCredentials, err)
 	}
 	token := []byte("swt_" + hex.EncodeToString(raw))
 	now := b.now().UTC().Truncate(time.Millisecond)
-	rc := runs.Receipt{
+	rc := runmanifest.Receipt{
 		Issuer: b.issuer, SecretVersion: secretVersion, SHA256Fingerprint: Fingerprint(token),
 		IssuedAt: now, ExpiresAt: now.Add(b.ttl),
 	}
@@ -210,18 +210,18 @@ func secretVersion(g *generation.Generation) string {
 
 // issue gives sandbox s of run runID a new token of secretVersion, at
 // CredentialFile in its credential tmpfs, and returns the receipt.
-func (r *Runtime) issue(ctx context.Context, runID, secretVersion string, s *sandbox.Sandbox) (runs.Receipt, error) {
+func (r *Runtime) issue(ctx context.Context, runID, secretVersion string, s *sandbox.Sandbox) (runmanifest.Receipt, error) {
 	cw, ok := r.warm.backend.(sandbox.Credentials)
 	if !ok {
-		return runs.Receipt{}, fmt.Errorf("%w: run %s pins secret version %s, and the sandbox backend cannot place credentials", ErrCredentials, runID, secretVersion)
+		return runmanifest.Receipt{}, fmt.Errorf("%w: run %s pins secret version %s, and the sandbox backend cannot place credentials", ErrCredentials, runID, secretVersion)
 	}
 	token, rc, err := r.o.broker.Issue(runID, secretVersion)
 	if err != nil {
-		return runs.Receipt{}, err
+		return runmanifest.Receipt{}, err
 	}
 	if err := cw.PutCredential(ctx, s.ID, CredentialFile, token); err != nil {
 		r.o.broker.Revoke(rc.SHA256Fingerprint)
-		return runs.Receipt{}, fmt.Errorf("%w: run %s: %w", ErrCredentials, runID, err)
+		return runmanifest.Receipt{}, fmt.Errorf("%w: run %s: %w", ErrCredentials, runID, err)
 	}
 	clear(token)
 	return rc, nil

@@ -87,7 +87,14 @@
 // traffic and has no run manifest; Stop ends a generation's open claims
 // at a drain deadline; the API serves both with Info (protocols, observed
 // revision) and pool status (per generation: counts, open runs,
-// sandboxes), and Client implements rollout.Fleet.
+// sandboxes), and runtimeapi.Client implements rollout.Fleet.
+//
+// The API's contract (every request and answer type, the error codes,
+// the Client) is package runtimeapi (pkg/api/runtimeapi), which imports
+// only the standard library: a program that only talks to a runtime
+// imports that, not this package. The server answers errors as
+// runtimeapi.ErrorBody, with the code of the sentinel error at fault
+// (ErrStale is "stale", ErrFenced "fenced", ...).
 //
 // Credentials (credentials.go, renew.go): the broker's tokens expire after
 // their lifetime; the runtime renews an open claim's at RenewAt of it and

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
 
@@ -18,9 +18,9 @@ import (
 // them record them, and counts denials by policy revision.
 type egressLog struct {
 	mu      sync.Mutex
-	pending map[string][]runs.EgressAttempt // by sandbox id
-	dropped map[string]int                  // by sandbox id: beyond runs.MaxEgress
-	denials map[string]float64              // by policy revision
+	pending map[string][]runmanifest.EgressAttempt // by sandbox id
+	dropped map[string]int                         // by sandbox id: beyond runmanifest.MaxEgress
+	denials map[string]float64                     // by policy revision
 }
 
 // RecordEgress is the sandbox backend's egress recorder
@@ -32,13 +32,13 @@ func (r *Runtime) RecordEgress(sandboxID string, a egress.Attempt) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.pending == nil {
-		l.pending, l.dropped = map[string][]runs.EgressAttempt{}, map[string]int{}
+		l.pending, l.dropped = map[string][]runmanifest.EgressAttempt{}, map[string]int{}
 	}
-	if len(l.pending[sandboxID]) >= runs.MaxEgress {
+	if len(l.pending[sandboxID]) >= runmanifest.MaxEgress {
 		l.dropped[sandboxID]++
 		return
 	}
-	l.pending[sandboxID] = append(l.pending[sandboxID], runs.EgressAttempt{
+	l.pending[sandboxID] = append(l.pending[sandboxID], runmanifest.EgressAttempt{
 		Time: a.Time, Method: a.Method, Destination: clipField(a.Destination), Address: a.Address, Allowed: a.Allowed,
 		Rule: clipField(a.Rule), Reason: clipField(a.Reason), BytesOut: a.BytesOut, BytesIn: a.BytesIn,
 	})
@@ -54,7 +54,7 @@ func clipField(s string) string {
 }
 
 // takeEgress removes and returns sandbox id's pending attempts.
-func (r *Runtime) takeEgress(sandboxID string) ([]runs.EgressAttempt, int) {
+func (r *Runtime) takeEgress(sandboxID string) ([]runmanifest.EgressAttempt, int) {
 	r.egress.mu.Lock()
 	defer r.egress.mu.Unlock()
 	as, n := r.egress.pending[sandboxID], r.egress.dropped[sandboxID]
@@ -65,7 +65,7 @@ func (r *Runtime) takeEgress(sandboxID string) ([]runs.EgressAttempt, int) {
 
 // addEgress records sandbox id's pending attempts in m (inside a store
 // Update) and returns how many were denied.
-func addEgress(m *runs.Manifest, as []runs.EgressAttempt, dropped int) int {
+func addEgress(m *runmanifest.Manifest, as []runmanifest.EgressAttempt, dropped int) int {
 	m.AddEgress(as...)
 	m.EgressDropped += dropped
 	denied := 0
@@ -99,7 +99,7 @@ func (r *Runtime) flushEgress(ctx context.Context, runID, sandboxID string) {
 	}
 	var denied int
 	var rev string
-	if err := r.store.Update(ctx, runID, func(m *runs.Manifest) error {
+	if err := r.store.Update(ctx, runID, func(m *runmanifest.Manifest) error {
 		denied, rev = addEgress(m, as, dropped), m.PolicyRevision
 		return nil
 	}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -147,7 +148,7 @@ func TestNetworkProofAllowList(t *testing.T) {
 	if rep := warm.Reconcile(ctx, d); len(rep.Errors) > 0 {
 		t.Fatal(rep.Errors)
 	}
-	res, err := rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-net", Checks: []string{"allocate", "network", "cleanup"}})
+	res, err := rt.Prove(ctx, "agents", runtimeapi.ProofRequest{Generation: g2.ID, Rollout: "ro-net", Checks: []string{"allocate", "network", "cleanup"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestNetworkProofAllowList(t *testing.T) {
 			t.Fatalf("warm member %s of the old network %v", s.ID, s.Allow)
 		}
 	}
-	res, err = rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: g2.ID, Rollout: "ro-net2", Checks: []string{"network"}})
+	res, err = rt.Prove(ctx, "agents", runtimeapi.ProofRequest{Generation: g2.ID, Rollout: "ro-net2", Checks: []string{"network"}})
 	if err != nil {
 		t.Fatal(err)
 	}

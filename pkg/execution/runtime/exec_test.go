@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
 
@@ -18,18 +18,18 @@ import (
 func TestExecStopOutcome(t *testing.T) {
 	a := newAPIRig(t, 1)
 	ctx := context.Background()
-	g, err := a.c.Claim(ctx, "agents", runtime.ClaimBody{})
+	g, err := a.c.Claim(ctx, "agents", runtimeapi.ClaimBody{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.c.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, TimeoutSeconds: 0.5, GraceSeconds: 10,
+	res, err := a.c.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, TimeoutSeconds: 0.5, GraceSeconds: 10,
 		Argv: []string{"sh", "-c", "trap 'echo bye; exit 0' TERM; echo hi; sleep 100 & wait"}})
 	if err != nil || !res.TimedOut || res.Stop != runner.StopTerminated || res.ExitCode != 0 || res.Stdout != "hi\nbye\n" {
 		t.Errorf("a command that exits on TERM: %+v, %v", res, err)
 	}
 
 	start := time.Now()
-	res, err = a.c.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, TimeoutSeconds: 0.3, GraceSeconds: 1,
+	res, err = a.c.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, TimeoutSeconds: 0.3, GraceSeconds: 1,
 		Argv: []string{"sh", "-c", "trap '' TERM; echo stay; sleep 100"}})
 	took := time.Since(start)
 	if err != nil || !res.TimedOut || res.Stop != runner.StopKilled || res.ExitCode != -1 || res.Stdout != "stay\n" {
@@ -39,13 +39,13 @@ func TestExecStopOutcome(t *testing.T) {
 		t.Errorf("a command that ignores TERM took %s, want the timeout and the grace (1.3 s) plus at most 3 s", took)
 	}
 
-	res, err = a.c.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, TimeoutSeconds: 10, Argv: []string{"true"}})
+	res, err = a.c.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, TimeoutSeconds: 10, Argv: []string{"true"}})
 	if err != nil || res.TimedOut || res.Stop != "" {
 		t.Errorf("a command that exits by itself: %+v, %v", res, err)
 	}
-	for _, b := range []runtime.ExecBody{{GraceSeconds: 61}, {GraceSeconds: -1}, {MaxOutput: runner.MaxOutputLimit + 1}} {
+	for _, b := range []runtimeapi.ExecBody{{GraceSeconds: 61}, {GraceSeconds: -1}, {MaxOutput: runner.MaxOutputLimit + 1}} {
 		b.Token, b.Argv = g.Token, []string{"true"}
-		var apiErr *runtime.APIError
+		var apiErr *runtimeapi.APIError
 		if _, err := a.c.Exec(ctx, g.RunID, b); !errors.As(err, &apiErr) || apiErr.Status != 400 {
 			t.Errorf("exec %+v: %v, want 400", b, err)
 		}
@@ -58,7 +58,7 @@ func TestExecStopOutcome(t *testing.T) {
 func TestExecKeepTail(t *testing.T) {
 	a := newAPIRig(t, 1)
 	ctx := context.Background()
-	g, err := a.c.Claim(ctx, "agents", runtime.ClaimBody{})
+	g, err := a.c.Claim(ctx, "agents", runtimeapi.ClaimBody{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestExecKeepTail(t *testing.T) {
 	total := int64(len("BEGIN-MARK\n") + size + len("\nEND-MARK\n"))
 
 	const limit = 1 << 20
-	res, err := a.c.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: []string{"sh", "-c", script}, MaxOutput: limit, KeepTail: true})
+	res, err := a.c.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: []string{"sh", "-c", script}, MaxOutput: limit, KeepTail: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestExecKeepTail(t *testing.T) {
 	}
 
 	// without it, the first bytes are kept, as before, and the rest counted
-	res, err = a.c.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: []string{"sh", "-c", script}, MaxOutput: limit})
+	res, err = a.c.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: []string{"sh", "-c", script}, MaxOutput: limit})
 	if err != nil || len(res.Stdout)+len(res.Stderr) != limit || !strings.HasPrefix(res.Stdout, "BEGIN-MARK\n") ||
 		strings.Contains(res.Stdout, "END-MARK") || res.DroppedBytes != total+int64(len("only-this\n"))-limit {
 		t.Errorf("without keepTail: %d+%d bytes, droppedBytes %d, %v", len(res.Stdout), len(res.Stderr), res.DroppedBytes, err)

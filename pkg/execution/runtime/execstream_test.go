@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // A streamed exec hands over each chunk as the command writes it (long
@@ -17,7 +17,7 @@ import (
 func TestExecStream(t *testing.T) {
 	a := newAPIRig(t, 1)
 	ctx := context.Background()
-	g, err := a.c.Claim(ctx, "agents", runtime.ClaimBody{})
+	g, err := a.c.Claim(ctx, "agents", runtimeapi.ClaimBody{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestExecStream(t *testing.T) {
 	}
 	var got []chunk
 	start := time.Now()
-	res, err := a.c.ExecStream(ctx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: []string{"sh", "-c", "echo one; sleep 1; echo two >&2; sleep 1; echo three; exit 3"}},
+	res, err := a.c.ExecStream(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: []string{"sh", "-c", "echo one; sleep 1; echo two >&2; sleep 1; echo three; exit 3"}},
 		func(stream string, p []byte) { got = append(got, chunk{stream, string(p), time.Now()}) })
 	exited := time.Now()
 	if err != nil || res.ExitCode != 3 || res.Stdout != "" || res.Truncated {
@@ -47,7 +47,7 @@ func TestExecStream(t *testing.T) {
 	// hostile output: bounded by MaxOutput, the rest counted
 	const limit = 1 << 20
 	var streamed int64
-	res, err = a.c.ExecStream(ctx, g.RunID, runtime.ExecBody{Token: g.Token, MaxOutput: limit,
+	res, err = a.c.ExecStream(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, MaxOutput: limit,
 		Argv: []string{"sh", "-c", "printf '\\033[2J\\033]0;title\\007'; yes x | tr -d '\\n' | head -c 100000000"}},
 		func(stream string, p []byte) { streamed += int64(len(p)) })
 	if err != nil || streamed != limit || !res.Truncated || res.DroppedBytes != int64(100000000+len("\033[2J\033]0;title\007")-limit) || res.ExitCode != 0 {
@@ -55,16 +55,16 @@ func TestExecStream(t *testing.T) {
 	}
 
 	// the buffered form is unchanged
-	b, err := a.c.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: []string{"sh", "-c", "echo out; echo err >&2"}})
+	b, err := a.c.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: []string{"sh", "-c", "echo out; echo err >&2"}})
 	if err != nil || b.Stdout != "out\n" || b.Stderr != "err\n" {
 		t.Fatalf("buffered exec: %+v, %v", b, err)
 	}
 	// refusals before any output are the buffered form's statuses
-	var ae *runtime.APIError
-	if _, err := a.c.ExecStream(ctx, g.RunID, runtime.ExecBody{Token: "wrong", Argv: []string{"true"}}, func(string, []byte) {}); !errors.As(err, &ae) || ae.Status/100 != 4 {
+	var ae *runtimeapi.APIError
+	if _, err := a.c.ExecStream(ctx, g.RunID, runtimeapi.ExecBody{Token: "wrong", Argv: []string{"true"}}, func(string, []byte) {}); !errors.As(err, &ae) || ae.Status/100 != 4 {
 		t.Fatalf("wrong token: %v", err)
 	}
-	if _, err := a.c.ExecStream(ctx, "r-none", runtime.ExecBody{Token: g.Token, Argv: []string{"true"}}, func(string, []byte) {}); !errors.As(err, &ae) || ae.Status != 404 {
+	if _, err := a.c.ExecStream(ctx, "r-none", runtimeapi.ExecBody{Token: g.Token, Argv: []string{"true"}}, func(string, []byte) {}); !errors.As(err, &ae) || ae.Status != 404 {
 		t.Fatalf("no claim: %v", err)
 	}
 }

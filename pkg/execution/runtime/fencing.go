@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
 
@@ -54,8 +55,8 @@ func (r *Runtime) abandon(ctx context.Context, c *claim) {
 	if s != nil {
 		_ = r.warm.Release(ctx, s.ID)
 	}
-	_ = r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
-		m.Status, m.Lifecycle.ResourcesReleased = runs.StatusReleased, r.now()
+	_ = r.finalUpdate(ctx, c.runID, s, func(m *runmanifest.Manifest) {
+		m.Status, m.Lifecycle.ResourcesReleased = runmanifest.StatusReleased, r.now()
 	})
 }
 
@@ -63,7 +64,7 @@ func (r *Runtime) abandon(ctx context.Context, c *claim) {
 // attempt and token. A claimant whose requests are refused with ErrFenced
 // asks for it (the sandbox is a new one: what the old one held is gone).
 // It waits for a move under way.
-func (r *Runtime) Grant(runID string) (*Grant, error) {
+func (r *Runtime) Grant(runID string) (*runtimeapi.Grant, error) {
 	c, err := r.lookup(runID)
 	if err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func (r *Runtime) Grant(runID string) (*Grant, error) {
 // request of the old one (a command running on the old token is canceled
 // and its result refused), the old sandbox is killed, its credential
 // revoked, and the new sandbox gets a credential of its own.
-func (r *Runtime) Move(ctx context.Context, runID string) (*Grant, error) {
+func (r *Runtime) Move(ctx context.Context, runID string) (*runtimeapi.Grant, error) {
 	c, err := r.lookup(runID)
 	if err != nil {
 		return nil, err
@@ -97,7 +98,7 @@ func (r *Runtime) Move(ctx context.Context, runID string) (*Grant, error) {
 
 // move moves c; from > 0 moves it only if its attempt is still from (a
 // heartbeat's move is not repeated after another move).
-func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Grant, error) {
+func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*runtimeapi.Grant, error) {
 	c.op.Lock()
 	defer c.op.Unlock()
 	c.mu.Lock()
@@ -145,7 +146,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 		r.logf("%v", err)
 		return nil, err
 	}
-	var receipts []runs.Receipt
+	var receipts []runmanifest.Receipt
 	if c.secretVersion != "" {
 		rc, err := r.issue(ctx, c.runID, c.secretVersion, s)
 		if err != nil {
@@ -169,15 +170,15 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*Gr
 		oldID = old.ID
 	}
 	r.logf("runtime: run %s moved from sandbox %s to %s (allocation attempt %d): %s", c.runID, oldID, s.ID, attempt, why)
-	if err := r.store.Update(bg, c.runID, func(m *runs.Manifest) error {
+	if err := r.store.Update(bg, c.runID, func(m *runmanifest.Manifest) error {
 		m.AllocationAttempt, m.SandboxID, m.Warm = attempt, s.ID, false
 		m.RunnerBinarySHA256 = s.RunnerBinarySHA256
 		placeManifest(m, s)
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
 		markRevoked(m, oldCredential, oldRevoked)
 		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
-		if old != nil && len(m.Fences) < runs.MaxFences {
-			m.Fences = append(m.Fences, runs.Fence{AllocationAttempt: attempt - 1, SandboxID: old.ID, FencedAt: fencedAt, Reason: why})
+		if old != nil && len(m.Fences) < runmanifest.MaxFences {
+			m.Fences = append(m.Fences, runmanifest.Fence{AllocationAttempt: attempt - 1, SandboxID: old.ID, FencedAt: fencedAt, Reason: why})
 		}
 		return nil
 	}); err != nil {

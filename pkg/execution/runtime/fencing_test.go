@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -111,7 +113,7 @@ func stopRunner(t *testing.T, be *local.Backend, id string) {
 	}
 }
 
-func execOut(t *testing.T, rt *runtime.Runtime, g *runtime.Grant, script string) string {
+func execOut(t *testing.T, rt *runtime.Runtime, g *runtimeapi.Grant, script string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -176,7 +178,7 @@ func TestFencingIsReal(t *testing.T) {
 		stopped := time.Now()
 		stopRunner(t, f.be, gr.SandboxID)
 
-		var moved *runtime.Grant
+		var moved *runtimeapi.Grant
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 			if moved, err = f.rt.Grant(gr.RunID); err == nil && moved.AllocationAttempt == 2 {
 				break
@@ -329,7 +331,7 @@ func TestFencingIsReal(t *testing.T) {
 			t.Fatalf("manifest: secret_version %q, policy_revision %q, verification_policy_revision %q",
 				m.SecretVersion, m.PolicyRevision, m.VerificationPolicyRevision)
 		}
-		if ids, err := f.store.Query(ctx, runs.Query{SecretVersion: testSecretVersion}); err != nil || len(ids) != 1 || ids[0] != gr.RunID {
+		if ids, err := f.store.Query(ctx, runmanifest.Query{SecretVersion: testSecretVersion}); err != nil || len(ids) != 1 || ids[0] != gr.RunID {
 			t.Fatalf("runs of secret version %s: %v, %v", testSecretVersion, ids, err)
 		}
 		rc := m.CredentialIssuances[0]

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -31,9 +32,9 @@ func TestClaimIdentity(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
-	c, _ := runtime.NewClient(hs.URL, apiToken)
+	c, _ := runtimeapi.NewClient(hs.URL, apiToken)
 
-	g, err := c.Claim(ctx, "agents", runtime.ClaimBody{})
+	g, err := c.Claim(ctx, "agents", runtimeapi.ClaimBody{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,12 +51,12 @@ func TestClaimIdentity(t *testing.T) {
 		id.RunnerPath != sandbox.RunnerPath || id.Runner.Pid == 0 {
 		t.Fatalf("identity %+v\ngrant %+v\nmanifest runner %s", id, g, m.RunnerBinarySHA256)
 	}
-	var ae *runtime.APIError
+	var ae *runtimeapi.APIError
 	if _, err := c.Identity(ctx, g.RunID, "not-the-token"); !errors.As(err, &ae) || ae.Status != 409 {
 		t.Errorf("a wrong token: %v", err)
 	}
 	zero := 0
-	if err := c.Release(ctx, g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: &zero}); err != nil {
+	if err := c.Release(ctx, g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: &zero}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Identity(ctx, g.RunID, g.Token); !errors.As(err, &ae) || ae.Status != 404 {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
@@ -46,7 +47,7 @@ func TestLedgerRecordsSandboxStates(t *testing.T) {
 	if err := rt.Release(ctx, gr.RunID, moved.Token, nil); err != nil {
 		t.Fatal(err)
 	}
-	res, err := rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: g1.ID, Rollout: "ro-cost", Checks: []string{"allocate", "cleanup"}})
+	res, err := rt.Prove(ctx, "agents", runtimeapi.ProofRequest{Generation: g1.ID, Rollout: "ro-cost", Checks: []string{"allocate", "cleanup"}})
 	if err != nil || !res.Passed() {
 		t.Fatalf("proof: %+v, %v", res, err)
 	}

@@ -8,17 +8,18 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
-	"github.com/slipway-dev/slipway/pkg/release/sbom"
 )
 
 // PackageIndex records the packages of workspace templates, so runs can be
 // found by the packages their template contains. runs.Store is one.
 type PackageIndex interface {
-	RecordPackages(ctx context.Context, templateID string, pkgs []runs.Package) (runs.Change, error)
+	RecordPackages(ctx context.Context, templateID string, pkgs []runmanifest.Package) (runmanifest.Change, error)
 }
 
 // packages indexes each template once: its SBOM attestation, verified with
@@ -70,8 +71,8 @@ func (p *packages) read(ctx context.Context, pol *policy.Policy, image, id strin
 	if err != nil {
 		return "", err
 	}
-	found, err := sbom.Decode(doc)
-	if errors.Is(err, sbom.ErrDecode) {
+	found, err := sbomdoc.Decode(doc)
+	if errors.Is(err, sbomdoc.ErrDecode) {
 		return fmt.Sprintf("SBOM attestation %s of %s: %v", a.Digest, id, err), nil
 	}
 	if err != nil {
@@ -79,10 +80,10 @@ func (p *packages) read(ctx context.Context, pol *policy.Policy, image, id strin
 	}
 	// Entries without a version, or that the index cannot hold (a
 	// version holding '@', control characters), are left out and counted.
-	pkgs := make([]runs.Package, 0, len(found))
+	pkgs := make([]runmanifest.Package, 0, len(found))
 	skipped := 0
 	for _, f := range found {
-		pk, err := runs.ParsePackage(f.Name + "@" + f.Version)
+		pk, err := runmanifest.ParsePackage(f.Name + "@" + f.Version)
 		if err != nil || pk.Name != f.Name {
 			skipped++
 			continue

@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/sbom"
@@ -73,12 +73,12 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 	}
 
 	t0 := time.Now()
-	if err := store.Create(ctx, &runs.Manifest{RunID: "r-1", AllocationAttempt: 1, SandboxID: "sb-1", WorkspaceTemplateID: tpl.Identity(),
-		Generation: g1.ID, Pool: "agents", Lifecycle: runs.Lifecycle{RequestReceived: t0, ClaimCreated: t0}}); err != nil {
+	if err := store.Create(ctx, &runmanifest.Manifest{RunID: "r-1", AllocationAttempt: 1, SandboxID: "sb-1", WorkspaceTemplateID: tpl.Identity(),
+		Generation: g1.ID, Pool: "agents", Lifecycle: runmanifest.Lifecycle{RequestReceived: t0, ClaimCreated: t0}}); err != nil {
 		t.Fatal(err)
 	}
 	for q, want := range map[string][]string{"openssl@3.0.17-1~deb12u2": {"r-1"}, "zlib1g@1:1.2.13.dfsg-1": {"r-1"}, "openssl@3.0.7": nil} {
-		ids, err := store.Query(ctx, runs.Query{Package: q})
+		ids, err := store.Query(ctx, runmanifest.Query{Package: q})
 		if err != nil || !slices.Equal(ids, want) {
 			t.Errorf("runs with %s: %v %v, want %v", q, ids, err, want)
 		}

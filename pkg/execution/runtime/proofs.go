@@ -3,7 +3,6 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -11,11 +10,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // ErrProofRefused: a proof request names a generation the pool does not
@@ -39,7 +39,7 @@ const proofTimeout = 30 * time.Second
 // check in req.Checks gives one piece of evidence, in order; a check that
 // cannot run because an earlier one failed says so. The proof claim's
 // sandbox is deleted at the end (the cleanup check proves it is gone).
-func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) (*ProofResult, error) {
+func (r *Runtime) Prove(ctx context.Context, poolName string, req runtimeapi.ProofRequest) (*runtimeapi.ProofResult, error) {
 	d, at := r.desired()
 	if err := r.stale(d, at); err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) 
 	if !ok {
 		return nil, fmt.Errorf("%w: %s did not verify: %s", ErrProofRefused, req.Generation, p.Refused[req.Generation])
 	}
-	pr := &prover{r: r, pool: p, g: g, by: "runtime on " + r.node, res: &ProofResult{Pool: poolName, Generation: g.ID, Rollout: req.Rollout, Evidence: []Evidence{}}}
+	pr := &prover{r: r, pool: p, g: g, by: "runtime on " + r.node, res: &runtimeapi.ProofResult{Pool: poolName, Generation: g.ID, Rollout: req.Rollout, Evidence: []runtimeapi.Evidence{}}}
 	// The proof claim is held (Holds) until its sandbox is released: it has
 	// no run manifest for a cleanup reconciler to read.
 	owner := "proof-" + req.Rollout + "-" + newToken()[:8]
@@ -118,10 +118,10 @@ func (r *Runtime) Prove(ctx context.Context, poolName string, req ProofRequest) 
 		}
 	}
 	// Evidence in the order asked, allocate where the request put it.
-	order := func(e Evidence) int { return slices.Index(req.Checks, e.Check) }
-	slices.SortStableFunc(pr.res.Evidence, func(a, b Evidence) int { return order(a) - order(b) })
+	order := func(e runtimeapi.Evidence) int { return slices.Index(req.Checks, e.Check) }
+	slices.SortStableFunc(pr.res.Evidence, func(a, b runtimeapi.Evidence) int { return order(a) - order(b) })
 	if !slices.Contains(req.Checks, "allocate") {
-		pr.res.Evidence = slices.DeleteFunc(pr.res.Evidence, func(e Evidence) bool { return e.Check == "allocate" && e.Passed })
+		pr.res.Evidence = slices.DeleteFunc(pr.res.Evidence, func(e runtimeapi.Evidence) bool { return e.Check == "allocate" && e.Passed })
 	}
 	return pr.res, nil
 }
@@ -141,11 +141,11 @@ type prover struct {
 	by       string
 	s        *sandbox.Sandbox
 	released bool
-	res      *ProofResult
+	res      *runtimeapi.ProofResult
 }
 
 func (p *prover) add(check string, start time.Time, passed bool, format string, args ...any) {
-	p.res.Evidence = append(p.res.Evidence, Evidence{Check: check, Passed: passed, Reason: fmt.Sprintf(format, args...),
+	p.res.Evidence = append(p.res.Evidence, runtimeapi.Evidence{Check: check, Passed: passed, Reason: fmt.Sprintf(format, args...),
 		Generation: p.g.ID, SandboxID: p.res.SandboxID, Started: start.UTC(), Finished: p.r.now().UTC(), By: p.by})
 }
 
@@ -362,14 +362,14 @@ func (p *prover) templateTests(ctx context.Context, start time.Time) {
 		p.add("template-tests", start, false, "the template's config: %v", err)
 		return
 	}
-	raw := cf.Config.Labels[template.LabelTests]
+	raw := cf.Config.Labels[templatemeta.LabelTests]
 	if raw == "" {
-		p.add("template-tests", start, true, "the template records no tests (label %s)", template.LabelTests)
+		p.add("template-tests", start, true, "the template records no tests (label %s)", templatemeta.LabelTests)
 		return
 	}
-	var tests []template.Test
-	if err := json.Unmarshal([]byte(raw), &tests); err != nil {
-		p.add("template-tests", start, false, "label %s does not parse: %v", template.LabelTests, err)
+	tests, err := templatemeta.ParseTests(raw)
+	if err != nil {
+		p.add("template-tests", start, false, "label %s does not parse: %v", templatemeta.LabelTests, err)
 		return
 	}
 	var names []string

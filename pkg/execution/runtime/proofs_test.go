@@ -8,16 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // withTests is a generation of pool agents whose template records tests.
-func (w *warmWorld) withTests(t *testing.T, from *generation.Generation, tests []template.Test) *generation.Generation {
+func (w *warmWorld) withTests(t *testing.T, from *generation.Generation, tests []templatemeta.Test) *generation.Generation {
 	t.Helper()
 	return w.Generation(t, "agents", from, w.TemplateWithTests(t, tests))
 }
@@ -32,8 +33,8 @@ func TestProofs(t *testing.T) {
 	be := newLocalBackend(t)
 	store := newStore(t)
 	g1 := w.generation(t, nil)
-	good := w.withTests(t, g1, []template.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}, {Name: "tools", Run: []string{"ls", "/bin/sh"}}})
-	bad := w.withTests(t, g1, []template.Test{{Name: "broken-tool", Run: []string{"sh", "-c", "echo missing >&2; exit 7"}}})
+	good := w.withTests(t, g1, []templatemeta.Test{{Name: "shell", Run: []string{"sh", "-c", "echo ok"}}, {Name: "tools", Run: []string{"ls", "/bin/sh"}}})
+	bad := w.withTests(t, g1, []templatemeta.Test{{Name: "broken-tool", Run: []string{"sh", "-c", "echo missing >&2; exit 7"}}})
 	d := w.desired(t, "rev-1", 1, g1, good, bad)
 	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, store, time.Minute)
@@ -42,7 +43,7 @@ func TestProofs(t *testing.T) {
 		t.Fatalf("reconcile: %v", rep.Errors)
 	}
 
-	res, err := rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: good.ID, Rollout: "ro-test", Checks: pool.Proofs})
+	res, err := rt.Prove(ctx, "agents", runtimeapi.ProofRequest{Generation: good.ID, Rollout: "ro-test", Checks: pool.Proofs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +71,11 @@ func TestProofs(t *testing.T) {
 			t.Errorf("sandbox %s owned by %s after the proof", s.ID, s.Owner)
 		}
 	}
-	if ids, _ := store.Query(ctx, runs.Query{Generation: good.ID}); len(ids) != 0 {
+	if ids, _ := store.Query(ctx, runmanifest.Query{Generation: good.ID}); len(ids) != 0 {
 		t.Errorf("a proof claim made run manifests: %v", ids)
 	}
 
-	res, err = rt.Prove(ctx, "agents", runtime.ProofRequest{Generation: bad.ID, Rollout: "ro-test", Checks: []string{"allocate", "template-tests", "cleanup"}})
+	res, err = rt.Prove(ctx, "agents", runtimeapi.ProofRequest{Generation: bad.ID, Rollout: "ro-test", Checks: []string{"allocate", "template-tests", "cleanup"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestProofs(t *testing.T) {
 	}
 
 	other := w.generation(t, g1)
-	for _, req := range []runtime.ProofRequest{
+	for _, req := range []runtimeapi.ProofRequest{
 		{Generation: other.ID, Rollout: "ro-test", Checks: []string{"allocate"}},
 		{Generation: good.ID, Rollout: "ro-test", Checks: []string{"allocate", "vibes"}},
 		{Generation: good.ID, Checks: []string{"allocate"}},
@@ -97,7 +98,7 @@ func TestProofs(t *testing.T) {
 // checkNetworkEvidence: the network proof probed IPv4 and IPv6 loopback
 // and every non-loopback address of this host that takes a connection
 // (IPv6 included), or says why it skipped one.
-func checkNetworkEvidence(t *testing.T, e runtime.Evidence) {
+func checkNetworkEvidence(t *testing.T, e runtimeapi.Evidence) {
 	t.Helper()
 	if e.Check != "network" || !e.Passed {
 		t.Fatalf("network evidence: %+v", e)

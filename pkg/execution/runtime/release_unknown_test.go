@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // A run released without a confirmed exit code never becomes completed:
@@ -19,23 +19,23 @@ func TestReleaseWithoutExitCode(t *testing.T) {
 		name string
 		ran  bool
 		exit *int
-		want runs.Status
+		want runmanifest.Status
 	}{
-		{"ran, no exit code", true, nil, runs.StatusUnknown},
-		{"never ran", false, nil, runs.StatusReleased},
-		{"exit 0", true, &zero, runs.StatusCompleted},
-		{"exit 3", true, &three, runs.StatusFailed},
+		{"ran, no exit code", true, nil, runmanifest.StatusUnknown},
+		{"never ran", false, nil, runmanifest.StatusReleased},
+		{"exit 0", true, &zero, runmanifest.StatusCompleted},
+		{"exit 3", true, &three, runmanifest.StatusFailed},
 	} {
-		g, err := a.c.Claim(ctx, "agents", runtime.ClaimBody{})
+		g, err := a.c.Claim(ctx, "agents", runtimeapi.ClaimBody{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.ran {
-			if _, err := a.c.Exec(ctx, g.RunID, runtime.ExecBody{Token: g.Token, Argv: []string{"true"}}); err != nil {
+			if _, err := a.c.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: []string{"true"}}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := a.c.Release(ctx, g.RunID, runtime.ReleaseBody{Token: g.Token, ExitCode: c.exit}); err != nil {
+		if err := a.c.Release(ctx, g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: c.exit}); err != nil {
 			t.Fatal(err)
 		}
 		m, err := a.c.Run(ctx, g.RunID)

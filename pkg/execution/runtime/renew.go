@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // RenewAt is the fraction of a credential's lifetime after which the
@@ -14,7 +14,7 @@ import (
 const RenewAt = 2.0 / 3
 
 // renewDue is when the credential of receipt rc is renewed.
-func renewDue(rc runs.Receipt) time.Time {
+func renewDue(rc runmanifest.Receipt) time.Time {
 	life := rc.ExpiresAt.Sub(rc.IssuedAt)
 	return rc.IssuedAt.Add(time.Duration(float64(life) * RenewAt))
 }
@@ -65,7 +65,7 @@ func (r *Runtime) renew(ctx context.Context, c *claim, fp string) error {
 	c.mu.Unlock()
 	r.logf("runtime: run %s: credential %s renewed as %s (secret version %s, expires %s); the old one revoked",
 		c.runID, fp, rc.SHA256Fingerprint, rc.SecretVersion, rc.ExpiresAt.Format(time.RFC3339))
-	return r.store.Update(context.WithoutCancel(ctx), c.runID, func(m *runs.Manifest) error {
+	return r.store.Update(context.WithoutCancel(ctx), c.runID, func(m *runmanifest.Manifest) error {
 		markRevoked(m, fp, revoked)
 		m.CredentialIssuances = append(m.CredentialIssuances, rc)
 		return nil
@@ -73,7 +73,7 @@ func (r *Runtime) renew(ctx context.Context, c *claim, fp string) error {
 }
 
 // markRevoked records in m that the credential fp was revoked at at.
-func markRevoked(m *runs.Manifest, fp string, at time.Time) {
+func markRevoked(m *runmanifest.Manifest, fp string, at time.Time) {
 	if fp == "" || at.IsZero() {
 		return
 	}

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
 // Errors of request keys.
@@ -58,7 +59,7 @@ type keyed struct {
 // key claims (unless the runs store says the key's claim has ended);
 // requests with the same key meanwhile wait for it, then answer its grant
 // again.
-func (r *Runtime) claimKeyed(ctx context.Context, req ClaimRequest) (*Grant, error) {
+func (r *Runtime) claimKeyed(ctx context.Context, req ClaimRequest) (*runtimeapi.Grant, error) {
 	key := req.RequestKey
 	if err := CheckRequestKey(key); err != nil {
 		return nil, err
@@ -105,7 +106,7 @@ func (r *Runtime) claimKeyed(ctx context.Context, req ClaimRequest) (*Grant, err
 // firstKeyed claims for the first request with a key this Runtime has no
 // claim of, unless the runs store holds a run with that key already.
 func (r *Runtime) firstKeyed(ctx context.Context, req ClaimRequest) (*claim, error) {
-	ids, err := r.store.Query(ctx, runs.Query{RequestKey: req.RequestKey, Limit: 1})
+	ids, err := r.store.Query(ctx, runmanifest.Query{RequestKey: req.RequestKey, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: request key %q: %w", req.RequestKey, err)
 	}
@@ -119,7 +120,7 @@ func (r *Runtime) firstKeyed(ctx context.Context, req ClaimRequest) (*claim, err
 // grant, Adopted. When the claim has ended meanwhile, the key is
 // forgotten and adopt returns nil, nil: the caller looks again (and finds
 // the ended run in the store).
-func (r *Runtime) adopt(ctx context.Context, k *keyed, req ClaimRequest) (*Grant, error) {
+func (r *Runtime) adopt(ctx context.Context, k *keyed, req ClaimRequest) (*runtimeapi.Grant, error) {
 	c := k.c
 	r.mu.Lock()
 	held := r.claims[c.runID] == c

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -25,7 +27,7 @@ type apiRig struct {
 	rt    *runtime.Runtime
 	d     *runtime.Desired
 	url   string
-	c     *runtime.Client
+	c     *runtimeapi.Client
 }
 
 func newAPIRig(t *testing.T, warmSize int) *apiRig {
@@ -46,7 +48,7 @@ func newAPIRig(t *testing.T, warmSize int) *apiRig {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	c, err := runtime.NewClient(hs.URL, apiToken)
+	c, err := runtimeapi.NewClient(hs.URL, apiToken)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,12 +108,12 @@ func TestClaimRequestKey(t *testing.T) {
 
 	const key = "job-42:attempt-1"
 	const n = 8
-	grants := make([]*runtime.Grant, n)
+	grants := make([]*runtimeapi.Grant, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			grants[i], errs[i] = a.c.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme", RequestKey: key})
+			grants[i], errs[i] = a.c.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme", RequestKey: key})
 		})
 	}
 	wg.Wait()
@@ -152,7 +154,7 @@ func TestClaimRequestKey(t *testing.T) {
 		t.Errorf("the key of another tenant's claim: %d %s", code, body)
 	}
 	// a claim without a key, or with another, is a claim of its own
-	other, err := a.c.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme", RequestKey: "job-43:attempt-1"})
+	other, err := a.c.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme", RequestKey: "job-43:attempt-1"})
 	if err != nil || other.RunID == g.RunID || other.Adopted {
 		t.Fatalf("claim with another key: %+v, %v", other, err)
 	}
@@ -162,7 +164,7 @@ func TestClaimRequestKey(t *testing.T) {
 	if err != nil || m.RequestKey != key {
 		t.Fatalf("manifest: %+v, %v", m, err)
 	}
-	if ids, err := a.c.Query(ctx, runs.Query{RequestKey: key}); err != nil || len(ids) != 1 || ids[0] != g.RunID {
+	if ids, err := a.c.Query(ctx, runmanifest.Query{RequestKey: key}); err != nil || len(ids) != 1 || ids[0] != g.RunID {
 		t.Errorf("Query(request key) = %v, %v", ids, err)
 	}
 	if code, body := a.call(t, "GET", "/v1/runs?request_key="+key, ""); code != 200 || body != `{"runs":["`+g.RunID+`"]}`+"\n" {
@@ -171,11 +173,11 @@ func TestClaimRequestKey(t *testing.T) {
 
 	// released: the key is refused, naming the key, the run and why
 	zero := 0
-	if err := a.c.Release(ctx, g.RunID, runtime.ReleaseBody{Token: moved.Token, ExitCode: &zero}); err != nil {
+	if err := a.c.Release(ctx, g.RunID, runtimeapi.ReleaseBody{Token: moved.Token, ExitCode: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.c.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "acme", RequestKey: key})
-	var apiErr *runtime.APIError
+	_, err = a.c.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "acme", RequestKey: key})
+	var apiErr *runtimeapi.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 409 {
 		t.Fatalf("claim with a released claim's key: %v, want 409", err)
 	}

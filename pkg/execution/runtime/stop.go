@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 )
 
 // Stop ends every open claim of generation gen in pool (a rollout's drain
@@ -45,8 +45,8 @@ func (r *Runtime) Stop(ctx context.Context, pool, gen string) ([]string, error) 
 					return err
 				}
 			}
-			return r.finalUpdate(ctx, c.runID, s, func(m *runs.Manifest) {
-				m.Status = runs.EndStatus(m, nil) // stopped mid-run: unknown, never completed
+			return r.finalUpdate(ctx, c.runID, s, func(m *runmanifest.Manifest) {
+				m.Status = runmanifest.EndStatus(m, nil) // stopped mid-run: unknown, never completed
 				m.Lifecycle.ResourcesReleased = released
 			})
 		}()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -136,7 +137,7 @@ func TestSwitchActiveGenerationUnderConcurrentClaims(t *testing.T) {
 	// The claimers.
 	type claimed struct {
 		start, end time.Time
-		grant      *runtime.Grant
+		grant      *runtimeapi.Grant
 		runnerGen  string // the generation the sandbox's runner says it serves
 	}
 	var grantsMu sync.Mutex
@@ -224,7 +225,7 @@ func TestSwitchActiveGenerationUnderConcurrentClaims(t *testing.T) {
 // backend's record (found by the claim's run id as its owner), the runner's
 // own identity, and the run manifest. It returns the generation the
 // runner says it serves ("" when it could not tell).
-func checkGrantSandbox(t *testing.T, ctx context.Context, be sandbox.Backend, store runs.Store, gr *runtime.Grant, observe func(id, gen, where string)) (runnerGen string) {
+func checkGrantSandbox(t *testing.T, ctx context.Context, be sandbox.Backend, store runs.Store, gr *runtimeapi.Grant, observe func(id, gen, where string)) (runnerGen string) {
 	t.Helper()
 	owned, err := be.List(ctx, sandbox.Filter{Owner: gr.RunID})
 	if err != nil {

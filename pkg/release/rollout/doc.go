@@ -32,7 +32,7 @@
 // A step counts as done only when the fleet reports that it serves from
 // the step's commit or a later one (Fleet.Sync, gitops.Repo.Contains).
 // Proof checks run on warm members of the new generation only, through the
-// Fleet (runtime.Client implements it): allocate, identity, network,
+// Fleet (runtimeapi.Client implements it): allocate, identity, network,
 // template-tests, workspace-writable and cleanup, as the pool lists them.
 // The evidence is stored under pools/<pool>/evidence/<generation>/<rollout>/
 // as evidence.json and an in-toto statement (predicate type

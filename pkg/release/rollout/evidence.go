@@ -8,9 +8,9 @@ import (
 	"path"
 	"strings"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
@@ -36,24 +36,24 @@ func evidenceDir(poolName, gen, rollout string) string {
 
 // EvidencePredicate is the predicate of PredicateEvidence.
 type EvidencePredicate struct {
-	Pool       string             `json:"pool"`
-	Generation string             `json:"generation"`
-	Rollout    string             `json:"rollout"`
-	Driver     string             `json:"driver"`
-	RunID      string             `json:"runId,omitempty"`
-	SandboxID  string             `json:"sandboxId,omitempty"`
-	Runtime    *runtime.Info      `json:"runtime,omitempty"`
-	Passed     bool               `json:"passed"`
-	Checks     []runtime.Evidence `json:"checks"`
+	Pool       string                `json:"pool"`
+	Generation string                `json:"generation"`
+	Rollout    string                `json:"rollout"`
+	Driver     string                `json:"driver"`
+	RunID      string                `json:"runId,omitempty"`
+	SandboxID  string                `json:"sandboxId,omitempty"`
+	Runtime    *runtimeapi.Info      `json:"runtime,omitempty"`
+	Passed     bool                  `json:"passed"`
+	Checks     []runtimeapi.Evidence `json:"checks"`
 }
 
 // evidence renders the proof result as files: the checks, and the in-toto
 // statement signed into a DSSE envelope (or, with unsigned evidence
 // chosen, the bare statement).
-func (d *Driver) evidence(ctx context.Context, r *pool.Rollout, res *runtime.ProofResult, info *runtime.Info) (map[string][]byte, error) {
+func (d *Driver) evidence(ctx context.Context, r *pool.Rollout, res *runtimeapi.ProofResult, info *runtimeapi.Info) (map[string][]byte, error) {
 	checks := res.Evidence
 	if checks == nil {
-		checks = []runtime.Evidence{}
+		checks = []runtimeapi.Evidence{}
 	}
 	list, err := json.MarshalIndent(checks, "", "  ")
 	if err != nil {
@@ -86,15 +86,15 @@ func (d *Driver) evidence(ctx context.Context, r *pool.Rollout, res *runtime.Pro
 }
 
 // readEvidence reads the checks of an evidence folder.
-func readEvidence(t *gitops.Tree, dir string) ([]runtime.Evidence, error) {
+func readEvidence(t *gitops.Tree, dir string) ([]runtimeapi.Evidence, error) {
 	b, err := t.ReadFile(path.Join(dir, EvidenceFile))
 	if errors.Is(err, gitops.ErrNotExist) {
-		return []runtime.Evidence{}, nil
+		return []runtimeapi.Evidence{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var out []runtime.Evidence
+	var out []runtimeapi.Evidence
 	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, fmt.Errorf("%s: %w", path.Join(dir, EvidenceFile), err)
 	}

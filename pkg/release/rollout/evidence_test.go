@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 // policyWith is a verification policy holding the named PEM keys.
@@ -75,7 +75,7 @@ func (e *env) verifyEvidence(q rollout.EvidenceQuery) *rollout.EvidenceReport {
 func TestVerifyEvidence(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	g2 := e.next(e.g1, template.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
+	g2 := e.next(e.g1, templatemeta.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
 	d := e.driver()
 	if _, err := d.Start(ctx, g2.ID, false); err != nil {
 		t.Fatal(err)

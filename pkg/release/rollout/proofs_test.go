@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 )
 
 // leakyFleet is the real runtime's client whose network proof reports a
 // connection, as a sandbox with network would. A fake, because the local
 // backend cannot make a sandbox with network: it always unshares it.
-type leakyFleet struct{ *runtime.Client }
+type leakyFleet struct{ *runtimeapi.Client }
 
-func (f leakyFleet) Prove(ctx context.Context, pool string, req runtime.ProofRequest) (*runtime.ProofResult, error) {
+func (f leakyFleet) Prove(ctx context.Context, pool string, req runtimeapi.ProofRequest) (*runtimeapi.ProofResult, error) {
 	res, err := f.Client.Prove(ctx, pool, req)
 	if err != nil {
 		return nil, err
@@ -82,17 +82,17 @@ func TestProofFailuresRollBack(t *testing.T) {
 // goneFleet answers Info through the real runtime and everything else
 // through a client of an address where nothing listens: a fleet that went
 // away after step 1 (the connection is really refused).
-type goneFleet struct{ live, gone *runtime.Client }
+type goneFleet struct{ live, gone *runtimeapi.Client }
 
-func (f goneFleet) Info(ctx context.Context) (*runtime.Info, error) { return f.live.Info(ctx) }
-func (f goneFleet) Sync(ctx context.Context) (string, error)        { return f.gone.Sync(ctx) }
-func (f goneFleet) PoolStatus(ctx context.Context, p string) (*runtime.PoolStatus, error) {
+func (f goneFleet) Info(ctx context.Context) (*runtimeapi.Info, error) { return f.live.Info(ctx) }
+func (f goneFleet) Sync(ctx context.Context) (string, error)           { return f.gone.Sync(ctx) }
+func (f goneFleet) PoolStatus(ctx context.Context, p string) (*runtimeapi.PoolStatus, error) {
 	return f.gone.PoolStatus(ctx, p)
 }
-func (f goneFleet) Prove(ctx context.Context, p string, req runtime.ProofRequest) (*runtime.ProofResult, error) {
+func (f goneFleet) Prove(ctx context.Context, p string, req runtimeapi.ProofRequest) (*runtimeapi.ProofResult, error) {
 	return f.gone.Prove(ctx, p, req)
 }
-func (f goneFleet) Stop(ctx context.Context, p, g string) (*runtime.StopResult, error) {
+func (f goneFleet) Stop(ctx context.Context, p, g string) (*runtimeapi.StopResult, error) {
 	return f.gone.Stop(ctx, p, g)
 }
 
@@ -112,7 +112,7 @@ func TestFleetGoneInWarmFailsResumably(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	gone, err := runtime.NewClient("http://"+addr, token)
+	gone, err := runtimeapi.NewClient("http://"+addr, token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
 // Errors, for errors.Is.
@@ -49,13 +49,13 @@ var (
 
 // Fleet is what a rollout sees of the machines that run the pool: what
 // they run per generation, proof checks on warm members, and stopping a
-// generation's claims. runtime.Client implements it.
+// generation's claims. runtimeapi.Client implements it.
 type Fleet interface {
-	Info(ctx context.Context) (*runtime.Info, error)
+	Info(ctx context.Context) (*runtimeapi.Info, error)
 	Sync(ctx context.Context) (string, error)
-	PoolStatus(ctx context.Context, pool string) (*runtime.PoolStatus, error)
-	Prove(ctx context.Context, pool string, req runtime.ProofRequest) (*runtime.ProofResult, error)
-	Stop(ctx context.Context, pool, generation string) (*runtime.StopResult, error)
+	PoolStatus(ctx context.Context, pool string) (*runtimeapi.PoolStatus, error)
+	Prove(ctx context.Context, pool string, req runtimeapi.ProofRequest) (*runtimeapi.ProofResult, error)
+	Stop(ctx context.Context, pool, generation string) (*runtimeapi.StopResult, error)
 }
 
 // Driver drives the rollouts of one pool. It is for one goroutine at a
@@ -197,7 +197,7 @@ type Status struct {
 	// DrainingRuns are the runs of the draining generation still open.
 	DrainingRuns []string `json:"drainingRuns"`
 	// Evidence is the rollout's proof evidence, as committed.
-	Evidence []runtime.Evidence `json:"evidence"`
+	Evidence []runtimeapi.Evidence `json:"evidence"`
 }
 
 // Status reads the pool's rollout state at the head of the branch.
@@ -208,7 +208,7 @@ func (d *Driver) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	s := &Status{Pool: d.Pool, Revision: v.commit, Target: v.state.Target, Warming: []string{}, Draining: []string{}, Retained: []string{},
-		DrainingRuns: []string{}, Evidence: []runtime.Evidence{}}
+		DrainingRuns: []string{}, Evidence: []runtimeapi.Evidence{}}
 	for _, g := range v.state.Generations {
 		switch g.State {
 		case pool.Active:

@@ -15,6 +15,8 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
@@ -23,7 +25,6 @@ import (
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
-	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 const token = "rollout-test-token-0123456789"
@@ -34,7 +35,7 @@ type env struct {
 	t      *testing.T
 	w      *runtimetest.World
 	repo   string
-	client *runtime.Client
+	client *runtimeapi.Client
 	server string
 	sv     signature.SignerVerifier
 	g1     *generation.Generation
@@ -84,7 +85,7 @@ func newEnv(t *testing.T, spec func(*pool.Spec)) *env {
 	select {
 	case a := <-addr:
 		e.server = "http://" + a
-		if e.client, err = runtime.NewClient(e.server, token); err != nil {
+		if e.client, err = runtimeapi.NewClient(e.server, token); err != nil {
 			t.Fatal(err)
 		}
 	case err := <-done:
@@ -114,7 +115,7 @@ func (e *env) driver() *rollout.Driver {
 
 // next promotes a generation after from with a template whose tests are
 // tests.
-func (e *env) next(from *generation.Generation, tests ...template.Test) *generation.Generation {
+func (e *env) next(from *generation.Generation, tests ...templatemeta.Test) *generation.Generation {
 	e.t.Helper()
 	tpl := ""
 	if len(tests) > 0 {
@@ -198,7 +199,7 @@ func TestRolloutSucceeds(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	g2 := e.next(e.g1, template.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
+	g2 := e.next(e.g1, templatemeta.Test{Name: "shell", Run: []string{"sh", "-c", "true"}})
 	d := e.driver()
 	if _, err := d.Start(ctx, g2.ID, false); err != nil {
 		t.Fatal(err)
@@ -267,11 +268,11 @@ func TestRolloutSucceeds(t *testing.T) {
 	if g := ps.Generation(e.g1.ID); g.Ready+g.Warming+g.Claimed != 0 {
 		t.Errorf("g1 still has sandboxes: %+v", g)
 	}
-	grant, err := e.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "t"})
+	grant, err := e.client.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "t"})
 	if err != nil || grant.Generation != g2.ID {
 		t.Fatalf("a claim after the rollout: %+v %v", grant, err)
 	}
-	if err := e.client.Release(ctx, grant.RunID, runtime.ReleaseBody{Token: grant.Token}); err != nil {
+	if err := e.client.Release(ctx, grant.RunID, runtimeapi.ReleaseBody{Token: grant.Token}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -296,7 +297,7 @@ func TestFailedProofRollsBack(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	bad := e.next(e.g1, template.Test{Name: "needs-python", Run: []string{"sh", "-c", "echo python3 missing >&2; exit 9"}})
+	bad := e.next(e.g1, templatemeta.Test{Name: "needs-python", Run: []string{"sh", "-c", "echo python3 missing >&2; exit 9"}})
 	d := e.driver()
 	if _, err := d.Start(ctx, bad.ID, false); err != nil {
 		t.Fatal(err)
@@ -313,7 +314,7 @@ func TestFailedProofRollsBack(t *testing.T) {
 		t.Errorf("after the rollback: %+v target %s", st.Generations, st.Target)
 	}
 	status, _ := d.Status(ctx)
-	if status == nil || !slices.ContainsFunc(status.Evidence, func(ev runtime.Evidence) bool { return ev.Check == "template-tests" && !ev.Passed }) {
+	if status == nil || !slices.ContainsFunc(status.Evidence, func(ev runtimeapi.Evidence) bool { return ev.Check == "template-tests" && !ev.Passed }) {
 		t.Errorf("the evidence does not say why: %+v", status)
 	}
 	e.checkRouting()
@@ -429,10 +430,10 @@ func TestDrain(t *testing.T) {
 				s.DrainDeadline = pool.Duration{Duration: 2 * time.Second}
 			})
 			ctx := context.Background()
-			var grant *runtime.Grant
+			var grant *runtimeapi.Grant
 			deadline := time.Now().Add(30 * time.Second)
 			for {
-				g, err := e.client.Claim(ctx, "agents", runtime.ClaimBody{Tenant: "long-task"})
+				g, err := e.client.Claim(ctx, "agents", runtimeapi.ClaimBody{Tenant: "long-task"})
 				if err == nil {
 					grant = g
 					break
@@ -480,7 +481,7 @@ func TestDrain(t *testing.T) {
 				if st.Phase != rollout.PhaseDrain || !slices.Contains(st.DrainingRuns, grant.RunID) {
 					t.Fatalf("after the deadline (wait): %+v", st)
 				}
-				if err := e.client.Release(ctx, grant.RunID, runtime.ReleaseBody{Token: grant.Token}); err != nil {
+				if err := e.client.Release(ctx, grant.RunID, runtimeapi.ReleaseBody{Token: grant.Token}); err != nil {
 					t.Fatal(err)
 				}
 			}

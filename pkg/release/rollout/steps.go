@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
 // The rollout's steps, in order: each a function of the driver that takes the
@@ -33,7 +33,7 @@ func (d *Driver) compatibility(ctx context.Context, r *pool.Rollout) (*pool.Roll
 			return d.advance(ctx, r, d.rolledBack(err.Error()))
 		}
 	}
-	var info *runtime.Info
+	var info *runtimeapi.Info
 	note, err := d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
 		i, err := d.Fleet.Info(ctx)
 		if err != nil {
@@ -68,17 +68,17 @@ func (d *Driver) compatibility(ctx context.Context, r *pool.Rollout) (*pool.Roll
 }
 
 // incompatible says why the fleet cannot run to (beside from), or "".
-func incompatible(info *runtime.Info, to, from *generation.Generation) string {
+func incompatible(info *runtimeapi.Info, to, from *generation.Generation) string {
 	var why []string
 	for _, g := range []*generation.Generation{to, from} {
 		if g == nil {
 			continue
 		}
 		c := g.Compatibility
-		if !info.ControlPlaneProtocol.Overlaps(c.ControlPlaneProtocol) {
+		if !info.ControlPlaneProtocol.Overlaps(runtimeapi.ProtocolRange(c.ControlPlaneProtocol)) {
 			why = append(why, fmt.Sprintf("%s needs control-plane protocol %s, the control plane speaks %s", g.ID, c.ControlPlaneProtocol, info.ControlPlaneProtocol))
 		}
-		if !info.RunnerProtocol.Overlaps(c.RunnerProtocol) {
+		if !info.RunnerProtocol.Overlaps(runtimeapi.ProtocolRange(c.RunnerProtocol)) {
 			why = append(why, fmt.Sprintf("%s's runner speaks protocol %s, the control plane %s", g.ID, c.RunnerProtocol, info.RunnerProtocol))
 		}
 	}
@@ -149,7 +149,7 @@ func (d *Driver) prove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, err
 	// Proofs take a warm member: one must be ready (a proof of a run
 	// before a crash used one up; the runtime refills it). A proof that
 	// found none to allocate is tried again until the deadline.
-	var res *runtime.ProofResult
+	var res *runtimeapi.ProofResult
 	note, err := d.waitFor(ctx, &r, r.PhaseDeadline, func(ctx context.Context) (bool, string, error) {
 		st, err := d.Fleet.PoolStatus(ctx, d.Pool)
 		if err != nil {
@@ -158,7 +158,7 @@ func (d *Driver) prove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, err
 		if g := st.Generation(r.To); g.Ready == 0 {
 			return false, fmt.Sprintf("no warm member of %s ready for the proofs (%d warming)", r.To, g.Warming), nil
 		}
-		out, err := d.Fleet.Prove(ctx, d.Pool, runtime.ProofRequest{Generation: r.To, Rollout: r.ID, Checks: checks})
+		out, err := d.Fleet.Prove(ctx, d.Pool, runtimeapi.ProofRequest{Generation: r.To, Rollout: r.ID, Checks: checks})
 		if err != nil {
 			return false, "", fmt.Errorf("the proofs did not run: %w", err)
 		}
@@ -193,7 +193,7 @@ func (d *Driver) prove(ctx context.Context, r *pool.Rollout) (*pool.Rollout, err
 		}
 	}
 	for _, c := range checks {
-		if !slices.ContainsFunc(res.Evidence, func(e runtime.Evidence) bool { return e.Check == c }) {
+		if !slices.ContainsFunc(res.Evidence, func(e runtimeapi.Evidence) bool { return e.Check == c }) {
 			failed = append(failed, c+": no evidence returned")
 		}
 	}

@@ -13,9 +13,9 @@ import (
 	intoto "github.com/in-toto/attestation/go/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
-	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 )
@@ -252,7 +252,7 @@ func readRecord(ctx context.Context, t *gitops.Tree, poolName, gen, ro string, p
 		return nil, err
 	}
 	if listed {
-		var checks []runtime.Evidence
+		var checks []runtimeapi.Evidence
 		same := json.Unmarshal(list, &checks) == nil && sameChecks(checks, pred.Checks)
 		reason := fmt.Sprintf("%s says what the signed statement says (%d checks)", EvidenceFile, len(pred.Checks))
 		if !same {
@@ -338,14 +338,14 @@ func decodePredicate(st *intoto.Statement) (*EvidencePredicate, error) {
 		return nil, fmt.Errorf("predicate: %w", err)
 	}
 	if p.Checks == nil {
-		p.Checks = []runtime.Evidence{}
+		p.Checks = []runtimeapi.Evidence{}
 	}
 	return &p, nil
 }
 
 // sameChecks compares the checks of evidence.json with the signed ones
 // (times compared as instants).
-func sameChecks(a, b []runtime.Evidence) bool {
+func sameChecks(a, b []runtimeapi.Evidence) bool {
 	if len(a) != len(b) {
 		return false
 	}

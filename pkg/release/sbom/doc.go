@@ -24,6 +24,9 @@
 //     binaries), without file digests, file metadata or package-to-file relationships, which cost
 //     most of syft's time and size on a large tree.
 //
+// Reading documents back is pkg/api/sbomdoc's (standard library only, so a runtime reading a
+// template's SBOM attestation does not link syft); its Package is the one Packages returns.
+//
 // It is not a vulnerability scanner, it does not sign or attach the documents (the signing and
 // attestation packages do), and it does not unpack images: give it the directory the rootfs package
 // extracted. Symbolic links in the tree resolve inside it, as they would in a container.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
 )
 
 // fixtureFiles is a small root filesystem: a Debian os-release and dpkg database, a Python package
@@ -126,7 +128,7 @@ func copyFile(t testing.TB, src, dst string, mode os.FileMode) {
 
 // packageLines renders packages one a line, "type name version purl", with the Go toolchain's
 // version replaced by GOVERSION so a golden file survives toolchain updates.
-func packageLines(pkgs []Package, goVersion string) string {
+func packageLines(pkgs []sbomdoc.Package, goVersion string) string {
 	var b strings.Builder
 	for _, p := range pkgs {
 		line := strings.Join([]string{p.Type, p.Name, p.Version, p.PURL}, " ")

@@ -18,6 +18,7 @@ import (
 	"github.com/anchore/syft/syft/source/directorysource"
 
 	"github.com/slipway-dev/slipway/internal/atomicfile"
+	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
 )
 
 // File names Write uses.
@@ -36,21 +37,11 @@ var (
 	ErrCatalog = errors.New("sbom cataloging failed")
 )
 
-// Package is one package found in the root filesystem, as recorded in the run-manifest index.
-type Package struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-	// Type is syft's package type: deb, apk, rpm, go-module, python, npm, java-archive, binary, …
-	Type string `json:"type"`
-	// PURL is the package URL, for example pkg:deb/debian/openssl@3.0.17-1~deb12u2?arch=amd64&distro=debian-12.
-	PURL string `json:"purl,omitempty"`
-}
-
 // SBOM is the result of Generate: the two documents and the package list. It is immutable.
 type SBOM struct {
 	spdx     []byte
 	cdx      []byte
-	packages []Package
+	packages []sbomdoc.Package
 }
 
 // Generate catalogs the unpacked root filesystem at root with syft's library and returns its SPDX 2.3
@@ -173,22 +164,12 @@ func rootDir(root string) (string, error) {
 
 // packagesOf lists the packages sorted by name, version, type and purl, without exact duplicates (the
 // same npm package in two node_modules folders is one entry).
-func packagesOf(s *syftsbom.SBOM) []Package {
-	var out []Package
+func packagesOf(s *syftsbom.SBOM) []sbomdoc.Package {
+	var out []sbomdoc.Package
 	for p := range s.Artifacts.Packages.Enumerate() {
-		out = append(out, Package{Name: p.Name, Version: p.Version, Type: string(p.Type), PURL: p.PURL})
+		out = append(out, sbomdoc.Package{Name: p.Name, Version: p.Version, Type: string(p.Type), PURL: p.PURL})
 	}
-	slices.SortFunc(out, comparePackages)
-	return slices.Compact(out)
-}
-
-func comparePackages(a, b Package) int {
-	return cmp.Or(
-		cmp.Compare(a.Name, b.Name),
-		cmp.Compare(a.Version, b.Version),
-		cmp.Compare(a.Type, b.Type),
-		cmp.Compare(a.PURL, b.PURL),
-	)
+	return sbomdoc.Sorted(out)
 }
 
 // SPDXJSON returns the SPDX 2.3 JSON document.
@@ -198,7 +179,7 @@ func (s *SBOM) SPDXJSON() []byte { return bytes.Clone(s.spdx) }
 func (s *SBOM) CycloneDXJSON() []byte { return bytes.Clone(s.cdx) }
 
 // Packages returns the packages found, sorted by name, version, type and purl.
-func (s *SBOM) Packages() []Package { return slices.Clone(s.packages) }
+func (s *SBOM) Packages() []sbomdoc.Package { return slices.Clone(s.packages) }
 
 // Change says what Write did to a file.
 type Change string

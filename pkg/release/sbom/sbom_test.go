@@ -18,6 +18,8 @@ import (
 	"github.com/anchore/syft/syft/format"
 	"github.com/anchore/syft/syft/format/cyclonedxjson"
 	"github.com/anchore/syft/syft/format/spdxjson"
+
+	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
@@ -55,7 +57,7 @@ func TestGenerateFixture(t *testing.T) {
 	if got != string(want) {
 		t.Errorf("packages differ from %s (run with -update to accept):\ngot:\n%s\nwant:\n%s", golden, got, want)
 	}
-	if !slices.IsSortedFunc(s.Packages(), comparePackages) {
+	if !slices.IsSortedFunc(s.Packages(), sbomdoc.Compare) {
 		t.Error("Packages() is not sorted")
 	}
 	for _, doc := range [][]byte{s.SPDXJSON(), s.CycloneDXJSON()} {

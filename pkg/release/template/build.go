@@ -15,20 +15,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/isolate"
 	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/release/scan"
 	"github.com/slipway-dev/slipway/pkg/rootfs"
-)
-
-// Image labels every template carries.
-const (
-	LabelName       = "dev.slipway.template.name"
-	LabelSpecDigest = "dev.slipway.template.spec-digest"
-	LabelBaseDigest = "dev.slipway.template.base-digest"
-	LabelRefresh    = "dev.slipway.template.refresh"
-	LabelTests      = "dev.slipway.template.tests"
-	LabelUser       = "dev.slipway.template.user"
 )
 
 // Result is a built, tested, frozen template, not yet published.
@@ -294,19 +285,19 @@ func (t *Template) freeze(base v1.Image, layer v1.Layer, epoch time.Time, baseDi
 	for k, v := range t.Metadata.Labels {
 		labels[k] = v
 	}
-	labels[LabelName] = t.Metadata.Name
-	labels[LabelSpecDigest] = t.Digest
-	labels[LabelBaseDigest] = baseDigest
-	labels[LabelRefresh] = strings.Join(t.Spec.Refresh, ",")
+	labels[templatemeta.LabelName] = t.Metadata.Name
+	labels[templatemeta.LabelSpecDigest] = t.Digest
+	labels[templatemeta.LabelBaseDigest] = baseDigest
+	labels[templatemeta.LabelRefresh] = strings.Join(t.Spec.Refresh, ",")
 	if t.Spec.User != "" {
-		labels[LabelUser] = t.Spec.User
+		labels[templatemeta.LabelUser] = t.Spec.User
 	}
 	if tests != nil {
 		b, err := json.Marshal(tests)
 		if err != nil {
 			return nil, err
 		}
-		labels[LabelTests] = string(b)
+		labels[templatemeta.LabelTests] = string(b)
 	}
 	cf.Config.Labels = labels
 	for i := range cf.History {

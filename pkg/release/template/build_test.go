@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/release/resolve"
 	"github.com/slipway-dev/slipway/pkg/release/scan"
 	"github.com/slipway-dev/slipway/pkg/rootfs"
@@ -59,7 +60,7 @@ func TestBuildMinimal(t *testing.T) {
 	cf, err := res.Image.ConfigFile()
 	must(t, err)
 	l := cf.Config.Labels
-	if l[LabelName] != "minimal" || l[LabelBaseDigest] != e.baseDigest || l[LabelRefresh] != "machine-id" || !strings.Contains(l[LabelTests], `"name":"hello"`) || l[LabelSpecDigest] != res.SpecDigest {
+	if l[templatemeta.LabelName] != "minimal" || l[templatemeta.LabelBaseDigest] != e.baseDigest || l[templatemeta.LabelRefresh] != "machine-id" || !strings.Contains(l[templatemeta.LabelTests], `"name":"hello"`) || l[templatemeta.LabelSpecDigest] != res.SpecDigest {
 		t.Fatalf("labels %v", l)
 	}
 	if cf.Config.User != "1000:1000" || cf.Config.WorkingDir != "/workspace" || cf.Created.Unix() != 0 {

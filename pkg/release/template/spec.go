@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/slipway-dev/slipway/internal/strictyaml"
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/isolate/shape"
 )
 
@@ -73,7 +74,7 @@ type Spec struct {
 	// Tests run in order in one sandbox of the frozen tree shaped as every sandbox of the
 	// image (package isolate/shape: refreshed files, read-only root, private workspace);
 	// all must pass before publishing.
-	Tests []Test `yaml:"tests,omitempty" json:"tests,omitempty"`
+	Tests []templatemeta.Test `yaml:"tests,omitempty" json:"tests,omitempty"`
 	// Allow exempts scan findings by rule and path glob; every use is recorded in the result.
 	Allow []Allow `yaml:"allow,omitempty" json:"allow,omitempty"`
 	// SourceDateEpoch clamps every timestamp in the frozen image (seconds since 1970);
@@ -108,13 +109,6 @@ type Copy struct {
 // Cache is a seeded cache directory allowed to ship.
 type Cache struct {
 	Path string `yaml:"path" json:"path"`
-}
-
-// Test is a smoke or security test.
-type Test struct {
-	Name    string   `yaml:"name" json:"name"`
-	Run     []string `yaml:"run" json:"run"`
-	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 }
 
 // Allow exempts scan findings of Rule under paths matching Path (a glob).

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const goodSpec = `apiVersion: slipway.dev/v1alpha1
@@ -39,6 +40,17 @@ func TestParseGood(t *testing.T) {
 	if tp.Metadata.Name != "minimal" || len(tp.Spec.Steps) != 2 || tp.Spec.Steps[1].Timeout.Seconds() != 30 ||
 		tp.Spec.Steps[0].Copy.Dst != "/opt/tools/" || tp.Spec.User != "1000:1000" || !strings.HasPrefix(tp.Digest, "sha256:") {
 		t.Fatalf("parsed %+v", tp)
+	}
+	// a test's timeout is read from YAML as from the tests label's JSON
+	tp, err = Parse([]byte(strings.Replace(goodSpec, "test -f /opt/tools/hello\"]", "test -f /opt/tools/hello\"]\n      timeout: 1m30s", 1)))
+	if err != nil || len(tp.Spec.Tests) != 1 || tp.Spec.Tests[0].Timeout.Duration != 90*time.Second {
+		t.Fatalf("tests %+v, %v", tp.Spec.Tests, err)
+	}
+	// a test's timeout is text to YAML (templatemeta.Duration): a bad one
+	// is refused, without a line (yaml.v3 gives none for text)
+	_, err = Parse([]byte(strings.Replace(goodSpec, "test -f /opt/tools/hello\"]", "test -f /opt/tools/hello\"]\n      timeout: soon", 1)))
+	if !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), `"soon" is not a duration`) {
+		t.Fatalf("a bad test timeout: %v", err)
 	}
 }
 

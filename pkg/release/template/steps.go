@@ -27,10 +27,10 @@ var (
 // outputTail is how much of a failed step's output an error shows.
 const outputTail = 2 << 10
 
-func (t *Template) stepTimeout(d Duration) time.Duration {
+func (t *Template) stepTimeout(d time.Duration) time.Duration {
 	switch {
-	case d.Duration > 0:
-		return d.Duration
+	case d > 0:
+		return d
 	case t.Spec.Limits.StepTimeout.Duration > 0:
 		return t.Spec.Limits.StepTimeout.Duration
 	}
@@ -84,7 +84,7 @@ func (t *Template) runSteps(ctx context.Context, tree string, res *Result, o *op
 				Dir:       t.workdir(),
 				Hostname:  "build",
 				Argv:      st.Run,
-				Timeout:   t.stepTimeout(st.Timeout),
+				Timeout:   t.stepTimeout(st.Timeout.Duration),
 				MaxOutput: t.maxOutput(),
 				Caps:      isolate.BuildCaps(),
 			})
@@ -179,7 +179,7 @@ func (t *Template) runTests(ctx context.Context, frozen string, cf *v1.ConfigFil
 			Dir:          workdir,
 			Hostname:     "test",
 			Argv:         ts.Run,
-			Timeout:      t.stepTimeout(ts.Timeout),
+			Timeout:      t.stepTimeout(ts.Timeout.Duration),
 			MaxOutput:    t.maxOutput(),
 			User:         nsUser,
 			HostUser:     hostUser,

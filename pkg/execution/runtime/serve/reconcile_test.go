@@ -12,6 +12,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -72,7 +73,7 @@ func TestServeReconcilesWhileRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	for _, m := range []*runs.Manifest{
+	for _, m := range []*runmanifest.Manifest{
 		{RunID: "r-live", SandboxID: live.ID, Pool: "agents", AllocationAttempt: 1},
 		{RunID: "r-ending", SandboxID: ending.ID, Pool: "agents", AllocationAttempt: 1},
 	} {
@@ -116,7 +117,7 @@ func TestServeReconcilesWhileRunning(t *testing.T) {
 
 	// the run ends behind the runtime's back: its lease is left
 	time.Sleep(500 * time.Millisecond)
-	if err := store.Update(ctx, "r-ending", func(m *runs.Manifest) error { m.Status = runs.StatusReleased; return nil }); err != nil {
+	if err := store.Update(ctx, "r-ending", func(m *runmanifest.Manifest) error { m.Status = runmanifest.StatusReleased; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(reconcile.DefaultGrace + 30*time.Second)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
@@ -375,11 +376,11 @@ func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, re
 	n := 0
 	var errs []error
 	for _, id := range open {
-		err := store.Update(ctx, id, func(m *runs.Manifest) error {
+		err := store.Update(ctx, id, func(m *runmanifest.Manifest) error {
 			if exists[m.SandboxID] {
 				return errSandboxExists
 			}
-			m.Status = runs.StatusFailed
+			m.Status = runmanifest.StatusFailed
 			if m.Lifecycle.ResourcesReleased.IsZero() {
 				m.Lifecycle.ResourcesReleased = released
 			}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -69,10 +71,10 @@ func TestServeFinalisesRunsWithoutSandboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 	awakened := time.Now().Add(-time.Minute).UTC()
-	for _, m := range []*runs.Manifest{
+	for _, m := range []*runmanifest.Manifest{
 		{RunID: "r-alive", SandboxID: alive.ID, Pool: "agents", AllocationAttempt: 1},
-		{RunID: "r-lost", SandboxID: "sb-gone", Pool: "agents", Tenant: "acme", AllocationAttempt: 2, Status: runs.StatusRunning,
-			Lifecycle: runs.Lifecycle{RunnerAwakened: awakened}},
+		{RunID: "r-lost", SandboxID: "sb-gone", Pool: "agents", Tenant: "acme", AllocationAttempt: 2, Status: runmanifest.StatusRunning,
+			Lifecycle: runmanifest.Lifecycle{RunnerAwakened: awakened}},
 		{RunID: "r-done", SandboxID: "sb-done", Pool: "agents", AllocationAttempt: 1},
 	} {
 		if err := store.Create(ctx, m); err != nil {
@@ -80,8 +82,8 @@ func TestServeFinalisesRunsWithoutSandboxes(t *testing.T) {
 		}
 	}
 	doneAt := time.Now().Add(-time.Second).UTC()
-	if err := store.Update(ctx, "r-done", func(m *runs.Manifest) error {
-		m.Status, m.Lifecycle.ResourcesReleased = runs.StatusCompleted, doneAt
+	if err := store.Update(ctx, "r-done", func(m *runmanifest.Manifest) error {
+		m.Status, m.Lifecycle.ResourcesReleased = runmanifest.StatusCompleted, doneAt
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -99,10 +101,10 @@ func TestServeFinalisesRunsWithoutSandboxes(t *testing.T) {
 		served <- serve.Run(sctx, serve.Config{Repo: repo, State: state, Listen: "127.0.0.1:0", Token: apiToken, Log: &log, Verify: runtime.Verify{Skip: true}},
 			func(addr string) { ready <- addr })
 	}()
-	var c *runtime.Client
+	var c *runtimeapi.Client
 	select {
 	case a := <-ready:
-		if c, err = runtime.NewClient("http://"+a, apiToken); err != nil {
+		if c, err = runtimeapi.NewClient("http://"+a, apiToken); err != nil {
 			t.Fatal(err)
 		}
 	case err := <-served:
@@ -119,16 +121,16 @@ func TestServeFinalisesRunsWithoutSandboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rr := m.Lifecycle.ResourcesReleased
-	if m.Status != runs.StatusFailed || rr.Before(started) || rr.After(serving) {
+	if m.Status != runmanifest.StatusFailed || rr.Before(started) || rr.After(serving) {
 		t.Errorf("r-lost: %s, resources released %v; want failed, released between %v and %v", m.Status, rr, started, serving)
 	}
 	if m.Tenant != "acme" || m.AllocationAttempt != 2 || m.SandboxID != "sb-gone" || !m.Lifecycle.RunnerAwakened.Equal(awakened) || m.ExitCode != nil {
 		t.Errorf("r-lost lost what it recorded: %+v", m)
 	}
-	if m, err := c.Run(ctx, "r-alive"); err != nil || m.Status != runs.StatusGranted || !m.Lifecycle.ResourcesReleased.IsZero() {
+	if m, err := c.Run(ctx, "r-alive"); err != nil || m.Status != runmanifest.StatusGranted || !m.Lifecycle.ResourcesReleased.IsZero() {
 		t.Errorf("r-alive, whose sandbox runs: %+v, %v; want it open", m, err)
 	}
-	if m, err := c.Run(ctx, "r-done"); err != nil || m.Status != runs.StatusCompleted || !m.Lifecycle.ResourcesReleased.Equal(doneAt) {
+	if m, err := c.Run(ctx, "r-done"); err != nil || m.Status != runmanifest.StatusCompleted || !m.Lifecycle.ResourcesReleased.Equal(doneAt) {
 		t.Errorf("r-done: %+v, %v; want it as it was", m, err)
 	}
 
@@ -158,7 +160,7 @@ func TestServeFinalisesRunsWithoutSandboxes(t *testing.T) {
 	if open, err := store.Open(ctx); err != nil || len(open) != 0 {
 		t.Errorf("open runs after Serve stopped: %v, %v", open, err)
 	}
-	if m, err := store.Get(ctx, "r-alive"); err != nil || m.Status != runs.StatusFailed || m.Lifecycle.ResourcesReleased.Before(serving) {
+	if m, err := store.Get(ctx, "r-alive"); err != nil || m.Status != runmanifest.StatusFailed || m.Lifecycle.ResourcesReleased.Before(serving) {
 		t.Errorf("r-alive after Serve stopped: %+v, %v", m, err)
 	}
 	if !strings.Contains(log.String(), "finalised 1 open runs as failed: the runtime stopped") {

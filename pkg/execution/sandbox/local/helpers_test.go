@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
@@ -168,7 +169,7 @@ func baseImage(user, refresh string) (v1.Image, error) {
 	c := cfg.Config
 	c.WorkingDir = "/workspace"
 	c.User = user
-	c.Labels = map[string]string{template.LabelRefresh: refresh}
+	c.Labels = map[string]string{templatemeta.LabelRefresh: refresh}
 	return mutate.Config(img, c)
 }
 

@@ -13,14 +13,15 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
 	"github.com/slipway-dev/slipway/pkg/release/template"
 )
 
 func TestLabelsMatchTemplate(t *testing.T) {
-	if local.LabelTemplateRefresh != template.LabelRefresh {
-		t.Errorf("refresh label %q, template writes %q", local.LabelTemplateRefresh, template.LabelRefresh)
+	if local.LabelTemplateRefresh != templatemeta.LabelRefresh {
+		t.Errorf("refresh label %q, template writes %q", local.LabelTemplateRefresh, templatemeta.LabelRefresh)
 	}
 }
 
@@ -193,7 +194,7 @@ func TestMinimalTemplate(t *testing.T) {
 	}
 	cf, _ := img.ConfigFile()
 	c := cf.Config
-	c.Labels = map[string]string{template.LabelRefresh: "ssh-host-keys"}
+	c.Labels = map[string]string{templatemeta.LabelRefresh: "ssh-host-keys"}
 	if img, err = mutate.Config(img, c); err != nil {
 		t.Fatal(err)
 	}

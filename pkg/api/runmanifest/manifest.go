@@ -1,4 +1,4 @@
-package runs
+package runmanifest
 
 import (
 	"bytes"
@@ -12,6 +12,11 @@ import (
 	"unicode"
 	"unicode/utf8"
 )
+
+// ErrInvalid marks a manifest, receipt, query or package that is refused
+// (a missing run_id, a receipt without a fingerprint, ...). Stores wrap it
+// for every refusal of input (pkg/execution/runs.ErrInvalid is this error).
+var ErrInvalid = errors.New("runmanifest: invalid input")
 
 // Status is where a run stands. A manifest is written as granted, may move
 // between granted and running while the claim lives (a claim moved to a new
@@ -136,7 +141,8 @@ type Manifest struct {
 	// starting another: the control plane derives it from the job and its
 	// attempt. Left out when the claim carried none.
 	RequestKey string `json:"request_key,omitempty"`
-	// Status is empty only before Create, which records it as granted.
+	// Status is empty only before a store's Create, which records it as
+	// granted.
 	Status    Status    `json:"status"`
 	ExitCode  *int      `json:"exit_code,omitempty"`
 	Lifecycle Lifecycle `json:"lifecycle"`
@@ -262,19 +268,23 @@ type Receipt struct {
 
 // ParseManifest decodes a manifest strictly: unknown fields (a token beside a
 // receipt, a misspelt name) and trailing data are refused, and the result
-// must pass the same checks Create applies. Errors wrap ErrInvalid.
+// must pass the same checks a store applies when it records it. Errors wrap
+// ErrInvalid.
 func ParseManifest(data []byte) (*Manifest, error) {
-	m, err := decodeManifest(data)
+	m, err := DecodeManifest(data)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.validate(); err != nil {
+	if err := m.Validate(); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-func decodeManifest(data []byte) (*Manifest, error) {
+// DecodeManifest decodes a manifest as strictly as ParseManifest (unknown
+// fields and trailing data are refused, wrapping ErrInvalid) without
+// validating it: for records a store validated when it wrote them.
+func DecodeManifest(data []byte) (*Manifest, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var m Manifest
@@ -287,8 +297,8 @@ func decodeManifest(data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
-// clone returns a deep copy of m.
-func (m *Manifest) clone() *Manifest {
+// Clone returns a deep copy of m.
+func (m *Manifest) Clone() *Manifest {
 	c := *m
 	if m.CredentialIssuances != nil {
 		c.CredentialIssuances = append([]Receipt(nil), m.CredentialIssuances...)
@@ -311,9 +321,9 @@ func (m *Manifest) clone() *Manifest {
 	return &c
 }
 
-// normalize puts m in its stored form: times in UTC (without a monotonic
+// Normalize puts m in its stored form: times in UTC (without a monotonic
 // reading), a status (granted when none is set) and a non-nil receipt list.
-func (m *Manifest) normalize() {
+func (m *Manifest) Normalize() {
 	if m.Status == "" {
 		m.Status = StatusGranted
 	}
@@ -352,9 +362,9 @@ func utc(t time.Time) time.Time {
 // bound keeps a runaway value (a log line, a whole document) out of the record.
 const maxField = 512
 
-// validate checks a manifest as it would be stored. Errors wrap ErrInvalid
+// Validate checks a manifest as it would be stored. Errors wrap ErrInvalid
 // and name the field at fault, never a value that might be a secret.
-func (m *Manifest) validate() error {
+func (m *Manifest) Validate() error {
 	if m.RunID == "" {
 		return fmt.Errorf("%w: run_id: required", ErrInvalid)
 	}
@@ -370,40 +380,40 @@ func (m *Manifest) validate() error {
 		{"generation", m.Generation}, {"pool", m.Pool}, {"tenant", m.Tenant}, {"config_revision", m.ConfigRevision},
 		{"launch_type", m.LaunchType}, {"request_key", m.RequestKey},
 	} {
-		if err := checkID(f.v); err != nil {
-			return fmt.Errorf("%w: %s (run %s): %s", ErrInvalid, f.name, safeID(m.RunID), err)
+		if err := CheckID(f.v); err != nil {
+			return fmt.Errorf("%w: %s (run %s): %s", ErrInvalid, f.name, SafeID(m.RunID), err)
 		}
 	}
 	if why := looksLikeSecret(m.SecretVersion); m.SecretVersion != "" && why != "" {
-		return fmt.Errorf("%w: secret_version (run %s): looks like a secret value (%s), not a name or version; manifests never hold secrets", ErrInvalid, safeID(m.RunID), why)
+		return fmt.Errorf("%w: secret_version (run %s): looks like a secret value (%s), not a name or version; manifests never hold secrets", ErrInvalid, SafeID(m.RunID), why)
 	}
 	if m.AllocationAttempt < 0 {
-		return fmt.Errorf("%w: allocation_attempt (run %s): %d is negative", ErrInvalid, safeID(m.RunID), m.AllocationAttempt)
+		return fmt.Errorf("%w: allocation_attempt (run %s): %d is negative", ErrInvalid, SafeID(m.RunID), m.AllocationAttempt)
 	}
 	if m.Status != "" && !m.Status.valid() {
 		return fmt.Errorf("%w: status (run %s): %q is not granted, running, completed, failed or released",
-			ErrInvalid, safeID(m.RunID), safeID(string(m.Status)))
+			ErrInvalid, SafeID(m.RunID), SafeID(string(m.Status)))
 	}
 	switch m.Outcome {
 	case "", OutcomeOOMKilled, OutcomePidsExhausted, OutcomeDiskFull, OutcomeCPUTimeExceeded:
 	default:
-		return fmt.Errorf("%w: outcome (run %s): %q is not oom_killed, pids_exhausted, disk_full or cpu_time_exceeded", ErrInvalid, safeID(m.RunID), safeID(m.Outcome))
+		return fmt.Errorf("%w: outcome (run %s): %q is not oom_killed, pids_exhausted, disk_full or cpu_time_exceeded", ErrInvalid, SafeID(m.RunID), SafeID(m.Outcome))
 	}
 	if l := m.Limits; l != nil {
 		if l.Cgroup != "v1" && l.Cgroup != "v2" && l.Cgroup != "none" {
-			return fmt.Errorf("%w: limits.cgroup (run %s): %q is not v1, v2 or none", ErrInvalid, safeID(m.RunID), safeID(l.Cgroup))
+			return fmt.Errorf("%w: limits.cgroup (run %s): %q is not v1, v2 or none", ErrInvalid, SafeID(m.RunID), SafeID(l.Cgroup))
 		}
 		for k, v := range l.Enforced {
-			if err := errors.Join(checkID(k), checkText(v)); err != nil {
-				return fmt.Errorf("%w: limits.enforced (run %s): %s", ErrInvalid, safeID(m.RunID), err)
+			if err := errors.Join(CheckID(k), checkText(v)); err != nil {
+				return fmt.Errorf("%w: limits.enforced (run %s): %s", ErrInvalid, SafeID(m.RunID), err)
 			}
 		}
 	}
 	if len(m.Egress) > MaxEgress || m.EgressDropped < 0 {
-		return fmt.Errorf("%w: egress (run %s): %d attempts (at most %d), %d dropped", ErrInvalid, safeID(m.RunID), len(m.Egress), MaxEgress, m.EgressDropped)
+		return fmt.Errorf("%w: egress (run %s): %d attempts (at most %d), %d dropped", ErrInvalid, SafeID(m.RunID), len(m.Egress), MaxEgress, m.EgressDropped)
 	}
 	for i, a := range m.Egress {
-		err := errors.Join(checkID(a.Method), checkID(a.Destination), checkID(a.Address), checkText(a.Rule), checkText(a.Reason))
+		err := errors.Join(CheckID(a.Method), CheckID(a.Destination), CheckID(a.Address), checkText(a.Rule), checkText(a.Reason))
 		if err == nil && (a.Method == "" || a.Destination == "") {
 			err = errors.New("method and destination are required")
 		}
@@ -411,31 +421,32 @@ func (m *Manifest) validate() error {
 			err = errors.New("negative byte count")
 		}
 		if err != nil {
-			return fmt.Errorf("%w: egress[%d] (run %s): %s", ErrInvalid, i, safeID(m.RunID), err)
+			return fmt.Errorf("%w: egress[%d] (run %s): %s", ErrInvalid, i, SafeID(m.RunID), err)
 		}
 	}
 	if len(m.Fences) > MaxFences {
-		return fmt.Errorf("%w: fences (run %s): %d (at most %d)", ErrInvalid, safeID(m.RunID), len(m.Fences), MaxFences)
+		return fmt.Errorf("%w: fences (run %s): %d (at most %d)", ErrInvalid, SafeID(m.RunID), len(m.Fences), MaxFences)
 	}
 	for i, f := range m.Fences {
-		err := errors.Join(checkID(f.SandboxID), checkText(f.Reason))
+		err := errors.Join(CheckID(f.SandboxID), checkText(f.Reason))
 		if err == nil && (f.SandboxID == "" || f.AllocationAttempt < 1 || f.FencedAt.IsZero()) {
 			err = errors.New("sandbox_id, allocation_attempt (1 or more) and fenced_at are required")
 		}
 		if err != nil {
-			return fmt.Errorf("%w: fences[%d] (run %s): %s", ErrInvalid, i, safeID(m.RunID), err)
+			return fmt.Errorf("%w: fences[%d] (run %s): %s", ErrInvalid, i, SafeID(m.RunID), err)
 		}
 	}
 	for i, r := range m.CredentialIssuances {
 		if err := r.validate(); err != nil {
-			return fmt.Errorf("%w: credential_issuances[%d] (run %s): %s", ErrInvalid, i, safeID(m.RunID), err)
+			return fmt.Errorf("%w: credential_issuances[%d] (run %s): %s", ErrInvalid, i, SafeID(m.RunID), err)
 		}
 	}
 	return nil
 }
 
-// checkID accepts the printable, single-line values ids and digests are.
-func checkID(v string) error {
+// CheckID accepts the printable, single-line values ids and digests are
+// (at most 512 bytes of UTF-8 without white space or control characters).
+func CheckID(v string) error {
 	if len(v) > maxField {
 		return fmt.Errorf("longer than %d bytes", maxField)
 	}
@@ -466,10 +477,10 @@ func checkText(v string) error {
 	return nil
 }
 
-// safeID is v for an error message if it is short and plain, else a
+// SafeID is v for an error message if it is short and plain, else a
 // placeholder: messages name the run at fault without echoing arbitrary input.
-func safeID(v string) string {
-	if checkID(v) != nil || len(v) > 128 {
+func SafeID(v string) string {
+	if CheckID(v) != nil || len(v) > 128 {
 		return "(unprintable)"
 	}
 	return v
@@ -483,7 +494,7 @@ func (r Receipt) validate() error {
 		return fmt.Errorf("secret_version: required")
 	}
 	for _, f := range []struct{ name, v string }{{"issuer", r.Issuer}, {"secret_version", r.SecretVersion}} {
-		if err := checkID(f.v); err != nil {
+		if err := CheckID(f.v); err != nil {
 			return fmt.Errorf("%s: %s", f.name, err)
 		}
 		if len(f.v) > 256 {

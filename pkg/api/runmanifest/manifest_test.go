@@ -1,4 +1,4 @@
-package runs
+package runmanifest
 
 import (
 	"bytes"
@@ -152,7 +152,7 @@ func TestManifestJSONGolden(t *testing.T) {
 func TestManifestJSONOmitsUnknownTimes(t *testing.T) {
 	m := &Manifest{RunID: "r-1", Status: StatusGranted}
 	m.Lifecycle.ClaimCreated = time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))
-	m.normalize()
+	m.Normalize()
 	got, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +237,7 @@ func TestReceiptValidation(t *testing.T) {
 		}
 		m := fullManifest("r-1")
 		m.CredentialIssuances = []Receipt{r}
-		if err := m.validate(); !errors.Is(err, ErrInvalid) {
+		if err := m.Validate(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: manifest validate = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -323,7 +323,7 @@ func TestFenceValidation(t *testing.T) {
 	at := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
 	ok := Fence{AllocationAttempt: 1, SandboxID: "sb-1", FencedAt: at, Reason: "missed 3 heartbeats"}
 	m := &Manifest{RunID: "r-1", Fences: []Fence{ok}}
-	if err := m.validate(); err != nil {
+	if err := m.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []Fence{
@@ -333,12 +333,12 @@ func TestFenceValidation(t *testing.T) {
 		{AllocationAttempt: 1, SandboxID: "sb\n1", FencedAt: at},
 	} {
 		m := &Manifest{RunID: "r-1", Fences: []Fence{ok, f}}
-		if err := m.validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "fences[1]") {
+		if err := m.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "fences[1]") {
 			t.Errorf("%+v: %v, want ErrInvalid naming fences[1]", f, err)
 		}
 	}
 	m = &Manifest{RunID: "r-1", Fences: make([]Fence, MaxFences+1)}
-	if err := m.validate(); !errors.Is(err, ErrInvalid) {
+	if err := m.Validate(); !errors.Is(err, ErrInvalid) {
 		t.Errorf("%d fences: %v", MaxFences+1, err)
 	}
 }

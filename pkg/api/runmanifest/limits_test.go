@@ -1,4 +1,4 @@
-package runs
+package runmanifest
 
 import (
 	"encoding/json"
@@ -22,7 +22,7 @@ func TestManifestLimitsAndOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := back.clone()
+	c := back.Clone()
 	c.Limits.Enforced["memory"] = "changed"
 	if back.Limits.Enforced["memory"] != "cgroup v1 memory limit" || back.Outcome != OutcomeOOMKilled {
 		t.Fatalf("clone shares its limits, or the outcome was lost: %+v", back.Limits)

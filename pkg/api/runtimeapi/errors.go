@@ -1,0 +1,78 @@
+package runtimeapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Codes of the runtime's error answers: the "code" of the JSON error body,
+// stable and machine-readable (the "error" beside it is the reason, for
+// people). A client branches on APIError.Code, never on the reason's text.
+const (
+	// CodeStale: the runtime's view of the config repository is older than
+	// its maximum staleness; claims wait for a fresh one (503).
+	CodeStale = "stale"
+	// CodeNoActiveGeneration: the pool has no active generation to claim
+	// from (409).
+	CodeNoActiveGeneration = "no_active_generation"
+	// CodeRequestKeyUsed: the claim's request key named a claim that has
+	// ended; its work must not run again (409).
+	CodeRequestKeyUsed = "request_key_used"
+	// CodeNoPool: the runtime serves no pool of that name (404).
+	CodeNoPool = "no_pool"
+	// CodeNoClaim: no claim with that run id is open (404).
+	CodeNoClaim = "no_claim"
+	// CodeFenced: the request carried a fencing token of an earlier
+	// allocation attempt, or its attempt ended while it ran (409); the
+	// claim's current grant says what the attempt is now.
+	CodeFenced = "fenced"
+	// CodeNotFound: no run manifest has that run id (404).
+	CodeNotFound = "not_found"
+	// CodeProofRefused: the runtime refused to run the proof (409).
+	CodeProofRefused = "proof_refused"
+	// CodeInvalid: the request was refused as it stands (400): a body or
+	// query that does not parse, a value out of range.
+	CodeInvalid = "invalid"
+	// CodeUnauthorized: the request's bearer token is not the runtime's
+	// (401; the runtime sends no body then).
+	CodeUnauthorized = "unauthorized"
+	// CodeInternal: anything else went wrong in the runtime (500).
+	CodeInternal = "internal"
+)
+
+// ErrorBody is the JSON body of every error answer.
+type ErrorBody struct {
+	// Error is the reason, for people.
+	Error string `json:"error"`
+	// Code is one of the Code constants (absent from older runtimes).
+	Code string `json:"code,omitempty"`
+}
+
+// APIError is an answer other than success, with the server's reason and
+// code.
+type APIError struct {
+	Status int
+	// Code is the answer's machine-readable code (CodeStale, ...); a
+	// runtime before codes sends none, and the client then fills in
+	// CodeUnauthorized for 401 and "" otherwise.
+	Code   string
+	Reason string
+}
+
+func (e *APIError) Error() string {
+	if e.Reason == "" {
+		return fmt.Sprintf("runtime: %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("runtime: %d %s: %s", e.Status, http.StatusText(e.Status), e.Reason)
+}
+
+// IsCode reports whether err is (or wraps) an *APIError with code.
+func IsCode(err error, code string) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Code == code
+}
+
+// ErrStreamCut: a streamed exec's answer ended before its exit frame (the
+// connection dropped): whether the command ended, and how, is not known.
+var ErrStreamCut = errors.New("runtime: the exec's answer ended before its exit")
