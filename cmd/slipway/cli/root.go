@@ -113,6 +113,9 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdCleanup(g),
 		NewCmdCost(g),
 	)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	strictSubcommands(root)
 	return root
 }
 
