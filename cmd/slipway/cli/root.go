@@ -57,6 +57,7 @@ func (g *globals) printJSON(v any) error {
 
 // NewCmdRoot returns the root command.
 func NewCmdRoot(g *globals) *cobra.Command {
+	var showVersion bool
 	root := &cobra.Command{
 		Use:   "slipway",
 		Short: "Release agent-sandbox software through GitOps, with provenance",
@@ -66,6 +67,13 @@ Tags are names, digests are identities: slipway resolves every image reference
 to a digest, keeps lock files, and refuses mutable references.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Annotations:   map[string]string{annotationHelpOnly: "true"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				return printVersion(g)
+			}
+			return cmd.Help()
+		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			switch g.output {
 			case "text", "json":
@@ -80,6 +88,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 	root.SetErr(g.stderr)
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	g.cif.add(root.PersistentFlags())
+	root.Flags().BoolVar(&showVersion, "version", false, "print the version, as 'slipway version' does")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
 		NewCmdVersion(g),
