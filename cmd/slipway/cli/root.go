@@ -176,9 +176,11 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdCleanup(g),
 		NewCmdCost(g),
 	)
+	groupCommands(root)
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	strictSubcommands(root)
+	addExamples(root)
 	return root
 }
 
