@@ -24,7 +24,7 @@ SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
 export GITLAB_CI_LOCAL := $(SLIPWAY_NPM_CACHE)/node_modules/gitlab-ci-local/dist/index.js
 
-.PHONY: all build tools kube-bins gitlab-ci-local deps test test-tekton test-argocd demo demo-kube bench lint fuzz clean
+.PHONY: all build docs tools kube-bins gitlab-ci-local deps test test-tekton test-argocd demo demo-kube bench lint fuzz clean
 
 all: build
 
@@ -38,6 +38,10 @@ $(BIN)/slipway-runner:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/slipway-runner
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
+# The CLI reference, one page per command, from the command tree; a test fails when docs/cli is stale.
+docs:
+	$(GO) run ./cmd/slipway/gendocs -dir docs/cli
+
 tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize $(BIN)/actionlint $(BIN)/act $(BIN)/jetstream-peer
 $(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck

@@ -51,6 +51,10 @@ rendered, 1 refused, 2 usage, input or I/O.`,
 			if err != nil {
 				return usage(err)
 			}
+			o.Output = argocd.OutputYAML // -o text or yaml: YAML documents, as before -o was global
+			if g.output == outputJSON {
+				o.Output = argocd.OutputJSON
+			}
 			err = argocd.PluginGenerate(cmd.Context(), wd, os.Getenv, o, g.stdout, g.stderr)
 			switch {
 			case errors.Is(err, render.ErrNotVerified):
@@ -62,7 +66,6 @@ rendered, 1 refused, 2 usage, input or I/O.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.CacheDir, "verify-cache-dir", os.Getenv(argocd.EnvVerifyCacheDir), "keep passing verification results here for the next run (a directory private to the plugin)")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", argocd.OutputYAML, "yaml, or json: one JSON object per line (what the plugin.yaml asks for)")
 	return cmd
 }
 

@@ -144,7 +144,7 @@ func TestArgoCDGenerate(t *testing.T) {
 			t.Errorf("object %d as JSON:\n%s\nthe YAML read as JSON:\n%s", i, lines[i], want)
 		}
 	}
-	if bad := run(t, app, "argocd", "generate", "--output", "xml"); bad.code != 2 || !strings.Contains(bad.stderr, `output "xml": want yaml or json`) || bad.stdout != "" {
+	if bad := run(t, app, "argocd", "generate", "--output", "xml"); bad.code != 2 || !strings.Contains(bad.stderr, `got "xml"`) || bad.stdout != "" {
 		t.Errorf("--output xml: %+v", bad)
 	}
 	if kept, _ := filepath.Glob(filepath.Join(cacheDir, "*.json")); len(kept) != 3 {

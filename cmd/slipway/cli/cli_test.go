@@ -101,8 +101,19 @@ func TestVersion(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || v.GoVersion == "" {
 		t.Fatalf("%+v", r)
 	}
-	if r := run(t, "", "version", "-o", "yaml"); r.code != 2 {
+	if r := run(t, "", "version", "-o", "xml"); r.code != 2 {
 		t.Fatalf("bad --output accepted: %+v", r)
+	}
+	// --version on the root prints what the verb prints, in either format.
+	for _, o := range []string{"text", "json"} {
+		verb, flag := run(t, "", "version", "-o", o), run(t, "", "--version", "-o", o)
+		if flag.code != 0 || flag.stdout != verb.stdout {
+			t.Errorf("-o %s: --version printed %+v, version printed %q", o, flag, verb.stdout)
+		}
+	}
+	// A test binary carries no tag: it says so.
+	if r := run(t, "", "--version"); !strings.Contains(r.stdout, "(untagged build)") {
+		t.Errorf("untagged build not said: %q", r.stdout)
 	}
 }
 

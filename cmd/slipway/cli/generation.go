@@ -81,7 +81,7 @@ func newCmdGenerationCreate(g *globals) *cobra.Command {
 		vf                     verifierFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "create --pool P --pin KIND=REF ... --policy FILE --output FILE",
+		Use:   "create --pool P --pin KIND=REF ... --policy FILE --out-file FILE",
 		Short: "Build a generation, verify every image pin against the policy, write it and print its id",
 		Long: `Create builds the pool's next generation: the pins given, and every other pin copied from
 --from. Image kinds take a reference with a digest (a tag is refused), policy takes
@@ -90,16 +90,16 @@ the secret's path and version (vault://kv/agents/token#3: the version is part of
 identity), the others an opaque ID[#TAG]. Every image pin is verified against the
 verification policy before anything is written; a refusal names the pin and the failed
 checks (exit 1). The id is g- and the sha256 of the canonical pins and compatibility.`,
-		Example: `  slipway generation create --pool agents --policy policies/verification.yaml --output g1.yaml \
+		Example: `  slipway generation create --pool agents --policy policies/verification.yaml --out-file g1.yaml \
     --pin workspaceTemplate=127.0.0.1:5000/templates/agent-tools:demo@sha256:... \
     --pin runner=127.0.0.1:5000/platform/runner:v0.9.2@sha256:... \
     --pin controlPlane=127.0.0.1:5000/platform/control-plane:v1.4.0@sha256:... \
     --control-plane-protocol 1-2 --runner-protocol 1-1
-  slipway generation create --pool agents --from g1.yaml --pin runner=...@sha256:... --policy p.yaml --output g2.yaml`,
+  slipway generation create --pool agents --from g1.yaml --pin runner=...@sha256:... --policy p.yaml --out-file g2.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if poolName == "" || output == "" {
-				return usage(errors.New("--pool and --output are required"))
+				return usage(errors.New("--pool and --out-file are required"))
 			}
 			pol, err := vf.load()
 			if err != nil {
@@ -172,7 +172,7 @@ checks (exit 1). The id is g- and the sha256 of the canonical pins and compatibi
 	cmd.Flags().StringVar(&poolName, "pool", "", "the pool")
 	cmd.Flags().StringArrayVar(&pins, "pin", nil, "KIND=VALUE (repeatable): "+kindNames())
 	cmd.Flags().StringVar(&from, "from", "", "previous generation file: unchanged pins are copied, sequence is its plus 1")
-	cmd.Flags().StringVar(&output, "output", "", "write the Generation document here")
+	cmd.Flags().StringVar(&output, flagOutFile, "", "write the Generation document here (was --output, kept for one release)")
 	cmd.Flags().StringVar(&cpProto, "control-plane-protocol", "", "MIN-MAX control-plane protocol versions the generation works with")
 	cmd.Flags().StringVar(&runnerProto, "runner-protocol", "", "MIN-MAX runner protocol versions")
 	cmd.Flags().StringSliceVar(&require, "require", nil, "kinds that must be pinned (the pool's requiredKinds)")

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 )
 
 // Exit codes shared by every command.
@@ -45,18 +46,74 @@ type globals struct {
 	stdout io.Writer
 	stderr io.Writer
 	cif    ciFlags
+	docs   int // YAML documents printed so far: the second and later are preceded by ---
 }
 
-func (g *globals) json() bool { return g.output == "json" }
+// Output formats of the global -o/--output flag.
+const (
+	outputText = "text"
+	outputJSON = "json"
+	outputYAML = "yaml"
+)
 
+// json reports whether the output is structured (-o json or -o yaml): the
+// command prints its value through printJSON, which renders it in the format
+// asked for.
+func (g *globals) json() bool { return g.output == outputJSON || g.output == outputYAML }
+
+// printJSON prints v as indented JSON or, under -o yaml, as the same value in
+// YAML (a stream of values as YAML documents separated by ---).
 func (g *globals) printJSON(v any) error {
+	if g.output == outputYAML {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		y, err := yaml.JSONToYAML(b)
+		if err != nil {
+			return err
+		}
+		if g.docs > 0 {
+			if _, err := io.WriteString(g.stdout, "---\n"); err != nil {
+				return err
+			}
+		}
+		g.docs++
+		_, err = g.stdout.Write(y)
+		return err
+	}
 	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
+// checkOutput validates -o. On a command that writes a file named by
+// --out-file, a value that is no format is the file --output used to name
+// there (generation create before --out-file): kept for one release, with a
+// deprecation warning.
+func (g *globals) checkOutput(cmd *cobra.Command) error {
+	switch g.output {
+	case outputText, outputJSON, outputYAML:
+		return nil
+	}
+	if f := cmd.Flags().Lookup(flagOutFile); f != nil && !f.Changed && g.output != "" {
+		fmt.Fprintf(g.stderr, "Flag --output FILE has been deprecated, use --%s FILE (--output is the output format: text, json or yaml)\n", flagOutFile)
+		if err := cmd.Flags().Set(flagOutFile, g.output); err != nil {
+			return usage(err)
+		}
+		g.output = outputText
+		return nil
+	}
+	return usage(fmt.Errorf("--output must be text, json or yaml, got %q", g.output))
+}
+
+// flagOutFile names the file a command writes, where --output would be the
+// format.
+const flagOutFile = "out-file"
+
 // NewCmdRoot returns the root command.
 func NewCmdRoot(g *globals) *cobra.Command {
+	var showVersion bool
 	root := &cobra.Command{
 		Use:   "slipway",
 		Short: "Release agent-sandbox software through GitOps, with provenance",
@@ -66,11 +123,16 @@ Tags are names, digests are identities: slipway resolves every image reference
 to a digest, keeps lock files, and refuses mutable references.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Annotations:   map[string]string{annotationHelpOnly: "true"},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				return printVersion(g)
+			}
+			return cmd.Help()
+		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			switch g.output {
-			case "text", "json":
-			default:
-				return usage(fmt.Errorf("--output must be text or json, got %q", g.output))
+			if err := g.checkOutput(cmd); err != nil {
+				return err
 			}
 			return g.cif.setup(os.Getenv, g)
 		},
@@ -78,8 +140,9 @@ to a digest, keeps lock files, and refuses mutable references.`,
 	root.SetIn(g.stdin)
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", outputText, "output format: text, json or yaml")
 	g.cif.add(root.PersistentFlags())
+	root.Flags().BoolVar(&showVersion, "version", false, "print the version, as 'slipway version' does")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
 		NewCmdVersion(g),
@@ -113,6 +176,11 @@ to a digest, keeps lock files, and refuses mutable references.`,
 		NewCmdCleanup(g),
 		NewCmdCost(g),
 	)
+	groupCommands(root)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	strictSubcommands(root)
+	addExamples(root)
 	return root
 }
 
@@ -135,9 +203,39 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
-	fmt.Fprintf(stderr, "slipway: %v\n", err)
+	if g.output == outputJSON || outputFromArgs(args) == outputJSON {
+		b, _ := json.Marshal(struct {
+			Error string `json:"error"`
+			Code  int    `json:"code"`
+		}{err.Error(), code})
+		fmt.Fprintf(stderr, "%s\n", b)
+	} else {
+		fmt.Fprintf(stderr, "slipway: %v\n", err)
+	}
 	if cmd != nil {
 		g.ciError(strings.TrimPrefix(cmd.CommandPath(), "slipway "), err)
 	}
 	return code
+}
+
+// outputFromArgs is the -o/--output the arguments ask for, read without
+// cobra: an error in parsing may stop before the flag is reached, and under
+// -o json even that error is printed as JSON.
+func outputFromArgs(args []string) string {
+	out := ""
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return out
+		case (a == "-o" || a == "--output") && i+1 < len(args):
+			out = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--output="):
+			out = strings.TrimPrefix(a, "--output=")
+		case strings.HasPrefix(a, "-o") && !strings.HasPrefix(a, "--"):
+			out = strings.TrimPrefix(strings.TrimPrefix(a, "-o"), "=")
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"time"
@@ -121,6 +122,9 @@ It prints a JSON result.`,
 				Keep:      keep,
 				Sign:      signing,
 			})
+			if errors.Is(err, fs.ErrNotExist) {
+				return usage(err) // no such input file: an input error, as in every verb
+			}
 			if err != nil {
 				return failed(err)
 			}
