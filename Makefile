@@ -106,8 +106,9 @@ test: deps build $(BIN)/cosign $(BIN)/actionlint $(BIN)/act
 # -race; what needs a real server that cannot start in-process (PostgreSQL, a
 # Kubernetes node, Debian's docker-registry, act and gitlab-ci-local runs, the
 # cosign CLI) and soak or crash tests are left out by -short; actionlint and
-# gitlab-ci-local (checks, no servers) are built or installed once. Under 5
-# minutes warm on 2 busy cores. SHORT_FLAGS adds go test flags (-json).
+# gitlab-ci-local (checks, no servers) are built or installed once. Warm, it
+# took 651 s on 2 cores at load 13-20 from other builds (the aim is under 5
+# minutes); SHORT_FLAGS adds go test flags (-json).
 test-short: build $(BIN)/actionlint $(GITLAB_CI_LOCAL)
 	$(GO) test -short -count=1 -timeout $(TEST_TIMEOUT) $(SHORT_FLAGS) ./...
 
