@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // actEvent is one line of act's --json log: a step's output, an annotation,
@@ -114,12 +116,10 @@ func releaseArtifact(t *testing.T, slipway string) (string, string) {
 // the policy does not name fails verify (exit 1) and the promote job never
 // runs.
 func TestActReleaseE2E(t *testing.T) {
-	act := os.Getenv("ACT")
-	if act == "" {
-		t.Skip("ACT is not set: `make bin/act` builds nektos/act (pinned in tools/go.mod) and make test sets it")
-	}
+	need.Short(t, "act running the release workflow end to end")
+	act := need.Env(t, "ACT", "`make bin/act` builds nektos/act (pinned in tools/go.mod) and make test sets it")
 	if _, err := os.Stat(act); err != nil {
-		t.Skipf("ACT=%s: %v: run `make bin/act`", act, err)
+		need.Missing(t, "ACT=%s: %v: run `make bin/act`", act, err)
 	}
 	c := newReleaseChain(t, chainSkips(t))
 

@@ -1,7 +1,6 @@
 package pipelines
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // releaseChain is what a CI system's release steps run against on this
@@ -35,28 +36,22 @@ type releaseChain struct {
 
 func chainSkips(t *testing.T) string {
 	t.Helper()
-	slipway := os.Getenv("SLIPWAY_BIN")
-	if slipway == "" {
-		t.Skip("SLIPWAY_BIN is not set: make test builds bin/slipway and sets it")
-	}
+	slipway := need.Env(t, "SLIPWAY_BIN", "make test builds bin/slipway and sets it")
 	if _, err := os.Stat(slipway); err != nil {
 		t.Fatalf("SLIPWAY_BIN=%s: %v", slipway, err)
 	}
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed: template build and the runtime run sandboxes with it (make deps installs it)")
-	}
+	need.Binary(t, "bwrap", "template build and the runtime run sandboxes with it (make deps installs bubblewrap)")
 	if _, err := os.Stat(filepath.Join(filepath.Dir(slipway), "slipway-runner")); err != nil {
-		t.Skip("no slipway-runner beside SLIPWAY_BIN: make build builds both")
+		need.Missing(t, "no slipway-runner beside SLIPWAY_BIN: make build builds both")
 	}
 	return slipway
 }
 
 func newReleaseChain(t *testing.T, slipway string) *releaseChain {
 	t.Helper()
+	registrytest.NeedDistribution(t)
 	reg, err := registrytest.StartDistribution(t.Context(), t.TempDir())
-	if errors.Is(err, registrytest.ErrNotInstalled) {
-		t.Skip("docker-registry is not installed (make deps installs it)")
-	} else if err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(reg.Close)

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // TestGitLabCILocalE2E runs examples/gitlab/local.gitlab-ci.yml with
@@ -25,14 +27,10 @@ import (
 // with the CLI's message, still reports VERIFIED=false, and the report
 // job does not run.
 func TestGitLabCILocalE2E(t *testing.T) {
+	need.Short(t, "gitlab-ci-local running the component's pipeline end to end")
 	node, index := gitlabCILocal(t)
-	slipway := os.Getenv("SLIPWAY_BIN")
-	if slipway == "" {
-		t.Skip("SLIPWAY_BIN is not set: make test builds bin/slipway and sets it")
-	}
-	if _, err := exec.LookPath("rsync"); err != nil {
-		t.Skip("rsync is not installed: gitlab-ci-local copies the checkout with it (make deps installs it)")
-	}
+	slipway := need.Env(t, "SLIPWAY_BIN", "make test builds bin/slipway and sets it")
+	need.Binary(t, "rsync", "gitlab-ci-local copies the checkout with it (make deps installs it)")
 	if _, err := os.Stat(slipway); err != nil {
 		t.Fatalf("SLIPWAY_BIN=%s: %v", slipway, err)
 	}
@@ -170,10 +168,9 @@ spec:
 // artifacts. Then a runner image by tag: generation-create fails with the
 // CLI's message and exit 2, and promote and rollout never run.
 func TestGitLabCILocalRelease(t *testing.T) {
+	need.Short(t, "gitlab-ci-local running the release pipeline end to end")
 	node, index := gitlabCILocal(t)
-	if _, err := exec.LookPath("rsync"); err != nil {
-		t.Skip("rsync is not installed: gitlab-ci-local copies the checkout with it (make deps installs it)")
-	}
+	need.Binary(t, "rsync", "gitlab-ci-local copies the checkout with it (make deps installs it)")
 	polyfill, err := filepath.Abs("gitlab/testdata/set-methods.mjs")
 	if err != nil {
 		t.Fatal(err)

@@ -15,25 +15,20 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // gitlabCILocal is gitlab-ci-local's dist/index.js ($GITLAB_CI_LOCAL, which
 // make sets to its copy under $SLIPWAY_NPM_CACHE) and node; the test skips
-// when either is missing.
+// when either is missing, or fails in CI (package need).
 func gitlabCILocal(t *testing.T) (node, index string) {
 	t.Helper()
-	index = os.Getenv("GITLAB_CI_LOCAL")
-	if index == "" {
-		t.Skip("GITLAB_CI_LOCAL is not set: `make gitlab-ci-local` installs gitlab-ci-local 4.75.1 from npm into $SLIPWAY_NPM_CACHE and make sets it")
-	}
+	index = need.Env(t, "GITLAB_CI_LOCAL", "`make gitlab-ci-local` installs gitlab-ci-local 4.75.1 from npm into $SLIPWAY_NPM_CACHE and make sets it")
 	if _, err := os.Stat(index); err != nil {
-		t.Skipf("gitlab-ci-local is not installed (%v): run `make gitlab-ci-local`", err)
+		need.Missing(t, "gitlab-ci-local is not installed (%v): run `make gitlab-ci-local`", err)
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: gitlab-ci-local needs it")
-	}
-	return node, index
+	return need.Binary(t, "node", "gitlab-ci-local needs it (apt-get install nodejs npm)"), index
 }
 
 // gitlabSchema compiles GitLab's CI JSON schema (ci.json) as the

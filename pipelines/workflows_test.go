@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // actionlintProject lays out a GitHub repository in a temporary folder (what
@@ -36,10 +38,7 @@ func actionlintProject(t *testing.T, workflows map[string][]byte) string {
 
 func actionlint(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("ACTIONLINT")
-	if bin == "" {
-		t.Skip("ACTIONLINT is not set: make test builds bin/actionlint (pinned in tools/go.mod) and sets it")
-	}
+	bin := need.Env(t, "ACTIONLINT", "make test and make test-short build bin/actionlint (pinned in tools/go.mod) and set it")
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("ACTIONLINT=%s: %v", bin, err)
 	}

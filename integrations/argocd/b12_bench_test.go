@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // b12Tree writes, beside checkout's pool agents, the rest of a config
@@ -106,10 +108,7 @@ func b12Tree(tb testing.TB, root string, pools, files int) int {
 // kustomize's time, and the ratios. Target: the warm plugin within 1.5x of
 // kustomize (met only with the pool's folder alone). BENCH_SMOKE=1: 4 generations, 2,000 files.
 func BenchmarkB12ArgoCD(b *testing.B) {
-	kustomize := os.Getenv("KUSTOMIZE")
-	if kustomize == "" {
-		b.Skip("set KUSTOMIZE to the kustomize CLI (make bench does)")
-	}
+	kustomize := need.Env(b, "KUSTOMIZE", "set it to the kustomize CLI (make bench does)")
 	n, pools, total := 20, 200, 10000
 	if os.Getenv("BENCH_SMOKE") != "" {
 		n, pools, total = 4, 40, 2000

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/yaml"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // TestInstall checks the sidecar component: the Slipway image is a
@@ -34,10 +36,7 @@ func TestInstall(t *testing.T) {
 		t.Fatalf("the Slipway image %q is not a reference by digest: %v", image, err)
 	}
 
-	kustomize := os.Getenv("KUSTOMIZE")
-	if kustomize == "" {
-		t.Skip("set KUSTOMIZE to the kustomize CLI to build the component (make test-argocd does)")
-	}
+	kustomize := need.Env(t, "KUSTOMIZE", "set it to the kustomize CLI to build the component (make test-argocd does)")
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/argoproj/argo-cd/v2").Output()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/slipway-dev/slipway/pkg/isolate"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 func TestRun(t *testing.T) {
@@ -82,7 +84,7 @@ head -c 2000000 /dev/zero > /scratch/f; echo status $?; wc -c < /scratch/f`,
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			if tc.onlyRoot && !root {
-				t.Skip("needs a root caller")
+				need.Root(t, "the case runs the sandbox as another user")
 			}
 			s := baseSpec(t, tc.script)
 			if tc.spec != nil {
@@ -234,9 +236,7 @@ func TestOutputTail(t *testing.T) {
 // A root caller runs the sandbox as a real unprivileged host user: its own
 // files are writable inside, root's are not, and its writes land as that uid.
 func TestHostUser(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to switch to another host uid")
-	}
+	need.Root(t, "switching to another host uid")
 	requireSandbox(t)
 	root := newRootfs(t)
 	ws := filepath.Join(t.TempDir(), "ws")

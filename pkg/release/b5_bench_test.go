@@ -14,6 +14,8 @@ import (
 	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // BenchmarkB5Promote is benchmark B5: promote into a generated config
@@ -40,10 +42,7 @@ import (
 // ~/.cache/slipway-bench/. BENCH_SMOKE=1 shrinks it to about 200 files and
 // 50 commits.
 func BenchmarkB5Promote(b *testing.B) {
-	slipway, kustomize := os.Getenv("SLIPWAY_BIN"), os.Getenv("KUSTOMIZE")
-	if slipway == "" || kustomize == "" {
-		b.Skip("set SLIPWAY_BIN and KUSTOMIZE (make bench does)")
-	}
+	slipway, kustomize := need.Env(b, "SLIPWAY_BIN", "make bench sets it"), need.Env(b, "KUSTOMIZE", "make bench sets it")
 	p := b5Params{Pools: 200, Generations: 10, PoolManifests: 27, Files: 10000, Commits: 5000, Seed: 5}
 	if os.Getenv("BENCH_SMOKE") != "" {
 		p = b5Params{Pools: 4, Generations: 5, PoolManifests: 32, Files: 200, Commits: 50, Seed: 5}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // Server serves the bare repositories under Root over smart HTTP.
@@ -37,7 +39,7 @@ func NewServer(tb testing.TB) *Server {
 	tb.Helper()
 	backend, err := backendPath()
 	if err != nil {
-		tb.Skipf("git http-backend not available: %v (apt-get install git)", err)
+		need.Missing(tb, "git http-backend not available: %v (apt-get install git)", err)
 	}
 	s := &Server{Root: tb.TempDir(), deny: map[string]bool{}}
 	h := &cgi.Handler{

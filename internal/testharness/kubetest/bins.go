@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // Versions of the parts the harness runs; tools/kube-bins.sh builds the
@@ -124,13 +126,15 @@ func ModuleDir(ctx context.Context, module, version string) (string, error) {
 	return mod.Dir, nil
 }
 
-// SkipUnlessNode skips tb, naming what to build or install, unless a node
-// can start here with kube-apiserver, etcd and the extra binaries named.
+// SkipUnlessNode leaves tb out under -short ("left out by -short: needs a
+// real Kubernetes node"), and unless a node can start here with
+// kube-apiserver, etcd and the extra binaries named, skips it naming what to
+// build or install, or fails it when CI=true (package need): CI builds the
+// binaries (make kube-bins) and runs as root.
 func SkipUnlessNode(tb testing.TB, extra ...string) {
 	tb.Helper()
-	if err := CheckNodeCluster(extra...); err != nil {
-		tb.Skip(err)
-	}
+	need.Short(tb, "a real Kubernetes node (containerd, kubelet, root)")
+	need.Err(tb, CheckNodeCluster(extra...))
 }
 
 // CheckNodeCluster says why a cluster with a node cannot start here, with

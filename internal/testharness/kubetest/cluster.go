@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // StartTimeout bounds how long Start waits for etcd, the API server and the
@@ -41,18 +43,25 @@ type Cluster struct {
 	node       *Node   // the node, if started: closed after extra, before the API server
 }
 
+// NeedAPIServer leaves tb out under -short ("left out by -short: needs a real
+// Kubernetes API server"), and when etcd or kube-apiserver is not built skips
+// it naming the make target to run, or fails it when CI=true (package need).
+func NeedAPIServer(tb testing.TB) {
+	tb.Helper()
+	need.Short(tb, "a real Kubernetes API server (etcd, kube-apiserver)")
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		_, err := Binary(b)
+		need.Err(tb, err)
+	}
+}
+
 // New starts a cluster in tb.TempDir and stops it when the test and its
-// subtests complete. It skips the test, naming the make target to run, when
-// a binary is not built, and calls tb.Fatalf if the cluster does not start.
+// subtests complete. It leaves the test out as NeedAPIServer does, and calls
+// tb.Fatalf if the cluster does not start.
 // When the test fails, the end of the API server's log is logged.
 func New(tb testing.TB) *Cluster {
 	tb.Helper()
-	if _, err := Binary("kube-apiserver"); err != nil {
-		tb.Skipf("%v", err)
-	}
-	if _, err := Binary("etcd"); err != nil {
-		tb.Skipf("%v", err)
-	}
+	NeedAPIServer(tb)
 	dir, err := os.MkdirTemp("", "kubetest-")
 	if err != nil {
 		tb.Fatal(err)

@@ -20,12 +20,7 @@ import (
 // A started cluster serves agent-sandbox's kinds to the kubeconfig's
 // admin, validates against the real CRDs, and is gone after Close.
 func TestStart(t *testing.T) {
-	if _, err := kubetest.Binary("kube-apiserver"); err != nil {
-		t.Skip(err)
-	}
-	if _, err := kubetest.Binary("etcd"); err != nil {
-		t.Skip(err)
-	}
+	kubetest.NeedAPIServer(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	c, err := kubetest.Start(ctx, dir)

@@ -24,8 +24,11 @@
 // the tests are done. Without Main the server dies with the test binary and
 // the next New removes the directories of test binaries that are gone.
 //
-// New skips the test, naming `make deps`, when PostgreSQL 15 is not
-// installed (BinDir: /usr/lib/postgresql/15/bin, or $SLIPWAY_PG_BIN).
+// New leaves the test out under go test -short ("left out by -short: needs a
+// real PostgreSQL"), and skips it, naming `make deps`, when PostgreSQL 15 is
+// not installed (BinDir: /usr/lib/postgresql/15/bin, or $SLIPWAY_PG_BIN),
+// or fails it when CI=true (package need); Need does the same for a test that
+// calls Start itself.
 //
 // It is not for production use: the server trusts every local connection
 // (no password) and runs without crash safety (fsync off).

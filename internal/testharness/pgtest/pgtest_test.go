@@ -3,7 +3,6 @@ package pgtest
 import (
 	"bufio"
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +66,7 @@ func TestNewDatabases(t *testing.T) {
 
 // The database of a test is dropped at its cleanup, open connections and all.
 func TestNewDropsAtCleanup(t *testing.T) {
+	Need(t)
 	ctx := context.Background()
 	var dsn string
 	var conn *pgx.Conn
@@ -87,9 +87,7 @@ func TestNewDropsAtCleanup(t *testing.T) {
 // accepts connections and its process is gone.
 func TestStartClose(t *testing.T) {
 	ctx := context.Background()
-	if _, err := BinDir(); errors.Is(err, ErrNotInstalled) {
-		t.Skipf("skipping: %v", err)
-	}
+	Need(t)
 	dir := testDir(t)
 	srv, err := Start(ctx, dir)
 	if err != nil {
@@ -132,9 +130,7 @@ func child() {
 
 // A test binary killed with SIGKILL takes its server with it.
 func TestServerDiesWithTestBinary(t *testing.T) {
-	if _, err := BinDir(); errors.Is(err, ErrNotInstalled) {
-		t.Skipf("skipping: %v", err)
-	}
+	Need(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

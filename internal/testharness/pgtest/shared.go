@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // sharedPrefix names the directories of shared servers under os.TempDir.
@@ -31,8 +33,7 @@ var shared struct {
 
 // New returns the DSN (postgres://…) of a new, empty database for tb on the
 // test binary's shared server, starting the server on first use, and drops
-// the database at cleanup. It skips the test, naming `make deps`, when
-// PostgreSQL 15 is not installed.
+// the database at cleanup. It leaves the test out as Need does.
 func New(tb testing.TB) string {
 	tb.Helper()
 	srv := sharedServer(tb)
@@ -57,12 +58,22 @@ func Shared(tb testing.TB) *Server {
 	return sharedServer(tb)
 }
 
+// Need leaves tb out under -short ("left out by -short: needs a real
+// PostgreSQL"), and when PostgreSQL 15 is not installed skips it naming
+// `make deps`, or fails it in CI (see package need). New and Shared call it;
+// a test that calls Start itself calls it first.
+func Need(tb testing.TB) {
+	tb.Helper()
+	need.Short(tb, "a real PostgreSQL")
+	if _, err := BinDir(); errors.Is(err, ErrNotInstalled) {
+		need.Missing(tb, "%v (run `make deps`)", err)
+	}
+}
+
 func sharedServer(tb testing.TB) *Server {
 	tb.Helper()
+	Need(tb)
 	shared.once.Do(func() { shared.srv, shared.err = startShared() })
-	if errors.Is(shared.err, ErrNotInstalled) {
-		tb.Skipf("skipping: %v (run `make deps`)", shared.err)
-	}
 	if shared.err != nil {
 		tb.Fatalf("start PostgreSQL: %v", shared.err)
 	}

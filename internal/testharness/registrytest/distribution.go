@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // ErrNotInstalled is returned by StartDistribution when the docker-registry
@@ -44,15 +46,27 @@ type Distribution struct {
 }
 
 // NewDistribution starts a registry in tb.TempDir and stops it when the test
-// and its subtests complete. It calls tb.Fatalf if the registry does not start.
+// and its subtests complete. It leaves the test out as NeedDistribution does,
+// and calls tb.Fatalf if the registry does not start.
 func NewDistribution(tb testing.TB) *Distribution {
 	tb.Helper()
+	NeedDistribution(tb)
 	d, err := StartDistribution(context.Background(), tb.TempDir())
 	if err != nil {
 		tb.Fatalf("start registry: %v", err)
 	}
 	tb.Cleanup(d.Close)
 	return d
+}
+
+// NeedDistribution leaves tb out under -short ("left out by -short: needs
+// Debian's docker-registry"), and when docker-registry is not on PATH skips
+// it naming the package, or fails it when CI=true (package need). A test that
+// calls StartDistribution itself calls it first.
+func NeedDistribution(tb testing.TB) {
+	tb.Helper()
+	need.Short(tb, "Debian's docker-registry")
+	need.Binary(tb, DistributionBinary, "apt-get install docker-registry (make deps)")
 }
 
 // StartDistribution writes dir/config.yml, starts docker-registry with it on a

@@ -95,6 +95,7 @@ func TestPushRetriesFaults(t *testing.T) {
 }
 
 func TestDistributionClose(t *testing.T) {
+	NeedDistribution(t)
 	reg, err := StartDistribution(t.Context(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +118,7 @@ func TestDistributionClose(t *testing.T) {
 }
 
 func TestDistributionConfig(t *testing.T) {
+	NeedDistribution(t)
 	dir := t.TempDir()
 	reg, err := StartDistribution(t.Context(), dir)
 	if err != nil {

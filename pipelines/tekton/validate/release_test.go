@@ -18,10 +18,10 @@ import (
 func releaseChain(t *testing.T, slipway, password string) map[string]string {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed: template build and the runtime run sandboxes with it")
+		missing(t, "bwrap is not installed: template build and the runtime run sandboxes with it (make deps)")
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(slipway), "slipway-runner")); err != nil {
-		t.Skip("no slipway-runner beside slipway: make build builds both (make test-tekton sets SLIPWAY_BIN)")
+		missing(t, "no slipway-runner beside slipway: make build builds both (make test-tekton sets SLIPWAY_BIN)")
 	}
 	host := startRegistry(t)
 	work := t.TempDir()

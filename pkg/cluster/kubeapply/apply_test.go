@@ -21,6 +21,8 @@ import (
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 var (
@@ -291,9 +293,8 @@ func testWaitTimesOut(t *testing.T, c *kubetest.Cluster) {
 // (a metadata-only field manager) and its status writes on a warm pool do
 // not keep Slipway from pruning them.
 func testWithController(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface) {
-	if _, err := kubetest.Binary("agent-sandbox-controller"); err != nil {
-		t.Skip(err)
-	}
+	_, err := kubetest.Binary("agent-sandbox-controller")
+	need.Err(t, err)
 	ctx := context.Background()
 	if err := c.StartSandboxController(ctx); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // BenchmarkB13aRender is benchmark B13a: render and verify a pool of 20
@@ -29,10 +31,7 @@ import (
 // the ratios. Target: render/kustomize within 1.5x. BENCH_SMOKE=1 renders 4
 // generations.
 func BenchmarkB13aRender(b *testing.B) {
-	kustomize := os.Getenv("KUSTOMIZE")
-	if kustomize == "" {
-		b.Skip("set KUSTOMIZE to the kustomize CLI (make bench does)")
-	}
+	kustomize := need.Env(b, "KUSTOMIZE", "set it to the kustomize CLI (make bench does)")
 	n := 20
 	if os.Getenv("BENCH_SMOKE") != "" {
 		n = 4

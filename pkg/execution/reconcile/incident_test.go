@@ -12,6 +12,8 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // scrape returns the metric lines of m that start with prefix.
@@ -133,9 +135,7 @@ func TestIncidentDeleteTimesOut(t *testing.T) {
 // leaves the deletion half done; the record is cleanup unknown, and once
 // the file can go a later pass finishes the deletion and resolves it.
 func TestDeleteFailsForReal(t *testing.T) {
-	if _, err := exec.LookPath("chattr"); err != nil {
-		t.Skip("chattr (e2fsprogs) is needed to make a file immutable")
-	}
+	need.Binary(t, "chattr", "it makes a file immutable (apt-get install e2fsprogs; make deps)")
 	w := newWorld(t)
 	ctx := context.Background()
 	s := w.create(t, "agents", "g-1", "r-done")

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // BenchmarkB4SBOMVsSyftCLI times Generate against the syft CLI (same syft version, built from
@@ -24,11 +26,8 @@ import (
 //	SYFT=$PWD/bin/syft go test -run '^$' -bench B4 -benchtime 1x ./pkg/release/sbom/             # full
 //	BENCH_SMOKE=1 SYFT=$PWD/bin/syft go test -run '^$' -bench B4 -benchtime 1x ./pkg/release/sbom/ # seconds
 func BenchmarkB4SBOMVsSyftCLI(b *testing.B) {
-	cli := os.Getenv("SYFT")
-	if cli == "" {
-		b.Skip("B4 skipped: set SYFT to the syft CLI built from tools/go.mod " +
-			"(cd tools && go build -o ../bin/ github.com/anchore/syft/cmd/syft; SYFT=$PWD/bin/syft)")
-	}
+	cli := need.Env(b, "SYFT", "set it to the syft CLI built from tools/go.mod "+
+		"(cd tools && go build -o ../bin/ github.com/anchore/syft/cmd/syft; SYFT=$PWD/bin/syft); make bench does")
 	root, what := b4Tree(b)
 	files, size := treeStats(b, root)
 	ctx := context.Background()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
 )
 
@@ -98,10 +99,7 @@ func writeFixture(t testing.TB) string {
 // run into dir, and returns the binary's path. It skips the test when the go tool is missing.
 func buildTiny(t testing.TB, dir string) string {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go tool not on PATH: skipping the Go binary fixture")
-	}
+	goTool := need.Binary(t, "go", "the Go binary fixture is built with it")
 	out := filepath.Join(dir, "tiny")
 	cmd := exec.Command(goTool, "build", "-trimpath", "-buildvcs=false", "-o", out, "./testdata/tiny")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOPROXY=off", "GOWORK=off", "GOFLAGS=-mod=readonly")

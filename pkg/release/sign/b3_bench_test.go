@@ -23,6 +23,8 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // BenchmarkB3SignAttestVerify is benchmark B3, against Debian's
@@ -40,10 +42,8 @@ import (
 // It runs the built binaries $SLIPWAY_BIN and $COSIGN (make bench sets both).
 // BENCH_SMOKE=1 shrinks it to seconds (5 digests, 2 cosign verify calls).
 func BenchmarkB3SignAttestVerify(b *testing.B) {
-	slipwayBin := os.Getenv("SLIPWAY_BIN")
-	if slipwayBin == "" || os.Getenv("COSIGN") == "" {
-		b.Skip("set SLIPWAY_BIN and COSIGN (make bench does)")
-	}
+	slipwayBin := need.Env(b, "SLIPWAY_BIN", "make bench sets it")
+	need.Env(b, "COSIGN", "make bench sets it")
 	cos := newCosign(b)
 	nVerify, nCosignVerify := 100, 100
 	if os.Getenv("BENCH_SMOKE") != "" {

@@ -45,21 +45,29 @@ func newReferrersRegistry(t *testing.T) string {
 }
 
 // bundleRegistries are the registries the bundle tests run on, and whether
-// each has the referrers API (else the referrers tag schema is used).
+// each has the referrers API (else the referrers tag schema is used):
+// under -short only the in-process one (Debian's docker-registry is left out).
 func bundleRegistries(t *testing.T) []struct {
 	name   string
 	host   string
 	hasAPI bool
 } {
 	t.Helper()
-	return []struct {
+	regs := []struct {
 		name   string
 		host   string
 		hasAPI bool
 	}{
 		{"in-process with referrers API", newReferrersRegistry(t), true},
-		{"docker-registry 2.8 (tag schema)", registrytest.NewDistribution(t).Addr(), false},
 	}
+	if testing.Short() {
+		return regs
+	}
+	return append(regs, struct {
+		name   string
+		host   string
+		hasAPI bool
+	}{"docker-registry 2.8 (tag schema)", registrytest.NewDistribution(t).Addr(), false})
 }
 
 // fastKeys is newKeys without cosign's password encryption (scrypt is

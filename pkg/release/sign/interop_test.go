@@ -23,6 +23,8 @@ import (
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // The interop tests run the real cosign CLI ($COSIGN, built from tools/go.mod
@@ -72,10 +74,8 @@ func (tw *tripwire) requests() []string {
 // ends it fails if cosign tried to reach anything but the registry.
 func newCosign(tb testing.TB) *cosignCLI {
 	tb.Helper()
-	bin := os.Getenv("COSIGN")
-	if bin == "" {
-		tb.Skip("COSIGN is not set: the cosign interop tests need the cosign CLI (make test builds bin/cosign and sets COSIGN)")
-	}
+	need.Short(tb, "the cosign CLI and Debian's docker-registry")
+	bin := need.Env(tb, "COSIGN", "the cosign interop tests need the cosign CLI (make test builds bin/cosign and sets COSIGN)")
 	if _, err := os.Stat(bin); err != nil {
 		tb.Fatalf("COSIGN=%s: %v", bin, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // BenchmarkB2FreezeVsTarCrane is benchmark B2: freeze a generated tree of
@@ -23,10 +25,7 @@ import (
 // It runs the built binaries: $SLIPWAY_BIN and $CRANE (make bench sets both).
 // BENCH_SMOKE=1 shrinks the tree to 500 files and 5 MB.
 func BenchmarkB2FreezeVsTarCrane(b *testing.B) {
-	slipway, crane := os.Getenv("SLIPWAY_BIN"), os.Getenv("CRANE")
-	if slipway == "" || crane == "" {
-		b.Skip("set SLIPWAY_BIN and CRANE (make bench does)")
-	}
+	slipway, crane := need.Env(b, "SLIPWAY_BIN", "make bench sets it"), need.Env(b, "CRANE", "make bench sets it")
 	files, total := 20000, 300<<20
 	if os.Getenv("BENCH_SMOKE") != "" {
 		files, total = 500, 5<<20

@@ -21,6 +21,8 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/isolate"
 	"github.com/slipway-dev/slipway/pkg/release/template"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // fixtures are built once per test binary run.
@@ -212,9 +214,7 @@ func specFor(t *testing.T, img v1.Image) sandbox.Spec {
 // user is the caller's, and the test is skipped.
 func templateUserBackend(t *testing.T) (*local.Backend, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("runs as the caller when not root")
-	}
+	need.Root(t, "a template user other than the caller (sandboxes run as the caller when it is not root)")
 	dir := t.TempDir()
 	for p := dir; p != "/tmp" && p != "/"; p = filepath.Dir(p) {
 		if err := os.Chmod(p, 0o711); err != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
+
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 )
 
 // A state directory under a parent only its owner may enter (as mktemp -d
@@ -18,9 +20,7 @@ import (
 // CheckTemplate says the same up front. A template that runs as root is
 // not concerned.
 func TestStateOutOfReachOfTemplateUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes run as the caller when it is not root")
-	}
+	need.Root(t, "sandboxes run as the caller when it is not root")
 	setup(t)
 	_, dir := templateUserBackend(t) // every parent of dir may be entered
 	parent := filepath.Join(dir, "private")
