@@ -1,14 +1,16 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"sync"
@@ -16,9 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/slipway-dev/slipway/internal/testharness/need"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
@@ -103,13 +103,7 @@ func BenchmarkB9aEvents(b *testing.B) {
 	b.Run("jetstream", func(b *testing.B) {
 		runtime.GC()
 		runs, events, size := b9Size()
-		var lat []time.Duration
-		var wall time.Duration
-		for range b.N {
-			l, w := b9JetStream(b, runs, events, size, 0)
-			lat, wall = append(lat, l...), wall+w
-		}
-		jsRate = report(b, lat, b.N*runs*events, wall)
+		jsRate = reportPeer(b, runs, events, size, 0)
 	})
 	for _, kind := range []string{"jetstream", "sqlite"} {
 		b.Run(kind+"-paced", func(b *testing.B) {
@@ -123,21 +117,38 @@ func BenchmarkB9aEvents(b *testing.B) {
 			runtime.GC()
 			runs, events, size := b9Size()
 			every := time.Duration(float64(runs) / rate * float64(time.Second)) // one writer's interval
+			if kind == "jetstream" {
+				reportPeer(b, runs, events, size, every)
+				return
+			}
 			var lat []time.Duration
 			var wall time.Duration
 			for range b.N {
-				var l []time.Duration
-				var w time.Duration
-				if kind == "jetstream" {
-					l, w = b9JetStream(b, runs, events, size, every)
-				} else {
-					l, w = b9Slipway(b, kind, runs, events, size, every)
-				}
+				l, w := b9Slipway(b, kind, runs, events, size, every)
 				lat, wall = append(lat, l...), wall+w
 			}
 			report(b, lat, b.N*runs*events, wall)
 		})
 	}
+}
+
+// reportPeer runs the JetStream peer b.N times and reports its throughput
+// over all of them, and the p50 and p99 of its latencies as the median, over
+// the runs, of each run's (the peer reports percentiles, not every event).
+func reportPeer(b *testing.B, runs, events, size int, every time.Duration) float64 {
+	var total int64
+	var wall time.Duration
+	var p50, p99 []time.Duration
+	for range b.N {
+		r := b9JetStream(b, runs, events, size, every)
+		total, wall = total+r.Events, wall+time.Duration(r.WallNS)
+		p50, p99 = append(p50, time.Duration(r.P50NS)), append(p99, time.Duration(r.P99NS))
+	}
+	rate := float64(total) / wall.Seconds()
+	b.ReportMetric(rate, "events/s")
+	b.ReportMetric(float64(pct(p50, 0.5).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(pct(p99, 0.5).Microseconds())/1000, "p99-ms")
+	return rate
 }
 
 // b9Writer writes events payloads with write: flat out (every 0), or
@@ -268,109 +279,42 @@ func b9InFlight() int {
 	return n
 }
 
+// b9Peer is what the JetStream peer reports of one run.
+type b9Peer struct {
+	Events int64 `json:"events"`
+	WallNS int64 `json:"wall_ns"`
+	P50NS  int64 `json:"p50_ns"`
+	P99NS  int64 `json:"p99_ns"`
+}
+
 // b9JetStream carries the same events through an embedded NATS server with
-// JetStream on file storage: a subject per run, acknowledged asynchronous
-// publishes, an ordered consumer per run.
-func b9JetStream(b *testing.B, runs, events, size int, every time.Duration) ([]time.Duration, time.Duration) {
+// JetStream on file storage (a subject per run, acknowledged asynchronous
+// publishes, an ordered consumer per run): the program $JETSTREAM_PEER
+// (bench/jetstream, a module of its own so that nats-server stays out of
+// Slipway's go.mod; make bench builds it), run here in the same benchmark,
+// with the same runs, events, size and pace, its stamps made and read the
+// same way.
+func b9JetStream(b *testing.B, runs, events, size int, every time.Duration) b9Peer {
 	b.Helper()
+	bin := os.Getenv("JETSTREAM_PEER")
+	if bin == "" {
+		need.Missing(b, "JETSTREAM_PEER, the JetStream peer program (make bench builds bin/jetstream-peer)")
+	}
 	b.StopTimer()
-	ctx := context.Background()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: b.TempDir(), NoLog: true, NoSigs: true})
+	cmd := exec.Command(bin, "-runs", strconv.Itoa(runs), "-events", strconv.Itoa(events), "-size", strconv.Itoa(size),
+		"-every", every.String(), "-store", b.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("%s: %v: %s", bin, err, stderr.Bytes())
 	}
-	go ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		b.Fatal("nats-server did not start")
+	var res b9Peer
+	if err := json.Unmarshal(out, &res); err != nil {
+		b.Fatalf("%s printed %q: %v", bin, out, err)
 	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		b.Fatal(err)
+	if res.Events != int64(runs*events) {
+		b.Fatalf("JetStream's consumers read %d of %d events", res.Events, runs*events)
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RUNS", Subjects: []string{"runs.>"}, Storage: jetstream.FileStorage})
-	if err != nil {
-		b.Fatal(err)
-	}
-	lats := make([][]time.Duration, runs)
-	var wg sync.WaitGroup
-	var got atomic.Int64
-	var ccs []jetstream.ConsumeContext
-	for i := range runs {
-		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{fmt.Sprintf("runs.%d", i)}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		wg.Add(1)
-		n := 0
-		cc, err := cons.Consume(func(m jetstream.Msg) {
-			if t, ok := stampOf(m.Data()); ok {
-				lats[i] = append(lats[i], time.Since(t))
-			}
-			n++
-			got.Add(1)
-			if n == events {
-				wg.Done()
-			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ccs = append(ccs, cc)
-	}
-	defer func() {
-		for _, cc := range ccs {
-			cc.Stop()
-		}
-	}()
-	b.StartTimer()
-	start := time.Now()
-	var pwg sync.WaitGroup
-	for i := range runs {
-		pwg.Add(1)
-		go func() {
-			defer pwg.Done()
-			subj := fmt.Sprintf("runs.%d", i)
-			b9Writer(start, i, runs, events, size, every, func(ev []byte) {
-				for {
-					_, err := js.PublishAsync(subj, ev)
-					if err == nil {
-						return
-					}
-					if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-						b.Error(err)
-						return
-					}
-					// JetStream's own backpressure: too many publishes
-					// unacknowledged; wait and publish again
-					time.Sleep(time.Millisecond)
-				}
-			})
-		}()
-	}
-	pwg.Wait()
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(5 * time.Minute):
-		b.Fatal("JetStream did not acknowledge every publish")
-	}
-	read := make(chan struct{})
-	go func() { wg.Wait(); close(read) }()
-	select {
-	case <-read:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("JetStream's consumers read %d of %d events", got.Load(), runs*events)
-	}
-	wall := time.Since(start)
-	b.StopTimer()
-	var all []time.Duration
-	for _, l := range lats {
-		all = append(all, l...)
-	}
-	return all, wall
+	return res
 }
