@@ -288,14 +288,6 @@ policy pin, or the config repository commit whose verification policy the runtim
 	return cmd
 }
 
-// related is one identity a run has and the other runs that share it.
-type related struct {
-	Shared string   `json:"shared"`
-	Value  string   `json:"value"`
-	Runs   []string `json:"runs"`
-	More   bool     `json:"more,omitempty"`
-}
-
 func newCmdRunsRelated(g *globals) *cobra.Command {
 	var (
 		sf    stateFlags
@@ -315,48 +307,12 @@ ones. At most --limit runs are listed per identity (more: says there are more).`
 				return err
 			}
 			defer s.Close()
-			ctx := cmd.Context()
-			m, err := s.Get(ctx, args[0])
+			m, out, err := runs.Related(cmd.Context(), s, args[0], limit)
 			if errors.Is(err, runs.ErrNotFound) {
 				return failed(err)
 			}
 			if err != nil {
 				return err
-			}
-			out := []related{{Shared: "node", Value: m.NodeID}, {Shared: "template", Value: m.WorkspaceTemplateID},
-				{Shared: "runtime_class", Value: m.RuntimeClass}, {Shared: "policy_revision", Value: m.PolicyRevision}}
-			for i := range out {
-				r := &out[i]
-				r.Runs = []string{}
-				if r.Value == "" {
-					continue
-				}
-				q := runmanifest.Query{Limit: limit + 2}
-				switch r.Shared {
-				case "node":
-					q.Node = r.Value
-				case "template":
-					q.Template = r.Value
-				case "runtime_class":
-					q.RuntimeClass = r.Value
-				case "policy_revision":
-					q.Policy = r.Value
-				}
-				if limit <= 0 {
-					q.Limit = 0
-				}
-				ids, err := s.Query(ctx, q)
-				if err != nil {
-					return err
-				}
-				for _, id := range ids {
-					if id != m.RunID {
-						r.Runs = append(r.Runs, id)
-					}
-				}
-				if limit > 0 && len(r.Runs) > limit {
-					r.Runs, r.More = r.Runs[:limit], true
-				}
 			}
 			if g.json() {
 				return g.printJSON(map[string]any{"run": m.RunID, "related": out})
@@ -383,70 +339,9 @@ ones. At most --limit runs are listed per identity (more: says there are more).`
 	return cmd
 }
 
-// fenceView is what runs show --fence says of a run: the attempt that owns
-// it, the attempts fenced off, and each credential's standing.
-type fenceView struct {
-	RunID             string              `json:"run_id"`
-	Status            runmanifest.Status  `json:"status"`
-	AllocationAttempt int                 `json:"allocation_attempt"`
-	SandboxID         string              `json:"sandbox_id"`
-	Fences            []runmanifest.Fence `json:"fences"`
-	Credentials       []credStanding      `json:"credentials"`
-	// Verdict answers the question in one line.
-	Verdict string `json:"verdict"`
-}
-
-type credStanding struct {
-	Fingerprint string     `json:"sha256_fingerprint"`
-	IssuedAt    time.Time  `json:"issued_at"`
-	ExpiresAt   time.Time  `json:"expires_at"`
-	RevokedAt   *time.Time `json:"revoked_at,omitempty"`
-	Renews      string     `json:"renews,omitempty"`
-	// Standing: revoked, expired, current (the owning attempt's, the run
-	// open) or NOT REVOKED (live, not the current one: act on it).
-	Standing string `json:"standing"`
-}
-
-func fenceOf(m *runmanifest.Manifest, now time.Time) fenceView {
-	v := fenceView{RunID: m.RunID, Status: m.Status, AllocationAttempt: m.AllocationAttempt, SandboxID: m.SandboxID,
-		Fences: m.Fences, Credentials: []credStanding{}}
-	if v.Fences == nil {
-		v.Fences = []runmanifest.Fence{}
-	}
-	open := m.Status == runmanifest.StatusGranted || m.Status == runmanifest.StatusRunning
-	live := 0
-	for i, r := range m.CredentialIssuances {
-		c := credStanding{Fingerprint: r.SHA256Fingerprint, IssuedAt: r.IssuedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt, Renews: r.Renews}
-		switch {
-		case r.RevokedAt != nil:
-			c.Standing = "revoked"
-		case !r.ExpiresAt.After(now):
-			c.Standing = "expired"
-		case open && i == len(m.CredentialIssuances)-1:
-			c.Standing = "current"
-		default:
-			c.Standing, live = "NOT REVOKED", live+1
-		}
-		v.Credentials = append(v.Credentials, c)
-	}
-	switch {
-	case live > 0:
-		v.Verdict = fmt.Sprintf("%d credential(s) not revoked and not the current one: revoke them (slipway cleanup list shows the reconciler's attempts)", live)
-	case len(m.Fences) == 0:
-		v.Verdict = fmt.Sprintf("no earlier attempt: attempt %d (sandbox %s) is the only one", m.AllocationAttempt, m.SandboxID)
-	default:
-		v.Verdict = fmt.Sprintf("no: %d earlier attempt(s) fenced (claim token replaced, sandbox deleted, credential revoked or expired); attempt %d (sandbox %s) owns the run",
-			len(m.Fences), m.AllocationAttempt, m.SandboxID)
-	}
-	if !open {
-		v.Verdict += fmt.Sprintf("; the run is %s: its claim is ended", m.Status)
-	}
-	return v
-}
-
 // printFence writes runs show --fence.
 func printFence(g *globals, m *runmanifest.Manifest) error {
-	v := fenceOf(m, time.Now())
+	v := runmanifest.FencingOf(m, time.Now())
 	if g.json() {
 		return g.printJSON(v)
 	}

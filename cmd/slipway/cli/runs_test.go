@@ -174,8 +174,8 @@ func TestRunsRelated(t *testing.T) {
 	}
 	r = run(t, "", "runs", "related", "r-5", "--state", state, "-o", "json")
 	var got struct {
-		Run     string    `json:"run"`
-		Related []related `json:"related"`
+		Run     string             `json:"run"`
+		Related []runs.RelatedRuns `json:"related"`
 	}
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil || got.Run != "r-5" || len(got.Related) != 4 ||
 		got.Related[0].Value != "n-c" || len(got.Related[0].Runs) != 0 || got.Related[1].Value != "" || len(got.Related[1].Runs) != 0 {
@@ -229,7 +229,7 @@ func TestRunsShowFence(t *testing.T) {
 		}
 	}
 	r = run(t, "", "runs", "show", "r-leak", "--state", state, "--fence", "-o", "json")
-	var v fenceView
+	var v runmanifest.Fencing
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || len(v.Credentials) != 1 || v.Credentials[0].Standing != "NOT REVOKED" ||
 		!strings.Contains(v.Verdict, "not revoked") || !strings.Contains(v.Verdict, "released") {
 		t.Fatalf("runs show --fence r-leak: %+v", r)
