@@ -43,14 +43,16 @@ type FieldSpec struct {
 	// Kind must match the document's kind exactly.
 	Kind string
 	// Path is dot-separated keys; "[]" after a key means every item of that
-	// sequence, as in "spec.steps[].image".
+	// sequence, as in "spec.steps[].image", and the key "*" every value of
+	// a mapping, as in "spec.replicaSpecs.*.template.spec".
 	Path string
 }
 
-// segment is one key of a path; each means every item of its sequence value.
+// segment is one key of a path; each means every item of its sequence
+// value, any every key of a mapping.
 type segment struct {
-	key  string
-	each bool
+	key       string
+	each, any bool
 }
 
 // spec is a FieldSpec with its path parsed.
@@ -70,10 +72,10 @@ func parsePath(p string) ([]segment, error) {
 	var segs []segment
 	for part := range strings.SplitSeq(p, ".") {
 		key, each := strings.CutSuffix(part, "[]")
-		if key == "" || strings.ContainsAny(key, "[]") {
-			return nil, fmt.Errorf("path %q: bad element %q (want key or key[])", p, part)
+		if key == "" || strings.ContainsAny(key, "[]") || key != "*" && strings.Contains(key, "*") {
+			return nil, fmt.Errorf("path %q: bad element %q (want key, key[], * or *[])", p, part)
 		}
-		segs = append(segs, segment{key: key, each: each})
+		segs = append(segs, segment{key: key, each: each, any: key == "*"})
 	}
 	return segs, nil
 }

@@ -25,8 +25,22 @@ const (
 	Container SiteKind = iota + 1
 	// KustomizeImage is an entry of a kustomization's images list.
 	KustomizeImage
-	// Custom is a field of a custom resource named by a PinConfig.
+	// Custom is an image string outside a container: a field of a known
+	// kind (SparkApplication's spec.image), one a PinConfig names, or an
+	// image-like field.
 	Custom
+)
+
+// FoundBy says which rule found a site.
+type FoundBy string
+
+// The rules that find sites.
+const (
+	// ByKind: a field of a kind known by name (KnownKinds), or an entry of
+	// a kustomization's images list.
+	ByKind FoundBy = "known-kind"
+	// ByConfig: a field or pod spec that a PinConfig names.
+	ByConfig FoundBy = "config"
 )
 
 func (k SiteKind) String() string {
@@ -55,6 +69,8 @@ type Site struct {
 	// "spec.template.spec.containers[0].image" or "images[2]".
 	Path string   `json:"path"`
 	Kind SiteKind `json:"kind"`
+	// FoundBy is the rule that found the site.
+	FoundBy FoundBy `json:"foundBy"`
 	// Value is the image as written; for a kustomization entry it is composed:
 	// (newName or name)[:newTag][@digest].
 	Value string `json:"value"`
