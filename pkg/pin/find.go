@@ -76,6 +76,11 @@ type Site struct {
 	Value string `json:"value"`
 	// PullPolicy is the container's imagePullPolicy, if any.
 	PullPolicy string `json:"pullPolicy,omitempty"`
+	// Placeholder names the template syntax of a value that another tool
+	// substitutes before the manifest is applied ("${…}", "$(…)", "{{…}}",
+	// "__…__", "$NAME", "ko://"): it is no reference, so Plan leaves it
+	// alone and Lint reports it as a placeholder. See placeholder.
+	Placeholder string `json:"placeholder,omitempty"`
 	// RenamedBy is the position (file:line:col) of the kustomization images
 	// entry that rewrites this image when kustomize builds the tree: the
 	// value is a placeholder, which Plan leaves alone and Lint does not

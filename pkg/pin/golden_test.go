@@ -26,6 +26,7 @@ func TestRewriteGolden(t *testing.T) {
 		{name: "anchors"},
 		{name: "placeholders"},
 		{name: "kinds"},
+		{name: "shapes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

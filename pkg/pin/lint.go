@@ -15,6 +15,10 @@ type Finding struct {
 	Col    int    `json:"col"`
 	Ref    string `json:"ref"`
 	Reason string `json:"reason"`
+	// FoundBy is the rule that found the reference.
+	FoundBy FoundBy `json:"foundBy"`
+	// Placeholder is set when Ref is a placeholder, not a reference.
+	Placeholder bool `json:"placeholder,omitempty"`
 }
 
 // String is "file:line:col: ref: reason".
@@ -31,18 +35,31 @@ const (
 	ReasonKustomize    = "kustomization image without digest: newTag is mutable; pin by digest"
 	ReasonKustomizeTag = "kustomization image without digest or newTag: there is no tag to pin"
 	ReasonMalformed    = "malformed reference"
+	// ReasonPlaceholder: a value another tool substitutes (Site.Placeholder).
+	ReasonPlaceholder = "placeholder, not a reference: substituted before deploy, so not checked here; pin the value it is given"
+	// ReasonImageLike prefixes the reason of a reference in an image-like
+	// field (ByImageKey), a finding of its own kind.
+	ReasonImageLike = "image-like field not pinned"
 )
 
-// Lint reports every site not pinned by digest, and every reference that
-// does not parse, sorted by file, line and column. A kustomize placeholder
-// (Site.RenamedBy) is not reported: the images entry that renames it is.
+// Lint reports every site not pinned by digest, every reference that does
+// not parse and every placeholder, sorted by file, line and column. A
+// kustomize placeholder (Site.RenamedBy) is not reported: the images entry
+// that renames it is. The reason of a site in an image-like field starts
+// with ReasonImageLike.
 func Lint(tree *Tree) []Finding {
 	var out []Finding
 	for _, f := range tree.Files {
 		for i, s := range f.sites {
-			if reason := lintSite(f, i); reason != "" {
-				out = append(out, Finding{File: s.File, Line: s.Line, Col: s.Col, Ref: s.Value, Reason: reason})
+			reason := lintSite(f, i)
+			if reason == "" {
+				continue
 			}
+			if s.FoundBy == ByImageKey && s.Placeholder == "" {
+				reason = ReasonImageLike + ": " + reason
+			}
+			out = append(out, Finding{File: s.File, Line: s.Line, Col: s.Col, Ref: s.Value, Reason: reason,
+				FoundBy: s.FoundBy, Placeholder: s.Placeholder != ""})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int {
@@ -53,8 +70,11 @@ func Lint(tree *Tree) []Finding {
 
 func lintSite(f *File, i int) string {
 	s := f.sites[i]
-	if s.RenamedBy != "" {
+	switch {
+	case s.RenamedBy != "":
 		return "" // a kustomize placeholder: its entry is linted
+	case s.Placeholder != "":
+		return ReasonPlaceholder
 	}
 	if s.Kind == KustomizeImage {
 		t := f.targets[i]

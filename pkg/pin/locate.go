@@ -29,9 +29,10 @@ type walker struct {
 	seen          map[*yaml.Node]bool
 	sites         []Site
 	targets       []target
-	included      []string // what a kustomization.yaml includes, as written
-	entries       []int    // the sites of its images entries
-	path          []elem   // from the document's root to the node at hand
+	included      []string            // what a kustomization.yaml includes, as written
+	entries       []int               // the sites of its images entries
+	path          []elem              // from the document's root to the node at hand
+	walked        map[*yaml.Node]bool // anchored nodes the shape rules walked
 }
 
 func newWalker(src *source, o *options) *walker {
@@ -57,12 +58,13 @@ func (w *walker) document(doc *yaml.Node) error {
 	return w.object(doc.Content[0], "")
 }
 
-// maxDepth bounds lists within lists and merge keys within merged mappings.
+// maxDepth bounds the nesting of lists and mappings, and of merge keys
+// within merged mappings.
 const maxDepth = 1000
 
 func (w *walker) enter(n *yaml.Node) error {
 	if w.depth++; w.depth > maxDepth {
-		return w.errorf(n, ErrInput, "nesting deeper than %d lists or merges", maxDepth)
+		return w.errorf(n, ErrInput, "nesting deeper than %d levels", maxDepth)
 	}
 	return nil
 }
@@ -284,8 +286,17 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 	}
 	defer w.leave()
 	n, err := w.deref(n)
-	if err != nil || n.Kind != yaml.MappingNode {
+	if err != nil {
 		return err
+	}
+	if n.Kind != yaml.MappingNode {
+		return w.walkNode(n)
+	}
+	if n.Anchor != "" {
+		if w.walked[n] {
+			return nil
+		}
+		w.markWalked(n)
 	}
 	apiVersion, err := w.str(n, "apiVersion")
 	if err != nil {
@@ -313,7 +324,9 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 			return err
 		}
 	}
+	skip := ""
 	if itemKind, ok := strings.CutSuffix(kind, "List"); ok {
+		skip = "items"
 		items, err := w.values(n, "items")
 		if err != nil {
 			return err
@@ -348,7 +361,7 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 			}
 		}
 	}
-	return nil
+	return w.walkMapping(n, skip)
 }
 
 // at is what a path that reaches t does with the node it reaches.
@@ -434,8 +447,8 @@ func (w *walker) image(v *yaml.Node, kind SiteKind, policy string, by FoundBy) e
 	if sp, err := w.locate(v); err == nil {
 		line, col = w.lines.position(sp.start)
 	}
-	w.add(Site{File: w.name, Line: line, Col: col, Path: w.pathString(), Kind: kind, FoundBy: by, Value: v.Value, PullPolicy: policy},
-		target{image: v})
+	w.add(Site{File: w.name, Line: line, Col: col, Path: w.pathString(), Kind: kind, FoundBy: by, Value: v.Value,
+		PullPolicy: policy, Placeholder: placeholder(v.Value)}, target{image: v})
 	return nil
 }
 

@@ -107,7 +107,8 @@ type want struct {
 // cannot be pinned or resolved, or any value cannot be rewritten in place, it
 // returns an error listing every such site (file:line:col, reference and
 // cause, joined) and no Result. A kustomize placeholder (Site.RenamedBy) is
-// never resolved nor rewritten: the images entry that renames it is.
+// never resolved nor rewritten: the images entry that renames it is; nor is
+// a template's placeholder (Site.Placeholder).
 func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOption) (*Result, error) {
 	o := planOptions{concurrency: DefaultConcurrency}
 	for _, opt := range opts {
@@ -195,8 +196,8 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 func wanted(f *File, i int, refresh bool) want {
 	w := want{file: f, index: i}
 	site := f.sites[i]
-	if site.RenamedBy != "" {
-		return w // a kustomize placeholder: its entry is pinned
+	if site.RenamedBy != "" || site.Placeholder != "" {
+		return w // a kustomize placeholder, whose entry is pinned, or a template's
 	}
 	if site.Kind == KustomizeImage {
 		t := f.targets[i]

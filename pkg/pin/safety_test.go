@@ -92,7 +92,7 @@ func TestFindRefusesAliasBombs(t *testing.T) {
 			opts: []Option{withAliasBudget(-14)}, // the document's 15 nodes leave one hop
 			want: "x.yaml:5:24: input refused: excessive aliasing",
 		},
-		{name: "lists nested too deep", yaml: nestedLists(maxDepth + 5), want: "input refused: nesting deeper than 1000 lists or merges"},
+		{name: "lists nested too deep", yaml: nestedLists(maxDepth + 5), want: "input refused: nesting deeper than 1000 levels"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
