@@ -81,6 +81,9 @@ type Site struct {
 	// "__…__", "$NAME", "ko://"): it is no reference, so Plan leaves it
 	// alone and Lint reports it as a placeholder. See placeholder.
 	Placeholder string `json:"placeholder,omitempty"`
+	// ExcludedBy is where the exclusion of a PinConfig that selects the
+	// site is written (Exclude.Where): Plan and Lint leave it alone.
+	ExcludedBy string `json:"excludedBy,omitempty"`
 	// RenamedBy is the position (file:line:col) of the kustomization images
 	// entry that rewrites this image when kustomize builds the tree: the
 	// value is a placeholder, which Plan leaves alone and Lint does not
@@ -101,11 +104,12 @@ type options struct {
 	maxFileSize int64
 	fields      []spec
 	podSpecs    []spec
+	exclude     []exclusion
 	aliasBudget int // alias hops allowed per file on top of its node count
 }
 
-// WithConfig adds the field paths and pod spec paths of c. It may be given
-// more than once.
+// WithConfig adds the field paths, pod spec paths and exclusions of c. It
+// may be given more than once.
 func WithConfig(c Config) Option {
 	return func(o *options) error {
 		fields, err := compile(c.Fields)
@@ -116,8 +120,13 @@ func WithConfig(c Config) Option {
 		if err != nil {
 			return fmt.Errorf("%w: podSpecs: %w", ErrConfig, err)
 		}
+		exclude, err := compileExclude(c.Exclude)
+		if err != nil {
+			return fmt.Errorf("%w: exclude: %w", ErrConfig, err)
+		}
 		o.fields = append(o.fields, fields...)
 		o.podSpecs = append(o.podSpecs, pods...)
+		o.exclude = append(o.exclude, exclude...)
 		return nil
 	}
 }

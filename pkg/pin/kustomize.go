@@ -52,12 +52,15 @@ func (w *walker) kustomization(k *yaml.Node) error {
 				w.entries = append(w.entries, len(w.sites))
 			}
 			w.pushIndex(i)
+			value := composeImage(scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, ""))
 			w.add(Site{
 				File: w.name, Line: e.Line, Col: e.Column,
-				Path:    w.pathString(),
-				Kind:    KustomizeImage,
-				FoundBy: ByKind,
-				Value:   composeImage(scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, "")),
+				Path:        w.pathString(),
+				Kind:        KustomizeImage,
+				FoundBy:     ByKind,
+				Value:       value,
+				ExcludedBy:  w.excludedBy(ByKind),
+				Placeholder: placeholder(value),
 			}, t)
 			w.pop()
 		}

@@ -71,6 +71,8 @@ func Lint(tree *Tree) []Finding {
 func lintSite(f *File, i int) string {
 	s := f.sites[i]
 	switch {
+	case s.ExcludedBy != "":
+		return "" // left alone by the config
 	case s.RenamedBy != "":
 		return "" // a kustomize placeholder: its entry is linted
 	case s.Placeholder != "":

@@ -33,6 +33,25 @@ type walker struct {
 	entries       []int               // the sites of its images entries
 	path          []elem              // from the document's root to the node at hand
 	walked        map[*yaml.Node]bool // anchored nodes the shape rules walked
+	obj           object              // the object at hand
+}
+
+// object is the innermost Kubernetes object around the node at hand: its
+// apiVersion and kind, and where its path starts.
+type object struct {
+	apiVersion, kind string
+	base             int
+}
+
+// excludedBy is where the exclusion that selects a site found by by at the
+// current path is written, "" when none does.
+func (w *walker) excludedBy(by FoundBy) string {
+	for _, x := range w.opts.exclude {
+		if x.matches(w.obj.apiVersion, w.obj.kind, by, w.path[w.obj.base:]) {
+			return x.Where
+		}
+	}
+	return ""
 }
 
 func newWalker(src *source, o *options) *walker {
@@ -188,6 +207,9 @@ func (w *walker) follow(n *yaml.Node, segs []segment, fn func(*yaml.Node) error)
 			return nil
 		}
 		for i, item := range v.Content {
+			if s.one && i != s.at {
+				continue
+			}
 			item, err := w.deref(item)
 			if err != nil {
 				return err
@@ -309,6 +331,9 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 	if kind == "" {
 		kind = listKind
 	}
+	outer := w.obj
+	w.obj = object{apiVersion: apiVersion, kind: kind, base: len(w.path)}
+	defer func() { w.obj = outer }()
 	for _, r := range knownKinds[kind] {
 		if !r.applies(apiVersion) {
 			continue
@@ -448,7 +473,7 @@ func (w *walker) image(v *yaml.Node, kind SiteKind, policy string, by FoundBy) e
 		line, col = w.lines.position(sp.start)
 	}
 	w.add(Site{File: w.name, Line: line, Col: col, Path: w.pathString(), Kind: kind, FoundBy: by, Value: v.Value,
-		PullPolicy: policy, Placeholder: placeholder(v.Value)}, target{image: v})
+		PullPolicy: policy, Placeholder: placeholder(v.Value), ExcludedBy: w.excludedBy(by)}, target{image: v})
 	return nil
 }
 

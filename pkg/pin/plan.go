@@ -108,7 +108,8 @@ type want struct {
 // returns an error listing every such site (file:line:col, reference and
 // cause, joined) and no Result. A kustomize placeholder (Site.RenamedBy) is
 // never resolved nor rewritten: the images entry that renames it is; nor is
-// a template's placeholder (Site.Placeholder).
+// a template's placeholder (Site.Placeholder), nor an excluded site
+// (Site.ExcludedBy).
 func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOption) (*Result, error) {
 	o := planOptions{concurrency: DefaultConcurrency}
 	for _, opt := range opts {
@@ -196,8 +197,8 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 func wanted(f *File, i int, refresh bool) want {
 	w := want{file: f, index: i}
 	site := f.sites[i]
-	if site.RenamedBy != "" || site.Placeholder != "" {
-		return w // a kustomize placeholder, whose entry is pinned, or a template's
+	if site.RenamedBy != "" || site.Placeholder != "" || site.ExcludedBy != "" {
+		return w // a kustomize placeholder, whose entry is pinned, a template's, or excluded
 	}
 	if site.Kind == KustomizeImage {
 		t := f.targets[i]
