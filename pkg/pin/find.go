@@ -102,6 +102,7 @@ type Option func(*options) error
 
 type options struct {
 	maxFileSize int64
+	hidden      bool
 	fields      []spec
 	podSpecs    []spec
 	exclude     []exclusion
@@ -142,6 +143,12 @@ func WithMaxFileSize(n int64) Option {
 	}
 }
 
+// WithIncludeHidden walks hidden directories (.github, .argocd) too; version
+// control metadata (.git, .hg, .svn) is never walked.
+func WithIncludeHidden() Option {
+	return func(o *options) error { o.hidden = true; return nil }
+}
+
 // withAliasBudget sets the alias hops allowed per file beyond its node count.
 func withAliasBudget(n int) Option {
 	return func(o *options) error { o.aliasBudget = n; return nil }
@@ -153,15 +160,21 @@ const defaultAliasBudget = 10_000
 // for Plan.
 type Tree struct {
 	Files []*File
-	// Skipped lists what walking a directory did not read, with the reason
-	// (symlinks, which are never followed, and special files).
+	// Skipped lists what walking a directory did not read, with the reason:
+	// symlinks, which are never followed, special files, hidden
+	// directories, and templates that do not parse as YAML.
 	Skipped []Skipped
+	// NotYAML counts the files a walk did not read for their names (not
+	// .yaml, .yml or Kustomization), by extension ("" for none).
+	NotYAML map[string]int
 	opts    options
 }
 
 // File is one YAML file and the image sites in it, in document order.
 type File struct {
 	Path string
+	// Documents is the number of documents in the file.
+	Documents int
 	// Sites is a copy for the caller; Plan and Lint use their own.
 	Sites   []Site
 	sites   []Site
@@ -177,9 +190,21 @@ type File struct {
 
 // Skipped is a path that walking a directory left alone.
 type Skipped struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
+	Path   string   `json:"path"`
+	Reason string   `json:"reason"`
+	Kind   SkipKind `json:"kind"`
 }
+
+// SkipKind says why a path was skipped.
+type SkipKind string
+
+// Why paths are skipped.
+const (
+	SkipSymlink  SkipKind = "symlink"  // never followed below a path given
+	SkipSpecial  SkipKind = "special"  // a device, pipe or socket named like YAML
+	SkipHidden   SkipKind = "hidden"   // a hidden directory (see WithIncludeHidden)
+	SkipTemplate SkipKind = "template" // a file with template braces that does not parse as YAML
+)
 
 func (s Skipped) String() string { return s.Path + ": " + s.Reason }
 
@@ -194,9 +219,13 @@ func (t *Tree) Sites() []Site {
 
 // Find reads the YAML files at paths and returns their image sites. A
 // directory is walked: only .yaml and .yml files and files named
-// Kustomization are read, hidden directories (.git) are skipped, and symlinks
-// are never followed but listed in Tree.Skipped. A file given explicitly is
-// read as given, whatever its name, through a symlink if it is one.
+// Kustomization are read (the others are counted in Tree.NotYAML), hidden
+// directories are skipped unless WithIncludeHidden (.git always), symlinks
+// are never followed, and a file with template braces ({{ }}, {% %}) that
+// does not parse as YAML, a Helm template, is skipped; each is listed in
+// Tree.Skipped. A directory in which nothing is read is an error
+// (ErrNoYAML). A file given explicitly is read as given, whatever its name,
+// through a symlink if it is one.
 //
 // Find marks the kustomize placeholders (Site.RenamedBy): an image that the
 // images list of a kustomization among the files read renames, in a file that
@@ -220,32 +249,51 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 	seen := map[string]bool{}
 	var errs []error
 	for _, p := range paths {
-		cands, skipped, err := collect(ctx, p)
+		wk, err := collect(ctx, p, o.hidden)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		t.Skipped = append(t.Skipped, skipped...)
-		for _, c := range cands {
+		t.Skipped = append(t.Skipped, wk.skipped...)
+		for ext, n := range wk.notYAML {
+			if t.NotYAML == nil {
+				t.NotYAML = map[string]int{}
+			}
+			t.NotYAML[ext] += n
+		}
+		read, templates, failed := 0, 0, false
+		for _, c := range wk.cands {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 			if seen[c.real] {
+				read++
 				continue
 			}
 			seen[c.real] = true
 			data, mode, err := readFile(c.path, c.real, o.maxFileSize)
 			if err != nil {
-				errs = append(errs, err)
+				errs, failed = append(errs, err), true
 				continue
 			}
 			f, err := parse(c.path, data, &o)
+			var se *syntaxErr
+			if err != nil && c.walked && errors.As(err, &se) && isTemplate(data) {
+				t.Skipped = append(t.Skipped, Skipped{Path: c.path, Kind: SkipTemplate,
+					Reason: fmt.Sprintf("template braces and line %d does not parse as YAML: %s", se.line, se.msg)})
+				templates++
+				continue
+			}
 			if err != nil {
-				errs = append(errs, err)
+				errs, failed = append(errs, err), true
 				continue
 			}
 			f.mode, f.real = mode, c.real
 			t.Files = append(t.Files, f)
+			read++
+		}
+		if read == 0 && !failed && (len(wk.cands) == 0 || wk.cands[0].walked) {
+			errs = append(errs, noYAML(p, wk, templates))
 		}
 	}
 	if len(errs) > 0 {
@@ -308,6 +356,7 @@ func parse(name string, data []byte, o *options) (*File, error) {
 	}
 	w := newWalker(src, o)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
+	docs := 0
 	for {
 		var doc yaml.Node
 		err := decode(dec, &doc)
@@ -317,11 +366,12 @@ func parse(name string, data []byte, o *options) (*File, error) {
 		if err != nil {
 			return nil, syntaxError(name, data, err)
 		}
+		docs++
 		if err := w.document(&doc); err != nil {
 			return nil, err
 		}
 	}
-	return &File{Path: name, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets,
+	return &File{Path: name, Documents: docs, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets,
 		included: w.included, entries: w.entries}, nil
 }
 
@@ -333,6 +383,64 @@ func decode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 		}
 	}()
 	return dec.Decode(n)
+}
+
+// syntaxErr is YAML that does not parse, at a line.
+type syntaxErr struct {
+	err  error
+	line int
+	msg  string
+}
+
+func (e *syntaxErr) Error() string { return e.err.Error() }
+func (e *syntaxErr) Unwrap() error { return e.err }
+
+// isTemplate says whether data holds template braces.
+func isTemplate(data []byte) bool {
+	return bytes.Contains(data, []byte("{{")) || bytes.Contains(data, []byte("{%"))
+}
+
+// noYAML is the error for a directory in which nothing was read.
+func noYAML(root string, wk *walk, templates int) error {
+	var what []string
+	n := 0
+	for _, c := range wk.notYAML {
+		n += c
+	}
+	if n > 0 {
+		what = append(what, plural(n, "file")+" not YAML")
+	}
+	hidden := 0
+	for _, s := range wk.skipped {
+		if s.Kind == SkipHidden {
+			hidden++
+		}
+	}
+	if hidden > 0 {
+		what = append(what, plural(hidden, "hidden directory")+" not walked")
+	}
+	if templates > 0 {
+		what = append(what, plural(templates, "template")+" that do not parse")
+	}
+	if others := len(wk.skipped) - hidden; others > 0 {
+		what = append(what, plural(others, "symlink or special file")+" skipped")
+	}
+	if len(what) == 0 {
+		what = append(what, "it is empty")
+	}
+	return fmt.Errorf("%s: %w (.yaml, .yml, Kustomization): %s", root, ErrNoYAML, strings.Join(what, ", "))
+}
+
+// plural is "1 file", "2 files", "2 hidden directories".
+func plural(n int, noun string) string {
+	if n != 1 {
+		if s, ok := strings.CutSuffix(noun, "y"); ok {
+			noun = s + "ies"
+		} else {
+			noun += "s"
+		}
+	}
+	return strconv.Itoa(n) + " " + noun
 }
 
 // syntaxError names file:line for a parser error ("yaml: line 3: …").
@@ -349,7 +457,7 @@ func syntaxError(name string, data []byte, err error) error {
 	if line == 0 {
 		line = guessLine(data, msg)
 	}
-	return fmt.Errorf("%s:%d: %w: invalid yaml: %s", name, line, ErrInput, msg)
+	return &syntaxErr{err: fmt.Errorf("%s:%d: %w: invalid yaml: %s", name, line, ErrInput, msg), line: line, msg: msg}
 }
 
 // guessLine finds the line of the parser errors that do not say it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -175,8 +176,11 @@ func TestFindWalk(t *testing.T) {
 			t.Errorf("%s: skipped as %q, want %q", link, skipped[link], reason)
 		}
 	}
-	if len(skipped) != 5 {
+	if skipped["tree/.git"] != "version control metadata, never walked" || len(skipped) != 6 {
 		t.Errorf("skipped %v", skipped)
+	}
+	if !reflect.DeepEqual(tr.NotYAML, map[string]int{".md": 1, ".json": 1}) {
+		t.Errorf("not YAML %v", tr.NotYAML)
 	}
 
 	// A symlink given explicitly is read as given, and written through:
