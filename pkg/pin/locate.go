@@ -351,7 +351,6 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 	}
 	skip := ""
 	if itemKind, ok := strings.CutSuffix(kind, "List"); ok {
-		skip = "items"
 		items, err := w.values(n, "items")
 		if err != nil {
 			return err
@@ -360,6 +359,7 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 			if seq.Kind != yaml.SequenceNode {
 				continue
 			}
+			skip = "items" // each item is an object: the shape rules run in each
 			w.push("items")
 			for i, item := range seq.Content {
 				w.pushIndex(i)
