@@ -8,9 +8,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -245,13 +248,67 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no paths given", ErrInput)
 	}
-	t := &Tree{opts: o}
+	// Walk every path, then read and parse the files concurrently, then
+	// assemble the tree in the order of the paths and of their walks.
+	type root struct {
+		wk  *walk
+		err error
+	}
+	type job struct {
+		c        candidate
+		root     int
+		dup      bool // read already, through another path
+		f        *File
+		template *Skipped
+		err      error
+	}
+	roots := make([]root, len(paths))
+	var jobs []*job
 	seen := map[string]bool{}
-	var errs []error
-	for _, p := range paths {
+	for i, p := range paths {
 		wk, err := collect(ctx, p, o.hidden)
+		roots[i] = root{wk, err}
 		if err != nil {
-			errs = append(errs, err)
+			continue
+		}
+		for _, c := range wk.cands {
+			jobs = append(jobs, &job{c: c, root: i, dup: seen[c.real]})
+			seen[c.real] = true
+		}
+	}
+	concurrently(len(jobs), func(k int) {
+		j := jobs[k]
+		if j.dup || ctx.Err() != nil {
+			return
+		}
+		data, mode, err := readFile(j.c.path, j.c.real, o.maxFileSize)
+		if err != nil {
+			j.err = err
+			return
+		}
+		f, err := parse(j.c.path, data, &o)
+		var se *syntaxErr
+		switch {
+		case err != nil && j.c.walked && errors.As(err, &se) && isTemplate(data):
+			j.template = &Skipped{Path: j.c.path, Kind: SkipTemplate,
+				Reason: fmt.Sprintf("template braces and line %d does not parse as YAML: %s", se.line, se.msg)}
+		case err != nil:
+			j.err = err
+		default:
+			f.mode, f.real = mode, j.c.real
+			j.f = f
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := &Tree{opts: o}
+	var errs []error
+	next := 0
+	for i, p := range paths {
+		wk := roots[i].wk
+		if roots[i].err != nil {
+			errs = append(errs, roots[i].err)
 			continue
 		}
 		t.Skipped = append(t.Skipped, wk.skipped...)
@@ -262,35 +319,19 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 			t.NotYAML[ext] += n
 		}
 		read, templates, failed := 0, 0, false
-		for _, c := range wk.cands {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			if seen[c.real] {
+		for ; next < len(jobs) && jobs[next].root == i; next++ {
+			switch j := jobs[next]; {
+			case j.dup:
 				read++
-				continue
-			}
-			seen[c.real] = true
-			data, mode, err := readFile(c.path, c.real, o.maxFileSize)
-			if err != nil {
-				errs, failed = append(errs, err), true
-				continue
-			}
-			f, err := parse(c.path, data, &o)
-			var se *syntaxErr
-			if err != nil && c.walked && errors.As(err, &se) && isTemplate(data) {
-				t.Skipped = append(t.Skipped, Skipped{Path: c.path, Kind: SkipTemplate,
-					Reason: fmt.Sprintf("template braces and line %d does not parse as YAML: %s", se.line, se.msg)})
+			case j.template != nil:
+				t.Skipped = append(t.Skipped, *j.template)
 				templates++
-				continue
+			case j.err != nil:
+				errs, failed = append(errs, j.err), true
+			default:
+				t.Files = append(t.Files, j.f)
+				read++
 			}
-			if err != nil {
-				errs, failed = append(errs, err), true
-				continue
-			}
-			f.mode, f.real = mode, c.real
-			t.Files = append(t.Files, f)
-			read++
 		}
 		if read == 0 && !failed && (len(wk.cands) == 0 || wk.cands[0].walked) {
 			errs = append(errs, noYAML(p, wk, templates))
@@ -301,6 +342,27 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 	}
 	t.markRenamed()
 	return t, nil
+}
+
+// concurrently calls fn(0) … fn(n-1), as many at once as GOMAXPROCS allows.
+func concurrently(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // readFile reads at most limit bytes of the file at real, naming it name in errors.

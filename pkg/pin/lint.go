@@ -49,9 +49,10 @@ const (
 // with ReasonImageLike.
 func Lint(tree *Tree) []Finding {
 	var out []Finding
+	refs := refCache{}
 	for _, f := range tree.Files {
 		for i, s := range f.sites {
-			reason := lintSite(f, i)
+			reason := lintSite(f, i, refs)
 			if reason == "" {
 				continue
 			}
@@ -68,7 +69,24 @@ func Lint(tree *Tree) []Finding {
 	return out
 }
 
-func lintSite(f *File, i int) string {
+// refCache parses each distinct value once: a tree repeats its references.
+type refCache map[string]parsedRef
+
+type parsedRef struct {
+	ref ref.Reference
+	err error
+}
+
+func (c refCache) parse(s string) (ref.Reference, error) {
+	p, ok := c[s]
+	if !ok {
+		p.ref, p.err = ref.Parse(s)
+		c[s] = p
+	}
+	return p.ref, p.err
+}
+
+func lintSite(f *File, i int, refs refCache) string {
 	s := f.sites[i]
 	switch {
 	case s.ExcludedBy != "":
@@ -83,7 +101,7 @@ func lintSite(f *File, i int) string {
 		if scalar(t.newName, scalar(t.name, "")) == "" {
 			return ReasonMalformed + ": images entry has neither name nor newName"
 		}
-		if _, err := ref.Parse(s.Value); err != nil {
+		if _, err := refs.parse(s.Value); err != nil {
 			return ReasonMalformed + ": " + err.Error()
 		}
 		switch {
@@ -94,7 +112,7 @@ func lintSite(f *File, i int) string {
 		}
 		return ReasonKustomize
 	}
-	r, err := ref.Parse(s.Value)
+	r, err := refs.parse(s.Value)
 	switch {
 	case err != nil:
 		return ReasonMalformed + ": " + err.Error()

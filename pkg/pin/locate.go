@@ -29,11 +29,12 @@ type walker struct {
 	seen          map[*yaml.Node]bool
 	sites         []Site
 	targets       []target
-	included      []string            // what a kustomization.yaml includes, as written
-	entries       []int               // the sites of its images entries
-	path          []elem              // from the document's root to the node at hand
-	walked        map[*yaml.Node]bool // anchored nodes the shape rules walked
-	obj           object              // the object at hand
+	included      []string                     // what a kustomization.yaml includes, as written
+	entries       []int                        // the sites of its images entries
+	path          []elem                       // from the document's root to the node at hand
+	walked        map[*yaml.Node]bool          // anchored nodes the shape rules walked
+	obj           object                       // the object at hand
+	reach         [2][3]func(*yaml.Node) error // by known kind and by config, for each reach
 }
 
 // object is the innermost Kubernetes object around the node at hand: its
@@ -55,13 +56,21 @@ func (w *walker) excludedBy(by FoundBy) string {
 }
 
 func newWalker(src *source, o *options) *walker {
-	return &walker{
+	w := &walker{
 		source: src, opts: o,
 		kustomizeFile: isKustomizationName(filepath.Base(src.name)),
 		budget:        o.aliasBudget,
 		seen:          map[*yaml.Node]bool{},
 		expanded:      map[*yaml.Node]int{},
 	}
+	for i, by := range [...]FoundBy{ByKind, ByConfig} {
+		w.reach[i] = [3]func(*yaml.Node) error{
+			podSpecAt:   func(n *yaml.Node) error { return w.podSpec(n, by) },
+			containerAt: func(n *yaml.Node) error { return w.container(n, by) },
+			imageAt:     func(n *yaml.Node) error { return w.image(n, Custom, "", by) },
+		}
+	}
+	return w
 }
 
 // document finds the sites of one document.
@@ -118,8 +127,11 @@ func (w *walker) values(m *yaml.Node, key string) ([]*yaml.Node, error) {
 	var out, merged []*yaml.Node
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			continue
+		}
 		switch {
-		case k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge":
+		case k.Value == "<<" && k.ShortTag() == "!!merge":
 			if v, err = w.deref(v); err != nil {
 				return nil, err
 			}
@@ -128,7 +140,11 @@ func (w *walker) values(m *yaml.Node, key string) ([]*yaml.Node, error) {
 			} else {
 				merged = append(merged, v)
 			}
-		case k.Kind == yaml.ScalarNode && k.Value == key && k.ShortTag() == "!!str":
+		case k.Value == key && k.ShortTag() == "!!str":
+			if v.Kind != yaml.AliasNode && out == nil {
+				out = m.Content[i+1 : i+2 : i+2] // the common case, without allocating
+				continue
+			}
 			if v, err = w.deref(v); err != nil {
 				return nil, err
 			}
@@ -196,42 +212,44 @@ func (w *walker) follow(n *yaml.Node, segs []segment, fn func(*yaml.Node) error)
 	if len(segs) == 0 {
 		return fn(n)
 	}
-	s := segs[0]
-	visit := func(key string, v *yaml.Node) error {
-		w.push(key)
-		defer w.pop()
-		if !s.each {
-			return w.follow(v, segs[1:], fn)
-		}
-		if v.Kind != yaml.SequenceNode {
-			return nil
-		}
-		for i, item := range v.Content {
-			if s.one && i != s.at {
-				continue
-			}
-			item, err := w.deref(item)
-			if err != nil {
-				return err
-			}
-			w.pushIndex(i)
-			err = w.follow(item, segs[1:], fn)
-			w.pop()
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+	if segs[0].any {
+		return w.eachValue(n, func(key string, v *yaml.Node) error { return w.followValue(key, v, segs, fn) })
 	}
-	if s.any {
-		return w.eachValue(n, visit)
-	}
-	vs, err := w.values(n, s.key)
+	vs, err := w.values(n, segs[0].key)
 	if err != nil {
 		return err
 	}
 	for _, v := range vs {
-		if err := visit(s.key, v); err != nil {
+		if err := w.followValue(segs[0].key, v, segs, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// followValue follows segs[1:] from v, the value of key that segs[0] selects.
+func (w *walker) followValue(key string, v *yaml.Node, segs []segment, fn func(*yaml.Node) error) error {
+	s := segs[0]
+	w.push(key)
+	defer w.pop()
+	if !s.each {
+		return w.follow(v, segs[1:], fn)
+	}
+	if v.Kind != yaml.SequenceNode {
+		return nil
+	}
+	for i, item := range v.Content {
+		if s.one && i != s.at {
+			continue
+		}
+		item, err := w.deref(item)
+		if err != nil {
+			return err
+		}
+		w.pushIndex(i)
+		err = w.follow(item, segs[1:], fn)
+		w.pop()
+		if err != nil {
 			return err
 		}
 	}
@@ -255,7 +273,7 @@ func (w *walker) eachValue(m *yaml.Node, fn func(key string, v *yaml.Node) error
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
 		switch {
-		case k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge":
+		case k.Kind == yaml.ScalarNode && k.Value == "<<" && k.ShortTag() == "!!merge":
 			if v, err = w.deref(v); err != nil {
 				return err
 			}
@@ -339,7 +357,7 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 			continue
 		}
 		for _, p := range r.paths {
-			if err := w.follow(n, p.segs, w.at(p.to, ByKind)); err != nil {
+			if err := w.follow(n, p.segs, w.reach[0][p.to]); err != nil {
 				return err
 			}
 		}
@@ -374,30 +392,19 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 	}
 	for _, s := range w.opts.podSpecs {
 		if s.matches(apiVersion, kind) {
-			if err := w.follow(n, s.segs, w.at(podSpecAt, ByConfig)); err != nil {
+			if err := w.follow(n, s.segs, w.reach[1][podSpecAt]); err != nil {
 				return err
 			}
 		}
 	}
 	for _, s := range w.opts.fields {
 		if s.matches(apiVersion, kind) {
-			if err := w.follow(n, s.segs, w.at(imageAt, ByConfig)); err != nil {
+			if err := w.follow(n, s.segs, w.reach[1][imageAt]); err != nil {
 				return err
 			}
 		}
 	}
 	return w.walkMapping(n, skip)
-}
-
-// at is what a path that reaches t does with the node it reaches.
-func (w *walker) at(t reach, by FoundBy) func(*yaml.Node) error {
-	switch t {
-	case podSpecAt:
-		return func(n *yaml.Node) error { return w.podSpec(n, by) }
-	case containerAt:
-		return func(n *yaml.Node) error { return w.container(n, by) }
-	}
-	return func(n *yaml.Node) error { return w.image(n, Custom, "", by) }
 }
 
 // containerLists are the keys of a pod spec that hold containers.

@@ -27,6 +27,7 @@ type Summary struct {
 // Summary counts the tree's files, documents, sites and skipped paths.
 func (t *Tree) Summary() Summary {
 	s := Summary{Files: len(t.Files), Found: map[FoundBy]int{}, Skipped: map[SkipKind]int{}}
+	refs := refCache{}
 	for _, f := range t.Files {
 		s.Documents += f.Documents
 		for i, site := range f.sites {
@@ -43,7 +44,7 @@ func (t *Tree) Summary() Summary {
 			switch {
 			case site.Placeholder != "":
 				s.Placeholders++
-			case lintSite(f, i) == "":
+			case lintSite(f, i, refs) == "":
 				s.Pinned++
 			default:
 				s.Unpinned++
