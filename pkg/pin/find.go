@@ -482,7 +482,7 @@ func noYAML(root string, wk *walk, templates int) error {
 		what = append(what, plural(hidden, "hidden directory")+" not walked")
 	}
 	if templates > 0 {
-		what = append(what, plural(templates, "template")+" that do not parse")
+		what = append(what, plural(templates, "template")+" not parsing as YAML")
 	}
 	if others := len(wk.skipped) - hidden; others > 0 {
 		what = append(what, plural(others, "symlink or special file")+" skipped")

@@ -2,7 +2,11 @@ package pin
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -787,5 +791,26 @@ spec:
 				t.Errorf("sites found by kind:\n got %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestKnownKindsDocumented: docs/pin.md names every kind known by name.
+func TestKnownKindsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "pin.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := KnownKinds()
+	if len(kinds) < 60 || !slices.Contains(kinds, "agents.x-k8s.io/Sandbox") || !slices.Contains(kinds, "Pod") {
+		t.Fatalf("known kinds %q", kinds)
+	}
+	for _, k := range kinds {
+		group, kind, ok := strings.Cut(k, "/")
+		if !ok {
+			group, kind = "", k
+		}
+		if !strings.Contains(string(doc), "`"+kind+"`") || group != "" && !strings.Contains(string(doc), "`"+group+"`") {
+			t.Errorf("docs/pin.md does not name %s", k)
+		}
 	}
 }

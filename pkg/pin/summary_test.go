@@ -107,7 +107,7 @@ func TestFindNoYAML(t *testing.T) {
 		path, want string
 	}{
 		{"docs", "docs: input refused: no YAML files (.yaml, .yml, Kustomization): 2 files not YAML, 1 hidden directory not walked"},
-		{"tpl", "tpl: input refused: no YAML files (.yaml, .yml, Kustomization): 1 template that do not parse"},
+		{"tpl", "tpl: input refused: no YAML files (.yaml, .yml, Kustomization): 1 template not parsing as YAML"},
 	} {
 		_, err := Find(context.Background(), []string{filepath.Join(dir, "ok"), filepath.Join(dir, tc.path)})
 		if !errors.Is(err, ErrNoYAML) || !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), filepath.Join(dir, tc.want)) {

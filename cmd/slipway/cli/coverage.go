@@ -105,7 +105,7 @@ func (c coverage) skipped() string {
 		parts = append(parts, plural(c.sum.NotYAML, "file", "files")+" not YAML ("+strings.Join(each, ", ")+")")
 	}
 	if p := byKind[pin.SkipTemplate]; len(p) > 0 {
-		parts = append(parts, plural(len(p), "template", "templates")+" that do not parse as YAML ("+names(p)+")")
+		parts = append(parts, plural(len(p), "template that does", "templates that do")+" not parse as YAML ("+names(p)+")")
 	}
 	if p := byKind[pin.SkipSymlink]; len(p) > 0 {
 		parts = append(parts, plural(len(p), "symlink", "symlinks")+", never followed ("+names(p)+")")
