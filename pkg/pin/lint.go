@@ -48,7 +48,11 @@ const (
 // that renames it is. The reason of a site in an image-like field starts
 // with ReasonImageLike.
 func Lint(tree *Tree) []Finding {
-	var out []Finding
+	n := 0
+	for _, f := range tree.Files {
+		n += len(f.sites)
+	}
+	out := make([]Finding, 0, n)
 	refs := refCache{}
 	for _, f := range tree.Files {
 		for i, s := range f.sites {
@@ -62,6 +66,9 @@ func Lint(tree *Tree) []Finding {
 			out = append(out, Finding{File: s.File, Line: s.Line, Col: s.Col, Ref: s.Value, Reason: reason,
 				FoundBy: s.FoundBy, Placeholder: s.Placeholder != ""})
 		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
