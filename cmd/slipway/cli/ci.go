@@ -95,10 +95,17 @@ func (g *globals) ciError(cmd string, err error) {
 func lintStep(findings []pin.Finding) cioutput.Step {
 	s := cioutput.Step{Title: "slipway lint", Outputs: []cioutput.Output{{Name: "findings", Value: strconv.Itoa(len(findings))}}}
 	for _, f := range findings {
+		title, check := "mutable image reference", "slipway/mutable-image-reference"
+		switch {
+		case f.Placeholder:
+			title, check = "image placeholder not checked", "slipway/image-placeholder"
+		case f.FoundBy == pin.ByImageKey:
+			title, check = "image-like field not pinned", "slipway/image-like-field"
+		}
 		s.Details = append(s.Details, f.String())
 		s.Annotations = append(s.Annotations, cioutput.Annotation{
 			Level: cioutput.Error, File: f.File, Line: f.Line, Col: f.Col,
-			Title: "mutable image reference", Message: f.Ref + ": " + f.Reason, Check: "slipway/mutable-image-reference",
+			Title: title, Message: f.Ref + ": " + f.Reason, Check: check,
 		})
 	}
 	return s

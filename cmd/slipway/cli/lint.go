@@ -9,8 +9,10 @@ import (
 )
 
 type lintReport struct {
-	Findings []pin.Finding `json:"findings"`
-	Skipped  []pin.Skipped `json:"skipped,omitempty"`
+	Findings []pin.Finding  `json:"findings"`
+	Summary  pin.Summary    `json:"summary"`
+	Skipped  []pin.Skipped  `json:"skipped,omitempty"`
+	NotYAML  map[string]int `json:"notYAML,omitempty"`
 }
 
 // NewCmdLint reports mutable image references.
@@ -21,10 +23,21 @@ func NewCmdLint(g *globals) *cobra.Command {
 		Short: "Report every mutable image reference (exit 1 on findings, 0 clean, 2 on errors)",
 		Long: `Lint prints one line per mutable image reference: path:line:col: <ref>: <reason>.
 Tag-only references are mutable; imagePullPolicy: Always does not fix that, it only asks
-for the tag again, which may return different bytes.`,
+for the tag again, which may return different bytes.
+
+References are found in the pod specs and image fields of kinds known by name (workloads,
+agent-sandbox, Argo, Tekton, Knative, KEDA, Ray, Kubeflow, Flink, Spark…), in any
+containers, initContainers or ephemeralContainers list of any document (a pod spec shape),
+in any other string field named image that parses as a reference ("image-like field not
+pinned"), and in the fields a --config PinConfig names; its exclude entries leave sites
+alone. Placeholders (${X}, {{ }}, $(params.x), __X__) are reported as such.
+
+A summary on stderr counts the references by how they were found and says what was
+skipped: hidden directories (--include-hidden walks them), files not YAML, templates that
+do not parse. A directory with no YAML to read is an error (exit 2).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tree, err := tf.find(cmd.Context(), g, args)
+			tree, err := tf.find(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -32,24 +45,22 @@ for the tag again, which may return different bytes.`,
 			if err := g.ci(lintStep(findings)); err != nil {
 				return err
 			}
+			cov := newCoverage(tree)
 			if g.json() {
 				if findings == nil {
 					findings = []pin.Finding{}
 				}
-				if err := g.printJSON(lintReport{Findings: findings, Skipped: tree.Skipped}); err != nil {
+				if err := g.printJSON(lintReport{Findings: findings, Summary: cov.sum, Skipped: tree.Skipped, NotYAML: tree.NotYAML}); err != nil {
 					return err
 				}
 			} else {
 				for _, f := range findings {
 					fmt.Fprintln(g.stdout, f)
 				}
+				cov.printLint(g.stderr)
 			}
 			if len(findings) > 0 {
 				return silent(exitFailed)
-			}
-			if !g.json() {
-				ph := len(tree.Placeholders())
-				fmt.Fprintf(g.stderr, "%d references, all pinned by digest%s\n", len(tree.Sites())-ph, placeholderNote(ph))
 			}
 			return nil
 		},

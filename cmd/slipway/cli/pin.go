@@ -13,7 +13,9 @@ type pinReport struct {
 	Write   bool             `json:"write"`
 	Files   []pin.FileResult `json:"files"`
 	Pins    []ref.Pin        `json:"pins"`
+	Summary pin.Summary      `json:"summary"`
 	Skipped []pin.Skipped    `json:"skipped,omitempty"`
+	NotYAML map[string]int   `json:"notYAML,omitempty"`
 	Lock    string           `json:"lock,omitempty"`
 }
 
@@ -28,11 +30,13 @@ func NewCmdPin(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pin PATH...",
 		Short: "Pin every image reference in YAML trees to its digest",
-		Long: `Pin finds image references in Kubernetes and kustomize YAML (pod specs of every workload
-kind, v1/List items, kustomization images, and custom fields from --config) and rewrites
-them as repo:tag@sha256:..., keeping comments, key order and layout. An image that a
+		Long: `Pin finds image references in Kubernetes and kustomize YAML as lint does (pod specs and
+image fields of kinds known by name, v1/List items, kustomization images, any pod spec
+shape, image-like fields, and custom fields from --config) and rewrites them as
+repo:tag@sha256:..., keeping comments, key order and layout. An image that a
 kustomization's images entry renames (image: runner, name: runner) is a placeholder: the
-entry is pinned, the placeholder is never resolved.
+entry is pinned, the placeholder is never resolved. Template placeholders (${X}, {{ }},
+$(params.x)) and what --config excludes are left as written, and named.
 
 Without --write it prints what would change and writes nothing but the lock.
 Files are written only after every reference resolved; one failure writes nothing.`,
@@ -46,7 +50,7 @@ Files are written only after every reference resolved; one failure writes nothin
 			if err != nil {
 				return err
 			}
-			tree, err := tf.find(ctx, g, args)
+			tree, err := tf.find(ctx, args)
 			if err != nil {
 				return err
 			}
@@ -69,7 +73,8 @@ Files are written only after every reference resolved; one failure writes nothin
 					return usage(err)
 				}
 			}
-			report := pinReport{Write: write, Files: res.Files, Pins: res.Pins, Skipped: tree.Skipped, Lock: rf.lockFile}
+			cov := newCoverage(tree)
+			report := pinReport{Write: write, Files: res.Files, Pins: res.Pins, Summary: cov.sum, Skipped: tree.Skipped, NotYAML: tree.NotYAML, Lock: rf.lockFile}
 			if err := g.ci(pinStep(report, len(res.Changes()))); err != nil {
 				return err
 			}
@@ -85,16 +90,20 @@ Files are written only after every reference resolved; one failure writes nothin
 					fmt.Fprintf(g.stdout, "%s: %s -> %s\n", c.Pos(), c.From, c.To)
 				}
 			}
-			n := len(res.Changes())
-			switch {
+			var first string
+			switch n := len(res.Changes()); {
+			case cov.sum.References == 0:
+				first = "nothing to change: no image references found"
+			case n == 0 && cov.sum.Placeholders == 0:
+				first = "nothing to change: all " + plural(cov.sum.Pinned, "reference", "references") + " pinned by digest"
 			case n == 0:
-				ph := len(tree.Placeholders())
-				fmt.Fprintf(g.stderr, "%d references in %d files: all pinned, nothing to change%s\n", len(tree.Sites())-ph, len(res.Files), placeholderNote(ph))
+				first = "nothing to change: " + plural(cov.sum.Pinned, "reference", "references") + " pinned by digest"
 			case write:
-				fmt.Fprintf(g.stderr, "pinned %d references in %d files\n", n, changed)
+				first = fmt.Sprintf("pinned %d references in %d files", n, changed)
 			default:
-				fmt.Fprintf(g.stderr, "would pin %d references in %d files (dry run: add --write)\n", n, changed)
+				first = fmt.Sprintf("would pin %d references in %d files (dry run: add --write)", n, changed)
 			}
+			cov.printPin(g.stderr, first)
 			return nil
 		},
 	}
@@ -104,13 +113,4 @@ Files are written only after every reference resolved; one failure writes nothin
 	cmd.Flags().BoolVar(&dropTag, "drop-tag", false, "write repo@digest, dropping the tag")
 	cmd.Flags().BoolVar(&refresh, "refresh", false, "re-resolve references that already carry a digest by their tag")
 	return cmd
-}
-
-// placeholderNote says how many kustomize placeholders were left to the
-// images entries that rename them, if any.
-func placeholderNote(n int) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (and %d kustomize placeholders, left to the images entries that rename them)", n)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/pflag"
 
@@ -11,18 +10,25 @@ import (
 
 // treeFlags choose what counts as an image in a YAML tree.
 type treeFlags struct {
-	config      string
-	maxFileSize int64
+	config        string
+	maxFileSize   int64
+	includeHidden bool
 }
 
 func (f *treeFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "a PinConfig file naming extra image fields of custom resources")
 	fs.Int64Var(&f.maxFileSize, "max-file-size", pin.DefaultMaxFileSize, "refuse YAML files larger than this many bytes")
+	fs.BoolVar(&f.includeHidden, "include-hidden", false, "walk hidden directories (.github, .argocd) too; .git, .hg and .svn never")
 }
 
-// find reads the tree. Every error here is an input error (exit 2).
-func (f *treeFlags) find(ctx context.Context, g *globals, paths []string) (*pin.Tree, error) {
+// find reads the tree. Every error here is an input error (exit 2), a
+// directory with no YAML in it included. What the walk skipped is in the
+// tree, for the verb's summary.
+func (f *treeFlags) find(ctx context.Context, paths []string) (*pin.Tree, error) {
 	opts := []pin.Option{pin.WithMaxFileSize(f.maxFileSize)}
+	if f.includeHidden {
+		opts = append(opts, pin.WithIncludeHidden())
+	}
 	if f.config != "" {
 		c, err := pin.LoadConfig(f.config)
 		if err != nil {
@@ -33,11 +39,6 @@ func (f *treeFlags) find(ctx context.Context, g *globals, paths []string) (*pin.
 	tree, err := pin.Find(ctx, paths, opts...)
 	if err != nil {
 		return nil, usage(err)
-	}
-	if !g.json() {
-		for _, s := range tree.Skipped {
-			fmt.Fprintf(g.stderr, "skipped %s\n", s)
-		}
 	}
 	return tree, nil
 }

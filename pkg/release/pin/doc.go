@@ -4,14 +4,19 @@
 //
 // Find parses every document of every file (multi-document streams included)
 // with kyaml's YAML nodes and records each image site with its file, line,
-// column and YAML path: the containers, initContainers and ephemeralContainers
-// of every workload kind (Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet,
-// ReplicationController, Job, CronJob and the items of any List), the images
-// entries of a kustomization, and any field or pod spec of a custom resource
-// named in a PinConfig (see LoadConfig). An image that a kustomization's
-// images entry renames, in a file that kustomization includes, is a kustomize
-// placeholder (Site.RenamedBy): the entry is pinned and linted, the
-// placeholder is left alone and never resolved.
+// column, YAML path and the rule that found it (Site.FoundBy): the pod specs
+// and image fields of the kinds known by name (KnownKinds: workloads,
+// agent-sandbox, Argo, Tekton, Knative, KEDA, Ray, Kubeflow, Flink, Spark and
+// others, and the items of any List), the images entries of a kustomization,
+// any field or pod spec of a custom resource named in a PinConfig (see
+// LoadConfig), and, in one walk of every node, the containers of any pod spec
+// shape and any other string field named image that parses as a reference.
+// A value with template syntax is a placeholder (Site.Placeholder) and a site
+// a PinConfig excludes is left alone (Site.ExcludedBy). An image that a
+// kustomization's images entry renames, in a file that kustomization
+// includes, is a kustomize placeholder (Site.RenamedBy): the entry is pinned
+// and linted, the placeholder is left alone and never resolved. Tree.Summary
+// counts what was read, found and skipped.
 //
 // Plan resolves every distinct reference once, through a resolve.Resolver,
 // and computes the new bytes of each file by splicing each changed scalar at
@@ -21,7 +26,8 @@
 // all changed files atomically, or none. Running pin twice changes nothing the
 // second time.
 //
-// Lint reports the references that are not pinned by digest, with the reason.
+// Lint reports the references that are not pinned by digest, and the
+// placeholders, with the reason.
 //
 // Pin is not a YAML formatter, a kustomize build or a Helm renderer: it never
 // re-encodes a document, never evaluates templates, and edits only the values

@@ -1,6 +1,9 @@
 package pin
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Error families: one errors.Is covers every error of the class. Errors from a
 // resolver keep their own families as well (resolve.ErrNotFound and so on).
@@ -8,6 +11,8 @@ var (
 	// ErrInput: a file pin refuses to read: missing, too large, not UTF-8,
 	// YAML that does not parse, or excessive aliasing.
 	ErrInput = errors.New("input refused")
+	// ErrNoYAML: a directory in which nothing was read; an ErrInput.
+	ErrNoYAML = fmt.Errorf("%w: no YAML files", ErrInput)
 	// ErrConfig: a malformed PinConfig or option.
 	ErrConfig = errors.New("invalid pin config")
 	// ErrUnpinnable: a site that cannot be pinned: a malformed reference, a

@@ -8,9 +8,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -25,8 +28,22 @@ const (
 	Container SiteKind = iota + 1
 	// KustomizeImage is an entry of a kustomization's images list.
 	KustomizeImage
-	// Custom is a field of a custom resource named by a PinConfig.
+	// Custom is an image string outside a container: a field of a known
+	// kind (SparkApplication's spec.image), one a PinConfig names, or an
+	// image-like field.
 	Custom
+)
+
+// FoundBy says which rule found a site.
+type FoundBy string
+
+// The rules that find sites.
+const (
+	// ByKind: a field of a kind known by name (KnownKinds), or an entry of
+	// a kustomization's images list.
+	ByKind FoundBy = "known-kind"
+	// ByConfig: a field or pod spec that a PinConfig names.
+	ByConfig FoundBy = "config"
 )
 
 func (k SiteKind) String() string {
@@ -55,11 +72,21 @@ type Site struct {
 	// "spec.template.spec.containers[0].image" or "images[2]".
 	Path string   `json:"path"`
 	Kind SiteKind `json:"kind"`
+	// FoundBy is the rule that found the site.
+	FoundBy FoundBy `json:"foundBy"`
 	// Value is the image as written; for a kustomization entry it is composed:
 	// (newName or name)[:newTag][@digest].
 	Value string `json:"value"`
 	// PullPolicy is the container's imagePullPolicy, if any.
 	PullPolicy string `json:"pullPolicy,omitempty"`
+	// Placeholder names the template syntax of a value that another tool
+	// substitutes before the manifest is applied ("${…}", "$(…)", "{{…}}",
+	// "__…__", "$NAME", "ko://"): it is no reference, so Plan leaves it
+	// alone and Lint reports it as a placeholder. See placeholder.
+	Placeholder string `json:"placeholder,omitempty"`
+	// ExcludedBy is where the exclusion of a PinConfig that selects the
+	// site is written (Exclude.Where): Plan and Lint leave it alone.
+	ExcludedBy string `json:"excludedBy,omitempty"`
 	// RenamedBy is the position (file:line:col) of the kustomization images
 	// entry that rewrites this image when kustomize builds the tree: the
 	// value is a placeholder, which Plan leaves alone and Lint does not
@@ -78,13 +105,15 @@ type Option func(*options) error
 
 type options struct {
 	maxFileSize int64
+	hidden      bool
 	fields      []spec
 	podSpecs    []spec
+	exclude     []exclusion
 	aliasBudget int // alias hops allowed per file on top of its node count
 }
 
-// WithConfig adds the field paths and pod spec paths of c. It may be given
-// more than once.
+// WithConfig adds the field paths, pod spec paths and exclusions of c. It
+// may be given more than once.
 func WithConfig(c Config) Option {
 	return func(o *options) error {
 		fields, err := compile(c.Fields)
@@ -95,8 +124,13 @@ func WithConfig(c Config) Option {
 		if err != nil {
 			return fmt.Errorf("%w: podSpecs: %w", ErrConfig, err)
 		}
+		exclude, err := compileExclude(c.Exclude)
+		if err != nil {
+			return fmt.Errorf("%w: exclude: %w", ErrConfig, err)
+		}
 		o.fields = append(o.fields, fields...)
 		o.podSpecs = append(o.podSpecs, pods...)
+		o.exclude = append(o.exclude, exclude...)
 		return nil
 	}
 }
@@ -112,6 +146,12 @@ func WithMaxFileSize(n int64) Option {
 	}
 }
 
+// WithIncludeHidden walks hidden directories (.github, .argocd) too; version
+// control metadata (.git, .hg, .svn) is never walked.
+func WithIncludeHidden() Option {
+	return func(o *options) error { o.hidden = true; return nil }
+}
+
 // withAliasBudget sets the alias hops allowed per file beyond its node count.
 func withAliasBudget(n int) Option {
 	return func(o *options) error { o.aliasBudget = n; return nil }
@@ -123,15 +163,21 @@ const defaultAliasBudget = 10_000
 // for Plan.
 type Tree struct {
 	Files []*File
-	// Skipped lists what walking a directory did not read, with the reason
-	// (symlinks, which are never followed, and special files).
+	// Skipped lists what walking a directory did not read, with the reason:
+	// symlinks, which are never followed, special files, hidden
+	// directories, and templates that do not parse as YAML.
 	Skipped []Skipped
+	// NotYAML counts the files a walk did not read for their names (not
+	// .yaml, .yml or Kustomization), by extension ("" for none).
+	NotYAML map[string]int
 	opts    options
 }
 
 // File is one YAML file and the image sites in it, in document order.
 type File struct {
 	Path string
+	// Documents is the number of documents in the file.
+	Documents int
 	// Sites is a copy for the caller; Plan and Lint use their own.
 	Sites   []Site
 	sites   []Site
@@ -147,9 +193,21 @@ type File struct {
 
 // Skipped is a path that walking a directory left alone.
 type Skipped struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
+	Path   string   `json:"path"`
+	Reason string   `json:"reason"`
+	Kind   SkipKind `json:"kind"`
 }
+
+// SkipKind says why a path was skipped.
+type SkipKind string
+
+// Why paths are skipped.
+const (
+	SkipSymlink  SkipKind = "symlink"  // never followed below a path given
+	SkipSpecial  SkipKind = "special"  // a device, pipe or socket named like YAML
+	SkipHidden   SkipKind = "hidden"   // a hidden directory (see WithIncludeHidden)
+	SkipTemplate SkipKind = "template" // a file with template braces that does not parse as YAML
+)
 
 func (s Skipped) String() string { return s.Path + ": " + s.Reason }
 
@@ -164,9 +222,13 @@ func (t *Tree) Sites() []Site {
 
 // Find reads the YAML files at paths and returns their image sites. A
 // directory is walked: only .yaml and .yml files and files named
-// Kustomization are read, hidden directories (.git) are skipped, and symlinks
-// are never followed but listed in Tree.Skipped. A file given explicitly is
-// read as given, whatever its name, through a symlink if it is one.
+// Kustomization are read (the others are counted in Tree.NotYAML), hidden
+// directories are skipped unless WithIncludeHidden (.git always), symlinks
+// are never followed, and a file with template braces ({{ }}, {% %}) that
+// does not parse as YAML, a Helm template, is skipped; each is listed in
+// Tree.Skipped. A directory in which nothing is read is an error
+// (ErrNoYAML). A file given explicitly is read as given, whatever its name,
+// through a symlink if it is one.
 //
 // Find marks the kustomize placeholders (Site.RenamedBy): an image that the
 // images list of a kustomization among the files read renames, in a file that
@@ -186,36 +248,93 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("%w: no paths given", ErrInput)
 	}
-	t := &Tree{opts: o}
+	// Walk every path, then read and parse the files concurrently, then
+	// assemble the tree in the order of the paths and of their walks.
+	type root struct {
+		wk  *walk
+		err error
+	}
+	type job struct {
+		c        candidate
+		root     int
+		dup      bool // read already, through another path
+		f        *File
+		template *Skipped
+		err      error
+	}
+	roots := make([]root, len(paths))
+	var jobs []*job
 	seen := map[string]bool{}
-	var errs []error
-	for _, p := range paths {
-		cands, skipped, err := collect(ctx, p)
+	for i, p := range paths {
+		wk, err := collect(ctx, p, o.hidden)
+		roots[i] = root{wk, err}
 		if err != nil {
-			errs = append(errs, err)
 			continue
 		}
-		t.Skipped = append(t.Skipped, skipped...)
-		for _, c := range cands {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			if seen[c.real] {
-				continue
-			}
+		for _, c := range wk.cands {
+			jobs = append(jobs, &job{c: c, root: i, dup: seen[c.real]})
 			seen[c.real] = true
-			data, mode, err := readFile(c.path, c.real, o.maxFileSize)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+		}
+	}
+	concurrently(len(jobs), func(k int) {
+		j := jobs[k]
+		if j.dup || ctx.Err() != nil {
+			return
+		}
+		data, mode, err := readFile(j.c.path, j.c.real, o.maxFileSize)
+		if err != nil {
+			j.err = err
+			return
+		}
+		f, err := parse(j.c.path, data, &o)
+		var se *syntaxErr
+		switch {
+		case err != nil && j.c.walked && errors.As(err, &se) && isTemplate(data):
+			j.template = &Skipped{Path: j.c.path, Kind: SkipTemplate,
+				Reason: fmt.Sprintf("template braces and line %d does not parse as YAML: %s", se.line, se.msg)}
+		case err != nil:
+			j.err = err
+		default:
+			f.mode, f.real = mode, j.c.real
+			j.f = f
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := &Tree{opts: o}
+	var errs []error
+	next := 0
+	for i, p := range paths {
+		wk := roots[i].wk
+		if roots[i].err != nil {
+			errs = append(errs, roots[i].err)
+			continue
+		}
+		t.Skipped = append(t.Skipped, wk.skipped...)
+		for ext, n := range wk.notYAML {
+			if t.NotYAML == nil {
+				t.NotYAML = map[string]int{}
 			}
-			f, err := parse(c.path, data, &o)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+			t.NotYAML[ext] += n
+		}
+		read, templates, failed := 0, 0, false
+		for ; next < len(jobs) && jobs[next].root == i; next++ {
+			switch j := jobs[next]; {
+			case j.dup:
+				read++
+			case j.template != nil:
+				t.Skipped = append(t.Skipped, *j.template)
+				templates++
+			case j.err != nil:
+				errs, failed = append(errs, j.err), true
+			default:
+				t.Files = append(t.Files, j.f)
+				read++
 			}
-			f.mode, f.real = mode, c.real
-			t.Files = append(t.Files, f)
+		}
+		if read == 0 && !failed && (len(wk.cands) == 0 || wk.cands[0].walked) {
+			errs = append(errs, noYAML(p, wk, templates))
 		}
 	}
 	if len(errs) > 0 {
@@ -223,6 +342,27 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 	}
 	t.markRenamed()
 	return t, nil
+}
+
+// concurrently calls fn(0) … fn(n-1), as many at once as GOMAXPROCS allows.
+func concurrently(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // readFile reads at most limit bytes of the file at real, naming it name in errors.
@@ -277,7 +417,12 @@ func parse(name string, data []byte, o *options) (*File, error) {
 		return nil, fmt.Errorf("%s:%d: %w: not valid UTF-8", name, line, ErrInput)
 	}
 	w := newWalker(src, o)
+	// Most sites are a key image (or an images list): size for them at once.
+	if n := bytes.Count(data, []byte("image")); n > 0 {
+		w.sites, w.targets = make([]Site, 0, n), make([]target, 0, n)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
+	docs := 0
 	for {
 		var doc yaml.Node
 		err := decode(dec, &doc)
@@ -287,11 +432,12 @@ func parse(name string, data []byte, o *options) (*File, error) {
 		if err != nil {
 			return nil, syntaxError(name, data, err)
 		}
+		docs++
 		if err := w.document(&doc); err != nil {
 			return nil, err
 		}
 	}
-	return &File{Path: name, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets,
+	return &File{Path: name, Documents: docs, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets,
 		included: w.included, entries: w.entries}, nil
 }
 
@@ -303,6 +449,64 @@ func decode(dec *yaml.Decoder, n *yaml.Node) (err error) {
 		}
 	}()
 	return dec.Decode(n)
+}
+
+// syntaxErr is YAML that does not parse, at a line.
+type syntaxErr struct {
+	err  error
+	line int
+	msg  string
+}
+
+func (e *syntaxErr) Error() string { return e.err.Error() }
+func (e *syntaxErr) Unwrap() error { return e.err }
+
+// isTemplate says whether data holds template braces.
+func isTemplate(data []byte) bool {
+	return bytes.Contains(data, []byte("{{")) || bytes.Contains(data, []byte("{%"))
+}
+
+// noYAML is the error for a directory in which nothing was read.
+func noYAML(root string, wk *walk, templates int) error {
+	var what []string
+	n := 0
+	for _, c := range wk.notYAML {
+		n += c
+	}
+	if n > 0 {
+		what = append(what, plural(n, "file")+" not YAML")
+	}
+	hidden := 0
+	for _, s := range wk.skipped {
+		if s.Kind == SkipHidden {
+			hidden++
+		}
+	}
+	if hidden > 0 {
+		what = append(what, plural(hidden, "hidden directory")+" not walked")
+	}
+	if templates > 0 {
+		what = append(what, plural(templates, "template")+" not parsing as YAML")
+	}
+	if others := len(wk.skipped) - hidden; others > 0 {
+		what = append(what, plural(others, "symlink or special file")+" skipped")
+	}
+	if len(what) == 0 {
+		what = append(what, "it is empty")
+	}
+	return fmt.Errorf("%s: %w (.yaml, .yml, Kustomization): %s", root, ErrNoYAML, strings.Join(what, ", "))
+}
+
+// plural is "1 file", "2 files", "2 hidden directories".
+func plural(n int, noun string) string {
+	if n != 1 {
+		if s, ok := strings.CutSuffix(noun, "y"); ok {
+			noun = s + "ies"
+		} else {
+			noun += "s"
+		}
+	}
+	return strconv.Itoa(n) + " " + noun
 }
 
 // syntaxError names file:line for a parser error ("yaml: line 3: …").
@@ -319,7 +523,7 @@ func syntaxError(name string, data []byte, err error) error {
 	if line == 0 {
 		line = guessLine(data, msg)
 	}
-	return fmt.Errorf("%s:%d: %w: invalid yaml: %s", name, line, ErrInput, msg)
+	return &syntaxErr{err: fmt.Errorf("%s:%d: %w: invalid yaml: %s", name, line, ErrInput, msg), line: line, msg: msg}
 }
 
 // guessLine finds the line of the parser errors that do not say it.

@@ -9,11 +9,18 @@ import (
 	"testing"
 )
 
-// siteLine is the part of a Site a table states: "line:col path kind value [policy]".
+// siteLine is the part of a Site a table states: "line:col path kind value
+// [policy] [by=rule, unless known-kind] [placeholder=syntax]".
 func siteLine(s Site) string {
 	out := strings.Join([]string{strconv.Itoa(s.Line) + ":" + strconv.Itoa(s.Col), s.Path, s.Kind.String(), s.Value}, " ")
 	if s.PullPolicy != "" {
 		out += " " + s.PullPolicy
+	}
+	if s.FoundBy != ByKind {
+		out += " by=" + string(s.FoundBy)
+	}
+	if s.Placeholder != "" {
+		out += " placeholder=" + s.Placeholder
 	}
 	return out
 }
@@ -52,7 +59,7 @@ spec:
 			want: []string{"8:32 spec.jobTemplate.spec.template.spec.containers[0].image container redis:7"},
 		},
 		{
-			name: "workload kinds by group; missing apiVersion matches by kind",
+			name: "workload kinds by group; missing apiVersion matches by kind; a kind of another group by its shape",
 			yaml: `kind: Deployment
 spec: {template: {spec: {containers: [{image: a:1}]}}}
 ---
@@ -71,6 +78,7 @@ spec: {template: {spec: {containers: [{image: c:1}]}}}
 			want: []string{
 				"2:47 spec.template.spec.containers[0].image container a:1",
 				"6:47 spec.template.spec.containers[0].image container b:1",
+				"10:47 spec.template.spec.containers[0].image container not-batch:1 by=pod-spec-shape",
 				"14:47 spec.template.spec.containers[0].image container c:1",
 			},
 		},
@@ -165,8 +173,8 @@ spec:
 			},
 			want: []string{
 				"6:28 spec.podTemplate.spec.containers[0].image container python:3.12",
-				"12:12 spec.steps[0].image custom golang:1.26",
-				"13:11 spec.tools[0] custom alpine:3.20",
+				"12:12 spec.steps[0].image custom golang:1.26 by=config",
+				"13:11 spec.tools[0] custom alpine:3.20 by=config",
 			},
 		},
 		{

@@ -1,6 +1,7 @@
 package pin
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/release/resolve"
@@ -31,9 +34,10 @@ func addSeeds(f *testing.F, glob string) {
 }
 
 // FuzzFind feeds arbitrary bytes as a YAML file: Find must never panic, every
-// site it locates must be where its line and column say, and pinning must
-// either fail with a named error or produce a file that parses to the same
-// sites, that a second run leaves alone.
+// site it locates must be where its line and column say, every image a
+// separate walk of the same bytes expects (checkShapes) must be a site, and
+// pinning must either fail with a named error or produce a file that parses
+// to the same sites, that a second run leaves alone.
 func FuzzFind(f *testing.F) {
 	addSeeds(f, "testdata/rewrite/*/in/*")
 	addSeeds(f, "testdata/rewrite/*/in/*/*")
@@ -46,12 +50,21 @@ func FuzzFind(f *testing.F) {
 		"kind: SandboxTemplate\nspec: {podTemplate: {spec: {initContainers: [{image: a}]}}}\n",
 		"kind: Step\nspec: {images: [a, 'b', \"c\"]}\n",
 		"\xef\xbb\xbfkind: Pod\u2028spec: {containers: [{image: a\u0085}]}",
+		"apiVersion: agents.x-k8s.io/v1beta1\nkind: Sandbox\nspec: {podTemplate: {spec: {containers: [{image: busybox}]}}}\n",
+		"apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nspec:\n  templates:\n  - container: {image: 'a:1'}\n    script: {image: b}\n    sidecars: [{image: c}]\n",
+		"apiVersion: tekton.dev/v1\nkind: Task\nspec:\n  stepTemplate: {image: a}\n  steps: [{image: $(params.x)}, {image: '${Y}'}]\n",
+		"kind: PyTorchJob\napiVersion: kubeflow.org/v1\nspec: {pytorchReplicaSpecs: {Master: {template: {spec: {containers: [{image: a}]}}}}}\n",
+		"kind: X\nspec: {deep: {containers: [{image: a}], initContainers: *c}, c: &c [{image: b}], image: 'c:1', skip: {image: d}}\n",
+		"services: {web: {image: nginx}}\n---\n- image: a\n- {containers: [{image: b}]}\n",
+		"kind: FooList\nitems: {image: a}\n---\nkind: List\nitems: [{kind: Bar, image: b}, [{image: c}]]\n",
+		"kind: X\nmetadata: {annotations: {image: a}}\nspec: {<<: {image: b}, image: !!str c, other: !x d}\n",
 	} {
 		f.Add([]byte(s), false)
 	}
 	cfg := Config{
 		Fields:   []FieldSpec{{Kind: "Step", Path: "spec.images[]"}, {Kind: "Step", Path: "spec.image"}},
 		PodSpecs: []FieldSpec{{Kind: "SandboxTemplate", Path: "spec.podTemplate.spec"}},
+		Exclude:  []Exclude{{Kind: "X", Path: "spec.skip"}, {FoundBy: ByImageKey, Path: "metadata"}},
 	}
 	f.Fuzz(func(t *testing.T, data []byte, kustomization bool) {
 		name := "x.yaml"
@@ -93,6 +106,7 @@ func FuzzFind(f *testing.F) {
 				t.Fatalf("%s: spliced text %q, value %q", s.Pos(), text, s.Value)
 			}
 		}
+		checkShapes(t, file, data)
 		tree := &Tree{Files: []*File{file}, opts: o}
 		res, err := Plan(context.Background(), tree, fuzzResolver())
 		if err != nil {
@@ -131,4 +145,74 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("loaded config does not validate: %v", err)
 		}
 	})
+}
+
+// checkShapes decodes data again and walks every node as written, without
+// the locator's rules, expecting a site at every scalar the shape rules
+// name: the image of every object of a containers, initContainers or
+// ephemeralContainers list, and every other string value of a key image
+// that parses as a reference or is a placeholder.
+func checkShapes(t *testing.T, file *File, data []byte) {
+	t.Helper()
+	type pos struct{ line, col int }
+	have := map[pos]bool{}
+	for _, tg := range file.targets {
+		if tg.image != nil {
+			have[pos{tg.image.Line, tg.image.Column}] = true
+		}
+	}
+	var want []pos
+	deref := func(n *yaml.Node) *yaml.Node {
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			return n.Alias
+		}
+		return n
+	}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind != yaml.MappingNode {
+			for _, c := range n.Content {
+				walk(c)
+			}
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], deref(n.Content[i+1])
+			if k.Kind == yaml.ScalarNode && k.Value == "image" && k.ShortTag() == "!!str" && v.Kind == yaml.ScalarNode &&
+				v.ShortTag() == "!!str" && v.Value != "" {
+				if _, err := ref.Parse(v.Value); err == nil || placeholder(v.Value) != "" {
+					want = append(want, pos{v.Line, v.Column})
+				}
+			}
+			if k.Kind == yaml.ScalarNode && isContainerList(k.Value) && v.Kind == yaml.SequenceNode {
+				for _, c := range v.Content {
+					c = deref(c)
+					if c.Kind != yaml.MappingNode {
+						continue
+					}
+					for j := 0; j+1 < len(c.Content); j += 2 {
+						ck, cv := c.Content[j], deref(c.Content[j+1])
+						if ck.Kind == yaml.ScalarNode && ck.Value == "image" && ck.ShortTag() == "!!str" &&
+							cv.Kind == yaml.ScalarNode && cv.ShortTag() != "!!null" {
+							want = append(want, pos{cv.Line, cv.Column})
+						}
+					}
+				}
+			}
+			walk(n.Content[i+1])
+		}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		if err := decode(dec, &doc); err != nil {
+			break
+		}
+		walk(&doc)
+	}
+	for _, p := range want {
+		if !have[p] {
+			t.Fatalf("no site for the image at %d:%d; sites %+v", p.line, p.col, file.Sites)
+		}
+	}
 }

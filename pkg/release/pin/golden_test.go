@@ -25,6 +25,8 @@ func TestRewriteGolden(t *testing.T) {
 		{name: "refresh", opts: []PlanOption{WithRefresh()}},
 		{name: "anchors"},
 		{name: "placeholders"},
+		{name: "kinds"},
+		{name: "shapes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,16 +1,14 @@
 package pin
 
 import (
-	"strconv"
-
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
 // kustomization records each entry of a kustomization's images list, and,
 // for the document of a file kustomize reads (kustomization.yaml), what it
 // includes.
-func (w *walker) kustomization(k *yaml.Node, path string) error {
-	build := w.kustomizeFile && path == ""
+func (w *walker) kustomization(k *yaml.Node) error {
+	build := w.kustomizeFile && len(w.path) == 0
 	if build {
 		if err := w.includes(k); err != nil {
 			return err
@@ -20,6 +18,8 @@ func (w *walker) kustomization(k *yaml.Node, path string) error {
 	if err != nil {
 		return err
 	}
+	w.push("images")
+	defer w.pop()
 	for _, seq := range lists {
 		if seq.Kind != yaml.SequenceNode {
 			continue
@@ -51,12 +51,18 @@ func (w *walker) kustomization(k *yaml.Node, path string) error {
 			if build {
 				w.entries = append(w.entries, len(w.sites))
 			}
+			w.pushIndex(i)
+			value := composeImage(scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, ""))
 			w.add(Site{
 				File: w.name, Line: e.Line, Col: e.Column,
-				Path:  join(path, "images") + "[" + strconv.Itoa(i) + "]",
-				Kind:  KustomizeImage,
-				Value: composeImage(scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, "")),
+				Path:        w.pathString(),
+				Kind:        KustomizeImage,
+				FoundBy:     ByKind,
+				Value:       value,
+				ExcludedBy:  w.excludedBy(ByKind),
+				Placeholder: placeholder(value),
 			}, t)
+			w.pop()
 		}
 	}
 	return nil

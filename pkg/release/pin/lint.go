@@ -15,6 +15,10 @@ type Finding struct {
 	Col    int    `json:"col"`
 	Ref    string `json:"ref"`
 	Reason string `json:"reason"`
+	// FoundBy is the rule that found the reference.
+	FoundBy FoundBy `json:"foundBy"`
+	// Placeholder is set when Ref is a placeholder, not a reference.
+	Placeholder bool `json:"placeholder,omitempty"`
 }
 
 // String is "file:line:col: ref: reason".
@@ -31,19 +35,40 @@ const (
 	ReasonKustomize    = "kustomization image without digest: newTag is mutable; pin by digest"
 	ReasonKustomizeTag = "kustomization image without digest or newTag: there is no tag to pin"
 	ReasonMalformed    = "malformed reference"
+	// ReasonPlaceholder: a value another tool substitutes (Site.Placeholder).
+	ReasonPlaceholder = "placeholder, not a reference: substituted before deploy, so not checked here; pin the value it is given"
+	// ReasonImageLike prefixes the reason of a reference in an image-like
+	// field (ByImageKey), a finding of its own kind.
+	ReasonImageLike = "image-like field not pinned"
 )
 
-// Lint reports every site not pinned by digest, and every reference that
-// does not parse, sorted by file, line and column. A kustomize placeholder
-// (Site.RenamedBy) is not reported: the images entry that renames it is.
+// Lint reports every site not pinned by digest, every reference that does
+// not parse and every placeholder, sorted by file, line and column. A
+// kustomize placeholder (Site.RenamedBy) is not reported: the images entry
+// that renames it is. The reason of a site in an image-like field starts
+// with ReasonImageLike.
 func Lint(tree *Tree) []Finding {
-	var out []Finding
+	n := 0
+	for _, f := range tree.Files {
+		n += len(f.sites)
+	}
+	out := make([]Finding, 0, n)
+	refs := refCache{}
 	for _, f := range tree.Files {
 		for i, s := range f.sites {
-			if reason := lintSite(f, i); reason != "" {
-				out = append(out, Finding{File: s.File, Line: s.Line, Col: s.Col, Ref: s.Value, Reason: reason})
+			reason := lintSite(f, i, refs)
+			if reason == "" {
+				continue
 			}
+			if s.FoundBy == ByImageKey && s.Placeholder == "" {
+				reason = ReasonImageLike + ": " + reason
+			}
+			out = append(out, Finding{File: s.File, Line: s.Line, Col: s.Col, Ref: s.Value, Reason: reason,
+				FoundBy: s.FoundBy, Placeholder: s.Placeholder != ""})
 		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
@@ -51,17 +76,39 @@ func Lint(tree *Tree) []Finding {
 	return out
 }
 
-func lintSite(f *File, i int) string {
+// refCache parses each distinct value once: a tree repeats its references.
+type refCache map[string]parsedRef
+
+type parsedRef struct {
+	ref ref.Reference
+	err error
+}
+
+func (c refCache) parse(s string) (ref.Reference, error) {
+	p, ok := c[s]
+	if !ok {
+		p.ref, p.err = ref.Parse(s)
+		c[s] = p
+	}
+	return p.ref, p.err
+}
+
+func lintSite(f *File, i int, refs refCache) string {
 	s := f.sites[i]
-	if s.RenamedBy != "" {
+	switch {
+	case s.ExcludedBy != "":
+		return "" // left alone by the config
+	case s.RenamedBy != "":
 		return "" // a kustomize placeholder: its entry is linted
+	case s.Placeholder != "":
+		return ReasonPlaceholder
 	}
 	if s.Kind == KustomizeImage {
 		t := f.targets[i]
 		if scalar(t.newName, scalar(t.name, "")) == "" {
 			return ReasonMalformed + ": images entry has neither name nor newName"
 		}
-		if _, err := ref.Parse(s.Value); err != nil {
+		if _, err := refs.parse(s.Value); err != nil {
 			return ReasonMalformed + ": " + err.Error()
 		}
 		switch {
@@ -72,7 +119,7 @@ func lintSite(f *File, i int) string {
 		}
 		return ReasonKustomize
 	}
-	r, err := ref.Parse(s.Value)
+	r, err := refs.parse(s.Value)
 	switch {
 	case err != nil:
 		return ReasonMalformed + ": " + err.Error()

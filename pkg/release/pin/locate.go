@@ -3,7 +3,6 @@ package pin
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -30,18 +29,48 @@ type walker struct {
 	seen          map[*yaml.Node]bool
 	sites         []Site
 	targets       []target
-	included      []string // what a kustomization.yaml includes, as written
-	entries       []int    // the sites of its images entries
+	included      []string                     // what a kustomization.yaml includes, as written
+	entries       []int                        // the sites of its images entries
+	path          []elem                       // from the document's root to the node at hand
+	walked        map[*yaml.Node]bool          // anchored nodes the shape rules walked
+	obj           object                       // the object at hand
+	reach         [2][3]func(*yaml.Node) error // by known kind and by config, for each reach
+}
+
+// object is the innermost Kubernetes object around the node at hand: its
+// apiVersion and kind, and where its path starts.
+type object struct {
+	apiVersion, kind string
+	base             int
+}
+
+// excludedBy is where the exclusion that selects a site found by by at the
+// current path is written, "" when none does.
+func (w *walker) excludedBy(by FoundBy) string {
+	for _, x := range w.opts.exclude {
+		if x.matches(w.obj.apiVersion, w.obj.kind, by, w.path[w.obj.base:]) {
+			return x.Where
+		}
+	}
+	return ""
 }
 
 func newWalker(src *source, o *options) *walker {
-	return &walker{
+	w := &walker{
 		source: src, opts: o,
 		kustomizeFile: isKustomizationName(filepath.Base(src.name)),
 		budget:        o.aliasBudget,
 		seen:          map[*yaml.Node]bool{},
 		expanded:      map[*yaml.Node]int{},
 	}
+	for i, by := range [...]FoundBy{ByKind, ByConfig} {
+		w.reach[i] = [3]func(*yaml.Node) error{
+			podSpecAt:   func(n *yaml.Node) error { return w.podSpec(n, by) },
+			containerAt: func(n *yaml.Node) error { return w.container(n, by) },
+			imageAt:     func(n *yaml.Node) error { return w.image(n, Custom, "", by) },
+		}
+	}
+	return w
 }
 
 // document finds the sites of one document.
@@ -54,15 +83,16 @@ func (w *walker) document(doc *yaml.Node) error {
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil
 	}
-	return w.object(doc.Content[0], "", "")
+	return w.object(doc.Content[0], "")
 }
 
-// maxDepth bounds lists within lists and merge keys within merged mappings.
+// maxDepth bounds the nesting of lists and mappings, and of merge keys
+// within merged mappings.
 const maxDepth = 1000
 
 func (w *walker) enter(n *yaml.Node) error {
 	if w.depth++; w.depth > maxDepth {
-		return w.errorf(n, ErrInput, "nesting deeper than %d lists or merges", maxDepth)
+		return w.errorf(n, ErrInput, "nesting deeper than %d levels", maxDepth)
 	}
 	return nil
 }
@@ -97,8 +127,11 @@ func (w *walker) values(m *yaml.Node, key string) ([]*yaml.Node, error) {
 	var out, merged []*yaml.Node
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], m.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			continue
+		}
 		switch {
-		case k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge":
+		case k.Value == "<<" && k.ShortTag() == "!!merge":
 			if v, err = w.deref(v); err != nil {
 				return nil, err
 			}
@@ -107,7 +140,11 @@ func (w *walker) values(m *yaml.Node, key string) ([]*yaml.Node, error) {
 			} else {
 				merged = append(merged, v)
 			}
-		case k.Kind == yaml.ScalarNode && k.Value == key && k.ShortTag() == "!!str":
+		case k.Value == key && k.ShortTag() == "!!str":
+			if v.Kind != yaml.AliasNode && out == nil {
+				out = m.Content[i+1 : i+2 : i+2] // the common case, without allocating
+				continue
+			}
 			if v, err = w.deref(v); err != nil {
 				return nil, err
 			}
@@ -139,64 +176,133 @@ func (w *walker) str(m *yaml.Node, key string) (string, error) {
 	return "", nil
 }
 
-// follow calls fn with every node segs lead to from n, and its path.
-func (w *walker) follow(n *yaml.Node, path string, segs []segment, fn func(*yaml.Node, string) error) error {
-	if len(segs) == 0 {
-		return fn(n, path)
+// elem is one step of the path from a document's root to a node: a key of
+// a mapping, or an index of a sequence when index >= 0.
+type elem struct {
+	key   string
+	index int
+}
+
+func (w *walker) push(key string) { w.path = append(w.path, elem{key: key, index: -1}) }
+func (w *walker) pushIndex(i int) { w.path = append(w.path, elem{index: i}) }
+func (w *walker) pop()            { w.path = w.path[:len(w.path)-1] }
+
+// pathString renders the path as "spec.containers[0].image".
+func (w *walker) pathString() string {
+	var b strings.Builder
+	for i, e := range w.path {
+		switch {
+		case e.index >= 0:
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(e.index))
+			b.WriteByte(']')
+		case i > 0:
+			b.WriteByte('.')
+			fallthrough
+		default:
+			b.WriteString(e.key)
+		}
 	}
-	s := segs[0]
-	vs, err := w.values(n, s.key)
+	return b.String()
+}
+
+// follow calls fn with every node segs lead to from n, the path leading
+// there pushed.
+func (w *walker) follow(n *yaml.Node, segs []segment, fn func(*yaml.Node) error) error {
+	if len(segs) == 0 {
+		return fn(n)
+	}
+	if segs[0].any {
+		return w.eachValue(n, func(key string, v *yaml.Node) error { return w.followValue(key, v, segs, fn) })
+	}
+	vs, err := w.values(n, segs[0].key)
 	if err != nil {
 		return err
 	}
-	p := join(path, s.key)
 	for _, v := range vs {
-		if !s.each {
-			if err := w.follow(v, p, segs[1:], fn); err != nil {
-				return err
-			}
-			continue
-		}
-		if v.Kind != yaml.SequenceNode {
-			continue
-		}
-		for i, item := range v.Content {
-			if item, err = w.deref(item); err != nil {
-				return err
-			}
-			if err := w.follow(item, p+"["+strconv.Itoa(i)+"]", segs[1:], fn); err != nil {
-				return err
-			}
+		if err := w.followValue(segs[0].key, v, segs, fn); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
+// followValue follows segs[1:] from v, the value of key that segs[0] selects.
+func (w *walker) followValue(key string, v *yaml.Node, segs []segment, fn func(*yaml.Node) error) error {
+	s := segs[0]
+	w.push(key)
+	defer w.pop()
+	if !s.each {
+		return w.follow(v, segs[1:], fn)
 	}
-	return path + "." + key
+	if v.Kind != yaml.SequenceNode {
+		return nil
+	}
+	for i, item := range v.Content {
+		if s.one && i != s.at {
+			continue
+		}
+		item, err := w.deref(item)
+		if err != nil {
+			return err
+		}
+		w.pushIndex(i)
+		err = w.follow(item, segs[1:], fn)
+		w.pop()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// builtinPodSpec is where the pod spec sits in a built-in workload kind, nil
-// for other kinds. An object without apiVersion matches by kind alone.
-func builtinPodSpec(apiVersion, kind string) []segment {
-	group, _, ok := strings.Cut(apiVersion, "/")
-	if !ok {
-		group = "" // "v1": the core group
+// eachValue calls fn with every key of mapping m and its value, honouring
+// merge keys: explicit keys first, then the keys of merged mappings that are
+// not already set.
+func (w *walker) eachValue(m *yaml.Node, fn func(key string, v *yaml.Node) error) error {
+	if err := w.enter(m); err != nil {
+		return err
 	}
-	in := func(groups ...string) bool { return apiVersion == "" || slices.Contains(groups, group) }
-	spec, template := segment{key: "spec"}, segment{key: "template"}
-	switch {
-	case kind == "Pod" && in(""):
-		return []segment{spec}
-	case kind == "ReplicationController" && in(""),
-		(kind == "Deployment" || kind == "StatefulSet" || kind == "DaemonSet" || kind == "ReplicaSet") && in("apps", "extensions"),
-		kind == "Job" && in("batch"):
-		return []segment{spec, template, spec}
-	case kind == "CronJob" && in("batch"):
-		return []segment{spec, {key: "jobTemplate"}, spec, template, spec}
+	defer w.leave()
+	m, err := w.deref(m)
+	if err != nil || m.Kind != yaml.MappingNode {
+		return err
+	}
+	done := map[string]bool{}
+	var merged []*yaml.Node
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch {
+		case k.Kind == yaml.ScalarNode && k.Value == "<<" && k.ShortTag() == "!!merge":
+			if v, err = w.deref(v); err != nil {
+				return err
+			}
+			if v.Kind == yaml.SequenceNode {
+				merged = append(merged, v.Content...)
+			} else {
+				merged = append(merged, v)
+			}
+		case k.Kind == yaml.ScalarNode && k.ShortTag() == "!!str" && !done[k.Value]:
+			done[k.Value] = true
+			if v, err = w.deref(v); err != nil {
+				return err
+			}
+			if err := fn(k.Value, v); err != nil {
+				return err
+			}
+		}
+	}
+	for _, mm := range merged {
+		err := w.eachValue(mm, func(key string, v *yaml.Node) error {
+			if done[key] {
+				return nil
+			}
+			done[key] = true
+			return fn(key, v)
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -214,14 +320,23 @@ func isKustomization(apiVersion, kind string, byName bool) bool {
 
 // object finds the sites of one Kubernetes object; listKind is the kind an
 // item of a typed list (DeploymentList) has when it does not say.
-func (w *walker) object(n *yaml.Node, path, listKind string) error {
+func (w *walker) object(n *yaml.Node, listKind string) error {
 	if err := w.enter(n); err != nil {
 		return err
 	}
 	defer w.leave()
 	n, err := w.deref(n)
-	if err != nil || n.Kind != yaml.MappingNode {
+	if err != nil {
 		return err
+	}
+	if n.Kind != yaml.MappingNode {
+		return w.walkNode(n)
+	}
+	if n.Anchor != "" {
+		if w.walked[n] {
+			return nil
+		}
+		w.markWalked(n)
 	}
 	apiVersion, err := w.str(n, "apiVersion")
 	if err != nil {
@@ -234,16 +349,25 @@ func (w *walker) object(n *yaml.Node, path, listKind string) error {
 	if kind == "" {
 		kind = listKind
 	}
-	if segs := builtinPodSpec(apiVersion, kind); segs != nil {
-		if err := w.follow(n, path, segs, w.podSpec); err != nil {
+	outer := w.obj
+	w.obj = object{apiVersion: apiVersion, kind: kind, base: len(w.path)}
+	defer func() { w.obj = outer }()
+	for _, r := range knownKinds[kind] {
+		if !r.applies(apiVersion) {
+			continue
+		}
+		for _, p := range r.paths {
+			if err := w.follow(n, p.segs, w.reach[0][p.to]); err != nil {
+				return err
+			}
+		}
+	}
+	if isKustomization(apiVersion, kind, w.kustomizeFile && len(w.path) == 0) {
+		if err := w.kustomization(n); err != nil {
 			return err
 		}
 	}
-	if isKustomization(apiVersion, kind, w.kustomizeFile && path == "") {
-		if err := w.kustomization(n, path); err != nil {
-			return err
-		}
-	}
+	skip := ""
 	if itemKind, ok := strings.CutSuffix(kind, "List"); ok {
 		items, err := w.values(n, "items")
 		if err != nil {
@@ -253,26 +377,48 @@ func (w *walker) object(n *yaml.Node, path, listKind string) error {
 			if seq.Kind != yaml.SequenceNode {
 				continue
 			}
+			skip = "items" // each item is an object: the shape rules run in each
+			w.push("items")
 			for i, item := range seq.Content {
-				if err := w.object(item, join(path, "items")+"["+strconv.Itoa(i)+"]", itemKind); err != nil {
+				w.pushIndex(i)
+				err := w.object(item, itemKind)
+				w.pop()
+				if err != nil {
 					return err
 				}
 			}
+			w.pop()
 		}
 	}
 	for _, s := range w.opts.podSpecs {
 		if s.matches(apiVersion, kind) {
-			if err := w.follow(n, path, s.segs, w.podSpec); err != nil {
+			if err := w.follow(n, s.segs, w.reach[1][podSpecAt]); err != nil {
 				return err
 			}
 		}
 	}
 	for _, s := range w.opts.fields {
 		if s.matches(apiVersion, kind) {
-			err := w.follow(n, path, s.segs, func(v *yaml.Node, p string) error {
-				return w.image(v, p, Custom, "")
-			})
-			if err != nil {
+			if err := w.follow(n, s.segs, w.reach[1][imageAt]); err != nil {
+				return err
+			}
+		}
+	}
+	return w.walkMapping(n, skip)
+}
+
+// containerLists are the keys of a pod spec that hold containers.
+var containerLists = [...]string{"containers", "initContainers", "ephemeralContainers"}
+
+// podSpec finds the images of every container list of a pod spec.
+func (w *walker) podSpec(spec *yaml.Node, by FoundBy) error {
+	for _, list := range containerLists {
+		vs, err := w.values(spec, list)
+		if err != nil {
+			return err
+		}
+		for _, seq := range vs {
+			if err := w.containerList(list, seq, by); err != nil {
 				return err
 			}
 		}
@@ -280,25 +426,21 @@ func (w *walker) object(n *yaml.Node, path, listKind string) error {
 	return nil
 }
 
-// podSpec finds the images of every container list of a pod spec.
-func (w *walker) podSpec(spec *yaml.Node, path string) error {
-	for _, list := range [...]string{"containers", "initContainers", "ephemeralContainers"} {
-		err := w.follow(spec, path, []segment{{key: list, each: true}}, func(c *yaml.Node, p string) error {
-			policy, err := w.str(c, "imagePullPolicy")
-			if err != nil {
-				return err
-			}
-			vs, err := w.values(c, "image")
-			if err != nil {
-				return err
-			}
-			for _, v := range vs {
-				if err := w.image(v, join(p, "image"), Container, policy); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+// containerList finds the image of every container of seq, the value of key.
+func (w *walker) containerList(key string, seq *yaml.Node, by FoundBy) error {
+	if seq.Kind != yaml.SequenceNode {
+		return nil
+	}
+	w.push(key)
+	defer w.pop()
+	for i, c := range seq.Content {
+		c, err := w.deref(c)
+		if err != nil {
+			return err
+		}
+		w.pushIndex(i)
+		err = w.container(c, by)
+		w.pop()
 		if err != nil {
 			return err
 		}
@@ -306,8 +448,28 @@ func (w *walker) podSpec(spec *yaml.Node, path string) error {
 	return nil
 }
 
-// image records the scalar v as a site, once per node.
-func (w *walker) image(v *yaml.Node, path string, kind SiteKind, policy string) error {
+// container finds the image of a container object.
+func (w *walker) container(c *yaml.Node, by FoundBy) error {
+	vs, err := w.values(c, "image")
+	if err != nil || len(vs) == 0 {
+		return err
+	}
+	policy, err := w.str(c, "imagePullPolicy")
+	if err != nil {
+		return err
+	}
+	w.push("image")
+	defer w.pop()
+	for _, v := range vs {
+		if err := w.image(v, Container, policy, by); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// image records the scalar v, at the current path, as a site, once per node.
+func (w *walker) image(v *yaml.Node, kind SiteKind, policy string, by FoundBy) error {
 	v, err := w.deref(v)
 	if err != nil || v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" || w.seen[v] {
 		return err
@@ -317,8 +479,8 @@ func (w *walker) image(v *yaml.Node, path string, kind SiteKind, policy string) 
 	if sp, err := w.locate(v); err == nil {
 		line, col = w.lines.position(sp.start)
 	}
-	w.add(Site{File: w.name, Line: line, Col: col, Path: path, Kind: kind, Value: v.Value, PullPolicy: policy},
-		target{image: v})
+	w.add(Site{File: w.name, Line: line, Col: col, Path: w.pathString(), Kind: kind, FoundBy: by, Value: v.Value,
+		PullPolicy: policy, Placeholder: placeholder(v.Value), ExcludedBy: w.excludedBy(by)}, target{image: v})
 	return nil
 }
 

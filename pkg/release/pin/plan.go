@@ -107,7 +107,9 @@ type want struct {
 // cannot be pinned or resolved, or any value cannot be rewritten in place, it
 // returns an error listing every such site (file:line:col, reference and
 // cause, joined) and no Result. A kustomize placeholder (Site.RenamedBy) is
-// never resolved nor rewritten: the images entry that renames it is.
+// never resolved nor rewritten: the images entry that renames it is; nor is
+// a template's placeholder (Site.Placeholder), nor an excluded site
+// (Site.ExcludedBy).
 func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOption) (*Result, error) {
 	o := planOptions{concurrency: DefaultConcurrency}
 	for _, opt := range opts {
@@ -117,9 +119,10 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 	}
 	var wants []want
 	queries := map[string]ref.Reference{}
+	refs := refCache{}
 	for _, f := range tree.Files {
 		for i := range f.sites {
-			w := wanted(f, i, o.refresh)
+			w := wanted(f, i, o.refresh, refs)
 			if w.ask {
 				queries[w.query.Canonical()] = w.query
 			}
@@ -164,18 +167,28 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 			expect[w.file][w.index] = c.To
 		}
 	}
-	for _, f := range tree.Files {
+	// Rewrite and check the changed files concurrently: each is parsed again.
+	type rewritten struct {
+		data []byte
+		err  error
+	}
+	out := make([]rewritten, len(tree.Files))
+	concurrently(len(tree.Files), func(i int) {
+		if f := tree.Files[i]; len(edits[f]) > 0 {
+			out[i].data, out[i].err = rewrite(f, edits[f], expect[f], &tree.opts)
+		}
+	})
+	for i, f := range tree.Files {
 		slices.SortStableFunc(changes[f], func(a, b Change) int {
 			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
 		})
 		fr := FileResult{Path: f.Path, Status: Unchanged, Data: f.src.data, Changes: changes[f], file: f}
 		if len(edits[f]) > 0 {
-			data, err := rewrite(f, edits[f], expect[f], &tree.opts)
-			if err != nil {
+			if err := out[i].err; err != nil {
 				errs = append(errs, siteError{Site{File: f.Path}, err})
 				continue
 			}
-			fr.Status, fr.Data = Changed, data
+			fr.Status, fr.Data = Changed, out[i].data
 		}
 		res.Files = append(res.Files, fr)
 	}
@@ -192,11 +205,11 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 }
 
 // wanted decides what site i of f needs resolving.
-func wanted(f *File, i int, refresh bool) want {
+func wanted(f *File, i int, refresh bool, refs refCache) want {
 	w := want{file: f, index: i}
 	site := f.sites[i]
-	if site.RenamedBy != "" {
-		return w // a kustomize placeholder: its entry is pinned
+	if site.RenamedBy != "" || site.Placeholder != "" || site.ExcludedBy != "" {
+		return w // a kustomize placeholder, whose entry is pinned, a template's, or excluded
 	}
 	if site.Kind == KustomizeImage {
 		t := f.targets[i]
@@ -211,9 +224,9 @@ func wanted(f *File, i int, refresh bool) want {
 			w.err = fmt.Errorf("%w: images entry has neither newTag nor digest: which tag?", ErrUnpinnable)
 			return w
 		}
-		w.query, w.err = ref.Parse(composeImage(name, tag, ""))
+		w.query, w.err = refs.parse(composeImage(name, tag, ""))
 	} else {
-		w.query, w.err = ref.Parse(site.Value)
+		w.query, w.err = refs.parse(site.Value)
 		if w.err == nil && w.query.IsPinned() {
 			if !refresh || w.query.Tag() == "" {
 				return w

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func TestFindRefusesAliasBombs(t *testing.T) {
 			opts: []Option{withAliasBudget(-14)}, // the document's 15 nodes leave one hop
 			want: "x.yaml:5:24: input refused: excessive aliasing",
 		},
-		{name: "lists nested too deep", yaml: nestedLists(maxDepth + 5), want: "input refused: nesting deeper than 1000 lists or merges"},
+		{name: "lists nested too deep", yaml: nestedLists(maxDepth + 5), want: "input refused: nesting deeper than 1000 levels"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -175,8 +176,11 @@ func TestFindWalk(t *testing.T) {
 			t.Errorf("%s: skipped as %q, want %q", link, skipped[link], reason)
 		}
 	}
-	if len(skipped) != 5 {
+	if skipped["tree/.git"] != "version control metadata, never walked" || len(skipped) != 6 {
 		t.Errorf("skipped %v", skipped)
+	}
+	if !reflect.DeepEqual(tr.NotYAML, map[string]int{".md": 1, ".json": 1}) {
+		t.Errorf("not YAML %v", tr.NotYAML)
 	}
 
 	// A symlink given explicitly is read as given, and written through:

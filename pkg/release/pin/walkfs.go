@@ -9,30 +9,41 @@ import (
 	"strings"
 )
 
-// candidate is a file to read: path as shown to the user, real where it lives.
+// candidate is a file to read: path as shown to the user, real where it
+// lives; walked when a directory walk found it, rather than named.
 type candidate struct {
 	path, real string
+	walked     bool
+}
+
+// walk is what collect found under one root.
+type walk struct {
+	cands   []candidate
+	skipped []Skipped
+	notYAML map[string]int // by extension
 }
 
 // collect lists the files under root. root itself is taken as given (a
-// symlink to a file or directory is followed); nothing below it is.
-func collect(ctx context.Context, root string) ([]candidate, []Skipped, error) {
+// symlink to a file or directory is followed); nothing below it is. Hidden
+// directories are walked only when hidden says so, version control
+// metadata never.
+func collect(ctx context.Context, root string, hidden bool) (*walk, error) {
 	fi, err := os.Stat(root)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", root, ErrInput, unwrapPath(err))
+		return nil, fmt.Errorf("%s: %w: %w", root, ErrInput, unwrapPath(err))
 	}
 	real, err := filepath.EvalSymlinks(root)
 	if err == nil {
 		real, err = filepath.Abs(real)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", root, ErrInput, unwrapPath(err))
+		return nil, fmt.Errorf("%s: %w: %w", root, ErrInput, unwrapPath(err))
 	}
+	wk := &walk{}
 	if !fi.IsDir() {
-		return []candidate{{path: root, real: real}}, nil, nil
+		wk.cands = []candidate{{path: root, real: real}}
+		return wk, nil
 	}
-	var cands []candidate
-	var skipped []Skipped
 	err = filepath.WalkDir(real, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -50,23 +61,32 @@ func collect(ctx context.Context, root string) ([]candidate, []Skipped, error) {
 		shown := filepath.Join(root, rel)
 		switch {
 		case d.Type()&fs.ModeSymlink != 0:
-			skipped = append(skipped, Skipped{Path: shown, Reason: symlinkReason(real, p)})
+			wk.skipped = append(wk.skipped, Skipped{Path: shown, Reason: symlinkReason(real, p), Kind: SkipSymlink})
 		case d.IsDir():
-			if strings.HasPrefix(d.Name(), ".") {
+			switch name := d.Name(); {
+			case name == ".git" || name == ".hg" || name == ".svn":
+				wk.skipped = append(wk.skipped, Skipped{Path: shown, Reason: "version control metadata, never walked", Kind: SkipHidden})
+				return filepath.SkipDir
+			case strings.HasPrefix(name, ".") && !hidden:
+				wk.skipped = append(wk.skipped, Skipped{Path: shown, Reason: "hidden directory, not walked", Kind: SkipHidden})
 				return filepath.SkipDir
 			}
 		case !isYAMLName(d.Name()):
+			if wk.notYAML == nil {
+				wk.notYAML = map[string]int{}
+			}
+			wk.notYAML[strings.ToLower(filepath.Ext(d.Name()))]++
 		case !d.Type().IsRegular():
-			skipped = append(skipped, Skipped{Path: shown, Reason: "not a regular file"})
+			wk.skipped = append(wk.skipped, Skipped{Path: shown, Reason: "not a regular file", Kind: SkipSpecial})
 		default:
-			cands = append(cands, candidate{path: shown, real: p})
+			wk.cands = append(wk.cands, candidate{path: shown, real: p, walked: true})
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", root, ErrInput, err)
+		return nil, fmt.Errorf("%s: %w: %w", root, ErrInput, err)
 	}
-	return cands, skipped, nil
+	return wk, nil
 }
 
 func isYAMLName(name string) bool {

@@ -89,19 +89,26 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	// close.
 	cmd.WaitDelay = outputGrace
 
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		fw.fail(ErrCodeStart, "start %s: %v", req.Argv[0], err)
-		return
-	}
+	// Counted before it starts: once started, the command may act (and be
+	// seen acting) before this goroutine runs again, and a ping meanwhile
+	// must not say nothing runs.
 	s.mu.Lock()
 	s.running++
 	s.mu.Unlock()
+	done := func() {
+		s.mu.Lock()
+		s.running--
+		s.mu.Unlock()
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		done()
+		fw.fail(ErrCodeStart, "start %s: %v", req.Argv[0], err)
+		return
+	}
 	stop := stopOnDone(ctx, cmd.Process.Pid, grace)
 	werr := cmd.Wait()
-	s.mu.Lock()
-	s.running--
-	s.mu.Unlock()
+	done()
 
 	st := &ExitStatus{ExitCode: -1, DurationMs: time.Since(start).Milliseconds()}
 	if ps := cmd.ProcessState; ps != nil {
