@@ -39,10 +39,9 @@ func RunLocal(ctx context.Context, c Config, ready func(addr string)) error {
 
 // localHost is the local backend as the runtime's host.
 type localHost struct {
-	c      Config
-	be     *local.Backend
-	costs  *cost.Ledger
-	prefix string
+	c     Config
+	be    *local.Backend
+	costs *cost.Ledger
 }
 
 var _ host = (*localHost)(nil)
