@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // TestGitLabCILocalE2E runs examples/gitlab/local.gitlab-ci.yml with

@@ -16,7 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // gitlabCILocal is gitlab-ci-local's dist/index.js ($GITLAB_CI_LOCAL, which

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // actionlintProject lays out a GitHub repository in a temporary folder (what

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes parts the tests run (internal/testharness/kubetest) once into a
+# Builds the real Kubernetes parts the tests run (testharness/kubetest) once into a
 # cache outside the clone, from the Go module proxy:
 #
 #   $SLIPWAY_KUBE_CACHE/v1.37.2/bin/kube-apiserver, kubelet, kube-scheduler
@@ -10,7 +10,7 @@
 #     from a scratch module requiring sigs.k8s.io/agent-sandbox v0.5.6;
 #   $SLIPWAY_KUBE_CACHE/v1.37.2/bin/pause
 #     the pod sandbox's process, from build/pause/linux/pause.c in the
-#     k8s.io/kubernetes module, with gcc -static (internal/testharness/kubetest makes it an
+#     k8s.io/kubernetes module, with gcc -static (testharness/kubetest makes it an
 #     image in the tests' registry).
 #
 # A binary already present is not built again. Usage: kube-bins.sh [NAME...]

@@ -10,7 +10,7 @@ import (
 )
 
 // TestREADMEArchitectureIsTheTree holds the README's architecture picture to
-// the tree: it names every package under pkg/ and internal/, and nothing
+// the tree: it names every package under pkg/, internal/ and testharness/, and nothing
 // that is not one.
 func TestREADMEArchitectureIsTheTree(t *testing.T) {
 	b, err := os.ReadFile("../../README.md")
@@ -31,10 +31,10 @@ func TestREADMEArchitectureIsTheTree(t *testing.T) {
 	}
 	picture := block[start+4 : start+4+end]
 	named := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?:pkg|internal)/[a-z0-9/]+`).FindAllString(picture, -1) {
+	for _, m := range regexp.MustCompile(`(?:pkg|internal|testharness)/[a-z0-9/]+`).FindAllString(picture, -1) {
 		named[strings.TrimSuffix(m, "/")] = true
 	}
-	out, err := exec.Command("go", "list", "../../pkg/...", "../../internal/...").Output()
+	out, err := exec.Command("go", "list", "../../pkg/...", "../../internal/...", "../../testharness/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

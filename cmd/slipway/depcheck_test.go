@@ -100,7 +100,7 @@ func listAll(t *testing.T) map[string]*modulePkg {
 		if f[3] != "" {
 			p.imports = strings.Split(f[3], ",")
 		}
-		p.testHarness = strings.HasPrefix(p.path, mod+"internal/testharness/")
+		p.testHarness = strings.HasPrefix(p.path, mod+"testharness/")
 		all[p.path] = p
 	}
 	return all

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
 // kubeNamespace is the Kubernetes part's namespace (the kubeconfig

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"sigs.k8s.io/yaml"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 const password = "argocd-test"

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
-	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
 // benchRepo is a config repository with n tenants t0..t(n-1) whose queues

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // b9Size is B9a's shape: runs, events per run, bytes per event (BENCH_SMOKE:

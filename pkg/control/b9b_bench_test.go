@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 // BenchmarkB9bDelivery is B9b: 10,000 deliveries (100 jobs of 100 stdout

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
 // PostgreSQL goes away for a few seconds: submits fail clearly (503 with

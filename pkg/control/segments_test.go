@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/control/internal/store"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
 // TestEventSegments: one append of many events of mixed kinds is stored

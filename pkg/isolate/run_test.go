@@ -13,7 +13,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/isolate"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 func TestRun(t *testing.T) {

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 // reviewedPool is a pool.yaml as a person keeps it: comments and an order

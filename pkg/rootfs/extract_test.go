@@ -11,7 +11,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/rootfs"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 func TestExtractWhiteouts(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
-	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
 
 // On a real node with the scheduler and agent-sandbox's controller,

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
 // apply through the CLI against a real API server: created, then

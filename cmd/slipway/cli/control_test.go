@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
 // controlWorld is a config repository with pool agents (a real runner and

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
 // envRunMain makes the test binary behave as the slipway command, so that

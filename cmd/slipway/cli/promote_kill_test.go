@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 // TestPromoteKilledMidPush kills -9 a `slipway promote` process while the

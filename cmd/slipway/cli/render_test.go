@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 // render through the CLI: a pool promoted twice renders at its head and at

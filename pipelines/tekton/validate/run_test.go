@@ -271,7 +271,7 @@ func TestTemplateBuildSubstitution(t *testing.T) {
 
 // missing skips t with the reason, or fails it when CI=true: CI (.ci/run)
 // installs what these tests need, so a skip there would hide a test that
-// never ran. It is the root module's internal/testharness/need.Missing, which
+// never ran. It is the root module's testharness/need.Missing, which
 // this module (Tekton's dependencies only) does not import.
 func missing(t *testing.T, format string, args ...any) {
 	t.Helper()

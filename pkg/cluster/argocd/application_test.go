@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
 	"github.com/slipway-dev/slipway/pkg/cluster/argocd"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
 // Argo CD's Application CRD, read from its module (never copied here).

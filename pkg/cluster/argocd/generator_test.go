@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/pkg/cluster/argocd"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 func digest(c byte) string { return "sha256:" + strings.Repeat(string(c), 64) }

@@ -13,9 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
-	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
@@ -25,6 +22,9 @@ import (
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
 
 var pods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}

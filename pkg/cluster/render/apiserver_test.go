@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubeapply"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
 // The golden render is accepted by a real kube-apiserver's validation of

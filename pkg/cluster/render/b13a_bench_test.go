@@ -17,7 +17,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // BenchmarkB13aRender is benchmark B13a: render and verify a pool of 20

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 var author = Signature{Name: "Release Bot", Email: "bot@example.invalid"}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 // randomFiles returns n files of size random hex bytes (fixed seed), which

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 const (

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
 func openPostgres(t *testing.T, dsn string) *Postgres {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/pgtest"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
 // The Store conformance suite: every test here runs against each backend,

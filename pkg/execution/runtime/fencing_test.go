@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
@@ -27,6 +26,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/isolate"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 const testSecretVersion = "vault://kv/agents/api-key#3"

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
-	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -17,6 +15,8 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
 
 // warmWorld is runtimetest's world (a real runner image and a busybox

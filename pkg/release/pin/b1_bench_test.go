@@ -22,7 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // BenchmarkB1PinVsCrane is benchmark B1: pin a generated tree of 200 YAML

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release/resolve"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 func TestKustomizeNameMatches(t *testing.T) {

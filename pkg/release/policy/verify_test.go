@@ -21,10 +21,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/sigstore/sigstore/pkg/signature"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 const (

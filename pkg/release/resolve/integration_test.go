@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/release/resolve"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // Debian's docker-registry behind a fault-injecting proxy on 127.0.0.1: the

@@ -22,9 +22,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/release/resolve"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // server is go-containerregistry's in-process registry behind an optional

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
+	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
 
 // killPoints are the failpoints a driver passes in rollout start --wait, in

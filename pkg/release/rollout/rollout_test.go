@@ -13,8 +13,6 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
-	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
@@ -25,6 +23,8 @@ import (
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
 
 const token = "rollout-test-token-0123456789"

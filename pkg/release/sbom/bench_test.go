@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // BenchmarkB4SBOMVsSyftCLI times Generate against the syft CLI (same syft version, built from

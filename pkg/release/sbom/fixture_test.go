@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
 	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // fixtureFiles is a small root filesystem: a Debian os-release and dpkg database, a Python package

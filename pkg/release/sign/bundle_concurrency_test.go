@@ -15,9 +15,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	ociremote "github.com/sigstore/cosign/v2/pkg/oci/remote"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // Cross-process writers: TestBundleWriterProcess is the child's body, run

@@ -8,9 +8,9 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // emptyTrustedRoot is a Sigstore trusted root with no CA, log or TSA in it.

@@ -13,7 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // env is a real registry (go-containerregistry's, in process) holding a

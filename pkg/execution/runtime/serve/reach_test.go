@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
-	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
 	"github.com/slipway-dev/slipway/pkg/release"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
 
 // A state directory under a folder only root may enter (as mktemp -d

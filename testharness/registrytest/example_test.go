@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // A push through a fault proxy whose registry rate-limits the first manifest

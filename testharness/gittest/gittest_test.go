@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 func TestCloneAndPushOverHTTP(t *testing.T) {

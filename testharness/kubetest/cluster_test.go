@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
 // A started cluster serves agent-sandbox's kinds to the kubeconfig's

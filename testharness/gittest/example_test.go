@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/slipway-dev/slipway/internal/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 // Run drives the git CLI with a fixed identity and no user or system

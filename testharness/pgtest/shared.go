@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // sharedPrefix names the directories of shared servers under os.TempDir.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // Server serves the bare repositories under Root over smart HTTP.

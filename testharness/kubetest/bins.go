@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // Versions of the parts the harness runs; tools/kube-bins.sh builds the

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
 // Binary finds the binaries `make kube-bins` builds under the cache

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slipway-dev/slipway/internal/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // ErrNotInstalled is returned by StartDistribution when the docker-registry

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
 // StopAPIServer takes the API server away (requests fail) and

@@ -26,10 +26,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/slipway-dev/slipway/internal/testharness/kubetest"
-	"github.com/slipway-dev/slipway/internal/testharness/registrytest"
-	"github.com/slipway-dev/slipway/internal/testharness/runtimetest"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
+	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
 
 var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
