@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -79,22 +80,37 @@ type modulePkg struct {
 
 const mod = "github.com/slipway-dev/slipway/"
 
-// listAll lists every package the module's packages depend on, once.
+var (
+	listOnce sync.Once
+	listed   map[string]*modulePkg
+	listErr  error
+)
+
+// listAll lists every package the module's packages depend on: one go list
+// for every test of this file.
 func listAll(t *testing.T) map[string]*modulePkg {
 	t.Helper()
+	listOnce.Do(func() { listed, listErr = goListAll() })
+	if listErr != nil {
+		t.Fatal(listErr)
+	}
+	return listed
+}
+
+func goListAll() (map[string]*modulePkg, error) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{if .Module}}{{.Module.Path}}{{end}}\t{{.Standard}}\t{{join .Imports \",\"}}", "../../...").Output()
 	if err != nil {
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = string(ee.Stderr)
 		}
-		t.Fatalf("go list -deps: %v\n%s", err, stderr)
+		return nil, fmt.Errorf("go list -deps: %v\n%s", err, stderr)
 	}
 	all := map[string]*modulePkg{}
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) != 4 {
-			t.Fatalf("go list: unexpected line %q", line)
+			return nil, fmt.Errorf("go list: unexpected line %q", line)
 		}
 		p := &modulePkg{path: f[0], module: f[1], standard: f[2] == "true"}
 		if f[3] != "" {
@@ -103,7 +119,7 @@ func listAll(t *testing.T) map[string]*modulePkg {
 		p.testHarness = strings.HasPrefix(p.path, mod+"testharness/")
 		all[p.path] = p
 	}
-	return all
+	return all, nil
 }
 
 // closure is every package path under root, root included.
