@@ -9,11 +9,14 @@ import (
 	"testing"
 )
 
-// TestREADMEArchitectureIsTheTree holds the README's architecture picture to
-// the tree: it names every package under pkg/, internal/ and testharness/, and nothing
+// architectureDoc holds the architecture picture (the README links to it).
+const architectureDoc = "docs/architecture.md"
+
+// TestArchitectureIsTheTree holds docs/architecture.md's picture to the tree:
+// it names every package under pkg/, internal/ and testharness/, and nothing
 // that is not one.
-func TestREADMEArchitectureIsTheTree(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+func TestArchitectureIsTheTree(t *testing.T) {
+	b, err := os.ReadFile("../../" + architectureDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,13 +24,13 @@ func TestREADMEArchitectureIsTheTree(t *testing.T) {
 	s := string(b)
 	i := strings.Index(s, marker)
 	if i < 0 {
-		t.Fatal("README.md: no architecture block (" + marker + " ...)")
+		t.Fatal(architectureDoc + ": no architecture block (" + marker + " ...)")
 	}
 	block := s[i:]
 	start := strings.Index(block, "```\n")
 	end := strings.Index(block[start+4:], "```")
 	if start < 0 || end < 0 {
-		t.Fatal("README.md: the architecture block has no fenced picture")
+		t.Fatal(architectureDoc + ": the architecture block has no fenced picture")
 	}
 	picture := block[start+4 : start+4+end]
 	named := map[string]bool{}
@@ -44,13 +47,13 @@ func TestREADMEArchitectureIsTheTree(t *testing.T) {
 	}
 	for _, p := range pkgs {
 		if !named[p] {
-			t.Errorf("README.md's architecture does not name %s: add it to its plane's line", p)
+			t.Errorf("%s does not name %s: add it to its plane's line", architectureDoc, p)
 		}
 	}
 	for p := range named {
 		// a plane's folder (pkg/control is both) or a package
 		if !slices.Contains(pkgs, p) && !slices.ContainsFunc(pkgs, func(q string) bool { return strings.HasPrefix(q, p+"/") }) {
-			t.Errorf("README.md's architecture names %s, which is no package or plane of the tree", p)
+			t.Errorf("%s names %s, which is no package or plane of the tree", architectureDoc, p)
 		}
 	}
 }

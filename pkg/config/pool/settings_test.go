@@ -198,35 +198,35 @@ func FuzzSet(f *testing.F) {
 	})
 }
 
-// TestReadmeSchema: the pool.yaml the README documents parses, and its
+// TestDocsSchema: the pool.yaml docs/concepts.md documents parses, and its
 // values are the defaults, as it says.
-func TestReadmeSchema(t *testing.T) {
-	b, err := os.ReadFile("../../../README.md")
+func TestDocsSchema(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/concepts.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(b), "### Pool settings\n")
 	if !ok {
-		t.Fatal("README has no Pool settings section")
+		t.Fatal("docs/concepts.md has no Pool settings section")
 	}
 	_, doc, ok := strings.Cut(section, "```yaml\n")
 	doc, _, ok2 := strings.Cut(doc, "```\n")
 	if !ok || !ok2 {
 		t.Fatal("no yaml block in the Pool settings section")
 	}
-	p, err := pool.ParsePool([]byte(doc), "README.md")
+	p, err := pool.ParsePool([]byte(doc), "docs/concepts.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := pool.Default("agents").Settings()
 	for i, s := range p.Settings() {
 		if s != want[i] {
-			t.Errorf("README says %+v, the default is %+v", s, want[i])
+			t.Errorf("docs/concepts.md says %+v, the default is %+v", s, want[i])
 		}
 	}
 	for _, f := range pool.Fields() {
 		if !strings.Contains(section, "`"+f+"`") && !strings.HasPrefix(f, "phaseDeadlines.") {
-			t.Errorf("README's Pool settings do not name %s", f)
+			t.Errorf("docs/concepts.md's Pool settings do not name %s", f)
 		}
 	}
 }
