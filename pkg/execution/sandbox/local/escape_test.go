@@ -3,8 +3,8 @@ package local_test
 // The escape regression suite: each test is one way out of a local
 // sandbox that must stay shut. A test that fails has found an escape. A
 // case only a stronger runtime closes (a kernel exploit's way out) is
-// skipped with the runtime class that closes it; the README's security
-// section lists the same cases.
+// skipped with the runtime class that closes it; docs/security.md
+// lists the same cases.
 
 import (
 	"context"
