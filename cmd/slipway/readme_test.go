@@ -123,7 +123,8 @@ func linkOrBuild(t *testing.T, prebuilt, dst, dir, pkg string) {
 			return
 		}
 	}
-	cmd := exec.Command("go", "build", "-o", dst, pkg)
+	// -s -w: no symbol tables or DWARF, which halves the link of slipway
+	cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", dst, pkg)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
