@@ -91,15 +91,23 @@ func TestQuickStart(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "bash", "-euxo", "pipefail", filepath.Join(tmp, "quickstart.sh"))
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+tmp)
-	// Its own process group: whatever the script leaves running (the
-	// registry, when a command fails before the script stops it) goes with it.
+	// Output to a file, not a pipe: what the script leaves running in the
+	// background (the registry, when a command fails before the script stops
+	// it) would hold a pipe open. Its own process group, so that goes with it.
+	log, err := os.Create(filepath.Join(tmp, "quickstart.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	run := time.Now()
-	out, err := cmd.CombinedOutput()
+	err = cmd.Run()
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
+	out, _ := os.ReadFile(log.Name())
 	if err != nil {
 		t.Fatalf("the README's quick start failed: %v\n%s", err, out)
 	}
