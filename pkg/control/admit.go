@@ -37,10 +37,10 @@ func (p *Plane) admitOnce(ctx context.Context) (int, error) {
 	}
 	limits := tenantLimits(cfg)
 	// Look first without the write lock (most wake-ups find no room).
-	if ok, err := p.c.Store.Admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
+	if ok, err := p.st.Admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
 		return 0, err
 	}
-	admitted, err := p.c.Store.Admit(ctx, slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, limits, func(j *controlapi.Job, l *lease) { p.decide(cfg, j, l) })
+	admitted, err := p.st.Admit(ctx, slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, limits, func(j *controlapi.Job, l *lease) { p.decide(cfg, j, l) })
 	if err != nil {
 		return len(admitted), err
 	}

@@ -122,7 +122,7 @@ func BenchmarkB8aSubmit(b *testing.B) {
 			ctx := context.Background()
 			// The floor: River's own inserts.
 			fs := benchStore(b, kind)
-			q, err := openQueue(ctx, fs, queueConfig{workers: 1, maxAttempts: 5}, nil)
+			q, err := openQueue(ctx, fs.inner, queueConfig{workers: 1, maxAttempts: 5}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
@@ -76,7 +77,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		go p.deliveryLoop(ctx)
 		for i := range perJob {
 			for _, id := range ids {
-				if _, err := s.AppendEvents(ctx, id, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {
+				if _, err := s.inner.AppendEvents(ctx, id, []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -84,7 +85,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		want := jobs * perJob
 		var n int
 		for n < want {
-			if err := s.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM cp_delivery_receipts WHERE outcome = 'delivered'`).Scan(&n); err != nil {
+			if err := s.inner.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM cp_delivery_receipts WHERE outcome = 'delivered'`).Scan(&n); err != nil {
 				b.Fatal(err)
 			}
 			if time.Since(start) > 10*time.Minute {
@@ -95,7 +96,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		cancel()
-		rows, err := s.ReadDB().QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
+		rows, err := s.inner.ReadDB().QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
 		if err != nil {
 			b.Fatal(err)
 		}

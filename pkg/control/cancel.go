@@ -44,7 +44,7 @@ func cancelQueued(j *controlapi.Job, now time.Time) {
 func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID, grant string, signalled string) {
 	ctx = context.WithoutCancel(ctx)
 	step := func(f func(c *controlapi.Cancellation)) {
-		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		_, _ = p.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			if j.Cancellation == nil {
 				j.Cancellation = &controlapi.Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
 			}
@@ -157,7 +157,7 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 // can be released. It returns the run and its token, or "" and why not
 // ("" and "" when no claim exists).
 func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runID, grant, why string) {
-	j, err := p.c.Store.Get(ctx, "", id)
+	j, err := p.st.Get(ctx, "", id)
 	if err != nil {
 		return "", "", fmt.Sprintf("job %s: %v", id, err)
 	}
@@ -183,7 +183,7 @@ func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runI
 			return "", "", fmt.Sprintf("runtime %s: adopting run %s: %v", r.Name, ids[0], err)
 		}
 		*rt = r
-		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		_, _ = p.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			j.RunID, j.SandboxID, j.Runtime, j.Adopted = g.RunID, g.SandboxID, r.Name, true
 			return nil
 		})

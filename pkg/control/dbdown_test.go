@@ -77,7 +77,7 @@ func TestDatabaseGoesAway(t *testing.T) {
 	if err != nil || len(js) != 2 {
 		t.Fatalf("jobs after the outage: %d %v (want before and after only)", len(js), err)
 	}
-	u, _ := s.Usage(ctx)
+	u, _ := s.inner.Usage(ctx)
 	if len(u) != 1 || u[0].Queued != 2 {
 		t.Fatalf("counters after the outage: %+v", u)
 	}

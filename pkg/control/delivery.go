@@ -14,12 +14,12 @@ type DeliveryConfig = delivery.Config
 
 // deliveryLoop runs the output worker (internal/delivery) until ctx ends.
 func (p *Plane) deliveryLoop(ctx context.Context) {
-	delivery.Run(ctx, p.c.Delivery, delivery.Env{Store: p.c.Store, Current: p.c.Config.Current, Owner: p.c.ID,
+	delivery.Run(ctx, p.c.Delivery, delivery.Env{Store: p.st, Current: p.c.Config.Current, Owner: p.c.ID,
 		Logger: p.c.Logger, Metrics: p.c.Metrics, Span: p.span})
 }
 
 // deliveryView fills j's ResultPublished and Delivery from the output
 // worker's records and the tenant's destinations now.
 func (p *Plane) deliveryView(ctx context.Context, j *controlapi.Job) error {
-	return delivery.View(ctx, p.c.Store, p.c.Config.Current, j)
+	return delivery.View(ctx, p.st, p.c.Config.Current, j)
 }

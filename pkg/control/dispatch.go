@@ -23,7 +23,7 @@ import (
 // recorded on the job and returns nil.
 func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts int) error {
 	now := time.Now()
-	j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+	j, err := p.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 		if j.State != controlapi.Admitted || (l.Owner != "" && l.Owner != p.c.ID && l.Until.After(now)) {
 			return errSkip // another delivery of the same job, or already past
 		}
@@ -66,7 +66,7 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		return p.dispatchFailed(ctx, j, err, attempt, maxAttempts)
 	}
 	p.failpoint(ctx, "after-claim")
-	j, err = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+	j, err = p.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 		if l.Owner != p.c.ID {
 			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, id, l.Owner)
 		}
@@ -96,7 +96,7 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 
 // cancelEnded tells telemetry of a cancellation that ended the job.
 func (p *Plane) cancelEnded(ctx context.Context, rt Runtime, id string) {
-	if jf, err := p.c.Store.Get(context.WithoutCancel(ctx), "", id); err == nil && jf.State.Terminal() {
+	if jf, err := p.st.Get(context.WithoutCancel(ctx), "", id); err == nil && jf.State.Terminal() {
 		p.jobEnded(ctx, &rt, jf)
 	}
 }
@@ -132,7 +132,7 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause err
 	var api *runtimeapi.APIError
 	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "request key already used")
 	last := attempt >= maxAttempts
-	jf, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
+	jf, err := p.st.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 		now := time.Now().UTC()
 		j.DispatchFailures++
 		l.Owner, l.Until = "", time.Time{}
@@ -241,7 +241,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *con
 		// The cancellation protocol: record what ran, then release and
 		// observe the effects before the job may say canceled.
 		ended := time.Now().UTC()
-		if _, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
+		if _, err := p.st.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 			j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
 			j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.DroppedBytes, out.DroppedLines
 			if j.Cost.Known && j.StartedAt != nil {
@@ -334,7 +334,7 @@ func (p *Plane) heartbeat(ctx context.Context, j *controlapi.Job, abort context.
 			return
 		case <-t.C:
 		}
-		ok, err := p.c.Store.Heartbeat(ctx, j.ID, p.c.ID, time.Now().Add(p.c.Lease))
+		ok, err := p.st.Heartbeat(ctx, j.ID, p.c.ID, time.Now().Add(p.c.Lease))
 		if err != nil {
 			continue // the database is away: the lease may lapse, the job goes on
 		}
@@ -342,7 +342,7 @@ func (p *Plane) heartbeat(ctx context.Context, j *controlapi.Job, abort context.
 			abort(errLeaseLost)
 			return
 		}
-		cur, err := p.c.Store.Get(ctx, "", j.ID)
+		cur, err := p.st.Get(ctx, "", j.ID)
 		if err != nil {
 			continue
 		}
@@ -371,7 +371,7 @@ func (p *Plane) overBudget(ctx context.Context, j *controlapi.Job) (bool, error)
 	if !ok || t.Value.Budget == nil {
 		return false, nil
 	}
-	us, err := p.c.Store.Usage(ctx)
+	us, err := p.st.Usage(ctx)
 	if err != nil {
 		return false, err
 	}

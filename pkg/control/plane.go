@@ -22,6 +22,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -100,6 +101,7 @@ type Config struct {
 // owner died.
 type Plane struct {
 	c      Config
+	st     *store.Store // c.Store's
 	q      queue
 	wakeCh chan struct{}
 	wg     sync.WaitGroup
@@ -145,17 +147,17 @@ func New(ctx context.Context, c Config) (*Plane, error) {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	c.Events = c.Events.WithDefaults()
-	c.Store.SetEventConfig(c.Events)
+	c.Store.inner.SetEventConfig(c.Events)
 	if err := newTelemetry(ctx, &c); err != nil {
 		return nil, err
 	}
-	p := &Plane{c: c, wakeCh: make(chan struct{}, 1)}
+	p := &Plane{c: c, st: c.Store.inner, wakeCh: make(chan struct{}, 1)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{p: p})
 	if c.noDispatch {
 		workers = nil
 	}
-	q, err := openQueue(ctx, c.Store, queueConfig{workers: c.MaxActive, maxAttempts: c.DispatchAttempts, logger: c.Logger, id: c.ID}, workers)
+	q, err := openQueue(ctx, c.Store.inner, queueConfig{workers: c.MaxActive, maxAttempts: c.DispatchAttempts, logger: c.Logger, id: c.ID}, workers)
 	if err != nil {
 		return nil, err
 	}
@@ -280,15 +282,15 @@ func (p *Plane) submit(ctx context.Context, tenant, token string, spec controlap
 		}
 		sub.Budget, sub.PeriodStart = b.Amount, b.PeriodStart(now)
 	}
-	if le := p.c.Store.OverBound(ctx, sub); le != nil {
+	if le := p.st.OverBound(ctx, sub); le != nil {
 		if token != "" { // a revoked token learns nothing but that
-			if live, err := p.c.Store.TokenLive(ctx, token); err != nil || !live {
+			if live, err := p.st.TokenLive(ctx, token); err != nil || !live {
 				return nil, false, cmp.Or(err, ErrUnauthenticated)
 			}
 		}
 		return nil, false, le
 	}
-	o := p.c.Store.Insert(ctx, sub)
+	o := p.st.Insert(ctx, sub)
 	if o.Err == nil && o.Created && !o.AdmissionRan {
 		p.wake() // stored without admission (alone, after its batch failed): admission looks now
 	}
@@ -358,11 +360,11 @@ func requestHash(s controlapi.Spec) string {
 
 // Get returns a job of tenant ("" : any, for operators).
 func (p *Plane) Get(ctx context.Context, tenant, id string) (*controlapi.Job, error) {
-	j, err := p.c.Store.Get(ctx, tenant, id)
+	j, err := p.st.Get(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := p.c.Store.ReadEvents(ctx, j.ID, math.MaxInt64, 1) // the head alone
+	h, _, err := p.st.ReadEvents(ctx, j.ID, math.MaxInt64, 1) // the head alone
 	if err != nil {
 		return nil, err
 	}
@@ -378,7 +380,7 @@ func (p *Plane) Profile(ctx context.Context, j *controlapi.Job) (*controlapi.Job
 	if err == nil && v != nil && v.Digest == j.Profile.Digest {
 		out.Profile, out.Source = wireProfile(v.Value), "config repository at "+short(j.Profile.Revision)
 	} else {
-		raw, serr := p.c.Store.StoredProfile(ctx, j.Profile.Digest)
+		raw, serr := p.st.StoredProfile(ctx, j.Profile.Digest)
 		if serr != nil {
 			return nil, fmt.Errorf("job %s: profile %s at %s: %v; stored copy: %w", j.ID, j.Profile.Name, short(j.Profile.Revision), err, serr)
 		}
@@ -406,14 +408,14 @@ func (p *Plane) Profile(ctx context.Context, j *controlapi.Job) (*controlapi.Job
 
 // List lists jobs.
 func (p *Plane) List(ctx context.Context, f ListFilter) ([]*controlapi.Job, error) {
-	return p.c.Store.List(ctx, f)
+	return p.st.List(ctx, f)
 }
 
 // Cancel cancels a job of tenant ("" : any): a queued or admitted job ends
 // canceled at once; an allocating or running one is stopped by its owner
 // (or the recoverer, if the owner is gone).
 func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job, error) {
-	if _, err := p.c.Store.Get(ctx, tenant, id); err != nil {
+	if _, err := p.st.Get(ctx, tenant, id); err != nil {
 		return nil, err
 	}
 	j, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
@@ -447,7 +449,7 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job,
 		return nil, err
 	}
 	if j == nil {
-		return p.c.Store.Get(ctx, tenant, id)
+		return p.st.Get(ctx, tenant, id)
 	}
 	p.wake()
 	return j, nil
@@ -484,5 +486,5 @@ func (p *Plane) finish(ctx context.Context, id string, f func(*controlapi.Job, *
 	if cfg, err := p.c.Config.Current(ctx); err == nil {
 		ba = p.inlineAdmission(ctx, cfg)
 	}
-	return p.c.Store.UpdateAdmit(ctx, id, f, ba)
+	return p.st.UpdateAdmit(ctx, id, f, ba)
 }

@@ -110,7 +110,7 @@ func riverConfig(c queueConfig, workers *river.Workers) *river.Config {
 // own beside the store's (riversqlite wants exactly one connection); on
 // PostgreSQL the same database (schema slipway_queue). workers nil opens
 // an insert-only client.
-func openQueue(ctx context.Context, s *Store, c queueConfig, workers *river.Workers) (queue, error) {
+func openQueue(ctx context.Context, s *store.Store, c queueConfig, workers *river.Workers) (queue, error) {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}

@@ -33,14 +33,14 @@ func (p *Plane) recoverLoop(ctx context.Context) {
 //     sandbox is released and the job ends canceled (a cancel was asked)
 //     or unknown, with an owner and a deadline.
 func (p *Plane) recoverOnce(ctx context.Context) error {
-	ids, err := p.c.Store.Orphans(ctx, time.Now(), 100)
+	ids, err := p.st.Orphans(ctx, time.Now(), 100)
 	if err != nil {
 		return err
 	}
 	var redispatch []string
 	for _, id := range ids {
 		var grant, cancelGrant, runID, rtName string
-		j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		j, err := p.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			now := time.Now().UTC()
 			if l.Owner != "" && l.Until.After(now) {
 				return errSkip
@@ -117,7 +117,7 @@ func (p *Plane) releaseLost(ctx context.Context, id, rtName, runID, grant string
 	if err != nil {
 		text = fmt.Sprintf("release of run %s by the recoverer failed: %v", runID, err)
 	}
-	_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+	_, _ = p.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 		j.Notes = append(j.Notes, controlapi.Note{At: time.Now().UTC(), Text: text})
 		return nil
 	})

@@ -24,7 +24,7 @@ func TestTokens(t *testing.T) {
 		if !strings.HasPrefix(text, "swt_"+tok.ID+"_") {
 			t.Fatalf("token text %q does not name id %s", text, tok.ID)
 		}
-		got, err := s.Authenticate(ctx, text)
+		got, err := s.inner.Authenticate(ctx, text)
 		if err != nil || got.Tenant != "acme" || got.Scope != controlapi.ScopeTenant {
 			t.Fatalf("Authenticate = %+v, %v", got, err)
 		}
@@ -33,7 +33,7 @@ func TestTokens(t *testing.T) {
 			wrong = text[:len(text)-1] + "b"
 		}
 		for _, bad := range []string{wrong, "", "swt_", "swt_" + tok.ID, "Bearer " + text, text + "x"} {
-			if _, err := s.Authenticate(ctx, bad); !errors.Is(err, ErrUnauthenticated) {
+			if _, err := s.inner.Authenticate(ctx, bad); !errors.Is(err, ErrUnauthenticated) {
 				t.Errorf("Authenticate(%q) = %v, want ErrUnauthenticated", bad, err)
 			}
 		}
@@ -47,7 +47,7 @@ func TestTokens(t *testing.T) {
 		if err := s.RevokeToken(ctx, tok.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Authenticate(ctx, text); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := s.inner.Authenticate(ctx, text); !errors.Is(err, ErrUnauthenticated) {
 			t.Fatalf("revoked token authenticates: %v", err)
 		}
 		if err := s.RevokeToken(ctx, tok.ID); !errors.Is(err, ErrNotFound) {
@@ -168,10 +168,10 @@ func TestSubmitRefusals(t *testing.T) {
 		// one spent and records the period, in the statement that counts
 		// the job.
 		var period int64
-		if err := s.WriteDB().QueryRowContext(ctx, `SELECT period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&period); err != nil || period == 0 {
+		if err := s.inner.WriteDB().QueryRowContext(ctx, `SELECT period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&period); err != nil || period == 0 {
 			t.Fatalf("acme's budget period: %d %v", period, err)
 		}
-		if _, err := s.WriteDB().ExecContext(ctx, s.Q(`UPDATE cp_tenants SET spent = 0.5, period_ns = ? WHERE tenant = 'acme'`), period-1); err != nil {
+		if _, err := s.inner.WriteDB().ExecContext(ctx, s.inner.Q(`UPDATE cp_tenants SET spent = 0.5, period_ns = ? WHERE tenant = 'acme'`), period-1); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := p.Submit(ctx, "acme", controlapi.Spec{Pool: "agents", Profile: "short", Commands: cmd("true"), IdempotencyKey: "q-rolled"}); err != nil {
@@ -179,7 +179,7 @@ func TestSubmitRefusals(t *testing.T) {
 		}
 		var spent float64
 		var now int64
-		if err := s.WriteDB().QueryRowContext(ctx, `SELECT spent, period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&spent, &now); err != nil || spent != 0 || now != period {
+		if err := s.inner.WriteDB().QueryRowContext(ctx, `SELECT spent, period_ns FROM cp_tenants WHERE tenant = 'acme'`).Scan(&spent, &now); err != nil || spent != 0 || now != period {
 			t.Fatalf("after a new period's first job: spent %v, period %d (want 0, %d): %v", spent, now, period, err)
 		}
 
@@ -201,7 +201,7 @@ func TestSubmitRefusals(t *testing.T) {
 		if err != nil || j.Cost.Known {
 			t.Fatalf("unpriced job: %+v %v", j, err)
 		}
-		us, _ := s.Usage(ctx)
+		us, _ := s.inner.Usage(ctx)
 		t.Logf("usage: %+v", us)
 	})
 }
@@ -225,7 +225,7 @@ func TestGlobalQueueBound(t *testing.T) {
 	if !errors.As(err, &le) || le.Reason != "queue_full" {
 		t.Fatalf("over the global bound: %v", err)
 	}
-	if u, _ := s.Usage(context.Background()); len(u) != 1 || u[0].Queued != 3 {
+	if u, _ := s.inner.Usage(context.Background()); len(u) != 1 || u[0].Queued != 3 {
 		t.Fatalf("a refused submit changed the counters: %+v", u)
 	}
 }
@@ -255,7 +255,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 	if err := submit(ps[0], "a0"); err != nil {
 		t.Fatal(err)
 	}
-	if !ps[0].c.Store.FarFromBounds(submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
+	if !ps[0].c.Store.inner.FarFromBounds(submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
 		t.Fatal("one job queued of a bound of 4: the early read is not skipped")
 	}
 	for i := range 3 {
@@ -268,10 +268,10 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 	if !errors.As(err, &le) || le.Reason != "queue_full" {
 		t.Fatalf("the first replica over the bound the second filled: %v", err)
 	}
-	if u, _ := ps[0].c.Store.Usage(context.Background()); len(u) != 1 || u[0].Queued != 4 {
+	if u, _ := ps[0].c.Store.inner.Usage(context.Background()); len(u) != 1 || u[0].Queued != 4 {
 		t.Fatalf("counters after the refusal: %+v", u)
 	}
-	if ps[0].c.Store.FarFromBounds(submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
+	if ps[0].c.Store.inner.FarFromBounds(submission{Job: &controlapi.Job{Tenant: "globex"}, GlobalBound: 4, TenantBound: 200}) {
 		t.Fatal("after a refusal at the bound the early read is still skipped")
 	}
 }
@@ -279,7 +279,7 @@ func TestQueueBoundAcrossReplicas(t *testing.T) {
 // finish ends an admitted job as a dispatcher would.
 func finish(t *testing.T, s *Store, id string) {
 	t.Helper()
-	if _, err := s.Update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
+	if _, err := s.inner.Update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
 		j.State, j.Reason, j.EndedAt = controlapi.Succeeded, "exit_code", tp(time.Now())
 		return nil
 	}); err != nil {
@@ -336,7 +336,7 @@ func TestAdmissionFair(t *testing.T) {
 			for len(admitted) > 0 {
 				id := admitted[0]
 				admitted = admitted[1:]
-				if j, _ := s.Get(ctx, "", id); j != nil && j.State == controlapi.Admitted {
+				if j, _ := s.inner.Get(ctx, "", id); j != nil && j.State == controlapi.Admitted {
 					finish(t, s, id)
 					break
 				}
@@ -377,7 +377,7 @@ func TestProfileHistory(t *testing.T) {
 	if _, err := p.admitOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, "globex", j.ID)
+	got, err := s.inner.Get(ctx, "globex", j.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestProfileHistory(t *testing.T) {
 	if jp.Profile.MaxDuration != 2*time.Minute || !strings.HasPrefix(jp.Current, "deleted at") || jp.Ref.Digest != j.Profile.Digest {
 		t.Fatalf("old job's profile: %+v (config: %v)", jp, p.c.Config.(*RepoConfig).Err())
 	}
-	if _, err := s.Get(ctx, "acme", j.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := s.inner.Get(ctx, "acme", j.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("another tenant's job: %v", err)
 	}
 }
@@ -423,7 +423,7 @@ func TestAdmitOnSubmit(t *testing.T) {
 		}
 		states := map[controlapi.State]int{}
 		for _, id := range ids {
-			j, err := s.Get(ctx, "", id)
+			j, err := s.inner.Get(ctx, "", id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -464,7 +464,7 @@ func TestCancelQueued(t *testing.T) {
 				t.Errorf("step %d: %+v, want %s", i, c.Steps[i], want)
 			}
 		}
-		if u, _ := s.Usage(ctx); len(u) != 1 || u[0].Queued != 0 || u[0].Active != 0 {
+		if u, _ := s.inner.Usage(ctx); len(u) != 1 || u[0].Queued != 0 || u[0].Active != 0 {
 			t.Fatalf("counters after the cancel: %+v", u)
 		}
 		if _, err := p.Cancel(ctx, "globex", j.ID); !errors.Is(err, ErrConflict) {

@@ -21,7 +21,7 @@ func (p *Plane) retentionLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		for {
-			n, err := p.c.Store.TrimEvents(ctx, time.Now(), 100)
+			n, err := p.st.TrimEvents(ctx, time.Now(), 100)
 			if err != nil && ctx.Err() == nil {
 				p.c.Logger.Warn("event retention", "err", err)
 			}
@@ -34,7 +34,7 @@ func (p *Plane) retentionLoop(ctx context.Context) {
 
 // newOutputStream starts job j's output stream (internal/stream).
 func (p *Plane) newOutputStream(j *controlapi.Job) *stream.Output {
-	return stream.NewOutput(p.c.Store, j, p.c.Events, &p.streams, p.c.Logger.Warn)
+	return stream.NewOutput(p.st, j, p.c.Events, &p.streams, p.c.Logger.Warn)
 }
 
 // newBoundedOutput keeps a job's bounded output: its head and its tail
