@@ -255,7 +255,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if t.Unchecked() {
 		token = t.ID
 	}
-	j, created, err := s.p.submit(r.Context(), t.Tenant, token, spec)
+	j, created, err := s.p.jobs.Submit(r.Context(), t.Tenant, token, spec)
 	if errors.Is(err, ErrUnauthenticated) { // revoked since this store read it live
 		s.p.st.ForgetToken(t.ID)
 		writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))

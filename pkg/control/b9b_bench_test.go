@@ -47,7 +47,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		}
 		srv := gittest.NewServer(b)
 		repo, err := gitops.Open(ctx, srv.Seed(b, "config.git", "main", map[string]string{
-			"profiles/standard.yaml": profileStandard,
+			"profiles/standard.yaml": fixture(b, "profiles/standard.yaml"),
 			"tenants/bench.yaml": tenantWith("bench", "  - {name: hook, url: '"+recv.srv.URL+"/in', kinds: [stdout], secretRef: {file: "+key+
 				"}, ratePerSecond: 10000, maxAttempts: 20}\n"),
 		}), gitops.WithDepth(0))
@@ -126,6 +126,6 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		b.ReportMetric(float64(dups), "deduplicated-arrivals")
 		b.ReportMetric(float64(attempts-want)/float64(attempts)*100, "failed-attempts-%")
 		_ = s.Close()
-		p.q.close()
+		_ = p.Stop(ctx)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/control/internal/delivery"
+	"github.com/slipway-dev/slipway/pkg/control/internal/jobs"
 )
 
 // DeliveryConfig configures the output worker: it delivers each tenant's
@@ -15,7 +16,7 @@ type DeliveryConfig = delivery.Config
 // deliveryLoop runs the output worker (internal/delivery) until ctx ends.
 func (p *Plane) deliveryLoop(ctx context.Context) {
 	delivery.Run(ctx, p.c.Delivery, delivery.Env{Store: p.st, Current: p.c.Config.Current, Owner: p.c.ID,
-		Logger: p.c.Logger, Metrics: p.c.Metrics, Span: p.span})
+		Logger: p.c.Logger, Metrics: p.c.Metrics, Span: jobs.SpanOf(p.c.Tracing)})
 }
 
 // deliveryView fills j's ResultPublished and Delivery from the output

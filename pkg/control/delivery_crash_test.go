@@ -39,7 +39,7 @@ func TestDeliveryWorkerProcess(t *testing.T) {
 	}
 	c := testDelivery()
 	c.Lease = time.Second
-	p := &Plane{c: Config{Store: s, Config: NewRepoConfig(repo, "main", time.Second), ID: fmt.Sprintf("worker-%d", os.Getpid()),
+	p := &Plane{st: s.inner, c: Config{Store: s, Config: NewRepoConfig(repo, "main", time.Second), ID: fmt.Sprintf("worker-%d", os.Getpid()),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Delivery: c}}
 	if err := newTelemetry(ctx, &p.c); err != nil { // as New does
 		t.Fatal(err)

@@ -152,7 +152,7 @@ func testDelivery() DeliveryConfig {
 
 func finishJob(t *testing.T, s *Store, id, output string) {
 	t.Helper()
-	if _, err := s.inner.Update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
+	if _, err := s.inner.Update(context.Background(), id, func(j *controlapi.Job, l *store.Lease) error {
 		j.State, j.Reason, j.Output, j.EndedAt = controlapi.Succeeded, "exit_code", output, tp(time.Now())
 		j.ExitCode = new(int)
 		return nil

@@ -24,7 +24,7 @@ func eventPlane(t *testing.T, s *Store, repo *gitops.Repo, ec EventConfig) *Plan
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.q.close() })
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
 	return p
 }
 

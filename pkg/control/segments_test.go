@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -207,6 +208,7 @@ func TestOutputStreamsInOrder(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		p := eventPlane(t, s, repo, EventConfig{ChunkBytes: 64, InFlightBytes: 4 << 10})
+		var streams atomic.Int64
 		const jobs, lines = 6, 400
 		var wg sync.WaitGroup
 		ids := make([]string, jobs)
@@ -217,7 +219,7 @@ func TestOutputStreamsInOrder(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				o := p.newOutputStream(j)
+				o := newOutput(p, &streams, j)
 				for i := range lines {
 					o.Append(0, "stdout", []byte(fmt.Sprintf("job %d line %04d\n", k, i)))
 				}
@@ -273,7 +275,8 @@ func TestOutputStreamCommandStatusAtOnce(t *testing.T) {
 	defer s.Close()
 	p := eventPlane(t, s, repo, EventConfig{})
 	j := submitJob(t, p, "globex")
-	o := p.newOutputStream(j)
+	var streams atomic.Int64
+	o := newOutput(p, &streams, j)
 	defer o.Close()
 	o.Command(0, []string{"sleep", "600"})
 	wake, stop := s.inner.Subscribe(j.ID)

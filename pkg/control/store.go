@@ -108,13 +108,3 @@ func wrap(s *store.Store, err error) (*Store, error) {
 	}
 	return &Store{inner: s}, nil
 }
-
-// The store's names the plane uses most, unexported here.
-type (
-	lease      = store.Lease
-	batchAdmit = store.BatchAdmit
-	slots      = store.Slots
-	submission = store.Submission
-)
-
-var errSkip = store.ErrSkip

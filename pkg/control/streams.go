@@ -3,9 +3,6 @@ package control
 import (
 	"context"
 	"time"
-
-	"github.com/slipway-dev/slipway/pkg/api/controlapi"
-	"github.com/slipway-dev/slipway/pkg/control/internal/stream"
 )
 
 // retentionLoop applies the time retention every minute (a tenth of
@@ -30,15 +27,4 @@ func (p *Plane) retentionLoop(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// newOutputStream starts job j's output stream (internal/stream).
-func (p *Plane) newOutputStream(j *controlapi.Job) *stream.Output {
-	return stream.NewOutput(p.st, j, p.c.Events, &p.streams, p.c.Logger.Warn)
-}
-
-// newBoundedOutput keeps a job's bounded output: its head and its tail
-// within maxBytes and maxLines (internal/stream).
-func newBoundedOutput(maxBytes, maxLines int64) *stream.Bounded {
-	return stream.NewBounded(maxBytes, maxLines)
 }
