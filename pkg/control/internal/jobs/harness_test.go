@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
@@ -86,14 +87,22 @@ func commit(t *testing.T, repo *gitops.Repo, subject string, edit func(*gitops.T
 }
 
 // repoSource reads the configuration from the repository's main branch
-// on every call (the plane's RepoConfig caches it).
-type repoSource struct{ repo *gitops.Repo }
+// on every call, one call at a time (a gitops.Repo is not for concurrent
+// reads; the plane's RepoConfig also caches).
+type repoSource struct {
+	mu   sync.Mutex
+	repo *gitops.Repo
+}
 
-func (r repoSource) Current(ctx context.Context) (*tenancy.Config, error) {
+func (r *repoSource) Current(ctx context.Context) (*tenancy.Config, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return tenancy.Load(ctx, r.repo, "main")
 }
 
-func (r repoSource) ProfileAt(ctx context.Context, revision, name string) (*tenancy.Versioned[tenancy.Profile], error) {
+func (r *repoSource) ProfileAt(ctx context.Context, revision, name string) (*tenancy.Versioned[tenancy.Profile], error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	return tenancy.ProfileAt(ctx, r.repo, "main", revision, name)
 }
 
@@ -113,7 +122,7 @@ func newEngine(t *testing.T, s *store.Store, repo *gitops.Repo, maxActive int) *
 	}
 	events := store.EventConfig{}.WithDefaults()
 	s.SetEventConfig(events)
-	e, err := New(ctx, Config{Store: s, Config: repoSource{repo}, Runtimes: map[string][]Runtime{"agents": nil, "unpriced": nil},
+	e, err := New(ctx, Config{Store: s, Config: &repoSource{repo: repo}, Runtimes: map[string][]Runtime{"agents": nil, "unpriced": nil},
 		MaxActive: maxActive, Reserve: maxActive / 4, QueueBound: 50, DispatchAttempts: 5, Lease: 15e9, Grace: 2e9, Events: events,
 		ID: "test", Logger: slog.New(slog.DiscardHandler), Metrics: metrics, Tracing: tracing, NoDispatch: true, ManualAdmission: true})
 	if err != nil {
