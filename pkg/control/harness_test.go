@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -98,18 +97,6 @@ func newPlane(t *testing.T, s *Store, repo *gitops.Repo, maxActive int) *Plane {
 	}
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })
 	return p
-}
-
-func wantErr(t *testing.T, err error, contains ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error; want one containing %q", contains)
-	}
-	for _, c := range contains {
-		if !strings.Contains(err.Error(), c) {
-			t.Errorf("error %q does not contain %q", err, c)
-		}
-	}
 }
 
 func cmd(s ...string) [][]string { return [][]string{s} }
