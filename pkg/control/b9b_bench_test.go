@@ -74,7 +74,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		}
 		b.ResetTimer()
 		start := time.Now()
-		go p.deliveryLoop(ctx)
+		go runDelivery(ctx, p.c, p.st)
 		for i := range perJob {
 			for _, id := range ids {
 				if _, err := s.inner.AppendEvents(ctx, id, []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {

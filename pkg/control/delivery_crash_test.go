@@ -39,12 +39,12 @@ func TestDeliveryWorkerProcess(t *testing.T) {
 	}
 	c := testDelivery()
 	c.Lease = time.Second
-	p := &Plane{st: s.inner, c: Config{Store: s, Config: NewRepoConfig(repo, "main", time.Second), ID: fmt.Sprintf("worker-%d", os.Getpid()),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Delivery: c}}
-	if err := newTelemetry(ctx, &p.c); err != nil { // as New does
+	cfg := Config{Store: s, Config: NewRepoConfig(repo, "main", time.Second), ID: fmt.Sprintf("worker-%d", os.Getpid()),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Delivery: c}
+	if err := newTelemetry(ctx, &cfg); err != nil { // as New does
 		t.Fatal(err)
 	}
-	p.deliveryLoop(ctx)
+	runDelivery(ctx, cfg, s.inner)
 }
 
 // TestDeliveryKill9: the worker process is killed with SIGKILL while the

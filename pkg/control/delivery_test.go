@@ -236,7 +236,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 		t.Fatalf("before delivery: %+v, %v", j.Delivery, err)
 	}
 
-	go p.deliveryLoop(ctx)
+	go runDelivery(ctx, p.c, p.st)
 	waitFor(t, "job a's and b's results published and c's notification failed", 30*time.Second, func() bool {
 		ja, _ := p.Get(ctx, "", a.ID)
 		jb, _ := p.Get(ctx, "", b.ID)

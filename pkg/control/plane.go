@@ -14,6 +14,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
+	"github.com/slipway-dev/slipway/pkg/control/internal/delivery"
 	"github.com/slipway-dev/slipway/pkg/control/internal/jobs"
 	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
@@ -66,7 +67,7 @@ type Config struct {
 	// Events bounds the jobs' event streams: retention, chunking,
 	// coalescing, slow SSE clients (defaults in EventConfig).
 	Events EventConfig
-	// Delivery configures the output worker (delivery.go).
+	// Delivery configures the output worker (internal/delivery).
 	Delivery DeliveryConfig
 	// ID names this replica in leases (default host:pid).
 	ID     string
@@ -88,6 +89,11 @@ type Config struct {
 	// noDispatch leaves admitted jobs alone (tests, benchmarks of submit).
 	noDispatch bool
 }
+
+// DeliveryConfig configures the output worker: it delivers each tenant's
+// job events to the tenant's destinations (tenants/<name>.yaml), apart
+// from the runs (a run never waits on a destination).
+type DeliveryConfig = delivery.Config
 
 // Plane is the control plane: the job engine (internal/jobs: it stores
 // intent, admits fairly within the bounds, dispatches to runtimes through
@@ -182,6 +188,14 @@ func newTelemetry(ctx context.Context, c *Config) error {
 	return nil
 }
 
+// runDelivery runs the output worker (internal/delivery) of a plane
+// configured by c on st until ctx ends; its deliveries are spans of the
+// jobs' traces.
+func runDelivery(ctx context.Context, c Config, st *store.Store) {
+	delivery.Run(ctx, c.Delivery, delivery.Env{Store: st, Current: c.Config.Current, Owner: c.ID,
+		Logger: c.Logger, Metrics: c.Metrics, Span: jobs.SpanOf(c.Tracing)})
+}
+
 // Start runs the job engine (admission, dispatch, recovery), the event
 // streams' retention and the output worker until Stop.
 func (p *Plane) Start(ctx context.Context) error {
@@ -191,8 +205,8 @@ func (p *Plane) Start(ctx context.Context) error {
 		return fmt.Errorf("control: %w", err)
 	}
 	p.wg.Add(2)
-	go func() { defer p.wg.Done(); p.retentionLoop(ctx) }() // streams.go
-	go func() { defer p.wg.Done(); p.deliveryLoop(ctx) }()  // delivery.go
+	go func() { defer p.wg.Done(); retainEvents(ctx, p.st, p.c.Events, p.c.Logger) }() // streams.go
+	go func() { defer p.wg.Done(); runDelivery(ctx, p.c, p.st) }()
 	return nil
 }
 
@@ -227,7 +241,7 @@ func (p *Plane) Get(ctx context.Context, tenant, id string) (*controlapi.Job, er
 		return nil, err
 	}
 	j.Stream = &h
-	return j, p.deliveryView(ctx, j) // delivery.go
+	return j, delivery.View(ctx, p.st, p.c.Config.Current, j) // its deliveries, from the output worker's records
 }
 
 // Profile interprets a job with its profile as it was when it was
