@@ -48,8 +48,8 @@ func NewServer(p *Plane) *Server {
 	s.mux.Handle("GET /v1/jobs/{id}/profile", s.auth(s.profile))
 	s.mux.Handle("GET /v1/jobs/{id}/trace", s.auth(s.trace))
 	s.mux.Handle("POST /v1/jobs/{id}/cancel", s.auth(s.cancel))
-	s.mux.Handle("GET /v1/jobs/{id}/events", s.auth(s.events))             // sse.go
-	s.mux.Handle("GET /v1/jobs/{id}/artifacts/{name}", s.auth(s.artifact)) // delivery_view.go
+	s.mux.Handle("GET /v1/jobs/{id}/events", s.auth(s.events)) // sse.go
+	s.mux.Handle("GET /v1/jobs/{id}/artifacts/{name}", s.auth(s.artifact))
 	s.mux.Handle("GET /v1/usage", s.auth(s.operator(s.usage)))
 	s.mux.Handle("GET /v1/audit", s.auth(s.operator(s.audit)))
 	s.mux.Handle("GET /metrics", s.auth(s.operator(p.c.Metrics.Handler().ServeHTTP)))
