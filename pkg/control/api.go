@@ -42,14 +42,14 @@ type Server struct {
 // NewServer serves p.
 func NewServer(p *Plane) *Server {
 	s := &Server{p: p, mux: http.NewServeMux()}
-	s.mux.Handle("POST /v1/jobs", s.authWith(s.p.c.Store.AuthenticateSubmit, s.submit))
+	s.mux.Handle("POST /v1/jobs", s.authWith(s.p.st.AuthenticateSubmit, s.submit))
 	s.mux.Handle("GET /v1/jobs", s.auth(s.list))
 	s.mux.Handle("GET /v1/jobs/{id}", s.auth(s.get))
 	s.mux.Handle("GET /v1/jobs/{id}/profile", s.auth(s.profile))
 	s.mux.Handle("GET /v1/jobs/{id}/trace", s.auth(s.trace))
 	s.mux.Handle("POST /v1/jobs/{id}/cancel", s.auth(s.cancel))
-	s.mux.Handle("GET /v1/jobs/{id}/events", s.auth(s.events))             // sse.go
-	s.mux.Handle("GET /v1/jobs/{id}/artifacts/{name}", s.auth(s.artifact)) // delivery_view.go
+	s.mux.Handle("GET /v1/jobs/{id}/events", s.auth(s.events)) // sse.go
+	s.mux.Handle("GET /v1/jobs/{id}/artifacts/{name}", s.auth(s.artifact))
 	s.mux.Handle("GET /v1/usage", s.auth(s.operator(s.usage)))
 	s.mux.Handle("GET /v1/audit", s.auth(s.operator(s.audit)))
 	s.mux.Handle("GET /metrics", s.auth(s.operator(p.c.Metrics.Handler().ServeHTTP)))
@@ -82,7 +82,7 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
 
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
-	return s.authWith(s.p.c.Store.Authenticate, h)
+	return s.authWith(s.p.st.Authenticate, h)
 }
 
 // authWith is auth with authenticate.
@@ -110,7 +110,7 @@ func (s *Server) authWith(authenticate func(context.Context, string) (*Token, er
 		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h(sw, r)
-		if err := s.p.c.Store.Audit(context.WithoutCancel(r.Context()), controlapi.AuditEntry{At: time.Now().UTC(), TokenID: t.ID, Tenant: t.Tenant,
+		if err := s.p.st.Audit(context.WithoutCancel(r.Context()), controlapi.AuditEntry{At: time.Now().UTC(), TokenID: t.ID, Tenant: t.Tenant,
 			Scope: t.Scope, Method: r.Method, Path: r.URL.Path, Status: sw.status}); err != nil {
 			s.p.c.Logger.Error("audit", "err", err)
 		}
@@ -255,9 +255,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	if t.Unchecked() {
 		token = t.ID
 	}
-	j, created, err := s.p.submit(r.Context(), t.Tenant, token, spec)
+	j, created, err := s.p.jobs.Submit(r.Context(), t.Tenant, token, spec)
 	if errors.Is(err, ErrUnauthenticated) { // revoked since this store read it live
-		s.p.c.Store.ForgetToken(t.ID)
+		s.p.st.ForgetToken(t.ID)
 		writeError(w, http.StatusUnauthorized, errors.New("unauthenticated"))
 		return
 	}
@@ -350,7 +350,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
-	u, err := s.p.c.Store.Usage(r.Context())
+	u, err := s.p.st.Usage(r.Context())
 	if err != nil {
 		writeFailure(w, err)
 		return
@@ -360,7 +360,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	a, err := s.p.c.Store.AuditLog(r.Context(), n)
+	a, err := s.p.st.AuditLog(r.Context(), n)
 	if err != nil {
 		writeFailure(w, err)
 		return
@@ -370,7 +370,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 
 // artifact serves an artifact of a job, under the job's tenancy.
 func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
-	b, err := s.p.c.Store.Artifact(r.Context(), tenantOf(r), r.PathValue("id"), r.PathValue("name"))
+	b, err := s.p.st.Artifact(r.Context(), tenantOf(r), r.PathValue("id"), r.PathValue("name"))
 	if err != nil {
 		writeFailure(w, err)
 		return

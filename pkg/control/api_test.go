@@ -107,7 +107,7 @@ func TestAPI(t *testing.T) {
 		if code, _, _ := raw(acmeTok, "GET", "/v1/audit", ""); code != 403 {
 			t.Fatalf("tenant reads the audit log: %d", code)
 		}
-		log, err := s.AuditLog(ctx, 10)
+		log, err := s.inner.AuditLog(ctx, 10)
 		if err != nil || len(log) < 2 || log[len(log)-1].Path != "/v1/jobs/"+id {
 			t.Fatalf("audit log: %+v %v", log, err)
 		}
@@ -168,7 +168,7 @@ func TestRevokedElsewhere(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		other, err := Open(ctx, s.DSN())
+		other, err := Open(ctx, s.inner.DSN())
 		if err != nil {
 			t.Fatal(err)
 		}

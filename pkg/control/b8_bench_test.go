@@ -18,6 +18,8 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/control/internal/jobs"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 	"github.com/slipway-dev/slipway/testharness/gittest"
 	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
@@ -26,7 +28,7 @@ import (
 // hold a benchmark's jobs, one profile and no prices.
 func benchRepo(b *testing.B, n, concurrency int) *gitops.Repo {
 	b.Helper()
-	return benchRepoWith(b, n, concurrency, profileStandard)
+	return benchRepoWith(b, n, concurrency, fixture(b, "profiles/standard.yaml"))
 }
 
 // benchRepoWith is benchRepo with another standard profile.
@@ -122,12 +124,12 @@ func BenchmarkB8aSubmit(b *testing.B) {
 			ctx := context.Background()
 			// The floor: River's own inserts.
 			fs := benchStore(b, kind)
-			q, err := openQueue(ctx, fs, queueConfig{workers: 1, maxAttempts: 5}, nil)
+			insert, closeQueue, err := jobs.Inserter(ctx, fs.inner)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer q.close()
-			floor, floorWall := concurrently(b, b.N, clients, func(i int) error { return q.insert(ctx, fmt.Sprint("floor-", i)) })
+			defer closeQueue()
+			floor, floorWall := concurrently(b, b.N, clients, func(i int) error { return insert(ctx, fmt.Sprint("floor-", i)) })
 
 			s := benchStore(b, kind)
 			p, err := New(ctx, Config{Store: s, Config: NewRepoConfig(repo, "main", time.Minute), Runtimes: map[string][]Runtime{"agents": nil},
@@ -256,8 +258,9 @@ func fairnessRun(b *testing.B, n int, flood, periodic bool) []time.Duration {
 			if stopped.Load() {
 				return
 			}
-			if _, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
-				j.State, j.Reason, j.EndedAt = controlapi.Succeeded, "null", tp(time.Now())
+			if _, err := p.jobs.Finish(ctx, id, func(j *controlapi.Job, l *store.Lease) error {
+				now := time.Now().UTC()
+				j.State, j.Reason, j.EndedAt = controlapi.Succeeded, "null", &now
 				return nil
 			}); err != nil {
 				b.Error(err)

@@ -194,7 +194,7 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int, every time.Dur
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer p.q.close()
+	defer p.Stop(context.Background())
 	srv := httptest.NewServer(NewServer(p))
 	defer srv.Close()
 	tok, _, err := s.CreateToken(ctx, "t0", controlapi.ScopeTenant, "")
@@ -247,11 +247,12 @@ func b9Slipway(b *testing.B, kind string, runs, events, size int, every time.Dur
 	b.StartTimer()
 	start := time.Now()
 	var wwg sync.WaitGroup
+	var streams atomic.Int64
 	for i, j := range jobs {
 		wwg.Add(1)
 		go func() {
 			defer wwg.Done()
-			o := p.newOutputStream(j)
+			o := newOutput(p, &streams, j)
 			b9Writer(start, i, runs, events, size, every, func(ev []byte) { o.Append(0, "stdout", ev) })
 			o.Close()
 		}()

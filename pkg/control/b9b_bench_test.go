@@ -13,6 +13,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
@@ -46,7 +47,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		}
 		srv := gittest.NewServer(b)
 		repo, err := gitops.Open(ctx, srv.Seed(b, "config.git", "main", map[string]string{
-			"profiles/standard.yaml": profileStandard,
+			"profiles/standard.yaml": fixture(b, "profiles/standard.yaml"),
 			"tenants/bench.yaml": tenantWith("bench", "  - {name: hook, url: '"+recv.srv.URL+"/in', kinds: [stdout], secretRef: {file: "+key+
 				"}, ratePerSecond: 10000, maxAttempts: 20}\n"),
 		}), gitops.WithDepth(0))
@@ -73,10 +74,10 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		}
 		b.ResetTimer()
 		start := time.Now()
-		go p.deliveryLoop(ctx)
+		go runDelivery(ctx, p.c, p.st)
 		for i := range perJob {
 			for _, id := range ids {
-				if _, err := s.AppendEvents(ctx, id, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {
+				if _, err := s.inner.AppendEvents(ctx, id, []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("event %d of %s\n", i, id))}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -84,7 +85,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		want := jobs * perJob
 		var n int
 		for n < want {
-			if err := s.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM cp_delivery_receipts WHERE outcome = 'delivered'`).Scan(&n); err != nil {
+			if err := s.inner.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM cp_delivery_receipts WHERE outcome = 'delivered'`).Scan(&n); err != nil {
 				b.Fatal(err)
 			}
 			if time.Since(start) > 10*time.Minute {
@@ -95,7 +96,7 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		cancel()
-		rows, err := s.ReadDB().QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
+		rows, err := s.inner.ReadDB().QueryContext(context.Background(), `SELECT r.at_ns - e.at_ns FROM cp_delivery_receipts r JOIN cp_event_segments e ON e.job_id = r.job_id AND r.seq BETWEEN e.first_seq AND e.last_seq`)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -125,6 +126,6 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		b.ReportMetric(float64(dups), "deduplicated-arrivals")
 		b.ReportMetric(float64(attempts-want)/float64(attempts)*100, "failed-attempts-%")
 		_ = s.Close()
-		p.q.close()
+		_ = p.Stop(ctx)
 	}
 }

@@ -10,15 +10,14 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/testharness/need"
 	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
 // PostgreSQL goes away for a few seconds: submits fail clearly (503 with
 // Retry-After, nothing stored half) and succeed again once it is back.
 func TestDatabaseGoesAway(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: no PostgreSQL")
-	}
+	pgtest.Need(t)
 	dir, err := os.MkdirTemp("", "slipway-pgdown-")
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +26,7 @@ func TestDatabaseGoesAway(t *testing.T) {
 	ctx := context.Background()
 	srv, err := pgtest.Start(ctx, dir)
 	if errors.Is(err, pgtest.ErrNotInstalled) {
-		t.Skip(err)
+		need.Missing(t, "%v (run `make deps`)", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +77,7 @@ func TestDatabaseGoesAway(t *testing.T) {
 	if err != nil || len(js) != 2 {
 		t.Fatalf("jobs after the outage: %d %v (want before and after only)", len(js), err)
 	}
-	u, _ := s.Usage(ctx)
+	u, _ := s.inner.Usage(ctx)
 	if len(u) != 1 || u[0].Queued != 2 {
 		t.Fatalf("counters after the outage: %+v", u)
 	}

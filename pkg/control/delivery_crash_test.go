@@ -16,6 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control/deliver"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // TestDeliveryWorkerProcess is the output worker as a process of its own
@@ -38,12 +39,12 @@ func TestDeliveryWorkerProcess(t *testing.T) {
 	}
 	c := testDelivery()
 	c.Lease = time.Second
-	p := &Plane{c: Config{Store: s, Config: NewRepoConfig(repo, "main", time.Second), ID: fmt.Sprintf("worker-%d", os.Getpid()),
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Delivery: c}}
-	if err := newTelemetry(ctx, &p.c); err != nil { // as New does
+	cfg := Config{Store: s, Config: NewRepoConfig(repo, "main", time.Second), ID: fmt.Sprintf("worker-%d", os.Getpid()),
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), Delivery: c}
+	if err := newTelemetry(ctx, &cfg); err != nil { // as New does
 		t.Fatal(err)
 	}
-	p.deliveryLoop(ctx)
+	runDelivery(ctx, cfg, s.inner)
 }
 
 // TestDeliveryKill9: the worker process is killed with SIGKILL while the
@@ -80,7 +81,7 @@ func TestDeliveryKill9(t *testing.T) {
 	p := eventPlane(t, s, repo, EventConfig{})
 	j := submitJob(t, p, "hooked")
 	for i := range events {
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("line %d\n", i))}); err != nil {
+		if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("line %d\n", i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +136,7 @@ func TestDeliveryKill9(t *testing.T) {
 		t.Errorf("%d effects, want %d", len(effects), len(want))
 	}
 	for _, seq := range want {
-		if r, err := s.Receipt(ctx, j.ID, "chat", seq); err != nil || r == nil || r.Outcome != controlapi.ReceiptDelivered {
+		if r, err := s.inner.Receipt(ctx, j.ID, "chat", seq); err != nil || r == nil || r.Outcome != controlapi.ReceiptDelivered {
 			t.Errorf("receipt of %d: %+v, %v", seq, r, err)
 		}
 	}

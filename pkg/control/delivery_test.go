@@ -21,6 +21,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 	"github.com/slipway-dev/slipway/pkg/control/deliver"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // receiver is a real webhook destination: it verifies signatures, counts
@@ -151,7 +152,7 @@ func testDelivery() DeliveryConfig {
 
 func finishJob(t *testing.T, s *Store, id, output string) {
 	t.Helper()
-	if _, err := s.Update(context.Background(), id, func(j *controlapi.Job, l *lease) error {
+	if _, err := s.inner.Update(context.Background(), id, func(j *controlapi.Job, l *store.Lease) error {
 		j.State, j.Reason, j.Output, j.EndedAt = controlapi.Succeeded, "exit_code", output, tp(time.Now())
 		j.ExitCode = new(int)
 		return nil
@@ -213,7 +214,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	hostile := "\x1b[31m<!channel> @alice see <https://evil.example|this>\x1b[0m \x1b]0;pwned\x07token " + tok + "\n"
 	long := strings.Repeat("line of output\n", 40)
 	for _, id := range []string{a.ID, b.ID} {
-		if _, err := s.AppendEvents(ctx, id, []NewEvent{
+		if _, err := s.inner.AppendEvents(ctx, id, []store.NewEvent{
 			outEvent(controlapi.KindStdout, "one\n"), outEvent(controlapi.KindStdout, "two\n"), outEvent(controlapi.KindStderr, "not wanted\n"), outEvent(controlapi.KindStdout, "three\n"),
 			outEvent(controlapi.KindStdout, hostile),
 			{Kind: controlapi.KindStatus, Data: json.RawMessage(`{"progress": 10}`)}, {Kind: controlapi.KindStatus, Data: json.RawMessage(`{"progress": 20}`)},
@@ -225,7 +226,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 		}
 		finishJob(t, s, id, "done "+tok+"\n")
 	}
-	if _, err := s.AppendEvents(ctx, c.ID, []NewEvent{outEvent(controlapi.KindStdout, "broken one\n")}); err != nil {
+	if _, err := s.inner.AppendEvents(ctx, c.ID, []store.NewEvent{outEvent(controlapi.KindStdout, "broken one\n")}); err != nil {
 		t.Fatal(err)
 	}
 	finishJob(t, s, c.ID, "")
@@ -235,7 +236,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 		t.Fatalf("before delivery: %+v, %v", j.Delivery, err)
 	}
 
-	go p.deliveryLoop(ctx)
+	go runDelivery(ctx, p.c, p.st)
 	waitFor(t, "job a's and b's results published and c's notification failed", 30*time.Second, func() bool {
 		ja, _ := p.Get(ctx, "", a.ID)
 		jb, _ := p.Get(ctx, "", b.ID)
@@ -272,10 +273,10 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	if lm.Truncated == nil || lm.Truncated.DroppedLines != 35 || lm.Truncated.Artifact != "/v1/jobs/"+a.ID+"/artifacts/event-11.txt" {
 		t.Fatalf("long output: %+v", lm.Truncated)
 	}
-	if art, err := s.Artifact(ctx, "hooked", a.ID, "event-11.txt"); err != nil || string(art) != long {
+	if art, err := s.inner.Artifact(ctx, "hooked", a.ID, "event-11.txt"); err != nil || string(art) != long {
 		t.Errorf("artifact: %d bytes, %v", len(art), err)
 	}
-	if _, err := s.Artifact(ctx, "broken", a.ID, "event-11.txt"); err == nil {
+	if _, err := s.inner.Artifact(ctx, "broken", a.ID, "event-11.txt"); err == nil {
 		t.Error("another tenant read the artifact")
 	}
 	// receipts: stored with the destination's id and the attempts
@@ -287,7 +288,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	}
 	// 4 arrivals; Go's transport may replay the dropped one itself within
 	// an attempt (it carries an Idempotency-Key): 3 or 4 attempts
-	if rc, _ := s.Receipt(ctx, a.ID, "chat", 6); rc == nil || rc.Attempts < 3 || rc.Attempts > 4 || rc.Outcome != controlapi.ReceiptDelivered {
+	if rc, _ := s.inner.Receipt(ctx, a.ID, "chat", 6); rc == nil || rc.Attempts < 3 || rc.Attempts > 4 || rc.Outcome != controlapi.ReceiptDelivered {
 		t.Errorf("receipt of seq 6: %+v", rc)
 	}
 	jc, _ := p.Get(ctx, "", c.ID)
@@ -325,7 +326,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 	// every consumer acknowledged all of its jobs' streams
 	for _, dest := range []string{"delivery:hooked/chat", "delivery:broken/chat", "delivery:broken/down"} {
 		tenant := strings.TrimPrefix(strings.Split(dest, "/")[0], "delivery:")
-		if left, err := s.PendingJobsOf(ctx, dest, tenant, 10); err != nil || len(left) != 0 {
+		if left, err := s.inner.PendingJobsOf(ctx, dest, tenant, 10); err != nil || len(left) != 0 {
 			t.Errorf("%s: still pending %v, %v", dest, left, err)
 		}
 	}

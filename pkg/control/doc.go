@@ -20,8 +20,8 @@
 // queue bound, or whose worst-case cost does not fit the tenant's budget,
 // is a 429 with Retry-After and the reason); a freed slot goes to the
 // tenant with the fewest active jobs that has one queued, so a tenant that
-// floods the queue only delays itself. Dispatch is River's (DispatchArgs):
-// a bounded worker pool, retries with backoff within the attempt budget.
+// floods the queue only delays itself. Dispatch is River's: a bounded
+// worker pool, retries with backoff within the attempt budget.
 // The claim carries a request key (job id and allocation attempt); a
 // replica that dies leaves a lease that runs out, and the recoverer
 // re-dispatches an allocating job with the same key (adopting the sandbox
@@ -50,12 +50,16 @@
 // delivery) once every destination that requires it
 // returned its receipt of the result.
 //
-// Layout: this package is the plane (composition, the HTTP server, jobs
-// and admission: queue, admit, dispatch, cancel, recover; it alone talks
-// to the runtime) over internal/delivery (the output worker),
-// internal/stream (a job's output as events) and internal/store (the
-// tables, group commit and event hub), each importing only those below
-// it. The wire types and the HTTP client are pkg/api/controlapi.
+// Layout: this package is the plane's composition (Plane, Config, the
+// config repository's reader, Serve) and its HTTP server (api.go, sse.go)
+// over internal/jobs (the job engine: submission, admission, dispatch,
+// cancellation, recovery and each job's trace; it alone talks to the
+// runtime), internal/delivery (the output worker), internal/stream (a
+// job's output as events) and internal/store (the tables, group commit and
+// event hub), each importing only those below it. Store is the narrow view
+// of the database a program beside the plane needs (tokens, jobs and their
+// events read back). The wire types and the HTTP client are
+// pkg/api/controlapi.
 //
 // What it is not: the runtime (pkg/execution/runtime) and the configuration's
 // parsing (pkg/config/tenancy).

@@ -24,7 +24,7 @@ func eventPlane(t *testing.T, s *Store, repo *gitops.Repo, ec EventConfig) *Plan
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.q.close() })
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
 	return p
 }
 
@@ -37,8 +37,8 @@ func submitJob(t *testing.T, p *Plane, tenant string) *controlapi.Job {
 	return j
 }
 
-func outEvent(kind controlapi.EventKind, text string) NewEvent {
-	return NewEvent{Kind: kind, Data: store.MustJSON(controlapi.OutputData{Text: text})}
+func outEvent(kind controlapi.EventKind, text string) store.NewEvent {
+	return store.NewEvent{Kind: kind, Data: store.MustJSON(controlapi.OutputData{Text: text})}
 }
 
 func allEvents(t *testing.T, s *Store, id string) (controlapi.StreamHead, []controlapi.Event) {
@@ -65,11 +65,11 @@ func TestEventSequencesConcurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range appends {
-					evs := []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%d:%d:a", w, i))}
+					evs := []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%d:%d:a", w, i))}
 					if i%3 == 0 {
 						evs = append(evs, outEvent(controlapi.KindStderr, fmt.Sprintf("%d:%d:b", w, i)))
 					}
-					if _, err := s.AppendEvents(ctx, j.ID, evs); err != nil {
+					if _, err := s.inner.AppendEvents(ctx, j.ID, evs); err != nil {
 						t.Error(err)
 						return
 					}
@@ -120,18 +120,18 @@ func TestEventsOfTransitions(t *testing.T) {
 		ctx := context.Background()
 		p := eventPlane(t, s, repo, EventConfig{})
 		j := submitJob(t, p, "globex")
-		for _, bad := range []NewEvent{
+		for _, bad := range []store.NewEvent{
 			{Kind: "stdin", Data: json.RawMessage(`{}`)},
 			{Kind: controlapi.KindStatus, Data: json.RawMessage(`[1]`)},
 			{Kind: controlapi.KindStatus, Data: json.RawMessage(`null`)},
 			{Kind: controlapi.KindResult, Data: json.RawMessage(`{}`)},
 			{Kind: controlapi.KindState, Data: json.RawMessage(`{}`)},
 		} {
-			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{bad}); !errors.Is(err, ErrEventKind) {
+			if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{bad}); !errors.Is(err, ErrEventKind) {
 				t.Errorf("append %s %s: %v, want ErrEventKind", bad.Kind, bad.Data, err)
 			}
 		}
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, "hello\n"), {Kind: controlapi.KindToolCall, Data: json.RawMessage(`{"tool":"grep"}`)}}); err != nil {
+		if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, "hello\n"), {Kind: controlapi.KindToolCall, Data: json.RawMessage(`{"tool":"grep"}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.Cancel(ctx, "globex", j.ID); err != nil {
@@ -154,11 +154,11 @@ func TestEventsOfTransitions(t *testing.T) {
 		if st.State != controlapi.Canceled {
 			t.Fatalf("last state event %s", evs[3].Data)
 		}
-		got, _ := s.Get(ctx, "", j.ID)
+		got, _ := s.inner.Get(ctx, "", j.ID)
 		if len(got.Story) != 2 || got.Story[1].State != controlapi.Canceled {
 			t.Fatalf("story %+v", got.Story)
 		}
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, "late")}); !errors.Is(err, ErrStreamEnded) {
+		if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, "late")}); !errors.Is(err, ErrStreamEnded) {
 			t.Fatalf("append after the result: %v", err)
 		}
 		if _, _, err := s.Events(ctx, "acme", j.ID, 0, 10); !errors.Is(err, ErrNotFound) {
@@ -177,7 +177,7 @@ func TestEventRetention(t *testing.T) {
 		p := eventPlane(t, s, repo, EventConfig{MaxBytesPerJob: 1000, MaxAge: time.Hour})
 		j := submitJob(t, p, "globex")
 		for i := range 30 {
-			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%02d %080d\n", i, 0))}); err != nil {
+			if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%02d %080d\n", i, 0))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,7 +190,7 @@ func TestEventRetention(t *testing.T) {
 			t.Fatalf("after size retention: head %+v, %d events, %d bytes, first %d %s", h, len(evs), size, evs[0].Seq, evs[0].Kind)
 		}
 		// time retention: everything older than an hour from a day ahead
-		if n, err := s.TrimEvents(ctx, time.Now().Add(24*time.Hour), 100); err != nil || n != 1 {
+		if n, err := s.inner.TrimEvents(ctx, time.Now().Add(24*time.Hour), 100); err != nil || n != 1 {
 			t.Fatalf("TrimEvents = %d, %v", n, err)
 		}
 		if _, err := p.Cancel(ctx, "globex", j.ID); err != nil {
@@ -201,7 +201,7 @@ func TestEventRetention(t *testing.T) {
 			t.Fatalf("after time retention: head %+v, events %+v", h, evs)
 		}
 		// the result is never trimmed
-		if n, err := s.TrimEvents(ctx, time.Now().Add(48*time.Hour), 100); err != nil || n != 0 {
+		if n, err := s.inner.TrimEvents(ctx, time.Now().Add(48*time.Hour), 100); err != nil || n != 0 {
 			t.Fatalf("TrimEvents of a trimmed job = %d, %v", n, err)
 		}
 	})
@@ -217,52 +217,52 @@ func TestConsumerAckRedelivery(t *testing.T) {
 		p := eventPlane(t, s, repo, EventConfig{})
 		j := submitJob(t, p, "globex")
 		for i := range 5 {
-			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprint(i))}); err != nil {
+			if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprint(i))}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		d, err := s.Consume(ctx, "webhook", "worker-a", j.ID, 200*time.Millisecond, 4)
+		d, err := s.inner.Consume(ctx, "webhook", "worker-a", j.ID, 200*time.Millisecond, 4)
 		if err != nil || len(d.Events) != 4 || d.Events[0].Seq != 1 || d.Redelivered != 0 {
 			t.Fatalf("first delivery %+v, %v", d, err)
 		}
-		if err := s.Ack(ctx, "webhook", "worker-a", j.ID, 2); err != nil {
+		if err := s.inner.Ack(ctx, "webhook", "worker-a", j.ID, 2); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10); !errors.Is(err, ErrConflict) {
+		if _, err := s.inner.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10); !errors.Is(err, ErrConflict) {
 			t.Fatalf("second owner while the lease holds: %v", err)
 		}
-		if pj, err := s.PendingJobs(ctx, "webhook", 10); err != nil || len(pj) != 1 || pj[0] != j.ID {
+		if pj, err := s.inner.PendingJobs(ctx, "webhook", 10); err != nil || len(pj) != 1 || pj[0] != j.ID {
 			t.Fatalf("PendingJobs = %v, %v", pj, err)
 		}
 		time.Sleep(300 * time.Millisecond) // worker-a dies: its lease runs out
-		d, err = s.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10)
+		d, err = s.inner.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10)
 		if err != nil || len(d.Events) != 4 || d.Events[0].Seq != 3 || d.Acked != 2 || d.Redelivered != 2 {
 			t.Fatalf("delivery to the next owner %+v, %v", d, err)
 		}
-		if err := s.Ack(ctx, "webhook", "worker-a", j.ID, 6); !errors.Is(err, ErrConflict) {
+		if err := s.inner.Ack(ctx, "webhook", "worker-a", j.ID, 6); !errors.Is(err, ErrConflict) {
 			t.Fatalf("the dead owner's ack: %v", err)
 		}
-		if err := s.Ack(ctx, "webhook", "worker-b", j.ID, 99); !errors.Is(err, ErrBadRequest) {
+		if err := s.inner.Ack(ctx, "webhook", "worker-b", j.ID, 99); !errors.Is(err, ErrBadRequest) {
 			t.Fatalf("ack beyond the stream: %v", err)
 		}
-		if err := s.Ack(ctx, "webhook", "worker-b", j.ID, 6); err != nil {
+		if err := s.inner.Ack(ctx, "webhook", "worker-b", j.ID, 6); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Ack(ctx, "webhook", "worker-b", j.ID, 4); err != nil { // never backwards
+		if err := s.inner.Ack(ctx, "webhook", "worker-b", j.ID, 4); err != nil { // never backwards
 			t.Fatal(err)
 		}
-		if pj, _ := s.PendingJobs(ctx, "webhook", 10); len(pj) != 0 {
+		if pj, _ := s.inner.PendingJobs(ctx, "webhook", 10); len(pj) != 0 {
 			t.Fatalf("PendingJobs after the ack = %v", pj)
 		}
 		if _, err := p.Cancel(ctx, "globex", j.ID); err != nil {
 			t.Fatal(err)
 		}
-		d, err = s.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10)
+		d, err = s.inner.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10)
 		if err != nil || len(d.Events) != 2 || d.Events[1].Kind != controlapi.KindResult || d.Done {
 			t.Fatalf("the end %+v, %v", d, err)
 		}
-		_ = s.Ack(ctx, "webhook", "worker-b", j.ID, d.Events[1].Seq)
-		if d, err = s.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10); err != nil || !d.Done || len(d.Events) != 0 {
+		_ = s.inner.Ack(ctx, "webhook", "worker-b", j.ID, d.Events[1].Seq)
+		if d, err = s.inner.Consume(ctx, "webhook", "worker-b", j.ID, time.Minute, 10); err != nil || !d.Done || len(d.Events) != 0 {
 			t.Fatalf("after the last ack %+v, %v", d, err)
 		}
 	})

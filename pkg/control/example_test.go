@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
@@ -76,4 +77,41 @@ func Example() {
 	// acme agents standard 1000 true
 	// true false
 	// 400 bad_request
+}
+
+// A program beside the plane (the CLI's `tenant token` and `incidents`)
+// opens its database to manage the tenants' tokens and read jobs back.
+func ExampleStore() {
+	dir, err := os.MkdirTemp("", "control-store-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	s, err := control.Open(ctx, "sqlite:"+filepath.Join(dir, "control.db"))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	text, tok, err := s.CreateToken(ctx, "acme", controlapi.ScopeTenant, "ci")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(strings.HasPrefix(text, "swt_"+tok.ID+"_"), tok.Tenant, tok.Scope, tok.Label)
+	if err := s.RevokeToken(ctx, tok.ID); err != nil {
+		panic(err)
+	}
+	ts, err := s.ListTokens(ctx, "acme")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(ts), ts[0].RevokedAt != nil, strings.Contains(fmt.Sprint(ts), text))
+	fmt.Println(errors.Is(s.RevokeToken(ctx, tok.ID), control.ErrNotFound))
+	_, _, err = s.Events(ctx, "acme", "j-none", 0, 0)
+	fmt.Println(errors.Is(err, control.ErrNotFound))
+	// Output:
+	// true acme tenant ci
+	// 1 true false
+	// true
+	// true
 }

@@ -2,12 +2,15 @@ package control
 
 import (
 	"context"
+	"os"
 	"path/filepath"
-	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/control/internal/stream"
 	"github.com/slipway-dev/slipway/testharness/gittest"
 	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
@@ -26,9 +29,7 @@ func forEachStore(t *testing.T, f func(t *testing.T, s *Store)) {
 		f(t, s)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("-short: no PostgreSQL")
-		}
+		pgtest.Need(t)
 		s, err := OpenPostgres(context.Background(), pgtest.New(t))
 		if err != nil {
 			t.Fatal(err)
@@ -38,59 +39,20 @@ func forEachStore(t *testing.T, f func(t *testing.T, s *Store)) {
 	})
 }
 
-const (
-	tenantAcme = `apiVersion: slipway.dev/v1alpha1
-kind: Tenant
-name: acme
-pools: [agents]
-profiles: [standard, short]
-concurrency: 2
-queueBound: 5
-budget:
-  amount: 5
-  period: day
-`
-	tenantGlobex = `apiVersion: slipway.dev/v1alpha1
-kind: Tenant
-name: globex
-pools: [agents, unpriced]
-profiles: [standard]
-concurrency: 2
-queueBound: 200
-`
-	profileStandard = `apiVersion: slipway.dev/v1alpha1
-kind: Profile
-name: standard
-network:
-  mode: deny
-maxDuration: 2m
-maxCommandDuration: 1m
-output:
-  maxBytes: 4096
-  maxLines: 100
-`
-	profileShort = `apiVersion: slipway.dev/v1alpha1
-kind: Profile
-name: short
-network:
-  mode: deny
-maxDuration: 5s
-output:
-  maxBytes: 4096
-  maxLines: 100
-`
-	pricing = `apiVersion: slipway.dev/v1alpha1
-kind: Pricing
-currency: credits
-classes:
-  standard:
-    warm: 0.1
-    active: 60
-    storage: 0.01
-pools:
-  agents: standard
-`
-)
+// fixtureDir holds the config repository's files the tests start from:
+// two tenants, two profiles and a price table (the job engine's tests in
+// internal/jobs read the same).
+const fixtureDir = "testdata/config"
+
+// fixture is a file of fixtureDir, e.g. "tenants/acme.yaml".
+func fixture(tb testing.TB, name string) string {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(fixtureDir, name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
 
 // configRepo is a config repository over git HTTP with two tenants, two
 // profiles and a price table (acme's budget of 5 credits fits 2 minutes at
@@ -98,13 +60,11 @@ pools:
 func configRepo(t *testing.T) *gitops.Repo {
 	t.Helper()
 	srv := gittest.NewServer(t)
-	url := srv.Seed(t, "config.git", "main", map[string]string{
-		"tenants/acme.yaml":      tenantAcme,
-		"tenants/globex.yaml":    tenantGlobex,
-		"profiles/standard.yaml": profileStandard,
-		"profiles/short.yaml":    profileShort,
-		"pricing.yaml":           pricing,
-	})
+	files := map[string]string{}
+	for _, name := range []string{"tenants/acme.yaml", "tenants/globex.yaml", "profiles/standard.yaml", "profiles/short.yaml", "pricing.yaml"} {
+		files[name] = fixture(t, name)
+	}
+	url := srv.Seed(t, "config.git", "main", files)
 	repo, err := gitops.Open(context.Background(), url, gitops.WithDepth(0))
 	if err != nil {
 		t.Fatal(err)
@@ -135,20 +95,16 @@ func newPlane(t *testing.T, s *Store, repo *gitops.Repo, maxActive int) *Plane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.q.close() })
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
 	return p
 }
 
-func wantErr(t *testing.T, err error, contains ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error; want one containing %q", contains)
-	}
-	for _, c := range contains {
-		if !strings.Contains(err.Error(), c) {
-			t.Errorf("error %q does not contain %q", err, c)
-		}
-	}
+func cmd(s ...string) [][]string { return [][]string{s} }
+
+// newOutput starts job j's output stream as the job engine does, counting
+// it in streams (the streams sharing EventConfig.InFlightBytes).
+func newOutput(p *Plane, streams *atomic.Int64, j *controlapi.Job) *stream.Output {
+	return stream.NewOutput(p.st, j, p.c.Events, streams, p.c.Logger.Warn)
 }
 
-func cmd(s ...string) [][]string { return [][]string{s} }
+func tp(t time.Time) *time.Time { t = t.UTC(); return &t }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -30,23 +31,23 @@ func TestEventSegments(t *testing.T) {
 		ctx := context.Background()
 		p := eventPlane(t, s, repo, EventConfig{MaxBytesPerJob: 1 << 30})
 		j := submitJob(t, p, "globex")
-		var evs []NewEvent
+		var evs []store.NewEvent
 		for i := range 300 {
 			switch {
 			case i == 150:
-				evs = append(evs, NewEvent{Kind: controlapi.KindToolCall, Data: json.RawMessage("{\n \"tool\": \"grep\"\n}")})
+				evs = append(evs, store.NewEvent{Kind: controlapi.KindToolCall, Data: json.RawMessage("{\n \"tool\": \"grep\"\n}")})
 			case i < 150:
 				evs = append(evs, outEvent(controlapi.KindStdout, fmt.Sprintf("out %d\n", i)))
 			default:
 				evs = append(evs, outEvent(controlapi.KindStderr, fmt.Sprintf("err %d é", i)))
 			}
 		}
-		last, err := s.AppendEvents(ctx, j.ID, evs)
+		last, err := s.inner.AppendEvents(ctx, j.ID, evs)
 		if err != nil || last != 301 { // seq 1 is the job's first state event
 			t.Fatalf("AppendEvents = %d, %v", last, err)
 		}
 		var segs int
-		if err := s.ReadDB().QueryRowContext(ctx, s.Q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), j.ID).Scan(&segs); err != nil || segs != 1+2+1+2 {
+		if err := s.inner.ReadDB().QueryRowContext(ctx, s.inner.Q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), j.ID).Scan(&segs); err != nil || segs != 1+2+1+2 {
 			t.Fatalf("%d segments (%v), want 6: the state event, stdout 128+22, the tool call, stderr 128+21", segs, err)
 		}
 		want := func(seq int64) (controlapi.EventKind, string) {
@@ -58,7 +59,7 @@ func TestEventSegments(t *testing.T) {
 		}
 		for _, limit := range []int{1, 7, 128, 500} {
 			for after := int64(0); after <= 301; after++ {
-				h, got, err := s.ReadEventsTx(ctx, j.ID, after, limit)
+				h, got, err := s.inner.ReadEventsTx(ctx, j.ID, after, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -82,11 +83,11 @@ func TestEventSegments(t *testing.T) {
 		}
 		// size retention: the output before the tool call goes, the tool
 		// call and the state event stay
-		s.SetEventConfig(EventConfig{MaxBytesPerJob: 6000})
-		if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, "more")}); err != nil {
+		s.inner.SetEventConfig(EventConfig{MaxBytesPerJob: 6000})
+		if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, "more")}); err != nil {
 			t.Fatal(err)
 		}
-		h, got, err := s.ReadEventsTx(ctx, j.ID, 0, 1000)
+		h, got, err := s.inner.ReadEventsTx(ctx, j.ID, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +122,7 @@ func TestEventRowsMigrated(t *testing.T) {
 	}
 	check := func(t *testing.T, s *Store) {
 		ctx := context.Background()
-		h, evs, err := s.ReadEventsTx(ctx, "j-old", 0, 10)
+		h, evs, err := s.inner.ReadEventsTx(ctx, "j-old", 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,14 +139,14 @@ func TestEventRowsMigrated(t *testing.T) {
 				t.Fatalf("event %d: %s %s at %d (%v)", i+1, evs[i].Kind, evs[i].Data, evs[i].At.UnixNano(), err)
 			}
 		}
-		if last, err := s.AppendEvents(ctx, "j-old", []NewEvent{outEvent(controlapi.KindStdout, "new")}); err != nil || last != 4 {
+		if last, err := s.inner.AppendEvents(ctx, "j-old", []store.NewEvent{outEvent(controlapi.KindStdout, "new")}); err != nil || last != 4 {
 			t.Fatalf("append after the migration = %d, %v", last, err)
 		}
 		var n int
-		if err := s.ReadDB().QueryRowContext(ctx, s.Q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), "j-old").Scan(&n); err != nil || n != 4 {
+		if err := s.inner.ReadDB().QueryRowContext(ctx, s.inner.Q(`SELECT COUNT(*) FROM cp_event_segments WHERE job_id = ?`), "j-old").Scan(&n); err != nil || n != 4 {
 			t.Fatalf("%d segments, %v", n, err)
 		}
-		if _, err := s.ReadDB().ExecContext(ctx, `SELECT 1 FROM cp_events`); err == nil {
+		if _, err := s.inner.ReadDB().ExecContext(ctx, `SELECT 1 FROM cp_events`); err == nil {
 			t.Fatal("cp_events is still there")
 		}
 	}
@@ -207,6 +208,7 @@ func TestOutputStreamsInOrder(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s *Store) {
 		ctx := context.Background()
 		p := eventPlane(t, s, repo, EventConfig{ChunkBytes: 64, InFlightBytes: 4 << 10})
+		var streams atomic.Int64
 		const jobs, lines = 6, 400
 		var wg sync.WaitGroup
 		ids := make([]string, jobs)
@@ -217,7 +219,7 @@ func TestOutputStreamsInOrder(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				o := p.newOutputStream(j)
+				o := newOutput(p, &streams, j)
 				for i := range lines {
 					o.Append(0, "stdout", []byte(fmt.Sprintf("job %d line %04d\n", k, i)))
 				}
@@ -273,10 +275,11 @@ func TestOutputStreamCommandStatusAtOnce(t *testing.T) {
 	defer s.Close()
 	p := eventPlane(t, s, repo, EventConfig{})
 	j := submitJob(t, p, "globex")
-	o := p.newOutputStream(j)
+	var streams atomic.Int64
+	o := newOutput(p, &streams, j)
 	defer o.Close()
 	o.Command(0, []string{"sleep", "600"})
-	wake, stop := s.Subscribe(j.ID)
+	wake, stop := s.inner.Subscribe(j.ID)
 	defer stop()
 	for {
 		_, evs, err := s.Events(context.Background(), "", j.ID, 0, 100)

@@ -98,11 +98,11 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	if _, err := cfg.Current(ctx); err != nil {
 		return fmt.Errorf("control: config repository %s: %w", repo.URL(), err)
 	}
-	store, err := Open(ctx, c.DB)
+	st, err := Open(ctx, c.DB)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer st.Close()
 	var mopts []telemetry.Option
 	if c.Environment != "" {
 		mopts = append(mopts, telemetry.WithEnvironment(c.Environment))
@@ -124,7 +124,7 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 		defer cancel()
 		_ = tracing.Shutdown(sctx)
 	}()
-	p, err := New(ctx, Config{Store: store, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, Reserve: c.Reserve, QueueBound: c.QueueBound,
+	p, err := New(ctx, Config{Store: st, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, Reserve: c.Reserve, QueueBound: c.QueueBound,
 		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger, Failpoint: c.Failpoint,
 		Metrics: metrics, Tracing: tracing})
 	if err != nil {
@@ -141,7 +141,7 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	srv := &http.Server{Handler: NewServer(p), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	c.Logger.Info("control plane serving", "addr", ln.Addr().String(), "db", store.Dialect(), "replica", p.c.ID)
+	c.Logger.Info("control plane serving", "addr", ln.Addr().String(), "db", st.inner.Dialect(), "replica", p.c.ID)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

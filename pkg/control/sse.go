@@ -37,11 +37,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	if _, err := s.p.c.Store.Get(r.Context(), tenantOf(r), id); err != nil { // visible to the caller: the record alone
+	if _, err := s.p.st.Get(r.Context(), tenantOf(r), id); err != nil { // visible to the caller: the record alone
 		writeFailure(w, err)
 		return
 	}
-	st := s.p.c.Store
+	st := s.p.st
 	cfg := s.p.c.Events
 	// Subscribe before the first read: an append between them still wakes us.
 	wake, unsubscribe := st.Subscribe(id)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 type sseFixture struct {
@@ -81,8 +82,8 @@ func TestSSEResumeEverySequence(t *testing.T) {
 		f := newSSEFixture(t, s, EventConfig{})
 		j := submitJob(t, f.p, "globex")
 		for i := range 12 {
-			evs := []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("line %d\n", i)), outEvent(controlapi.KindStderr, "\x1b[31mred\x1b[0m\n")}
-			if _, err := s.AppendEvents(ctx, j.ID, evs); err != nil {
+			evs := []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("line %d\n", i)), outEvent(controlapi.KindStderr, "\x1b[31mred\x1b[0m\n")}
+			if _, err := s.inner.AppendEvents(ctx, j.ID, evs); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -147,7 +148,7 @@ func TestSSETrimmed(t *testing.T) {
 		f := newSSEFixture(t, s, EventConfig{MaxBytesPerJob: 1000})
 		j := submitJob(t, f.p, "globex")
 		for i := range 30 {
-			if _, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%02d %080d\n", i, 0))}); err != nil {
+			if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprintf("%02d %080d\n", i, 0))}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,8 +191,8 @@ func TestSSELive(t *testing.T) {
 		f := newSSEFixture(t, s, EventConfig{})
 		j := submitJob(t, f.p, "globex")
 		appender := s
-		if s.Dialect() == "postgres" {
-			other, err := OpenPostgres(ctx, s.DSN())
+		if s.inner.Dialect() == "postgres" {
+			other, err := OpenPostgres(ctx, s.inner.DSN())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +210,7 @@ func TestSSELive(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // the follower waits
 		for i := range 5 {
 			start := time.Now()
-			if _, err := appender.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, fmt.Sprint(i))}); err != nil {
+			if _, err := appender.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, fmt.Sprint(i))}); err != nil {
 				t.Fatal(err)
 			}
 			select {
@@ -249,11 +250,11 @@ func TestSSESlowClientDropped(t *testing.T) {
 		j := submitJob(t, f.p, "globex")
 		chunk := strings.Repeat("x", 8000) + "\n"
 		for range 2 {
-			batch := make([]NewEvent, 200)
+			batch := make([]store.NewEvent, 200)
 			for i := range batch {
 				batch[i] = outEvent(controlapi.KindStdout, chunk)
 			}
-			if _, err := s.AppendEvents(ctx, j.ID, batch); err != nil {
+			if _, err := s.inner.AppendEvents(ctx, j.ID, batch); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -23,18 +23,18 @@ func TestTailReads(t *testing.T) {
 		ctx := context.Background()
 		f := newSSEFixture(t, s, EventConfig{MaxBytesPerJob: 3000})
 		j := submitJob(t, f.p, "globex")
-		_, unsubscribe := s.Subscribe(j.ID)
+		_, unsubscribe := s.inner.Subscribe(j.ID)
 		defer unsubscribe()
 		check := func() {
 			t.Helper()
-			h, _, err := s.ReadEventsTx(ctx, j.ID, 0, 1)
+			h, _, err := s.inner.ReadEventsTx(ctx, j.ID, 0, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for after := int64(0); after <= h.Last; after++ {
 				for _, limit := range []int{1, 3, 1000} {
-					h1, got, err1 := s.ReadEvents(ctx, j.ID, after, limit)
-					h2, want, err2 := s.ReadEventsTx(ctx, j.ID, after, limit)
+					h1, got, err1 := s.inner.ReadEvents(ctx, j.ID, after, limit)
+					h2, want, err2 := s.inner.ReadEventsTx(ctx, j.ID, after, limit)
 					if err1 != nil || err2 != nil {
 						t.Fatal(err1, err2)
 					}
@@ -45,11 +45,11 @@ func TestTailReads(t *testing.T) {
 			}
 		}
 		for i := range 40 {
-			var batch []NewEvent
+			var batch []store.NewEvent
 			for k := range i%5 + 1 {
 				batch = append(batch, outEvent(controlapi.KindStdout, fmt.Sprintf("%03d.%d %040d\n", i, k, 0)))
 			}
-			if _, err := s.AppendEvents(ctx, j.ID, batch); err != nil {
+			if _, err := s.inner.AppendEvents(ctx, j.ID, batch); err != nil {
 				t.Fatal(err)
 			}
 			if i%7 == 0 {
@@ -95,7 +95,7 @@ func TestSSETailUnderTrim(t *testing.T) {
 		want := map[int64]string{}
 		for i := range 300 {
 			text := fmt.Sprintf("%03d %040d\n", i, 0)
-			last, err := s.AppendEvents(ctx, j.ID, []NewEvent{outEvent(controlapi.KindStdout, text)})
+			last, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, text)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,17 +49,17 @@ func TestTelemetryAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.admitOnce(ctx); err != nil {
+		if _, err := p.jobs.AdmitOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if code, body := get(globexTok, "/v1/jobs/"+j.ID+"/trace"); code != 404 {
 			t.Errorf("another tenant's trace: %d %s", code, body)
 		}
 		j, _ = p.Get(ctx, "", j.ID)
-		p.traceAdmission(ctx, j)
+		p.jobs.TraceAdmission(ctx, j)
 		j.State, j.Reason, j.EndedAt = controlapi.Failed, "exit_code", tp(time.Now())
 		j.StartedAt = tp(time.Now().Add(-time.Second))
-		p.jobEnded(ctx, nil, j)
+		p.jobs.JobEnded(ctx, nil, j)
 
 		c, _ := controlapi.NewClient(srv.URL, acmeTok)
 		tr, err := c.Trace(ctx, j.ID)

@@ -10,15 +10,14 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // A sandbox that cannot be created is logged with its reason: here the
 // issue's case, a template that runs as uid 1000 and a state directory
 // under a parent only root may enter (t.TempDir's are 0700).
 func TestFailedCreateLogged(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes run as the caller when it is not root")
-	}
+	need.Root(t, "a sandbox runs as its template's user (uid 1000) only when the runtime is root; otherwise it runs as the caller")
 	w := newWarmWorld(t)
 	ctx := context.Background()
 	g := w.Generation(t, "agents", nil, w.TemplateAsUser(t, "1000:1000"))

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/slipway-dev/slipway/testharness/need"
 	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
@@ -34,10 +35,8 @@ import (
 // It runs the built binaries: $SLIPWAY_BIN and $CRANE (make bench sets both).
 // BENCH_SMOKE=1 shrinks it to seconds.
 func BenchmarkB1PinVsCrane(b *testing.B) {
-	slipway, crane := os.Getenv("SLIPWAY_BIN"), os.Getenv("CRANE")
-	if slipway == "" || crane == "" {
-		b.Skip("set SLIPWAY_BIN and CRANE (make bench does)")
-	}
+	slipway := need.Env(b, "SLIPWAY_BIN", "the slipway binary to time (make bench sets it)")
+	crane := need.Env(b, "CRANE", "the crane binary to time against (make bench sets it)")
 	repos, tags, files := 50, 10, 200
 	if os.Getenv("BENCH_SMOKE") != "" {
 		repos, tags, files = 5, 4, 10

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // The B4 tree. Full: a Debian bookworm minbase made by debootstrap (cached, since it takes minutes)
@@ -92,12 +94,8 @@ func debianMinbase(b *testing.B) string {
 	}
 	mirror := aptMirror()
 	how := fmt.Sprintf("debootstrap --variant=minbase bookworm %s %s", dir, mirror)
-	if _, err := exec.LookPath("debootstrap"); err != nil {
-		b.Skipf("B4 full needs debootstrap (apt-get install -y debootstrap) or a cached tree made with: %s", how)
-	}
-	if os.Geteuid() != 0 {
-		b.Skipf("B4 full needs root to run debootstrap, or a cached tree made with: %s", how)
-	}
+	need.Binary(b, "debootstrap", "apt-get install -y debootstrap, or make the cached tree with: "+how)
+	need.Root(b, "B4 full runs debootstrap, or make the cached tree with: "+how)
 	tmp := dir + ".tmp"
 	if err := os.RemoveAll(tmp); err != nil {
 		b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
 	"github.com/slipway-dev/slipway/pkg/release"
+	"github.com/slipway-dev/slipway/testharness/need"
 	"github.com/slipway-dev/slipway/testharness/registrytest"
 	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
@@ -21,9 +22,7 @@ import (
 // 1000: Serve refuses to start, naming the folder, its mode and what to
 // do, instead of failing every sandbox with bwrap's "Permission denied".
 func TestServeRefusesStateOutOfReach(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("sandboxes run as the caller when it is not root")
-	}
+	need.Root(t, "a sandbox runs as its template's user (uid 1000) only when the runtime is root; otherwise it runs as the caller")
 	w := runtimetest.New(t, registrytest.NewInProcess(t))
 	ctx := context.Background()
 	repo := filepath.Join(t.TempDir(), "config.git")

@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -110,7 +110,7 @@ func riverConfig(c queueConfig, workers *river.Workers) *river.Config {
 // own beside the store's (riversqlite wants exactly one connection); on
 // PostgreSQL the same database (schema slipway_queue). workers nil opens
 // an insert-only client.
-func openQueue(ctx context.Context, s *Store, c queueConfig, workers *river.Workers) (queue, error) {
+func openQueue(ctx context.Context, s *store.Store, c queueConfig, workers *river.Workers) (queue, error) {
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
 	}
@@ -176,11 +176,22 @@ func newRiver[TTx any](ctx context.Context, d riverdriver.Driver[TTx], c queueCo
 // dispatchWorker is River's worker of DispatchArgs.
 type dispatchWorker struct {
 	river.WorkerDefaults[DispatchArgs]
-	p *Plane
+	e *Engine
 }
 
 func (w *dispatchWorker) Timeout(*river.Job[DispatchArgs]) time.Duration { return -1 }
 
 func (w *dispatchWorker) Work(ctx context.Context, j *river.Job[DispatchArgs]) error {
-	return w.p.dispatch(ctx, j.Args.JobID, j.Attempt, j.MaxAttempts)
+	return w.e.dispatch(ctx, j.Args.JobID, j.Attempt, j.MaxAttempts)
+}
+
+// Inserter is River's insert alone on s's database, the floor a submission
+// is measured against (benchmark B8a): insert hands River a job id, as
+// admission does; close closes the queue.
+func Inserter(ctx context.Context, s *store.Store) (insert func(context.Context, string) error, close func(), err error) {
+	q, err := openQueue(ctx, s, queueConfig{workers: 1, maxAttempts: 5}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return q.insert, q.close, nil
 }

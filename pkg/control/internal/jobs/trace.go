@@ -1,9 +1,7 @@
-package control
+package jobs
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,13 +24,13 @@ import (
 // same.
 
 // Trace returns what this replica's ring holds of job j's trace.
-func (p *Plane) Trace(j *controlapi.Job) *controlapi.JobTrace {
-	recs := p.c.Tracing.Ring().Trace(telemetry.JobTraceID(j.ID))
+func (e *Engine) Trace(j *controlapi.Job) *controlapi.JobTrace {
+	recs := e.c.Tracing.Ring().Trace(telemetry.JobTraceID(j.ID))
 	spans := make([]controlapi.Span, 0, len(recs))
 	for _, r := range recs {
 		spans = append(spans, controlapi.Span(r))
 	}
-	return &controlapi.JobTrace{JobID: j.ID, TraceID: telemetry.JobTraceID(j.ID).String(), Replica: p.c.ID, Spans: spans}
+	return &controlapi.JobTrace{JobID: j.ID, TraceID: telemetry.JobTraceID(j.ID).String(), Replica: e.c.ID, Spans: spans}
 }
 
 // jobIDs are the correlation ids of a job, as span attributes.
@@ -56,30 +54,30 @@ func logIDs(j *controlapi.Job) []any {
 	return out
 }
 
-func (p *Plane) tracer() trace.Tracer { return p.c.Tracing.Tracer() }
+func (e *Engine) tracer() trace.Tracer { return e.c.Tracing.Tracer() }
 
-// traceAdmission writes the spans of a job before its dispatch: admission
+// TraceAdmission writes the spans of a job before its dispatch: admission
 // (its submission to its admission) and dispatch wait (its admission to
 // a worker taking it, now).
-func (p *Plane) traceAdmission(ctx context.Context, j *controlapi.Job) {
+func (e *Engine) TraceAdmission(ctx context.Context, j *controlapi.Job) {
 	if j.AdmittedAt == nil {
 		return
 	}
 	jctx := telemetry.InJob(ctx, j.ID)
-	_, s := p.tracer().Start(jctx, "admission", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...))
+	_, s := e.tracer().Start(jctx, "admission", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...))
 	s.End(trace.WithTimestamp(*j.AdmittedAt))
-	_, s = p.tracer().Start(jctx, "dispatch wait", trace.WithTimestamp(*j.AdmittedAt), trace.WithAttributes(jobIDs(j)...))
+	_, s = e.tracer().Start(jctx, "dispatch wait", trace.WithTimestamp(*j.AdmittedAt), trace.WithAttributes(jobIDs(j)...))
 	s.End()
 }
 
 // tracedClaim is claim in a span.
-func (p *Plane) tracedClaim(ctx context.Context, j *controlapi.Job) (Runtime, *runtimeapi.Grant, error) {
-	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), "claim", trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(attribute.String("request_key", j.RequestKey)))
+func (e *Engine) tracedClaim(ctx context.Context, j *controlapi.Job) (Runtime, *runtimeapi.Grant, error) {
+	_, s := e.tracer().Start(telemetry.InJob(ctx, j.ID), "claim", trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(attribute.String("request_key", j.RequestKey)))
 	defer s.End()
-	rt, g, err := p.claim(ctx, j)
+	rt, g, err := e.claim(ctx, j)
 	if err != nil {
 		s.SetStatus(codes.Error, err.Error())
-		p.c.Logger.Warn("claim failed", append(logIDs(j), "err", err)...)
+		e.c.Logger.Warn("claim failed", append(logIDs(j), "err", err)...)
 		return rt, g, err
 	}
 	s.SetAttributes(attribute.String("run_id", g.RunID), attribute.String("session_id", j.ID), attribute.String("sandbox_id", g.SandboxID),
@@ -87,15 +85,23 @@ func (p *Plane) tracedClaim(ctx context.Context, j *controlapi.Job) (Runtime, *r
 	return rt, g, nil
 }
 
-// span starts a span of job j; its end function records err.
-func (p *Plane) span(ctx context.Context, j *controlapi.Job, name string, kv ...attribute.KeyValue) func(err error, kv ...attribute.KeyValue) {
-	_, s := p.tracer().Start(telemetry.InJob(ctx, j.ID), name, trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
-	return func(err error, kv ...attribute.KeyValue) {
-		s.SetAttributes(kv...)
-		if err != nil {
-			s.SetStatus(codes.Error, err.Error())
+// Span starts a span of job j; its end function records err.
+func (e *Engine) Span(ctx context.Context, j *controlapi.Job, name string, kv ...attribute.KeyValue) func(err error, kv ...attribute.KeyValue) {
+	return SpanOf(e.c.Tracing)(ctx, j, name, kv...)
+}
+
+// SpanOf is Span on tr: for work on a job outside the engine (the output
+// worker's deliveries), in the job's trace.
+func SpanOf(tr *telemetry.Tracing) func(ctx context.Context, j *controlapi.Job, name string, kv ...attribute.KeyValue) func(err error, kv ...attribute.KeyValue) {
+	return func(ctx context.Context, j *controlapi.Job, name string, kv ...attribute.KeyValue) func(err error, kv ...attribute.KeyValue) {
+		_, s := tr.Tracer().Start(telemetry.InJob(ctx, j.ID), name, trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
+		return func(err error, kv ...attribute.KeyValue) {
+			s.SetAttributes(kv...)
+			if err != nil {
+				s.SetStatus(codes.Error, err.Error())
+			}
+			s.End()
 		}
-		s.End()
 	}
 }
 
@@ -117,10 +123,10 @@ func commandAttrs(res *runtimeapi.ExecResult) []attribute.KeyValue {
 	return kv
 }
 
-// jobEnded records a job that reached an end (terminal, or unknown): its
+// JobEnded records a job that reached an end (terminal, or unknown): its
 // metrics, the sandbox-ready and runner-awake spans from its run manifest
 // (when it had a run on rt), its root span, and a log line with its ids.
-func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *controlapi.Job) {
+func (e *Engine) JobEnded(ctx context.Context, rt *Runtime, j *controlapi.Job) {
 	if j == nil {
 		return
 	}
@@ -134,34 +140,34 @@ func (p *Plane) jobEnded(ctx context.Context, rt *Runtime, j *controlapi.Job) {
 		m, err := rt.Client.Run(mctx, j.RunID)
 		cancel()
 		if err == nil {
-			p.traceLifecycle(ctx, j, m)
+			e.traceLifecycle(ctx, j, m)
 		} else {
-			p.c.Logger.Warn("run manifest for the job's trace", append(logIDs(j), "err", err)...)
+			e.c.Logger.Warn("run manifest for the job's trace", append(logIDs(j), "err", err)...)
 		}
 	}
 	var ran time.Duration
 	if j.StartedAt != nil {
 		ran = end.Sub(*j.StartedAt)
 	}
-	met := p.c.Metrics
+	met := e.c.Metrics
 	met.TaskEnded(ctx, j.Pool, j.State == controlapi.Succeeded, j.Reason, ran)
 	if j.State.Terminal() {
 		met.Cost(ctx, j.Pool, j.Cost.Known, j.Cost.Amount)
 	}
-	_, root := p.c.Tracing.StartJobRoot(ctx, j.ID, "job", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...),
+	_, root := e.c.Tracing.StartJobRoot(ctx, j.ID, "job", trace.WithTimestamp(j.CreatedAt), trace.WithAttributes(jobIDs(j)...),
 		trace.WithAttributes(attribute.String("tenant", j.Tenant), attribute.String("state", string(j.State)), attribute.String("reason", j.Reason)))
 	if j.State != controlapi.Succeeded {
 		root.SetStatus(codes.Error, j.Reason)
 	}
 	root.End(trace.WithTimestamp(end))
-	p.c.Logger.Info("job ended", append(logIDs(j), "state", string(j.State), "reason", j.Reason)...)
+	e.c.Logger.Info("job ended", append(logIDs(j), "state", string(j.State), "reason", j.Reason)...)
 }
 
 // traceLifecycle writes the spans the run manifest's lifecycle times
 // give (sandbox ready: the runtime's request received to the sandbox
 // assigned, warm or cold; runner awake: from then to the runner's first
 // command) and records kit_setup_latency, the second.
-func (p *Plane) traceLifecycle(ctx context.Context, j *controlapi.Job, m *runmanifest.Manifest) {
+func (e *Engine) traceLifecycle(ctx context.Context, j *controlapi.Job, m *runmanifest.Manifest) {
 	l := m.Lifecycle
 	jctx := telemetry.InJob(ctx, j.ID)
 	if !l.RequestReceived.IsZero() && !l.SandboxAssigned.IsZero() {
@@ -169,32 +175,12 @@ func (p *Plane) traceLifecycle(ctx context.Context, j *controlapi.Job, m *runman
 		if !l.Ready.IsZero() {
 			kv = append(kv, attribute.String("sandbox_ready_at", l.Ready.UTC().Format(time.RFC3339Nano)))
 		}
-		_, s := p.tracer().Start(jctx, "sandbox ready", trace.WithTimestamp(l.RequestReceived), trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
+		_, s := e.tracer().Start(jctx, "sandbox ready", trace.WithTimestamp(l.RequestReceived), trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
 		s.End(trace.WithTimestamp(l.SandboxAssigned))
 	}
 	if !l.SandboxAssigned.IsZero() && !l.RunnerAwakened.IsZero() {
-		_, s := p.tracer().Start(jctx, "runner awake", trace.WithTimestamp(l.SandboxAssigned), trace.WithAttributes(jobIDs(j)...))
+		_, s := e.tracer().Start(jctx, "runner awake", trace.WithTimestamp(l.SandboxAssigned), trace.WithAttributes(jobIDs(j)...))
 		s.End(trace.WithTimestamp(l.RunnerAwakened))
-		p.c.Metrics.KitSetup(ctx, j.Pool, m.Warm, l.RunnerAwakened.Sub(l.SandboxAssigned))
+		e.c.Metrics.KitSetup(ctx, j.Pool, m.Warm, l.RunnerAwakened.Sub(l.SandboxAssigned))
 	}
-}
-
-// newTelemetry fills in a plane's metrics and tracing when none were
-// given.
-func newTelemetry(ctx context.Context, c *Config) error {
-	var errs []error
-	if c.Metrics == nil {
-		m, err := telemetry.NewMetrics()
-		c.Metrics = m
-		errs = append(errs, err)
-	}
-	if c.Tracing == nil {
-		t, err := telemetry.NewTracing(ctx, telemetry.WithServiceName("slipway-control"))
-		c.Tracing = t
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("control: telemetry: %w", err)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/control/internal/store"
 )
 
 // dispatch works one admitted job: claim a sandbox (with the job's request
@@ -21,10 +22,10 @@ import (
 // outcome. Each state is committed before its effect. An error asks River
 // to retry (a dispatch failure within the budget); every other outcome is
 // recorded on the job and returns nil.
-func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts int) error {
+func (e *Engine) dispatch(ctx context.Context, id string, attempt, maxAttempts int) error {
 	now := time.Now()
-	j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
-		if j.State != controlapi.Admitted || (l.Owner != "" && l.Owner != p.c.ID && l.Until.After(now)) {
+	j, err := e.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		if j.State != controlapi.Admitted || (l.Owner != "" && l.Owner != e.c.ID && l.Until.After(now)) {
 			return errSkip // another delivery of the same job, or already past
 		}
 		if j.CancelRequested {
@@ -43,39 +44,39 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 			j.Attempt++
 			j.RequestKey = fmt.Sprintf("%s.a%d", j.ID, j.Attempt)
 		}
-		j.State, j.Reason, j.Detail, j.Replica = controlapi.Allocating, "claiming", "request key "+j.RequestKey, p.c.ID
-		l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
+		j.State, j.Reason, j.Detail, j.Replica = controlapi.Allocating, "claiming", "request key "+j.RequestKey, e.c.ID
+		l.Owner, l.Until = e.c.ID, now.Add(e.c.Lease)
 		return nil
 	})
 	if err == nil && j != nil && j.State.Terminal() {
-		p.jobEnded(ctx, nil, j)
+		e.JobEnded(ctx, nil, j)
 	}
 	if err != nil || j == nil || j.State != controlapi.Allocating {
-		if errors.Is(err, ErrConflict) || errors.Is(err, ErrNotFound) {
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		return err
 	}
-	defer p.wake() // a slot frees whatever happens
+	defer e.wake() // a slot frees whatever happens
 	if j.DispatchFailures == 0 {
-		p.traceAdmission(ctx, j)
+		e.TraceAdmission(ctx, j)
 	}
 
-	rt, g, err := p.tracedClaim(ctx, j)
+	rt, g, err := e.tracedClaim(ctx, j)
 	if err != nil {
-		return p.dispatchFailed(ctx, j, err, attempt, maxAttempts)
+		return e.dispatchFailed(ctx, j, err, attempt, maxAttempts)
 	}
-	p.failpoint(ctx, "after-claim")
-	j, err = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
-		if l.Owner != p.c.ID {
-			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, id, l.Owner)
+	e.failpoint(ctx, "after-claim")
+	j, err = e.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		if l.Owner != e.c.ID {
+			return fmt.Errorf("%w: job %s: lease lost to %s", store.ErrConflict, id, l.Owner)
 		}
 		if j.State != controlapi.Canceling { // a cancel that came during the claim keeps the job canceling
 			j.State, j.Reason, j.Detail = controlapi.Running, "running", fmt.Sprintf("run %s in sandbox %s on %s", g.RunID, g.SandboxID, rt.Name)
 		}
 		j.Runtime, j.RunID, j.SandboxID, j.Generation, j.Adopted = rt.Name, g.RunID, g.SandboxID, g.Generation, g.Adopted
 		j.StartedAt = tp(time.Now())
-		l.Grant, l.Until = g.Token, time.Now().Add(p.c.Lease)
+		l.Grant, l.Until = g.Token, time.Now().Add(e.c.Lease)
 		return nil
 	})
 	if err != nil {
@@ -85,29 +86,29 @@ func (p *Plane) dispatch(ctx context.Context, id string, attempt, maxAttempts in
 		return err
 	}
 	if j.State == controlapi.Canceling { // canceled while it was claiming: no command runs
-		p.completeCancel(ctx, id, rt, g.RunID, g.Token, "no command had started")
-		p.cancelEnded(ctx, rt, id)
+		e.completeCancel(ctx, id, rt, g.RunID, g.Token, "no command had started")
+		e.cancelEnded(ctx, rt, id)
 		return nil
 	}
-	p.c.Logger.Info("job running", logIDs(j)...)
-	p.run(ctx, rt, g, j)
+	e.c.Logger.Info("job running", logIDs(j)...)
+	e.run(ctx, rt, g, j)
 	return nil
 }
 
 // cancelEnded tells telemetry of a cancellation that ended the job.
-func (p *Plane) cancelEnded(ctx context.Context, rt Runtime, id string) {
-	if jf, err := p.c.Store.Get(context.WithoutCancel(ctx), "", id); err == nil && jf.State.Terminal() {
-		p.jobEnded(ctx, &rt, jf)
+func (e *Engine) cancelEnded(ctx context.Context, rt Runtime, id string) {
+	if jf, err := e.st.Get(context.WithoutCancel(ctx), "", id); err == nil && jf.State.Terminal() {
+		e.JobEnded(ctx, &rt, jf)
 	}
 }
 
 // claim asks the pool's runtimes, in turn, for a sandbox.
-func (p *Plane) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtimeapi.Grant, error) {
-	rts := p.c.Runtimes[j.Pool]
+func (e *Engine) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtimeapi.Grant, error) {
+	rts := e.c.Runtimes[j.Pool]
 	if len(rts) == 0 {
 		return Runtime{}, nil, fmt.Errorf("no runtime serves pool %s", j.Pool)
 	}
-	v, _ := p.rr.LoadOrStore(j.Pool, new(atomic.Int64))
+	v, _ := e.rr.LoadOrStore(j.Pool, new(atomic.Int64))
 	start := int(v.(*atomic.Int64).Add(1))
 	var errs []error
 	remaining := time.Until(*j.DeadlineAt)
@@ -128,11 +129,11 @@ func (p *Plane) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtime
 // retry while the budget lasts, failed with the reason when it is spent.
 // A key the runtime already released means an earlier attempt ran: the job
 // ends unknown rather than running twice.
-func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause error, attempt, maxAttempts int) error {
+func (e *Engine) dispatchFailed(ctx context.Context, j *controlapi.Job, cause error, attempt, maxAttempts int) error {
 	var api *runtimeapi.APIError
 	released := errors.As(cause, &api) && api.Status == http.StatusConflict && strings.Contains(api.Reason, "request key already used")
 	last := attempt >= maxAttempts
-	jf, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
+	jf, err := e.st.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 		now := time.Now().UTC()
 		j.DispatchFailures++
 		l.Owner, l.Until = "", time.Time{}
@@ -156,7 +157,7 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause err
 	}
 	if released || last {
 		if jf != nil {
-			p.jobEnded(ctx, nil, jf)
+			e.JobEnded(ctx, nil, jf)
 		}
 		return nil
 	}
@@ -165,9 +166,9 @@ func (p *Plane) dispatchFailed(ctx context.Context, j *controlapi.Job, cause err
 
 // run runs the job's commands in its sandbox, then releases it and commits
 // the outcome.
-func (p *Plane) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *controlapi.Job) {
+func (e *Engine) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *controlapi.Job) {
 	out := newBoundedOutput(j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines)
-	outs := p.newOutputStream(j) // the job's events: output as produced (internal/stream)
+	outs := e.newOutputStream(j) // the job's events: output as produced (internal/stream)
 	deadline := *j.DeadlineAt
 	// The owner's heartbeat keeps the lease, and watches for a cancel, a
 	// budget stop or a lost lease.
@@ -175,11 +176,11 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *con
 	defer stopHB()
 	execCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer abort(nil)
-	go p.heartbeat(hctx, j, abort)
+	go e.heartbeat(hctx, j, abort)
 	// a cancel made on this replica stops the commands at once (others
 	// reach the owner at its next heartbeat)
-	p.aborts.Store(j.ID, abort)
-	defer p.aborts.Delete(j.ID)
+	e.aborts.Store(j.ID, abort)
+	defer e.aborts.Delete(j.ID)
 
 	final := controlapi.Succeeded
 	reason, detail, stop := "exit_code", "every command exited 0", ""
@@ -197,9 +198,9 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *con
 		start := time.Now()
 		// streamed: the output reaches the job's events as it is produced;
 		// the bounded output keeps its head and tail
-		endSpan := p.span(ctx, j, "command", attribute.Int("command", i+1))
+		endSpan := e.Span(ctx, j, "command", attribute.Int("command", i+1))
 		res, err := rt.Client.ExecStream(execCtx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
-			GraceSeconds: p.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.Append(i, stream, b) })
+			GraceSeconds: e.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.Append(i, stream, b) })
 		endSpan(err, commandAttrs(res)...)
 		cr := controlapi.CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
 		if err != nil {
@@ -241,7 +242,7 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *con
 		// The cancellation protocol: record what ran, then release and
 		// observe the effects before the job may say canceled.
 		ended := time.Now().UTC()
-		if _, err := p.c.Store.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
+		if _, err := e.st.Update(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
 			j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
 			j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.DroppedBytes, out.DroppedLines
 			if j.Cost.Known && j.StartedAt != nil {
@@ -249,21 +250,21 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *con
 			}
 			return nil
 		}); err != nil {
-			p.c.Logger.Error("commit canceled job's output", append(logIDs(j), "err", err)...)
+			e.c.Logger.Error("commit canceled job's output", append(logIDs(j), "err", err)...)
 		}
-		p.completeCancel(ctx, j.ID, rt, g.RunID, g.Token, "the command's exec was cancelled: the runtime sent SIGTERM to its process group, then SIGKILL after the grace")
-		p.cancelEnded(ctx, rt, j.ID)
+		e.completeCancel(ctx, j.ID, rt, g.RunID, g.Token, "the command's exec was cancelled: the runtime sent SIGTERM to its process group, then SIGKILL after the grace")
+		e.cancelEnded(ctx, rt, j.ID)
 		return
 	}
 	// Release whatever happened; the exit code says what the runtime may
 	// record.
-	endSpan := p.span(ctx, j, "release")
+	endSpan := e.Span(ctx, j, "release")
 	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: exit})
 	endSpan(rerr)
 	ended := time.Now().UTC()
-	jf, err := p.finish(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
-		if l.Owner != p.c.ID {
-			return fmt.Errorf("%w: job %s: lease lost to %s", ErrConflict, j.ID, l.Owner)
+	jf, err := e.Finish(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {
+		if l.Owner != e.c.ID {
+			return fmt.Errorf("%w: job %s: lease lost to %s", store.ErrConflict, j.ID, l.Owner)
 		}
 		j.Results, j.ExitCode, j.StopOutcome = results, exit, stop
 		j.Output, j.OutputDroppedBytes, j.OutputDroppedLines = out.String(), out.DroppedBytes, out.DroppedLines
@@ -283,10 +284,10 @@ func (p *Plane) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *con
 		return nil
 	})
 	if err != nil {
-		p.c.Logger.Error("commit job outcome", append(logIDs(j), "err", err)...)
+		e.c.Logger.Error("commit job outcome", append(logIDs(j), "err", err)...)
 		return
 	}
-	p.jobEnded(ctx, &rt, jf)
+	e.JobEnded(ctx, &rt, jf)
 }
 
 func orWord(s, w string) string {
@@ -325,8 +326,8 @@ func stopReason(cause error) string {
 
 // heartbeat extends the lease every third of it and stops the job's
 // commands (abort) on a cancel, a spent budget or a lost lease.
-func (p *Plane) heartbeat(ctx context.Context, j *controlapi.Job, abort context.CancelCauseFunc) {
-	t := time.NewTicker(p.c.Lease / 3)
+func (e *Engine) heartbeat(ctx context.Context, j *controlapi.Job, abort context.CancelCauseFunc) {
+	t := time.NewTicker(e.c.Lease / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -334,7 +335,7 @@ func (p *Plane) heartbeat(ctx context.Context, j *controlapi.Job, abort context.
 			return
 		case <-t.C:
 		}
-		ok, err := p.c.Store.Heartbeat(ctx, j.ID, p.c.ID, time.Now().Add(p.c.Lease))
+		ok, err := e.st.Heartbeat(ctx, j.ID, e.c.ID, time.Now().Add(e.c.Lease))
 		if err != nil {
 			continue // the database is away: the lease may lapse, the job goes on
 		}
@@ -342,7 +343,7 @@ func (p *Plane) heartbeat(ctx context.Context, j *controlapi.Job, abort context.
 			abort(errLeaseLost)
 			return
 		}
-		cur, err := p.c.Store.Get(ctx, "", j.ID)
+		cur, err := e.st.Get(ctx, "", j.ID)
 		if err != nil {
 			continue
 		}
@@ -350,7 +351,7 @@ func (p *Plane) heartbeat(ctx context.Context, j *controlapi.Job, abort context.
 			abort(errCanceled)
 			return
 		}
-		if over, _ := p.overBudget(ctx, cur); over {
+		if over, _ := e.overBudget(ctx, cur); over {
 			abort(errBudget)
 			return
 		}
@@ -359,11 +360,11 @@ func (p *Plane) heartbeat(ctx context.Context, j *controlapi.Job, abort context.
 
 // overBudget says a running job has taken its tenant past the budget in
 // effect now (which may have been lowered since admission).
-func (p *Plane) overBudget(ctx context.Context, j *controlapi.Job) (bool, error) {
+func (e *Engine) overBudget(ctx context.Context, j *controlapi.Job) (bool, error) {
 	if !j.Cost.Known || j.StartedAt == nil {
 		return false, nil
 	}
-	cfg, err := p.c.Config.Current(ctx)
+	cfg, err := e.c.Config.Current(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -371,7 +372,7 @@ func (p *Plane) overBudget(ctx context.Context, j *controlapi.Job) (bool, error)
 	if !ok || t.Value.Budget == nil {
 		return false, nil
 	}
-	us, err := p.c.Store.Usage(ctx)
+	us, err := e.st.Usage(ctx)
 	if err != nil {
 		return false, err
 	}

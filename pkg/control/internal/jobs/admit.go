@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -13,38 +13,39 @@ import (
 // admitTick is how often admission looks without being woken.
 const admitTick = 100 * time.Millisecond
 
-func (p *Plane) admitLoop(ctx context.Context) {
+func (e *Engine) admitLoop(ctx context.Context) {
 	t := time.NewTicker(admitTick)
 	defer t.Stop()
 	for {
-		if _, err := p.admitOnce(ctx); err != nil && ctx.Err() == nil {
-			p.c.Logger.Warn("admission", "err", err)
+		if _, err := e.AdmitOnce(ctx); err != nil && ctx.Err() == nil {
+			e.c.Logger.Warn("admission", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-p.wakeCh:
+		case <-e.wakeCh:
 		}
 	}
 }
 
-// admitOnce admits what fits and hands the admitted jobs to River.
-func (p *Plane) admitOnce(ctx context.Context) (int, error) {
-	cfg, err := p.c.Config.Current(ctx)
+// AdmitOnce admits what fits and hands the admitted jobs to River; Start
+// runs it in a loop (tests with ManualAdmission call it themselves).
+func (e *Engine) AdmitOnce(ctx context.Context) (int, error) {
+	cfg, err := e.c.Config.Current(ctx)
 	if err != nil {
 		return 0, err
 	}
 	limits := tenantLimits(cfg)
 	// Look first without the write lock (most wake-ups find no room).
-	if ok, err := p.c.Store.Admissible(ctx, p.c.MaxActive, limits); err != nil || !ok {
+	if ok, err := e.st.Admissible(ctx, e.c.MaxActive, limits); err != nil || !ok {
 		return 0, err
 	}
-	admitted, err := p.c.Store.Admit(ctx, slots{Max: p.c.MaxActive, Reserve: p.c.Reserve}, limits, func(j *controlapi.Job, l *lease) { p.decide(cfg, j, l) })
+	admitted, err := e.st.Admit(ctx, slots{Max: e.c.MaxActive, Reserve: e.c.Reserve}, limits, func(j *controlapi.Job, l *lease) { e.decide(cfg, j, l) })
 	if err != nil {
 		return len(admitted), err
 	}
-	return len(admitted), p.dispatchAdmitted(ctx, admitted)
+	return len(admitted), e.dispatchAdmitted(ctx, admitted)
 }
 
 // tenantLimits is what admission needs of the tenants' configuration.
@@ -60,14 +61,14 @@ func tenantLimits(cfg *tenancy.Config) map[string]store.TenantLimit {
 // admission transaction (River's SQLite file is not the store's): a lost
 // insert is redispatched by the recoverer once the job's dispatch is
 // overdue.
-func (p *Plane) dispatchAdmitted(ctx context.Context, admitted []*controlapi.Job) error {
+func (e *Engine) dispatchAdmitted(ctx context.Context, admitted []*controlapi.Job) error {
 	if len(admitted) == 0 {
 		return nil
 	}
-	if p.c.noDispatch {
-		if p.c.nullDispatch != nil {
+	if e.c.NoDispatch {
+		if e.c.NullDispatch != nil {
 			for _, j := range admitted {
-				go p.c.nullDispatch(j.ID)
+				go e.c.NullDispatch(j.ID)
 			}
 		}
 		return nil
@@ -76,7 +77,7 @@ func (p *Plane) dispatchAdmitted(ctx context.Context, admitted []*controlapi.Job
 	for i, j := range admitted {
 		ids[i] = j.ID
 	}
-	if err := p.q.insertMany(ctx, ids); err != nil {
+	if err := e.q.insertMany(ctx, ids); err != nil {
 		return fmt.Errorf("queue %d admitted jobs: %w", len(ids), err)
 	}
 	return nil
@@ -90,7 +91,7 @@ const dispatchGrace = 30 * time.Second
 // when the tenant may no longer run it; a profile changed since submission
 // never changes the job silently: the job keeps the profile it resolved,
 // and says so.
-func (p *Plane) decide(cfg *tenancy.Config, j *controlapi.Job, l *lease) {
+func (e *Engine) decide(cfg *tenancy.Config, j *controlapi.Job, l *lease) {
 	now := time.Now().UTC()
 	if _, ok := cfg.Tenants[j.Tenant]; !ok {
 		j.State, j.Reason, j.EndedAt = controlapi.Refused, "forbidden", tp(now)

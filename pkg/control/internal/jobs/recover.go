@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
 
-func (p *Plane) recoverLoop(ctx context.Context) {
-	every := min(p.c.Lease/3, time.Second)
+func (e *Engine) recoverLoop(ctx context.Context) {
+	every := min(e.c.Lease/3, time.Second)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := p.recoverOnce(ctx); err != nil && ctx.Err() == nil {
-			p.c.Logger.Warn("recover", "err", err)
+		if err := e.recoverOnce(ctx); err != nil && ctx.Err() == nil {
+			e.c.Logger.Warn("recover", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -32,15 +32,15 @@ func (p *Plane) recoverLoop(ctx context.Context) {
 //   - running: its commands may have run, so they are never run again: the
 //     sandbox is released and the job ends canceled (a cancel was asked)
 //     or unknown, with an owner and a deadline.
-func (p *Plane) recoverOnce(ctx context.Context) error {
-	ids, err := p.c.Store.Orphans(ctx, time.Now(), 100)
+func (e *Engine) recoverOnce(ctx context.Context) error {
+	ids, err := e.st.Orphans(ctx, time.Now(), 100)
 	if err != nil {
 		return err
 	}
 	var redispatch []string
 	for _, id := range ids {
 		var grant, cancelGrant, runID, rtName string
-		j, err := p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		j, err := e.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			now := time.Now().UTC()
 			if l.Owner != "" && l.Until.After(now) {
 				return errSkip
@@ -61,7 +61,7 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 				// its owner died mid-cancellation (or its cleanup was
 				// incomplete): carry it on from what is recorded
 				cancelGrant, runID, rtName = l.Grant, j.RunID, j.Runtime
-				l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
+				l.Owner, l.Until = e.c.ID, now.Add(e.c.Lease)
 				j.Notes = append(j.Notes, controlapi.Note{At: now, Text: fmt.Sprintf("cancellation taken over from %s", orWord(lost, "nobody"))})
 			case controlapi.Running:
 				grant, runID, rtName = l.Grant, j.RunID, j.Runtime
@@ -69,7 +69,7 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 					cancelGrant, grant = grant, ""
 					j.State, j.Reason = controlapi.Canceling, "canceling"
 					j.Detail = fmt.Sprintf("owner %s stopped while the job ran; the cancellation is carried on", lost)
-					l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
+					l.Owner, l.Until = e.c.ID, now.Add(e.c.Lease)
 				} else {
 					j.State, j.Reason, j.Owner, j.OwnerDeadline = controlapi.Unknown, "owner_lost", "operator", tp(now.Add(24*time.Hour))
 					j.Detail = fmt.Sprintf("owner %s stopped while run %s was running in sandbox %s; its commands are never run again and their outcome was not observed", lost, j.RunID, j.SandboxID)
@@ -87,45 +87,45 @@ func (p *Plane) recoverOnce(ctx context.Context) error {
 			redispatch = append(redispatch, id)
 		}
 		if grant != "" {
-			p.releaseLost(ctx, id, rtName, runID, grant)
+			e.releaseLost(ctx, id, rtName, runID, grant)
 		}
 		if j.State == controlapi.Canceling {
-			rt := p.runtimeNamed(rtName)
-			p.completeCancel(ctx, id, rt, runID, cancelGrant, "the owner was gone: the runtime's release ends the command's processes")
-			p.cancelEnded(ctx, rt, id)
+			rt := e.runtimeNamed(rtName)
+			e.completeCancel(ctx, id, rt, runID, cancelGrant, "the owner was gone: the runtime's release ends the command's processes")
+			e.cancelEnded(ctx, rt, id)
 			continue
 		}
 		if j.State == controlapi.Unknown || j.State.Terminal() {
-			p.jobEnded(ctx, nil, j)
+			e.JobEnded(ctx, nil, j)
 		}
 	}
-	if len(redispatch) > 0 && !p.c.noDispatch {
-		p.wake()
-		return p.q.insertMany(ctx, redispatch)
+	if len(redispatch) > 0 && !e.c.NoDispatch {
+		e.wake()
+		return e.q.insertMany(ctx, redispatch)
 	}
 	return nil
 }
 
 // releaseLost releases the sandbox of a job whose owner died, and notes
 // whether the runtime confirmed it.
-func (p *Plane) releaseLost(ctx context.Context, id, rtName, runID, grant string) {
+func (e *Engine) releaseLost(ctx context.Context, id, rtName, runID, grant string) {
 	err := fmt.Errorf("runtime %s is not configured", rtName)
-	if rt := p.runtimeNamed(rtName); rt.Client != nil {
+	if rt := e.runtimeNamed(rtName); rt.Client != nil {
 		err = rt.Client.Release(ctx, runID, runtimeapi.ReleaseBody{Token: grant})
 	}
 	text := fmt.Sprintf("run %s released by the recoverer", runID)
 	if err != nil {
 		text = fmt.Sprintf("release of run %s by the recoverer failed: %v", runID, err)
 	}
-	_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+	_, _ = e.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 		j.Notes = append(j.Notes, controlapi.Note{At: time.Now().UTC(), Text: text})
 		return nil
 	})
 }
 
 // runtimeNamed is the configured runtime of that name (zero if none).
-func (p *Plane) runtimeNamed(name string) Runtime {
-	for _, rts := range p.c.Runtimes {
+func (e *Engine) runtimeNamed(name string) Runtime {
+	for _, rts := range e.c.Runtimes {
 		for _, rt := range rts {
 			if rt.Name == name {
 				return rt

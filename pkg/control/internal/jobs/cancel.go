@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"context"
@@ -41,10 +41,10 @@ func cancelQueued(j *controlapi.Job, now time.Time) {
 // refused. It commits each step; all observed, the job is canceled;
 // otherwise it stays canceling with reason cleanup_incomplete, an owner
 // and a deadline (the recoverer tries again).
-func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID, grant string, signalled string) {
+func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runID, grant string, signalled string) {
 	ctx = context.WithoutCancel(ctx)
 	step := func(f func(c *controlapi.Cancellation)) {
-		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		_, _ = e.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			if j.Cancellation == nil {
 				j.Cancellation = &controlapi.Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
 			}
@@ -60,14 +60,14 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 			addStep(c, controlapi.StepSignalRunner, controlapi.StepDone, signalled)
 		}
 	})
-	p.failpoint(ctx, "cancel.signalled")
+	e.failpoint(ctx, "cancel.signalled")
 
 	var released, refused bool
 	var detail string
 	if runID == "" {
 		// canceled while claiming: find the claim its request key may
 		// have made, and adopt it to release it
-		runID, grant, detail = p.discoverClaim(ctx, id, &rt)
+		runID, grant, detail = e.discoverClaim(ctx, id, &rt)
 	}
 	switch {
 	case runID == "" && detail == "":
@@ -111,8 +111,8 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 			addStep(c, controlapi.StepCleanupHooks, controlapi.StepNotApplicable, "no cleanup hooks are configured")
 		}
 	})
-	p.failpoint(ctx, "cancel.released")
-	_, err := p.finish(ctx, id, func(j *controlapi.Job, l *lease) error {
+	e.failpoint(ctx, "cancel.released")
+	_, err := e.Finish(ctx, id, func(j *controlapi.Job, l *lease) error {
 		c := j.Cancellation
 		if c == nil {
 			c = &controlapi.Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
@@ -143,11 +143,11 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 		j.Detail = "canceled, cleanup incomplete: " + detail
 		j.Owner, j.OwnerDeadline = "operator", tp(now.Add(24*time.Hour))
 		// the recoverer tries again once this short lease runs out
-		l.Owner, l.Until = p.c.ID, now.Add(p.c.Lease)
+		l.Owner, l.Until = e.c.ID, now.Add(e.c.Lease)
 		return nil
 	})
 	if err != nil {
-		p.c.Logger.Error("commit cancellation", "job_id", id, "err", err)
+		e.c.Logger.Error("commit cancellation", "job_id", id, "err", err)
 	}
 }
 
@@ -156,15 +156,15 @@ func (p *Plane) completeCancel(ctx context.Context, id string, rt Runtime, runID
 // open one is adopted (a claim with the same key answers its grant) so it
 // can be released. It returns the run and its token, or "" and why not
 // ("" and "" when no claim exists).
-func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runID, grant, why string) {
-	j, err := p.c.Store.Get(ctx, "", id)
+func (e *Engine) discoverClaim(ctx context.Context, id string, rt *Runtime) (runID, grant, why string) {
+	j, err := e.st.Get(ctx, "", id)
 	if err != nil {
 		return "", "", fmt.Sprintf("job %s: %v", id, err)
 	}
 	if j.RequestKey == "" {
 		return "", "", ""
 	}
-	for _, r := range p.c.Runtimes[j.Pool] {
+	for _, r := range e.c.Runtimes[j.Pool] {
 		ids, err := r.Client.Query(ctx, runmanifest.Query{RequestKey: j.RequestKey})
 		if err != nil {
 			return "", "", fmt.Sprintf("runtime %s: runs with request key %s: %v", r.Name, j.RequestKey, err)
@@ -183,7 +183,7 @@ func (p *Plane) discoverClaim(ctx context.Context, id string, rt *Runtime) (runI
 			return "", "", fmt.Sprintf("runtime %s: adopting run %s: %v", r.Name, ids[0], err)
 		}
 		*rt = r
-		_, _ = p.c.Store.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
+		_, _ = e.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			j.RunID, j.SandboxID, j.Runtime, j.Adopted = g.RunID, g.SandboxID, r.Name, true
 			return nil
 		})

@@ -1,4 +1,4 @@
-package control
+package jobs
 
 import (
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
