@@ -75,7 +75,10 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 	if err != nil {
 		return nil, usage(err)
 	}
-	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.stderr, Lease: f.lease, Poll: f.poll}
+	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.progress.Wrap(g.stderr), Lease: f.lease, Poll: f.poll}
+	if g.progress != nil {
+		d.Progress = func(w rollout.Wait) { g.progress.Status(func(now time.Time) string { return waitLine(w, now) }) }
+	}
 	if !drive {
 		return d, nil
 	}

@@ -108,3 +108,24 @@ func printHistory(w io.Writer, recs []*rollout.Record) error {
 	}
 	return tw.Flush()
 }
+
+// waitLine is a rollout's wait as a progress line: the step, what it
+// waits for, the time left, and why the fleet does not answer.
+func waitLine(w rollout.Wait, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s step %d/7 %s: waiting for %s", w.Rollout, w.Step, w.Phase, w.For)
+	if left := w.Until.Sub(now).Round(time.Second); left > 0 {
+		fmt.Fprintf(&b, "; deadline in %s", left)
+	} else {
+		b.WriteString("; the phase deadline has passed")
+	}
+	if !w.Asking.IsZero() {
+		if waited := now.Sub(w.Asking).Round(time.Second); waited >= 2*time.Second {
+			fmt.Fprintf(&b, "; the fleet has not answered for %s", waited)
+		}
+	}
+	if w.LastError != "" {
+		fmt.Fprintf(&b, "; the fleet's last error: %s", w.LastError)
+	}
+	return b.String()
+}

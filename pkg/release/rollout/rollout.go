@@ -83,6 +83,10 @@ type Driver struct {
 	Log io.Writer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Progress, when set, hears what a step waits for while it waits on
+	// the fleet: before each look and after it (for a progress display;
+	// it must return quickly).
+	Progress func(Wait)
 
 	failpoint func(name string) // failpoints build only
 }

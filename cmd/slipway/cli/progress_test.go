@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer a child process's output and the test can
+// share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// rolloutToNowhere is a config repository with pool agents (g1 active, g2
+// promoted) and the arguments that roll g2 out, --server left out.
+func rolloutToNowhere(t *testing.T) []string {
+	t.Helper()
+	_, host, digests := registryWith(t, "platform/cp:v1", "platform/runner:v1", "templates/tools:v1", "platform/cp:v2")
+	dir := t.TempDir()
+	repo := filepath.Join(dir, "config.git")
+	if r := run(t, "", "config", "init", repo, "--pool", "agents"); r.code != 0 {
+		t.Fatal(r)
+	}
+	pin := func(kind, rt string) []string {
+		repo, _, _ := strings.Cut(rt, ":")
+		return []string{"--pin", kind + "=" + host + "/" + repo + "@" + digests[rt]}
+	}
+	g1, g2 := filepath.Join(dir, "g1.yaml"), filepath.Join(dir, "g2.yaml")
+	args := append([]string{"generation", "create", "--pool", "agents", "--insecure-skip-verify", "--out-file", g1,
+		"--control-plane-protocol", "1", "--runner-protocol", "1"}, append(append(pin("controlPlane", "platform/cp:v1"), pin("runner", "platform/runner:v1")...), pin("workspaceTemplate", "templates/tools:v1")...)...)
+	if r := run(t, "", args...); r.code != 0 {
+		t.Fatal(r)
+	}
+	if r := run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", g1, "--activate", "--insecure-skip-verify"); r.code != 0 {
+		t.Fatal(r)
+	}
+	r := run(t, "", append([]string{"generation", "create", "--pool", "agents", "--insecure-skip-verify", "--out-file", g2, "--from", g1}, pin("controlPlane", "platform/cp:v2")...)...)
+	if r.code != 0 {
+		t.Fatal(r)
+	}
+	if r := run(t, "", "promote", "--repo", repo, "--pool", "agents", "--generation", g2, "--insecure-skip-verify"); r.code != 0 {
+		t.Fatal(r)
+	}
+	return []string{"rollout", "start", "--repo", repo, "--pool", "agents", "--to", strings.TrimSpace(r.stdout), "--wait", "--unsigned-evidence", "--token-file", writeToken(t, dir)}
+}
+
+func writeToken(t *testing.T, dir string) string {
+	f := filepath.Join(dir, "token")
+	if err := os.WriteFile(f, []byte("progress-test-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// slipwayFor runs the CLI as a process of its own for d, then interrupts
+// it, and returns its stderr.
+func slipwayFor(t *testing.T, d time.Duration, env []string, args ...string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(append(os.Environ(), envRunMain+"=1"), env...)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	return stderr.String()
+}
+
+// TestRolloutProgressUnansweredFleet: a rollout waiting on a runtime that
+// accepts connections and never answers says so within a few seconds, and
+// keeps saying what it waits for and the time left; on one that refuses
+// connections it shows the fleet's last error. Without a terminal, auto
+// shows nothing.
+func TestRolloutProgressUnansweredFleet(t *testing.T) {
+	base := rolloutToNowhere(t)
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts (the kernel's backlog), never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedAddr := refused.Addr().String()
+	refused.Close()
+
+	out := slipwayFor(t, 5*time.Second, []string{"CI="}, append(base, "--server", "http://"+silent.Addr().String(), "--progress", "always")...)
+	t.Logf("stderr:\n%s", out)
+	var unanswered []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "step 1/7 compatibility: waiting for the fleet to say which protocols its control plane speaks; deadline in ") &&
+			strings.Contains(l, "the fleet has not answered for ") {
+			unanswered = append(unanswered, l)
+		}
+	}
+	if len(unanswered) < 2 {
+		t.Errorf("want the wait said again and again (the fleet has not answered for ...), got:\n%s", out)
+	}
+
+	// The rollout is in progress: resume drives it (the first driver is gone).
+	resume := append([]string{"rollout", "resume"}, withoutToAndWait(base[2:])...)
+	out = slipwayFor(t, 3*time.Second, []string{"CI="}, append(resume, "--server", "http://"+refusedAddr, "--progress", "always", "--poll", "200ms")...)
+	if !strings.Contains(out, "step 1/7 compatibility: waiting for ") || !strings.Contains(out, "the fleet's last error: the fleet did not answer: ") || !strings.Contains(out, "connection refused") {
+		t.Errorf("a refusing fleet: want its last error, got:\n%s", out)
+	}
+
+	// auto: stderr is no terminal here, so nothing but the driver's log.
+	out = slipwayFor(t, 3*time.Second, []string{"CI="}, append(resume, "--server", "http://"+refusedAddr, "--progress", "auto", "--poll", "200ms")...)
+	if strings.Contains(out, "waiting for") || !strings.Contains(out, "context canceled") {
+		t.Errorf("--progress auto without a terminal printed progress (or nothing at all):\n%s", out)
+	}
+	if r := run(t, "", "version", "--progress", "sometimes"); r.code != 2 || !strings.Contains(r.stderr, "--progress must be auto, always or never") {
+		t.Errorf("a bad --progress: %+v", r)
+	}
+}
+
+// withoutToAndWait is args without --to (and its value) and --wait.
+func withoutToAndWait(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch args[i] {
+		case "--to":
+			i++
+			continue
+		case "--wait":
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
