@@ -175,3 +175,13 @@ func readGeneration(t *gitops.Tree, poolName, id string) (*generation.Generation
 	}
 	return generation.ParseNamed(b, file)
 }
+
+// PoolNames lists the pools of the config repository repoURL at the head
+// of branch.
+func PoolNames(ctx context.Context, repoURL, branch string, opts ...gitops.Option) ([]string, error) {
+	_, t, _, err := snapshot(ctx, repoURL, branch, opts)
+	if err != nil {
+		return nil, err
+	}
+	return pool.Names(t.List)
+}

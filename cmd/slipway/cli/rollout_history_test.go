@@ -124,8 +124,54 @@ func TestRolloutStatusHistoryCLI(t *testing.T) {
 	if r = run(t, "", append([]string{"rollout", "status", "ro-zzzzzz"}, base...)...); r.code != 2 || !strings.Contains(r.stderr, "no rollout matches ro-zzzzzz in pool agents of ") {
 		t.Fatalf("an unknown rollout: %+v", r)
 	}
+	checkCompletions(t, repo, id1, id2, roID)
 	// resume by prefix: the rollout ended, resume says how.
 	if r = run(t, "", append([]string{"rollout", "resume", roID[:9], "--server", p.base, "--token-file", tokenFile, "--unsigned-evidence"}, base...)...); r.code != 0 || !strings.HasPrefix(r.stdout, roID+" succeeded") {
 		t.Fatalf("resume of a rollout that ended: %+v", r)
+	}
+}
+
+// checkCompletions asks the shell completion (cobra's __complete, as the
+// shells do) for pools, generations and rollouts of the repository.
+func checkCompletions(t *testing.T, repo, id1, id2, roID string) {
+	t.Helper()
+	complete := func(args ...string) []string {
+		t.Helper()
+		r := run(t, "", append([]string{"__complete"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("__complete %v: %+v", args, r)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if last := lines[len(lines)-1]; last != ":4" {
+			t.Errorf("__complete %v: directive %s, want :4 (no file names)", args, last)
+		}
+		var vals []string
+		for _, l := range lines[:len(lines)-1] {
+			v, _, _ := strings.Cut(l, "\t")
+			vals = append(vals, v)
+		}
+		return vals
+	}
+	if got := complete("rollout", "status", "--repo", repo, "--pool", ""); strings.Join(got, ",") != "agents" {
+		t.Errorf("pools: %v", got)
+	}
+	if got := complete("generation", "show", "--repo", repo, "g-"); len(got) != 2 || got[0] != id2 || got[1] != id1 {
+		t.Errorf("generations: %v", got)
+	}
+	if got := complete("generation", "diff", "--repo", repo, id1, id2[:4]); len(got) != 1 || got[0] != id2 {
+		t.Errorf("the second generation of diff: %v", got)
+	}
+	if got := complete("rollout", "start", "--repo", repo, "--pool", "agents", "--to", id1[:5]); len(got) != 1 || got[0] != id1 {
+		t.Errorf("--to: %v", got)
+	}
+	if got := complete("rollout", "status", "--repo", repo, "--pool", "agents", "ro"); len(got) != 1 || got[0] != roID {
+		t.Errorf("rollouts: %v", got)
+	}
+	// No repository, or one that is not there: no suggestions, no error.
+	if got := complete("generation", "show", "g-"); len(got) != 0 {
+		t.Errorf("without --repo: %v", got)
+	}
+	if got := complete("generation", "show", "--repo", repo+"-nowhere", "g-"); len(got) != 0 {
+		t.Errorf("a repository that is not there: %v", got)
 	}
 }

@@ -204,6 +204,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 	root.InitDefaultCompletionCmd()
 	strictSubcommands(root)
 	addExamples(root)
+	addCompletions(root)
 	return root
 }
 
