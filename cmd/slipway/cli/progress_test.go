@@ -159,3 +159,22 @@ func withoutToAndWait(args []string) []string {
 	}
 	return out
 }
+
+// TestPinProgress: pin says how many references it resolved of how many
+// under --progress always, and nothing of the kind under auto without a
+// terminal.
+func TestPinProgress(t *testing.T) {
+	_, host, _ := registryWith(t, "web:v1", "api:v2")
+	dir := writeTree(t, map[string]string{
+		"deploy/web.yaml": strings.ReplaceAll(deployment, "HOST", host),
+		"deploy/api.yaml": strings.ReplaceAll(strings.ReplaceAll(deployment, "HOST/web:v1", host+"/api:v2"), "name: web", "name: api"),
+	})
+	r := run(t, dir, "pin", "--progress", "always", "deploy")
+	if r.code != 0 || !strings.Contains(r.stderr, "pin: 0 of 2 references resolved\n") || !strings.Contains(r.stderr, "pin: 2 of 2 references resolved (last: "+host+"/") {
+		t.Fatalf("pin --progress always: %+v", r)
+	}
+	r = run(t, dir, "pin", "--progress", "auto", "deploy")
+	if r.code != 0 || strings.Contains(r.stderr, "references resolved") {
+		t.Fatalf("pin --progress auto without a terminal: %+v", r)
+	}
+}
