@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -192,4 +193,30 @@ func (x *wrapped) Write(b []byte) (int, error) {
 		x.p.draw(true)
 	}
 	return n, err
+}
+
+// LineWriter returns a writer that makes each whole line written to it the
+// status line, after prefix (a library's one-line-per-phase log shown as
+// progress).
+func (p *Printer) LineWriter(prefix string) io.Writer {
+	return &lineWriter{p: p, prefix: prefix}
+}
+
+type lineWriter struct {
+	p       *Printer
+	prefix  string
+	partial []byte
+}
+
+func (l *lineWriter) Write(b []byte) (int, error) {
+	l.partial = append(l.partial, b...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(l.partial[:i])
+		l.partial = l.partial[i+1:]
+		l.p.Statusf("%s%s", l.prefix, line)
+	}
 }

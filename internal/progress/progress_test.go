@@ -76,3 +76,14 @@ func TestBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestLineWriter(t *testing.T) {
+	var b bytes.Buffer
+	p := &Printer{w: &b, now: time.Now}
+	w := p.LineWriter("build: ")
+	w.Write([]byte("pull base x\nfre"))
+	w.Write([]byte("eze\n"))
+	if got := b.String(); got != "build: pull base x\nbuild: freeze\n" {
+		t.Fatalf("%q", got)
+	}
+}

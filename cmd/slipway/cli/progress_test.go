@@ -178,3 +178,31 @@ func TestPinProgress(t *testing.T) {
 		t.Fatalf("pin --progress auto without a terminal: %+v", r)
 	}
 }
+
+// TestTemplateBuildProgress: template build shows its phases, the bytes it
+// froze and the bytes it pushed under --progress always.
+func TestTemplateBuildProgress(t *testing.T) {
+	_, host, _ := registryWith(t)
+	base := busyboxBase(t, host)
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../../templates/minimal")); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "template.yaml")
+	b, _ := os.ReadFile(spec)
+	os.WriteFile(spec, []byte(strings.ReplaceAll(string(b), "127.0.0.1:5000/slipway/base:busybox", base)), 0o644)
+	r := run(t, "", "template", "build", spec, "--push", host+"/templates/minimal", "--progress", "always")
+	if r.code != 0 {
+		t.Fatalf("template build: %+v", r)
+	}
+	for _, want := range []string{"template build: pull base " + host, "template build: freeze\n", "template build: frozen: ", " bytes over the base (", "template build: test\n",
+		"push " + host + "/templates/minimal: ", " of "} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("template build --progress always does not say %q:\n%s", want, r.stderr)
+		}
+	}
+	r = run(t, "", "image", "from-dir", dir, "--push", host+"/x/dir", "--progress", "always")
+	if r.code != 0 || !strings.Contains(r.stderr, "push "+host+"/x/dir: ") {
+		t.Errorf("image from-dir --push --progress always: %+v", r)
+	}
+}
