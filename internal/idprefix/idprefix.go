@@ -54,7 +54,7 @@ func Check(prefix, kind, what string) error {
 		return fmt.Errorf("%q is not a %s id (%s…)", prefix, what, kind)
 	}
 	if len(rest) < MinLength {
-		return fmt.Errorf("%w: %s %s: give at least %d characters after %s", ErrTooShort, what, prefix, MinLength, kind)
+		return &kindError{kind: ErrTooShort, msg: fmt.Sprintf("%s %s is too short: give at least %d characters after %s", what, prefix, MinLength, kind)}
 	}
 	return nil
 }
@@ -80,10 +80,20 @@ func Resolve(prefix, kind, what, where string, ids []string) (string, error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", fmt.Errorf("%w: no %s matches %s in %s", ErrNoMatch, what, prefix, where)
+		return "", &kindError{kind: ErrNoMatch, msg: fmt.Sprintf("no %s matches %s in %s", what, prefix, where)}
 	case 1:
 		return found[0], nil
 	}
 	sort.Strings(found)
 	return "", &AmbiguousError{Prefix: prefix, What: what, Candidates: found}
 }
+
+// kindError is an error of one of the sentinels' kinds with a message of
+// its own (errors.Is matches the sentinel; the message does not repeat it).
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.kind }

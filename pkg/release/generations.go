@@ -133,7 +133,7 @@ func ReadGeneration(ctx context.Context, repoURL, branch, poolName, idOrPrefix s
 	}
 	p, id, err := pool.ResolveGeneration(t.List, poolName, idOrPrefix, repo.URL())
 	if err != nil {
-		return nil, fmt.Errorf("release: %w", err)
+		return nil, err
 	}
 	return readGeneration(t, p, id)
 }
@@ -147,7 +147,7 @@ func ResolveGeneration(ctx context.Context, repoURL, branch, poolName, idOrPrefi
 	}
 	_, id, err := pool.ResolveGeneration(t.List, poolName, idOrPrefix, repo.URL())
 	if err != nil {
-		return "", fmt.Errorf("release: %w", err)
+		return "", err
 	}
 	return id, nil
 }

@@ -99,7 +99,9 @@ func History(ctx context.Context, repo *gitops.Repo, branch, poolName string) ([
 
 // ReadRecord reads the rollout of pool that idOrPrefix names (a whole
 // rollout id, or a unique prefix of at least 6 characters after ro-),
-// stopping at its first commit; "" is the pool's newest rollout.
+// stopping at its first commit; "" is the pool's newest rollout. A prefix
+// that names none, or several, is an idprefix error (ErrNoMatch,
+// ErrTooShort, *AmbiguousError).
 func ReadRecord(ctx context.Context, repo *gitops.Repo, branch, poolName, idOrPrefix string) (*Record, error) {
 	if idOrPrefix == "" {
 		rs, err := history(ctx, repo, branch, poolName, "newest")
@@ -112,7 +114,7 @@ func ReadRecord(ctx context.Context, repo *gitops.Repo, branch, poolName, idOrPr
 		return rs[0], nil
 	}
 	if err := idprefix.Check(idOrPrefix, "ro-", "rollout"); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		return nil, err
 	}
 	rs, err := history(ctx, repo, branch, poolName, idOrPrefix)
 	if err != nil {
@@ -124,7 +126,7 @@ func ReadRecord(ctx context.Context, repo *gitops.Repo, branch, poolName, idOrPr
 	}
 	id, err := idprefix.Resolve(idOrPrefix, "ro-", "rollout", "pool "+poolName+" of "+repo.URL(), ids)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		return nil, err
 	}
 	return rs[slices.Index(ids, id)], nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/internal/idprefix"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
@@ -319,7 +320,7 @@ func TestRolloutSucceeds(t *testing.T) {
 	if rec, err := rollout.ReadRecord(ctx, repo, "main", "agents", r.ID[:9]); err != nil || rec.ID != r.ID || len(rec.Commits) != len(hist[1].Commits) {
 		t.Errorf("the rollout by prefix: %+v %v", rec, err)
 	}
-	if _, err := rollout.ReadRecord(ctx, repo, "main", "agents", "ro-zzzzzz"); !errors.Is(err, rollout.ErrRefused) || !strings.Contains(err.Error(), "no rollout matches ro-zzzzzz in pool agents") {
+	if _, err := rollout.ReadRecord(ctx, repo, "main", "agents", "ro-zzzzzz"); !errors.Is(err, idprefix.ErrNoMatch) || !strings.Contains(err.Error(), "no rollout matches ro-zzzzzz in pool agents") {
 		t.Errorf("an unknown rollout: %v", err)
 	}
 }
