@@ -243,6 +243,9 @@ func (f *repoFlags) loadGeneration(cmd *cobra.Command, arg string) (*generation.
 // resolveGeneration is the whole id of the generation arg names (a whole
 // id or a unique prefix) in the config repository.
 func (f *repoFlags) resolveGeneration(cmd *cobra.Command, arg string) (string, error) {
+	if generation.ValidID(arg) {
+		return arg, nil // a whole id: the verb says whether the repository has it
+	}
 	id, err := release.ResolveGeneration(cmd.Context(), f.repo, f.branch, f.pool, arg, f.options()...)
 	if err != nil {
 		return "", usage(err)

@@ -232,14 +232,11 @@ progress) and start runs again.`,
 			if to == "" {
 				return usage(errors.New("--to ID is required (a generation in the config repository)"))
 			}
-			if f.rf.repo != "" && f.rf.pool != "" {
-				id, err := f.rf.resolveGeneration(cmd, to)
+			return f.run(g, wait, func(ctx context.Context, d *rollout.Driver) error {
+				to, err := f.rf.resolveGeneration(cmd, to)
 				if err != nil {
 					return err
 				}
-				to = id
-			}
-			return f.run(g, wait, func(ctx context.Context, d *rollout.Driver) error {
 				r, err := d.Start(ctx, to, false)
 				if err != nil {
 					return rolloutError(err)
@@ -331,14 +328,14 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 		Short: "Make a retained generation active again (the newest one by default), warming and proving it first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if to != "" && f.rf.repo != "" && f.rf.pool != "" {
-				id, err := f.rf.resolveGeneration(cmd, to)
-				if err != nil {
-					return err
-				}
-				to = id
-			}
 			return f.run(g, true, func(ctx context.Context, d *rollout.Driver) error {
+				if to != "" {
+					id, err := f.rf.resolveGeneration(cmd, to)
+					if err != nil {
+						return err
+					}
+					to = id
+				}
 				if to == "" {
 					st, err := d.Status(ctx)
 					if err != nil {
