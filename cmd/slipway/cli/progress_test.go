@@ -73,9 +73,10 @@ func writeToken(t *testing.T, dir string) string {
 	return f
 }
 
-// slipwayFor runs the CLI as a process of its own for d, then interrupts
-// it, and returns its stderr.
-func slipwayFor(t *testing.T, d time.Duration, env []string, args ...string) string {
+// slipwayUntil runs the CLI as a process of its own until its stderr
+// satisfies done (or limit passes), then interrupts it, and returns its
+// stderr.
+func slipwayUntil(t *testing.T, limit time.Duration, done func(stderr string) bool, env []string, args ...string) string {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -89,7 +90,9 @@ func slipwayFor(t *testing.T, d time.Duration, env []string, args ...string) str
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(d)
+	for end := time.Now().Add(limit); time.Now().Before(end) && !done(stderr.String()); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	_ = cmd.Wait()
 	return stderr.String()
@@ -114,28 +117,44 @@ func TestRolloutProgressUnansweredFleet(t *testing.T) {
 	refusedAddr := refused.Addr().String()
 	refused.Close()
 
-	out := slipwayFor(t, 5*time.Second, []string{"CI="}, append(base, "--server", "http://"+silent.Addr().String(), "--progress", "always")...)
-	t.Logf("stderr:\n%s", out)
-	var unanswered []string
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, "step 1/7 compatibility: waiting for the fleet to say which protocols its control plane speaks; deadline in ") &&
-			strings.Contains(l, "the fleet has not answered for ") {
-			unanswered = append(unanswered, l)
+	unanswered := func(out string) []string {
+		var ls []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "step 1/7 compatibility: waiting for the fleet to say which protocols its control plane speaks; deadline in ") &&
+				strings.Contains(l, "the fleet has not answered for ") {
+				ls = append(ls, l)
+			}
 		}
+		return ls
 	}
-	if len(unanswered) < 2 {
+	// The first "has not answered" comes 2s into the wait; within 4s of it
+	// the line has been said again.
+	var firstAt time.Time
+	out := slipwayUntil(t, 60*time.Second, func(out string) bool {
+		n := len(unanswered(out))
+		if n > 0 && firstAt.IsZero() {
+			firstAt = time.Now()
+		}
+		return n >= 3 || (!firstAt.IsZero() && time.Since(firstAt) > 4*time.Second)
+	}, []string{"CI="}, append(base, "--server", "http://"+silent.Addr().String(), "--progress", "always")...)
+	t.Logf("stderr:\n%s", out)
+	if len(unanswered(out)) < 3 {
 		t.Errorf("want the wait said again and again (the fleet has not answered for ...), got:\n%s", out)
 	}
 
 	// The rollout is in progress: resume drives it (the first driver is gone).
 	resume := append([]string{"rollout", "resume"}, withoutToAndWait(base[2:])...)
-	out = slipwayFor(t, 3*time.Second, []string{"CI="}, append(resume, "--server", "http://"+refusedAddr, "--progress", "always", "--poll", "200ms")...)
+	out = slipwayUntil(t, 30*time.Second, func(out string) bool { return strings.Contains(out, "connection refused") },
+		[]string{"CI="}, append(resume, "--server", "http://"+refusedAddr, "--progress", "always", "--poll", "200ms")...)
 	if !strings.Contains(out, "step 1/7 compatibility: waiting for ") || !strings.Contains(out, "the fleet's last error: the fleet did not answer: ") || !strings.Contains(out, "connection refused") {
 		t.Errorf("a refusing fleet: want its last error, got:\n%s", out)
 	}
 
 	// auto: stderr is no terminal here, so nothing but the driver's log.
-	out = slipwayFor(t, 3*time.Second, []string{"CI="}, append(resume, "--server", "http://"+refusedAddr, "--progress", "auto", "--poll", "200ms")...)
+	// The same wait, for 4s: nothing of it shows.
+	start := time.Now()
+	out = slipwayUntil(t, 30*time.Second, func(string) bool { return time.Since(start) > 4*time.Second },
+		[]string{"CI="}, append(resume, "--server", "http://"+refusedAddr, "--progress", "auto", "--poll", "200ms")...)
 	if strings.Contains(out, "waiting for") || !strings.Contains(out, "context canceled") {
 		t.Errorf("--progress auto without a terminal printed progress (or nothing at all):\n%s", out)
 	}

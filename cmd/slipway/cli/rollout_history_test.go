@@ -84,7 +84,7 @@ func TestRolloutStatusHistoryCLI(t *testing.T) {
 			t.Errorf("rollout status does not say %q", want)
 		}
 	}
-	for _, never := range []string{"deadline", "failed (failed)", "running"} {
+	for _, never := range []string{"deadline", "failed (failed)", "running", ": \n"} {
 		if strings.Contains(r.stdout, never) {
 			t.Errorf("the status of a finished rollout says %q", never)
 		}

@@ -280,7 +280,7 @@ func passedNote(body string) string {
 	if _, rest, ok := strings.Cut(l, ": "); ok && strings.HasPrefix(l, "Step ") {
 		l = rest
 	}
-	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(l), "."), ":")
+	return strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(l), ".")), ":")
 }
 
 func retainNote(body, from string) string {
