@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/internal/idprefix"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/control"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
@@ -180,6 +182,20 @@ func (f *jobFlags) client() (*controlapi.Client, error) {
 	return c, nil
 }
 
+// resolveJob is the whole id of the job arg names (a whole id or a unique
+// prefix): an unknown, short or ambiguous prefix is a usage error, a
+// control plane that does not answer a failure.
+func resolveJob(ctx context.Context, c *controlapi.Client, arg string) (string, error) {
+	id, err := c.Resolve(ctx, arg)
+	switch {
+	case err == nil:
+		return id, nil
+	case errors.Is(err, idprefix.ErrNoMatch), errors.Is(err, idprefix.ErrAmbiguous), errors.Is(err, idprefix.ErrTooShort), idprefix.Kind(arg) != "j-":
+		return "", usage(err)
+	}
+	return "", failed(err)
+}
+
 // NewCmdJob submits and inspects jobs.
 func NewCmdJob(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "job", Short: "Submit, follow, show, list and cancel jobs on the control plane"}
@@ -254,11 +270,15 @@ func newCmdJobShow(g *globals, jf *jobFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			j, err := c.Get(cmd.Context(), args[0])
+			id, err := resolveJob(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			j, err := c.Get(cmd.Context(), id)
 			if err != nil {
 				return failed(err)
 			}
-			prof, perr := c.Profile(cmd.Context(), args[0])
+			prof, perr := c.Profile(cmd.Context(), id)
 			if g.json() {
 				out := map[string]any{"job": j}
 				if perr == nil {
@@ -319,7 +339,11 @@ func newCmdJobCancel(g *globals, jf *jobFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			j, err := c.Cancel(cmd.Context(), args[0])
+			id, err := resolveJob(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			j, err := c.Cancel(cmd.Context(), id)
 			if err != nil {
 				return failed(err)
 			}
@@ -349,7 +373,11 @@ sandbox_id. --output json prints the spans as the API returns them.`,
 			if err != nil {
 				return err
 			}
-			t, err := c.Trace(cmd.Context(), args[0])
+			id, err := resolveJob(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			t, err := c.Trace(cmd.Context(), id)
 			if err != nil {
 				return failed(err)
 			}

@@ -193,8 +193,51 @@ func TestControlJobs(t *testing.T) {
 		}
 	}
 	r = run(t, "", "job", "show", "j-nope", "--server", cp.url, "--token-file", tok)
-	if r.code != 1 || !strings.Contains(r.stderr, "404") {
-		t.Fatalf("unknown job: %+v", r)
+	if r.code != 2 || !strings.Contains(r.stderr, "at least 6 characters after j-") {
+		t.Fatalf("a short job id: %+v", r)
+	}
+	checkJobPrefixes(t, cp.url, tok, j.ID)
+}
+
+// checkJobPrefixes: job verbs take a unique prefix of a job's id, list the
+// candidates of an ambiguous one, and completion suggests the jobs.
+func checkJobPrefixes(t *testing.T, server, tok, id string) {
+	t.Helper()
+	api := []string{"--server", server, "--token-file", tok}
+	r := run(t, "", append([]string{"job", "show", id[:len(id)-4]}, api...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, id) {
+		t.Fatalf("job show PREFIX: %+v", r)
+	}
+	if r = run(t, "", append([]string{"job", "trace", id[:len(id)-4], "-o", "json"}, api...)...); r.code != 0 || !strings.Contains(r.stdout, id) {
+		t.Fatalf("job trace PREFIX: %+v", r)
+	}
+	r = run(t, "", append([]string{"job", "show", "j-ffffffffff"}, api...)...)
+	if r.code != 2 || !strings.Contains(r.stderr, "no job matches j-ffffffffff in the newest") {
+		t.Fatalf("an unknown job: %+v", r)
+	}
+	var l struct{ Jobs []struct{ ID string } }
+	if r = run(t, "", append([]string{"job", "list", "-o", "json"}, api...)...); json.Unmarshal([]byte(r.stdout), &l) != nil || len(l.Jobs) != 2 {
+		t.Fatalf("job list: %+v", r)
+	}
+	a, b := l.Jobs[0].ID, l.Jobs[1].ID
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	if n >= 8 { // ids begin with their time: two jobs a few seconds apart share a prefix
+		r = run(t, "", append([]string{"job", "show", a[:n]}, api...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "job "+a[:n]+" is ambiguous: it matches ") || !strings.Contains(r.stderr, a) || !strings.Contains(r.stderr, b) {
+			t.Fatalf("an ambiguous job prefix: %+v", r)
+		}
+	}
+	r = run(t, "", append([]string{"__complete", "job", "show"}, append(api, "j-")...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, a+"\t") || !strings.Contains(r.stdout, b+"\t") || !strings.HasSuffix(r.stdout, ":4\n") {
+		t.Fatalf("job completion: %+v", r)
+	}
+	start := time.Now()
+	r = run(t, "", "__complete", "job", "logs", "--server", "http://127.0.0.1:1", "--token-file", tok, "j-")
+	if r.code != 0 || r.stdout != ":4\n" || time.Since(start) > 5*time.Second {
+		t.Fatalf("job completion with no control plane: %+v after %v", r, time.Since(start))
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/slipway-dev/slipway/internal/atomicfile"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
-	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 )
@@ -20,7 +19,7 @@ import (
 // NewCmdGeneration groups the generation verbs.
 func NewCmdGeneration(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "generation", Short: "Create, show and compare generations (the pinned artifacts a pool runs)"}
-	cmd.AddCommand(newCmdGenerationCreate(g), newCmdGenerationShow(g), newCmdGenerationDiff(g))
+	cmd.AddCommand(newCmdGenerationCreate(g), newCmdGenerationShow(g), newCmdGenerationDiff(g), newCmdGenerationList(g))
 	return cmd
 }
 
@@ -214,8 +213,8 @@ func (f *repoFlags) options() []gitops.Option {
 	return []gitops.Option{gitops.WithCacheDir(f.cacheDir)}
 }
 
-// loadGeneration reads a generation from a file, or by id from the config
-// repository.
+// loadGeneration reads a generation from a file, or by id or unique id
+// prefix from the config repository (--pool narrows the search to a pool).
 func (f *repoFlags) loadGeneration(cmd *cobra.Command, arg string) (*generation.Generation, error) {
 	if !strings.HasPrefix(arg, "g-") {
 		gen, err := generation.Load(arg)
@@ -224,7 +223,7 @@ func (f *repoFlags) loadGeneration(cmd *cobra.Command, arg string) (*generation.
 		}
 		return gen, nil
 	}
-	if f.repo == "" || f.pool == "" {
+	if f.repo == "" {
 		if _, err := os.Stat(arg); err == nil {
 			gen, err := generation.Load(arg)
 			if err != nil {
@@ -232,33 +231,33 @@ func (f *repoFlags) loadGeneration(cmd *cobra.Command, arg string) (*generation.
 			}
 			return gen, nil
 		}
-		return nil, usage(fmt.Errorf("%s: give --repo and --pool to read a generation by id, or a file", arg))
+		return nil, usage(fmt.Errorf("%s: give --repo to read a generation by id, or a file", arg))
 	}
-	repo, err := gitops.Open(cmd.Context(), f.repo, f.options()...)
-	if err != nil {
-		return nil, usage(err)
-	}
-	t, _, err := repo.Snapshot(cmd.Context(), f.branch)
-	if err != nil {
-		return nil, usage(err)
-	}
-	file := pool.GenerationFile(f.pool, arg)
-	b, err := t.ReadFile(file)
-	if err != nil {
-		return nil, usage(fmt.Errorf("%s in %s: %w", file, repo.URL(), err))
-	}
-	gen, err := generation.ParseNamed(b, file)
+	gen, err := release.ReadGeneration(cmd.Context(), f.repo, f.branch, f.pool, arg, f.options()...)
 	if err != nil {
 		return nil, usage(err)
 	}
 	return gen, nil
 }
 
+// resolveGeneration is the whole id of the generation arg names (a whole
+// id or a unique prefix) in the config repository.
+func (f *repoFlags) resolveGeneration(cmd *cobra.Command, arg string) (string, error) {
+	if generation.ValidID(arg) {
+		return arg, nil // a whole id: the verb says whether the repository has it
+	}
+	id, err := release.ResolveGeneration(cmd.Context(), f.repo, f.branch, f.pool, arg, f.options()...)
+	if err != nil {
+		return "", usage(err)
+	}
+	return id, nil
+}
+
 func newCmdGenerationShow(g *globals) *cobra.Command {
 	var rf repoFlags
 	cmd := &cobra.Command{
 		Use:   "show ID|FILE",
-		Short: "Print a generation (from a file, or by id from the config repository)",
+		Short: "Print a generation (from a file, or by id or unique id prefix from the config repository)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			gen, err := rf.loadGeneration(cmd, args[0])

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 func TestGenerationPromoteCLI(t *testing.T) {
@@ -123,7 +125,65 @@ spec:
 	if r.code != 0 || !strings.Contains(r.stdout, "runner: "+host+"/platform/runner@") || strings.Contains(r.stdout, "controlPlane") {
 		t.Fatalf("diff: %+v", r)
 	}
+	checkGenerationPrefixes(t, repo, id1, id2)
 	if out, err := exec.Command("git", "-C", repo, "fsck", "--strict").CombinedOutput(); err != nil {
 		t.Fatalf("git fsck: %v\n%s", err, out)
+	}
+}
+
+// checkGenerationPrefixes: ids by unique prefix in show, diff and list;
+// unknown, short and ambiguous prefixes are usage errors that say why.
+func checkGenerationPrefixes(t *testing.T, repo, id1, id2 string) {
+	t.Helper()
+	r := run(t, "", "generation", "show", id1[:8], "--repo", repo)
+	if r.code != 0 || !strings.Contains(r.stdout, "id: "+id1) {
+		t.Fatalf("show by prefix without --pool: %+v", r)
+	}
+	r = run(t, "", "generation", "diff", id1[:9], id2[:9], "--repo", repo, "--pool", "agents")
+	if r.code != 0 || !strings.Contains(r.stdout, id1+" (sequence 1) -> "+id2) {
+		t.Fatalf("diff by prefix: %+v", r)
+	}
+	r = run(t, "", "generation", "show", "g-000000", "--repo", repo, "--pool", "agents")
+	if r.code != 2 || !strings.Contains(r.stderr, "no generation matches g-000000 in pool agents of "+repo) {
+		t.Fatalf("unknown prefix: %+v", r)
+	}
+	r = run(t, "", "generation", "show", id1[:5], "--repo", repo)
+	if r.code != 2 || !strings.Contains(r.stderr, "at least 6 characters after g-") {
+		t.Fatalf("short prefix: %+v", r)
+	}
+	r = run(t, "", "generation", "list", "--repo", repo)
+	if r.code != 0 || !strings.Contains(r.stdout, "ID") || !strings.Contains(r.stdout, shortID(id1)+"  agents  1    active") || !strings.Contains(r.stdout, shortID(id2)+"  agents  2    target") {
+		t.Fatalf("list: %+v", r)
+	}
+	if !strings.Contains(r.stdout, "runner sha256:") || !strings.Contains(r.stdout, "secretVersion vault://kv/agents/token#7") || strings.Index(r.stdout, shortID(id2)) > strings.Index(r.stdout, shortID(id1)) {
+		t.Fatalf("list: pins, or not newest first:\n%s", r.stdout)
+	}
+	r = run(t, "", "generation", "list", "--repo", repo, "--pool", "agents", "-o", "json")
+	var l struct {
+		Generations []struct {
+			ID, State string
+			Sequence  int
+			Pins      []struct{ Kind, Identity string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Generations) != 2 || l.Generations[0].ID != id2 || l.Generations[1].State != "active" || len(l.Generations[0].Pins) != 4 {
+		t.Fatalf("list -o json: %v %+v\n%s", err, l, r.stdout)
+	}
+	// Another generation whose id starts as id1's does: the prefix they
+	// share is ambiguous, and the error lists both.
+	twin := id1[:12] + strings.Repeat("0", len(id1)-12)
+	clone := t.TempDir()
+	gittest.Git(t, "", "clone", "-q", repo, clone)
+	b, err := os.ReadFile(filepath.Join(clone, "pools/agents/generations", id1+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(clone, "pools/agents/generations", twin+".yaml"), b, 0o644)
+	gittest.Git(t, clone, "add", "-A")
+	gittest.Git(t, clone, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a twin")
+	gittest.Git(t, clone, "push", "-q", "origin", "HEAD:main")
+	r = run(t, "", "generation", "show", id1[:12], "--repo", repo)
+	if r.code != 2 || !strings.Contains(r.stderr, "generation "+id1[:12]+" is ambiguous: it matches ") || !strings.Contains(r.stderr, id1) || !strings.Contains(r.stderr, twin) {
+		t.Fatalf("ambiguous prefix: %+v", r)
 	}
 }

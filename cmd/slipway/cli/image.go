@@ -58,7 +58,10 @@ func newCmdImageFromDir(g *globals) *cobra.Command {
 			}
 			res := imageResult{Digest: d.String()}
 			if push != "" {
-				if res.Ref, err = template.Push(cmd.Context(), img, push); err != nil {
+				popts, pushed := g.pushProgress(push)
+				res.Ref, err = template.Push(cmd.Context(), img, push, popts...)
+				pushed()
+				if err != nil {
 					return failed(err)
 				}
 			}
@@ -114,7 +117,9 @@ process it talks to runs exactly that binary.`,
 				return usage(err)
 			}
 			defer done()
-			ref, err := template.Push(cmd.Context(), img, push)
+			popts, pushed := g.pushProgress(push)
+			ref, err := template.Push(cmd.Context(), img, push, popts...)
+			pushed()
 			if err != nil {
 				return failed(err)
 			}

@@ -24,10 +24,14 @@ func newCmdJobLogs(g *globals, jf *jobFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			id, err := resolveJob(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
 			var final *controlapi.ResultData
 			o := controlapi.FollowOptions{After: after, NoFollow: !followFlag,
 				OnGap: func(d controlapi.TrimmedData) { fmt.Fprintf(g.stderr, "[%s]\n", d.Detail) }}
-			err = c.Follow(cmd.Context(), args[0], o, func(e controlapi.Event) error {
+			err = c.Follow(cmd.Context(), id, o, func(e controlapi.Event) error {
 				if g.json() {
 					return g.printJSON(e)
 				}
@@ -72,13 +76,13 @@ func newCmdJobLogs(g *globals, jf *jobFlags) *cobra.Command {
 				return nil
 			})
 			if err == errUnknownOutcome {
-				return failed(fmt.Errorf("job %s: its outcome is unknown (see job show for the owner and deadline)", args[0]))
+				return failed(fmt.Errorf("job %s: its outcome is unknown (see job show for the owner and deadline)", id))
 			}
 			if err != nil {
 				return failed(err)
 			}
 			if final != nil && !g.json() {
-				j := &controlapi.Job{ID: args[0], State: final.State, Reason: final.Reason, Detail: final.Detail, ExitCode: final.ExitCode}
+				j := &controlapi.Job{ID: id, State: final.State, Reason: final.Reason, Detail: final.Detail, ExitCode: final.ExitCode}
 				return jobExit(j)
 			}
 			return nil

@@ -61,7 +61,13 @@ Files are written only after every reference resolved; one failure writes nothin
 			if refresh {
 				opts = append(opts, pin.WithRefresh())
 			}
+			if g.progress != nil {
+				opts = append(opts, pin.WithProgress(func(p pin.Progress) {
+					g.progress.Statusf("pin: %d of %d references resolved%s", p.Resolved, p.Total, lastOf(p.Last))
+				}))
+			}
 			res, err := pin.Plan(ctx, tree, s.resolver, opts...)
+			g.progress.Clear()
 			if err != nil {
 				return failed(fmt.Errorf("nothing written: %w", err))
 			}
@@ -113,4 +119,11 @@ Files are written only after every reference resolved; one failure writes nothin
 	cmd.Flags().BoolVar(&dropTag, "drop-tag", false, "write repo@digest, dropping the tag")
 	cmd.Flags().BoolVar(&refresh, "refresh", false, "re-resolve references that already carry a digest by their tag")
 	return cmd
+}
+
+func lastOf(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return " (last: " + ref + ")"
 }

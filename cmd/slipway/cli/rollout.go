@@ -31,7 +31,7 @@ checks on its warm members (evidence committed and signed), (4) new claims route
 its rollback and restore windows. Every step is one commit to pools/<pool>/desired.yaml
 with Slipway-Step trailers; a crashed driver resumes where it stopped.`,
 	}
-	cmd.AddCommand(newCmdRolloutStart(g), newCmdRolloutStatus(g), newCmdRolloutResume(g), newCmdRolloutAbort(g), newCmdRolloutRollback(g))
+	cmd.AddCommand(newCmdRolloutStart(g), newCmdRolloutStatus(g), newCmdRolloutHistory(g), newCmdRolloutResume(g), newCmdRolloutAbort(g), newCmdRolloutRollback(g))
 	return cmd
 }
 
@@ -44,6 +44,9 @@ type rolloutFlags struct {
 	unsignedEvidence bool
 	lease, poll      time.Duration
 	kube             kubeFleetFlags
+	// history: the verb reads the branch's history (rollout ids, steps),
+	// so the repository is fetched whole.
+	history bool
 }
 
 func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
@@ -64,11 +67,18 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 	if f.rf.repo == "" || f.rf.pool == "" {
 		return nil, usage(errors.New("--repo and --pool are required"))
 	}
-	repo, err := gitops.Open(cmd.Context(), f.rf.repo, f.rf.options()...)
+	opts := f.rf.options()
+	if f.history {
+		opts = append(opts, gitops.WithDepth(0))
+	}
+	repo, err := gitops.Open(cmd.Context(), f.rf.repo, opts...)
 	if err != nil {
 		return nil, usage(err)
 	}
-	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.stderr, Lease: f.lease, Poll: f.poll}
+	d := &rollout.Driver{Repo: repo, Branch: f.rf.branch, Pool: f.rf.pool, Log: g.progress.Wrap(g.stderr), Lease: f.lease, Poll: f.poll}
+	if g.progress != nil {
+		d.Progress = func(w rollout.Wait) { g.progress.Status(func(now time.Time) string { return waitLine(w, now) }) }
+	}
 	if !drive {
 		return d, nil
 	}
@@ -223,6 +233,10 @@ progress) and start runs again.`,
 				return usage(errors.New("--to ID is required (a generation in the config repository)"))
 			}
 			return f.run(g, wait, func(ctx context.Context, d *rollout.Driver) error {
+				to, err := f.rf.resolveGeneration(cmd, to)
+				if err != nil {
+					return err
+				}
 				r, err := d.Start(ctx, to, false)
 				if err != nil {
 					return rolloutError(err)
@@ -235,7 +249,7 @@ progress) and start runs again.`,
 		},
 	}
 	f.add(cmd, true)
-	cmd.Flags().StringVar(&to, "to", "", "the generation to roll out (its id)")
+	cmd.Flags().StringVar(&to, "to", "", "the generation to roll out (its id, or a unique prefix of it)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "drive the rollout to its end")
 	return cmd
 }
@@ -243,16 +257,29 @@ progress) and start runs again.`,
 func newCmdRolloutResume(g *globals) *cobra.Command {
 	var f rolloutFlags
 	cmd := &cobra.Command{
-		Use:   "resume --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME])",
+		Use:   "resume [ROLLOUT] --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME])",
 		Short: "Drive the pool's rollout from where it stands to its end (after a crash, a failure, or start without --wait)",
 		Long: `Resume drives the rollout in progress on the pool to its end, from the step where it
 stands: after a driver died, after a visible failure, or after start without --wait. Exit
 codes: 0 it succeeded; 1 it rolled back, failed (resumable), or another driver holds it;
 3 there is no rollout in progress: the last one ended (the message says which, how and
 when) and no rollout start was committed since, as when a driver died before its start
-commit; an old outcome is never reported as this one's.`,
-		Args: cobra.NoArgs,
-		RunE: f.run(g, true, func(ctx context.Context, d *rollout.Driver) error { return g.drive(ctx, d, "") }),
+commit; an old outcome is never reported as this one's. Given a rollout id (or a unique
+prefix of it), resume drives that rollout only: another one is an error.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.history = len(args) == 1
+			return f.run(g, true, func(ctx context.Context, d *rollout.Driver) error {
+				id := ""
+				if len(args) == 1 {
+					var err error
+					if id, err = currentRollout(ctx, d, args[0]); err != nil {
+						return err
+					}
+				}
+				return g.drive(ctx, d, id)
+			})(cmd, args)
+		},
 	}
 	f.add(cmd, true)
 	return cmd
@@ -264,19 +291,27 @@ func newCmdRolloutAbort(g *globals) *cobra.Command {
 		reason string
 	)
 	cmd := &cobra.Command{
-		Use:   "abort --repo URL --pool P [--reason TEXT]",
+		Use:   "abort [ROLLOUT] --repo URL --pool P [--reason TEXT]",
 		Short: "Stop a rollout that has not routed claims yet: the new warm capacity goes, the active generation stays",
-		Args:  cobra.NoArgs,
-		RunE: f.run(g, false, func(ctx context.Context, d *rollout.Driver) error {
-			if reason == "" {
-				reason = "by " + os.Getenv("USER")
-			}
-			r, err := d.Abort(ctx, reason)
-			if err != nil {
-				return rolloutError(err)
-			}
-			return g.printRollout(r)
-		}),
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.history = len(args) == 1
+			return f.run(g, false, func(ctx context.Context, d *rollout.Driver) error {
+				if len(args) == 1 {
+					if _, err := currentRollout(ctx, d, args[0]); err != nil {
+						return err
+					}
+				}
+				if reason == "" {
+					reason = "by " + os.Getenv("USER")
+				}
+				r, err := d.Abort(ctx, reason)
+				if err != nil {
+					return rolloutError(err)
+				}
+				return g.printRollout(r)
+			})(cmd, args)
+		},
 	}
 	f.add(cmd, false)
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded in the commit and the rollout)")
@@ -292,31 +327,62 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 		Use:   "rollback --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME]) [--to ID]",
 		Short: "Make a retained generation active again (the newest one by default), warming and proving it first",
 		Args:  cobra.NoArgs,
-		RunE: f.run(g, true, func(ctx context.Context, d *rollout.Driver) error {
-			if to == "" {
-				st, err := d.Status(ctx)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(g, true, func(ctx context.Context, d *rollout.Driver) error {
+				if to != "" {
+					id, err := f.rf.resolveGeneration(cmd, to)
+					if err != nil {
+						return err
+					}
+					to = id
+				}
+				if to == "" {
+					st, err := d.Status(ctx)
+					if err != nil {
+						return rolloutError(err)
+					}
+					cands := append(append([]string{}, st.Draining...), st.Retained...)
+					if len(cands) == 0 {
+						return failed(fmt.Errorf("pool %s has no retained generation to roll back to", f.rf.pool))
+					}
+					to = cands[len(cands)-1]
+					if len(st.Draining) > 0 {
+						to = st.Draining[len(st.Draining)-1]
+					}
+				}
+				r, err := d.Start(ctx, to, true)
 				if err != nil {
 					return rolloutError(err)
 				}
-				cands := append(append([]string{}, st.Draining...), st.Retained...)
-				if len(cands) == 0 {
-					return failed(fmt.Errorf("pool %s has no retained generation to roll back to", f.rf.pool))
-				}
-				to = cands[len(cands)-1]
-				if len(st.Draining) > 0 {
-					to = st.Draining[len(st.Draining)-1]
-				}
-			}
-			r, err := d.Start(ctx, to, true)
-			if err != nil {
-				return rolloutError(err)
-			}
-			return g.drive(ctx, d, r.ID)
-		}),
+				return g.drive(ctx, d, r.ID)
+			})(cmd, args)
+		},
 	}
 	f.add(cmd, true)
 	cmd.Flags().StringVar(&to, "to", "", "the retained generation (default: the one active before)")
 	return cmd
+}
+
+// currentRollout is the whole id of the rollout arg names (an id or a
+// unique prefix among the pool's rollouts), which must be the pool's
+// rollout now.
+func currentRollout(ctx context.Context, d *rollout.Driver, arg string) (string, error) {
+	id, err := rollout.ResolveID(ctx, d.Repo, d.Branch, d.Pool, arg)
+	if err != nil {
+		return "", usage(err)
+	}
+	st, err := d.Status(ctx)
+	if err != nil {
+		return "", rolloutError(err)
+	}
+	if st.Rollout == nil || st.Rollout.ID != id {
+		now := "it has none"
+		if st.Rollout != nil {
+			now = st.Rollout.ID + " is"
+		}
+		return "", failed(fmt.Errorf("%w: %s is not the rollout of pool %s now (%s)", rollout.ErrChanged, id, d.Pool, now))
+	}
+	return id, nil
 }
 
 func newCmdRolloutStatus(g *globals) *cobra.Command {
@@ -326,36 +392,54 @@ func newCmdRolloutStatus(g *globals) *cobra.Command {
 		every time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "status --repo URL --pool P [--watch] [--output json]",
-		Short: "Show the pool's rollout: phase, active, target, draining, retained, evidence",
-		Long: `Status reads desired.yaml and the evidence at the head of the branch. With --watch it
-prints again whenever the rollout changes, until it ends (succeeded, rolled back or failed).
-JSON has at least phase, active, target, draining, retained and evidence.`,
-		Args: cobra.NoArgs,
-		RunE: f.run(g, false, func(ctx context.Context, d *rollout.Driver) error {
-			last := ""
-			for {
-				st, err := d.Status(ctx)
-				if err != nil {
-					return rolloutError(err)
-				}
-				key := st.Revision
-				if key != last {
-					last = key
-					if err := printStatus(g, st); err != nil {
-						return err
+		Use:   "status [ROLLOUT] --repo URL --pool P [--watch] [--output json]",
+		Short: "Show the pool's rollout: its seven steps (commit, started, took, result, evidence) with a timeline, and the pool's generations",
+		Long: `Status reads desired.yaml and the evidence at the head of the branch, and the rollout's
+steps from the branch's history (the commits with its Slipway-Rollout trailer): for each of
+the seven steps its result, when it started, how long it took, the commit that recorded it
+and the evidence that commit gives, then a timeline. Only a step that runs shows its phase
+deadline. Given a rollout id (or a unique prefix of it, see rollout history), status shows
+that rollout's steps. With --watch it prints again whenever the rollout changes, until it
+ends (succeeded, rolled back or failed). JSON has at least phase, active, target, draining,
+retained, evidence and steps.`,
+		Example: `  slipway rollout status --repo ./config.git --pool agents
+  slipway rollout status ro-3f9a1c --repo ./config.git --pool agents -o yaml`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.history = true
+			return f.run(g, false, func(ctx context.Context, d *rollout.Driver) error {
+				last := ""
+				for {
+					st, err := d.Status(ctx)
+					if err != nil {
+						return rolloutError(err)
+					}
+					if st.Revision != last {
+						last = st.Revision
+						var rec *rollout.Record
+						if len(args) == 1 {
+							if rec, err = rollout.ReadRecord(ctx, d.Repo, d.Branch, d.Pool, args[0]); err != nil {
+								return usage(err)
+							}
+							st.Steps = rec.Steps
+						} else if rec, err = d.WithSteps(ctx, st); err != nil {
+							return rolloutError(err)
+						}
+						if err := printStatus(g, st, rec); err != nil {
+							return err
+						}
+					}
+					if !watch || st.Rollout == nil || st.Rollout.Status != pool.RolloutRunning {
+						return nil
+					}
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-time.After(every):
 					}
 				}
-				if !watch || st.Rollout == nil || st.Rollout.Status != pool.RolloutRunning {
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(every):
-				}
-			}
-		}),
+			})(cmd, args)
+		},
 	}
 	f.add(cmd, false)
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow the rollout until it ends")
@@ -363,22 +447,69 @@ JSON has at least phase, active, target, draining, retained and evidence.`,
 	return cmd
 }
 
-func printStatus(g *globals, st *rollout.Status) error {
+func newCmdRolloutHistory(g *globals) *cobra.Command {
+	var f rolloutFlags
+	cmd := &cobra.Command{
+		Use:   "history --repo URL --pool P",
+		Short: "List every rollout of a pool: id, from and to generation, outcome, started, how long it took",
+		Long: `History reads the pool's rollouts from the config repository's history, where the seven
+steps leave one commit each with Slipway-Pool, Slipway-Rollout and Slipway-Step trailers,
+newest first: the rollout's id (give it, or a unique prefix of it, to rollout status for its
+steps), whether it was a rollback, the generations it moved from and to, its outcome
+(succeeded, rolled-back, failed, running), the phase it ended in, when it started, how long
+it took and why it ended as it did.`,
+		Example: `  slipway rollout history --repo ./config.git --pool agents
+  slipway rollout history --repo ./config.git --pool agents -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.history = true
+			return f.run(g, false, func(ctx context.Context, d *rollout.Driver) error {
+				recs, err := rollout.History(ctx, d.Repo, d.Branch, d.Pool)
+				if err != nil {
+					return rolloutError(err)
+				}
+				if g.json() {
+					if recs == nil {
+						recs = []*rollout.Record{}
+					}
+					return g.printJSON(map[string]any{"pool": d.Pool, "rollouts": recs})
+				}
+				return printHistory(g.stdout, recs)
+			})(cmd, args)
+		},
+	}
+	f.add(cmd, false)
+	return cmd
+}
+
+func printStatus(g *globals, st *rollout.Status, rec *rollout.Record) error {
 	if g.json() {
 		return g.printJSON(st)
 	}
 	w := g.stdout
-	fmt.Fprintf(w, "pool %s at %s\n", st.Pool, st.Revision)
-	if st.Rollout != nil {
-		r := st.Rollout
-		fmt.Fprintf(w, "  rollout   %s %s: %s → %s, phase %s (deadline %s)\n", r.ID, r.Status, orNone(r.From), r.To, r.Phase, r.PhaseDeadline.Format(time.RFC3339))
-		if r.Reason != "" {
-			fmt.Fprintf(w, "  reason    %s\n", r.Reason)
+	now := time.Now()
+	fmt.Fprintf(w, "pool %s at %s\n", st.Pool, shortRev(st.Revision))
+	switch {
+	case rec != nil:
+		kind := "rollout"
+		if rec.Rollback {
+			kind = "rollback"
 		}
-		if r.Holder != "" {
+		fmt.Fprintf(w, "  %-9s %s %s: %s → %s, phase %s, started %s", kind, rec.ID, rec.Outcome, orNone(rec.From), rec.To, rec.Phase, rec.Started.UTC().Format(time.RFC3339))
+		if !rec.Ended.IsZero() {
+			fmt.Fprintf(w, ", took %s", rec.Duration().Round(time.Second))
+		}
+		fmt.Fprintln(w)
+		if rec.Reason != "" {
+			fmt.Fprintf(w, "  reason    %s\n", rec.Reason)
+		}
+		if r := st.Rollout; r != nil && r.ID == rec.ID && r.Holder != "" {
 			fmt.Fprintf(w, "  held by   %s until %s\n", r.Holder, r.LeaseUntil.Format(time.RFC3339))
 		}
-	} else {
+	case st.Rollout != nil:
+		r := st.Rollout
+		fmt.Fprintf(w, "  rollout   %s %s: %s → %s, phase %s\n", r.ID, r.Status, orNone(r.From), r.To, r.Phase)
+	default:
 		fmt.Fprintln(w, "  rollout   none yet")
 	}
 	list := func(xs []string) string {
@@ -391,12 +522,28 @@ func printStatus(g *globals, st *rollout.Status) error {
 	if len(st.DrainingRuns) > 0 {
 		fmt.Fprintf(w, "  still running on the draining generation: %s\n", list(st.DrainingRuns))
 	}
-	for _, e := range st.Evidence {
-		mark := "pass"
-		if !e.Passed {
-			mark = "FAIL"
+	if rec != nil {
+		fmt.Fprintln(w)
+		if err := printSteps(w, rec, now); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "  evidence  %-18s %s  %s\n", e.Check, mark, e.Reason)
+	}
+	if len(st.Evidence) > 0 && (rec == nil || st.Rollout == nil || rec.ID == st.Rollout.ID) {
+		fmt.Fprintln(w)
+		for _, e := range st.Evidence {
+			mark := "pass"
+			if !e.Passed {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(w, "  proof  %-18s %s  %s\n", e.Check, mark, e.Reason)
+		}
 	}
 	return nil
+}
+
+func shortRev(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
 }

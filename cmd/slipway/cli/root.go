@@ -15,7 +15,22 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
+
+	"github.com/slipway-dev/slipway/internal/progress"
 )
+
+// startProgress decides from --progress whether long work shows its
+// progress on stderr.
+func (g *globals) startProgress(getenv func(string) string) error {
+	on, err := progress.Enabled(g.progressMode, g.stderr, g.json(), getenv)
+	if err != nil {
+		return usage(err)
+	}
+	if on {
+		g.progress = progress.New(g.stderr, progress.IsTerminal(g.stderr))
+	}
+	return nil
+}
 
 // Exit codes shared by every command.
 const (
@@ -47,6 +62,10 @@ type globals struct {
 	stderr io.Writer
 	cif    ciFlags
 	docs   int // YAML documents printed so far: the second and later are preceded by ---
+	// progressMode is --progress; progress shows long work on stderr (nil
+	// when it is not shown).
+	progressMode string
+	progress     *progress.Printer
 }
 
 // Output formats of the global -o/--output flag.
@@ -134,6 +153,9 @@ to a digest, keeps lock files, and refuses mutable references.`,
 			if err := g.checkOutput(cmd); err != nil {
 				return err
 			}
+			if err := g.startProgress(os.Getenv); err != nil {
+				return err
+			}
 			return g.cif.setup(os.Getenv, g)
 		},
 	}
@@ -142,6 +164,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 	root.SetErr(g.stderr)
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", outputText, "output format: text, json or yaml")
 	g.cif.add(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&g.progressMode, "progress", progress.Auto, "show the progress of long work on stderr: auto (on a terminal, without -o json or yaml, not under CI=true), always or never")
 	root.Flags().BoolVar(&showVersion, "version", false, "print the version, as 'slipway version' does")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage(err) })
 	root.AddCommand(
@@ -181,6 +204,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 	root.InitDefaultCompletionCmd()
 	strictSubcommands(root)
 	addExamples(root)
+	addCompletions(root)
 	return root
 }
 
@@ -192,6 +216,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := NewCmdRoot(g)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
+	g.progress.Close()
 	if err == nil {
 		return exitOK
 	}

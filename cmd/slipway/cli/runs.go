@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/slipway-dev/slipway/internal/idprefix"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -33,6 +34,24 @@ type runSource interface {
 	Get(ctx context.Context, runID string) (*runmanifest.Manifest, error)
 	Query(ctx context.Context, q runmanifest.Query) ([]string, error)
 	Close() error
+}
+
+// runByPrefix reads the run whose id prefix starts (at least 6 characters
+// after r-), when no run has that whole id (notFound); an ambiguous prefix
+// lists the candidates.
+func runByPrefix(ctx context.Context, s runSource, prefix string, notFound error) (*runmanifest.Manifest, error) {
+	if idprefix.Check(prefix, "r-", "run") != nil {
+		return nil, notFound
+	}
+	ids, err := s.Query(ctx, runmanifest.Query{RunIDPrefix: prefix, Limit: 20})
+	if err != nil {
+		return nil, err
+	}
+	id, err := idprefix.Resolve(prefix, "r-", "run", "the run manifests", ids)
+	if err != nil {
+		return nil, err
+	}
+	return s.Get(ctx, id)
 }
 
 // stateFlags name where run manifests are read from.
@@ -113,7 +132,8 @@ func newCmdRunsShow(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show RUN_ID [--egress]",
 		Short: "Print a run manifest (JSON, the seed's snake_case fields), or with --egress the destinations its sandbox asked for",
-		Long: `Print a run manifest: JSON, the seed's snake_case fields. Its "egress" lists the
+		Long: `Print a run manifest: JSON, the seed's snake_case fields. RUN_ID may be a unique prefix of
+the run's id (at least 6 characters after r-). Its "egress" lists the
 connections the sandbox of an allow-list pool asked its egress proxy for.
 
 With --egress, only those attempts: one line each (time, method, destination, allowed
@@ -128,6 +148,9 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 			defer s.Close()
 			m, err := s.Get(cmd.Context(), args[0])
 			if errors.Is(err, runs.ErrNotFound) {
+				m, err = runByPrefix(cmd.Context(), s, args[0], err)
+			}
+			if errors.Is(err, runs.ErrNotFound) || errors.Is(err, idprefix.ErrNoMatch) {
 				return failed(err)
 			}
 			if err != nil {

@@ -130,6 +130,17 @@ func TestRuntimeServeAndClaim(t *testing.T) {
 			t.Errorf("runs query --package nope %v: %+v", src[0], r)
 		}
 	}
+	// A unique prefix of the run's id, from the state or the API; one that
+	// matches nothing says so.
+	for _, src := range [][]string{{"--state", state}, {"--server", server, "--token-file", tokenFile}} {
+		r = run(t, "", append([]string{"runs", "show", res.RunID[:9]}, src...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, `"run_id": "`+res.RunID+`"`) {
+			t.Errorf("runs show PREFIX %v: %+v", src[0], r)
+		}
+		if r = run(t, "", append([]string{"runs", "show", "r-zzzzzzzz"}, src...)...); r.code != 1 || !strings.Contains(r.stderr, "no run matches r-zzzzzzzz in the run manifests") {
+			t.Errorf("runs show of an unknown prefix %v: %+v", src[0], r)
+		}
+	}
 	if r = run(t, "", "runs", "show", "r-404", "--server", server, "--token-file", tokenFile); r.code != 1 || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("runs show --server of an unknown run: %+v", r)
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/release"
@@ -86,8 +87,11 @@ It prints a JSON result.`,
 				return err
 			}
 			opts := []template.Option{template.WithEpoch(epoch), template.WithAllow(al...)}
-			if verbose {
-				opts = append(opts, template.WithLog(g.stderr))
+			switch {
+			case verbose:
+				opts = append(opts, template.WithLog(g.progress.Wrap(g.stderr)))
+			case g.progress != nil:
+				opts = append(opts, template.WithLog(g.progress.LineWriter("template build: ")))
 			}
 			if resolveBase {
 				reg, err := resolve.NewRegistry()
@@ -114,7 +118,13 @@ It prints a JSON result.`,
 				}
 				signing = &release.Signing{Signer: sv, BuilderID: builderID, Options: sopts}
 			}
+			var popts []remote.Option
+			pushed := func() {}
+			if push != "" {
+				popts, pushed = g.pushProgress(push)
+			}
 			res, err := release.BuildTemplate(cmd.Context(), args[0], release.TemplateOptions{
+				Remote:    popts,
 				Build:     opts,
 				Push:      push,
 				OCILayout: layoutDir,
@@ -122,6 +132,8 @@ It prints a JSON result.`,
 				Keep:      keep,
 				Sign:      signing,
 			})
+			pushed()
+			g.progress.Clear()
 			if errors.Is(err, fs.ErrNotExist) {
 				return usage(err) // no such input file: an input error, as in every verb
 			}

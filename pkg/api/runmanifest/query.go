@@ -36,6 +36,8 @@ type Query struct {
 	// Package ("name@version", as in the template SBOMs) matches runs whose
 	// workspace template contains that package.
 	Package string
+	// RunIDPrefix matches run_id by its beginning (an id typed short).
+	RunIDPrefix string
 	// Limit caps the number of run ids returned; 0 means all.
 	Limit int
 }

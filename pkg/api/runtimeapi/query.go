@@ -15,7 +15,7 @@ import (
 // runner is a synonym of runner_image (the runner IMAGE's digest, as
 // runmanifest.Query.RunnerImage); runner_binary is the runner BINARY's sha256.
 var QueryParams = []string{"template", "runner_image", "runner", "runner_binary", "node_image", "node", "runtime_class", "policy",
-	"secret_version", "generation", "request_key", "package", "limit"}
+	"secret_version", "generation", "request_key", "package", "run_id_prefix", "limit"}
 
 // RunsResult answers GET /v1/runs: the ids of the matching runs, sorted.
 type RunsResult struct {
@@ -27,7 +27,7 @@ type RunsResult struct {
 func queryFields(q *runmanifest.Query) map[string]*string {
 	return map[string]*string{"template": &q.Template, "runner_image": &q.RunnerImage, "runner_binary": &q.RunnerBinary,
 		"node_image": &q.NodeImage, "node": &q.Node, "runtime_class": &q.RuntimeClass, "policy": &q.Policy, "secret_version": &q.SecretVersion,
-		"generation": &q.Generation, "request_key": &q.RequestKey, "package": &q.Package}
+		"generation": &q.Generation, "request_key": &q.RequestKey, "package": &q.Package, "run_id_prefix": &q.RunIDPrefix}
 }
 
 // querySynonyms are the other names of query parameters: runner is the

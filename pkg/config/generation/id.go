@@ -72,3 +72,7 @@ func checkUTF8(g *Generation) error {
 	}
 	return nil
 }
+
+// ValidID reports whether id is a whole generation id: g- and 64
+// lower-case hex digits.
+func ValidID(id string) bool { return idPattern.MatchString(id) }

@@ -316,6 +316,9 @@ func postgresQuery(q runmanifest.Query) (string, []any, error) {
 			where = append(where, "(r.manifest->>'"+c[0]+"') = "+arg(c[1]))
 		}
 	}
+	if q.RunIDPrefix != "" {
+		where = append(where, "left(r.run_id, "+arg(len(q.RunIDPrefix))+") = "+arg(q.RunIDPrefix))
+	}
 	stmt := "SELECT r.run_id FROM " + from + " WHERE " + strings.Join(where, " AND ") + " ORDER BY r.run_id"
 	if q.Limit > 0 {
 		stmt += " LIMIT " + arg(q.Limit)

@@ -473,6 +473,10 @@ func sqliteQuery(q runmanifest.Query) (string, []any, error) {
 			args = append(args, c[1])
 		}
 	}
+	if q.RunIDPrefix != "" {
+		where = append(where, "substr(r.run_id, 1, ?) = ?")
+		args = append(args, len(q.RunIDPrefix), q.RunIDPrefix)
+	}
 	// The ids come back as one string, newline-separated (run ids hold no
 	// white space): a package query matches tens of thousands of runs, and
 	// stepping database/sql through them row by row made the B7 package
@@ -532,7 +536,7 @@ func checkQuery(q runmanifest.Query) error {
 		return fmt.Errorf("%w: query: limit %d is negative", ErrInvalid, q.Limit)
 	}
 	if q.Empty() {
-		return fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, node, runtime class, policy, secret version, generation, request key or package)", ErrInvalid)
+		return fmt.Errorf("%w: query: no criterion (template, runner image, runner binary, node image, node, runtime class, policy, secret version, generation, request key, package or run id prefix)", ErrInvalid)
 	}
 	return nil
 }

@@ -273,6 +273,11 @@ func TestQuery(t *testing.T) {
 			{runmanifest.Query{RequestKey: "job-2:attempt-1"}, []string{"r-2"}},
 			{runmanifest.Query{RequestKey: "job-2:attempt-1", Template: "tpl-b"}, nil},
 			{runmanifest.Query{RequestKey: "job-1:attempt-1"}, nil},
+			// a run id typed short
+			{runmanifest.Query{RunIDPrefix: "r-"}, []string{"r-0", "r-1", "r-2", "r-3", "r-4", "r-5"}},
+			{runmanifest.Query{RunIDPrefix: "r-3"}, []string{"r-3"}},
+			{runmanifest.Query{RunIDPrefix: "r-3", Template: "tpl-a"}, nil},
+			{runmanifest.Query{RunIDPrefix: "r-%"}, nil},
 			// the node and the runtime class, from the manifest
 			{runmanifest.Query{Node: "node-1"}, []string{"r-1", "r-4"}},
 			{runmanifest.Query{RuntimeClass: "runc"}, []string{"r-1", "r-3", "r-5"}},

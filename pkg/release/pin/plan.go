@@ -67,6 +67,20 @@ type PlanOption func(*planOptions) error
 type planOptions struct {
 	dropTag, refresh bool
 	concurrency      int
+	progress         func(Progress)
+}
+
+// Progress is how far Plan's resolution is: Resolved of Total distinct
+// references looked up, Last the one that just finished ("" at the start).
+type Progress struct {
+	Resolved, Total int
+	Last            string
+}
+
+// WithProgress calls fn as the references resolve: once before the first
+// look-up and once after each (one at a time; fn must return quickly).
+func WithProgress(fn func(Progress)) PlanOption {
+	return func(o *planOptions) error { o.progress = fn; return nil }
 }
 
 // WithDropTag writes repo@digest instead of repo:tag@digest. A kustomization
@@ -129,7 +143,7 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 			wants = append(wants, w)
 		}
 	}
-	pins := resolveAll(ctx, r, queries, o.concurrency)
+	pins := resolveAll(ctx, r, queries, o.concurrency, o.progress)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("resolving: %w", err)
 	}
@@ -248,8 +262,12 @@ type outcome struct {
 }
 
 // resolveAll resolves each query once, at most n at a time.
-func resolveAll(ctx context.Context, r resolve.Resolver, queries map[string]ref.Reference, n int) map[string]outcome {
+func resolveAll(ctx context.Context, r resolve.Resolver, queries map[string]ref.Reference, n int, progress func(Progress)) map[string]outcome {
 	out := make(map[string]outcome, len(queries))
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	progress(Progress{Total: len(queries)})
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, n)
@@ -268,6 +286,7 @@ func resolveAll(ctx context.Context, r resolve.Resolver, queries map[string]ref.
 			}
 			mu.Lock()
 			out[key] = oc
+			progress(Progress{Resolved: len(out), Total: len(queries), Last: q.String()})
 			mu.Unlock()
 		})
 	}

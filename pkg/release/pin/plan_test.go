@@ -129,9 +129,18 @@ func TestPlanConcurrencyBound(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 		return ref.PinOf(r, dg(len(r.Written())), ref.Origin{Source: ref.SourceRegistry}), nil
 	})
-	res, err := Plan(context.Background(), findDir(t, dir), r, WithConcurrency(3))
+	var seen []Progress // WithProgress: called one at a time
+	res, err := Plan(context.Background(), findDir(t, dir), r, WithConcurrency(3), WithProgress(func(p Progress) { seen = append(seen, p) }))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(seen) != 21 || seen[0] != (Progress{Total: 20}) || seen[20].Resolved != 20 || seen[20].Total != 20 || !strings.HasPrefix(seen[20].Last, "app-") {
+		t.Errorf("progress: %+v", seen)
+	}
+	for i, p := range seen {
+		if p.Resolved != i {
+			t.Errorf("progress %d says %d resolved", i, p.Resolved)
+		}
 	}
 	if p := peak.Load(); p > 3 || p < 2 {
 		t.Errorf("peak in flight %d, want 2..3", p)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
@@ -255,17 +256,21 @@ var errNoAnswer = errors.New("the fleet did not answer")
 // retried until then. The lease is renewed on the way.
 func (d *Driver) waitFor(ctx context.Context, r **pool.Rollout, until time.Time, cond func(ctx context.Context) (bool, string, error)) (string, error) {
 	note := ""
+	waiting, lastErr := "", "" // for Progress: the last answer, the last error
 	for {
+		d.report(*r, until, waiting, lastErr, d.Now())
 		done, n, err := cond(ctx)
 		unanswered := false
 		switch {
 		case err != nil:
 			note, unanswered = err.Error(), errors.Is(err, errNoAnswer)
+			lastErr = note
 		case done:
 			return n, nil
 		default:
-			note = n
+			note, waiting, lastErr = n, n, ""
 		}
+		d.report(*r, until, waiting, lastErr, time.Time{})
 		now := d.Now()
 		if !now.Before(until) {
 			if unanswered {
@@ -315,4 +320,43 @@ func short(rev string) string {
 		return rev[:12]
 	}
 	return rev
+}
+
+// Wait is what a step waits for, as Driver.Progress hears it.
+type Wait struct {
+	Rollout string `json:"rollout"`
+	// Step is the step's number (1 to 7) and Phase its name.
+	Step  int    `json:"step"`
+	Phase string `json:"phase"`
+	// For says what the step waits for: the last look's answer ("1 of 2
+	// warm members of g-… ready"), or the step's goal before the first.
+	For string `json:"for"`
+	// Until is the phase deadline.
+	Until time.Time `json:"until"`
+	// Asking is when the look under way began (zero between looks): a
+	// fleet that does not answer keeps it in the past.
+	Asking time.Time `json:"asking,omitzero"`
+	// LastError is the fleet's last error ("" when its last look
+	// answered).
+	LastError string `json:"lastError,omitempty"`
+}
+
+// goals say what each step waits for before the first look answers.
+var goals = map[string]string{
+	PhaseCompatibility: "the fleet to say which protocols its control plane speaks",
+	PhaseWarm:          "the fleet to warm the new generation",
+	PhaseProve:         "a warm member of the new generation to prove",
+	PhaseRoute:         "the fleet to serve from the routing commit",
+	PhaseDrain:         "the old generation's runs to end",
+	PhaseRemove:        "the old generation's warm capacity to go",
+}
+
+func (d *Driver) report(r *pool.Rollout, until time.Time, note, lastErr string, asking time.Time) {
+	if d.Progress == nil || r == nil {
+		return
+	}
+	if note == "" {
+		note = goals[r.Phase]
+	}
+	d.Progress(Wait{Rollout: r.ID, Step: slices.Index(Phases, r.Phase) + 1, Phase: r.Phase, For: note, Until: until, Asking: asking, LastError: lastErr})
 }

@@ -83,6 +83,10 @@ type Driver struct {
 	Log io.Writer
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Progress, when set, hears what a step waits for while it waits on
+	// the fleet: before each look and after it (for a progress display;
+	// it must return quickly).
+	Progress func(Wait)
 
 	failpoint func(name string) // failpoints build only
 }
@@ -198,6 +202,25 @@ type Status struct {
 	DrainingRuns []string `json:"drainingRuns"`
 	// Evidence is the rollout's proof evidence, as committed.
 	Evidence []runtimeapi.Evidence `json:"evidence"`
+	// Steps are the rollout's seven steps as its commits record them
+	// (WithSteps; Status alone reads only the head).
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// WithSteps adds to st the steps of its rollout (or of the pool's rollout
+// rec names, when given), read from the history of the driver's branch:
+// the driver's Repo must hold the whole history (gitops.WithDepth(0)).
+func (d *Driver) WithSteps(ctx context.Context, st *Status) (*Record, error) {
+	d.defaults()
+	if st.Rollout == nil {
+		return nil, nil
+	}
+	rec, err := ReadRecord(ctx, d.Repo, d.Branch, d.Pool, st.Rollout.ID)
+	if err != nil {
+		return nil, err
+	}
+	st.Steps = rec.Steps
+	return rec, nil
 }
 
 // Status reads the pool's rollout state at the head of the branch.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/internal/idprefix"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
@@ -291,6 +292,51 @@ func TestRolloutSucceeds(t *testing.T) {
 	if stateOf(st, e.g1.ID) != pool.Active || stateOf(st, g2.ID) != pool.Retained {
 		t.Errorf("after the rollback: %+v", st.Generations)
 	}
+
+	// The history: both rollouts, newest first, each step from its commits.
+	hist := e.history()
+	if len(hist) != 2 || hist[1].ID != r.ID || hist[1].From != e.g1.ID || hist[1].To != g2.ID || hist[1].Outcome != pool.RolloutSucceeded || !hist[0].Rollback {
+		t.Fatalf("history: %+v", hist)
+	}
+	for _, s := range hist[1].Steps {
+		want := rollout.StepPassed
+		if s.Number == 7 {
+			want = rollout.StepRetained
+		}
+		if s.Result != want || s.Started.IsZero() || s.Ended.Before(s.Started) || s.Commit == "" || !s.Deadline.IsZero() {
+			t.Errorf("step %d: %+v", s.Number, s)
+		}
+	}
+	if ev := hist[1].Steps[2].Evidence; !strings.Contains(ev, "evidence in "+r.Evidence) {
+		t.Errorf("step 3's evidence: %q", ev)
+	}
+	if ev := hist[1].Steps[6].Evidence; !strings.Contains(ev, e.g1.ID+" is retained: rollback window until ") {
+		t.Errorf("step 7's evidence: %q", ev)
+	}
+	repo, err := gitops.Open(ctx, e.repo, gitops.WithDepth(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := rollout.ReadRecord(ctx, repo, "main", "agents", r.ID[:9]); err != nil || rec.ID != r.ID || len(rec.Commits) != len(hist[1].Commits) {
+		t.Errorf("the rollout by prefix: %+v %v", rec, err)
+	}
+	if _, err := rollout.ReadRecord(ctx, repo, "main", "agents", "ro-zzzzzz"); !errors.Is(err, idprefix.ErrNoMatch) || !strings.Contains(err.Error(), "no rollout matches ro-zzzzzz in pool agents") {
+		t.Errorf("an unknown rollout: %v", err)
+	}
+}
+
+// history reads the pool's rollouts back from the repository's history.
+func (e *env) history() []*rollout.Record {
+	e.t.Helper()
+	repo, err := gitops.Open(context.Background(), e.repo, gitops.WithDepth(0))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	h, err := rollout.History(context.Background(), repo, "main", "agents")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h
 }
 
 func TestFailedProofRollsBack(t *testing.T) {
@@ -318,6 +364,10 @@ func TestFailedProofRollsBack(t *testing.T) {
 		t.Errorf("the evidence does not say why: %+v", status)
 	}
 	e.checkRouting()
+	if h := e.history(); len(h) != 1 || h[0].Outcome != pool.RolloutRolledBack || h[0].Steps[1].Result != rollout.StepPassed ||
+		h[0].Steps[2].Result != rollout.StepRolledBack || !strings.Contains(h[0].Steps[2].Evidence, "needs-python exited 9") || h[0].Steps[3].Result != rollout.StepNotReached {
+		t.Errorf("history of a rolled-back rollout: %+v", h)
+	}
 	// The runtime removes the new generation's warm capacity.
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -183,6 +183,7 @@ func Build(ctx context.Context, t *Template, opts ...Option) (res *Result, err e
 		return res, t.errorf("the build adds %d bytes over the base, over spec.limits.maxSize %d", dr.UncompressedSize, maxSize)
 	}
 	res.Layer = LayerResult{Digest: dr.Digest.String(), DiffID: dr.DiffID.String(), Size: dr.Size, Added: dr.Added, Changed: dr.Changed, Deleted: dr.Deleted}
+	logf(o.log, "frozen: %d bytes over the base (%d compressed); %d added, %d changed, %d deleted", dr.UncompressedSize, dr.Size, dr.Added, dr.Changed, dr.Deleted)
 	frozen, err := t.freeze(baseImg, layer, epoch, base.Digest(), nil)
 	if err != nil {
 		return res, err
