@@ -134,6 +134,9 @@ to a digest, keeps lock files, and refuses mutable references.`,
 			if err := g.checkOutput(cmd); err != nil {
 				return err
 			}
+			if err := conceptsFromEnv(cmd, os.Getenv, g.stderr); err != nil {
+				return err
+			}
 			return g.cif.setup(os.Getenv, g)
 		},
 	}
@@ -180,6 +183,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	strictSubcommands(root)
+	oneNamePerConcept(root, g.stderr)
 	addExamples(root)
 	return root
 }
