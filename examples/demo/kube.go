@@ -137,7 +137,7 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 		return err
 	}
 	section("runs show", "the run manifest: cluster, namespace, node, node image, runtime class, launch type")
-	if err := sh.run(0, "runs", "show", first.RunID, "--server", rt.server, "--token-file", rt.token); err != nil {
+	if err := sh.run(0, "runs", "show", first.RunID, "--runtime", rt.server, "--token-file", rt.token); err != nil {
 		return err
 	}
 
@@ -293,7 +293,7 @@ func waitClaim(rt *runtimeProc, sh shell, want string, command ...string) (*clai
 	for {
 		res, err := rt.claim(sh, true, command...)
 		if err == nil && res.Generation == want {
-			fmt.Printf("$ slipway claim --server %s --token-file %s --pool agents --tenant demo -- %s\n", rt.server, rt.token, strings.Join(command, " "))
+			fmt.Printf("$ slipway claim --runtime %s --token-file %s --pool agents --tenant demo -- %s\n", rt.server, rt.token, strings.Join(command, " "))
 			fmt.Printf("  run %s in sandbox %s, generation %s, warm %v, exit %d\n", res.RunID, res.SandboxID, res.Generation, res.Warm, res.ExitCode)
 			for _, l := range strings.Split(strings.TrimSpace(res.Output), "\n") {
 				fmt.Printf("  > %s\n", l)

@@ -112,7 +112,7 @@ git -C "$project" -c user.name=t -c user.email=t@example.com commit -qm project
 umask 077
 echo chain-runtime-token-0123456789 >"$work/runtime.token"
 umask 022
-"$slipway" runtime serve --config-repo "$work/config.git" --state "$work/state" --listen 127.0.0.1:0 \
+"$slipway" runtime serve --repo "$work/config.git" --state "$work/state" --listen 127.0.0.1:0 \
 	--token-file "$work/runtime.token" --sync-interval 500ms </dev/null >"$work/runtime.log" 2>&1 &
 pid=$!
 echo "$pid" >"$work/runtime.pid"
