@@ -181,6 +181,7 @@ to a digest, keeps lock files, and refuses mutable references.`,
 	)
 	groupCommands(root)
 	root.InitDefaultHelpCmd()
+	strictHelp(root)
 	root.InitDefaultCompletionCmd()
 	strictSubcommands(root)
 	oneNamePerConcept(root, g.stderr)
