@@ -191,7 +191,7 @@ func kubeGenerations(sh shell, pinned map[string]string, agentTools, minimal str
 	}
 	base := []string{"generation", "create", "--pool", "agents", "--policy", policy}
 	section("generation create", "g1: control plane, runner, agent-tools template, runtime class runc; every image verified")
-	b, err := sh.capture(append(base, "--output", "g1.yaml",
+	b, err := sh.capture(append(base, "--out-file", "g1.yaml",
 		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
 		"--pin", "runner="+pinned["platform/runner:v1.0.0"],
 		"--pin", "workspaceTemplate="+agentTools,
@@ -207,7 +207,7 @@ func kubeGenerations(sh shell, pinned map[string]string, agentTools, minimal str
 		return "", "", err
 	}
 	section("generation create", "g2: the minimal template instead; every other pin copied from g1")
-	if b, err = sh.capture(append(base, "--output", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+minimal)...); err != nil {
+	if b, err = sh.capture(append(base, "--out-file", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+minimal)...); err != nil {
 		return "", "", err
 	}
 	g2 = strings.TrimSpace(string(b))

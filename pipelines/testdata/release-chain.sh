@@ -98,7 +98,7 @@ cp=$(sw resolve "$reg/platform/control-plane:v1")
 sw sign "$runner" --key "$work/keys/release.key" --offline-no-tlog >/dev/null
 sw sign "$cp" --key "$work/keys/release.key" --offline-no-tlog >/dev/null
 sw config init "$work/config.git" --pool agents --policy "$policy" >/dev/null
-g1=$(sw generation create --pool agents --policy "$policy" --output "$work/g1.yaml" \
+g1=$(sw generation create --pool agents --policy "$policy" --out-file "$work/g1.yaml" \
 	--pin "controlPlane=$cp" --pin "runner=$runner" --pin "workspaceTemplate=$minimal" \
 	--pin "secretVersion=vault://kv/agents/api-token#1" --control-plane-protocol 1-2 --runner-protocol 1)
 sw promote --repo "$work/config.git" --pool agents --generation "$work/g1.yaml" --activate >/dev/null
