@@ -122,8 +122,8 @@ It prints a JSON result.`,
 				Keep:      keep,
 				Sign:      signing,
 			})
-			if errors.Is(err, fs.ErrNotExist) {
-				return usage(err) // no such input file: an input error, as in every verb
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, template.ErrSpec) {
+				return usage(err) // no such input file, or a spec that does not parse: an input error, as in every verb
 			}
 			if err != nil {
 				return failed(err)

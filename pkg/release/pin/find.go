@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/slipway-dev/slipway/internal/strictyaml"
 )
 
 // SiteKind says what kind of field holds an image.
@@ -568,15 +570,7 @@ func plural(n int, noun string) string {
 
 // syntaxError names file:line for a parser error ("yaml: line 3: …").
 func syntaxError(name string, data []byte, err error) error {
-	msg, _ := strings.CutPrefix(err.Error(), "yaml: ")
-	line := 0
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if n, after, ok := strings.Cut(rest, ": "); ok {
-			if l, perr := strconv.Atoi(n); perr == nil {
-				line, msg = l, after
-			}
-		}
-	}
+	line, msg := strictyaml.SyntaxLine(data, err)
 	if line == 0 {
 		line = guessLine(data, msg)
 	}

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestYAMLErrorsNameTheLine: through Main, an unknown field is named with
+// the nearest valid one and no Go type, and a syntax error names the line at
+// fault (yaml.v3 names the line before it for these).
+func TestYAMLErrorsNameTheLine(t *testing.T) {
+	const head = "apiVersion: slipway.dev/v1alpha1\nkind: WorkspaceTemplate\nspec:\n"
+	dir := writeTree(t, map[string]string{
+		"unknown.yaml": head + "  bsae: registry.example/base@sha256:0000\n",
+		"tab.yaml":     head + "  base: x\n\t- run: a\n",
+		"key.yaml":     head + "  base: x\n- run: a\n",
+		"pod.yaml":     "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n- name: a\n",
+	})
+	for _, c := range []struct {
+		args []string
+		say  string
+	}{
+		{[]string{"template", "build", "unknown.yaml"}, `unknown.yaml:4: invalid template spec: unknown field "bsae" (did you mean "base"?)`},
+		{[]string{"template", "build", "tab.yaml"}, "tab.yaml:5: invalid template spec: found a tab character"},
+		{[]string{"template", "build", "key.yaml"}, "key.yaml:5: invalid template spec: did not find expected key"},
+		{[]string{"lint", "pod.yaml"}, "pod.yaml:5: input refused: invalid yaml: did not find expected key"},
+		{[]string{"pin", "pod.yaml"}, "pod.yaml:5: input refused: invalid yaml: did not find expected key"},
+	} {
+		r := run(t, dir, c.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.say) || strings.Contains(r.stderr, "type template.") || strings.Contains(r.stderr, "not found in type") {
+			t.Errorf("slipway %s: code %d, stderr %q; want 2 saying %q", strings.Join(c.args, " "), r.code, r.stderr, c.say)
+		}
+	}
+}
