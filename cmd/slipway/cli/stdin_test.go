@@ -66,9 +66,9 @@ func TestPinLintStdin(t *testing.T) {
 // explicitly that holds YAML is read whatever its name.
 func TestLintNoYAMLIsUsage(t *testing.T) {
 	dir := writeTree(t, map[string]string{
-		"text/notes.md":   "just some text\n",
-		"x.txt":           "hello world\n",
-		"pod.conf":        "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    image: nginx:1.25\n",
+		"text/notes.md": "just some text\n",
+		"x.txt":         "hello world\n",
+		"pod.conf":      "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    image: nginx:1.25\n",
 	})
 	if err := os.Mkdir(filepath.Join(dir, "empty"), 0o755); err != nil {
 		t.Fatal(err)
