@@ -129,7 +129,7 @@ func TestResolve(t *testing.T) {
 		t.Fatalf("--drop-tag: %+v", r)
 	}
 	r = run(t, "", "resolve", host+"/web:v1", host+"/web:nope")
-	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, host+"/web:nope") || !strings.Contains(r.stderr, "MANIFEST_UNKNOWN") {
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, host+"/web:nope") || !strings.Contains(r.stderr, "tag nope not found in "+host+"/web") {
 		t.Fatalf("unknown tag: %+v", r)
 	}
 	if r := run(t, "", "resolve", "Bad:Ref"); r.code != 2 || !strings.Contains(r.stderr, "Bad:Ref") {

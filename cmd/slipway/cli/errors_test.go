@@ -3,6 +3,12 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // TestYAMLErrorsNameTheLine: through Main, an unknown field is named with
@@ -29,6 +35,30 @@ func TestYAMLErrorsNameTheLine(t *testing.T) {
 		r := run(t, dir, c.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.say) || strings.Contains(r.stderr, "type template.") || strings.Contains(r.stderr, "not found in type") {
 			t.Errorf("slipway %s: code %d, stderr %q; want 2 saying %q", strings.Join(c.args, " "), r.code, r.stderr, c.say)
+		}
+	}
+}
+
+// TestRegistryErrorsInWords: against Debian's docker-registry (distribution,
+// whose errors carry a detail go-containerregistry prints as a Go map), a
+// missing tag and a missing repository are said in words naming them.
+func TestRegistryErrorsInWords(t *testing.T) {
+	reg := registrytest.NewDistribution(t)
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag(reg.Addr() + "/platform/web:v1")
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ ref, say string }{
+		{reg.Addr() + "/platform/web:v9", "not found: manifest unknown: tag v9 not found in " + reg.Addr() + "/platform/web"},
+		{reg.Addr() + "/platform/nope:v1", "not found in " + reg.Addr() + "/platform/nope"},
+	} {
+		r := run(t, "", "resolve", c.ref)
+		if r.code != exitFailed || !strings.Contains(r.stderr, c.say) || strings.Contains(r.stderr, "map[") || strings.Contains(r.stderr, "MANIFEST_UNKNOWN") {
+			t.Errorf("resolve %s: code %d, stderr %q; want 1 saying %q", c.ref, r.code, r.stderr, c.say)
 		}
 	}
 }
