@@ -62,3 +62,51 @@ func TestRegistryErrorsInWords(t *testing.T) {
 		}
 	}
 }
+
+// TestSignTagAndPromoteNoRepoSayTheFix: sign on a tag points at resolve;
+// promote into a repository that is not there points at config init.
+func TestSignTagAndPromoteNoRepoSayTheFix(t *testing.T) {
+	_, host, digests := registryWith(t, "platform/cp:v1", "platform/runner:v1", "templates/tools:v1")
+	dir := t.TempDir()
+	t.Setenv("COSIGN_PASSWORD", "pw")
+	if r := run(t, dir, "keys", "generate", "--output-key-prefix", "k"); r.code != 0 {
+		t.Fatal(r)
+	}
+	for _, verb := range []string{"sign", "attest"} {
+		args := []string{verb, host + "/platform/cp:v1", "--key", "k.key", "--offline-no-tlog"}
+		if verb == "attest" {
+			args = append(args, "--predicate", "p.json", "--type", "spdx")
+		}
+		r := run(t, dir, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, `"`+host+`/platform/cp:v1" is a tag`) || !strings.Contains(r.stderr, "run 'slipway resolve "+host+"/platform/cp:v1' for its digest") {
+			t.Errorf("%s on a tag: %+v", verb, r)
+		}
+	}
+	img := func(rt string) string {
+		repo, _, _ := strings.Cut(rt, ":")
+		return host + "/" + repo + "@" + digests[rt]
+	}
+	if r := run(t, dir, "generation", "create", "--pool", "agents", "--insecure-skip-verify", "--out-file", "g.yaml",
+		"--pin", "controlPlane="+img("platform/cp:v1"), "--pin", "runner="+img("platform/runner:v1"),
+		"--pin", "workspaceTemplate="+img("templates/tools:v1"), "--control-plane-protocol", "1", "--runner-protocol", "1"); r.code != 0 {
+		t.Fatal(r)
+	}
+	r := run(t, dir, "promote", "--repo", "nope.git", "--pool", "agents", "--generation", "g.yaml", "--insecure-skip-verify")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "no repository at nope.git: no such file or directory") ||
+		!strings.Contains(r.stderr, "slipway config init nope.git --pool agents") || strings.Count(r.stderr, "nope.git: ") > 1 {
+		t.Errorf("promote into no repository: %+v", r)
+	}
+}
+
+// TestNoDoubledWords: a file missing from the config repository is said
+// once ("file does not exist: file does not exist" before).
+func TestNoDoubledWords(t *testing.T) {
+	dir := t.TempDir()
+	if r := run(t, dir, "config", "init", "cfg.git", "--pool", "agents"); r.code != 0 {
+		t.Fatal(r)
+	}
+	r := run(t, dir, "generation", "show", "g-1a4ee8", "--repo", "cfg.git", "--pool", "agents")
+	if r.code != exitUsage || strings.Count(r.stderr, "does not exist") != 1 {
+		t.Errorf("generation show of a missing id: %+v", r)
+	}
+}

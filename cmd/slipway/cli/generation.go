@@ -381,6 +381,9 @@ Exit 0 promoted (or already the target), 1 refused or in conflict, 2 usage or I/
 				Rollback: rollback, Activate: activate, Policy: pol, SkipVerify: vf.skip,
 				RepoOptions: rf.options(),
 			})
+			if errors.Is(err, gitops.ErrNoRepository) {
+				return usage(fmt.Errorf("%w; a config repository is made once, with: slipway config init %s --pool %s", err, rf.repo, rf.pool))
+			}
 			if err != nil {
 				return releaseError(err)
 			}
