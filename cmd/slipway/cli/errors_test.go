@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -108,5 +110,56 @@ func TestNoDoubledWords(t *testing.T) {
 	r := run(t, dir, "generation", "show", "g-1a4ee8", "--repo", "cfg.git", "--pool", "agents")
 	if r.code != exitUsage || strings.Count(r.stderr, "does not exist") != 1 {
 		t.Errorf("generation show of a missing id: %+v", r)
+	}
+}
+
+// TestGenerationCreateRefusesWrongKind: a signed image that is not a runner
+// image is refused as the runner pin, and one that is not a template image
+// as the template pin, by name (their config labels say what they are); exit 1.
+func TestGenerationCreateRefusesWrongKind(t *testing.T) {
+	_, host, digests := registryWith(t, "platform/cp:v1", "platform/runner:v1", "templates/tools:v1")
+	dir := t.TempDir()
+	t.Setenv("COSIGN_PASSWORD", "pw")
+	if r := run(t, dir, "keys", "generate", "--output-key-prefix", "release"); r.code != 0 {
+		t.Fatal(r)
+	}
+	img := func(rt string) string {
+		repo, _, _ := strings.Cut(rt, ":")
+		return host + "/" + repo + "@" + digests[rt]
+	}
+	for rt := range digests {
+		if r := run(t, dir, "sign", img(rt), "--key", "release.key", "--offline-no-tlog"); r.code != 0 {
+			t.Fatal(r)
+		}
+	}
+	pol := `apiVersion: slipway.dev/v1alpha1
+kind: VerificationPolicy
+metadata: {name: agents}
+spec:
+  transparencyLog: none
+  keys: [{name: release, publicKeyFile: release.pub}]
+  rules: [{name: images, signatures: {keys: [release]}}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(pol), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	create := func(runner, tmpl string) result {
+		return run(t, dir, "generation", "create", "--pool", "agents", "--policy", "policy.yaml", "--out-file", "g.yaml",
+			"--pin", "controlPlane="+img("platform/cp:v1"), "--pin", "runner="+runner, "--pin", "workspaceTemplate="+tmpl,
+			"--control-plane-protocol", "1", "--runner-protocol", "1")
+	}
+	r := create(img("platform/cp:v1"), img("templates/tools:v1"))
+	if r.code != exitFailed || !strings.Contains(r.stderr, "pin runner "+host+"/platform/cp@") || !strings.Contains(r.stderr, "is not a runner image: its config has no dev.slipway.runner.sha256 label (slipway image runner makes one)") {
+		t.Errorf("runner pin = the control plane: %+v", r)
+	}
+	r = create(img("platform/runner:v1"), img("platform/runner:v1"))
+	if r.code != exitFailed || !strings.Contains(r.stderr, "pin workspaceTemplate "+host+"/platform/runner@") || !strings.Contains(r.stderr, "is not a workspace template image") {
+		t.Errorf("template pin = the runner: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "g.yaml")); err == nil {
+		t.Error("a refused generation was written")
+	}
+	if r := create(img("platform/runner:v1"), img("templates/tools:v1")); r.code != 0 {
+		t.Errorf("the right kinds: %+v", r)
 	}
 }

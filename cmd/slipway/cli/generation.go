@@ -89,7 +89,9 @@ REPO@COMMIT[#REF] (the config repository commit the policy is read at), secretVe
 the secret's path and version (vault://kv/agents/token#3: the version is part of the
 identity), the others an opaque ID[#TAG]. Every image pin is verified against the
 verification policy before anything is written; a refusal names the pin and the failed
-checks (exit 1). The id is g- and the sha256 of the canonical pins and compatibility.`,
+checks (exit 1). So is a runner pin whose image is not a runner image, and a
+workspaceTemplate pin that is not a template image: their config labels say what they
+are. The id is g- and the sha256 of the canonical pins and compatibility.`,
 		Example: `  slipway generation create --pool agents --policy policies/verification.yaml --out-file g1.yaml \
     --pin workspaceTemplate=127.0.0.1:5000/templates/agent-tools:demo@sha256:... \
     --pin runner=127.0.0.1:5000/platform/runner:v0.9.2@sha256:... \
