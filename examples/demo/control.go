@@ -37,8 +37,8 @@ func controlPlane(sh shell, work, here string, rt *runtimeProc) error {
 	}
 
 	section("control serve", "the control plane: only it holds the runtime's token; 3 jobs active at once, 2 per tenant")
-	args := []string{"control", "serve", "--config-repo", "config.git", "--db", db, "--listen", "127.0.0.1:0",
-		"--runtime", "agents=" + rt.server + "," + rt.token, "--max-active", "3", "--config-refresh", "300ms", "--grace", "1s"}
+	args := []string{"control", "serve", "--repo", "config.git", "--db", db, "--listen", "127.0.0.1:0",
+		"--pool-runtime", "agents=" + rt.server + "," + rt.token, "--max-active", "3", "--config-refresh", "300ms", "--grace", "1s"}
 	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
 	srv := exec.Command(sh.bin, args...)
 	srv.Dir = sh.dir
@@ -77,7 +77,7 @@ func controlPlane(sh shell, work, here string, rt *runtimeProc) error {
 		return fmt.Errorf("control serve did not start")
 	}
 	as := func(tenant string, args ...string) []string {
-		return append(append([]string{}, args[0], args[1]), append([]string{"--server", server, "--token-file", tenant + ".token"}, args[2:]...)...)
+		return append(append([]string{}, args[0], args[1]), append([]string{"--control", server, "--token-file", tenant + ".token"}, args[2:]...)...)
 	}
 
 	section("job submit", "globex floods: its queue bound is 4, so the flood gets 429 with Retry-After and the reason (exit 1)")

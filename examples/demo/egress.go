@@ -60,7 +60,7 @@ func (p *runtimeProc) egressStep(sh shell) (string, error) {
 		return "", fmt.Errorf("the allow-listed claim did not reach %s and get refused %s: %q", approved, other, res.Output)
 	}
 	section("runs show --egress", "every destination the run asked for: allowed or denied, by which entry or why, bytes each way")
-	if err := sh.run(0, "runs", "show", res.RunID, "--egress", "--server", p.server, "--token-file", p.token); err != nil {
+	if err := sh.run(0, "runs", "show", res.RunID, "--egress", "--runtime", p.server, "--token-file", p.token); err != nil {
 		return "", err
 	}
 	return res.RunID, nil

@@ -26,7 +26,7 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 
 	base := []string{"generation", "create", "--pool", "agents", "--policy", filepath.Join("policies", "verification.yaml")}
 	section("generation create", "g1: control plane, runner, minimal template, a secret version; every image verified")
-	b, err := sh.capture(append(base, "--output", "g1.yaml",
+	b, err := sh.capture(append(base, "--out-file", "g1.yaml",
 		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
 		"--pin", "runner="+pinned["platform/runner:v1.0.0"],
 		"--pin", "workspaceTemplate="+tmpl.minimal,
@@ -39,7 +39,7 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 	fmt.Printf("  %s\n", g1)
 
 	section("generation create", "an unsigned image is never pinned: the multi-arch busybox as the runner (exit 1)")
-	if err := sh.run(1, append(base, "--output", "refused.yaml", "--from", "g1.yaml", "--pin", "runner="+host+"/library/busybox@"+digestOf(sh, host+"/library/busybox:latest"))...); err != nil {
+	if err := sh.run(1, append(base, "--out-file", "refused.yaml", "--from", "g1.yaml", "--pin", "runner="+host+"/library/busybox@"+digestOf(sh, host+"/library/busybox:latest"))...); err != nil {
 		return err
 	}
 
@@ -60,7 +60,7 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 	}
 
 	section("generation create", "g2: the agent-tools template instead; every other pin copied from g1")
-	b, err = sh.capture(append(base, "--output", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+tmpl.agentTools)...)
+	b, err = sh.capture(append(base, "--out-file", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+tmpl.agentTools)...)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 	}
 
 	section("generation create", "g3: the API token rotated to #4, on the minimal template again; every other pin copied from g2")
-	b, err = sh.capture(append(base, "--output", "g3.yaml", "--from", "g2.yaml", "--pin", "workspaceTemplate="+tmpl.minimal,
+	b, err = sh.capture(append(base, "--out-file", "g3.yaml", "--from", "g2.yaml", "--pin", "workspaceTemplate="+tmpl.minimal,
 		"--pin", "secretVersion=vault://kv/agents/api-token#4")...)
 	if err != nil {
 		return err

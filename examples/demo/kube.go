@@ -137,7 +137,7 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 		return err
 	}
 	section("runs show", "the run manifest: cluster, namespace, node, node image, runtime class, launch type")
-	if err := sh.run(0, "runs", "show", first.RunID, "--server", rt.server, "--token-file", rt.token); err != nil {
+	if err := sh.run(0, "runs", "show", first.RunID, "--runtime", rt.server, "--token-file", rt.token); err != nil {
 		return err
 	}
 
@@ -191,7 +191,7 @@ func kubeGenerations(sh shell, pinned map[string]string, agentTools, minimal str
 	}
 	base := []string{"generation", "create", "--pool", "agents", "--policy", policy}
 	section("generation create", "g1: control plane, runner, agent-tools template, runtime class runc; every image verified")
-	b, err := sh.capture(append(base, "--output", "g1.yaml",
+	b, err := sh.capture(append(base, "--out-file", "g1.yaml",
 		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
 		"--pin", "runner="+pinned["platform/runner:v1.0.0"],
 		"--pin", "workspaceTemplate="+agentTools,
@@ -207,7 +207,7 @@ func kubeGenerations(sh shell, pinned map[string]string, agentTools, minimal str
 		return "", "", err
 	}
 	section("generation create", "g2: the minimal template instead; every other pin copied from g1")
-	if b, err = sh.capture(append(base, "--output", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+minimal)...); err != nil {
+	if b, err = sh.capture(append(base, "--out-file", "g2.yaml", "--from", "g1.yaml", "--pin", "workspaceTemplate="+minimal)...); err != nil {
 		return "", "", err
 	}
 	g2 = strings.TrimSpace(string(b))
@@ -293,7 +293,7 @@ func waitClaim(rt *runtimeProc, sh shell, want string, command ...string) (*clai
 	for {
 		res, err := rt.claim(sh, true, command...)
 		if err == nil && res.Generation == want {
-			fmt.Printf("$ slipway claim --server %s --token-file %s --pool agents --tenant demo -- %s\n", rt.server, rt.token, strings.Join(command, " "))
+			fmt.Printf("$ slipway claim --runtime %s --token-file %s --pool agents --tenant demo -- %s\n", rt.server, rt.token, strings.Join(command, " "))
 			fmt.Printf("  run %s in sandbox %s, generation %s, warm %v, exit %d\n", res.RunID, res.SandboxID, res.Generation, res.Warm, res.ExitCode)
 			for _, l := range strings.Split(strings.TrimSpace(res.Output), "\n") {
 				fmt.Printf("  > %s\n", l)

@@ -35,7 +35,7 @@ func serveRuntime(sh shell, work, ready string, extra ...string) (*runtimeProc, 
 	if err := os.WriteFile(token, []byte("demo-runtime-token-0123456789\n"), 0o600); err != nil {
 		return nil, err
 	}
-	args := []string{"runtime", "serve", "--config-repo", "config.git", "--state", "state", "--listen", "127.0.0.1:0", "--token-file", token, "--sync-interval", "500ms"}
+	args := []string{"runtime", "serve", "--repo", "config.git", "--state", "state", "--listen", "127.0.0.1:0", "--token-file", token, "--sync-interval", "500ms"}
 	args = append(args, extra...)
 	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
 	srv := exec.Command(sh.bin, args...)
@@ -100,7 +100,7 @@ type claimResult struct {
 }
 
 func (p *runtimeProc) claim(sh shell, quiet bool, command ...string) (*claimResult, error) {
-	args := append([]string{"claim", "--server", p.server, "--token-file", p.token, "--pool", "agents", "--tenant", "demo", "--"}, command...)
+	args := append([]string{"claim", "--runtime", p.server, "--token-file", p.token, "--pool", "agents", "--tenant", "demo", "--"}, command...)
 	var b []byte
 	var err error
 	if quiet {
@@ -156,7 +156,7 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 	long, longErr := p.background(sh, "echo long task started on $(cat /etc/hostname 2>/dev/null || echo g1); sleep 10; echo long task done", 2*time.Second)
 
 	section("rollout start", "to g2: compatibility, warm, prove (evidence signed), route, drain, remove, retain; one commit each")
-	drive := []string{"rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g2, "--server", p.server, "--token-file", p.token,
+	drive := []string{"rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g2, "--runtime", p.server, "--token-file", p.token,
 		"--sign-key", filepath.Join("policies", "release.key"), "--wait"}
 	driven, err := sh.start(drive)
 	if err != nil {
@@ -191,12 +191,12 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 	}
 
 	section("operator", "which exact artifacts and policies produced the long task's run?")
-	if err := sh.run(0, "runs", "show", res.RunID, "--server", p.server, "--token-file", p.token); err != nil {
+	if err := sh.run(0, "runs", "show", res.RunID, "--runtime", p.server, "--token-file", p.token); err != nil {
 		return err
 	}
 	pkg := busyboxPackage()
 	section("operator", "which runs used a template that contains %s? (from the templates' SBOM attestations)", pkg)
-	b, err := sh.capture("runs", "query", "--package", pkg, "--server", p.server, "--token-file", p.token)
+	b, err := sh.capture("runs", "query", "--package", pkg, "--runtime", p.server, "--token-file", p.token)
 	if err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 // then the status.
 func (p *runtimeProc) rolloutQuiet(sh shell, label, g string) error {
 	section("rollout start", "to %s: the same seven steps and proofs; nothing runs on the old generation, so the drain is short", label)
-	if err := sh.run(0, "rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g, "--server", p.server, "--token-file", p.token,
+	if err := sh.run(0, "rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g, "--runtime", p.server, "--token-file", p.token,
 		"--sign-key", filepath.Join("policies", "release.key"), "--wait"); err != nil {
 		return err
 	}

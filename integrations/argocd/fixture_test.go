@@ -71,7 +71,7 @@ func (w *world) generation(t testing.TB, label, prev, cp, runner, tmpl string) *
 func (w *world) generationIn(t testing.TB, pool, label, prev, cp, runner, tmpl string) *gen {
 	t.Helper()
 	out := filepath.Join(w.keys, label+".yaml")
-	args := []string{"generation", "create", "--pool", pool, "--insecure-skip-verify", "--output", out,
+	args := []string{"generation", "create", "--pool", pool, "--insecure-skip-verify", "--out-file", out,
 		"--pin", "controlPlane=" + cp, "--pin", "runner=" + runner, "--pin", "workspaceTemplate=" + tmpl,
 		"--control-plane-protocol", "1", "--runner-protocol", "1"}
 	if prev != "" {

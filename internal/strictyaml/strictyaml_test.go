@@ -63,10 +63,10 @@ func TestDecodeRefusals(t *testing.T) {
 		line int
 		msg  string
 	}{
-		"unknown field":   {"kind: X\nspec:\n  rulez: []\n", 3, "field rulez not found"},
+		"unknown field":   {"kind: X\nspec:\n  rulez: []\n", 3, `unknown field "rulez" (did you mean "rules"?)`},
 		"second document": {"kind: X\n---\nkind: Y\n", 2, "one document per file"},
 		"bad syntax":      {"kind: X\nspec: [\n", 2, ""},
-		"wrong type":      {"kind: X\nspec:\n  rules: 5\n", 3, "cannot unmarshal"},
+		"wrong type":      {"kind: X\nspec:\n  rules: 5\n", 3, "got a number, want a list"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var d doc
@@ -86,5 +86,76 @@ func TestDecodeRefusals(t *testing.T) {
 	var m *strictyaml.Doc
 	if m.Line("a") != 0 {
 		t.Error("nil Doc Line != 0")
+	}
+}
+
+// Spec and Step have names as a package's types do: the messages must not
+// show them.
+type Spec struct {
+	Base   string `yaml:"base"`
+	Steps  []Step `yaml:"steps"`
+	Inline `yaml:",inline"`
+}
+
+type Step struct {
+	Run     string `yaml:"run"`
+	Timeout int    `yaml:"timeout"`
+}
+
+type Inline struct {
+	Network string `yaml:"network"`
+}
+
+type Template struct {
+	Kind string `yaml:"kind"`
+	Spec Spec   `yaml:"spec"`
+}
+
+// TestUnknownFieldSuggests: an unknown field is named with the nearest
+// valid one, or the valid ones, and never a Go type.
+func TestUnknownFieldSuggests(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"kind: X\nspec:\n  bsae: debian\n", `3: unknown field "bsae" (did you mean "base"?)`},
+		{"kind: X\nspec:\n  netwrok: deny\n", `3: unknown field "netwrok" (did you mean "network"?)`},
+		{"kind: X\nspec:\n  steps:\n    - run: make\n      timout: 5\n", `5: unknown field "timout" (did you mean "timeout"?)`},
+		{"kind: X\nspec:\n  zzzzzz: 1\n", `3: unknown field "zzzzzz" (the fields here: base, network, steps)`},
+		{"kind: X\nspec:\n  steps:\n    - run: make\n      timeout: soon\n", "5: got a string, want a number"},
+		{"Kind: X\n", `1: unknown field "Kind" (did you mean "kind"?)`},
+	} {
+		var v Template
+		_, err := strictyaml.Decode([]byte(c.in), &v)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: %v, want %s", c.in, err, c.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "strictyaml_test.") || strings.Contains(err.Error(), "type ")) {
+			t.Errorf("%q: a Go type in %v", c.in, err)
+		}
+	}
+}
+
+// TestSyntaxErrorLine: a syntax error names the line at fault, where
+// yaml.v3 names the line before it or where the construct began.
+func TestSyntaxErrorLine(t *testing.T) {
+	const head = "kind: X\nspec:\n  base: debian\n  steps:\n"
+	for _, c := range []struct {
+		in   string
+		line int
+	}{
+		{head + "- run: a\n", 5},                                 // parser: did not find expected key (yaml.v3 says 4)
+		{head + "\t- run: a\n", 5},                               // a tab (yaml.v3 says 4)
+		{head + "    - run: [a, b\n", 5},                         // an unclosed list (yaml.v3 says 4)
+		{head + "    - run: a\n   oops: 1\n", 6},                 // yaml.v3 says 5
+		{head + "    - run: a: b\n", 5},                          // mapping values are not allowed
+		{"kind: X\nspec: {base: a,\n  steps: [a]\n  x: 1}\n", 3}, // the comma missing at the end of line 3
+		{"a: 1\nb: 2\nc: 3\nd: 4\ne\n", 5},                       // could not find expected ':'
+		{"a: 1\nb: 2\nc: 3\nd: 4\ne: \"abc\n", 5},                // unterminated quote
+		{"a: 1\nb: 2\nc: 3\nd: 4\n- e\n", 5},                     // yaml.v3 says 4
+	} {
+		var v map[string]any
+		_, err := strictyaml.Decode([]byte(c.in), &v)
+		var e *strictyaml.Error
+		if !errors.As(err, &e) || e.Line != c.line {
+			t.Errorf("%q: %v, want line %d", c.in, err, c.line)
+		}
 	}
 }

@@ -98,7 +98,7 @@ cp=$(sw resolve "$reg/platform/control-plane:v1")
 sw sign "$runner" --key "$work/keys/release.key" --offline-no-tlog >/dev/null
 sw sign "$cp" --key "$work/keys/release.key" --offline-no-tlog >/dev/null
 sw config init "$work/config.git" --pool agents --policy "$policy" >/dev/null
-g1=$(sw generation create --pool agents --policy "$policy" --output "$work/g1.yaml" \
+g1=$(sw generation create --pool agents --policy "$policy" --out-file "$work/g1.yaml" \
 	--pin "controlPlane=$cp" --pin "runner=$runner" --pin "workspaceTemplate=$minimal" \
 	--pin "secretVersion=vault://kv/agents/api-token#1" --control-plane-protocol 1-2 --runner-protocol 1)
 sw promote --repo "$work/config.git" --pool agents --generation "$work/g1.yaml" --activate >/dev/null
@@ -112,7 +112,7 @@ git -C "$project" -c user.name=t -c user.email=t@example.com commit -qm project
 umask 077
 echo chain-runtime-token-0123456789 >"$work/runtime.token"
 umask 022
-"$slipway" runtime serve --config-repo "$work/config.git" --state "$work/state" --listen 127.0.0.1:0 \
+"$slipway" runtime serve --repo "$work/config.git" --state "$work/state" --listen 127.0.0.1:0 \
 	--token-file "$work/runtime.token" --sync-interval 500ms </dev/null >"$work/runtime.log" 2>&1 &
 pid=$!
 echo "$pid" >"$work/runtime.pid"

@@ -75,7 +75,7 @@ func BenchmarkB5Promote(b *testing.B) {
 	runner, template := runnerRepo+"@"+b5Digest(rng), templateRepo+"@"+b5Digest(rng)
 	genFile := filepath.Join(work, "next.yaml")
 	b5Run(b, "", slipway, "generation", "create", "--pool", target, "--from", prevFile,
-		"--pin", "runner="+runner, "--pin", "workspaceTemplate="+template, "--insecure-skip-verify", "--output", genFile)
+		"--pin", "runner="+runner, "--pin", "workspaceTemplate="+template, "--insecure-skip-verify", "--out-file", genFile)
 	images := []string{"slipway/runner=" + runner, "slipway/workspace-template=" + template}
 	wantDigests := []string{runner[strings.Index(runner, "@")+1:], template[strings.Index(template, "@")+1:]}
 

@@ -3,8 +3,14 @@ package release
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 )
@@ -22,6 +28,58 @@ type Verifier struct {
 	Options []policy.Option
 	// Now stamps the verification record (default time.Now).
 	Now func() time.Time
+	// Remote are the registry options CreateGeneration reads image
+	// configs with (default: the default keychain).
+	Remote []remote.Option
+}
+
+// labelRunnerSHA256 is the runner image's label holding its binary's
+// sha256 (sandbox.LabelRunnerSHA256, which this layer may not import; a
+// test holds the two equal).
+const labelRunnerSHA256 = "dev.slipway.runner.sha256"
+
+// imageKinds say, by pin kind, which label of its config makes an image one
+// of that kind, and what makes such an image.
+var imageKinds = map[generation.Kind]struct{ label, what, made string }{
+	generation.Runner:            {labelRunnerSHA256, "a runner image", "slipway image runner"},
+	generation.WorkspaceTemplate: {templatemeta.LabelSpecDigest, "a workspace template image", "slipway template build"},
+}
+
+// checkImageKinds refuses a runner pin whose image is not a runner image and
+// a template pin that is not a template image: their config labels say what
+// they are. The error names the pin (ErrRefused).
+func checkImageKinds(ctx context.Context, g *generation.Generation, opts ...remote.Option) error {
+	kinds := make([]generation.Kind, 0, len(imageKinds))
+	for k := range imageKinds {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	if len(opts) == 0 {
+		opts = []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	}
+	for _, k := range kinds {
+		p, ok := g.Pins[k]
+		if !ok || p.Image == "" {
+			continue
+		}
+		want := imageKinds[k]
+		r, err := name.ParseReference(p.Image)
+		if err != nil {
+			return fmt.Errorf("release: pin %s %s: %w", k, p.Image, err)
+		}
+		img, err := remote.Image(r, append(opts, remote.WithContext(ctx))...)
+		if err != nil {
+			return fmt.Errorf("release: pin %s %s: reading its config: %w", k, p.Image, err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return fmt.Errorf("release: pin %s %s: reading its config: %w", k, p.Image, err)
+		}
+		if _, ok := cf.Config.Labels[want.label]; !ok {
+			return fmt.Errorf("%w: pin %s %s is not %s: its config has no %s label (%s makes one)", ErrRefused, k, p.Image, want.what, want.label, want.made)
+		}
+	}
+	return nil
 }
 
 // VerifyPins checks every image pin of g against the policy and returns
@@ -69,6 +127,11 @@ func CreateGeneration(ctx context.Context, n NewGeneration) (*generation.Generat
 		return nil, err
 	}
 	g.Verification = rec
+	if n.Verify.Policy != nil {
+		if err := checkImageKinds(ctx, g, n.Verify.Remote...); err != nil {
+			return nil, err
+		}
+	}
 	if g.ID, err = generation.ComputeID(g); err != nil {
 		return nil, err
 	}

@@ -8,12 +8,16 @@ import (
 	"sync"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
@@ -67,6 +71,9 @@ func (w *world) image(repo, tag string, signed bool) string {
 	w.t.Helper()
 	img, err := random.Image(64, 1)
 	if err != nil {
+		w.t.Fatal(err)
+	}
+	if img, err = withKindLabels(img, repo); err != nil {
 		w.t.Fatal(err)
 	}
 	d := registrytest.Push(w.t, w.host+"/"+repo+":"+tag, img)
@@ -338,4 +345,26 @@ func TestPromoteReviewBranch(t *testing.T) {
 	if f.head != "promote/"+g2.ID[:10] || f.base != "main" || !strings.Contains(f.title, g2.ID) {
 		t.Errorf("forge asked %+v", f)
 	}
+}
+
+// kindLabels are the config labels that make a test image what its
+// repository says it is (generation create refuses a runner pin without the
+// runner's, a template pin without the template's).
+func withKindLabels(img v1.Image, repo string) (v1.Image, error) {
+	labels := map[string]string{}
+	switch {
+	case strings.Contains(repo, "runner"):
+		labels[sandbox.LabelRunnerSHA256] = strings.Repeat("0", 64) // release checks its own copy of the name: this holds them equal
+	case strings.HasPrefix(repo, "templates/"):
+		labels[templatemeta.LabelSpecDigest] = "sha256:" + strings.Repeat("0", 64)
+	default:
+		return img, nil
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Labels = labels
+	return mutate.ConfigFile(img, cf)
 }

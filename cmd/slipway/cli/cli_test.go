@@ -13,9 +13,13 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/release/pin"
 )
 
@@ -44,6 +48,10 @@ func registryWith(t *testing.T, repoTags ...string) (*httptest.Server, string, m
 	for _, rt := range repoTags {
 		img, err := random.Image(64, 1)
 		if err != nil {
+			t.Fatal(err)
+		}
+		repo, _, _ := strings.Cut(rt, ":")
+		if img, err = withKindLabels(img, repo); err != nil {
 			t.Fatal(err)
 		}
 		tag, _ := name.NewTag(host + "/" + rt)
@@ -129,7 +137,7 @@ func TestResolve(t *testing.T) {
 		t.Fatalf("--drop-tag: %+v", r)
 	}
 	r = run(t, "", "resolve", host+"/web:v1", host+"/web:nope")
-	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, host+"/web:nope") || !strings.Contains(r.stderr, "MANIFEST_UNKNOWN") {
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, host+"/web:nope") || !strings.Contains(r.stderr, "tag nope not found in "+host+"/web") {
 		t.Fatalf("unknown tag: %+v", r)
 	}
 	if r := run(t, "", "resolve", "Bad:Ref"); r.code != 2 || !strings.Contains(r.stderr, "Bad:Ref") {
@@ -269,4 +277,26 @@ func TestJSONOutput(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, `"digest": "`+d["web:v1"]+`"`) {
 		t.Fatalf("resolve json: %+v", r)
 	}
+}
+
+// kindLabels are the config labels that make a test image what its
+// repository says it is (generation create refuses a runner pin without the
+// runner's, a template pin without the template's).
+func withKindLabels(img v1.Image, repo string) (v1.Image, error) {
+	labels := map[string]string{}
+	switch {
+	case strings.Contains(repo, "runner"):
+		labels[sandbox.LabelRunnerSHA256] = strings.Repeat("0", 64)
+	case strings.HasPrefix(repo, "templates/"):
+		labels[templatemeta.LabelSpecDigest] = "sha256:" + strings.Repeat("0", 64)
+	default:
+		return img, nil
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Labels = labels
+	return mutate.ConfigFile(img, cf)
 }

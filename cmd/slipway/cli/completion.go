@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -59,6 +60,17 @@ func flag(cmd *cobra.Command, names ...string) string {
 	for _, n := range names {
 		if v, err := cmd.Flags().GetString(n); err == nil && v != "" {
 			return v
+		}
+	}
+	// Completion runs no PersistentPreRunE, so the SLIPWAY_* variables that
+	// fill these flags for a command are read here.
+	for _, n := range names {
+		for _, c := range flagConcepts {
+			if c.name == n && c.env != "" {
+				if v := os.Getenv(c.env); v != "" {
+					return v
+				}
+			}
 		}
 	}
 	return ""
@@ -122,9 +134,9 @@ func suggestRollouts(ctx context.Context, cmd *cobra.Command) ([]string, error) 
 }
 
 func suggestJobs(ctx context.Context, cmd *cobra.Command) ([]string, error) {
-	server, tokenFile := flag(cmd, "server", "control"), flag(cmd, "token-file")
+	server, tokenFile := flag(cmd, "control", "server"), flag(cmd, "token-file")
 	if server == "" || tokenFile == "" {
-		return nil, fmt.Errorf("no --server or --token-file")
+		return nil, fmt.Errorf("no --control or --token-file")
 	}
 	tok, err := readToken(tokenFile)
 	if err != nil {
@@ -147,7 +159,7 @@ func suggestJobs(ctx context.Context, cmd *cobra.Command) ([]string, error) {
 
 // addCompletions teaches the shell completion of every command the names
 // it takes: pools and generations from the config repository --repo
-// names, rollouts from its history, jobs from the control plane --server
+// names, rollouts from its history, jobs from the control plane --control
 // names.
 func addCompletions(c *cobra.Command) {
 	for _, sub := range c.Commands() {

@@ -116,3 +116,27 @@ func editDistance(a, b string) int {
 	}
 	return d[len(ra)][len(rb)]
 }
+
+// strictHelp makes `slipway help WORD...` refuse a word that names no
+// command, as the command itself would (exit 2 and the closest), where
+// cobra prints "Unknown help topic" and exits 0.
+func strictHelp(root *cobra.Command) {
+	for _, h := range root.Commands() {
+		if h.Name() != "help" {
+			continue
+		}
+		show := h.Run
+		h.Run = nil
+		h.RunE = func(c *cobra.Command, args []string) error {
+			cmd, rest, err := root.Find(args)
+			switch {
+			case err != nil || cmd == nil:
+				return usage(unknownCommand(root, args[0]))
+			case len(rest) > 0:
+				return usage(unknownCommand(cmd, rest[0]))
+			}
+			show(c, args)
+			return nil
+		}
+	}
+}

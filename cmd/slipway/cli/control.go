@@ -23,16 +23,16 @@ func NewCmdControl(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "control", Short: "The control plane: tenants, jobs, admission, limits"}
 	var c control.ServeConfig
 	serve := &cobra.Command{
-		Use:   "serve --config-repo URL --db sqlite:PATH|postgres://... --listen ADDR --runtime POOL=URL,TOKEN-FILE...",
+		Use:   "serve --repo URL --db sqlite:PATH|postgres://... --listen ADDR --pool-runtime POOL=URL,TOKEN-FILE...",
 		Short: "Serve the jobs API and dispatch admitted jobs to the runtimes",
 		Long: `Serve reads tenants/, profiles/ and pricing.yaml from the config repository, stores jobs in the
 database (SQLite by default; PostgreSQL for several replicas on one database), admits them fairly
 within each tenant's concurrency, queue bound and budget, and dispatches them through River to the
-runtimes serving their pool (--runtime, repeatable; only the control plane holds their tokens).`,
+runtimes serving their pool (--pool-runtime, repeatable; only the control plane holds their tokens).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.ConfigRepo == "" || c.DB == "" || c.Listen == "" {
-				return usage(errors.New("--config-repo, --db and --listen are required"))
+				return usage(errors.New("--repo, --db and --listen are required"))
 			}
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // crash tests only
 			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
@@ -45,11 +45,11 @@ runtimes serving their pool (--runtime, repeatable; only the control plane holds
 		},
 	}
 	f := serve.Flags()
-	f.StringVar(&c.ConfigRepo, "config-repo", "", "the config repository (path, file://, http(s)://, ssh://)")
+	f.StringVar(&c.ConfigRepo, "repo", "", "the config repository (path, file://, http(s)://, ssh://)")
 	f.StringVar(&c.Branch, "branch", "main", "its branch")
 	f.StringVar(&c.DB, "db", "", "database: sqlite:PATH or postgres://...")
 	f.StringVar(&c.Listen, "listen", "", "address of the API, e.g. 127.0.0.1:7080")
-	f.StringArrayVar(&c.Runtimes, "runtime", nil, "a runtime serving a pool: POOL=URL,TOKEN-FILE (repeatable)")
+	f.StringArrayVar(&c.Runtimes, "pool-runtime", nil, "a runtime serving a pool: POOL=URL,TOKEN-FILE (repeatable)")
 	f.IntVar(&c.MaxActive, "max-active", 64, "jobs admitted, allocating or running at once")
 	f.IntVar(&c.Reserve, "reserve", 0, "slots a tenant at or over its fair share leaves to the others, at least; with a backlog it also leaves one per other tenant with work below its share; a burst may take one beyond its share (0: a quarter of --max-active; -1: none)")
 	f.IntVar(&c.QueueBound, "queue-bound", 10000, "queued jobs of all tenants at most")
@@ -163,13 +163,13 @@ func openStore(cmd *cobra.Command, db string) (*control.Store, error) {
 type jobFlags struct{ server, tokenFile string }
 
 func (f *jobFlags) add(c *cobra.Command) {
-	c.Flags().StringVar(&f.server, "server", os.Getenv("SLIPWAY_CONTROL_URL"), "the control plane's URL ($SLIPWAY_CONTROL_URL)")
-	c.Flags().StringVar(&f.tokenFile, "token-file", os.Getenv("SLIPWAY_TOKEN_FILE"), "file holding your API token ($SLIPWAY_TOKEN_FILE)")
+	c.Flags().StringVar(&f.server, "control", "", "the control plane's URL")
+	c.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding your API token")
 }
 
 func (f *jobFlags) client() (*controlapi.Client, error) {
 	if f.server == "" || f.tokenFile == "" {
-		return nil, usage(errors.New("--server and --token-file are required (or $SLIPWAY_CONTROL_URL and $SLIPWAY_TOKEN_FILE)"))
+		return nil, usage(errors.New("--control and --token-file are required (or $SLIPWAY_CONTROL and $SLIPWAY_TOKEN_FILE)"))
 	}
 	tok, err := readToken(f.tokenFile)
 	if err != nil {
@@ -301,7 +301,7 @@ func newCmdJobList(g *globals, jf *jobFlags) *cobra.Command {
 	var state string
 	var limit int
 	list := &cobra.Command{
-		Use:   "list [--state S] [--limit N]",
+		Use:   "list [--status S] [--limit N]",
 		Short: "List jobs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -322,7 +322,7 @@ func newCmdJobList(g *globals, jf *jobFlags) *cobra.Command {
 			return nil
 		},
 	}
-	list.Flags().StringVar(&state, "state", "", "only jobs in this state")
+	list.Flags().StringVar(&state, "status", "", "only jobs in this state (queued, running, succeeded, ...)")
 	list.Flags().IntVar(&limit, "limit", 100, "at most this many")
 	jf.add(list)
 	return list

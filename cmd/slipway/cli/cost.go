@@ -27,7 +27,7 @@ func NewCmdCost(g *globals) *cobra.Command {
 		pricesFile   string
 	)
 	cmd := &cobra.Command{
-		Use:   "cost --state DIR (--pool P [--since T] [--until T] | --run R) [--config-repo URL | --prices FILE]",
+		Use:   "cost --state DIR (--pool P [--since T] [--until T] | --run R) [--repo URL | --prices FILE]",
 		Short: "Resource time and cost per pool and state, or one run's cost terms, from the runtime's ledger",
 		Long: `cost reads the ledger a runtime on the local backend keeps in its state directory
 (` + cost.StateFile + `): the time each sandbox spent warm idle (a warm member ready and unclaimed),
@@ -39,7 +39,7 @@ warm hits and cold starts, the warm-hit fraction and the unused warm minutes. --
 With --run: the run's cost terms (active compute, the warm idle time of the member it took,
 workspace storage) and the terms Slipway cannot price or see, named unknown.
 
-Prices come from pricing.yaml at the head of --config-repo (or a file, --prices). A price
+Prices come from pricing.yaml at the head of --repo (or a file, --prices). A price
 left out, or no price table, makes its term unknown, never zero: "known" is never a total
 while anything is listed as unknown. Retained (stopped but kept) is not applicable: the
 local runtime deletes a sandbox when its claim ends.`,
@@ -52,7 +52,7 @@ local runtime deletes a sandbox when its claim ends.`,
 			case (rf.pool == "") == (run == ""):
 				return usage(errors.New("give --pool P or --run R"))
 			case rf.repo != "" && pricesFile != "":
-				return usage(errors.New("give --config-repo or --prices, not both"))
+				return usage(errors.New("give --repo or --prices, not both"))
 			}
 			prices, err := loadPrices(cmd, rf, pricesFile)
 			if err != nil {
@@ -103,7 +103,7 @@ local runtime deletes a sandbox when its claim ends.`,
 	cmd.Flags().StringVar(&run, "run", "", "a run id: print its cost terms")
 	cmd.Flags().StringVar(&since, "since", "24h", "the window's start: an RFC 3339 time, or a duration back from now")
 	cmd.Flags().StringVar(&until, "until", "0s", "the window's end: an RFC 3339 time, or a duration back from now")
-	cmd.Flags().StringVar(&pricesFile, "prices", "", "a pricing.yaml file (instead of --config-repo's)")
+	cmd.Flags().StringVar(&pricesFile, "prices", "", "a pricing.yaml file (instead of --repo's)")
 	return cmd
 }
 

@@ -45,7 +45,7 @@ var examples = map[string]string{
 	"canary history": `  slipway canary history --history canary.jsonl -n 20
   slipway canary history --history canary.jsonl -o json`,
 	"claim": `  # Claim a sandbox of pool agents, run a command in it, release it
-  slipway claim --server https://runtime.example:8443 --token-file tenant.token --pool agents -- sh -c 'uname -a'`,
+  slipway claim --runtime https://runtime.example:8443 --token-file tenant.token --pool agents -- sh -c 'uname -a'`,
 	"cleanup": `  slipway cleanup list --state /var/lib/slipway`,
 	"cleanup list": `  # What remains to clean up after a crash, and what the reconciler did
   slipway cleanup list --state /var/lib/slipway
@@ -63,18 +63,18 @@ var examples = map[string]string{
 
   # Seed a remote repository
   slipway config init https://git.example/platform/config.git --pool agents --policy policy.yaml`,
-	"control": `  slipway control serve --config-repo https://git.example/platform/config.git --db sqlite:/var/lib/slipway/control.db \
-    --listen :8080 --runtime agents=https://runtime.example:8443,/run/secrets/runtime.token`,
+	"control": `  slipway control serve --repo https://git.example/platform/config.git --db sqlite:/var/lib/slipway/control.db \
+    --listen :8080 --pool-runtime agents=https://runtime.example:8443,/run/secrets/runtime.token`,
 	"control serve": `  # The control plane on SQLite, dispatching pool agents' jobs to one runtime
-  slipway control serve --config-repo https://git.example/platform/config.git --db sqlite:/var/lib/slipway/control.db \
-    --listen :8080 --runtime agents=https://runtime.example:8443,/run/secrets/runtime.token
+  slipway control serve --repo https://git.example/platform/config.git --db sqlite:/var/lib/slipway/control.db \
+    --listen :8080 --pool-runtime agents=https://runtime.example:8443,/run/secrets/runtime.token
 
   # On PostgreSQL (several replicas may share it)
-  slipway control serve --config-repo https://git.example/platform/config.git --db postgres://slipway@db/slipway \
-    --listen :8080 --runtime agents=https://runtime.example:8443,/run/secrets/runtime.token`,
+  slipway control serve --repo https://git.example/platform/config.git --db postgres://slipway@db/slipway \
+    --listen :8080 --pool-runtime agents=https://runtime.example:8443,/run/secrets/runtime.token`,
 	"cost": `  # Cost per state of pool agents over a day, at the config repository's prices
   slipway cost --state /var/lib/slipway --pool agents --since 2026-12-05T00:00:00Z --until 2026-12-06T00:00:00Z \
-    --config-repo https://git.example/platform/config.git
+    --repo https://git.example/platform/config.git
 
   # One run's cost terms, as JSON
   slipway cost --state /var/lib/slipway --run r-01HZX --prices prices.yaml -o json`,
@@ -113,7 +113,7 @@ var examples = map[string]string{
   slipway job logs -f j-01HZX`,
 	"job cancel": `  slipway job cancel j-01HZX`,
 	"job list": `  # The running jobs, newest first
-  slipway job list --state running --limit 20
+  slipway job list --status running --limit 20
 
   # As JSON
   slipway job list -o json`,
@@ -147,23 +147,23 @@ var examples = map[string]string{
   # At a given revision, to compare with what is applied
   slipway render --repo ./config --pool agents --revision 4f2c1e9 | kubectl diff -f -`,
 	"rollout": `  slipway rollout start --repo https://git.example/platform/config.git --pool agents --to g-7f3a \
-    --server https://runtime.example:8443 --token-file operator.token --wait
+    --runtime https://runtime.example:8443 --token-file operator.token --wait
   slipway rollout status --repo https://git.example/platform/config.git --pool agents`,
 	"rollout abort": `  slipway rollout abort --repo https://git.example/platform/config.git --pool agents --reason "canary failing"`,
 	"rollout resume": `  # After a crash or a failed step: drive the rollout on from where it stands
   slipway rollout resume --repo https://git.example/platform/config.git --pool agents \
-    --server https://runtime.example:8443 --token-file operator.token
+    --runtime https://runtime.example:8443 --token-file operator.token
 
   # On Kubernetes, through Argo CD
   slipway rollout resume --repo https://git.example/platform/config.git --pool agents \
     --kubeconfig ~/.kube/config --namespace agents --argocd-application argocd/agents`,
 	"rollout rollback": `  # Back to the newest retained generation
   slipway rollout rollback --repo https://git.example/platform/config.git --pool agents \
-    --server https://runtime.example:8443 --token-file operator.token
+    --runtime https://runtime.example:8443 --token-file operator.token
 
   # Back to a given one
   slipway rollout rollback --repo https://git.example/platform/config.git --pool agents --to g-5c1d \
-    --server https://runtime.example:8443 --token-file operator.token`,
+    --runtime https://runtime.example:8443 --token-file operator.token`,
 	"rollout status": `  slipway rollout status --repo https://git.example/platform/config.git --pool agents
 
   # Watch it, as JSON
@@ -181,16 +181,16 @@ var examples = map[string]string{
 
   # The destinations its sandbox asked for
   slipway runs show r-01HZX --state /var/lib/slipway --egress`,
-	"runtime": `  slipway runtime serve --config-repo https://git.example/platform/config.git --state /var/lib/slipway \
+	"runtime": `  slipway runtime serve --repo https://git.example/platform/config.git --state /var/lib/slipway \
     --listen :8443 --token-file /run/secrets/runtime.token`,
 	"runtime policy": `  slipway runtime policy --runtime https://runtime.example:8443 --token-file operator.token
   slipway runtime policy --runtime https://runtime.example:8443 --token-file operator.token -o json`,
 	"runtime serve": `  # On this host (bubblewrap sandboxes)
-  slipway runtime serve --config-repo https://git.example/platform/config.git --state /var/lib/slipway \
+  slipway runtime serve --repo https://git.example/platform/config.git --state /var/lib/slipway \
     --listen :8443 --token-file /run/secrets/runtime.token
 
   # On a cluster (agent-sandbox objects)
-  slipway runtime serve --config-repo https://git.example/platform/config.git --state /var/lib/slipway \
+  slipway runtime serve --repo https://git.example/platform/config.git --state /var/lib/slipway \
     --listen :8443 --token-file /run/secrets/runtime.token --backend kubernetes --kubeconfig ~/.kube/config --namespace agents`,
 	"template": `  slipway template build templates/tools.yaml --push registry.example/templates/tools
   slipway template scan registry.example/templates/tools@sha256:...`,

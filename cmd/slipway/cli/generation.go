@@ -88,7 +88,9 @@ REPO@COMMIT[#REF] (the config repository commit the policy is read at), secretVe
 the secret's path and version (vault://kv/agents/token#3: the version is part of the
 identity), the others an opaque ID[#TAG]. Every image pin is verified against the
 verification policy before anything is written; a refusal names the pin and the failed
-checks (exit 1). The id is g- and the sha256 of the canonical pins and compatibility.`,
+checks (exit 1). So is a runner pin whose image is not a runner image, and a
+workspaceTemplate pin that is not a template image: their config labels say what they
+are. The id is g- and the sha256 of the canonical pins and compatibility.`,
 		Example: `  slipway generation create --pool agents --policy policies/verification.yaml --out-file g1.yaml \
     --pin workspaceTemplate=127.0.0.1:5000/templates/agent-tools:demo@sha256:... \
     --pin runner=127.0.0.1:5000/platform/runner:v0.9.2@sha256:... \
@@ -200,7 +202,6 @@ func (f *repoFlags) add(cmd *cobra.Command) { f.addNamed(cmd, "branch") }
 
 func (f *repoFlags) addNamed(cmd *cobra.Command, branchFlag string) {
 	cmd.Flags().StringVar(&f.repo, "repo", "", "config repository (path, file://, http(s)://, ssh://; credentials from $SLIPWAY_GIT_TOKEN or $SLIPWAY_GIT_USERNAME/$SLIPWAY_GIT_PASSWORD, ssh from $SLIPWAY_GIT_SSH_KEY or the agent)")
-	cmd.Flags().StringVar(&f.repo, "config-repo", "", "synonym of --repo")
 	cmd.Flags().StringVar(&f.pool, "pool", "", "the pool")
 	cmd.Flags().StringVar(&f.branch, branchFlag, "main", "the config repository's branch")
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "keep a bare clone here between runs and fetch into it (default: a shallow clone in memory)")
@@ -381,6 +382,9 @@ Exit 0 promoted (or already the target), 1 refused or in conflict, 2 usage or I/
 				Rollback: rollback, Activate: activate, Policy: pol, SkipVerify: vf.skip,
 				RepoOptions: rf.options(),
 			})
+			if errors.Is(err, gitops.ErrNoRepository) {
+				return usage(fmt.Errorf("%w; a config repository is made once, with: slipway config init %s --pool %s", err, rf.repo, rf.pool))
+			}
 			if err != nil {
 				return releaseError(err)
 			}

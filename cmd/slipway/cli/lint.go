@@ -19,7 +19,7 @@ type lintReport struct {
 func NewCmdLint(g *globals) *cobra.Command {
 	var tf treeFlags
 	cmd := &cobra.Command{
-		Use:   "lint PATH...",
+		Use:   "lint PATH... | -",
 		Short: "Report every mutable image reference (exit 1 on findings, 0 clean, 2 on errors)",
 		Long: `Lint prints one line per mutable image reference: path:line:col: <ref>: <reason>.
 Tag-only references are mutable; imagePullPolicy: Always does not fix that, it only asks
@@ -34,9 +34,14 @@ alone. Placeholders (${X}, {{ }}, $(params.x), __X__) are reported as such.
 
 A summary on stderr counts the references by how they were found and says what was
 skipped: hidden directories (--include-hidden walks them), files not YAML, templates that
-do not parse. A directory with no YAML to read is an error (exit 2).`,
+do not parse. A directory with no YAML to read is an error (exit 2), and so is a file
+named explicitly whose documents are all plain strings (a text file).
+
+The path - reads one YAML stream from stdin (kustomize build | slipway lint -); findings
+name it <stdin>, with its line numbers.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			tf.stdin = g.stdin
 			tree, err := tf.find(cmd.Context(), args)
 			if err != nil {
 				return err

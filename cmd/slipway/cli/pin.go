@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -28,7 +29,7 @@ func NewCmdPin(g *globals) *cobra.Command {
 		refresh        bool
 	)
 	cmd := &cobra.Command{
-		Use:   "pin PATH...",
+		Use:   "pin PATH... | -",
 		Short: "Pin every image reference in YAML trees to its digest",
 		Long: `Pin finds image references in Kubernetes and kustomize YAML as lint does (pod specs and
 image fields of kinds known by name, v1/List items, kustomization images, any pod spec
@@ -39,10 +40,15 @@ entry is pinned, the placeholder is never resolved. Template placeholders (${X},
 $(params.x)) and what --config excludes are left as written, and named.
 
 Without --write it prints what would change and writes nothing but the lock.
-Files are written only after every reference resolved; one failure writes nothing.`,
+Files are written only after every reference resolved; one failure writes nothing.
+
+The path - reads one YAML stream from stdin and prints it pinned on stdout, whatever
+--write says (kustomize build | slipway pin - | kubectl apply -f -); what changed and the
+summary go to stderr.`,
 		Example: `  slipway pin deploy/
   slipway pin --write --lock images.lock deploy/
-  slipway pin --write --hermetic --lock images.lock deploy/`,
+  slipway pin --write --hermetic --lock images.lock deploy/
+  kustomize build overlays/prod | slipway pin --lock images.lock - | kubectl apply -f -`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -50,6 +56,11 @@ Files are written only after every reference resolved; one failure writes nothin
 			if err != nil {
 				return err
 			}
+			stream := stdinPaths(args)
+			if stream && g.json() {
+				return usage(errors.New("pin -: the pinned stream goes to stdout, so -o " + g.output + " cannot: give a file or directory for a report"))
+			}
+			tf.stdin = g.stdin
 			tree, err := tf.find(ctx, args)
 			if err != nil {
 				return err
@@ -74,7 +85,11 @@ Files are written only after every reference resolved; one failure writes nothin
 			if err := s.finish(); err != nil {
 				return err
 			}
-			if write {
+			if stream {
+				if _, err := g.stdout.Write(res.Files[0].Data); err != nil {
+					return usage(err)
+				}
+			} else if write {
 				if err := res.Write(); err != nil {
 					return usage(err)
 				}
@@ -87,13 +102,16 @@ Files are written only after every reference resolved; one failure writes nothin
 			if g.json() {
 				return g.printJSON(report)
 			}
-			changed := 0
+			changed, changes := 0, g.stdout
+			if stream {
+				changes = g.stderr // stdout is the stream
+			}
 			for _, f := range res.Files {
 				if f.Status == pin.Changed {
 					changed++
 				}
 				for _, c := range f.Changes {
-					fmt.Fprintf(g.stdout, "%s: %s -> %s\n", c.Pos(), c.From, c.To)
+					fmt.Fprintf(changes, "%s: %s -> %s\n", c.Pos(), c.From, c.To)
 				}
 			}
 			var first string
@@ -104,6 +122,8 @@ Files are written only after every reference resolved; one failure writes nothin
 				first = "nothing to change: all " + plural(cov.sum.Pinned, "reference", "references") + " pinned by digest"
 			case n == 0:
 				first = "nothing to change: " + plural(cov.sum.Pinned, "reference", "references") + " pinned by digest"
+			case stream:
+				first = fmt.Sprintf("pinned %d references in %s", n, pin.StdinName)
 			case write:
 				first = fmt.Sprintf("pinned %d references in %d files", n, changed)
 			default:

@@ -54,7 +54,7 @@ func (f *rolloutFlags) add(cmd *cobra.Command, drive bool) {
 	if !drive {
 		return
 	}
-	cmd.Flags().StringVar(&f.server, "server", "", "the runtime's API (http://host:port)")
+	cmd.Flags().StringVar(&f.server, "runtime", "", "the runtime's API (http://host:port)")
 	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the runtime API's bearer token")
 	cmd.Flags().StringVar(&f.signKey, "sign-key", "", "cosign key (file or KMS URI) that signs the evidence; password from $"+passwordEnv)
 	cmd.Flags().BoolVar(&f.unsignedEvidence, "unsigned-evidence", false, "commit the evidence as an unsigned statement (no --sign-key)")
@@ -84,11 +84,11 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 	}
 	switch {
 	case f.server != "" && f.kube.kubeconfig != "":
-		return nil, usage(errors.New("--server and --kubeconfig exclude each other: the pool runs on a runtime or on a cluster"))
+		return nil, usage(errors.New("--runtime and --kubeconfig exclude each other: the pool runs on a runtime or on a cluster"))
 	case f.kube.prover != "" && f.kube.kubeconfig == "":
-		return nil, usage(errors.New("--prover is for --kubeconfig: a runtime (--server) runs its own proofs"))
+		return nil, usage(errors.New("--prover is for --kubeconfig: a runtime (--runtime) runs its own proofs"))
 	case f.kube.argoApp != "" && f.kube.kubeconfig == "":
-		return nil, usage(errors.New("--argocd-application is for --kubeconfig: a runtime (--server) follows the config repository itself"))
+		return nil, usage(errors.New("--argocd-application is for --kubeconfig: a runtime (--runtime) follows the config repository itself"))
 	case f.kube.kubeconfig != "":
 		fl, err := f.kube.fleet(cmd, &f.rf, f.tokenFile)
 		if err != nil {
@@ -96,7 +96,7 @@ func (f *rolloutFlags) driver(cmd *cobra.Command, g *globals, drive bool) (*roll
 		}
 		d.Fleet = fl
 	case f.server == "":
-		return nil, usage(errors.New("--server (the runtime that runs the pool) or --kubeconfig (the cluster) is required to drive a rollout"))
+		return nil, usage(errors.New("--runtime (the runtime that runs the pool) or --kubeconfig (the cluster) is required to drive a rollout"))
 	default:
 		tok, err := readToken(f.tokenFile)
 		if err != nil {
@@ -217,7 +217,7 @@ func newCmdRolloutStart(g *globals) *cobra.Command {
 		wait bool
 	)
 	cmd := &cobra.Command{
-		Use:   "start --repo URL --pool P --to ID (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME]) [--wait]",
+		Use:   "start --repo URL --pool P --to ID (--runtime URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME]) [--wait]",
 		Short: "Commit the intent to roll a pool out to a generation; with --wait, drive it to the end",
 		Long: `Start commits the rollout's intent (phase compatibility). With --wait it then drives
 the rollout through the seven steps under the lease in desired.yaml, and exits 0 only when it
@@ -226,7 +226,7 @@ succeeded; 1 when it rolled back (a proof failed, a deadline passed before routi
 dies before its commit, nothing was started: rollout resume then exits 3 (no rollout in
 progress) and start runs again.`,
 		Example: `  slipway rollout start --repo ./config.git --pool agents --to g-2f1c… \
-      --server http://127.0.0.1:7070 --token-file runtime.token --sign-key cosign.key --wait`,
+      --runtime http://127.0.0.1:7070 --token-file runtime.token --sign-key cosign.key --wait`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to == "" {
@@ -257,7 +257,7 @@ progress) and start runs again.`,
 func newCmdRolloutResume(g *globals) *cobra.Command {
 	var f rolloutFlags
 	cmd := &cobra.Command{
-		Use:   "resume [ROLLOUT] --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME])",
+		Use:   "resume [ROLLOUT] --repo URL --pool P (--runtime URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME])",
 		Short: "Drive the pool's rollout from where it stands to its end (after a crash, a failure, or start without --wait)",
 		Long: `Resume drives the rollout in progress on the pool to its end, from the step where it
 stands: after a driver died, after a visible failure, or after start without --wait. Exit
@@ -324,7 +324,7 @@ func newCmdRolloutRollback(g *globals) *cobra.Command {
 		to string
 	)
 	cmd := &cobra.Command{
-		Use:   "rollback --repo URL --pool P (--server URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME]) [--to ID]",
+		Use:   "rollback --repo URL --pool P (--runtime URL --token-file FILE | --kubeconfig F [--namespace N] [--prover URL --token-file FILE] [--argocd-application NS/NAME]) [--to ID]",
 		Short: "Make a retained generation active again (the newest one by default), warming and proving it first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -153,6 +153,9 @@ to a digest, keeps lock files, and refuses mutable references.`,
 			if err := g.checkOutput(cmd); err != nil {
 				return err
 			}
+			if err := conceptsFromEnv(cmd, os.Getenv, g.stderr); err != nil {
+				return err
+			}
 			if err := g.startProgress(os.Getenv); err != nil {
 				return err
 			}
@@ -201,8 +204,10 @@ to a digest, keeps lock files, and refuses mutable references.`,
 	)
 	groupCommands(root)
 	root.InitDefaultHelpCmd()
+	strictHelp(root)
 	root.InitDefaultCompletionCmd()
 	strictSubcommands(root)
+	oneNamePerConcept(root, g.stderr)
 	addExamples(root)
 	addCompletions(root)
 	return root

@@ -59,14 +59,14 @@ type stateFlags struct{ state, server, tokenFile string }
 
 func (f *stateFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.state, "state", "", "the runtime's state directory (runs are read from its "+runs.StateFile+")")
-	cmd.Flags().StringVar(&f.server, "server", "", "a runtime's API (http://host:port), instead of --state")
-	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the API's bearer token (with --server)")
+	cmd.Flags().StringVar(&f.server, "runtime", "", "a runtime's API (http://host:port), instead of --state")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", "", "file holding the API's bearer token (with --runtime)")
 }
 
 func (f *stateFlags) open(cmd *cobra.Command) (runSource, error) {
 	switch {
 	case f.state != "" && f.server != "":
-		return nil, usage(errors.New("give --state DIR or --server URL, not both"))
+		return nil, usage(errors.New("give --state DIR or --runtime URL, not both"))
 	case f.server != "":
 		tok, err := readToken(f.tokenFile)
 		if err != nil {
@@ -78,9 +78,9 @@ func (f *stateFlags) open(cmd *cobra.Command) (runSource, error) {
 		}
 		return apiRuns{c}, nil
 	case f.state == "":
-		return nil, usage(errors.New("--state DIR or --server URL is required"))
+		return nil, usage(errors.New("--state DIR or --runtime URL is required"))
 	case f.tokenFile != "":
-		return nil, usage(errors.New("--token-file goes with --server"))
+		return nil, usage(errors.New("--token-file goes with --runtime"))
 	}
 	file := filepath.Join(f.state, runs.StateFile)
 	if _, err := os.Stat(file); err != nil {

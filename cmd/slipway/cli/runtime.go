@@ -48,7 +48,7 @@ func newCmdRuntimeServe(g *globals) *cobra.Command {
 		vf        verifierFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --config-repo URL --state DIR --listen ADDR --token-file FILE [--backend kubernetes --kubeconfig F [--namespace N]]",
+		Use:   "serve --repo URL --state DIR --listen ADDR --token-file FILE [--backend kubernetes --kubeconfig F [--namespace N]]",
 		Short: "Follow the config repository, keep warm pools, and serve the claims API",
 		Long: `Serve polls the config repository (every 2 s, and on POST /v1/sync), verifies each generation
 the pools want against the repository's policies/verification.yaml before unpacking it, keeps
@@ -68,7 +68,7 @@ deletes the claim. It serves the same API.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Repo == "" || c.State == "" || c.Listen == "" {
-				return usage(errors.New("--config-repo, --state and --listen are required"))
+				return usage(errors.New("--repo, --state and --listen are required"))
 			}
 			tok, err := readToken(tokenFile)
 			if err != nil {
@@ -97,8 +97,7 @@ deletes the claim. It serves the same API.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&c.Repo, "config-repo", "", "the config repository (path, file://, http(s)://, ssh://)")
-	cmd.Flags().StringVar(&c.Repo, "repo", "", "synonym of --config-repo")
+	cmd.Flags().StringVar(&c.Repo, "repo", "", "the config repository (path, file://, http(s)://, ssh://)")
 	cmd.Flags().StringVar(&c.Branch, "branch", "main", "its branch")
 	cmd.Flags().StringVar(&c.State, "state", "", "state directory (sandboxes, run manifests, caches)")
 	cmd.Flags().StringVar(&c.Listen, "listen", "", "address of the API, e.g. 127.0.0.1:7070")
@@ -123,12 +122,12 @@ func NewCmdClaim(g *globals) *cobra.Command {
 	var server, tokenFile, pool, tenant string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "claim --server URL --token-file FILE --pool P [--tenant T] -- CMD...",
+		Use:   "claim --runtime URL --token-file FILE --pool P [--tenant T] -- CMD...",
 		Short: "Claim a sandbox, run a command in it, release it, and print the result as JSON",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if server == "" || pool == "" {
-				return usage(errors.New("--server and --pool are required"))
+				return usage(errors.New("--runtime and --pool are required"))
 			}
 			tok, err := readToken(tokenFile)
 			if err != nil {
@@ -161,7 +160,7 @@ func NewCmdClaim(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&server, "server", "", "the runtime's API, e.g. http://127.0.0.1:7070")
+	cmd.Flags().StringVar(&server, "runtime", "", "the runtime's API, e.g. http://127.0.0.1:7070")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API's bearer token")
 	cmd.Flags().StringVar(&pool, "pool", "", "the pool")
 	cmd.Flags().StringVar(&tenant, "tenant", "", "the tenant the run is for")

@@ -53,7 +53,6 @@ It exits 3 when the view is stale.`,
 		},
 	}
 	cmd.Flags().StringVar(&server, "runtime", "", "the runtime's API, e.g. http://127.0.0.1:7070")
-	cmd.Flags().StringVar(&server, "server", "", "synonym of --runtime")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the runtime API's bearer token")
 	return cmd
 }

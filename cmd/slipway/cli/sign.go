@@ -109,6 +109,19 @@ func newCmdKeysGenerate(g *globals) *cobra.Command {
 	return cmd
 }
 
+// digestArg parses the digest reference sign and attest take; given a tag,
+// it says how to get the digest.
+func digestArg(s string) (name.Digest, error) {
+	d, err := sign.ParseDigest(s)
+	if err == nil {
+		return d, nil
+	}
+	if _, terr := name.NewTag(s); terr == nil && !strings.Contains(s, "@") {
+		return name.Digest{}, usage(fmt.Errorf("%w: %q is a tag, and only a digest is signed (a tag may move): run 'slipway resolve %s' for its digest, then give that", sign.ErrInput, s, s))
+	}
+	return name.Digest{}, usage(err)
+}
+
 // NewCmdSign signs an image digest.
 func NewCmdSign(g *globals) *cobra.Command {
 	var sf signFlags
@@ -129,9 +142,9 @@ concurrently with the signature.`,
 			if err != nil {
 				return err
 			}
-			d, err := sign.ParseDigest(args[0])
+			d, err := digestArg(args[0])
 			if err != nil {
-				return usage(err)
+				return err
 			}
 			ann, err := parseAnnotations(annotations)
 			if err != nil {
@@ -258,9 +271,9 @@ the predicate is checked against its type. The attestation is read back and veri
 			if err != nil {
 				return err
 			}
-			d, err := sign.ParseDigest(args[0])
+			d, err := digestArg(args[0])
 			if err != nil {
-				return usage(err)
+				return err
 			}
 			stmt, err := statementFor(d, typ, predicate)
 			if err != nil {

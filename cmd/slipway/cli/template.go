@@ -134,8 +134,8 @@ It prints a JSON result.`,
 			})
 			pushed()
 			g.progress.Clear()
-			if errors.Is(err, fs.ErrNotExist) {
-				return usage(err) // no such input file: an input error, as in every verb
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, template.ErrSpec) {
+				return usage(err) // no such input file, or a spec that does not parse: an input error, as in every verb
 			}
 			if err != nil {
 				return failed(err)

@@ -2,6 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"io"
+	"slices"
 
 	"github.com/spf13/pflag"
 
@@ -13,6 +16,7 @@ type treeFlags struct {
 	config        string
 	maxFileSize   int64
 	includeHidden bool
+	stdin         io.Reader // read for the path -
 }
 
 func (f *treeFlags) add(fs *pflag.FlagSet) {
@@ -36,9 +40,22 @@ func (f *treeFlags) find(ctx context.Context, paths []string) (*pin.Tree, error)
 		}
 		opts = append(opts, pin.WithConfig(c))
 	}
+	if slices.Contains(paths, "-") {
+		if len(paths) > 1 {
+			return nil, usage(errors.New("- reads the YAML stream on stdin alone: give no other path with it"))
+		}
+		tree, err := pin.FindStream(ctx, pin.StdinName, f.stdin, opts...)
+		if err != nil {
+			return nil, usage(err)
+		}
+		return tree, nil
+	}
 	tree, err := pin.Find(ctx, paths, opts...)
 	if err != nil {
 		return nil, usage(err)
 	}
 	return tree, nil
 }
+
+// stdin reports whether the paths are "-", the stream on stdin.
+func stdinPaths(paths []string) bool { return len(paths) == 1 && paths[0] == "-" }

@@ -52,11 +52,11 @@ func TestLoadRefusals(t *testing.T) {
 		msg   string
 	}{
 		// Decoding.
-		{"unknown field", lit(good + "extra: 1\n"), 57, "", "field extra not found"},
-		{"unknown pin field", r("    id: gvisor-release-20261015.0\n", "    id: gvisor-release-20261015.0\n    digest: x\n"), 19, "", "field digest not found"},
-		{"unknown verification field", r("  verifiedAt:", "  verifiedBy: me\n  verifiedAt:"), 42, "", "field verifiedBy not found"},
+		{"unknown field", lit(good + "extra: 1\n"), 57, "", "unknown field \"extra\""},
+		{"unknown pin field", r("    id: gvisor-release-20261015.0\n", "    id: gvisor-release-20261015.0\n    digest: x\n"), 19, "", "unknown field \"digest\""},
+		{"unknown verification field", r("  verifiedAt:", "  verifiedBy: me\n  verifiedAt:"), 42, "", "unknown field \"verifiedBy\""},
 		{"duplicate kind", r("  runner:\n", "  runner:\n    image: x\n  runner:\n"), 11, "", "already defined"},
-		{"sequence not a number", r("sequence: 3", "sequence: three"), 5, "", "cannot unmarshal"},
+		{"sequence not a number", r("sequence: 3", "sequence: three"), 5, "", "got a "},
 		{"second document", lit(good + "---\nkind: x\n"), 57, "", "one document per file"},
 		{"too big", lit(good + "# " + strings.Repeat("x", generation.MaxSize) + "\n"), 0, "", "over the limit"},
 

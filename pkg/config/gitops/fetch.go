@@ -53,6 +53,10 @@ func (r *Repo) fetch(ctx context.Context, branch string) (plumbing.Hash, error) 
 }
 
 func (r *Repo) fetchError(branch string, err error) error {
+	if errors.Is(err, transport.ErrRepositoryNotFound) {
+		err = redact(err, r.url)
+		return &noRepositoryError{msg: fmt.Sprintf("%v at %s: fetch %s: %v", ErrNoRepository, r.display, branch, err), err: err}
+	}
 	return fmt.Errorf("%w: %s: fetch %s: %w", ErrRemote, r.display, branch, redact(err, r.url))
 }
 

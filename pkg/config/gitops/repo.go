@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -32,7 +33,20 @@ var (
 	// ErrRemote marks a remote that cannot be read or written (unreachable,
 	// refused, read-only, authentication).
 	ErrRemote = errors.New("gitops: remote")
+	// ErrNoRepository marks a repository that is not there: no such local
+	// path, or a remote that answers it has no such repository. It is an
+	// ErrRemote too when the remote said so.
+	ErrNoRepository = errors.New("gitops: no repository")
 )
+
+// noRepositoryError is a repository that is not there, in both families.
+type noRepositoryError struct {
+	msg string
+	err error
+}
+
+func (e *noRepositoryError) Error() string   { return e.msg }
+func (e *noRepositoryError) Unwrap() []error { return []error{ErrNoRepository, ErrRemote, e.err} }
 
 // Status says what Update did.
 type Status string
@@ -221,6 +235,13 @@ func normaliseURL(raw string) (use, display string, err error) {
 		return "", "", err
 	}
 	if _, err := os.Stat(abs); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is named once
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", "", fmt.Errorf("%w at %s: %w", ErrNoRepository, raw, err)
+		}
 		return "", "", fmt.Errorf("gitops: repository %s: %w", raw, err)
 	}
 	return "file://" + abs, abs, nil

@@ -18,7 +18,7 @@ import (
 // ErrNotExist is returned by Tree.ReadFile for a path that is not a file.
 // It matches fs.ErrNotExist too, so that readers written against package
 // io/fs (pool.ReadState) take a Tree's ReadFile as it is.
-var ErrNotExist = fmt.Errorf("gitops: file does not exist: %w", fs.ErrNotExist)
+var ErrNotExist = fmt.Errorf("gitops: %w", fs.ErrNotExist)
 
 // Tree is a commit's file tree seen through pending edits. Reads see the
 // edits; nothing touches a worktree. Paths are slash-separated and relative

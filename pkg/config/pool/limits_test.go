@@ -40,7 +40,7 @@ func TestPoolLimitRefusals(t *testing.T) {
 		"pids negative":  {"limits: {pids: -1}", "spec.limits.pids: invalid pool document: -1 is negative"},
 		"workspace zero": {"limits: {workspace: \"0\"}", "spec.limits.workspace"},
 		"unknown limit":  {"acceptUnenforced: [cpu, disk]", `pool.yaml:11: spec.acceptUnenforced[1]: invalid pool document: unknown limit "disk"`},
-		"unknown field":  {"limits: {swap: 1Gi}", "field swap not found"},
+		"unknown field":  {"limits: {swap: 1Gi}", "unknown field \"swap\""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := strings.Replace(string(good), "warmSize: 2", "warmSize: 2\n  "+tc.add, 1)

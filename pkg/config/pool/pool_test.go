@@ -41,14 +41,14 @@ func TestPoolRefusals(t *testing.T) {
 		line     int
 		msg      string
 	}{
-		"unknown field":  {"warmSize: 2", "warmSize: 2\n  warmsize: 3", 0, "field warmsize not found"},
+		"unknown field":  {"warmSize: 2", "warmSize: 2\n  warmsize: 3", 0, "unknown field \"warmsize\""},
 		"bad kind":       {"- controlPlane", "- controlplane", 0, `unknown kind "controlplane"`},
 		"bad duration":   {"readyTimeout: 30s", "readyTimeout: soon", 0, "not a duration"},
 		"bad drain mode": {"onDrainDeadline: wait", "onDrainDeadline: maybe", 0, "want wait or stop"},
 		"bad proof":      {"- cleanup", "- vibes", 0, `unknown proof "vibes"`},
 		"bad name":       {"name: agents", "name: Agents", 0, "not a pool name"},
 		"bad node label": {"warmSize: 2", "warmSize: 2\n  kubernetes: {nodeImageLabel: \"slipway.dev/node image\"}", 0, "spec.kubernetes.nodeImageLabel"},
-		"unknown k8s":    {"warmSize: 2", "warmSize: 2\n  kubernetes: {nodeImageLabels: x}", 0, "field nodeImageLabels not found"},
+		"unknown k8s":    {"warmSize: 2", "warmSize: 2\n  kubernetes: {nodeImageLabels: x}", 0, "unknown field \"nodeImageLabels\""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			in := strings.Replace(string(good), tc.from, tc.to, 1)

@@ -121,7 +121,7 @@ func TestLoadRefusals(t *testing.T) {
 		}, "tenants/globex.yaml:6: concurrency: invalid document: 0: want 1 or more running jobs"},
 		"bad profile file": {func(tr *gitops.Tree) error {
 			return tr.WriteFile("profiles/short.yaml", []byte(short+"extra: 1\n"))
-		}, "profiles/short.yaml:7: invalid document: field extra not found"},
+		}, "profiles/short.yaml:7: invalid document: unknown field \"extra\""},
 		"bad pricing": {func(tr *gitops.Tree) error {
 			return tr.WriteFile("pricing.yaml", []byte(strings.Replace(testdata(t, "pricing.yaml"), "agents: standard", "agents: gold", 1)))
 		}, `pricing.yaml:10: pools.agents: invalid document: class "gold" is not in classes`},

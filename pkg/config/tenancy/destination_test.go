@@ -54,7 +54,7 @@ func TestParseDestinations(t *testing.T) {
 func TestDestinationRefusals(t *testing.T) {
 	parse := func(p string, b []byte) error { _, err := tenancy.ParseTenant(p, b); return err }
 	checkRefusals(t, tenantWithDestinations, "tenants/acme.yaml", parse, map[string]refusal{
-		"unknown field":           {"maxAttempts: 5", "maxAttempts: 5\n    headers: {}", 16, "field headers not found"},
+		"unknown field":           {"maxAttempts: 5", "maxAttempts: 5\n    headers: {}", 16, "unknown field \"headers\""},
 		"bad name":                {"name: chat", "name: Chat", 9, "not a destination name"},
 		"name twice":              {"name: audit", "name: chat", 16, `destinations[1].name: invalid document: "chat" listed twice`},
 		"no url":                  {"    url: https://hooks.example.net/slipway\n", "", 9, "url: invalid document: required"},
@@ -71,7 +71,7 @@ func TestDestinationRefusals(t *testing.T) {
 		"zero rate":               {"ratePerSecond: 2.5", "ratePerSecond: 0", 14, "want a rate above 0"},
 		"too many attempts":       {"maxAttempts: 5", "maxAttempts: 101", 15, "101: want 1 to 100"},
 		"fractional attempts":     {"maxAttempts: 5", "maxAttempts: 2.5", 15, "not a whole number"},
-		"secret value not a ref!": {"{file: /etc/slipway/chat.key}", "s3cr3t", 13, "cannot unmarshal"},
+		"secret value not a ref!": {"{file: /etc/slipway/chat.key}", "s3cr3t", 13, "got a string, want a mapping"},
 	})
 }
 

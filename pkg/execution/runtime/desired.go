@@ -331,7 +331,7 @@ func (s *Syncer) Sync(ctx context.Context) (*Desired, error) {
 // recovered logs a sync that succeeded after failures. Under syncMu.
 func (s *Syncer) recovered(rev string) {
 	if s.failed > 0 {
-		s.log.printf("config sync of branch %s succeeded again at revision %s after %d failed", s.branch, short(rev), s.failed)
+		s.log.logf(levelInfo, "config sync of branch %s succeeded again at revision %s after %d failed", s.branch, short(rev), s.failed)
 		s.failed = 0
 	}
 }

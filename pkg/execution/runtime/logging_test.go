@@ -81,11 +81,11 @@ func TestFailedSyncLogged(t *testing.T) {
 		t.Fatalf("log: %q, want two failures and a recovery", lines)
 	}
 	for _, l := range lines[:2] {
-		if !strings.HasPrefix(l, "config sync failed (branch main): ") || !strings.Contains(l, "still serving revision "+d.Revision[:12]) {
+		if !strings.Contains(l, " ERROR config sync failed (branch main): ") || !strings.Contains(l, "still serving revision "+d.Revision[:12]) {
 			t.Errorf("failure line: %s", l)
 		}
 	}
-	if !strings.Contains(lines[2], "succeeded again at revision "+d.Revision[:12]+" after 2 failed") {
+	if !strings.Contains(lines[2], " INFO  config sync of branch main succeeded again at revision "+d.Revision[:12]+" after 2 failed") {
 		t.Errorf("recovery line: %s", lines[2])
 	}
 }

@@ -48,7 +48,7 @@ type Warm struct {
 	// creates no warm member, and a claim is a Create.
 	cluster sandbox.ClusterPools
 	art     Artifacts
-	log     *lineLog
+	log     *repeatLog
 	// enforcement is what the backend enforces of pool.yaml's limits (nil:
 	// none); fixed when the Warm is made.
 	enforcement *sandbox.Enforcement
@@ -475,8 +475,12 @@ func (w *Warm) done(key string) {
 // when it cannot.
 func (w *Warm) create(ctx context.Context, pool string, g *generation.Generation, owner string, proof bool, lim bounds) (*sandbox.Sandbox, error) {
 	s, err := w.createSandbox(ctx, pool, g, owner, proof, lim)
-	if err != nil && ctx.Err() == nil { // not when the caller gave up
-		w.log.printf("sandbox create failed: pool %s, generation %s, for %s: %v", pool, g.ID, owner, err)
+	key := pool + " " + g.ID
+	switch {
+	case err == nil:
+		w.log.ok(key, "sandbox create: pool "+pool+", generation "+g.ID)
+	case ctx.Err() == nil: // not when the caller gave up
+		w.log.failure(key, fmt.Sprintf("sandbox create failed: pool %s, generation %s, for %s: %v", pool, g.ID, owner, err))
 	}
 	return s, err
 }

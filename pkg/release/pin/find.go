@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"github.com/slipway-dev/slipway/internal/strictyaml"
 )
 
 // SiteKind says what kind of field holds an image.
@@ -189,6 +192,9 @@ type File struct {
 	// includes as written, and the indexes of its images entries in sites.
 	included []string
 	entries  []int
+	// collections counts the documents that are a mapping or a list: a
+	// file given by a name that does not say YAML with none is not YAML.
+	collections int
 }
 
 // Skipped is a path that walking a directory left alone.
@@ -228,7 +234,8 @@ func (t *Tree) Sites() []Site {
 // does not parse as YAML, a Helm template, is skipped; each is listed in
 // Tree.Skipped. A directory in which nothing is read is an error
 // (ErrNoYAML). A file given explicitly is read as given, whatever its name,
-// through a symlink if it is one.
+// through a symlink if it is one; when its name does not say YAML and none of
+// its documents is a mapping or a list (a text file), it is ErrNoYAML too.
 //
 // Find marks the kustomize placeholders (Site.RenamedBy): an image that the
 // images list of a kustomization among the files read renames, in a file that
@@ -294,6 +301,8 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 				Reason: fmt.Sprintf("template braces and line %d does not parse as YAML: %s", se.line, se.msg)}
 		case err != nil:
 			j.err = err
+		case !j.c.walked && !isYAMLName(filepath.Base(j.c.path)) && f.collections == 0:
+			j.err = notYAML(j.c.path, f)
 		default:
 			f.mode, f.real = mode, j.c.real
 			j.f = f
@@ -342,6 +351,53 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 	}
 	t.markRenamed()
 	return t, nil
+}
+
+// StdinName is what a stream read by FindStream is called in sites and
+// errors when the caller names it after standard input.
+const StdinName = "<stdin>"
+
+// FindStream reads one YAML stream from r, as Find reads one file, and
+// returns a tree of one file called name (kbld's -f -). A stream with no
+// mapping or list document in it is not YAML (ErrNoYAML). Its Result cannot
+// be written back (there is no file): the caller prints the rewritten
+// stream, FileResult.Data.
+func FindStream(ctx context.Context, name string, r io.Reader, opts ...Option) (*Tree, error) {
+	o := options{maxFileSize: DefaultMaxFileSize, aliasBudget: defaultAliasBudget}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(r, o.maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", name, ErrInput, err)
+	}
+	if int64(len(data)) > o.maxFileSize {
+		return nil, fmt.Errorf("%s: %w: over the limit of %d bytes", name, ErrInput, o.maxFileSize)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := parse(name, data, &o)
+	if err != nil {
+		return nil, err
+	}
+	if f.collections == 0 {
+		return nil, notYAML(name, f)
+	}
+	t := &Tree{Files: []*File{f}, opts: o}
+	t.markRenamed()
+	return t, nil
+}
+
+// notYAML is the error for a file named explicitly, or a stream, that
+// parsed but holds no mapping or list: a text file read as one string.
+func notYAML(name string, f *File) error {
+	if f.Documents == 0 {
+		return fmt.Errorf("%s: %w: it holds no YAML document", name, ErrNoYAML)
+	}
+	return fmt.Errorf("%s: %w: %s, none a mapping or a list (a text file?)", name, ErrNoYAML, plural(f.Documents, "document"))
 }
 
 // concurrently calls fn(0) … fn(n-1), as many at once as GOMAXPROCS allows.
@@ -422,7 +478,7 @@ func parse(name string, data []byte, o *options) (*File, error) {
 		w.sites, w.targets = make([]Site, 0, n), make([]target, 0, n)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	docs := 0
+	docs, collections := 0, 0
 	for {
 		var doc yaml.Node
 		err := decode(dec, &doc)
@@ -433,12 +489,15 @@ func parse(name string, data []byte, o *options) (*File, error) {
 			return nil, syntaxError(name, data, err)
 		}
 		docs++
+		if len(doc.Content) > 0 && (doc.Content[0].Kind == yaml.MappingNode || doc.Content[0].Kind == yaml.SequenceNode) {
+			collections++
+		}
 		if err := w.document(&doc); err != nil {
 			return nil, err
 		}
 	}
 	return &File{Path: name, Documents: docs, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets,
-		included: w.included, entries: w.entries}, nil
+		included: w.included, entries: w.entries, collections: collections}, nil
 }
 
 // decode keeps a panic in the YAML parser from crossing into the caller.
@@ -511,15 +570,7 @@ func plural(n int, noun string) string {
 
 // syntaxError names file:line for a parser error ("yaml: line 3: …").
 func syntaxError(name string, data []byte, err error) error {
-	msg, _ := strings.CutPrefix(err.Error(), "yaml: ")
-	line := 0
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if n, after, ok := strings.Cut(rest, ": "); ok {
-			if l, perr := strconv.Atoi(n); perr == nil {
-				line, msg = l, after
-			}
-		}
-	}
+	line, msg := strictyaml.SyntaxLine(data, err)
 	if line == 0 {
 		line = guessLine(data, msg)
 	}

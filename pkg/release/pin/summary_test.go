@@ -118,11 +118,15 @@ func TestFindNoYAML(t *testing.T) {
 	if _, err := Find(context.Background(), []string{empty}); !errors.Is(err, ErrNoYAML) || !strings.Contains(err.Error(), "it is empty") {
 		t.Errorf("empty: %v", err)
 	}
-	// Hidden YAML counts once walked; an explicit file is read whatever its name.
+	// Hidden YAML counts once walked; an explicit file is read whatever its
+	// name when it holds a mapping or a list, and is no YAML when it does not.
 	if _, err := Find(context.Background(), []string{filepath.Join(dir, "docs")}, WithIncludeHidden()); err != nil {
 		t.Errorf("docs with hidden: %v", err)
 	}
-	if _, err := Find(context.Background(), []string{filepath.Join(dir, "docs", "a.md")}); err != nil {
+	if _, err := Find(context.Background(), []string{filepath.Join(dir, "docs", "b.json")}); err != nil {
 		t.Errorf("explicit: %v", err)
+	}
+	if _, err := Find(context.Background(), []string{filepath.Join(dir, "docs", "a.md")}); !errors.Is(err, ErrNoYAML) || !strings.Contains(err.Error(), "a.md: input refused: no YAML files: it holds no YAML document") {
+		t.Errorf("explicit text: %v", err)
 	}
 }

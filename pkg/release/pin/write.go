@@ -43,6 +43,9 @@ func (r *Result) Write() error {
 			continue
 		}
 		f := fr.file
+		if f.real == "" {
+			return fmt.Errorf("%s: %w: a stream has no file to write back; print its data", fr.Path, ErrRewrite)
+		}
 		cur, err := os.ReadFile(f.real)
 		if err != nil {
 			return fmt.Errorf("%s: %w", fr.Path, unwrapPath(err))

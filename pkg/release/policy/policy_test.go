@@ -50,7 +50,7 @@ func TestLoadRefusals(t *testing.T) {
 		line       int
 		msg        string
 	}{
-		{"unknown field", head + rule + "  extra: 1\n", 14, "field extra not found"},
+		{"unknown field", head + rule + "  extra: 1\n", 14, "unknown field \"extra\""},
 		{"wrong apiVersion", strings.Replace(head, "v1alpha1", "v2", 1) + rule, 1, "apiVersion"},
 		{"wrong kind", strings.Replace(head, "VerificationPolicy", "Policy", 1) + rule, 2, "kind"},
 		{"no tlog mode", strings.Replace(head, "  transparencyLog: none\n", "", 1) + rule, 6, "transparencyLog: " + policy.ErrPolicy.Error() + ": required"},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -232,13 +234,60 @@ type Error struct {
 	Ref  string
 	Kind error // ErrNotFound, ErrUnavailable, ErrDenied, ErrNotInLock, ErrPlatform, or nil
 	Err  error
+	// said is the registry's answer in words, when Err is its raw error
+	// (a transport error prints Go map syntax and the request URL).
+	said string
 }
 
 func (e *Error) Error() string {
-	if e.Kind == nil {
-		return fmt.Sprintf("resolve %s: %v", e.Ref, e.Err)
+	cause := e.said
+	if cause == "" {
+		cause = e.Err.Error()
 	}
-	return fmt.Sprintf("resolve %s: %v: %v", e.Ref, e.Kind, e.Err)
+	if e.Kind == nil {
+		return fmt.Sprintf("resolve %s: %s", e.Ref, cause)
+	}
+	return fmt.Sprintf("resolve %s: %v: %s", e.Ref, e.Kind, cause)
+}
+
+// registrySaid is a registry's error in words: each diagnostic's message
+// with what it is about ("manifest unknown: tag v9 not found in
+// host/repo"), never go-containerregistry's rendering of its detail as a Go
+// map; the status when the registry sent no diagnostic.
+func registrySaid(r ref.Reference, te *transport.Error) string {
+	repo := r.Name()
+	what := "tag " + r.TagOrDefault()
+	if r.Digest() != "" {
+		what = "digest " + r.Digest()
+	}
+	var parts []string
+	for _, d := range te.Errors {
+		msg := strings.ToLower(strings.TrimSpace(d.Message))
+		if msg == "" {
+			msg = strings.ToLower(strings.ReplaceAll(string(d.Code), "_", " "))
+		}
+		switch d.Code {
+		case transport.ManifestUnknownErrorCode:
+			msg += ": " + what + " not found in " + repo
+		case transport.NameUnknownErrorCode:
+			msg += ": repository " + r.Repository() + " not found on " + r.Registry()
+		case transport.UnauthorizedErrorCode, transport.DeniedErrorCode:
+			msg += ": " + repo + " (check the registry credentials: docker login, or the keychain in use)"
+		case transport.TooManyRequestsErrorCode:
+			msg += ": " + r.Registry() + " is rate limiting"
+		default:
+			msg += ": " + repo
+		}
+		parts = append(parts, msg)
+	}
+	if len(parts) == 0 {
+		status := http.StatusText(te.StatusCode)
+		if status == "" {
+			status = "status " + strconv.Itoa(te.StatusCode)
+		}
+		return fmt.Sprintf("registry %s answered %d %s for %s", r.Registry(), te.StatusCode, strings.ToLower(status), what+" of "+repo)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Unwrap returns the family and the cause.
@@ -265,5 +314,9 @@ func classify(r ref.Reference, err error) error {
 			kind = ErrUnavailable
 		}
 	}
-	return &Error{Ref: r.String(), Kind: kind, Err: err}
+	e = &Error{Ref: r.String(), Kind: kind, Err: err}
+	if te != nil {
+		e.said = registrySaid(r, te)
+	}
+	return e
 }

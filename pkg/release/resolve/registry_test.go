@@ -171,7 +171,7 @@ func TestRegistryUnknownTagNamesReferenceAndAnswer(t *testing.T) {
 	if !errors.Is(err, resolve.ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, s.host+"/app:v9") || !strings.Contains(msg, "MANIFEST_UNKNOWN") {
+	if msg := err.Error(); !strings.Contains(msg, s.host+"/app:v9") || !strings.Contains(msg, "unknown manifest: tag v9 not found in "+s.host+"/app") {
 		t.Fatalf("error does not name the reference and the registry's answer: %v", err)
 	}
 	_, err = newRegistry(t).Resolve(context.Background(), parse(t, s.host+"/nope:v1"))

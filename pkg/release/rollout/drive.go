@@ -51,7 +51,7 @@ func (d *Driver) Drive(ctx context.Context, id string) (*pool.Rollout, error) {
 func (d *Driver) run(ctx context.Context, id string) (*pool.Rollout, error) {
 	d.defaults()
 	if d.Fleet == nil {
-		return nil, errors.New("rollout: no fleet to drive the rollout on (--server)")
+		return nil, errors.New("rollout: no fleet to drive the rollout on (--runtime)")
 	}
 	if d.Signer == nil && !d.UnsignedEvidence {
 		return nil, errors.New("rollout: evidence is signed: give a signing key (or choose unsigned evidence explicitly)")

@@ -57,7 +57,7 @@ func TestKilledDriverResumes(t *testing.T) {
 	}
 	var env []string
 	slipway := func(failpoint string, args ...string) (*os.ProcessState, string) {
-		cmd := exec.Command(bin, append(args, "--repo", e.repo, "--pool", "agents", "--server", e.server, "--token-file", tokenFile, "--unsigned-evidence", "--poll", "100ms")...)
+		cmd := exec.Command(bin, append(args, "--repo", e.repo, "--pool", "agents", "--runtime", e.server, "--token-file", tokenFile, "--unsigned-evidence", "--poll", "100ms")...)
 		cmd.Env = append(append(os.Environ(), env...), "SLIPWAY_ROLLOUT_FAILPOINT="+failpoint)
 		out, err := cmd.CombinedOutput()
 		var ee *exec.ExitError
