@@ -1,0 +1,136 @@
+// Command pintree times lint (Find and Lint) or pin (Find and Plan, the dry
+// run of `slipway pin`) over a tree, in a process of its own, and prints the
+// CPU and wall time per operation with what the operation found. It is the
+// program both sides of BenchmarkMixedTreeVsBefore (pkg/release/pin) run:
+// that benchmark builds it from this tree and, with its import paths moved,
+// from the tree of an older commit, and runs the two in turn on the same
+// files. It uses only what the pin package had before issue 42 (Find, Lint,
+// Plan, Tree.Sites), so that it builds on both sides unchanged but for the
+// paths.
+//
+//	pintree -op lint|pin [-n N] [-warmup N] [-out FILE] DIR
+//
+// It prints one line of key=value pairs: files, sites, findings (lint) or
+// changed files and changes (pin), ops, cpu-ns/op (user and system time of
+// the process, every thread and the garbage collector included, over the
+// timed operations) and wall-ns/op. -out writes what the last operation
+// found, one line each, sorted: "file:line:col ref" for lint,
+// "file:line:col from to" for pin.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/ref"
+	"github.com/slipway-dev/slipway/pkg/release/pin"
+	"github.com/slipway-dev/slipway/pkg/release/resolve"
+)
+
+func main() {
+	op := flag.String("op", "lint", "lint (Find and Lint) or pin (Find and Plan)")
+	n := flag.Int("n", 1, "timed operations")
+	warmup := flag.Int("warmup", 1, "operations run first and not timed")
+	out := flag.String("out", "", "write what the last operation found to this file")
+	flag.Parse()
+	if flag.NArg() != 1 || (*op != "lint" && *op != "pin") || *n < 1 || *warmup < 0 {
+		fmt.Fprintln(os.Stderr, "usage: pintree -op lint|pin [-n N] [-warmup N] [-out FILE] DIR")
+		os.Exit(2)
+	}
+	dir := flag.Arg(0)
+	ctx := context.Background()
+	var last run
+	for range *warmup {
+		if _, err := once(ctx, *op, dir); err != nil {
+			fail(err)
+		}
+	}
+	cpu, start := cpuTime(), time.Now()
+	for range *n {
+		r, err := once(ctx, *op, dir)
+		if err != nil {
+			fail(err)
+		}
+		last = r
+	}
+	wall, used := time.Since(start), cpuTime()-cpu
+	fmt.Printf("files=%d sites=%d found=%d changed=%d ops=%d cpu-ns/op=%d wall-ns/op=%d\n",
+		last.files, last.sites, len(last.lines), last.changed, *n, used/int64(*n), wall.Nanoseconds()/int64(*n))
+	if *out != "" {
+		slices.Sort(last.lines)
+		if err := os.WriteFile(*out, []byte(strings.Join(last.lines, "\n")+"\n"), 0o644); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// run is what one operation found: for lint a line per finding, for pin a
+// line per change.
+type run struct {
+	files, sites, changed int
+	lines                 []string
+}
+
+func once(ctx context.Context, op, dir string) (run, error) {
+	tree, err := pin.Find(ctx, []string{dir})
+	if err != nil {
+		return run{}, err
+	}
+	r := run{files: len(tree.Files), sites: len(tree.Sites())}
+	if op == "lint" {
+		for _, f := range pin.Lint(tree) {
+			r.lines = append(r.lines, fmt.Sprintf("%s:%d:%d %s", rel(dir, f.File), f.Line, f.Col, f.Ref))
+		}
+		return r, nil
+	}
+	res, err := pin.Plan(ctx, tree, digestOfName())
+	if err != nil {
+		return run{}, err
+	}
+	for _, f := range res.Files {
+		if f.Status == pin.Changed {
+			r.changed++
+		}
+		for _, c := range f.Changes {
+			r.lines = append(r.lines, fmt.Sprintf("%s:%d:%d %s %s", rel(dir, c.File), c.Line, c.Col, c.From, c.To))
+		}
+	}
+	return r, nil
+}
+
+func rel(dir, path string) string {
+	if r, err := filepath.Rel(dir, path); err == nil {
+		return r
+	}
+	return path
+}
+
+// digestOfName answers every tag with a digest derived from the reference,
+// without a registry: the same answer on both sides.
+func digestOfName() resolve.Resolver {
+	return resolve.Func(func(ctx context.Context, r ref.Reference) (ref.Pin, error) {
+		return ref.PinOf(r, fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(r.Canonical()))), ref.Origin{Source: ref.SourceRegistry}), nil
+	})
+}
+
+// cpuTime is the user and system CPU time of the process so far, in ns.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "pintree:", err)
+	os.Exit(1)
+}
