@@ -8,12 +8,13 @@
 // Plan, Tree.Sites), so that it builds on both sides unchanged but for the
 // paths.
 //
-//	pintree -op lint|pin [-n N] [-warmup N] [-out FILE] DIR
+//	pintree -op lint|pin [-n N] [-warmup N] [-out FILE] [-cpuprofile FILE] DIR
 //
 // It prints one line of key=value pairs: files, sites, findings (lint) or
 // changed files and changes (pin), ops, cpu-ns/op (user and system time of
 // the process, every thread and the garbage collector included, over the
-// timed operations) and wall-ns/op. -out writes what the last operation
+// timed operations), wall-ns/op, the bytes allocated and the garbage
+// collections per operation. -out writes what the last operation
 // found, one line each, sorted: "file:line:col ref" for lint,
 // "file:line:col from to" for pin.
 package main
@@ -25,6 +26,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -40,6 +43,7 @@ func main() {
 	n := flag.Int("n", 1, "timed operations")
 	warmup := flag.Int("warmup", 1, "operations run first and not timed")
 	out := flag.String("out", "", "write what the last operation found to this file")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the timed operations to this file")
 	flag.Parse()
 	if flag.NArg() != 1 || (*op != "lint" && *op != "pin") || *n < 1 || *warmup < 0 {
 		fmt.Fprintln(os.Stderr, "usage: pintree -op lint|pin [-n N] [-warmup N] [-out FILE] DIR")
@@ -53,6 +57,18 @@ func main() {
 			fail(err)
 		}
 	}
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer f.Close()
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	cpu, start := cpuTime(), time.Now()
 	for range *n {
 		r, err := once(ctx, *op, dir)
@@ -62,8 +78,11 @@ func main() {
 		last = r
 	}
 	wall, used := time.Since(start), cpuTime()-cpu
-	fmt.Printf("files=%d sites=%d found=%d changed=%d ops=%d cpu-ns/op=%d wall-ns/op=%d\n",
-		last.files, last.sites, len(last.lines), last.changed, *n, used/int64(*n), wall.Nanoseconds()/int64(*n))
+	pprof.StopCPUProfile()
+	runtime.ReadMemStats(&m1)
+	fmt.Printf("files=%d sites=%d found=%d changed=%d ops=%d cpu-ns/op=%d wall-ns/op=%d alloc-B/op=%d gc/op=%.1f\n",
+		last.files, last.sites, len(last.lines), last.changed, *n, used/int64(*n), wall.Nanoseconds()/int64(*n),
+		(m1.TotalAlloc-m0.TotalAlloc)/uint64(*n), float64(m1.NumGC-m0.NumGC)/float64(*n))
 	if *out != "" {
 		slices.Sort(last.lines)
 		if err := os.WriteFile(*out, []byte(strings.Join(last.lines, "\n")+"\n"), 0o644); err != nil {

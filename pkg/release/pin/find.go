@@ -382,7 +382,11 @@ func readFile(name, real string, limit int64) ([]byte, fs.FileMode, error) {
 	if fi.Mode().IsRegular() && fi.Size() > limit {
 		return nil, 0, fmt.Errorf("%s: %w: %d bytes, over the limit of %d", name, ErrInput, fi.Size(), limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	size := int64(0)
+	if fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	data, err := readAll(io.LimitReader(f, limit+1), size)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w: %w", name, ErrInput, unwrapPath(err))
 	}
@@ -390,6 +394,25 @@ func readFile(name, real string, limit int64) ([]byte, fs.FileMode, error) {
 		return nil, 0, fmt.Errorf("%s: %w: over the limit of %d bytes", name, ErrInput, limit)
 	}
 	return data, fi.Mode().Perm(), nil
+}
+
+// readAll is io.ReadAll into a buffer sized for a file of size bytes at
+// once: one allocation, where io.ReadAll grows from 512 bytes.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	b := make([]byte, 0, max(size+1, 512)) // +1: the read that meets EOF
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // unwrapPath drops the path an *fs.PathError repeats, since callers name the file.
