@@ -440,10 +440,6 @@ func parse(name string, data []byte, o *options) (*File, error) {
 		return nil, fmt.Errorf("%s:%d: %w: not valid UTF-8", name, line, ErrInput)
 	}
 	w := newWalker(src, o)
-	// Most sites are a key image (or an images list): size for them at once.
-	if n := bytes.Count(data, []byte("image")); n > 0 {
-		w.sites, w.targets = make([]Site, 0, n), make([]target, 0, n)
-	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	docs := 0
 	for {
@@ -460,8 +456,10 @@ func parse(name string, data []byte, o *options) (*File, error) {
 			return nil, err
 		}
 	}
-	return &File{Path: name, Documents: docs, Sites: slices.Clone(w.sites), sites: w.sites, src: src, targets: w.targets,
-		included: w.included, entries: w.entries}, nil
+	// Exact copies: a tree keeps every file's sites until Plan is done, and
+	// the garbage collector reads them each time it runs.
+	return &File{Path: name, Documents: docs, Sites: slices.Clone(w.sites), sites: slices.Clone(w.sites), src: src,
+		targets: slices.Clone(w.targets), included: w.included, entries: w.entries}, nil
 }
 
 // decode keeps a panic in the YAML parser from crossing into the caller.

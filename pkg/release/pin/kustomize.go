@@ -32,7 +32,7 @@ func (w *walker) kustomization(k *yaml.Node) error {
 				continue
 			}
 			w.seen[e] = true
-			t := target{entry: e}
+			t := target{entryNodes: &entryNodes{entry: e}}
 			for _, f := range []struct {
 				key string
 				dst **yaml.Node

@@ -9,11 +9,16 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
-// target ties a Site to the nodes an edit changes.
+// target ties a Site to what an edit changes: for an image, where its
+// scalar is written, located when the site is found, so that no parsed node
+// is kept; for a kustomization images entry, its nodes.
 type target struct {
-	// image is the scalar of a container or custom site.
-	image *yaml.Node
-	// entry is a kustomization images entry and its fields' value nodes.
+	img scalarAt
+	*entryNodes
+}
+
+// entryNodes are a kustomization images entry and its fields' value nodes.
+type entryNodes struct {
 	entry                         *yaml.Node
 	name, newName, newTag, digest *yaml.Node
 }
@@ -476,11 +481,12 @@ func (w *walker) image(v *yaml.Node, kind SiteKind, policy string, by FoundBy) e
 	}
 	w.seen[v] = true
 	line, col := v.Line, v.Column
-	if sp, err := w.locate(v); err == nil {
-		line, col = w.lines.position(sp.start)
+	at := w.scalarAt(v)
+	if at.why == spliceable {
+		line, col = w.lines.position(at.start)
 	}
 	w.add(Site{File: w.name, Line: line, Col: col, Path: w.pathString(), Kind: kind, FoundBy: by, Value: v.Value,
-		PullPolicy: policy, Placeholder: placeholder(v.Value), ExcludedBy: w.excludedBy(by)}, target{image: v})
+		PullPolicy: policy, Placeholder: placeholder(v.Value), ExcludedBy: w.excludedBy(by)}, target{img: at})
 	return nil
 }
 

@@ -318,7 +318,7 @@ func change(w want, d string, dropTag bool) (Change, edit, error) {
 	if c.To == c.From {
 		return c, edit{}, nil
 	}
-	e, err := wk.replaceScalar(t.image, c.To)
+	e, err := t.img.replace(c.To)
 	return c, e, err
 }
 

@@ -3,7 +3,7 @@ package pin
 import (
 	"context"
 	"crypto/sha256"
-	"fmt"
+	"encoding/hex"
 	"os"
 	"syscall"
 	"testing"
@@ -83,6 +83,7 @@ func cpuTime() int64 {
 // digestOfName answers every tag with a digest derived from the reference.
 func digestOfName() resolve.Resolver {
 	return resolve.Func(func(ctx context.Context, r ref.Reference) (ref.Pin, error) {
-		return ref.PinOf(r, fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(r.Canonical()))), ref.Origin{Source: ref.SourceRegistry}), nil
+		sum := sha256.Sum256([]byte(r.Canonical()))
+		return ref.PinOf(r, "sha256:"+hex.EncodeToString(sum[:]), ref.Origin{Source: ref.SourceRegistry}), nil
 	})
 }
