@@ -3,7 +3,6 @@ package ref
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -51,7 +50,7 @@ func Parse(s string) (Reference, error) {
 	if strings.HasSuffix(base, ":") {
 		return Reference{}, fmt.Errorf("%w: %q: empty tag", ErrInvalid, s)
 	}
-	if tag != "" && !tagPattern.MatchString(tag) {
+	if tag != "" && !isTag(tag) {
 		return Reference{}, fmt.Errorf("%w: %q: tag %q must match %s", ErrInvalid, s, tag, tagPattern)
 	}
 	var repo name.Repository
@@ -68,19 +67,69 @@ func Parse(s string) (Reference, error) {
 		}
 		repo = r
 	}
-	for _, c := range strings.Split(repo.RepositoryStr(), "/") {
-		if !componentPattern.MatchString(c) {
+	for c := range strings.SplitSeq(repo.RepositoryStr(), "/") {
+		if !isComponent(c) {
 			return Reference{}, fmt.Errorf("%w: %q: path component %q must match %s", ErrInvalid, s, c, componentPattern)
 		}
 	}
 	return Reference{repo: repo, written: written, tag: tag, digest: digest}, nil
 }
 
-// The OCI distribution grammar for repository path components and tags.
-var (
-	componentPattern = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
-	tagPattern       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+// The OCI distribution grammar for repository path components and tags, as
+// the errors name it; isComponent and isTag match it without a regexp (a
+// tree's lint parses every reference in it).
+const (
+	componentPattern = `^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`
+	tagPattern       = `^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`
 )
+
+// isComponent says whether c matches componentPattern: runs of lower-case
+// letters and digits joined by ".", "_", "__" or any number of "-".
+func isComponent(c string) bool {
+	i := 0
+	for {
+		j := i
+		for j < len(c) && (c[j] >= 'a' && c[j] <= 'z' || c[j] >= '0' && c[j] <= '9') {
+			j++
+		}
+		switch {
+		case j == i:
+			return false // empty, or a separator that follows another or ends c
+		case j == len(c):
+			return true
+		}
+		switch c[j] {
+		case '.':
+			j++
+		case '_':
+			j++
+			if j < len(c) && c[j] == '_' {
+				j++
+			}
+		case '-':
+			for j < len(c) && c[j] == '-' {
+				j++
+			}
+		default:
+			return false
+		}
+		i = j
+	}
+}
+
+// isTag says whether t matches tagPattern.
+func isTag(t string) bool {
+	if len(t) == 0 || len(t) > 128 || t[0] == '.' || t[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // splitTag splits "host:5000/repo:tag" into ("host:5000/repo", "tag"). A colon
 // before the last slash belongs to the registry's port, not to a tag.
