@@ -440,6 +440,10 @@ func parse(name string, data []byte, o *options) (*File, error) {
 		return nil, fmt.Errorf("%s:%d: %w: not valid UTF-8", name, line, ErrInput)
 	}
 	w := newWalker(src, o)
+	// Most sites are a key image (or an images list): size for them at once.
+	if n := min(bytes.Count(data, []byte("image")), 64); n > 0 {
+		w.sites, w.targets = make([]Site, 0, n), make([]target, 0, n)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	docs := 0
 	for {

@@ -28,10 +28,10 @@ func (w *walker) kustomization(k *yaml.Node) error {
 			if e, err = w.deref(e); err != nil {
 				return err
 			}
-			if e.Kind != yaml.MappingNode || w.seen[e] {
+			if e.Kind != yaml.MappingNode || w.seen.has(e) {
 				continue
 			}
-			w.seen[e] = true
+			w.seen.add(e)
 			t := target{entryNodes: &entryNodes{entry: e}}
 			for _, f := range []struct {
 				key string

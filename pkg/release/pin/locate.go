@@ -30,8 +30,8 @@ type walker struct {
 	kustomizeFile bool               // named kustomization.yaml, .yml or Kustomization
 	budget        int                // alias hops left
 	depth         int                // nesting of lists in lists and merges in merges
-	expanded      map[*yaml.Node]int // see checkAliases
-	seen          map[*yaml.Node]bool
+	expanded      map[*yaml.Node]int // see checkAliases; made at the first anchor
+	seen          seenNodes
 	sites         []Site
 	targets       []target
 	included      []string                     // what a kustomization.yaml includes, as written
@@ -39,7 +39,41 @@ type walker struct {
 	path          []elem                       // from the document's root to the node at hand
 	walked        map[*yaml.Node]bool          // anchored nodes the shape rules walked
 	obj           object                       // the object at hand
-	reach         [2][3]func(*yaml.Node) error // by known kind and by config, for each reach
+	reach         [2][3]func(*yaml.Node) error // by known kind and by config, for each reach; see reachFn
+}
+
+// seenNodes is a set of nodes: a few in a slice, as most files have, and a
+// map beyond.
+type seenNodes struct {
+	few  []*yaml.Node
+	many map[*yaml.Node]bool
+}
+
+func (s *seenNodes) has(n *yaml.Node) bool {
+	if s.many != nil {
+		return s.many[n]
+	}
+	for _, m := range s.few {
+		if m == n {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *seenNodes) add(n *yaml.Node) {
+	switch {
+	case s.many != nil:
+		s.many[n] = true
+	case len(s.few) < 32:
+		s.few = append(s.few, n)
+	default:
+		s.many = make(map[*yaml.Node]bool, 2*len(s.few))
+		for _, m := range s.few {
+			s.many[m] = true
+		}
+		s.many[n] = true
+	}
 }
 
 // object is the innermost Kubernetes object around the node at hand: its
@@ -61,21 +95,33 @@ func (w *walker) excludedBy(by FoundBy) string {
 }
 
 func newWalker(src *source, o *options) *walker {
-	w := &walker{
+	return &walker{
 		source: src, opts: o,
 		kustomizeFile: isKustomizationName(filepath.Base(src.name)),
 		budget:        o.aliasBudget,
-		seen:          map[*yaml.Node]bool{},
-		expanded:      map[*yaml.Node]int{},
+		path:          make([]elem, 0, 16),
 	}
-	for i, by := range [...]FoundBy{ByKind, ByConfig} {
-		w.reach[i] = [3]func(*yaml.Node) error{
-			podSpecAt:   func(n *yaml.Node) error { return w.podSpec(n, by) },
-			containerAt: func(n *yaml.Node) error { return w.container(n, by) },
-			imageAt:     func(n *yaml.Node) error { return w.image(n, Custom, "", by) },
-		}
+}
+
+// reachFn is what a rule found by by (0 known kind, 1 config) does where its
+// path leads (podSpecAt, containerAt, imageAt), made the first time a file
+// needs it.
+func (w *walker) reachFn(i int, to reach) func(*yaml.Node) error {
+	if f := w.reach[i][to]; f != nil {
+		return f
 	}
-	return w
+	by := [...]FoundBy{ByKind, ByConfig}[i]
+	var f func(*yaml.Node) error
+	switch to {
+	case podSpecAt:
+		f = func(n *yaml.Node) error { return w.podSpec(n, by) }
+	case containerAt:
+		f = func(n *yaml.Node) error { return w.container(n, by) }
+	default:
+		f = func(n *yaml.Node) error { return w.image(n, Custom, "", by) }
+	}
+	w.reach[i][to] = f
+	return f
 }
 
 // document finds the sites of one document.
@@ -195,6 +241,11 @@ func (w *walker) pop()            { w.path = w.path[:len(w.path)-1] }
 // pathString renders the path as "spec.containers[0].image".
 func (w *walker) pathString() string {
 	var b strings.Builder
+	size := 0
+	for _, e := range w.path {
+		size += len(e.key) + 5 // a dot, or [NNN]
+	}
+	b.Grow(size)
 	for i, e := range w.path {
 		switch {
 		case e.index >= 0:
@@ -362,7 +413,7 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 			continue
 		}
 		for _, p := range r.paths {
-			if err := w.follow(n, p.segs, w.reach[0][p.to]); err != nil {
+			if err := w.follow(n, p.segs, w.reachFn(0, p.to)); err != nil {
 				return err
 			}
 		}
@@ -397,14 +448,14 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 	}
 	for _, s := range w.opts.podSpecs {
 		if s.matches(apiVersion, kind) {
-			if err := w.follow(n, s.segs, w.reach[1][podSpecAt]); err != nil {
+			if err := w.follow(n, s.segs, w.reachFn(1, podSpecAt)); err != nil {
 				return err
 			}
 		}
 	}
 	for _, s := range w.opts.fields {
 		if s.matches(apiVersion, kind) {
-			if err := w.follow(n, s.segs, w.reach[1][imageAt]); err != nil {
+			if err := w.follow(n, s.segs, w.reachFn(1, imageAt)); err != nil {
 				return err
 			}
 		}
@@ -476,10 +527,10 @@ func (w *walker) container(c *yaml.Node, by FoundBy) error {
 // image records the scalar v, at the current path, as a site, once per node.
 func (w *walker) image(v *yaml.Node, kind SiteKind, policy string, by FoundBy) error {
 	v, err := w.deref(v)
-	if err != nil || v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" || w.seen[v] {
+	if err != nil || v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" || w.seen.has(v) {
 		return err
 	}
-	w.seen[v] = true
+	w.seen.add(v)
 	line, col := v.Line, v.Column
 	at := w.scalarAt(v)
 	if at.why == spliceable {
