@@ -115,6 +115,7 @@ func FuzzFind(f *testing.F) {
 			}
 			return
 		}
+		sameAsCheckAll(t, tree, fuzzResolver(), res)
 		again, err := parse(name, res.Files[0].Data, &o)
 		if err != nil {
 			t.Fatalf("rewritten file does not parse: %v", err)

@@ -67,6 +67,13 @@ type PlanOption func(*planOptions) error
 type planOptions struct {
 	dropTag, refresh bool
 	concurrency      int
+	checkAll         bool // parse every rewritten file again, in-place splices too (tests)
+}
+
+// withCheckAll parses every rewritten file again, those whose edits are all
+// in-place splices too: tests hold the two ways to the same result.
+func withCheckAll() PlanOption {
+	return func(o *planOptions) error { o.checkAll = true; return nil }
 }
 
 // WithDropTag writes repo@digest instead of repo:tag@digest. A kustomization
@@ -139,6 +146,7 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 	edits := map[*File][]edit{}
 	changes := map[*File][]Change{}
 	expect := map[*File][]string{} // each site's value after the rewrite
+	check := map[*File]bool{}      // parse the rewritten file again: see edit.inPlace
 	for _, w := range wants {
 		site := w.file.sites[w.index]
 		if w.err != nil {
@@ -159,6 +167,9 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 			continue
 		}
 		if c.From != c.To {
+			if !e.inPlace || o.checkAll || site.FoundBy == ByImageKey && !parses(refs, c.To) {
+				check[w.file] = true
+			}
 			edits[w.file] = append(edits[w.file], e)
 			changes[w.file] = append(changes[w.file], c)
 			if expect[w.file] == nil {
@@ -167,15 +178,24 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 			expect[w.file][w.index] = c.To
 		}
 	}
-	// Rewrite and check the changed files concurrently: each is parsed again.
+	// Rewrite the changed files concurrently. A file with an edit that is not
+	// an in-place splice is parsed again and checked; one whose edits all are
+	// keeps its structure by construction (see edit.inPlace).
 	type rewritten struct {
 		data []byte
 		err  error
 	}
 	out := make([]rewritten, len(tree.Files))
 	concurrently(len(tree.Files), func(i int) {
-		if f := tree.Files[i]; len(edits[f]) > 0 {
+		f := tree.Files[i]
+		switch {
+		case len(edits[f]) == 0:
+		case check[f]:
 			out[i].data, out[i].err = rewrite(f, edits[f], expect[f], &tree.opts)
+		default:
+			if out[i].data, out[i].err = apply(f.src.data, edits[f]); out[i].err != nil {
+				out[i].err = fmt.Errorf("%s: %w", f.Path, out[i].err)
+			}
 		}
 	})
 	for i, f := range tree.Files {
@@ -319,7 +339,31 @@ func change(w want, d string, dropTag bool) (Change, edit, error) {
 		return c, edit{}, nil
 	}
 	e, err := t.img.replace(c.To)
+	e.inPlace = err == nil && t.img.alone && site.FoundBy != ByConfig && keepsStructure(c.To)
 	return c, e, err
+}
+
+// keepsStructure says whether s, spliced over a scalar located exactly
+// (scalarAt) in its quoting style, leaves every other node of the document
+// as it was: s starts and ends with a letter or digit, so it opens no
+// indicator and ends no key; it holds only the characters of a reference
+// (span.quoted refuses others), so no blank, comment, flow indicator, quote
+// or escape, and each colon in it is followed by one of those characters,
+// not a blank, so it maps nothing; it is shorter than a simple key may be;
+// and it holds "@" (a digest), so YAML resolves it to a string, never to a
+// number, boolean, null or time. A site found by config is left out: a
+// config may name any path, kind and apiVersion included, which other rules
+// read.
+func keepsStructure(s string) bool {
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	return len(s) > 1 && len(s) < 1024 && alnum(s[0]) && alnum(s[len(s)-1]) && strings.IndexByte(s, '@') > 0
+}
+
+// parses says whether s parses as a reference: an image-like field is a site
+// only if its value does.
+func parses(refs refCache, s string) bool {
+	_, err := refs.parse(s)
+	return err == nil
 }
 
 func siteValues(sites []Site) []string {

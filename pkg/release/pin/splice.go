@@ -40,6 +40,13 @@ type span struct {
 type edit struct {
 	start, end int
 	text       string
+	// inPlace says that the edit writes a value over a single-line scalar,
+	// found exactly where the parser put it and read at that one place only
+	// (scalarAt.alone), in the scalar's own quoting style, and that the value
+	// keeps the document's structure (keepsStructure): parsing the file
+	// again would find the same nodes, that one's value changed. Plan then
+	// does not parse the file again.
+	inPlace bool
 }
 
 // unspliceable says why a scalar cannot be spliced; spliceable when it can.
