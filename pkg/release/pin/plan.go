@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/release/resolve"
@@ -105,6 +106,7 @@ type want struct {
 	file  *File
 	index int
 	query ref.Reference // tag to resolve; zero when nothing is
+	key   string        // query.Canonical(), when ask
 	ask   bool
 	err   error
 }
@@ -124,14 +126,19 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 			return nil, err
 		}
 	}
-	var wants []want
+	n := 0
+	for _, f := range tree.Files {
+		n += len(f.sites)
+	}
+	wants := make([]want, 0, n)
 	queries := map[string]ref.Reference{}
 	refs := refCache{}
 	for _, f := range tree.Files {
 		for i := range f.sites {
 			w := wanted(f, i, o.refresh, refs)
 			if w.ask {
-				queries[w.query.Canonical()] = w.query
+				w.key = w.query.Canonical()
+				queries[w.key] = w.query
 			}
 			wants = append(wants, w)
 		}
@@ -156,7 +163,7 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 		if !w.ask {
 			continue
 		}
-		p := pins[w.query.Canonical()]
+		p := pins[w.key]
 		if p.err != nil {
 			errs = append(errs, siteError{site, p.err})
 			continue
@@ -215,12 +222,23 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 	if len(errs) > 0 {
 		return nil, joinSiteErrors(errs)
 	}
+	type sorted struct {
+		key string
+		pin ref.Pin
+	}
+	all := make([]sorted, 0, len(pins))
 	for _, p := range pins {
 		if p.err == nil {
-			res.Pins = append(res.Pins, p.pin)
+			all = append(all, sorted{p.pin.String(), p.pin})
 		}
 	}
-	slices.SortFunc(res.Pins, func(a, b ref.Pin) int { return cmp.Compare(a.String(), b.String()) })
+	slices.SortFunc(all, func(a, b sorted) int { return cmp.Compare(a.key, b.key) })
+	if len(all) > 0 {
+		res.Pins = make([]ref.Pin, len(all))
+		for i, p := range all {
+			res.Pins[i] = p.pin
+		}
+	}
 	return res, nil
 }
 
@@ -267,31 +285,36 @@ type outcome struct {
 	err error
 }
 
-// resolveAll resolves each query once, at most n at a time.
+// resolveAll resolves each query once, at most n at a time: n workers take
+// the queries in turn (a goroutine per query costs more than a quick
+// resolver's answer).
 func resolveAll(ctx context.Context, r resolve.Resolver, queries map[string]ref.Reference, n int) map[string]outcome {
-	out := make(map[string]outcome, len(queries))
-	var mu sync.Mutex
+	keys := make([]string, 0, len(queries))
+	for key := range queries {
+		keys = append(keys, key)
+	}
+	results := make([]outcome, len(keys))
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, n)
-	for key, q := range queries {
+	for range min(n, len(keys)) {
 		wg.Go(func() {
-			var oc outcome
-			select {
-			case sem <- struct{}{}:
-				oc.pin, oc.err = r.Resolve(ctx, q)
-				<-sem
-			case <-ctx.Done():
-				oc.err = ctx.Err()
+			for i := int(next.Add(1) - 1); i < len(keys); i = int(next.Add(1) - 1) {
+				var oc outcome
+				if oc.err = ctx.Err(); oc.err == nil {
+					oc.pin, oc.err = r.Resolve(ctx, queries[keys[i]])
+				}
+				if oc.err == nil && !isDigest(oc.pin.Digest) {
+					oc.err = fmt.Errorf("%w: resolver answered %q, not sha256:<64 hex>", ErrUnpinnable, oc.pin.Digest)
+				}
+				results[i] = oc
 			}
-			if oc.err == nil && !isDigest(oc.pin.Digest) {
-				oc.err = fmt.Errorf("%w: resolver answered %q, not sha256:<64 hex>", ErrUnpinnable, oc.pin.Digest)
-			}
-			mu.Lock()
-			out[key] = oc
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	out := make(map[string]outcome, len(keys))
+	for i, key := range keys {
+		out[key] = results[i]
+	}
 	return out
 }
 

@@ -241,17 +241,20 @@ func skipSpace(data []byte, off int) int {
 func apply(data []byte, edits []edit) ([]byte, error) {
 	edits = slices.Clone(edits)
 	slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
-	var b strings.Builder
-	b.Grow(len(data) + 128*len(edits))
-	pos := 0
+	size, pos := len(data), 0
 	for _, e := range edits {
 		if e.start < pos {
 			return nil, fmt.Errorf("%w: overlapping edits at byte %d", ErrRewrite, e.start)
 		}
-		b.Write(data[pos:e.start])
-		b.WriteString(e.text)
+		size += len(e.text) - (e.end - e.start)
 		pos = e.end
 	}
-	b.Write(data[pos:])
-	return []byte(b.String()), nil
+	b := make([]byte, 0, size)
+	pos = 0
+	for _, e := range edits {
+		b = append(b, data[pos:e.start]...)
+		b = append(b, e.text...)
+		pos = e.end
+	}
+	return append(b, data[pos:]...), nil
 }
