@@ -185,6 +185,9 @@ type File struct {
 	mode    fs.FileMode
 	real    string   // where the file is written: a symlink given explicitly is resolved
 	targets []target // parallel to Sites
+	// pending and text are the sites until makeSites makes them.
+	pending []pendingSite
+	text    string
 	// included and entries are set for a kustomization.yaml: the paths it
 	// includes as written, and the indexes of its images entries in sites.
 	included []string
@@ -286,7 +289,7 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 			j.err = err
 			return
 		}
-		f, err := parse(j.c.path, data, &o)
+		f, err := parsePending(j.c.path, data, &o)
 		var se *syntaxErr
 		switch {
 		case err != nil && j.c.walked && errors.As(err, &se) && isTemplate(data):
@@ -339,6 +342,9 @@ func Find(ctx context.Context, paths []string, opts ...Option) (*Tree, error) {
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
+	}
+	for _, f := range t.Files {
+		f.makeSites()
 	}
 	t.markRenamed()
 	return t, nil
@@ -424,8 +430,9 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// parse decodes every document of a file and finds its sites.
-func parse(name string, data []byte, o *options) (*File, error) {
+// parsePending decodes every document of a file and finds its sites, to be
+// made by makeSites.
+func parsePending(name string, data []byte, o *options) (*File, error) {
 	src := newSource(name, data)
 	if !utf8.Valid(data) {
 		off := 0
@@ -442,7 +449,7 @@ func parse(name string, data []byte, o *options) (*File, error) {
 	w := newWalker(src, o)
 	// Most sites are a key image (or an images list): size for them at once.
 	if n := min(bytes.Count(data, []byte("image")), 64); n > 0 {
-		w.sites, w.targets = make([]Site, 0, n), make([]target, 0, n)
+		w.sites, w.targets, w.text = make([]pendingSite, 0, n), make([]target, 0, n), make([]byte, 0, 128*n)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	docs := 0
@@ -460,10 +467,33 @@ func parse(name string, data []byte, o *options) (*File, error) {
 			return nil, err
 		}
 	}
-	// Exact copies: a tree keeps every file's sites until Plan is done, and
-	// the garbage collector reads them each time it runs.
-	return &File{Path: name, Documents: docs, Sites: slices.Clone(w.sites), sites: slices.Clone(w.sites), src: src,
+	return &File{Path: name, Documents: docs, pending: slices.Clone(w.sites), text: string(w.text), src: src,
 		targets: slices.Clone(w.targets), included: w.included, entries: w.entries}, nil
+}
+
+// parse decodes every document of a file and finds its sites, made.
+func parse(name string, data []byte, o *options) (*File, error) {
+	f, err := parsePending(name, data, o)
+	if err != nil {
+		return nil, err
+	}
+	f.makeSites()
+	return f, nil
+}
+
+// makeSites makes the sites the walk found, two copies (Sites and sites),
+// their strings parts of the file's text.
+func (f *File) makeSites() {
+	if f.pending == nil {
+		return
+	}
+	sites := make([]Site, len(f.pending))
+	for i, p := range f.pending {
+		str := func(k int) string { return f.text[p.text[k].off : p.text[k].off+p.text[k].n] }
+		sites[i] = Site{File: f.Path, Line: p.line, Col: p.col, Path: str(0), Kind: p.kind, FoundBy: FoundBy(str(1)),
+			Value: str(2), PullPolicy: str(3), Placeholder: str(4), ExcludedBy: str(5)}
+	}
+	f.Sites, f.sites, f.pending, f.text = sites, slices.Clone(sites), nil, ""
 }
 
 // decode keeps a panic in the YAML parser from crossing into the caller.

@@ -54,8 +54,8 @@ func (w *walker) kustomization(k *yaml.Node) error {
 			w.pushIndex(i)
 			value := composeImage(scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, ""))
 			w.add(Site{
-				File: w.name, Line: e.Line, Col: e.Column,
-				Path:        w.pathString(),
+				Line:        e.Line,
+				Col:         e.Column,
 				Kind:        KustomizeImage,
 				FoundBy:     ByKind,
 				Value:       value,

@@ -32,7 +32,8 @@ type walker struct {
 	depth         int                // nesting of lists in lists and merges in merges
 	expanded      map[*yaml.Node]int // see checkAliases; made at the first anchor
 	seen          seenNodes
-	sites         []Site
+	sites         []pendingSite
+	text          []byte // the strings of sites
 	targets       []target
 	included      []string                     // what a kustomization.yaml includes, as written
 	entries       []int                        // the sites of its images entries
@@ -239,27 +240,24 @@ func (w *walker) pushIndex(i int) { w.path = append(w.path, elem{index: i}) }
 func (w *walker) pop()            { w.path = w.path[:len(w.path)-1] }
 
 // pathString renders the path as "spec.containers[0].image".
-func (w *walker) pathString() string {
-	var b strings.Builder
-	size := 0
-	for _, e := range w.path {
-		size += len(e.key) + 5 // a dot, or [NNN]
-	}
-	b.Grow(size)
+func (w *walker) pathString() string { return string(w.appendPath(nil)) }
+
+// appendPath appends the path, rendered as pathString renders it, to b.
+func (w *walker) appendPath(b []byte) []byte {
 	for i, e := range w.path {
 		switch {
 		case e.index >= 0:
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(e.index))
-			b.WriteByte(']')
+			b = append(b, '[')
+			b = strconv.AppendInt(b, int64(e.index), 10)
+			b = append(b, ']')
 		case i > 0:
-			b.WriteByte('.')
+			b = append(b, '.')
 			fallthrough
 		default:
-			b.WriteString(e.key)
+			b = append(b, e.key...)
 		}
 	}
-	return b.String()
+	return b
 }
 
 // follow calls fn with every node segs lead to from n, the path leading
@@ -536,12 +534,35 @@ func (w *walker) image(v *yaml.Node, kind SiteKind, policy string, by FoundBy) e
 	if at.why == spliceable {
 		line, col = w.lines.position(at.start)
 	}
-	w.add(Site{File: w.name, Line: line, Col: col, Path: w.pathString(), Kind: kind, FoundBy: by, Value: v.Value,
+	w.add(Site{Line: line, Col: col, Kind: kind, FoundBy: by, Value: v.Value,
 		PullPolicy: policy, Placeholder: placeholder(v.Value), ExcludedBy: w.excludedBy(by)}, target{img: at})
 	return nil
 }
 
+// add records site s at the current path (s.File and s.Path are set when
+// the file's sites are made: see pendingSite).
 func (w *walker) add(s Site, t target) {
-	w.sites = append(w.sites, s)
+	p := pendingSite{line: s.Line, col: s.Col, kind: s.Kind}
+	start := len(w.text)
+	w.text = w.appendPath(w.text)
+	p.text[0] = textRef{int32(start), int32(len(w.text) - start)}
+	for i, str := range [...]string{string(s.FoundBy), s.Value, s.PullPolicy, s.Placeholder, s.ExcludedBy} {
+		p.text[i+1] = textRef{int32(len(w.text)), int32(len(str))}
+		w.text = append(w.text, str...)
+	}
+	w.sites = append(w.sites, p)
 	w.targets = append(w.targets, t)
 }
+
+// pendingSite is a site as the walk finds it: its strings are kept in the
+// file's text, one buffer without pointers, until Find is done reading every
+// file and makes the sites (File.makeSites). The garbage collector, which
+// runs many times while a tree is parsed, then has nothing of them to scan.
+type pendingSite struct {
+	line, col int
+	kind      SiteKind
+	text      [6]textRef // Path, FoundBy, Value, PullPolicy, Placeholder, ExcludedBy
+}
+
+// textRef is a string in a file's text.
+type textRef struct{ off, n int32 }
