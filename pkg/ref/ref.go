@@ -28,7 +28,37 @@ type Reference struct {
 // Parse parses s as an image reference: [registry[:port]/]repository[:tag][@digest].
 // Docker Hub is the default registry and "library/" its default namespace.
 // The returned error wraps ErrInvalid.
-func Parse(s string) (Reference, error) {
+func Parse(s string) (Reference, error) { return parse(s, nil) }
+
+// Parser parses references as Parse does, with the same results and errors,
+// and keeps the repository of each reference without a digest it parsed, so
+// that it parses each repository once: a tree's lint parses thousands of
+// references of a few repositories. The zero value is ready to use; a Parser
+// is not safe for concurrent use.
+type Parser struct {
+	repos map[string]parsedRepo // by the repository as written
+}
+
+type parsedRepo struct {
+	repo name.Repository
+	err  error
+}
+
+// Parse parses s as the function Parse does.
+func (p *Parser) Parse(s string) (Reference, error) {
+	if p.repos == nil {
+		p.repos = map[string]parsedRepo{}
+	}
+	return parse(s, p.repos)
+}
+
+// parse is Parse; with repos, the repository of a reference without a digest
+// comes from repos, or is parsed once and kept there. Without a digest, the
+// repository is name.NewRepository(written) whether the reference has a tag
+// or not: name.NewTag(base) checks the tag, which isTag has already checked
+// more strictly, then returns name.NewRepository's result for the same
+// written part, its error unchanged.
+func parse(s string, repos map[string]parsedRepo) (Reference, error) {
 	if s == "" {
 		return Reference{}, fmt.Errorf("%w: empty reference", ErrInvalid)
 	}
@@ -54,7 +84,19 @@ func Parse(s string) (Reference, error) {
 		return Reference{}, fmt.Errorf("%w: %q: tag %q must match %s", ErrInvalid, s, tag, tagPattern)
 	}
 	var repo name.Repository
-	if tag != "" {
+	if rp, ok := repos[written]; ok && !hasDigest {
+		if rp.err != nil {
+			return Reference{}, fmt.Errorf("%w: %q: %v", ErrInvalid, s, rp.err)
+		}
+		repo = rp.repo
+	} else if repos != nil && !hasDigest {
+		r, err := name.NewRepository(written, name.WeakValidation)
+		repos[written] = parsedRepo{r, err}
+		if err != nil {
+			return Reference{}, fmt.Errorf("%w: %q: %v", ErrInvalid, s, err)
+		}
+		repo = r
+	} else if tag != "" {
 		t, err := name.NewTag(base, name.WeakValidation)
 		if err != nil {
 			return Reference{}, fmt.Errorf("%w: %q: %v", ErrInvalid, s, err)

@@ -44,7 +44,7 @@ func TestPlanSplicesInPlace(t *testing.T) {
 	checked := map[string]bool{}
 	for _, f := range tree.Files {
 		for i := range f.sites {
-			w := wanted(f, i, false, refCache{})
+			w := wanted(f, i, false, newRefCache())
 			if !w.ask {
 				continue
 			}

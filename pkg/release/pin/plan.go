@@ -132,7 +132,7 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 	}
 	wants := make([]want, 0, n)
 	queries := map[string]ref.Reference{}
-	refs := refCache{}
+	refs := newRefCache()
 	for _, f := range tree.Files {
 		for i := range f.sites {
 			w := wanted(f, i, o.refresh, refs)
@@ -243,7 +243,7 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 }
 
 // wanted decides what site i of f needs resolving.
-func wanted(f *File, i int, refresh bool, refs refCache) want {
+func wanted(f *File, i int, refresh bool, refs *refCache) want {
 	w := want{file: f, index: i}
 	site := f.sites[i]
 	if site.RenamedBy != "" || site.Placeholder != "" || site.ExcludedBy != "" {
@@ -384,7 +384,7 @@ func keepsStructure(s string) bool {
 
 // parses says whether s parses as a reference: an image-like field is a site
 // only if its value does.
-func parses(refs refCache, s string) bool {
+func parses(refs *refCache, s string) bool {
 	_, err := refs.parse(s)
 	return err == nil
 }
