@@ -239,10 +239,7 @@ func (w *walker) push(key string) { w.path = append(w.path, elem{key: key, index
 func (w *walker) pushIndex(i int) { w.path = append(w.path, elem{index: i}) }
 func (w *walker) pop()            { w.path = w.path[:len(w.path)-1] }
 
-// pathString renders the path as "spec.containers[0].image".
-func (w *walker) pathString() string { return string(w.appendPath(nil)) }
-
-// appendPath appends the path, rendered as pathString renders it, to b.
+// appendPath appends the path to b, rendered as "spec.containers[0].image".
 func (w *walker) appendPath(b []byte) []byte {
 	for i, e := range w.path {
 		switch {
