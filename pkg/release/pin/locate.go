@@ -1,6 +1,7 @@
 package pin
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -28,6 +29,7 @@ type walker struct {
 	*source
 	opts          *options
 	kustomizeFile bool               // named kustomization.yaml, .yml or Kustomization
+	anchors       bool               // the file holds a '&', so maybe an anchor
 	budget        int                // alias hops left
 	depth         int                // nesting of lists in lists and merges in merges
 	expanded      map[*yaml.Node]int // see checkAliases; made at the first anchor
@@ -100,6 +102,7 @@ func newWalker(src *source, o *options) *walker {
 		source: src, opts: o,
 		kustomizeFile: isKustomizationName(filepath.Base(src.name)),
 		budget:        o.aliasBudget,
+		anchors:       bytes.IndexByte(src.data, '&') >= 0,
 		path:          make([]elem, 0, 16),
 	}
 }
@@ -127,11 +130,15 @@ func (w *walker) reachFn(i int, to reach) func(*yaml.Node) error {
 
 // document finds the sites of one document.
 func (w *walker) document(doc *yaml.Node) error {
-	nodes, err := w.checkAliases(doc)
-	if err != nil {
-		return err
+	// Without an anchor there is no alias (the parser refuses one to an
+	// unknown anchor): nothing can expand and no budget is spent.
+	if w.anchors {
+		nodes, err := w.checkAliases(doc)
+		if err != nil {
+			return err
+		}
+		w.budget += nodes
 	}
-	w.budget += nodes
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil
 	}
