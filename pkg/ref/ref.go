@@ -3,7 +3,6 @@ package ref
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -29,7 +28,37 @@ type Reference struct {
 // Parse parses s as an image reference: [registry[:port]/]repository[:tag][@digest].
 // Docker Hub is the default registry and "library/" its default namespace.
 // The returned error wraps ErrInvalid.
-func Parse(s string) (Reference, error) {
+func Parse(s string) (Reference, error) { return parse(s, nil) }
+
+// Parser parses references as Parse does, with the same results and errors,
+// and keeps the repository of each reference without a digest it parsed, so
+// that it parses each repository once: a tree's lint parses thousands of
+// references of a few repositories. The zero value is ready to use; a Parser
+// is not safe for concurrent use.
+type Parser struct {
+	repos map[string]parsedRepo // by the repository as written
+}
+
+type parsedRepo struct {
+	repo name.Repository
+	err  error
+}
+
+// Parse parses s as the function Parse does.
+func (p *Parser) Parse(s string) (Reference, error) {
+	if p.repos == nil {
+		p.repos = map[string]parsedRepo{}
+	}
+	return parse(s, p.repos)
+}
+
+// parse is Parse; with repos, the repository of a reference without a digest
+// comes from repos, or is parsed once and kept there. Without a digest, the
+// repository is name.NewRepository(written) whether the reference has a tag
+// or not: name.NewTag(base) checks the tag, which isTag has already checked
+// more strictly, then returns name.NewRepository's result for the same
+// written part, its error unchanged.
+func parse(s string, repos map[string]parsedRepo) (Reference, error) {
 	if s == "" {
 		return Reference{}, fmt.Errorf("%w: empty reference", ErrInvalid)
 	}
@@ -51,11 +80,23 @@ func Parse(s string) (Reference, error) {
 	if strings.HasSuffix(base, ":") {
 		return Reference{}, fmt.Errorf("%w: %q: empty tag", ErrInvalid, s)
 	}
-	if tag != "" && !tagPattern.MatchString(tag) {
+	if tag != "" && !isTag(tag) {
 		return Reference{}, fmt.Errorf("%w: %q: tag %q must match %s", ErrInvalid, s, tag, tagPattern)
 	}
 	var repo name.Repository
-	if tag != "" {
+	if rp, ok := repos[written]; ok && !hasDigest {
+		if rp.err != nil {
+			return Reference{}, fmt.Errorf("%w: %q: %v", ErrInvalid, s, rp.err)
+		}
+		repo = rp.repo
+	} else if repos != nil && !hasDigest {
+		r, err := name.NewRepository(written, name.WeakValidation)
+		repos[written] = parsedRepo{r, err}
+		if err != nil {
+			return Reference{}, fmt.Errorf("%w: %q: %v", ErrInvalid, s, err)
+		}
+		repo = r
+	} else if tag != "" {
 		t, err := name.NewTag(base, name.WeakValidation)
 		if err != nil {
 			return Reference{}, fmt.Errorf("%w: %q: %v", ErrInvalid, s, err)
@@ -68,19 +109,69 @@ func Parse(s string) (Reference, error) {
 		}
 		repo = r
 	}
-	for _, c := range strings.Split(repo.RepositoryStr(), "/") {
-		if !componentPattern.MatchString(c) {
+	for c := range strings.SplitSeq(repo.RepositoryStr(), "/") {
+		if !isComponent(c) {
 			return Reference{}, fmt.Errorf("%w: %q: path component %q must match %s", ErrInvalid, s, c, componentPattern)
 		}
 	}
 	return Reference{repo: repo, written: written, tag: tag, digest: digest}, nil
 }
 
-// The OCI distribution grammar for repository path components and tags.
-var (
-	componentPattern = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
-	tagPattern       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+// The OCI distribution grammar for repository path components and tags, as
+// the errors name it; isComponent and isTag match it without a regexp (a
+// tree's lint parses every reference in it).
+const (
+	componentPattern = `^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`
+	tagPattern       = `^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`
 )
+
+// isComponent says whether c matches componentPattern: runs of lower-case
+// letters and digits joined by ".", "_", "__" or any number of "-".
+func isComponent(c string) bool {
+	i := 0
+	for {
+		j := i
+		for j < len(c) && (c[j] >= 'a' && c[j] <= 'z' || c[j] >= '0' && c[j] <= '9') {
+			j++
+		}
+		switch {
+		case j == i:
+			return false // empty, or a separator that follows another or ends c
+		case j == len(c):
+			return true
+		}
+		switch c[j] {
+		case '.':
+			j++
+		case '_':
+			j++
+			if j < len(c) && c[j] == '_' {
+				j++
+			}
+		case '-':
+			for j < len(c) && c[j] == '-' {
+				j++
+			}
+		default:
+			return false
+		}
+		i = j
+	}
+}
+
+// isTag says whether t matches tagPattern.
+func isTag(t string) bool {
+	if len(t) == 0 || len(t) > 128 || t[0] == '.' || t[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // splitTag splits "host:5000/repo:tag" into ("host:5000/repo", "tag"). A colon
 // before the last slash belongs to the registry's port, not to a tag.

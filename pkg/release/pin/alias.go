@@ -38,6 +38,9 @@ func (w *walker) checkAliases(doc *yaml.Node) (int, error) {
 			return s
 		}
 		if n.Anchor != "" {
+			if w.expanded == nil {
+				w.expanded = map[*yaml.Node]int{}
+			}
 			w.expanded[n] = -1
 		}
 		total := 1

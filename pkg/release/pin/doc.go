@@ -21,8 +21,11 @@
 // Plan resolves every distinct reference once, through a resolve.Resolver,
 // and computes the new bytes of each file by splicing each changed scalar at
 // its exact byte position: comments, key order, blank lines, indentation,
-// quoting and document layout are kept byte for byte, and every rewritten file
-// is parsed again and checked before anything is written. Result.Write writes
+// quoting and document layout are kept byte for byte. A file is parsed again
+// and checked before anything is written unless every edit in it writes a
+// digest-pinned reference over a single-line, unanchored string scalar in its
+// own quoting style, which by construction changes nothing else (see
+// edit.inPlace; tests hold both ways to the same bytes). Result.Write writes
 // all changed files atomically, or none. Running pin twice changes nothing the
 // second time.
 //

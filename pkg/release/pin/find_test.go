@@ -217,11 +217,10 @@ spec:
 			// Every located site's line:col is where its text is.
 			f := tree.Files[0]
 			for i, s := range f.Sites {
-				if tg := f.targets[i]; tg.image != nil {
+				if tg := f.targets[i]; tg.entryNodes == nil {
 					off, ok := f.src.lines.offset(s.Line, s.Col)
-					sp, err := f.src.locate(tg.image)
-					if !ok || err != nil || sp.start != off {
-						t.Errorf("%s: offset %d ok=%v, span %+v err %v", s.Pos(), off, ok, sp, err)
+					if !ok || tg.img.why != spliceable || tg.img.start != off {
+						t.Errorf("%s: offset %d ok=%v, at %+v", s.Pos(), off, ok, tg.img)
 					}
 				}
 			}

@@ -86,12 +86,12 @@ func FuzzFind(f *testing.F) {
 			if s.Line < 1 || s.Col < 1 || s.File != name {
 				t.Fatalf("bad position %+v", s)
 			}
-			img := file.targets[i].image
-			if img == nil {
+			tg := file.targets[i]
+			if tg.entryNodes != nil {
 				continue
 			}
-			sp, err := file.src.locate(img)
-			if err != nil {
+			sp := tg.img.span
+			if tg.img.why != spliceable {
 				continue // Plan refuses it, if it must change it
 			}
 			off, ok := file.src.lines.offset(s.Line, s.Col)
@@ -115,6 +115,7 @@ func FuzzFind(f *testing.F) {
 			}
 			return
 		}
+		sameAsCheckAll(t, tree, fuzzResolver(), res)
 		again, err := parse(name, res.Files[0].Data, &o)
 		if err != nil {
 			t.Fatalf("rewritten file does not parse: %v", err)
@@ -157,8 +158,8 @@ func checkShapes(t *testing.T, file *File, data []byte) {
 	type pos struct{ line, col int }
 	have := map[pos]bool{}
 	for _, tg := range file.targets {
-		if tg.image != nil {
-			have[pos{tg.image.Line, tg.image.Column}] = true
+		if tg.entryNodes == nil {
+			have[pos{int(tg.img.line), int(tg.img.col)}] = true
 		}
 	}
 	var want []pos

@@ -1,11 +1,13 @@
 package pin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -146,5 +148,25 @@ func pinTree(t testing.TB, dir string, r resolve.Resolver, find []Option, plan .
 	if err != nil {
 		return nil, err
 	}
+	sameAsCheckAll(t, tree, r, res, plan...)
 	return res, res.Write()
+}
+
+// sameAsCheckAll plans tree again with every rewritten file parsed and
+// checked, and expects the same files: an in-place splice Plan does not
+// check keeps the structure, as the check would have found.
+func sameAsCheckAll(t testing.TB, tree *Tree, r resolve.Resolver, res *Result, plan ...PlanOption) {
+	t.Helper()
+	checked, err := Plan(context.Background(), tree, r, append(slices.Clone(plan), withCheckAll())...)
+	if err != nil {
+		t.Fatalf("plan without the check passed, with it: %v", err)
+	}
+	if len(checked.Files) != len(res.Files) {
+		t.Fatalf("%d files planned with the check, %d without", len(checked.Files), len(res.Files))
+	}
+	for i, f := range res.Files {
+		if c := checked.Files[i]; c.Status != f.Status || !bytes.Equal(c.Data, f.Data) {
+			t.Fatalf("%s: %s with the check, %s without; or the bytes differ", f.Path, c.Status, f.Status)
+		}
+	}
 }

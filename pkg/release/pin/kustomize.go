@@ -28,11 +28,11 @@ func (w *walker) kustomization(k *yaml.Node) error {
 			if e, err = w.deref(e); err != nil {
 				return err
 			}
-			if e.Kind != yaml.MappingNode || w.seen[e] {
+			if e.Kind != yaml.MappingNode || w.seen.has(e) {
 				continue
 			}
-			w.seen[e] = true
-			t := target{entry: e}
+			w.seen.add(e)
+			t := target{entryNodes: &entryNodes{entry: e}}
 			for _, f := range []struct {
 				key string
 				dst **yaml.Node
@@ -54,8 +54,8 @@ func (w *walker) kustomization(k *yaml.Node) error {
 			w.pushIndex(i)
 			value := composeImage(scalar(t.newName, scalar(t.name, "")), scalar(t.newTag, ""), scalar(t.digest, ""))
 			w.add(Site{
-				File: w.name, Line: e.Line, Col: e.Column,
-				Path:        w.pathString(),
+				Line:        e.Line,
+				Col:         e.Column,
 				Kind:        KustomizeImage,
 				FoundBy:     ByKind,
 				Value:       value,

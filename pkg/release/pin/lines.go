@@ -1,6 +1,7 @@
 package pin
 
 import (
+	"bytes"
 	"sort"
 	"unicode/utf8"
 )
@@ -18,9 +19,20 @@ type lineIndex struct {
 const bomUTF8 = "\xef\xbb\xbf"
 
 func newLineIndex(data []byte) *lineIndex {
-	x := &lineIndex{data: data, starts: []int{0}}
+	x := &lineIndex{data: data, starts: make([]int, 1, bytes.Count(data, []byte{'\n'})+2)}
 	if len(data) >= 3 && string(data[:3]) == bomUTF8 {
 		x.bom = 3
+	}
+	if bytes.IndexByte(data, '\r') < 0 && bytes.IndexByte(data, 0xC2) < 0 && bytes.IndexByte(data, 0xE2) < 0 {
+		// Only LF breaks the lines (no CR, NEL, LS or PS): find them fast.
+		for i := 0; ; {
+			j := bytes.IndexByte(data[i:], '\n')
+			if j < 0 {
+				return x
+			}
+			i += j + 1
+			x.starts = append(x.starts, i)
+		}
 	}
 	for i := 0; i < len(data); {
 		if n := breakLen(data, i); n > 0 {

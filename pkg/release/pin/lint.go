@@ -53,7 +53,7 @@ func Lint(tree *Tree) []Finding {
 		n += len(f.sites)
 	}
 	out := make([]Finding, 0, n)
-	refs := refCache{}
+	refs := newRefCache()
 	for _, f := range tree.Files {
 		for i, s := range f.sites {
 			reason := lintSite(f, i, refs)
@@ -76,24 +76,30 @@ func Lint(tree *Tree) []Finding {
 	return out
 }
 
-// refCache parses each distinct value once: a tree repeats its references.
-type refCache map[string]parsedRef
+// refCache parses each distinct value once (a tree repeats its
+// references), each repository once (ref.Parser).
+type refCache struct {
+	seen   map[string]parsedRef
+	parser ref.Parser
+}
+
+func newRefCache() *refCache { return &refCache{seen: map[string]parsedRef{}} }
 
 type parsedRef struct {
 	ref ref.Reference
 	err error
 }
 
-func (c refCache) parse(s string) (ref.Reference, error) {
-	p, ok := c[s]
+func (c *refCache) parse(s string) (ref.Reference, error) {
+	p, ok := c.seen[s]
 	if !ok {
-		p.ref, p.err = ref.Parse(s)
-		c[s] = p
+		p.ref, p.err = c.parser.Parse(s)
+		c.seen[s] = p
 	}
 	return p.ref, p.err
 }
 
-func lintSite(f *File, i int, refs refCache) string {
+func lintSite(f *File, i int, refs *refCache) string {
 	s := f.sites[i]
 	switch {
 	case s.ExcludedBy != "":

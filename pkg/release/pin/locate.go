@@ -1,6 +1,7 @@
 package pin
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -9,11 +10,16 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
 
-// target ties a Site to the nodes an edit changes.
+// target ties a Site to what an edit changes: for an image, where its
+// scalar is written, located when the site is found, so that no parsed node
+// is kept; for a kustomization images entry, its nodes.
 type target struct {
-	// image is the scalar of a container or custom site.
-	image *yaml.Node
-	// entry is a kustomization images entry and its fields' value nodes.
+	img scalarAt
+	*entryNodes
+}
+
+// entryNodes are a kustomization images entry and its fields' value nodes.
+type entryNodes struct {
 	entry                         *yaml.Node
 	name, newName, newTag, digest *yaml.Node
 }
@@ -23,18 +29,54 @@ type walker struct {
 	*source
 	opts          *options
 	kustomizeFile bool               // named kustomization.yaml, .yml or Kustomization
+	anchors       bool               // the file holds a '&', so maybe an anchor
 	budget        int                // alias hops left
 	depth         int                // nesting of lists in lists and merges in merges
-	expanded      map[*yaml.Node]int // see checkAliases
-	seen          map[*yaml.Node]bool
-	sites         []Site
+	expanded      map[*yaml.Node]int // see checkAliases; made at the first anchor
+	seen          seenNodes
+	sites         []pendingSite
+	text          []byte // the strings of sites
 	targets       []target
 	included      []string                     // what a kustomization.yaml includes, as written
 	entries       []int                        // the sites of its images entries
 	path          []elem                       // from the document's root to the node at hand
 	walked        map[*yaml.Node]bool          // anchored nodes the shape rules walked
 	obj           object                       // the object at hand
-	reach         [2][3]func(*yaml.Node) error // by known kind and by config, for each reach
+	reach         [2][3]func(*yaml.Node) error // by known kind and by config, for each reach; see reachFn
+}
+
+// seenNodes is a set of nodes: a few in a slice, as most files have, and a
+// map beyond.
+type seenNodes struct {
+	few  []*yaml.Node
+	many map[*yaml.Node]bool
+}
+
+func (s *seenNodes) has(n *yaml.Node) bool {
+	if s.many != nil {
+		return s.many[n]
+	}
+	for _, m := range s.few {
+		if m == n {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *seenNodes) add(n *yaml.Node) {
+	switch {
+	case s.many != nil:
+		s.many[n] = true
+	case len(s.few) < 32:
+		s.few = append(s.few, n)
+	default:
+		s.many = make(map[*yaml.Node]bool, 2*len(s.few))
+		for _, m := range s.few {
+			s.many[m] = true
+		}
+		s.many[n] = true
+	}
 }
 
 // object is the innermost Kubernetes object around the node at hand: its
@@ -56,30 +98,47 @@ func (w *walker) excludedBy(by FoundBy) string {
 }
 
 func newWalker(src *source, o *options) *walker {
-	w := &walker{
+	return &walker{
 		source: src, opts: o,
 		kustomizeFile: isKustomizationName(filepath.Base(src.name)),
 		budget:        o.aliasBudget,
-		seen:          map[*yaml.Node]bool{},
-		expanded:      map[*yaml.Node]int{},
+		anchors:       bytes.IndexByte(src.data, '&') >= 0,
+		path:          make([]elem, 0, 16),
 	}
-	for i, by := range [...]FoundBy{ByKind, ByConfig} {
-		w.reach[i] = [3]func(*yaml.Node) error{
-			podSpecAt:   func(n *yaml.Node) error { return w.podSpec(n, by) },
-			containerAt: func(n *yaml.Node) error { return w.container(n, by) },
-			imageAt:     func(n *yaml.Node) error { return w.image(n, Custom, "", by) },
-		}
+}
+
+// reachFn is what a rule found by by (0 known kind, 1 config) does where its
+// path leads (podSpecAt, containerAt, imageAt), made the first time a file
+// needs it.
+func (w *walker) reachFn(i int, to reach) func(*yaml.Node) error {
+	if f := w.reach[i][to]; f != nil {
+		return f
 	}
-	return w
+	by := [...]FoundBy{ByKind, ByConfig}[i]
+	var f func(*yaml.Node) error
+	switch to {
+	case podSpecAt:
+		f = func(n *yaml.Node) error { return w.podSpec(n, by) }
+	case containerAt:
+		f = func(n *yaml.Node) error { return w.container(n, by) }
+	default:
+		f = func(n *yaml.Node) error { return w.image(n, Custom, "", by) }
+	}
+	w.reach[i][to] = f
+	return f
 }
 
 // document finds the sites of one document.
 func (w *walker) document(doc *yaml.Node) error {
-	nodes, err := w.checkAliases(doc)
-	if err != nil {
-		return err
+	// Without an anchor there is no alias (the parser refuses one to an
+	// unknown anchor): nothing can expand and no budget is spent.
+	if w.anchors {
+		nodes, err := w.checkAliases(doc)
+		if err != nil {
+			return err
+		}
+		w.budget += nodes
 	}
-	w.budget += nodes
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil
 	}
@@ -187,23 +246,22 @@ func (w *walker) push(key string) { w.path = append(w.path, elem{key: key, index
 func (w *walker) pushIndex(i int) { w.path = append(w.path, elem{index: i}) }
 func (w *walker) pop()            { w.path = w.path[:len(w.path)-1] }
 
-// pathString renders the path as "spec.containers[0].image".
-func (w *walker) pathString() string {
-	var b strings.Builder
+// appendPath appends the path to b, rendered as "spec.containers[0].image".
+func (w *walker) appendPath(b []byte) []byte {
 	for i, e := range w.path {
 		switch {
 		case e.index >= 0:
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(e.index))
-			b.WriteByte(']')
+			b = append(b, '[')
+			b = strconv.AppendInt(b, int64(e.index), 10)
+			b = append(b, ']')
 		case i > 0:
-			b.WriteByte('.')
+			b = append(b, '.')
 			fallthrough
 		default:
-			b.WriteString(e.key)
+			b = append(b, e.key...)
 		}
 	}
-	return b.String()
+	return b
 }
 
 // follow calls fn with every node segs lead to from n, the path leading
@@ -357,7 +415,7 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 			continue
 		}
 		for _, p := range r.paths {
-			if err := w.follow(n, p.segs, w.reach[0][p.to]); err != nil {
+			if err := w.follow(n, p.segs, w.reachFn(0, p.to)); err != nil {
 				return err
 			}
 		}
@@ -392,14 +450,14 @@ func (w *walker) object(n *yaml.Node, listKind string) error {
 	}
 	for _, s := range w.opts.podSpecs {
 		if s.matches(apiVersion, kind) {
-			if err := w.follow(n, s.segs, w.reach[1][podSpecAt]); err != nil {
+			if err := w.follow(n, s.segs, w.reachFn(1, podSpecAt)); err != nil {
 				return err
 			}
 		}
 	}
 	for _, s := range w.opts.fields {
 		if s.matches(apiVersion, kind) {
-			if err := w.follow(n, s.segs, w.reach[1][imageAt]); err != nil {
+			if err := w.follow(n, s.segs, w.reachFn(1, imageAt)); err != nil {
 				return err
 			}
 		}
@@ -471,20 +529,44 @@ func (w *walker) container(c *yaml.Node, by FoundBy) error {
 // image records the scalar v, at the current path, as a site, once per node.
 func (w *walker) image(v *yaml.Node, kind SiteKind, policy string, by FoundBy) error {
 	v, err := w.deref(v)
-	if err != nil || v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" || w.seen[v] {
+	if err != nil || v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" || w.seen.has(v) {
 		return err
 	}
-	w.seen[v] = true
+	w.seen.add(v)
 	line, col := v.Line, v.Column
-	if sp, err := w.locate(v); err == nil {
-		line, col = w.lines.position(sp.start)
+	at := w.scalarAt(v)
+	if at.why == spliceable {
+		line, col = w.lines.position(at.start)
 	}
-	w.add(Site{File: w.name, Line: line, Col: col, Path: w.pathString(), Kind: kind, FoundBy: by, Value: v.Value,
-		PullPolicy: policy, Placeholder: placeholder(v.Value), ExcludedBy: w.excludedBy(by)}, target{image: v})
+	w.add(Site{Line: line, Col: col, Kind: kind, FoundBy: by, Value: v.Value,
+		PullPolicy: policy, Placeholder: placeholder(v.Value), ExcludedBy: w.excludedBy(by)}, target{img: at})
 	return nil
 }
 
+// add records site s at the current path (s.File and s.Path are set when
+// the file's sites are made: see pendingSite).
 func (w *walker) add(s Site, t target) {
-	w.sites = append(w.sites, s)
+	p := pendingSite{line: s.Line, col: s.Col, kind: s.Kind}
+	start := len(w.text)
+	w.text = w.appendPath(w.text)
+	p.text[0] = textRef{int32(start), int32(len(w.text) - start)}
+	for i, str := range [...]string{string(s.FoundBy), s.Value, s.PullPolicy, s.Placeholder, s.ExcludedBy} {
+		p.text[i+1] = textRef{int32(len(w.text)), int32(len(str))}
+		w.text = append(w.text, str...)
+	}
+	w.sites = append(w.sites, p)
 	w.targets = append(w.targets, t)
 }
+
+// pendingSite is a site as the walk finds it: its strings are kept in the
+// file's text, one buffer without pointers, until Find is done reading every
+// file and makes the sites (File.makeSites). The garbage collector, which
+// runs many times while a tree is parsed, then has nothing of them to scan.
+type pendingSite struct {
+	line, col int
+	kind      SiteKind
+	text      [6]textRef // Path, FoundBy, Value, PullPolicy, Placeholder, ExcludedBy
+}
+
+// textRef is a string in a file's text.
+type textRef struct{ off, n int32 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/slipway-dev/slipway/pkg/ref"
 	"github.com/slipway-dev/slipway/pkg/release/resolve"
@@ -68,6 +69,7 @@ type planOptions struct {
 	dropTag, refresh bool
 	concurrency      int
 	progress         func(Progress)
+	checkAll         bool // parse every rewritten file again, in-place splices too (tests)
 }
 
 // Progress is how far Plan's resolution is: Resolved of Total distinct
@@ -81,6 +83,12 @@ type Progress struct {
 // look-up and once after each (one at a time; fn must return quickly).
 func WithProgress(fn func(Progress)) PlanOption {
 	return func(o *planOptions) error { o.progress = fn; return nil }
+}
+
+// withCheckAll parses every rewritten file again, those whose edits are all
+// in-place splices too: tests hold the two ways to the same result.
+func withCheckAll() PlanOption {
+	return func(o *planOptions) error { o.checkAll = true; return nil }
 }
 
 // WithDropTag writes repo@digest instead of repo:tag@digest. A kustomization
@@ -112,6 +120,7 @@ type want struct {
 	file  *File
 	index int
 	query ref.Reference // tag to resolve; zero when nothing is
+	key   string        // query.Canonical(), when ask
 	ask   bool
 	err   error
 }
@@ -131,14 +140,19 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 			return nil, err
 		}
 	}
-	var wants []want
+	n := 0
+	for _, f := range tree.Files {
+		n += len(f.sites)
+	}
+	wants := make([]want, 0, n)
 	queries := map[string]ref.Reference{}
-	refs := refCache{}
+	refs := newRefCache()
 	for _, f := range tree.Files {
 		for i := range f.sites {
 			w := wanted(f, i, o.refresh, refs)
 			if w.ask {
-				queries[w.query.Canonical()] = w.query
+				w.key = w.query.Canonical()
+				queries[w.key] = w.query
 			}
 			wants = append(wants, w)
 		}
@@ -153,6 +167,7 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 	edits := map[*File][]edit{}
 	changes := map[*File][]Change{}
 	expect := map[*File][]string{} // each site's value after the rewrite
+	check := map[*File]bool{}      // parse the rewritten file again: see edit.inPlace
 	for _, w := range wants {
 		site := w.file.sites[w.index]
 		if w.err != nil {
@@ -162,7 +177,7 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 		if !w.ask {
 			continue
 		}
-		p := pins[w.query.Canonical()]
+		p := pins[w.key]
 		if p.err != nil {
 			errs = append(errs, siteError{site, p.err})
 			continue
@@ -173,6 +188,9 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 			continue
 		}
 		if c.From != c.To {
+			if !e.inPlace || o.checkAll || site.FoundBy == ByImageKey && !parses(refs, c.To) {
+				check[w.file] = true
+			}
 			edits[w.file] = append(edits[w.file], e)
 			changes[w.file] = append(changes[w.file], c)
 			if expect[w.file] == nil {
@@ -181,15 +199,24 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 			expect[w.file][w.index] = c.To
 		}
 	}
-	// Rewrite and check the changed files concurrently: each is parsed again.
+	// Rewrite the changed files concurrently. A file with an edit that is not
+	// an in-place splice is parsed again and checked; one whose edits all are
+	// keeps its structure by construction (see edit.inPlace).
 	type rewritten struct {
 		data []byte
 		err  error
 	}
 	out := make([]rewritten, len(tree.Files))
 	concurrently(len(tree.Files), func(i int) {
-		if f := tree.Files[i]; len(edits[f]) > 0 {
+		f := tree.Files[i]
+		switch {
+		case len(edits[f]) == 0:
+		case check[f]:
 			out[i].data, out[i].err = rewrite(f, edits[f], expect[f], &tree.opts)
+		default:
+			if out[i].data, out[i].err = apply(f.src.data, edits[f]); out[i].err != nil {
+				out[i].err = fmt.Errorf("%s: %w", f.Path, out[i].err)
+			}
 		}
 	})
 	for i, f := range tree.Files {
@@ -209,17 +236,28 @@ func Plan(ctx context.Context, tree *Tree, r resolve.Resolver, opts ...PlanOptio
 	if len(errs) > 0 {
 		return nil, joinSiteErrors(errs)
 	}
+	type sorted struct {
+		key string
+		pin ref.Pin
+	}
+	all := make([]sorted, 0, len(pins))
 	for _, p := range pins {
 		if p.err == nil {
-			res.Pins = append(res.Pins, p.pin)
+			all = append(all, sorted{p.pin.String(), p.pin})
 		}
 	}
-	slices.SortFunc(res.Pins, func(a, b ref.Pin) int { return cmp.Compare(a.String(), b.String()) })
+	slices.SortFunc(all, func(a, b sorted) int { return cmp.Compare(a.key, b.key) })
+	if len(all) > 0 {
+		res.Pins = make([]ref.Pin, len(all))
+		for i, p := range all {
+			res.Pins[i] = p.pin
+		}
+	}
 	return res, nil
 }
 
 // wanted decides what site i of f needs resolving.
-func wanted(f *File, i int, refresh bool, refs refCache) want {
+func wanted(f *File, i int, refresh bool, refs *refCache) want {
 	w := want{file: f, index: i}
 	site := f.sites[i]
 	if site.RenamedBy != "" || site.Placeholder != "" || site.ExcludedBy != "" {
@@ -261,36 +299,49 @@ type outcome struct {
 	err error
 }
 
-// resolveAll resolves each query once, at most n at a time.
+// resolveAll resolves each query once, at most n at a time: n workers take
+// the queries in turn (a goroutine per query costs more than a quick
+// resolver's answer).
 func resolveAll(ctx context.Context, r resolve.Resolver, queries map[string]ref.Reference, n int, progress func(Progress)) map[string]outcome {
-	out := make(map[string]outcome, len(queries))
-	if progress == nil {
-		progress = func(Progress) {}
+	if progress != nil {
+		progress(Progress{Total: len(queries)})
 	}
-	progress(Progress{Total: len(queries)})
-	var mu sync.Mutex
+	var (
+		mu   sync.Mutex
+		done int
+	)
+	keys := make([]string, 0, len(queries))
+	for key := range queries {
+		keys = append(keys, key)
+	}
+	results := make([]outcome, len(keys))
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, n)
-	for key, q := range queries {
+	for range min(n, len(keys)) {
 		wg.Go(func() {
-			var oc outcome
-			select {
-			case sem <- struct{}{}:
-				oc.pin, oc.err = r.Resolve(ctx, q)
-				<-sem
-			case <-ctx.Done():
-				oc.err = ctx.Err()
+			for i := int(next.Add(1) - 1); i < len(keys); i = int(next.Add(1) - 1) {
+				var oc outcome
+				if oc.err = ctx.Err(); oc.err == nil {
+					oc.pin, oc.err = r.Resolve(ctx, queries[keys[i]])
+				}
+				if oc.err == nil && !isDigest(oc.pin.Digest) {
+					oc.err = fmt.Errorf("%w: resolver answered %q, not sha256:<64 hex>", ErrUnpinnable, oc.pin.Digest)
+				}
+				results[i] = oc
+				if progress != nil {
+					mu.Lock()
+					done++
+					progress(Progress{Resolved: done, Total: len(queries), Last: queries[keys[i]].String()})
+					mu.Unlock()
+				}
 			}
-			if oc.err == nil && !isDigest(oc.pin.Digest) {
-				oc.err = fmt.Errorf("%w: resolver answered %q, not sha256:<64 hex>", ErrUnpinnable, oc.pin.Digest)
-			}
-			mu.Lock()
-			out[key] = oc
-			progress(Progress{Resolved: len(out), Total: len(queries), Last: q.String()})
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	out := make(map[string]outcome, len(keys))
+	for i, key := range keys {
+		out[key] = results[i]
+	}
 	return out
 }
 
@@ -337,8 +388,32 @@ func change(w want, d string, dropTag bool) (Change, edit, error) {
 	if c.To == c.From {
 		return c, edit{}, nil
 	}
-	e, err := wk.replaceScalar(t.image, c.To)
+	e, err := t.img.replace(c.To)
+	e.inPlace = err == nil && t.img.alone && site.FoundBy != ByConfig && keepsStructure(c.To)
 	return c, e, err
+}
+
+// keepsStructure says whether s, spliced over a scalar located exactly
+// (scalarAt) in its quoting style, leaves every other node of the document
+// as it was: s starts and ends with a letter or digit, so it opens no
+// indicator and ends no key; it holds only the characters of a reference
+// (span.quoted refuses others), so no blank, comment, flow indicator, quote
+// or escape, and each colon in it is followed by one of those characters,
+// not a blank, so it maps nothing; it is shorter than a simple key may be;
+// and it holds "@" (a digest), so YAML resolves it to a string, never to a
+// number, boolean, null or time. A site found by config is left out: a
+// config may name any path, kind and apiVersion included, which other rules
+// read.
+func keepsStructure(s string) bool {
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	return len(s) > 1 && len(s) < 1024 && alnum(s[0]) && alnum(s[len(s)-1]) && strings.IndexByte(s, '@') > 0
+}
+
+// parses says whether s parses as a reference: an image-like field is a site
+// only if its value does.
+func parses(refs *refCache, s string) bool {
+	_, err := refs.parse(s)
+	return err == nil
 }
 
 func siteValues(sites []Site) []string {

@@ -117,7 +117,7 @@ func isContainerList(key string) bool {
 // imageLike records v, the string value of the key image of mapping m, if
 // it parses as an image reference or is a placeholder.
 func (w *walker) imageLike(m, v *yaml.Node) error {
-	if w.seen[v] || v.Value == "" || v.ShortTag() != "!!str" {
+	if w.seen.has(v) || v.Value == "" || v.ShortTag() != "!!str" {
 		return nil
 	}
 	if placeholder(v.Value) == "" {

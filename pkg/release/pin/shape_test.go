@@ -274,11 +274,10 @@ func checkPositions(t *testing.T, tree *Tree) {
 	t.Helper()
 	for _, f := range tree.Files {
 		for i, s := range f.Sites {
-			if tg := f.targets[i]; tg.image != nil {
+			if tg := f.targets[i]; tg.entryNodes == nil {
 				off, ok := f.src.lines.offset(s.Line, s.Col)
-				sp, err := f.src.locate(tg.image)
-				if !ok || err != nil || sp.start != off {
-					t.Errorf("%s: offset %d ok=%v, span %+v err %v", s.Pos(), off, ok, sp, err)
+				if !ok || tg.img.why != spliceable || tg.img.start != off {
+					t.Errorf("%s: offset %d ok=%v, at %+v", s.Pos(), off, ok, tg.img)
 				}
 			}
 		}

@@ -40,21 +40,56 @@ type span struct {
 type edit struct {
 	start, end int
 	text       string
+	// inPlace says that the edit writes a value over a single-line scalar,
+	// found exactly where the parser put it and read at that one place only
+	// (scalarAt.alone), in the scalar's own quoting style, and that the value
+	// keeps the document's structure (keepsStructure): parsing the file
+	// again would find the same nodes, that one's value changed. Plan then
+	// does not parse the file again.
+	inPlace bool
 }
+
+// unspliceable says why a scalar cannot be spliced; spliceable when it can.
+type unspliceable uint8
+
+const (
+	spliceable unspliceable = iota
+	noPosition
+	blockScalar
+	quotedEscapes
+	plainMoved
+)
+
+var unspliceableReasons = [...]string{
+	noPosition:    "no such position in the file",
+	blockScalar:   "block scalar (| or >)",
+	quotedEscapes: "quoted scalar with escapes or line breaks",
+	plainMoved:    "plain scalar that spans lines or is not where the parser put it",
+}
+
+func (u unspliceable) err() error { return rewriteErrorf("%s", unspliceableReasons[u]) }
 
 // locate finds the exact bytes of a single-line scalar and checks that they
 // are the scalar's value as written: plain, 'single' or "double" quoted,
 // with no escapes and no line folding. Anything else cannot be spliced.
 func (w *source) locate(v *yaml.Node) (span, error) {
+	sp, why := w.span(v)
+	if why != spliceable {
+		return span{}, why.err()
+	}
+	return sp, nil
+}
+
+func (w *source) span(v *yaml.Node) (span, unspliceable) {
 	off, ok := w.lines.offset(v.Line, v.Column)
 	if !ok {
-		return span{}, rewriteErrorf("no such position in the file")
+		return span{}, noPosition
 	}
 	off = skipProperties(w.data, off)
 	val := v.Value
 	switch {
 	case v.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0:
-		return span{}, rewriteErrorf("block scalar (| or >)")
+		return span{}, blockScalar
 	case v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0:
 		q := byte('"')
 		if v.Style&yaml.SingleQuotedStyle != 0 {
@@ -63,16 +98,47 @@ func (w *source) locate(v *yaml.Node) (span, error) {
 		end := off + 1 + len(val)
 		if strings.ContainsAny(val, "\\\"'") || end >= len(w.data) || w.data[off] != q ||
 			string(w.data[off+1:end]) != val || w.data[end] != q {
-			return span{}, rewriteErrorf("quoted scalar with escapes or line breaks")
+			return span{}, quotedEscapes
 		}
-		return span{start: off, end: end + 1, quote: q}, nil
+		return span{start: off, end: end + 1, quote: q}, spliceable
 	default:
 		end := off + len(val)
 		if val == "" || end > len(w.data) || string(w.data[off:end]) != val {
-			return span{}, rewriteErrorf("plain scalar that spans lines or is not where the parser put it")
+			return span{}, plainMoved
 		}
-		return span{start: off, end: end}, nil
+		return span{start: off, end: end}, spliceable
 	}
+}
+
+// scalarAt is where an image's scalar is written, found with the site: Plan
+// splices there without the parsed document. It holds no pointer, so a
+// tree's sites keep no part of the parsed documents alive.
+type scalarAt struct {
+	span
+	why unspliceable
+	// alone says that the scalar is a string (!!str) without an anchor: no
+	// alias repeats it, so its value is read at this one place only.
+	alone bool
+	// line and col are the node's, as the parser reports them (before an
+	// anchor or a tag).
+	line, col int32
+}
+
+func (w *source) scalarAt(v *yaml.Node) scalarAt {
+	sp, why := w.span(v)
+	return scalarAt{span: sp, why: why, alone: v.Anchor == "" && v.ShortTag() == "!!str", line: int32(v.Line), col: int32(v.Column)}
+}
+
+// replace is the edit that writes s over the scalar.
+func (a scalarAt) replace(s string) (edit, error) {
+	if a.why != spliceable {
+		return edit{}, a.why.err()
+	}
+	text, err := a.quoted(s)
+	if err != nil {
+		return edit{}, rewriteErrorf("%v", err)
+	}
+	return edit{start: a.start, end: a.end, text: text}, nil
 }
 
 // skipProperties steps over a node's anchor (&a) and tag (!t), and the
@@ -175,17 +241,20 @@ func skipSpace(data []byte, off int) int {
 func apply(data []byte, edits []edit) ([]byte, error) {
 	edits = slices.Clone(edits)
 	slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
-	var b strings.Builder
-	b.Grow(len(data) + 128*len(edits))
-	pos := 0
+	size, pos := len(data), 0
 	for _, e := range edits {
 		if e.start < pos {
 			return nil, fmt.Errorf("%w: overlapping edits at byte %d", ErrRewrite, e.start)
 		}
-		b.Write(data[pos:e.start])
-		b.WriteString(e.text)
+		size += len(e.text) - (e.end - e.start)
 		pos = e.end
 	}
-	b.Write(data[pos:])
-	return []byte(b.String()), nil
+	b := make([]byte, 0, size)
+	pos = 0
+	for _, e := range edits {
+		b = append(b, data[pos:e.start]...)
+		b = append(b, e.text...)
+		pos = e.end
+	}
+	return append(b, data[pos:]...), nil
 }

@@ -27,7 +27,7 @@ type Summary struct {
 // Summary counts the tree's files, documents, sites and skipped paths.
 func (t *Tree) Summary() Summary {
 	s := Summary{Files: len(t.Files), Found: map[FoundBy]int{}, Skipped: map[SkipKind]int{}}
-	refs := refCache{}
+	refs := newRefCache()
 	for _, f := range t.Files {
 		s.Documents += f.Documents
 		for i, site := range f.sites {
