@@ -30,7 +30,7 @@ SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
 export GITLAB_CI_LOCAL := $(SLIPWAY_NPM_CACHE)/node_modules/gitlab-ci-local/dist/index.js
 
-.PHONY: all build docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
+.PHONY: all build release docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
 
 all: build
 
@@ -150,6 +150,19 @@ test-argocd: deps build $(BIN)/kustomize
 
 demo: deps build
 	$(GO) run ./examples/demo
+
+# Slipway's own release, built by Slipway (slipway release, pkg/release/selfrelease):
+# binaries for linux/amd64 and linux/arm64, checksums.txt and its signature, SBOMs,
+# SLSA provenance, a verification policy and image indexes (OCI layout in
+# $(RELEASE_OUT)/oci), from a clean tree whose HEAD is tagged VERSION:
+#   COSIGN_PASSWORD=... make release VERSION=v0.5.0 SIGN_KEY=release.key [PUSH=ghcr.io/slipway-dev]
+#   make release SNAPSHOT=1 [PLATFORMS=linux/amd64]    # any tree, v0.0.0-<commit12>[-dirty], unsigned without SIGN_KEY
+# The releasing slipway is built from the same tree first; $(RELEASE_OUT) must be empty or absent.
+RELEASE_OUT ?= dist
+release:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
+	$(BIN)/slipway release --out $(RELEASE_OUT) $(if $(SNAPSHOT),--snapshot,$(if $(VERSION),--version $(VERSION))) \
+		$(if $(SIGN_KEY),--sign-key $(SIGN_KEY) --offline-no-tlog) $(if $(PUSH),--push $(PUSH)) $(if $(PLATFORMS),--platform $(PLATFORMS))
 
 # The Kubernetes part of the demo (examples/demo -kubernetes, walked through
 # for a cluster of your own in examples/kubernetes/): a real single-node

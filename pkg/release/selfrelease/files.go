@@ -106,7 +106,8 @@ func (r *run) files(ctx context.Context) error {
 }
 
 // checksums is checksums.txt as GoReleaser writes it: "<sha256>  <file>"
-// per file, sorted by name, for every file of Out but the layout.
+// per file, sorted by name, for every file of Out but the layout and the
+// signatures.
 func (r *run) checksums() ([]byte, error) {
 	entries, err := os.ReadDir(r.o.Out)
 	if err != nil {
@@ -114,7 +115,9 @@ func (r *run) checksums() ([]byte, error) {
 	}
 	var lines []string
 	for _, e := range entries {
-		if !e.Type().IsRegular() || e.Name() == ChecksumsFile || e.Name() == SignatureFile {
+		// Signatures are left out: they verify themselves, and ECDSA's
+		// differ each time, which would make two releases' checksums differ.
+		if !e.Type().IsRegular() || e.Name() == ChecksumsFile || e.Name() == SignatureFile || e.Name() == EnvelopeFile {
 			continue
 		}
 		sum, _, err := fileSHA256(filepath.Join(r.o.Out, e.Name()))

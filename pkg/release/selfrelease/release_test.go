@@ -28,7 +28,7 @@ import (
 // moduleRoot is the root of this module: the tree the real releases build.
 const moduleRoot = "../../.."
 
-func testSigner(t *testing.T) (signature.SignerVerifier, []byte) {
+func testSigner(t testing.TB) (signature.SignerVerifier, []byte) {
 	t.Helper()
 	priv, pub, err := sign.GenerateKeys([]byte("test"))
 	if err != nil {
