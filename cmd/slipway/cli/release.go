@@ -108,7 +108,7 @@ func printRelease(g *globals, r *selfrelease.Result) {
 		}
 	}
 	s := r.Seconds
-	fmt.Fprintf(g.stdout, "seconds: build %.1f, sbom %.1f, images %.1f, push %.1f, total %.1f\n", s.Build, s.SBOM, s.Images, s.Push, s.Total)
+	fmt.Fprintf(g.stdout, "seconds: build %.1f, sbom %.1f, images %.1f (assembly %.1f beside the builds), push %.1f, total %.1f\n", s.Build, s.SBOM, s.Images, s.ImageWork, s.Push, s.Total)
 }
 
 // NewCmdVerifyBlob checks a file's signature, as cosign verify-blob does.

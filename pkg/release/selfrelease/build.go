@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/slipway-dev/slipway/pkg/release/sbom"
 )
@@ -33,6 +34,10 @@ func buildFlags(v, c string, dirty bool) []string {
 // platform, what it says its version is).
 func (r *run) build(ctx context.Context) error {
 	r.res.GoVersion = goVersion(ctx, r.o)
+	go func() { // syft's licence matcher compiles beside the first build
+		defer close(r.prepared)
+		r.sbomCtx, r.prepErr = sbom.Prepare(ctx)
+	}()
 	flags := buildFlags(r.o.Version, r.src.commit, r.res.Dirty)
 	for _, p := range r.o.Platforms {
 		goos, goarch, ok := strings.Cut(p, "/")
@@ -75,6 +80,8 @@ func (r *run) build(ctx context.Context) error {
 		if err := os.Remove(tmp); err != nil {
 			return err
 		}
+		r.startSBOMs(r.res.Binaries[len(r.res.Binaries)-len(r.o.Programs):])
+		r.startImages(ctx, r.res.Binaries[len(r.res.Binaries)-len(r.o.Programs):])
 	}
 	return nil
 }
@@ -115,23 +122,45 @@ func fileSHA256(name string) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// sboms writes an SPDX SBOM of every binary, PROGRAM-OS-ARCH.spdx.json,
-// made by package sbom from a folder holding the binary alone.
-func (r *run) sboms(ctx context.Context) error {
-	ctx, err := sbom.Prepare(ctx)
-	if err != nil {
-		return err
+// startSBOMs starts writing an SPDX SBOM of each of binaries (just built),
+// PROGRAM-OS-ARCH.spdx.json, made by package sbom from a folder holding the
+// binary alone, in the background beside the next platform's build.
+func (r *run) startSBOMs(binaries []Binary) {
+	j := &imageJob{done: make(chan struct{})}
+	for _, b := range binaries {
+		r.jobs["sbom:"+b.File] = j
 	}
+	go func() {
+		defer close(j.done)
+		t0 := time.Now()
+		<-r.prepared
+		if j.err = r.prepErr; j.err != nil {
+			return
+		}
+		for _, b := range binaries {
+			doc, err := r.sbomOf(r.sbomCtx, b.File, []string{b.File})
+			if err == nil {
+				err = os.WriteFile(filepath.Join(r.o.Out, b.File+".spdx.json"), doc, 0o644)
+			}
+			if err != nil {
+				j.err = err
+				return
+			}
+		}
+		j.took = time.Since(t0)
+	}()
+}
+
+// sboms waits for the binaries' SBOMs.
+func (r *run) sboms(context.Context) error {
 	for i := range r.res.Binaries {
 		b := &r.res.Binaries[i]
-		doc, err := r.sbomOf(ctx, b.File, []string{b.File})
-		if err != nil {
-			return err
+		j := r.jobs["sbom:"+b.File]
+		<-j.done
+		if j.err != nil {
+			return j.err
 		}
 		b.SBOM = b.File + ".spdx.json"
-		if err := os.WriteFile(filepath.Join(r.o.Out, b.SBOM), doc, 0o644); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -149,7 +178,11 @@ func (r *run) sbomOf(ctx context.Context, name string, files []string) ([]byte, 
 			return nil, err
 		}
 	}
+	// The folder holds Go binaries alone: the Go binary cataloger is the
+	// one that finds anything in it (the others look for package
+	// databases, archives and other tools' binaries).
 	s, err := sbom.Generate(ctx, stage,
+		sbom.WithCatalogers("go-module-binary-cataloger"),
 		sbom.WithDocumentName(name),
 		sbom.WithNamespace("https://slipway.dev/releases/"+r.o.Version+"/"+name),
 		sbom.WithCreated(r.src.epoch))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -45,6 +46,7 @@ func (r *run) images(ctx context.Context) error {
 	}
 	r.res.Layout = LayoutDir
 	for _, prog := range r.o.Programs {
+		t0 := time.Now()
 		b, img, err := r.image(ctx, prog)
 		if err != nil {
 			return err
@@ -53,6 +55,7 @@ func (r *run) images(ctx context.Context) error {
 		if err := lp.AppendIndex(b.index, layout.WithAnnotations(ann)); err != nil {
 			return fmt.Errorf("oci layout: %w", err)
 		}
+		r.logf("image %s %s (%.1fs)", prog, img.Digest, time.Since(t0).Seconds())
 		r.built = append(r.built, *b)
 		r.res.Images = append(r.res.Images, img)
 	}
@@ -73,10 +76,13 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 		if err != nil {
 			return nil, img, err
 		}
-		im, err := r.platformImage(ctx, prog, filepath.Join(r.o.Out, bin.File), *p)
-		if err != nil {
-			return nil, img, fmt.Errorf("image of %s: %w", bin.File, err)
+		j := r.jobs[bin.File]
+		<-j.done
+		if j.err != nil {
+			return nil, img, fmt.Errorf("image of %s: %w", bin.File, j.err)
 		}
+		r.res.Seconds.ImageWork += j.took.Seconds()
+		im := j.img
 		d, err := im.Digest()
 		if err != nil {
 			return nil, img, err
@@ -99,7 +105,9 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 	if err != nil {
 		return nil, img, err
 	}
-	doc, err := r.sbomOf(ctx, prog+"-image", files)
+	t0 := time.Now()
+	doc, err := r.sbomOf(r.sbomCtx, prog+"-image", files)
+	r.logf("sbom of image %s (%.1fs)", prog, time.Since(t0).Seconds())
 	if err != nil {
 		return nil, img, err
 	}
@@ -112,6 +120,37 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 		return nil, img, err
 	}
 	return &built{program: prog, repo: repo, index: idx, digest: d, statements: [][]byte{prov, sb}}, img, nil
+}
+
+// imageJob is one platform image being assembled while the release goes on.
+type imageJob struct {
+	done chan struct{}
+	img  v1.Image
+	err  error
+	took time.Duration
+}
+
+// startImages starts assembling the images of binaries (just built) in the
+// background: the next platform's go build (mostly a single-threaded link)
+// and the SBOMs run meanwhile.
+func (r *run) startImages(ctx context.Context, binaries []Binary) {
+	for _, b := range binaries {
+		j := &imageJob{done: make(chan struct{})}
+		r.jobs[b.File] = j
+		go func() {
+			defer close(j.done)
+			t0 := time.Now()
+			p, err := v1.ParsePlatform(b.Platform)
+			if err != nil {
+				j.err = err
+				return
+			}
+			if j.img, j.err = r.platformImage(ctx, b.Program, filepath.Join(r.o.Out, b.File), *p); j.err == nil {
+				_, j.err = j.img.Digest()
+			}
+			j.took = time.Since(t0)
+		}()
+	}
 }
 
 // platformImage is prog's image for one platform: the binary at
@@ -129,7 +168,9 @@ func (r *run) platformImage(ctx context.Context, prog, bin string, p v1.Platform
 	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
 	r.closers = append(r.closers, done)
+	r.mu.Unlock()
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return nil, err
