@@ -1,14 +1,20 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/spf13/cobra"
+
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	sandboxrunner "github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 
 	"github.com/slipway-dev/slipway/pkg/release/selfrelease"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
@@ -57,6 +63,9 @@ are byte-identical. Exit 0 released, 1 refused or failed, 2 usage errors.`,
 				return err
 			}
 			o.Dir = wd
+			o.RunnerImage = func(ctx context.Context, bin string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error) {
+				return sandbox.RunnerImage(ctx, bin, epoch, p, sandboxrunner.ProtocolVersion)
+			}
 			if g.json() {
 				o.Log = g.stderr
 			} else {

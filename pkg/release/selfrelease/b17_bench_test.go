@@ -26,7 +26,7 @@ func BenchmarkB17Release(b *testing.B) {
 	if _, err := exec.LookPath("go"); err != nil {
 		b.Skip("no go command")
 	}
-	o := Options{Dir: moduleRoot, Snapshot: true, Platforms: Platforms, Programs: Programs}
+	o := Options{Dir: moduleRoot, Snapshot: true, Platforms: Platforms, Programs: Programs, RunnerImage: runnerImage}
 	if os.Getenv("BENCH_SMOKE") != "" {
 		o.Platforms, o.Programs = []string{runtime.GOOS + "/" + runtime.GOARCH}, []string{"slipway-cmp", "slipway-runner"}
 	}

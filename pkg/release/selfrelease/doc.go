@@ -6,8 +6,9 @@
 // binary (package sbom, as templates get), SLSA v1 provenance naming the
 // commit, the Go version and BuilderID (package attest), and a verification
 // policy naming that builder (package policy). It assembles an OCI image of
-// each program per platform without a daemon (the runner's with package
-// sandbox's RunnerImage, so it carries the runner labels), on an empty base
+// each program per platform without a daemon (the runner's with the
+// Options.RunnerImage the caller gives, sandbox.RunnerImage, so it carries
+// the runner labels), on an empty base
 // (the binaries are static; no base image can be pulled offline), as
 // multi-platform indexes written to an OCI layout, and with a registry pushes
 // them by digest, signs and attests them (package sign) and tags them last.

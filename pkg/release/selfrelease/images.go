@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/release/attest"
 	"github.com/slipway-dev/slipway/pkg/release/template"
 	"github.com/slipway-dev/slipway/pkg/rootfs"
@@ -36,7 +35,7 @@ type built struct {
 }
 
 // images assembles each program's image per platform on an empty base (the
-// binaries are static), the runner's with sandbox.RunnerImage (its labels
+// binaries are static), the runner's with Options.RunnerImage (its labels
 // pin the binary), makes a multi-platform index of them, writes it to the
 // OCI layout, and makes its provenance and SBOM statements.
 func (r *run) images(ctx context.Context) error {
@@ -160,8 +159,8 @@ func (r *run) platformImage(ctx context.Context, prog, bin string, p v1.Platform
 	var img v1.Image
 	var done func() error
 	var err error
-	if prog == "slipway-runner" {
-		img, done, err = sandbox.RunnerImage(ctx, bin, epoch, p, 0)
+	if prog == "slipway-runner" && r.o.RunnerImage != nil {
+		img, done, err = r.o.RunnerImage(ctx, bin, epoch, p)
 	} else {
 		img, done, err = r.programImage(ctx, prog, bin, p)
 	}

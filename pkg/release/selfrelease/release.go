@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/sigstore/pkg/signature"
 
@@ -57,7 +58,12 @@ type Options struct {
 	Push          bool
 	RemoteOptions []remote.Option
 	Go            string // the go command; default "go"
-	Log           io.Writer
+	// RunnerImage makes slipway-runner's image from its binary: the
+	// execution plane's sandbox.RunnerImage, whose labels pin the binary
+	// (given by the caller: release tooling does not import the execution
+	// plane). Nil makes it like the others.
+	RunnerImage func(ctx context.Context, binary string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error)
+	Log         io.Writer
 }
 
 // Binary is one program built for one platform.

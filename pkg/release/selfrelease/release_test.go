@@ -15,15 +15,23 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
+
+// runnerImage is what slipway release gives: the execution plane's runner image.
+func runnerImage(ctx context.Context, bin string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error) {
+	return sandbox.RunnerImage(ctx, bin, epoch, p, 0)
+}
 
 // moduleRoot is the root of this module: the tree the real releases build.
 const moduleRoot = "../../.."
@@ -139,7 +147,7 @@ func TestReproducibleAndVerified(t *testing.T) {
 	var res [2]*Result
 	for i := range res {
 		o := Options{Dir: moduleRoot, Out: filepath.Join(t.TempDir(), "dist"), Snapshot: true, Platforms: platforms(t), Signer: sv,
-			Repository: host + "/slipway-dev", Push: i == 1}
+			Repository: host + "/slipway-dev", Push: i == 1, RunnerImage: runnerImage}
 		r, err := Release(ctx, o)
 		if err != nil {
 			t.Fatalf("release %d: %v", i, err)
@@ -225,7 +233,7 @@ func TestRefusedPushLeavesNoTag(t *testing.T) {
 	})
 	sv, _ := testSigner(t)
 	o := Options{Dir: moduleRoot, Out: t.TempDir(), Snapshot: true, Platforms: []string{runtime.GOOS + "/" + runtime.GOARCH},
-		Programs: []string{"slipway-cmp", "slipway-runner"}, Signer: sv, Repository: host + "/slipway-dev", Push: true}
+		Programs: []string{"slipway-cmp", "slipway-runner"}, Signer: sv, Repository: host + "/slipway-dev", Push: true, RunnerImage: runnerImage}
 	_, err := Release(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), "refused by the test") || refused.Load() == 0 {
 		t.Fatalf("release through a refusing registry: %v (%d refused)", err, refused.Load())
