@@ -206,7 +206,7 @@ func (r *run) programImage(ctx context.Context, prog, bin string, p v1.Platform)
 			return nil, nil, err
 		}
 	}
-	img, done, err := template.ImageFromDir(ctx, stage, r.src.epoch, p, []string{"PATH=/usr/local/bin"}, rootfs.WithOwner(0, 0))
+	img, done, err := template.ImageFromDir(ctx, stage, r.src.epoch, p, []string{"PATH=/usr/local/bin"}, rootfs.WithOwner(0, 0), rootfs.WithCompressionLevel(1))
 	if err != nil {
 		return nil, nil, err
 	}
