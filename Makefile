@@ -2,10 +2,16 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
-# A release tag (v0.4.0, v0.4.0-3-gabc1234) or, untagged, v0.0.0-<commit>: always
-# the shape pipelines/github/setup installs.
-VERSION ?= $(shell git describe --tags --always --dirty --match 'v[0-9]*' 2>/dev/null | sed -E 's/^([0-9a-f]+(-dirty)?)$$/v0.0.0-\1/' || echo devel)
-LDFLAGS := -s -w -X github.com/slipway-dev/slipway/cmd/slipway/cli.version=$(VERSION)
+# The release tag at HEAD (v0.4.0), stamped into the binaries with the commit and
+# whether the tree is dirty; untagged, each program reports v0.0.0-<commit12>[-dirty]
+# (internal/version), the shape pipelines/github/setup installs. The commit is
+# stamped here because Go's own VCS stamp is off (GOFLAGS=-buildvcs=false on
+# these machines) and absent in a git worktree.
+VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null)
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null)
+DIRTY := $(if $(shell git status --porcelain 2>/dev/null),true,false)
+VERSION_PKG := github.com/slipway-dev/slipway/internal/version
+LDFLAGS := -s -w$(if $(VERSION), -X $(VERSION_PKG).version=$(VERSION))$(if $(COMMIT), -X $(VERSION_PKG).commit=$(COMMIT) -X $(VERSION_PKG).dirty=$(DIRTY))
 # Debian packages the tests, the demo and the benchmarks need.
 DEBS := bubblewrap busybox-static containerd containernetworking-plugins docker-registry e2fsprogs etcd-server gcc git libc6-dev postgresql rsync runc
 FUZZTIME ?= 20s
@@ -24,18 +30,18 @@ SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
 export GITLAB_CI_LOCAL := $(SLIPWAY_NPM_CACHE)/node_modules/gitlab-ci-local/dist/index.js
 
-.PHONY: all build docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
+.PHONY: all build release docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
 
 all: build
 
 build: $(BIN)/slipway-runner
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
-	$(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/slipway-cmp ./cmd/slipway-cmp
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/slipway-cmp ./cmd/slipway-cmp
 
 # The runner artifact: static (no cgo), it runs inside every sandbox.
 .PHONY: $(BIN)/slipway-runner
 $(BIN)/slipway-runner:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $@ ./cmd/slipway-runner
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/slipway-runner
 
 # Peer and lint tools, pinned in tools/go.mod, built once into bin/.
 # The CLI reference, one page per command, from the command tree; a test fails when docs/cli is stale.
@@ -144,6 +150,19 @@ test-argocd: deps build $(BIN)/kustomize
 
 demo: deps build
 	$(GO) run ./examples/demo
+
+# Slipway's own release, built by Slipway (slipway release, pkg/release/selfrelease):
+# binaries for linux/amd64 and linux/arm64, checksums.txt and its signature, SBOMs,
+# SLSA provenance, a verification policy and image indexes (OCI layout in
+# $(RELEASE_OUT)/oci), from a clean tree whose HEAD is tagged VERSION:
+#   COSIGN_PASSWORD=... make release VERSION=v0.5.0 SIGN_KEY=release.key [PUSH=ghcr.io/slipway-dev]
+#   make release SNAPSHOT=1 [PLATFORMS=linux/amd64]    # any tree, v0.0.0-<commit12>[-dirty], unsigned without SIGN_KEY
+# The releasing slipway is built from the same tree first; $(RELEASE_OUT) must be empty or absent.
+RELEASE_OUT ?= dist
+release:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
+	$(BIN)/slipway release --out $(RELEASE_OUT) $(if $(SNAPSHOT),--snapshot,$(if $(VERSION),--version $(VERSION))) \
+		$(if $(SIGN_KEY),--sign-key $(SIGN_KEY) --offline-no-tlog) $(if $(PUSH),--push $(PUSH)) $(if $(PLATFORMS),--platform $(PLATFORMS))
 
 # The Kubernetes part of the demo (examples/demo -kubernetes, walked through
 # for a cluster of your own in examples/kubernetes/): a real single-node

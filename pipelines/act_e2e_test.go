@@ -95,7 +95,7 @@ func releaseArtifact(t *testing.T, slipway string) (string, string) {
 	}
 	const version = "v0.0.0-act"
 	artifact := filepath.Join(t.TempDir(), "slipway-linux-amd64")
-	build := exec.Command("go", "build", "-ldflags", "-X github.com/slipway-dev/slipway/cmd/slipway/cli.version="+version, "-o", artifact, "../cmd/slipway")
+	build := exec.Command("go", "build", "-ldflags", "-X github.com/slipway-dev/slipway/internal/version.version="+version, "-o", artifact, "../cmd/slipway")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/slipway: %v\n%s", err, out)
 	}

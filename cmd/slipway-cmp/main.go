@@ -7,6 +7,7 @@
 //
 //	slipway-cmp generate [--verify-cache-dir DIR] [--output yaml|json]   # 0 rendered, 1 refused, 2 usage, input or I/O
 //	slipway-cmp parameters
+//	slipway-cmp version                                                   # release tag (or v0.0.0-<commit>, untagged), commit, Go
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/pkg/cluster/argocd"
 	"github.com/slipway-dev/slipway/pkg/cluster/render"
 )
@@ -49,7 +51,7 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: slipway-cmp generate [--verify-cache-dir DIR] [--output yaml|json] | parameters")
+		fmt.Fprintln(stderr, "usage: slipway-cmp generate [--verify-cache-dir DIR] [--output yaml|json] | parameters | version")
 		return exitUsage
 	}
 	wd, err := os.Getwd()
@@ -80,6 +82,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		return exitOK
+	case "version":
+		fmt.Fprintf(stdout, "slipway-cmp %s\n", version.Get())
+		return exitOK
 	case "parameters":
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "slipway-cmp parameters: unexpected arguments %q\n", args[1:])
@@ -91,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "slipway-cmp: unknown command %q (generate, parameters)\n", args[0])
+		fmt.Fprintf(stderr, "slipway-cmp: unknown command %q (generate, parameters, version)\n", args[0])
 		return exitUsage
 	}
 }

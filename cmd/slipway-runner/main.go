@@ -9,7 +9,7 @@
 //	slipway-runner connect PATH               (bridges stdin and stdout to the runner's socket: run through pod exec)
 //	slipway-runner credential put NAME        (stdin becomes /run/slipway/credentials/NAME, mode 0400: run through pod exec)
 //	slipway-runner credential rm NAME         (removes it; one not there is no error)
-//	slipway-runner version
+//	slipway-runner version                (JSON: binary sha256, protocol, release version, commit, dirty, Go version)
 //	slipway-runner install DIR [--refresh RDIR]
 //	                                      (copies itself to DIR/slipway-runner: a Kubernetes init container;
 //	                                      with --refresh, also the pod's refresh phase: RDIR/machine-id)
@@ -37,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/isolate/shape"
 )
@@ -67,8 +68,10 @@ func run(args []string) error {
 	}
 	switch args[0] {
 	case "version":
+		v := version.Get()
 		return json.NewEncoder(os.Stdout).Encode(map[string]any{
-			"runnerBinarySha256": digest, "protocolVersion": runner.ProtocolVersion, "minProtocolVersion": runner.MinProtocolVersion})
+			"runnerBinarySha256": digest, "protocolVersion": runner.ProtocolVersion, "minProtocolVersion": runner.MinProtocolVersion,
+			"version": v.Version, "commit": v.Commit, "dirty": v.Dirty, "untagged": v.Untagged, "goVersion": v.GoVersion})
 	case "probe":
 		return probe(args[1:])
 	case "install":

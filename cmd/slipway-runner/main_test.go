@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -40,6 +41,9 @@ func TestStaticAndKnowsItself(t *testing.T) {
 	var v struct {
 		RunnerBinarySHA256 string `json:"runnerBinarySha256"`
 		ProtocolVersion    int    `json:"protocolVersion"`
+		Version            string `json:"version"`
+		Untagged           bool   `json:"untagged"`
+		GoVersion          string `json:"goVersion"`
 	}
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatal(err)
@@ -47,6 +51,10 @@ func TestStaticAndKnowsItself(t *testing.T) {
 	want, _ := runner.FileDigest(bin)
 	if v.RunnerBinarySHA256 != want || v.ProtocolVersion != runner.ProtocolVersion {
 		t.Errorf("version = %s, want digest %s", out, want)
+	}
+	// An untagged test build says so, with a v0.0.0- version and the Go that built it.
+	if !strings.HasPrefix(v.Version, "v0.0.0-") || !v.Untagged || v.GoVersion != runtime.Version() {
+		t.Errorf("version = %s: want an untagged v0.0.0- version built by %s", out, runtime.Version())
 	}
 	// install copies it, as the init container of a rendered template does.
 	dir := t.TempDir()

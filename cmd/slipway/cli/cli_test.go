@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/slipway-dev/slipway/internal/version"
 	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/release/pin"
@@ -105,8 +106,8 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	r = run(t, "", "version", "-o", "json")
-	var v versionInfo
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || v.GoVersion == "" {
+	var v version.Info
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || v.GoVersion == "" || !v.Untagged {
 		t.Fatalf("%+v", r)
 	}
 	if r := run(t, "", "version", "-o", "xml"); r.code != 2 {
@@ -120,7 +121,7 @@ func TestVersion(t *testing.T) {
 		}
 	}
 	// A test binary carries no tag: it says so.
-	if r := run(t, "", "--version"); !strings.Contains(r.stdout, "(untagged build)") {
+	if r := run(t, "", "--version"); !strings.Contains(r.stdout, "(untagged, ") {
 		t.Errorf("untagged build not said: %q", r.stdout)
 	}
 }

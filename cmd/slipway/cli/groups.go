@@ -9,7 +9,7 @@ var commandGroups = []struct {
 	commands []string
 }{
 	{cobra.Group{ID: "release", Title: "Release Commands (pin, build, sign, verify, generations):"},
-		[]string{"resolve", "pin", "lint", "template", "image", "keys", "sign", "attest", "verify", "generation", "promote"}},
+		[]string{"resolve", "pin", "lint", "template", "image", "keys", "sign", "attest", "verify", "verify-blob", "generation", "promote", "release"}},
 	{cobra.Group{ID: "config", Title: "Config Repository Commands:"}, []string{"config", "pool"}},
 	{cobra.Group{ID: "rollouts", Title: "Rollout Commands:"}, []string{"rollout", "evidence", "canary"}},
 	{cobra.Group{ID: "runtime", Title: "Runtime Commands:"}, []string{"runtime", "claim", "runs"}},

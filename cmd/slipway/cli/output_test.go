@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/slipway-dev/slipway/internal/version"
 )
 
 // TestOutputYAML: -o yaml renders the value -o json renders.
@@ -14,7 +16,7 @@ func TestOutputYAML(t *testing.T) {
 	if j.code != 0 || y.code != 0 {
 		t.Fatalf("json %+v yaml %+v", j, y)
 	}
-	var fromJSON, fromYAML versionInfo
+	var fromJSON, fromYAML version.Info
 	if err := json.Unmarshal([]byte(j.stdout), &fromJSON); err != nil {
 		t.Fatal(err)
 	}
