@@ -100,15 +100,17 @@ func TestSignTagAndPromoteNoRepoSayTheFix(t *testing.T) {
 	}
 }
 
-// TestNoDoubledWords: a file missing from the config repository is said
-// once ("file does not exist: file does not exist" before).
+// TestNoDoubledWords: an id missing from the config repository is said
+// once ("file does not exist: file does not exist" before), as what is not
+// there.
 func TestNoDoubledWords(t *testing.T) {
 	dir := t.TempDir()
 	if r := run(t, dir, "config", "init", "cfg.git", "--pool", "agents"); r.code != 0 {
 		t.Fatal(r)
 	}
 	r := run(t, dir, "generation", "show", "g-1a4ee8", "--repo", "cfg.git", "--pool", "agents")
-	if r.code != exitUsage || strings.Count(r.stderr, "does not exist") != 1 {
+	if r.code != exitUsage || strings.Count(r.stderr, "does not exist") > 1 || strings.Count(r.stderr, "g-1a4ee8") != 1 ||
+		!strings.Contains(r.stderr, "no generation matches g-1a4ee8 in pool agents") {
 		t.Errorf("generation show of a missing id: %+v", r)
 	}
 }
