@@ -23,9 +23,9 @@ func templates(ctx context.Context, sh shell, work, host, repoRoot string) (*bui
 		return nil, err
 	}
 	policy := filepath.Join("policies", "verification.yaml")
-	section("template build", "a base given by tag is refused unless --resolve-base pins it (exit 1)")
+	section("template build", "a base given by tag is refused unless --resolve-base pins it (exit 2, an input error, as sign on a tag)")
 	minimal := filepath.Join("templates", "minimal", "template.yaml")
-	if err := sh.run(1, "template", "build", minimal); err != nil {
+	if err := sh.run(2, "template", "build", minimal); err != nil {
 		return nil, err
 	}
 	var ids []string
