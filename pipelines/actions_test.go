@@ -210,7 +210,7 @@ func TestActionsSchemaRefuses(t *testing.T) {
 		"no name":       "description: y\nruns:\n  using: composite\n  steps: [{run: slipway lint --ci github, shell: bash}]\n",
 	}
 	wants := map[string]string{
-		"unknown field": "field branding not found",
+		"unknown field": `unknown field "branding"`,
 		"not composite": "want composite",
 		"no shell":      "needs shell",
 		"injection":     "pass it through env",
