@@ -3,10 +3,12 @@ package cli
 import (
 	"fmt"
 	"runtime"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	sandboxrunner "github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
@@ -28,7 +30,7 @@ type imageResult struct {
 
 func newCmdImageFromDir(g *globals) *cobra.Command {
 	var push, layoutDir, platform string
-	var env []string
+	var env, labels []string
 	cmd := &cobra.Command{
 		Use:   "from-dir DIR",
 		Short: "Make a reproducible single-layer image of a directory (for example a base rootfs)",
@@ -52,6 +54,9 @@ func newCmdImageFromDir(g *globals) *cobra.Command {
 				return usage(err)
 			}
 			defer done()
+			if img, err = withLabels(img, labels); err != nil {
+				return usage(err)
+			}
 			d, err := img.Digest()
 			if err != nil {
 				return failed(err)
@@ -86,7 +91,31 @@ func newCmdImageFromDir(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&layoutDir, "oci-layout", "", "write to this OCI image layout directory")
 	cmd.Flags().StringVar(&platform, "platform", "linux/"+runtime.GOARCH, "the image's os/arch[/variant]")
 	cmd.Flags().StringArrayVar(&env, "env", []string{"PATH=/usr/local/bin:/usr/bin:/bin"}, "image environment NAME=VALUE")
+	cmd.Flags().StringArrayVar(&labels, "label", nil, "a config label KEY=VALUE (repeatable), as crane mutate --label sets one")
 	return cmd
+}
+
+// withLabels sets the config labels KEY=VALUE on img.
+func withLabels(img v1.Image, labels []string) (v1.Image, error) {
+	if len(labels) == 0 {
+		return img, nil
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	if cf.Config.Labels == nil {
+		cf.Config.Labels = map[string]string{}
+	}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label %q: want KEY=VALUE", l)
+		}
+		cf.Config.Labels[k] = v
+	}
+	return mutate.ConfigFile(img, cf)
 }
 
 func newCmdImageRunner(g *globals) *cobra.Command {

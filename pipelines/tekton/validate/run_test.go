@@ -34,6 +34,28 @@ func slipwayBin(t *testing.T) string {
 	return dir + "/slipway"
 }
 
+// runnerBin is slipway-runner beside slipway (the Makefile's bin/), or
+// cmd/slipway-runner built into a temp dir.
+func runnerBin(t *testing.T, slipway string) string {
+	t.Helper()
+	if b := filepath.Join(filepath.Dir(slipway), "slipway-runner"); fileExists(b) {
+		return b
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/slipway-runner", "./cmd/slipway-runner")
+	cmd.Dir = "../../.."
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/slipway-runner: %v\n%s", err, out)
+	}
+	return dir + "/slipway-runner"
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 // startRegistry starts Debian's docker-registry on a free loopback port.
 func startRegistry(t *testing.T) string {
 	t.Helper()
@@ -164,10 +186,29 @@ func TestVerifyGenerationPromoteTasksRun(t *testing.T) {
 		return host + "/" + repo + "@" + out[i:i+71]
 	}
 	signed := push("tekton/signed")
+	// generation create checks that a runner pin is a runner image and a
+	// template pin a template image (their config labels): the runner from
+	// slipway image runner, the template from-dir with the label template
+	// build sets.
+	runnerOut := h.slipway("image", "runner", runnerBin(t, h.bin), "--push", host+"/tekton/runner", "-o", "json")
+	i := strings.Index(runnerOut, "sha256:")
+	if i < 0 {
+		t.Fatalf("no digest in %s", runnerOut)
+	}
+	runner := host + "/tekton/runner@" + runnerOut[i:i+71]
+	tmplOut := h.slipway("image", "from-dir", rootfs, "--push", host+"/tekton/template", "-o", "json",
+		"--label", "dev.slipway.template.spec-digest=sha256:"+strings.Repeat("0", 64))
+	i = strings.Index(tmplOut, "sha256:")
+	if i < 0 {
+		t.Fatalf("no digest in %s", tmplOut)
+	}
+	tmpl := host + "/tekton/template@" + tmplOut[i:i+71]
 	os.WriteFile(filepath.Join(rootfs, "other"), []byte("x"), 0o644)
 	unsigned := push("tekton/unsigned")
 	h.slipway("keys", "generate", "--output-key-prefix", filepath.Join(h.source, "ci"))
-	h.slipway("sign", signed, "--key", filepath.Join(h.source, "ci.key"), "--offline-no-tlog")
+	for _, ref := range []string{signed, runner, tmpl} {
+		h.slipway("sign", ref, "--key", filepath.Join(h.source, "ci.key"), "--offline-no-tlog")
+	}
 	os.WriteFile(filepath.Join(h.source, "policy.yaml"), []byte(`apiVersion: slipway.dev/v1alpha1
 kind: VerificationPolicy
 metadata: {name: tekton}
@@ -199,13 +240,13 @@ spec:
 
 	// The release chain as the Pipeline wires it: verify's REF becomes a pin
 	// of generation-create, whose FILE is promote's generation param.
-	verified, _, err := h.run("slipway-verify", map[string]any{"ref": signed, "policy": "policy.yaml", "kind": "runner"})
+	verified, _, err := h.run("slipway-verify", map[string]any{"ref": runner, "policy": "policy.yaml", "kind": "runner"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := filepath.Join(t.TempDir(), "config.git")
 	h.slipway("config", "init", repo, "--pool", "agents", "--policy", filepath.Join(h.source, "policy.yaml"))
-	gen, log, err := h.run("slipway-generation-create", map[string]any{"pool": "agents", "pins": []string{"runner=" + verified["REF"], "controlPlane=" + signed, "workspaceTemplate=" + signed, "secretVersion=vault://kv/agents/token#1"}, "policy": "policy.yaml", "control-plane-protocol": "1-2", "runner-protocol": "1"})
+	gen, log, err := h.run("slipway-generation-create", map[string]any{"pool": "agents", "pins": []string{"runner=" + verified["REF"], "controlPlane=" + signed, "workspaceTemplate=" + tmpl, "secretVersion=vault://kv/agents/token#1"}, "policy": "policy.yaml", "control-plane-protocol": "1-2", "runner-protocol": "1"})
 	if err != nil || !strings.HasPrefix(gen["GENERATION"], "g-") || gen["SEQUENCE"] != "1" || gen["FILE"] != "generation.yaml" {
 		t.Fatalf("generation-create: %v %v\n%s", err, gen, log)
 	}
@@ -217,7 +258,7 @@ spec:
 	if _, err := os.Stat(filepath.Join(h.source, "refused.yaml")); err == nil {
 		t.Fatal("a refused generation was written")
 	}
-	gen, _, err = h.run("slipway-generation-create", map[string]any{"pool": "agents", "pins": []string{"runner=" + verified["REF"], "controlPlane=" + signed, "workspaceTemplate=" + signed, "secretVersion=vault://kv/agents/token#1"}, "policy": "policy.yaml", "control-plane-protocol": "1-2", "runner-protocol": "1"})
+	gen, _, err = h.run("slipway-generation-create", map[string]any{"pool": "agents", "pins": []string{"runner=" + verified["REF"], "controlPlane=" + signed, "workspaceTemplate=" + tmpl, "secretVersion=vault://kv/agents/token#1"}, "policy": "policy.yaml", "control-plane-protocol": "1-2", "runner-protocol": "1"})
 	if err != nil {
 		t.Fatal(err)
 	}
