@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/slipway-dev/slipway/internal/spelling"
 	"github.com/spf13/cobra"
 )
 
@@ -66,7 +67,7 @@ func suggest(cmd *cobra.Command, arg string) []string {
 			continue
 		}
 		n := strings.ToLower(sub.Name())
-		switch d := editDistance(a, n); {
+		switch d := spelling.Distance(a, n); {
 		case d < bestD:
 			best, bestD = []string{sub.Name()}, d
 		case d == bestD:
@@ -88,33 +89,6 @@ func suggest(cmd *cobra.Command, arg string) []string {
 		return prefix
 	}
 	return named
-}
-
-// editDistance is the optimal string alignment distance: insertions,
-// deletions, substitutions and transpositions of adjacent letters cost 1.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }
 
 // strictHelp makes `slipway help WORD...` refuse a word that names no

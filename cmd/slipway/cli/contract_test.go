@@ -87,14 +87,3 @@ func TestUnknownSubcommandMessage(t *testing.T) {
 		t.Fatalf("code %d stderr %q, want 2 and %q", r.code, r.stderr, want)
 	}
 }
-
-func TestEditDistance(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		d    int
-	}{{"stauts", "status", 1}, {"stauts", "start", 2}, {"", "ab", 2}, {"abc", "abc", 0}, {"hsitory", "history", 1}, {"kitten", "sitting", 3}} {
-		if d := editDistance(c.a, c.b); d != c.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, d, c.d)
-		}
-	}
-}
