@@ -35,22 +35,10 @@ func TestSetupInstallRelease(t *testing.T) {
 			t.Skipf("no %s", tool)
 		}
 	}
-	priv, pub, err := sign.GenerateKeys([]byte("test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sv, err := sign.LoadSigner(priv, []byte("test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, otherPub, err := sign.GenerateKeys([]byte("other"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	root := t.TempDir()
 	good := filepath.Join(root, "good")
-	res, err := selfrelease.Release(context.Background(), selfrelease.Options{Dir: "..", Out: good, Snapshot: true,
-		Platforms: []string{"linux/" + runtime.GOARCH}, Programs: []string{"slipway"}, Signer: sv})
+	res, pub := snapshotRelease(t, good)
+	_, otherPub, err := sign.GenerateKeys([]byte("other"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,4 +123,24 @@ func TestSetupInstallRelease(t *testing.T) {
 			t.Errorf("%s: a binary was installed", c.name)
 		}
 	}
+}
+
+// snapshotRelease makes a snapshot release of slipway for the host's
+// platform into out, signed with a new key, whose public key it returns.
+func snapshotRelease(t *testing.T, out string) (*selfrelease.Result, []byte) {
+	t.Helper()
+	priv, pub, err := sign.GenerateKeys([]byte("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := sign.LoadSigner(priv, []byte("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := selfrelease.Release(context.Background(), selfrelease.Options{Dir: "..", Out: out, Snapshot: true,
+		Platforms: []string{"linux/" + runtime.GOARCH}, Programs: []string{"slipway"}, Signer: sv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, pub
 }
