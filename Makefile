@@ -30,7 +30,7 @@ SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
 export GITLAB_CI_LOCAL := $(SLIPWAY_NPM_CACHE)/node_modules/gitlab-ci-local/dist/index.js
 
-.PHONY: all build release release-cache docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
+.PHONY: all build release release-cache pin-argocd docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
 
 all: build
 
@@ -163,6 +163,17 @@ release:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
 	$(BIN)/slipway release --out $(RELEASE_OUT) $(if $(SNAPSHOT),--snapshot,$(if $(VERSION),--version $(VERSION))) \
 		$(if $(SIGN_KEY),--sign-key $(SIGN_KEY) --offline-no-tlog) $(if $(PUSH),--push $(PUSH)) $(if $(PLATFORMS),--platform $(PLATFORMS))
+
+# The Argo CD component pinned to a pushed release: after
+#   make release VERSION=vX.Y.Z SIGN_KEY=... PUSH=REGISTRY
+# points integrations/argocd's images entry at REGISTRY/slipway-cmp:VERSION
+# and writes its digest with slipway pin --write --refresh, then lints the
+# folder (integrations/argocd/pin-release.sh). REGISTRY defaults to where
+# releases are published.
+pin-argocd:
+	@test -n "$(VERSION)" || { echo "pin-argocd: give VERSION=vX.Y.Z (the tag of the pushed release)"; exit 2; }
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
+	SLIPWAY=$(BIN)/slipway sh integrations/argocd/pin-release.sh integrations/argocd $(or $(PUSH),$(REGISTRY),ghcr.io/slipway-dev) $(VERSION)
 
 # The release's cross builds (the flags and environment of
 # pkg/release/selfrelease's build) compiled once into Go's build cache, so

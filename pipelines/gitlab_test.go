@@ -115,11 +115,23 @@ func checkGitLabFile(s *jsonschema.Schema, file string, template bool) []string 
 		return append(probs, fmt.Sprintf("%s: want one job, %s", file, want))
 	}
 	script := fmt.Sprint(job["script"])
-	if strings.Count(script, "slipway ") != 1 || !strings.Contains(script, "--ci gitlab --gitlab-dotenv slipway.env") {
-		probs = append(probs, fmt.Sprintf("%s: want one slipway command with --ci gitlab --gitlab-dotenv slipway.env: %s", file, script))
-	}
 	if strings.Contains(script, "$[[") {
 		probs = append(probs, fmt.Sprintf("%s: an input spliced into the script: pass it through variables", file))
+	}
+	if want == "slipway-setup" {
+		// It installs slipway (TestGitLabSetupRelease) rather than run it:
+		// its output is the binary, an artifact.
+		arts, _ := job["artifacts"].(map[string]any)
+		if paths := fmt.Sprint(arts["paths"]); paths != "[.slipway/bin/slipway]" {
+			probs = append(probs, fmt.Sprintf("%s: artifacts:paths %s, want [.slipway/bin/slipway]", file, paths))
+		}
+		return probs
+	}
+	if !strings.Contains(script, `export PATH="$CI_PROJECT_DIR/.slipway/bin:$PATH"`) {
+		probs = append(probs, fmt.Sprintf("%s: the script does not put slipway-setup's .slipway/bin first on PATH", file))
+	}
+	if strings.Count(script, "slipway ") != 1 || !strings.Contains(script, "--ci gitlab --gitlab-dotenv slipway.env") {
+		probs = append(probs, fmt.Sprintf("%s: want one slipway command with --ci gitlab --gitlab-dotenv slipway.env: %s", file, script))
 	}
 	arts, _ := job["artifacts"].(map[string]any)
 	reports, _ := arts["reports"].(map[string]any)
@@ -142,7 +154,7 @@ func TestGitLabSchema(t *testing.T) {
 			t.Error(p)
 		}
 	}
-	if want := []string{"generation-create", "lint", "pin", "promote", "rollout", "template-build", "verify"}; !slices.Equal(got, want) {
+	if want := []string{"generation-create", "lint", "pin", "promote", "rollout", "setup", "template-build", "verify"}; !slices.Equal(got, want) {
 		t.Errorf("templates %v, want %v", got, want)
 	}
 	for _, f := range []string{"../examples/gitlab/.gitlab-ci.yml", "../examples/gitlab/local.gitlab-ci.yml"} {

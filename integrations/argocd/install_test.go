@@ -26,12 +26,23 @@ func TestInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	var k struct {
-		Images []struct{ Name, NewName, Digest string }
+		Images []struct {
+			Name, NewName, Digest string
+			NewTag                string `json:"newTag"`
+		}
 	}
 	if err := yaml.Unmarshal(b, &k); err != nil || len(k.Images) != 1 || k.Images[0].Name != "slipway" {
 		t.Fatalf("kustomization.yaml images: %+v %v", k.Images, err)
 	}
+	// The released slipway-cmp, by tag and digest (make pin-argocd writes
+	// both; kustomize keeps the tag beside the digest).
 	image := k.Images[0].NewName + "@" + k.Images[0].Digest
+	if k.Images[0].NewTag != "" {
+		image = k.Images[0].NewName + ":" + k.Images[0].NewTag + "@" + k.Images[0].Digest
+	}
+	if !strings.HasSuffix(k.Images[0].NewName, "/slipway-cmp") {
+		t.Errorf("kustomization.yaml names %s, not the released slipway-cmp image", k.Images[0].NewName)
+	}
 	if _, err := name.NewDigest(image, name.StrictValidation); err != nil {
 		t.Fatalf("the Slipway image %q is not a reference by digest: %v", image, err)
 	}
