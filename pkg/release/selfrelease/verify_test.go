@@ -21,6 +21,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
 	"github.com/slipway-dev/slipway/pkg/release/template"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // checkVerify: the pushed release's images pass the policy the release
@@ -136,10 +137,23 @@ func TestVerifyDownload(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	cosign := os.Getenv("COSIGN")
-	if cosign == "" {
-		t.Log("COSIGN unset: the cosign CLI interop half is not run (make bin/cosign sets it up)")
-		return
+}
+
+// TestCosignVerifiesDownload: the cosign CLI ($COSIGN) accepts the
+// signature over checksums.txt that the release writes, with cosign's own
+// verify-blob, as docs/install.md tells a user to run it; and refuses it over
+// a tampered checksums.txt.
+func TestCosignVerifiesDownload(t *testing.T) {
+	need.Short(t, "the cosign CLI")
+	cosign := need.Env(t, "COSIGN", "the cosign CLI (make test builds bin/cosign and sets COSIGN)")
+	if _, err := os.Stat(cosign); err != nil {
+		t.Fatalf("COSIGN=%s: %v", cosign, err)
+	}
+	sv, pub := testSigner(t)
+	sums := []byte(strings.Repeat("1", 64) + "  slipway-linux-amd64\n")
+	sig, err := sign.SignBlob(sv, sums)
+	if err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	for f, b := range map[string][]byte{"checksums.txt": sums, "checksums.txt.sig": sig, "release.pub": pub} {
@@ -151,5 +165,13 @@ func TestVerifyDownload(t *testing.T) {
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("cosign verify-blob: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "checksums.txt"), append([]byte("#"), sums...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(cosign, "verify-blob", "--key", "release.pub", "--signature", "checksums.txt.sig", "--insecure-ignore-tlog", "checksums.txt")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("cosign verify-blob accepted a tampered checksums.txt:\n%s", out)
 	}
 }
