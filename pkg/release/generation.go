@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/slipway-dev/slipway/pkg/api/runnermeta"
 	"github.com/slipway-dev/slipway/pkg/api/templatemeta"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
@@ -33,15 +34,10 @@ type Verifier struct {
 	Remote []remote.Option
 }
 
-// labelRunnerSHA256 is the runner image's label holding its binary's
-// sha256 (sandbox.LabelRunnerSHA256, which this layer may not import; a
-// test holds the two equal).
-const labelRunnerSHA256 = "dev.slipway.runner.sha256"
-
 // imageKinds say, by pin kind, which label of its config makes an image one
 // of that kind, and what makes such an image.
 var imageKinds = map[generation.Kind]struct{ label, what, made string }{
-	generation.Runner:            {labelRunnerSHA256, "a runner image", "slipway image runner"},
+	generation.Runner:            {runnermeta.LabelSHA256, "a runner image", "slipway image runner"},
 	generation.WorkspaceTemplate: {templatemeta.LabelSpecDigest, "a workspace template image", "slipway template build"},
 }
 

@@ -354,7 +354,7 @@ func withKindLabels(img v1.Image, repo string) (v1.Image, error) {
 	labels := map[string]string{}
 	switch {
 	case strings.Contains(repo, "runner"):
-		labels[sandbox.LabelRunnerSHA256] = strings.Repeat("0", 64) // release checks its own copy of the name: this holds them equal
+		labels[sandbox.LabelRunnerSHA256] = strings.Repeat("0", 64)
 	case strings.HasPrefix(repo, "templates/"):
 		labels[templatemeta.LabelSpecDigest] = "sha256:" + strings.Repeat("0", 64)
 	default:

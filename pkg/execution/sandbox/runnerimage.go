@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/slipway-dev/slipway/pkg/api/runnermeta"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
@@ -23,15 +24,16 @@ import (
 // inside every sandbox (mounted read-only).
 const RunnerPath = "/usr/local/bin/slipway-runner"
 
-// Labels of the runner image's config.
+// Labels of the runner image's config, named in the contract package
+// runnermeta that release tooling reads too.
 const (
 	// LabelRunnerSHA256 is the hex sha256 of the runner binary: what the
 	// identity proof compares with the hash of the running executable.
-	LabelRunnerSHA256 = "dev.slipway.runner.sha256"
+	LabelRunnerSHA256 = runnermeta.LabelSHA256
 	// LabelRunnerProtocol is the runner protocol version the binary speaks
 	// (runner.ProtocolVersion of its build), checked against a generation's
 	// compatibility.runnerProtocol range.
-	LabelRunnerProtocol = "dev.slipway.runner.protocol"
+	LabelRunnerProtocol = runnermeta.LabelProtocol
 )
 
 // RunnerFromFile describes the runner binary at path: its digest, and
