@@ -111,6 +111,9 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
+	for pool := range rts {
+		metrics.StartPool(ctx, pool)
+	}
 	topts := []telemetry.TraceOption{telemetry.WithServiceName("slipway-control")}
 	if c.OTLP {
 		topts = append(topts, telemetry.WithOTLP())

@@ -196,6 +196,20 @@ func (m *Metrics) TaskEnded(ctx context.Context, pool string, succeeded bool, re
 	}
 }
 
+// StartPool exports the job counters of pool at zero (a failure count per
+// bounded reason, known and unknown cost, exported bytes), so that the first
+// failure is an increase a rate or an alert sees rather than a series
+// appearing at 1. The control plane calls it for each pool it serves.
+func (m *Metrics) StartPool(ctx context.Context, pool string) {
+	pool = Bound(pool)
+	for _, r := range FailureReasons {
+		m.taskFailures.Add(ctx, 0, m.attrs(attribute.String("pool", pool), attribute.String("bounded_reason", r)))
+	}
+	m.knownCost.Add(ctx, 0, m.attrs(attribute.String("pool", pool)))
+	m.unknownCost.Add(ctx, 0, m.attrs(attribute.String("pool", pool)))
+	m.artifactBytes.Add(ctx, 0, m.attrs(attribute.String("pool", pool)))
+}
+
 // Cost records an ended job's compute cost: amount when known, else one
 // more run of unknown cost.
 func (m *Metrics) Cost(ctx context.Context, pool string, known bool, amount float64) {
