@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,7 +35,7 @@ type Metrics struct {
 	env      []attribute.KeyValue
 
 	claims        metric.Int64Counter
-	createLatency metric.Float64Histogram
+	createLatency *prometheus.HistogramVec // client_golang's: series of retired generations can be deleted
 	kitSetup      metric.Float64Histogram
 	taskDuration  metric.Float64Histogram
 	taskFailures  metric.Int64Counter
@@ -44,6 +45,7 @@ type Metrics struct {
 	cleanupUnk    metric.Int64Gauge
 	knownCost     metric.Float64Counter
 	unknownCost   metric.Int64Counter
+	queue         queueInstruments
 
 	mu    sync.Mutex
 	pools map[string]*poolTotals
@@ -58,6 +60,40 @@ type poolTotals struct {
 	lastReady        int
 	lastShort        bool
 	sampled, claimed bool
+	// live is the pool's active and draining generations at the last
+	// sample (nil before one named them); labelled is every generation a
+	// create_latency series exists for.
+	live, labelled []string
+}
+
+// generation is the label value of gen: itself while it is one of the
+// pool's live (active or draining) generations or before any sample named
+// them, else "other". Callers hold m.mu.
+func (t *poolTotals) generation(gen string) string {
+	if t.live != nil && !slices.Contains(t.live, gen) {
+		return "other"
+	}
+	if !slices.Contains(t.labelled, gen) {
+		t.labelled = append(t.labelled, gen)
+	}
+	return gen
+}
+
+// retire deletes the create_latency series of pool's generations that are
+// no longer live, so that the label takes the active and draining
+// generations only, however many rollouts the process lives through.
+// Callers hold m.mu.
+func (m *Metrics) retire(pool string, t *poolTotals, live []string) {
+	t.live = live
+	kept := t.labelled[:0]
+	for _, g := range t.labelled {
+		if slices.Contains(live, g) {
+			kept = append(kept, g)
+			continue
+		}
+		m.createLatency.DeletePartialMatch(prometheus.Labels{"pool": pool, "generation": g})
+	}
+	t.labelled = kept
 }
 
 type options struct {
@@ -103,9 +139,14 @@ func NewMetrics(opts ...Option) (*Metrics, error) {
 	mt := m.meter
 	m.claims, e = mt.Int64Counter("claims", metric.WithDescription("Claims granted by the runtime, by warm hit or cold start (runtime claim path)."))
 	add(e)
-	m.createLatency, e = mt.Float64Histogram("sandbox_create_latency", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBuckets...),
-		metric.WithDescription("Time from a claim request to a ready sandbox; start=warm (a warm member) and start=cold (a sandbox created for the claim) are separate series (runtime claim path)."))
-	add(e)
+	var constLabels prometheus.Labels
+	if o.env != "" {
+		constLabels = prometheus.Labels{"environment": o.env}
+	}
+	m.createLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "sandbox_create_latency_seconds", Buckets: latencyBuckets, ConstLabels: constLabels,
+		Help: "Time from a claim request to a ready sandbox; start=warm (a warm member) and start=cold (a sandbox created for the claim) are separate series; generation is the pool's active or draining generation, other for any other (runtime claim path)."},
+		[]string{"pool", "generation", "start"})
+	add(m.reg.Register(m.createLatency))
 	m.kitSetup, e = mt.Float64Histogram("kit_setup_latency", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBuckets...),
 		metric.WithDescription("Time from the sandbox assigned to the runner awake (its first command accepted), from the run manifest's lifecycle (control plane, at a job's end)."))
 	add(e)
@@ -131,6 +172,8 @@ func NewMetrics(opts ...Option) (*Metrics, error) {
 	add(e)
 	m.unknownCost, e = mt.Int64Counter("unknown_cost_run_count",
 		metric.WithDescription("Ended jobs whose cost is unknown: their pool has no price (control plane, at a job's end)."))
+	add(e)
+	m.queue, e = newQueueInstruments(mt)
 	add(e)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
@@ -162,9 +205,10 @@ func start(warm bool) string {
 func (m *Metrics) SandboxCreated(ctx context.Context, pool, gen string, warm bool, d time.Duration) {
 	pool, gen = Bound(pool), Bound(gen)
 	m.claims.Add(ctx, 1, m.attrs(attribute.String("pool", pool), attribute.String("start", start(warm))))
-	m.createLatency.Record(ctx, d.Seconds(), m.attrs(attribute.String("pool", pool), attribute.String("generation", gen), attribute.String("start", start(warm))))
 	m.mu.Lock()
 	t := m.totals(pool)
+	gen = t.generation(gen)
+	m.createLatency.WithLabelValues(pool, gen, start(warm)).Observe(d.Seconds())
 	t.claimed = true
 	if warm {
 		t.warm++

@@ -155,3 +155,47 @@ func BenchmarkScrape100Pools(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "bytes/scrape")
 }
+
+// TestGenerationLabelBounded rolls a pool through generations: the
+// generation label of sandbox_create_latency keeps the active and draining
+// ones only, a retired generation's series is deleted, and a claim of a
+// generation that is neither is counted as other.
+func TestGenerationLabelBounded(t *testing.T) {
+	m, err := telemetry.NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	live := []string{"g1"}
+	if err := m.ObservePools(func(context.Context) ([]telemetry.PoolSample, error) {
+		return []telemetry.PoolSample{{Pool: "agents", Generations: live}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(text, gen string) bool {
+		return strings.Contains(text, `slipway_sandbox_create_latency_seconds_count{generation="`+gen+`",pool="agents",start="warm"}`)
+	}
+	scrape(t, m.Handler())
+	for i := 2; i <= 30; i++ { // 29 rollouts: g(i-1) drains while g(i) is active, then retires
+		prev, cur := fmt.Sprintf("g%d", i-1), fmt.Sprintf("g%d", i)
+		live = []string{cur, prev}
+		scrape(t, m.Handler())
+		m.SandboxCreated(ctx, "agents", cur, true, time.Millisecond)
+		m.SandboxCreated(ctx, "agents", prev, true, time.Millisecond)
+		text := scrape(t, m.Handler())
+		if !count(text, cur) || !count(text, prev) {
+			t.Fatalf("rollout to %s: the active and draining generations lack series:\n%s", cur, text)
+		}
+		live = []string{cur}
+		scrape(t, m.Handler())
+	}
+	m.SandboxCreated(ctx, "agents", "g3", true, time.Millisecond) // long retired
+	text := scrape(t, m.Handler())
+	n := strings.Count(text, "slipway_sandbox_create_latency_seconds_count{")
+	if n != 2 || !count(text, "g30") || !count(text, "other") {
+		t.Errorf("after 29 rollouts: %d create_latency series, want g30 and other only:\n%s", n, text)
+	}
+	if err := telemetry.CheckExposition(strings.NewReader(text)); err != nil {
+		t.Error(err)
+	}
+}

@@ -19,6 +19,10 @@ type PoolSample struct {
 	// claimed; WarmTarget is how many the pool should keep. Ready below
 	// WarmTarget is a shortage.
 	Ready, WarmTarget int
+	// Generations are the pool's active and draining generations: the
+	// values sandbox_create_latency's generation label keeps (nil: leave
+	// the label as it is).
+	Generations []string
 }
 
 // ObservePools registers the instruments read at each scrape from sample:
@@ -66,6 +70,13 @@ func (m *Metrics) ObservePools(sample func(ctx context.Context) ([]PoolSample, e
 				}
 			}
 			t.sampled, t.lastSample, t.lastReady, t.lastShort = true, now, s.Ready, s.Ready < s.WarmTarget
+			if s.Generations != nil {
+				gens := make([]string, len(s.Generations))
+				for i, g := range s.Generations {
+					gens[i] = Bound(g)
+				}
+				m.retire(pool, t, gens)
+			}
 			o.ObserveFloat64(unused, t.unusedWarmMin, attr())
 			o.ObserveFloat64(short, t.shortageSec, attr())
 		}

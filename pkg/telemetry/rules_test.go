@@ -114,6 +114,13 @@ func TestRulesNameRealMetrics(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	m.JobArrived(ctx, "standard")
+	m.JobAdmitted(ctx, "standard", time.Second)
+	if err := m.ObserveQueue(func(context.Context) ([]telemetry.QueueSample, error) {
+		return []telemetry.QueueSample{{Tier: "standard", Queued: 1}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	cm, err := telemetry.NewCanaryMetrics(m)
 	if err != nil {
 		t.Fatal(err)

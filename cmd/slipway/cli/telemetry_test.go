@@ -96,6 +96,10 @@ func TestTelemetryEndToEnd(t *testing.T) {
 		`slipway_task_failure_count_total{bounded_reason="exit_code",environment="test",pool="agents"} 1`,
 		`slipway_known_compute_cost_total{environment="test",pool="agents"} `,
 		`slipway_kit_setup_latency_seconds_count{environment="test",pool="agents",start=`,
+		// Admission per tenant tier (the demo's tenants name none: standard).
+		`slipway_job_arrivals_total{environment="test",tier="standard"} 2`,
+		`slipway_admission_wait_seconds_count{environment="test",tier="standard"} 2`,
+		`slipway_queue_depth{environment="test",tier="standard"} 0`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("control /metrics lacks %s", want)

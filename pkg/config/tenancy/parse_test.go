@@ -28,7 +28,7 @@ func TestParseGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &tenancy.Tenant{Name: "acme", Pools: []string{"agents"}, Profiles: []string{"standard", "short"},
-		Concurrency: 2, QueueBound: 20, Budget: &tenancy.Budget{Amount: 5, Period: "day"}}
+		Concurrency: 2, QueueBound: 20, Budget: &tenancy.Budget{Amount: 5, Period: "day"}, Tier: tenancy.DefaultTier}
 	if !reflect.DeepEqual(tn, want) {
 		t.Errorf("tenant = %+v, want %+v", tn, want)
 	}
@@ -115,6 +115,7 @@ func TestTenantRefusals(t *testing.T) {
 		"no concurrency":         {"concurrency: 2\n", "", 1, "concurrency"},
 		"zero queue bound":       {"queueBound: 20", "queueBound: 0", 7, "0: want 1 or more"},
 		"negative queue bound":   {"queueBound: 20", "queueBound: -20", 7, "-20: want 1 or more"},
+		"tier a tenant id":       {"queueBound: 20", "queueBound: 20\ntier: Acme/Gold", 8, `tier: invalid document: "Acme/Gold": want a short lower-case word`},
 		"negative budget":        {"amount: 5", "amount: -5", 9, "-5: want a number, 0 or more"},
 		"not a number budget":    {"amount: 5", "amount: .nan", 9, "want a number"},
 		"budget without amount":  {"  amount: 5\n", "", 9, "budget.amount: invalid document: required"},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -184,7 +185,17 @@ type Tenant struct {
 	Budget *Budget `json:"budget,omitempty"`
 	// Destinations receive the tenant's job events (destination.go).
 	Destinations []Destination `json:"destinations,omitempty"`
+	// Tier groups tenants for the control plane's admission metrics
+	// (queue depth, arrival rate, admission wait): a short lower-case word,
+	// DefaultTier when the file leaves it out. Tiers are a metric label, so
+	// keep them few (free, standard, enterprise), never one per tenant.
+	Tier string `json:"tier"`
 }
+
+// DefaultTier is a tenant's tier when its file names none.
+const DefaultTier = "standard"
+
+var tierRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,23}$`)
 
 // Budget is an amount, in the price table's currency, per period.
 type Budget struct {
@@ -242,6 +253,7 @@ type tenantDoc struct {
 	Profiles    []string   `yaml:"profiles"`
 	Concurrency whole      `yaml:"concurrency"`
 	QueueBound  whole      `yaml:"queueBound"`
+	Tier        string     `yaml:"tier,omitempty"`
 	Budget      *budgetDoc `yaml:"budget,omitempty"`
 	// Destinations: see destination.go.
 	Destinations []destinationDoc `yaml:"destinations,omitempty"`
@@ -286,7 +298,13 @@ func ParseTenant(path string, b []byte) (*Tenant, error) {
 	case d.QueueBound < 1:
 		return nil, fe("queueBound", "%d: want 1 or more queued jobs", d.QueueBound)
 	}
-	t := &Tenant{Name: d.Name, Pools: d.Pools, Profiles: d.Profiles, Concurrency: int(d.Concurrency), QueueBound: int(d.QueueBound)}
+	t := &Tenant{Name: d.Name, Pools: d.Pools, Profiles: d.Profiles, Concurrency: int(d.Concurrency), QueueBound: int(d.QueueBound), Tier: DefaultTier}
+	if d.Tier != "" {
+		if !tierRE.MatchString(d.Tier) {
+			return nil, fe("tier", "%q: want a short lower-case word (a-z 0-9 -, 24 at most), e.g. free, standard or enterprise", d.Tier)
+		}
+		t.Tier = d.Tier
+	}
 	if bd := d.Budget; bd != nil {
 		switch {
 		case bd.Amount == nil:

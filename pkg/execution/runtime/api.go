@@ -485,7 +485,11 @@ func (s *Server) samplePools(ctx context.Context) ([]telemetry.PoolSample, error
 	if d != nil {
 		for name, p := range d.Pools {
 			ps := sample(name)
+			ps.Generations = []string{}
 			for _, e := range p.State.Generations {
+				if e.State == "active" || e.State == "draining" {
+					ps.Generations = append(ps.Generations, e.ID)
+				}
 				if e.State == "active" {
 					active[name] = e.ID
 					ps.WarmTarget = p.Pool.Spec.WarmSize

@@ -45,7 +45,7 @@ func (e *Engine) AdmitOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return len(admitted), err
 	}
-	return len(admitted), e.dispatchAdmitted(ctx, admitted)
+	return len(admitted), e.dispatchAdmitted(ctx, cfg, admitted)
 }
 
 // tenantLimits is what admission needs of the tenants' configuration.
@@ -57,13 +57,20 @@ func tenantLimits(cfg *tenancy.Config) map[string]store.TenantLimit {
 	return limits
 }
 
-// dispatchAdmitted hands admitted jobs to River. It is not in the
+// dispatchAdmitted records the admission wait of jobs just admitted (every
+// path of admission ends here, after its transaction committed) and hands
+// them to River. It is not in the
 // admission transaction (River's SQLite file is not the store's): a lost
 // insert is redispatched by the recoverer once the job's dispatch is
 // overdue.
-func (e *Engine) dispatchAdmitted(ctx context.Context, admitted []*controlapi.Job) error {
+func (e *Engine) dispatchAdmitted(ctx context.Context, cfg *tenancy.Config, admitted []*controlapi.Job) error {
 	if len(admitted) == 0 {
 		return nil
+	}
+	for _, j := range admitted {
+		if j.State == controlapi.Admitted && j.AdmittedAt != nil {
+			e.c.Metrics.JobAdmitted(ctx, tierOf(cfg, j.Tenant), j.AdmittedAt.Sub(j.CreatedAt))
+		}
 	}
 	if e.c.NoDispatch {
 		if e.c.NullDispatch != nil {

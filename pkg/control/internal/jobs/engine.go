@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +119,62 @@ func New(ctx context.Context, c Config) (*Engine, error) {
 		return nil, err
 	}
 	e.q = q
+	if err := c.Metrics.ObserveQueue(e.queueDepth); err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	if cfg, err := c.Config.Current(ctx); err == nil {
+		for _, tier := range tiers(cfg) {
+			c.Metrics.StartTier(ctx, tier)
+		}
+	}
 	return e, nil
+}
+
+// tiers lists the tenant tiers of cfg, sorted, each once.
+func tiers(cfg *tenancy.Config) []string {
+	var out []string
+	for _, t := range cfg.Tenants {
+		if !slices.Contains(out, t.Value.Tier) {
+			out = append(out, t.Value.Tier)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tierOf is tenant's tier in cfg (tenancy.DefaultTier for a tenant no
+// longer declared).
+func tierOf(cfg *tenancy.Config, tenant string) string {
+	if t, ok := cfg.Tenants[tenant]; ok {
+		return t.Value.Tier
+	}
+	return tenancy.DefaultTier
+}
+
+// queueDepth samples queue_depth: the queued jobs of every configured tier
+// (0 included), summed over its tenants.
+func (e *Engine) queueDepth(ctx context.Context) ([]telemetry.QueueSample, error) {
+	cfg, err := e.c.Config.Current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	queued, err := e.st.QueuedByTenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	by := map[string]int64{}
+	for _, tier := range tiers(cfg) {
+		by[tier] = 0
+	}
+	for tenant, n := range queued {
+		by[tierOf(cfg, tenant)] += n
+	}
+	out := make([]telemetry.QueueSample, 0, len(by))
+	for tier, n := range by {
+		out = append(out, telemetry.QueueSample{Tier: tier, Queued: n})
+	}
+	slices.SortFunc(out, func(a, b telemetry.QueueSample) int { return strings.Compare(a.Tier, b.Tier) })
+	return out, nil
 }
 
 // Start runs admission, the recoverer and River's workers until Stop.
@@ -240,6 +297,9 @@ func (e *Engine) Submit(ctx context.Context, tenant, token string, spec controla
 		return nil, false, le
 	}
 	o := e.st.Insert(ctx, sub)
+	if o.Err == nil && o.Created {
+		e.c.Metrics.JobArrived(ctx, t.Value.Tier)
+	}
 	if o.Err == nil && o.Created && !o.AdmissionRan {
 		e.wake() // stored without admission (alone, after its batch failed): admission looks now
 	}
@@ -403,7 +463,7 @@ func (e *Engine) inlineAdmission(ctx context.Context, cfg *tenancy.Config) *batc
 	}
 	return &batchAdmit{Slots: slots{Max: e.c.MaxActive, Reserve: e.c.Reserve}, Limits: tenantLimits(cfg), Decide: func(j *controlapi.Job, l *lease) { e.decide(cfg, j, l) },
 		After: func(js []*controlapi.Job) {
-			if err := e.dispatchAdmitted(context.WithoutCancel(ctx), js); err != nil {
+			if err := e.dispatchAdmitted(context.WithoutCancel(ctx), cfg, js); err != nil {
 				e.c.Logger.Warn("admission", "err", err)
 			}
 		}}

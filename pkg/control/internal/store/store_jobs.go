@@ -529,6 +529,26 @@ func (s *Store) Admissible(ctx context.Context, maxActive int, limits map[string
 	return candidate && total < maxActive, rows.Err()
 }
 
+// QueuedByTenant reads each tenant's count of queued jobs (stored, not yet
+// admitted) from the counters admission keeps, without a write lock.
+func (s *Store) QueuedByTenant(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT tenant, queued FROM cp_tenants`)
+	if err != nil {
+		return nil, Unavailable(err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var t string
+		var n int64
+		if err := rows.Scan(&t, &n); err != nil {
+			return nil, err
+		}
+		out[t] = n
+	}
+	return out, rows.Err()
+}
+
 func (s *Store) queuedOf(ctx context.Context, tx *sql.Tx, tenant string, n int) ([]*controlapi.Job, error) {
 	rows, err := s.writeQuery(ctx, tx, selQueuedOf, []any{tenant, string(controlapi.Queued), n})
 	if err != nil {
