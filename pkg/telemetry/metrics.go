@@ -36,11 +36,11 @@ type Metrics struct {
 
 	claims        metric.Int64Counter
 	createLatency *prometheus.HistogramVec // client_golang's: series of retired generations can be deleted
-	kitSetup      metric.Float64Histogram
-	taskDuration  metric.Float64Histogram
+	kitSetup      *prometheus.HistogramVec
+	taskDuration  *prometheus.HistogramVec
 	taskFailures  metric.Int64Counter
 	artifactBytes metric.Int64Counter
-	cleanup       metric.Float64Histogram
+	cleanup       *prometheus.HistogramVec
 	orphans       metric.Int64Gauge
 	cleanupUnk    metric.Int64Gauge
 	knownCost     metric.Float64Counter
@@ -64,6 +64,8 @@ type poolTotals struct {
 	// sample (nil before one named them); labelled is every generation a
 	// create_latency series exists for.
 	live, labelled []string
+	started        bool
+	reconciled     bool // Orphans or CleanupUnknown recorded
 }
 
 // generation is the label value of gen: itself while it is one of the
@@ -143,24 +145,26 @@ func NewMetrics(opts ...Option) (*Metrics, error) {
 	if o.env != "" {
 		constLabels = prometheus.Labels{"environment": o.env}
 	}
-	m.createLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "sandbox_create_latency_seconds", Buckets: latencyBuckets, ConstLabels: constLabels,
-		Help: "Time from a claim request to a ready sandbox; start=warm (a warm member) and start=cold (a sandbox created for the claim) are separate series; generation is the pool's active or draining generation, other for any other (runtime claim path)."},
-		[]string{"pool", "generation", "start"})
-	add(m.reg.Register(m.createLatency))
-	m.kitSetup, e = mt.Float64Histogram("kit_setup_latency", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBuckets...),
-		metric.WithDescription("Time from the sandbox assigned to the runner awake (its first command accepted), from the run manifest's lifecycle (control plane, at a job's end)."))
-	add(e)
-	m.taskDuration, e = mt.Float64Histogram("task_execution_duration", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(taskBuckets...),
-		metric.WithDescription("A job's time from its sandbox granted to its end (control plane, at a job's end)."))
-	add(e)
+	// Histograms are client_golang's, on the same registry: a series can
+	// be made at zero before its first observation (StartPool,
+	// StartRuntimePool) and deleted when its generation retires, which the
+	// OpenTelemetry SDK's histograms cannot.
+	hist := func(name string, buckets []float64, help string, labels ...string) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Buckets: buckets, ConstLabels: constLabels, Help: help}, labels)
+		add(m.reg.Register(h))
+		return h
+	}
+	m.createLatency = hist("sandbox_create_latency_seconds", latencyBuckets,
+		"Time from a claim request to a ready sandbox; start=warm (a warm member) and start=cold (a sandbox created for the claim) are separate series; generation is the pool's active or draining generation, other for any other (runtime claim path).",
+		"pool", "generation", "start")
+	m.kitSetup = hist("kit_setup_latency_seconds", latencyBuckets, "Time from the sandbox assigned to the runner awake (its first command accepted), from the run manifest's lifecycle (control plane, at a job's end).", "pool", "start")
+	m.taskDuration = hist("task_execution_duration_seconds", taskBuckets, "A job's time from its sandbox granted to its end (control plane, at a job's end).", "pool")
 	m.taskFailures, e = mt.Int64Counter("task_failure_count", metric.WithDescription("Jobs that did not succeed, by bounded_reason (control plane, at a job's end)."))
 	add(e)
 	m.artifactBytes, e = mt.Int64Counter("artifact_export_bytes", metric.WithUnit("By"),
 		metric.WithDescription("Bytes of artifacts exported: result and product events delivered to a tenant's destination, counted at the receipt (control plane delivery)."))
 	add(e)
-	m.cleanup, e = mt.Float64Histogram("cleanup_latency", metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBuckets...),
-		metric.WithDescription("Time the runtime took to release a claim: stop the sandbox, revoke its credentials, record the manifest (runtime release path)."))
-	add(e)
+	m.cleanup = hist("cleanup_latency_seconds", latencyBuckets, "Time the runtime took to release a claim: stop the sandbox, revoke its credentials, record the manifest (runtime release path).", "pool")
 	m.orphans, e = mt.Int64Gauge("orphan_resource_count",
 		metric.WithDescription("Resources found with no live owner at the cleanup reconciler's last pass: sandboxes, leases, credentials, stuck deletions (runtime reconciler, each pass)."))
 	add(e)
@@ -220,12 +224,12 @@ func (m *Metrics) SandboxCreated(ctx context.Context, pool, gen string, warm boo
 
 // KitSetup records the time from a sandbox assigned to its runner awake.
 func (m *Metrics) KitSetup(ctx context.Context, pool string, warm bool, d time.Duration) {
-	m.kitSetup.Record(ctx, d.Seconds(), m.attrs(attribute.String("pool", Bound(pool)), attribute.String("start", start(warm))))
+	m.kitSetup.WithLabelValues(Bound(pool), start(warm)).Observe(d.Seconds())
 }
 
 // Released records the release of a claim of pool that took d.
 func (m *Metrics) Released(ctx context.Context, pool string, d time.Duration) {
-	m.cleanup.Record(ctx, d.Seconds(), m.attrs(attribute.String("pool", Bound(pool))))
+	m.cleanup.WithLabelValues(Bound(pool)).Observe(d.Seconds())
 }
 
 // TaskEnded records a job of pool that ended: succeeded or not (reason,
@@ -233,7 +237,7 @@ func (m *Metrics) Released(ctx context.Context, pool string, d time.Duration) {
 func (m *Metrics) TaskEnded(ctx context.Context, pool string, succeeded bool, reason string, d time.Duration) {
 	pool = Bound(pool)
 	if d > 0 {
-		m.taskDuration.Record(ctx, d.Seconds(), m.attrs(attribute.String("pool", pool)))
+		m.taskDuration.WithLabelValues(pool).Observe(d.Seconds())
 	}
 	if !succeeded {
 		m.taskFailures.Add(ctx, 1, m.attrs(attribute.String("pool", pool), attribute.String("bounded_reason", FailureReason(reason))))
@@ -252,6 +256,44 @@ func (m *Metrics) StartPool(ctx context.Context, pool string) {
 	m.knownCost.Add(ctx, 0, m.attrs(attribute.String("pool", pool)))
 	m.unknownCost.Add(ctx, 0, m.attrs(attribute.String("pool", pool)))
 	m.artifactBytes.Add(ctx, 0, m.attrs(attribute.String("pool", pool)))
+	m.taskDuration.WithLabelValues(pool)
+	m.kitSetup.WithLabelValues(pool, "warm")
+	m.kitSetup.WithLabelValues(pool, "cold")
+}
+
+// StartRuntimePool exports the runtime's series of pool at zero the first
+// time it is called for the pool (later calls do nothing): claims and
+// create latency per start for each of gens (the active and draining
+// generations), release latency, and the reconciler's orphan and
+// unknown-cleanup counts, so that dashboards and alerts see zero rather
+// than nothing before the first claim or reconcile pass.
+func (m *Metrics) StartRuntimePool(ctx context.Context, pool string, gens []string) {
+	pool = Bound(pool)
+	m.mu.Lock()
+	t := m.totals(pool)
+	first := !t.started
+	t.started = true
+	if first {
+		for _, g := range gens {
+			g = t.generation(Bound(g))
+			m.createLatency.WithLabelValues(pool, g, "warm")
+			m.createLatency.WithLabelValues(pool, g, "cold")
+		}
+	}
+	m.mu.Unlock()
+	if !first {
+		return
+	}
+	for _, st := range []string{"warm", "cold"} {
+		m.claims.Add(ctx, 0, m.attrs(attribute.String("pool", pool), attribute.String("start", st)))
+	}
+	m.cleanup.WithLabelValues(pool)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !t.reconciled { // a pass that already ran is not overwritten with 0
+		m.orphans.Record(ctx, 0, m.attrs(attribute.String("pool", pool)))
+		m.cleanupUnk.Record(ctx, 0, m.attrs(attribute.String("pool", pool)))
+	}
 }
 
 // Cost records an ended job's compute cost: amount when known, else one
@@ -271,12 +313,18 @@ func (m *Metrics) ArtifactExported(ctx context.Context, pool string, n int64) {
 
 // Orphans records how many resources of pool have no live owner now.
 func (m *Metrics) Orphans(ctx context.Context, pool string, n int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.totals(Bound(pool)).reconciled = true
 	m.orphans.Record(ctx, n, m.attrs(attribute.String("pool", Bound(pool))))
 }
 
 // CleanupUnknown records how many cleanup actions of pool have an unknown
 // outcome now.
 func (m *Metrics) CleanupUnknown(ctx context.Context, pool string, n int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.totals(Bound(pool)).reconciled = true
 	m.cleanupUnk.Record(ctx, n, m.attrs(attribute.String("pool", Bound(pool))))
 }
 

@@ -199,3 +199,75 @@ func TestGenerationLabelBounded(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestFamiliesFromStart: before any claim or job, the runtime (one pool
+// sample) and the control plane (StartPool, StartTier) export every family
+// they own at zero, so a dashboard or an alert sees 0 rather than nothing.
+// The seed's families, by the process that owns them.
+func TestFamiliesFromStart(t *testing.T) {
+	ctx := context.Background()
+	rt, err := telemetry.NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.ObservePools(func(context.Context) ([]telemetry.PoolSample, error) {
+		return []telemetry.PoolSample{{Pool: "agents", Warm: 2, Ready: 2, WarmTarget: 2, Generations: []string{"g1"}}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.ObservePolicyDenials(func() map[string]float64 { return map[string]float64{} }); err != nil {
+		t.Fatal(err)
+	}
+	scrape(t, rt.Handler())
+	runtimeText := scrape(t, rt.Handler())
+	for _, want := range []string{
+		`slipway_sandbox_create_latency_seconds_count{generation="g1",pool="agents",start="warm"} 0`,
+		`slipway_sandbox_create_latency_seconds_count{generation="g1",pool="agents",start="cold"} 0`,
+		`slipway_claims_total{pool="agents",start="warm"} 0`,
+		`slipway_cleanup_latency_seconds_count{pool="agents"} 0`,
+		`slipway_orphan_resource_count{pool="agents"} 0`,
+		`slipway_cleanup_unknown_count{pool="agents"} 0`,
+		`slipway_pool_sandboxes{class="warm",pool="agents"} 2`,
+		`slipway_unused_warm_minutes_total{pool="agents"} `,
+		`slipway_warm_shortage_time_seconds_total{pool="agents"} 0`,
+	} {
+		if !strings.Contains(runtimeText, want) {
+			t.Errorf("runtime before any claim lacks %s", want)
+		}
+	}
+	// A reconcile pass that ran before the first scrape is not overwritten.
+	rt2, _ := telemetry.NewMetrics()
+	rt2.Orphans(ctx, "agents", 7)
+	if err := rt2.ObservePools(func(context.Context) ([]telemetry.PoolSample, error) {
+		return []telemetry.PoolSample{{Pool: "agents", Generations: []string{"g1"}}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if text := scrape(t, rt2.Handler()); !strings.Contains(text, `slipway_orphan_resource_count{pool="agents"} 7`) {
+		t.Errorf("the first scrape overwrote a reconcile pass's orphan count:\n%s", text)
+	}
+
+	cp, err := telemetry.NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.StartPool(ctx, "agents")
+	cp.StartTier(ctx, "standard")
+	controlText := scrape(t, cp.Handler())
+	for _, want := range []string{
+		`slipway_task_execution_duration_seconds_count{pool="agents"} 0`,
+		`slipway_kit_setup_latency_seconds_count{pool="agents",start="warm"} 0`,
+		`slipway_task_failure_count_total{bounded_reason="oom_killed",pool="agents"} 0`,
+		`slipway_known_compute_cost_total{pool="agents"} 0`,
+		`slipway_unknown_cost_run_count_total{pool="agents"} 0`,
+		`slipway_artifact_export_bytes_total{pool="agents"} 0`,
+		`slipway_job_arrivals_total{tier="standard"} 0`,
+	} {
+		if !strings.Contains(controlText, want) {
+			t.Errorf("control plane before any job lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("runtime:\n%s\ncontrol:\n%s", runtimeText, controlText)
+	}
+}

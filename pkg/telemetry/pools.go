@@ -50,6 +50,9 @@ func (m *Metrics) ObservePools(sample func(ctx context.Context) ([]PoolSample, e
 		if err != nil {
 			return err
 		}
+		for _, s := range samples {
+			m.StartRuntimePool(ctx, s.Pool, s.Generations)
+		}
 		now := time.Now()
 		m.mu.Lock()
 		defer m.mu.Unlock()

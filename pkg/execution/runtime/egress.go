@@ -21,7 +21,14 @@ type egressLog struct {
 	pending map[string][]runmanifest.EgressAttempt // by sandbox id
 	dropped map[string]int                         // by sandbox id: beyond runmanifest.MaxEgress
 	denials map[string]float64                     // by policy revision
+	revs    []string                               // denials' keys, oldest first
 }
+
+// DenialRevisions bounds the policy_revision label of policy_denial_count:
+// the denials of the newest this many revisions that denied anything are
+// exported; an older revision's series ends (its count stays in the run
+// manifests, where slipway runs show --egress reads it).
+const DenialRevisions = 3
 
 // RecordEgress is the sandbox backend's egress recorder
 // (local.WithEgressRecorder): it keeps the attempt of sandbox id until
@@ -86,6 +93,13 @@ func (r *Runtime) countDenials(rev string, n int) {
 	defer r.egress.mu.Unlock()
 	if r.egress.denials == nil {
 		r.egress.denials = map[string]float64{}
+	}
+	if _, ok := r.egress.denials[rev]; !ok {
+		r.egress.revs = append(r.egress.revs, rev)
+		if len(r.egress.revs) > DenialRevisions {
+			delete(r.egress.denials, r.egress.revs[0])
+			r.egress.revs = r.egress.revs[1:]
+		}
 	}
 	r.egress.denials[rev] += float64(n)
 }
