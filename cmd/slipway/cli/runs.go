@@ -134,7 +134,11 @@ func newCmdRunsShow(g *globals) *cobra.Command {
 		Short: "Print a run manifest (JSON, the seed's snake_case fields), or with --egress the destinations its sandbox asked for",
 		Long: `Print a run manifest: JSON, the seed's snake_case fields. RUN_ID may be a unique prefix of
 the run's id (at least 6 characters after r-). Its "egress" lists the
-connections the sandbox of an allow-list pool asked its egress proxy for.
+connections the sandbox of an allow-list pool asked its egress proxy for;
+"served_by" the control plane, runtime and runner that served the run, as each
+measured itself (version, sha256 of its own binary, the image its install
+declares). A control plane that ran from another image than the generation's
+control-plane pin is flagged with a warning on standard error.
 
 With --egress, only those attempts: one line each (time, method, destination, allowed
 or denied, the allow-list entry that allowed it or why not, bytes out and in), or
@@ -155,6 +159,9 @@ with -o json {"run_id", "egress", "egress_dropped"}.`,
 			}
 			if err != nil {
 				return usage(err)
+			}
+			for _, d := range m.Mismatches() { // served by other than pinned: said on stderr, the manifest stays as recorded
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: run %s: %s\n", m.RunID, d)
 			}
 			if lifecycle {
 				return printLifecycle(g, m)

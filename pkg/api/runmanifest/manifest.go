@@ -97,6 +97,10 @@ type Manifest struct {
 	// identities of one runner, never interchangeable.
 	RunnerImageDigest     string `json:"runner_image_digest"`
 	RunnerBinarySHA256    string `json:"runner_binary_sha256"`
+	// ServedBy names the processes that served the run, as each measured
+	// itself, beside the pins above: during an upgrade they may differ
+	// (Mismatches says where).
+	ServedBy ServedBy `json:"served_by,omitzero"`
 	WorkspaceTemplateID   string `json:"workspace_template_id"`
 	WorkspaceCheckpointID string `json:"workspace_checkpoint_id"`
 	// PolicyRevision is the policy the run is accountable to: the

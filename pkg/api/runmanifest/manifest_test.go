@@ -23,18 +23,24 @@ func fullManifest(runID string) *Manifest {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	exit := 0
 	return &Manifest{
-		RunID:                      runID,
-		SessionID:                  "s-7f3a",
-		AllocationAttempt:          2,
-		SandboxID:                  "sb-agents-0042",
-		Cluster:                    "local",
-		Namespace:                  "tenant-acme",
-		NodeID:                     "node-3",
-		NodeImageID:                "ami-0abc1234def567890",
-		RuntimeClass:               "bwrap",
-		ControlPlaneDigest:         "sha256:" + strings.Repeat("1", 64),
-		RunnerImageDigest:          "sha256:" + strings.Repeat("2", 64),
-		RunnerBinarySHA256:         "sha256:" + strings.Repeat("7", 64),
+		RunID:              runID,
+		SessionID:          "s-7f3a",
+		AllocationAttempt:  2,
+		SandboxID:          "sb-agents-0042",
+		Cluster:            "local",
+		Namespace:          "tenant-acme",
+		NodeID:             "node-3",
+		NodeImageID:        "ami-0abc1234def567890",
+		RuntimeClass:       "bwrap",
+		ControlPlaneDigest: "sha256:" + strings.Repeat("1", 64),
+		RunnerImageDigest:  "sha256:" + strings.Repeat("2", 64),
+		RunnerBinarySHA256: "sha256:" + strings.Repeat("7", 64),
+		ServedBy: ServedBy{
+			ControlPlane: &Process{Version: "v0.5.0", BinarySHA256: "sha256:" + strings.Repeat("5", 64),
+				Image: "ghcr.io/slipway-dev/slipway@sha256:" + strings.Repeat("1", 64)},
+			Runtime: &Process{Version: "v0.5.0", BinarySHA256: "sha256:" + strings.Repeat("6", 64)},
+			Runner:  &Process{BinarySHA256: "sha256:" + strings.Repeat("7", 64)},
+		},
 		WorkspaceTemplateID:        "sha256:" + strings.Repeat("3", 64),
 		WorkspaceCheckpointID:      "sha256:" + strings.Repeat("4", 64),
 		PolicyRevision:             "9c1e2f0a7b",
@@ -107,7 +113,7 @@ func TestManifestJSONGolden(t *testing.T) {
 	seed := []string{"run_id", "session_id", "allocation_attempt", "sandbox_id", "cluster", "namespace", "node_id",
 		"node_image_id", "runtime_class", "control_plane_digest", "runner_image_digest", "workspace_template_id",
 		"workspace_checkpoint_id", "policy_revision", "model_id", "prompt_bundle_id", "credential_issuances"}
-	extra := []string{"runner_binary_sha256", "verification_policy_revision", "secret_version", "generation", "pool", "tenant", "warm", "config_revision", "status", "exit_code", "lifecycle"}
+	extra := []string{"runner_binary_sha256", "served_by", "verification_policy_revision", "secret_version", "generation", "pool", "tenant", "warm", "config_revision", "status", "exit_code", "lifecycle"}
 	for _, k := range append(seed, extra...) {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("manifest JSON lacks %q", k)

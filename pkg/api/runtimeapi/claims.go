@@ -1,5 +1,7 @@
 package runtimeapi
 
+import "github.com/slipway-dev/slipway/pkg/api/runmanifest"
+
 // ClaimBody is the body of POST /v1/pools/{pool}/claims.
 //
 // RequestKey (1 to 128 characters of [A-Za-z0-9._:-]) makes the claim
@@ -11,6 +13,10 @@ type ClaimBody struct {
 	SessionID       string  `json:"sessionId,omitempty"`
 	DeadlineSeconds float64 `json:"deadlineSeconds,omitempty"`
 	RequestKey      string  `json:"requestKey,omitempty"`
+	// ControlPlane is the control plane that sends the claim, as it
+	// measured itself; the runtime records it in the run manifest's
+	// served_by.
+	ControlPlane *runmanifest.Process `json:"controlPlane,omitempty"`
 }
 
 // Grant is a claim's current allocation: the answer to a claim, and what

@@ -239,7 +239,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	req := ClaimRequest{Pool: r.PathValue("pool"), Tenant: b.Tenant, SessionID: b.SessionID, RequestKey: b.RequestKey}
+	req := ClaimRequest{Pool: r.PathValue("pool"), Tenant: b.Tenant, SessionID: b.SessionID, RequestKey: b.RequestKey, ControlPlane: b.ControlPlane}
 	if b.DeadlineSeconds > 0 {
 		req.Deadline = time.Now().Add(time.Duration(b.DeadlineSeconds * float64(time.Second)))
 	}

@@ -80,11 +80,19 @@ type Runtime struct {
 	egress egressLog // attempts of sandboxes' egress proxies (egress.go)
 }
 
+// WithIdentity is the identity the runtime records as served_by.runtime in
+// each run manifest (default: runmanifest.Self(), this process as it
+// measures itself).
+func WithIdentity(p runmanifest.Process) RuntimeOption {
+	return func(o *runtimeOptions) { o.self = &p }
+}
+
 // RuntimeOption configures NewRuntime. Options cannot fail: a value out of
 // range keeps the default, as each option says.
 type RuntimeOption func(*runtimeOptions)
 
 type runtimeOptions struct {
+	self      *runmanifest.Process
 	every     time.Duration
 	misses    int
 	freshness time.Duration
@@ -187,6 +195,13 @@ func NewRuntime(desired func() (*Desired, time.Time), warm *Warm, store runs.Sto
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if o.self == nil {
+		p, err := runmanifest.Self()
+		if err != nil {
+			fmt.Fprintf(o.log, "runtime: identity: %v\n", err)
+		}
+		o.self = &p
+	}
 	if o.broker == nil {
 		o.broker, _ = NewBroker(LocalIssuer, DefaultCredentialTTL) // valid arguments: no error
 	}
@@ -221,6 +236,9 @@ type ClaimRequest struct {
 	// RequestKey makes the claim idempotent (see Claim); "" for none. It is
 	// 1 to 128 characters of [A-Za-z0-9._:-].
 	RequestKey string
+	// ControlPlane is the control plane that sent the claim, as it reported
+	// itself (nil: none, a claim made straight to the runtime).
+	ControlPlane *runmanifest.Process
 }
 
 func newToken() string {
@@ -318,6 +336,10 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	m.RequestKey = req.RequestKey
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
 	placeManifest(m, s)
+	m.ServedBy = runmanifest.ServedBy{ControlPlane: req.ControlPlane, Runtime: r.o.self}
+	if s.RunnerBinarySHA256 != "" {
+		m.ServedBy.Runner = &runmanifest.Process{BinarySHA256: s.RunnerBinarySHA256}
+	}
 	m.Limits = r.manifestLimits(d, req.Pool)
 	m.Status = runmanifest.StatusGranted
 	m.Lifecycle = runmanifest.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}

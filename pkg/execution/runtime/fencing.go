@@ -173,6 +173,10 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*ru
 	if err := r.store.Update(bg, c.runID, func(m *runmanifest.Manifest) error {
 		m.AllocationAttempt, m.SandboxID, m.Warm = attempt, s.ID, false
 		m.RunnerBinarySHA256 = s.RunnerBinarySHA256
+		m.ServedBy.Runtime, m.ServedBy.Runner = r.o.self, nil // this runtime moved it, to a new runner
+		if s.RunnerBinarySHA256 != "" {
+			m.ServedBy.Runner = &runmanifest.Process{BinarySHA256: s.RunnerBinarySHA256}
+		}
 		placeManifest(m, s)
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
 		markRevoked(m, oldCredential, oldRevoked)

@@ -172,7 +172,7 @@ func (e *Engine) discoverClaim(ctx context.Context, id string, rt *Runtime) (run
 		if len(ids) == 0 {
 			continue
 		}
-		g, err := r.Client.Claim(ctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, RequestKey: j.RequestKey})
+		g, err := r.Client.Claim(ctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, RequestKey: j.RequestKey, ControlPlane: e.self})
 		if err != nil {
 			// ended already (the key is refused): nothing left to release
 			var api *runtimeapi.APIError

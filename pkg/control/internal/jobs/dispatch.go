@@ -115,7 +115,7 @@ func (e *Engine) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtim
 	for i := range rts {
 		rt := rts[(start+i)%len(rts)]
 		cctx, cancel := context.WithTimeout(ctx, remaining)
-		g, err := rt.Client.Claim(cctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, DeadlineSeconds: remaining.Seconds(), RequestKey: j.RequestKey})
+		g, err := rt.Client.Claim(cctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, DeadlineSeconds: remaining.Seconds(), RequestKey: j.RequestKey, ControlPlane: e.self})
 		cancel()
 		if err == nil {
 			return rt, g, nil

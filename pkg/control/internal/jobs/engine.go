@@ -20,6 +20,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 	"github.com/slipway-dev/slipway/pkg/control/internal/store"
@@ -95,6 +96,9 @@ type Engine struct {
 	// streams counts the output streams open (InFlightBytes is shared
 	// among them).
 	streams atomic.Int64
+	// self is this control plane as it measured itself, sent with each
+	// claim (the run manifest's served_by.control_plane).
+	self *runmanifest.Process
 }
 
 // New makes an engine on c.Store; Start runs it.
@@ -109,6 +113,11 @@ func New(ctx context.Context, c Config) (*Engine, error) {
 		return nil, errors.New("jobs: a replica id, a logger, metrics and tracing are required")
 	}
 	e := &Engine{c: c, st: c.Store, wakeCh: make(chan struct{}, 1)}
+	self, err := runmanifest.Self()
+	if err != nil {
+		c.Logger.Warn("identity", "err", err)
+	}
+	e.self = &self
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{e: e})
 	if c.NoDispatch {
