@@ -122,7 +122,6 @@ func b12Tree(tb testing.TB, root string, pools, files int) int {
 // 1.5x cold. BENCH_SMOKE=1: 4 generations, 2,000 files.
 func BenchmarkB12ArgoCD(b *testing.B) {
 	sampler := benchtable.Start()
-	logrus.SetLevel(logrus.WarnLevel) // the repo-server code traces every kustomize run at info
 	kustomize := need.Env(b, "KUSTOMIZE", "set it to the kustomize CLI (make bench does)")
 	n, pools, total := 20, 200, 10000
 	if os.Getenv("BENCH_SMOKE") != "" {
@@ -203,6 +202,7 @@ func BenchmarkB12ArgoCD(b *testing.B) {
 	// the repo-server runs its kustomize binary, then parses and labels the
 	// objects for the Application), on the same input, in the checkout as
 	// the repo-server has it (nothing streamed).
+	logrus.SetLevel(logrus.WarnLevel) // the repo-server code traces every kustomize run at info
 	argoNative := func() []string {
 		res, err := repository.GenerateManifests(context.Background(), input, input, rev, &apiclient.ManifestRequest{
 			Repo:              &v1alpha1.Repository{Repo: "https://git.example.com/config.git"},
