@@ -260,6 +260,7 @@ func (s *bareStarter) start(base, id string) (*isolate.Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	ln.SetUnlinkOnClose(false) // the socket outlives this listener: bwrap gets its descriptor
 	f, err := ln.File()
 	ln.Close()
 	if err != nil {
