@@ -309,7 +309,11 @@ func BenchmarkB8bFairness(b *testing.B) {
 	b.ReportMetric(float64(fp)/float64(max(qp, time.Microsecond)), "ratio")
 	b.ReportMetric(float64(pct(flood, 0.5).Microseconds())/1000, "flood-p50-ms")
 	ratio := float64(fp) / float64(max(qp, time.Microsecond))
-	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B8b", What: "fairness: p99 wait of nine tenants with a tenth flooding, over without",
+	smoke := ""
+	if os.Getenv("BENCH_SMOKE") != "" {
+		smoke = "smoke: "
+	}
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B8b", What: smoke + "fairness: p99 wait of nine tenants with a tenth flooding, over without",
 		Slipway: fmt.Sprintf("p99 %.1f ms with the flood", float64(fp.Microseconds())/1000), Peer: fmt.Sprintf("p99 %.1f ms without (the same plane)", float64(qp.Microseconds())/1000),
 		Ratio: ratio, Target: "<= 1.25x", Met: ratio <= 1.25}))
 	if st := stealTime(); st >= 0 && steal0 >= 0 {

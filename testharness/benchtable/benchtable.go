@@ -18,8 +18,10 @@ type Row struct {
 	Slipway string  `json:"slipway"` // Slipway's figure, with its unit
 	Peer    string  `json:"peer"`    // the peer's figure and what the peer is
 	Ratio   float64 `json:"ratio"`   // Slipway over the peer (or over the ideal)
-	Target  string  `json:"target"`  // "<= 1.25x ideal"; empty: no target, shown as "-"
-	Met     bool    `json:"met"`
+	// NoPeer says the benchmark has no peer: the ratio is not printed.
+	NoPeer bool   `json:"noPeer,omitempty"`
+	Target string `json:"target"` // "<= 1.25x ideal"; empty: no target, shown as "-"
+	Met    bool   `json:"met"`
 	// Settings names the settings of each side where they cannot be equal.
 	Settings string `json:"settings,omitempty"`
 	// Load is the one-minute load average when the row was made; Steal the
@@ -130,8 +132,15 @@ func Markdown(w io.Writer, rows []Row) error {
 			steal = fmt.Sprintf("steal %.1f%%", r.Steal)
 		}
 		load := fmt.Sprintf("%.2f on %d CPUs, %s", r.Load, r.CPUs, steal)
-		fmt.Fprintf(bw, "| %s | %s | %s | %s | %.2fx | %s | %s | %s |\n",
-			cell(r.Bench), cell(r.What), cell(r.Slipway), cell(peer), r.Ratio, cell(target), met, load)
+		ratio := fmt.Sprintf("%.2fx", r.Ratio)
+		if r.NoPeer {
+			ratio = "-"
+			if peer == "" {
+				peer = "-"
+			}
+		}
+		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			cell(r.Bench), cell(r.What), cell(r.Slipway), cell(peer), ratio, cell(target), met, load)
 	}
 	return bw.Flush()
 }

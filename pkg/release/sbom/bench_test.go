@@ -99,11 +99,7 @@ func BenchmarkB4SBOMVsSyftCLI(b *testing.B) {
 		prep.Round(time.Millisecond), step.Round(time.Millisecond))
 	b.Logf("B4 ratio slipway/cli (target <= 0.50): one process %.2f (%s); build step %.2f (%s); GOMAXPROCS %d",
 		procRatio, verdict(procRatio), stepRatio, verdict(stepRatio), runtime.GOMAXPROCS(0))
-	smoke := ""
-	if os.Getenv("BENCH_SMOKE") != "" {
-		smoke = "smoke: "
-	}
-	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B4", What: smoke + "SBOM of " + what,
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B4", What: "SBOM of " + what,
 		Slipway: fmt.Sprintf("in the build %.2f s; lone process %.2f s", step.Seconds(), proc.Seconds()), Peer: fmt.Sprintf("syft CLI %.2f s", theirs.Seconds()),
 		Ratio: stepRatio, Target: "<= 0.5x (in the build)", Met: stepRatio <= 0.5}))
 
