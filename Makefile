@@ -19,6 +19,7 @@ FUZZTIME ?= 20s
 export SLIPWAY_BIN := $(BIN)/slipway
 export SLIPWAY_CMP_BIN := $(BIN)/slipway-cmp
 export CRANE := $(BIN)/crane
+export KBLD := $(BIN)/kbld
 export SYFT := $(BIN)/syft
 export COSIGN := $(BIN)/cosign
 export KUSTOMIZE := $(BIN)/kustomize
@@ -48,9 +49,12 @@ $(BIN)/slipway-runner:
 docs:
 	$(GO) run ./cmd/slipway/gendocs -dir docs/cli
 
-tools: $(BIN)/crane $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize $(BIN)/actionlint $(BIN)/act $(BIN)/jetstream-peer
+tools: $(BIN)/crane $(BIN)/kbld $(BIN)/staticcheck $(BIN)/syft $(BIN)/cosign $(BIN)/kustomize $(BIN)/actionlint $(BIN)/act $(BIN)/jetstream-peer
 $(BIN)/crane $(BIN)/staticcheck: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -o $(BIN)/ github.com/google/go-containerregistry/cmd/crane honnef.co/go/tools/cmd/staticcheck
+# B1's peer at equal concurrency: kbld resolves tags to digests (carvel.dev/kbld v0.46.0).
+$(BIN)/kbld: tools/go.mod tools/go.sum
+	cd tools && $(GO) build -o $(BIN)/ carvel.dev/kbld/cmd/kbld
 $(BIN)/syft: tools/go.mod tools/go.sum
 	cd tools && $(GO) build -ldflags '-X main.version=v1.57.1' -o $(BIN)/ github.com/anchore/syft/cmd/syft
 $(BIN)/cosign: tools/go.mod tools/go.sum
@@ -193,9 +197,14 @@ release-cache:
 demo-kube: deps build
 	$(GO) run ./examples/demo -kubernetes
 
+# Each benchmark with a target appends its row to $BENCH_OUT (testharness/benchtable);
+# the run ends by printing them as one table, even when a benchmark failed.
 bench: deps build tools
-	$(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
-	cd integrations/argocd && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+	@out=$$(mktemp /tmp/slipway-bench.XXXXXX); export BENCH_OUT=$$out; rc=0; \
+	$(GO) test -p 1 -run '^$$' -bench . -benchtime 1x -timeout 30m ./... || rc=1; \
+	(cd integrations/argocd && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...) || rc=1; \
+	$(GO) run ./testharness/benchtable/print $$out || rc=1; \
+	rm -f $$out; exit $$rc
 
 lint: $(BIN)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

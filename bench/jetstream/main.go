@@ -1,7 +1,13 @@
 // Command jetstream-peer is B9a's peer: the same events as the control
 // plane's event benchmark carried through an embedded NATS server with
-// JetStream on file storage (a subject per run, acknowledged asynchronous
-// publishes, an ordered consumer per run). It lives in a module of its own
+// JetStream on file storage (a subject per run, an ordered consumer per
+// run). With -closed each writer publishes synchronously, waiting for its
+// acknowledgement before its next event (closed-loop, as the control plane's
+// writers wait for their append's commit); without it, publishes are
+// asynchronous, up to JetStream's own bound in flight. -sync-always makes the
+// file store fsync every write (nats-server's sync_always, the counterpart
+// of SQLite's synchronous=FULL); without it JetStream syncs every two
+// minutes, its default. It lives in a module of its own
 // so that nats-server never enters Slipway's go.mod; the benchmark in
 // pkg/control runs it beside Slipway in the same run and reads one JSON line:
 //
@@ -36,12 +42,14 @@ func main() {
 	size := flag.Int("size", 200, "bytes per event (at least 17)")
 	every := flag.Duration("every", 0, "one writer's interval between events (0: flat out)")
 	dir := flag.String("store", "", "JetStream's store directory (default: a new temporary one)")
+	closed := flag.Bool("closed", false, "each writer waits for its publish's acknowledgement before the next (closed-loop)")
+	syncAlways := flag.Bool("sync-always", false, "fsync every write to the file store (nats-server's sync_always)")
 	flag.Parse()
 	if *runs < 1 || *events < 1 || *size < 17 {
 		fmt.Fprintln(os.Stderr, "jetstream-peer: -runs and -events must be at least 1, -size at least 17")
 		os.Exit(2)
 	}
-	res, err := run(*runs, *events, *size, *every, *dir)
+	res, err := run(*runs, *events, *size, *every, *dir, *closed, *syncAlways)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jetstream-peer:", err)
 		os.Exit(1)
@@ -57,7 +65,7 @@ type result struct {
 	P99NS  int64 `json:"p99_ns"`
 }
 
-func run(runs, events, size int, every time.Duration, dir string) (*result, error) {
+func run(runs, events, size int, every time.Duration, dir string, closed, syncAlways bool) (*result, error) {
 	ctx := context.Background()
 	if dir == "" {
 		d, err := os.MkdirTemp("", "jetstream-peer-")
@@ -67,7 +75,7 @@ func run(runs, events, size int, every time.Duration, dir string) (*result, erro
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true, SyncAlways: syncAlways})
 	if err != nil {
 		return nil, err
 	}
@@ -121,6 +129,12 @@ func run(runs, events, size int, every time.Duration, dir string) (*result, erro
 		pwg.Go(func() {
 			subj := fmt.Sprintf("runs.%d", i)
 			write(start, i, runs, events, size, every, func(ev []byte) {
+				if closed {
+					if _, err := js.Publish(ctx, subj, ev); err != nil {
+						perr.CompareAndSwap(nil, &err)
+					}
+					return
+				}
 				for {
 					_, err := js.PublishAsync(subj, ev)
 					if err == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/control/internal/store"
+	"github.com/slipway-dev/slipway/testharness/benchtable"
 	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
@@ -24,6 +25,7 @@ import (
 // and duplicate effects (the receiver acting twice on one idempotency
 // key: the target is 0; deduplicated arrivals are reported beside).
 func BenchmarkB9bDelivery(b *testing.B) {
+	sampler := benchtable.Start()
 	total := 10000
 	if v, err := strconv.Atoi(os.Getenv("SLIPWAY_B9B_N")); err == nil && v > 0 {
 		total = v
@@ -125,6 +127,8 @@ func BenchmarkB9bDelivery(b *testing.B) {
 		b.ReportMetric(0, "duplicate-effects")
 		b.ReportMetric(float64(dups), "deduplicated-arrivals")
 		b.ReportMetric(float64(attempts-want)/float64(attempts)*100, "failed-attempts-%")
+		benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B9b", What: fmt.Sprintf("%d deliveries to a receiver failing %.0f%% of attempts (SQLite)", want, float64(attempts-want)/float64(attempts)*100),
+			Slipway: fmt.Sprintf("%.0f receipts/s, p99 to receipt %d ms, %d effects twice", float64(want)/elapsed.Seconds(), lat[len(lat)*99/100].Milliseconds(), effectsTwice), NoPeer: true, Target: "duplicate effects 0", Met: effectsTwice == 0}))
 		_ = s.Close()
 		_ = p.Stop(ctx)
 	}

@@ -88,6 +88,9 @@ type Config struct {
 	manualAdmission bool
 	// noDispatch leaves admitted jobs alone (tests, benchmarks of submit).
 	noDispatch bool
+	// enqueueOnly hands admitted jobs to River but runs no River worker
+	// (benchmark B8a: the enqueue is measured, nothing is dispatched).
+	enqueueOnly bool
 }
 
 // DeliveryConfig configures the output worker: it delivers each tenant's
@@ -128,7 +131,7 @@ func New(ctx context.Context, c Config) (*Plane, error) {
 	e, err := jobs.New(ctx, jobs.Config{Store: c.Store.inner, Config: c.Config, Runtimes: rts,
 		MaxActive: c.MaxActive, Reserve: c.Reserve, QueueBound: c.QueueBound, DispatchAttempts: c.DispatchAttempts,
 		Lease: c.Lease, Grace: c.Grace, Events: c.Events, ID: c.ID, Logger: c.Logger, Metrics: c.Metrics, Tracing: c.Tracing,
-		Failpoint: c.Failpoint, NullDispatch: c.nullDispatch, ManualAdmission: c.manualAdmission, NoDispatch: c.noDispatch})
+		Failpoint: c.Failpoint, NullDispatch: c.nullDispatch, ManualAdmission: c.manualAdmission, NoDispatch: c.noDispatch, EnqueueOnly: c.enqueueOnly})
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
+	"github.com/slipway-dev/slipway/testharness/benchtable"
 	"github.com/slipway-dev/slipway/testharness/gittest"
 
 	"github.com/slipway-dev/slipway/testharness/need"
@@ -42,6 +43,7 @@ import (
 // ~/.cache/slipway-bench/. BENCH_SMOKE=1 shrinks it to about 200 files and
 // 50 commits.
 func BenchmarkB5Promote(b *testing.B) {
+	sampler := benchtable.Start()
 	slipway, kustomize := need.Env(b, "SLIPWAY_BIN", "make bench sets it"), need.Env(b, "KUSTOMIZE", "make bench sets it")
 	p := b5Params{Pools: 200, Generations: 10, PoolManifests: 27, Files: 10000, Commits: 5000, Seed: 5}
 	if os.Getenv("BENCH_SMOKE") != "" {
@@ -153,6 +155,16 @@ func BenchmarkB5Promote(b *testing.B) {
 		m.gitB.total().Seconds(), m.gitB.fetch.Seconds(), m.gitB.edit.Seconds(), m.gitB.commit.Seconds(), m.gitB.push.Seconds())
 	fmt.Printf("B5: (a) slipway/git %.2f (target <= 1.0: %s)\n", ra, b5Met(ra <= 1))
 	fmt.Printf("B5: (b) slipway/git %.2f (target <= 1.0: %s)\n", rb, b5Met(rb <= 1))
+	smoke := ""
+	if os.Getenv("BENCH_SMOKE") != "" {
+		smoke = "smoke: "
+	}
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B5a", What: smoke + "promote a pool into a config repo, from nothing",
+		Slipway: fmt.Sprintf("%.2f s", m.slipwayA.Seconds()), Peer: fmt.Sprintf("git clone --depth 1 + kustomize edit + commit + push %.2f s", m.gitA.total().Seconds()),
+		Ratio: ra, Target: "<= 1.0x", Met: ra <= 1}))
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B5b", What: smoke + "promote from an existing clone",
+		Slipway: fmt.Sprintf("%.2f s", m.slipwayB.Seconds()), Peer: fmt.Sprintf("git pull + kustomize edit + commit + push %.2f s", m.gitB.total().Seconds()),
+		Ratio: rb, Target: "<= 1.0x", Met: rb <= 1}))
 }
 
 type b5Times struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/release/policy"
+	"github.com/slipway-dev/slipway/testharness/benchtable"
 
 	"github.com/slipway-dev/slipway/testharness/need"
 )
@@ -31,6 +32,7 @@ import (
 // the ratios. Target: render/kustomize within 1.5x. BENCH_SMOKE=1 renders 4
 // generations.
 func BenchmarkB13aRender(b *testing.B) {
+	sampler := benchtable.Start()
 	kustomize := need.Env(b, "KUSTOMIZE", "set it to the kustomize CLI (make bench does)")
 	n := 20
 	if os.Getenv("BENCH_SMOKE") != "" {
@@ -125,6 +127,13 @@ func BenchmarkB13aRender(b *testing.B) {
 	b.ReportMetric(float64(kust.Milliseconds()), "kustomize-ms")
 	b.ReportMetric(float64(warm)/float64(kust), "warm/kustomize")
 	b.ReportMetric(float64(cold)/float64(kust), "cold/kustomize")
+	smoke := ""
+	if os.Getenv("BENCH_SMOKE") != "" {
+		smoke = "smoke: "
+	}
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B13a", What: smoke + "render and verify a pool's generations beside kustomize build",
+		Slipway: fmt.Sprintf("warm %d ms, cold %d ms", warm.Milliseconds(), cold.Milliseconds()), Peer: fmt.Sprintf("kustomize build %d ms", kust.Milliseconds()),
+		Ratio: float64(warm) / float64(kust), Target: "<= 1.5x warm", Met: float64(warm)/float64(kust) <= 1.5}))
 	fmt.Fprintf(os.Stderr, "B13a: %d generations (%d signed images): render+verify cold cache %v, warm cache %v; kustomize build (CLI) %v; warm/kustomize %.2fx (target 1.5x), cold/kustomize %.2fx\n",
 		n, 3*n, cold.Round(time.Millisecond), warm.Round(time.Millisecond), kust.Round(time.Millisecond),
 		float64(warm)/float64(kust), float64(cold)/float64(kust))

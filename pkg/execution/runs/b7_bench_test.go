@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/testharness/benchtable"
 )
 
 // b7Params fixes the synthetic data set; every figure is in the cache key.
@@ -49,6 +50,7 @@ const b7GeneratorVersion = 1
 //	go test -run '^$' -bench B7 -benchtime 1x -timeout 60m ./pkg/execution/runs/              # full
 //	BENCH_SMOKE=1 go test -run '^$' -bench B7 -benchtime 1x ./pkg/execution/runs/            # seconds
 func BenchmarkB7Queries(b *testing.B) {
+	sampler := benchtable.Start()
 	p := b7Params{Runs: 1_000_000, Templates: 2000, Runners: 50, Generations: 4000, PackagePool: 5000, PerTemplate: 200, Seed: 7}
 	if os.Getenv("BENCH_SMOKE") != "" {
 		p.Runs, p.Templates, p.Generations = 10_000, 200, 400
@@ -156,6 +158,12 @@ func BenchmarkB7Queries(b *testing.B) {
 	medP := report("runs whose template contains package P@V:", byPackage, firstPackage)
 	b.ReportMetric(ms(medT), "template-ms")
 	b.ReportMetric(ms(medP), "package-ms")
+	smoke := ""
+	if os.Getenv("BENCH_SMOKE") != "" {
+		smoke = "smoke: "
+	}
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B7", What: smoke + "queries over the run manifests (\"runs whose template contains P@V\")",
+		Slipway: fmt.Sprintf("template X %.2f ms, package P@V %.1f ms (medians)", ms(medT), ms(medP)), NoPeer: true, Target: "< 100 ms", Met: ms(medP) < 100 && ms(medT) < 100}))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

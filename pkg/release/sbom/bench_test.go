@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/testharness/benchtable"
 	"github.com/slipway-dev/slipway/testharness/need"
 )
 
@@ -26,6 +27,7 @@ import (
 //	SYFT=$PWD/bin/syft go test -run '^$' -bench B4 -benchtime 1x ./pkg/release/sbom/             # full
 //	BENCH_SMOKE=1 SYFT=$PWD/bin/syft go test -run '^$' -bench B4 -benchtime 1x ./pkg/release/sbom/ # seconds
 func BenchmarkB4SBOMVsSyftCLI(b *testing.B) {
+	sampler := benchtable.Start()
 	cli := need.Env(b, "SYFT", "set it to the syft CLI built from tools/go.mod "+
 		"(cd tools && go build -o ../bin/ github.com/anchore/syft/cmd/syft; SYFT=$PWD/bin/syft); make bench does")
 	root, what := b4Tree(b)
@@ -97,6 +99,9 @@ func BenchmarkB4SBOMVsSyftCLI(b *testing.B) {
 		prep.Round(time.Millisecond), step.Round(time.Millisecond))
 	b.Logf("B4 ratio slipway/cli (target <= 0.50): one process %.2f (%s); build step %.2f (%s); GOMAXPROCS %d",
 		procRatio, verdict(procRatio), stepRatio, verdict(stepRatio), runtime.GOMAXPROCS(0))
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B4", What: "SBOM of " + what,
+		Slipway: fmt.Sprintf("in the build %.2f s; lone process %.2f s", step.Seconds(), proc.Seconds()), Peer: fmt.Sprintf("syft CLI %.2f s", theirs.Seconds()),
+		Ratio: stepRatio, Target: "<= 0.5x (in the build)", Met: stepRatio <= 0.5}))
 
 	var ourPURLs []string
 	types := map[string]int{}

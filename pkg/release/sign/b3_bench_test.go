@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/testharness/benchtable"
 	"github.com/slipway-dev/slipway/testharness/registrytest"
 
 	"github.com/slipway-dev/slipway/testharness/need"
@@ -42,6 +43,7 @@ import (
 // It runs the built binaries $SLIPWAY_BIN and $COSIGN (make bench sets both).
 // BENCH_SMOKE=1 shrinks it to seconds (5 digests, 2 cosign verify calls).
 func BenchmarkB3SignAttestVerify(b *testing.B) {
+	sampler := benchtable.Start()
 	slipwayBin := need.Env(b, "SLIPWAY_BIN", "make bench sets it")
 	need.Env(b, "COSIGN", "make bench sets it")
 	cos := newCosign(b)
@@ -252,6 +254,16 @@ func BenchmarkB3SignAttestVerify(b *testing.B) {
 	}
 	fmt.Printf("B3b: requests, slipway library: %s\n", formatKinds(verKinds))
 	fmt.Printf("B3b: requests, cosign CLI:      %s\n", formatKinds(cosVerKinds))
+	smoke := ""
+	if os.Getenv("BENCH_SMOKE") != "" {
+		smoke = "smoke: "
+	}
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B3a", What: smoke + "sign a digest and attach SLSA provenance, +20 ms/request",
+		Slipway: fmt.Sprintf("library SignAndAttest %.2f s", libTime.Seconds()), Peer: fmt.Sprintf("cosign sign + cosign attest %.2f s", cosTime.Seconds()),
+		Ratio: libTime.Seconds() / cosTime.Seconds(), Target: "<= 0.5x", Met: libTime.Seconds()/cosTime.Seconds() <= 0.5}))
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B3b", What: fmt.Sprintf("%sverify %d signed digests, concurrency %d, +20 ms/request", smoke, nVerify, concurrency),
+		Slipway: fmt.Sprintf("%.2f s", verTime.Seconds()), Peer: fmt.Sprintf("ideal %.2f s; cosign verify x%d %.2f s", ideal.Seconds(), cosVerCalls, cosVerTime.Seconds()),
+		Ratio: verTime.Seconds() / ideal.Seconds(), Target: "<= 2x ideal", Met: verTime.Seconds()/ideal.Seconds() <= 2}))
 }
 
 // verdict says whether a target was met.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/testharness/benchtable"
 	"github.com/slipway-dev/slipway/testharness/registrytest"
 
 	"github.com/slipway-dev/slipway/testharness/need"
@@ -25,6 +26,7 @@ import (
 // It runs the built binaries: $SLIPWAY_BIN and $CRANE (make bench sets both).
 // BENCH_SMOKE=1 shrinks the tree to 500 files and 5 MB.
 func BenchmarkB2FreezeVsTarCrane(b *testing.B) {
+	sampler := benchtable.Start()
 	slipway, crane := need.Env(b, "SLIPWAY_BIN", "make bench sets it"), need.Env(b, "CRANE", "make bench sets it")
 	files, total := 20000, 300<<20
 	if os.Getenv("BENCH_SMOKE") != "" {
@@ -76,6 +78,13 @@ func BenchmarkB2FreezeVsTarCrane(b *testing.B) {
 	fmt.Printf("B2: tar -cf + crane append          %8.3fs\n", peerTime.Seconds())
 	fmt.Printf("B2: speedup %.2fx (target >= 1.5x)\n", ratio)
 	fmt.Printf("B2: digests of two builds: %s %s (identical: %v)\n", digests[0], digests[1], digests[0] == digests[1])
+	smoke := ""
+	if os.Getenv("BENCH_SMOKE") != "" {
+		smoke = "smoke: "
+	}
+	benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B2", What: fmt.Sprintf("%sfreeze and push %d files / %d MB", smoke, files, total>>20),
+		Slipway: fmt.Sprintf("%.2f s", slipwayTime.Seconds()), Peer: fmt.Sprintf("GNU tar + crane append %.2f s", peerTime.Seconds()),
+		Ratio: slipwayTime.Seconds() / peerTime.Seconds(), Target: "<= 0.67x (1.5x faster)", Met: ratio >= 1.5}))
 	if digests[0] != digests[1] {
 		b.Fatal("two builds of the same tree gave different digests")
 	}

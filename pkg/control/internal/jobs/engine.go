@@ -79,6 +79,10 @@ type Config struct {
 	ManualAdmission bool
 	// NoDispatch leaves admitted jobs alone (tests, benchmarks of submit).
 	NoDispatch bool
+	// EnqueueOnly hands admitted jobs to River, as in production, but runs
+	// no River worker to take them (benchmark B8a: a submission's measured
+	// path includes its River enqueue, and nothing is dispatched).
+	EnqueueOnly bool
 }
 
 // Engine runs jobs: it stores intent, admits fairly within the bounds,
@@ -120,7 +124,7 @@ func New(ctx context.Context, c Config) (*Engine, error) {
 	e.self = &self
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &dispatchWorker{e: e})
-	if c.NoDispatch {
+	if c.NoDispatch || c.EnqueueOnly {
 		workers = nil
 	}
 	q, err := openQueue(ctx, c.Store, queueConfig{workers: c.MaxActive, maxAttempts: c.DispatchAttempts, logger: c.Logger, id: c.ID}, workers)
@@ -189,7 +193,7 @@ func (e *Engine) queueDepth(ctx context.Context) ([]telemetry.QueueSample, error
 // Start runs admission, the recoverer and River's workers until Stop.
 func (e *Engine) Start(ctx context.Context) error {
 	ctx, e.cancel = context.WithCancel(ctx)
-	if !e.c.NoDispatch {
+	if !e.c.NoDispatch && !e.c.EnqueueOnly {
 		if err := e.q.start(ctx); err != nil {
 			return fmt.Errorf("jobs: start queue: %w", err)
 		}
@@ -209,7 +213,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	e.wg.Wait()
 	var err error
-	if !e.c.NoDispatch && e.cancel != nil {
+	if !e.c.NoDispatch && !e.c.EnqueueOnly && e.cancel != nil {
 		err = e.q.stop(ctx)
 	}
 	e.q.close()

@@ -186,12 +186,13 @@ func (w *dispatchWorker) Work(ctx context.Context, j *river.Job[DispatchArgs]) e
 }
 
 // Inserter is River's insert alone on s's database, the floor a submission
-// is measured against (benchmark B8a): insert hands River a job id, as
-// admission does; close closes the queue.
-func Inserter(ctx context.Context, s *store.Store) (insert func(context.Context, string) error, close func(), err error) {
+// is measured against (benchmark B8a): insertMany hands River a group of job
+// ids in one InsertMany, as admission does with the jobs a group commit
+// admitted; close closes the queue.
+func Inserter(ctx context.Context, s *store.Store) (insertMany func(context.Context, []string) error, close func(), err error) {
 	q, err := openQueue(ctx, s, queueConfig{workers: 1, maxAttempts: 5}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	return q.insert, q.close, nil
+	return q.insertMany, q.close, nil
 }
