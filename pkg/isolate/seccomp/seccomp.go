@@ -111,7 +111,7 @@ func Compile(opts ...Option) (*Filter, error) {
 // entry is what the profile says of one system call name.
 type entry struct {
 	action bpfc.Action
-	always bool                        // allowed whatever the arguments
+	always bool                      // allowed whatever the arguments
 	conds  []bpfc.ArgumentConditions // else one of these must hold
 }
 
