@@ -251,6 +251,8 @@ func TestEscapeSeccompRefuses(t *testing.T) {
 	w := newEscapeWorld(t)
 	// Calls the kernel allows an unprivileged process on this host, that
 	// Docker's default profile refuses (and, for ptrace, Slipway's).
+	// (On this test host the kernel refuses bpf to a process without
+	// CAP_BPF as well: kernel.unprivileged_bpf_disabled.)
 	for _, probe := range []string{"ptrace-child", "perf", "bpf"} {
 		w.mustFail(t, escapeProbe+" "+probe, "escaped")
 	}

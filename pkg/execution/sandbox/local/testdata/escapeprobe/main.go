@@ -49,10 +49,13 @@ func main() {
 		}
 	case "perf":
 		// struct perf_event_attr: type PERF_TYPE_SOFTWARE (1), size 128,
-		// config PERF_COUNT_SW_CPU_CLOCK (0); for this process, any cpu.
+		// config PERF_COUNT_SW_CPU_CLOCK (0), exclude_kernel and
+		// exclude_hv (what perf_event_paranoid 2 lets anyone count); for
+		// this process, any cpu.
 		var attr [128]byte
 		*(*uint32)(unsafe.Pointer(&attr[0])) = 1
 		*(*uint32)(unsafe.Pointer(&attr[4])) = 128
+		*(*uint64)(unsafe.Pointer(&attr[40])) = 1<<5 | 1<<6
 		err = call(syscall.SYS_PERF_EVENT_OPEN, uintptr(unsafe.Pointer(&attr[0])), 0, ^uintptr(0), ^uintptr(0), 0)
 	case "bpf":
 		// union bpf_attr for BPF_MAP_CREATE (0): BPF_MAP_TYPE_ARRAY (2),
