@@ -18,10 +18,15 @@ import (
 
 // BenchmarkB11BoundsCost is benchmark B11's runtime half: B6's claim
 // storm (concurrent Runtime.Claim on the local bubblewrap backend, a real
-// runner, SQLite run store) on a pool without limits or network, then on
-// one with every limit (cgroup cpu, memory and pids where the host has
-// them, RLIMIT_NOFILE, a sized tmpfs workspace) and an allow-list network
-// (a per-sandbox egress proxy, forwarded by the runner), in the same run.
+// runner, SQLite run store) on a pool without limits or network and
+// without the sandbox's protections (local.WithUnsafeNoSeccomp: no seccomp
+// filter, user namespaces allowed), then on one with every limit (cgroup
+// cpu, memory and pids where the host has them, RLIMIT_NOFILE, a sized
+// tmpfs workspace), an allow-list network (a per-sandbox egress proxy,
+// forwarded by the runner) and the protections every sandbox has by
+// default (the seccomp filter, --disable-userns in a user namespace of
+// its own), in the same run. The runner is non-dumpable in both: that is
+// one prctl in the runner's binary.
 // It prints warm-hit p99 and cold-start p50 of each on lines starting
 // "B11". Targets: warm p99 with bounds under 20 ms; cold-start p50 with
 // bounds within 1.2x of without, each over two rounds taken in the order
@@ -42,7 +47,11 @@ func BenchmarkB11BoundsCost(b *testing.B) {
 	type result struct{ warm, cold []time.Duration }
 	round := func(bounded bool) result {
 		var rtp atomic.Pointer[runtime.Runtime]
-		be := newLocalBackend(b, local.WithEgressRecorder(func(id string, a egress.Attempt) { rtp.Load().RecordEgress(id, a) }))
+		opts := []local.Option{local.WithEgressRecorder(func(id string, a egress.Attempt) { rtp.Load().RecordEgress(id, a) })}
+		if !bounded {
+			opts = append(opts, local.WithUnsafeNoSeccomp())
+		}
+		be := newLocalBackend(b, opts...)
 		d := w.desired(b, "rev-b11", warmSize, g1)
 		if bounded {
 			spec := &d.Pools["agents"].Pool.Spec
@@ -132,7 +141,7 @@ func BenchmarkB11BoundsCost(b *testing.B) {
 		}
 		return "MISSED"
 	}
-	fmt.Printf("B11: warm pool %d, %d concurrent claims each, local bubblewrap backend; bounds = limits (cpu, memory, pids, openFiles, workspace) + allow-list egress proxy\n", warmSize, claims)
+	fmt.Printf("B11: warm pool %d, %d concurrent claims each, local bubblewrap backend; bounds = limits (cpu, memory, pids, openFiles, workspace) + allow-list egress proxy + seccomp filter and --disable-userns (without: none of them)\n", warmSize, claims)
 	fmt.Printf("B11: without bounds: warm n=%-3d p99=%8.2fms  cold n=%-3d p50=%8.2fms\n", len(off.warm), ms(offW), len(off.cold), ms(offC))
 	fmt.Printf("B11: with bounds:    warm n=%-3d p99=%8.2fms  cold n=%-3d p50=%8.2fms\n", len(on.warm), ms(onW), len(on.cold), ms(onC))
 	fmt.Printf("B11: warm p99 with bounds %.2fms (target < %v: %s); cold p50 ratio %.2fx (target <= %.1fx: %s)\n",
