@@ -277,7 +277,7 @@ func conditions(args []specs.LinuxSeccompArg) (bpfc.ArgumentConditions, error) {
 func parseRelease(release string) (*moby.KernelVersion, error) {
 	f := strings.FieldsFunc(release, func(r rune) bool { return r < '0' || r > '9' })
 	if len(f) < 2 {
-		return nil, fmt.Errorf("%w: kernel release %q is not <kernel>.<major>...", ErrProfile, release)
+		return nil, fmt.Errorf("%w: kernel release %q is not <kernel>.<major>[.<minor>]", ErrProfile, release)
 	}
 	k, err1 := strconv.ParseUint(f[0], 10, 32)
 	m, err2 := strconv.ParseUint(f[1], 10, 32)
