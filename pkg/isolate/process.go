@@ -115,6 +115,11 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 			return nil, fmt.Errorf("%w: limits with a setuid bwrap need prlimit (util-linux): %w", ErrUnavailable, err)
 		}
 	}
+	if limitsByExec(bwrap) {
+		// A setuid bwrap refuses --disable-userns: the filter alone
+		// refuses user namespaces there.
+		s.noDisableUsernsOnly = true
+	}
 	c := buildCommand(&s, bwrap, prlimit)
 	p := &Process{command: c.redacted(), done: make(chan struct{})}
 	var filter *os.File // read end of a pipe holding the whole program
@@ -373,9 +378,13 @@ func Available(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	cmd := exec.CommandContext(ctx, bwrap, "--ro-bind", "/", "/",
-		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-		"--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", "--cap-drop", "ALL", "true")
+	args := []string{"--ro-bind", "/", "/",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try"}
+	if !limitsByExec(bwrap) { // as Start: a setuid bwrap has no --disable-userns
+		args = append(args, "--unshare-user", "--disable-userns")
+	}
+	args = append(args, "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", "--cap-drop", "ALL", "true")
+	cmd := exec.CommandContext(ctx, bwrap, args...)
 	cmd.Env = []string{}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, bwrap, err, bytes.TrimSpace(out))

@@ -117,7 +117,9 @@ type Spec struct {
 	// By default every process of the sandbox runs under the filter of
 	// package seccomp (Docker's default profile for Caps, with Slipway's
 	// changes), and a sandbox that has a user namespace or keeps no
-	// capability cannot make one (bwrap --unshare-user --disable-userns).
+	// capability cannot make one (bwrap --unshare-user --disable-userns;
+	// not with a setuid bwrap started by a caller other than root, which
+	// refuses the option: the filter alone refuses user namespaces there).
 	UnsafeNoSeccomp bool
 
 	// Test hooks (export_test.go): leave out one protection only.
