@@ -234,7 +234,7 @@ func TestEscapePtraceRunner(t *testing.T) {
 	pid := w.runnerPid(t)
 	w.mustFail(t, "head -c 64 /proc/"+pid+"/environ", "PATH=")
 	w.mustFail(t, "dd if=/proc/"+pid+"/mem bs=1 skip=4194304 count=4", "ELF") // 0x400000: a static Go binary's ELF header
-	w.mustFail(t, "ls -l /proc/"+pid+"/fd/ | grep 'socket:'", "") // the names show, not where they lead
+	w.mustFail(t, "ls -l /proc/"+pid+"/fd/ | grep 'socket:'", "")             // the names show, not where they lead
 	w.mustFail(t, escapeProbe+" ptrace "+pid, "escaped")
 	w.mustFail(t, escapeProbe+" vmread "+pid, "ELF")
 	stillServes(t, w.s)
