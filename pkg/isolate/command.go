@@ -10,6 +10,9 @@ import (
 const (
 	argsFD = 3 // --args: every bwrap option, NUL-separated, the environment first
 	infoFD = 4 // --info-fd: bwrap writes the sandbox's host pid here
+	// --seccomp: the filter's BPF program, which bwrap loads in the
+	// sandbox just before it runs the command
+	seccompFD = 5
 )
 
 // command is the host command that runs a Spec: bwrap, after prlimit when
@@ -59,6 +62,17 @@ func buildCommand(s *Spec, bwrap, prlimit string) command {
 	if u := s.User; u != nil {
 		opts = append(opts, "--unshare-user", "--uid", strconv.Itoa(u.UID), "--gid", strconv.Itoa(u.GID))
 	}
+	if disableUserns(s) {
+		if s.User == nil {
+			// The caller's own uid, mapped onto itself: a user namespace
+			// of one id, for --disable-userns to stand on.
+			opts = append(opts, "--unshare-user")
+		}
+		opts = append(opts, "--disable-userns")
+	}
+	if withSeccomp(s) {
+		opts = append(opts, "--seccomp", strconv.Itoa(seccompFD))
+	}
 	opts = append(opts, "--die-with-parent", "--new-session")
 	hostname := s.Hostname
 	if hostname == "" {
@@ -87,6 +101,23 @@ func buildCommand(s *Spec, bwrap, prlimit string) command {
 		envArgs = append(envArgs, "--setenv", k, s.Env[k])
 	}
 	return command{argv: argv, bwrapAt: bwrapAt, envArgs: envArgs, opts: opts}
+}
+
+// withSeccomp says whether the sandbox runs under the seccomp filter.
+func withSeccomp(s *Spec) bool { return !s.UnsafeNoSeccomp && !s.noSeccompOnly }
+
+// disableUserns says whether the sandbox gets --disable-userns (bwrap
+// makes a user namespace for it, of the caller's uid unless User says
+// otherwise, and forbids nested ones). Not for a root caller's sandbox
+// that keeps host capabilities (a build step's BuildCaps): a user
+// namespace of one id would take them away, and the filter refuses user
+// namespaces there (unshare and namespace flags to clone need
+// CAP_SYS_ADMIN, which BuildCaps lacks).
+func disableUserns(s *Spec) bool {
+	if s.UnsafeNoSeccomp || s.noDisableUsernsOnly {
+		return false
+	}
+	return s.User != nil || s.HostUser != nil || len(s.Caps) == 0
 }
 
 // mountArgs orders the tmpfs at /tmp, Mounts and Tmpfs by the depth of their

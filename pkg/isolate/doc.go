@@ -14,7 +14,12 @@
 // /tmp unless the caller mounts one; no capabilities unless Spec.Caps keeps
 // some (see BuildCaps for package installs); exactly the environment in
 // Spec.Env; a host name (DefaultHostname) and working directory
-// (DefaultDir) that do not depend on the host. bwrap runs with
+// (DefaultDir) that do not depend on the host; the seccomp filter of
+// package seccomp (Docker's default profile for the capabilities kept),
+// which bwrap loads just before it runs the command (--seccomp); and,
+// unless it keeps host capabilities as a root build step does, a user
+// namespace of its own in which no other can be made (--unshare-user
+// --disable-userns). Spec.UnsafeNoSeccomp turns both off. bwrap runs with
 // --die-with-parent and --new-session. Resource limits are rlimits set on
 // bwrap before it reads its options (prlimit(2), or prlimit(1) from
 // util-linux for a setuid bwrap); the wall-clock Timeout and context cancellation kill

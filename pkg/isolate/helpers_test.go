@@ -22,7 +22,7 @@ import (
 const busybox = "/bin/busybox"
 
 // applets are the busybox commands the tests use.
-const applets = "cat chown echo env false grep head hostname id kill ls nc pwd sh sleep sort tail touch true wc yes"
+const applets = "cat chown echo env false grep head hostname id kill ls nc pwd sh sleep sort tail touch true unshare wc yes"
 
 // requireSandbox fails the test when bwrap cannot run here; the Makefile's
 // deps target installs bubblewrap and busybox-static.

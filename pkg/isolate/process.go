@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/slipway-dev/slipway/pkg/isolate/seccomp"
 )
 
 const (
@@ -113,8 +115,20 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 			return nil, fmt.Errorf("%w: limits with a setuid bwrap need prlimit (util-linux): %w", ErrUnavailable, err)
 		}
 	}
+	if limitsByExec(bwrap) {
+		// A setuid bwrap refuses --disable-userns: the filter alone
+		// refuses user namespaces there.
+		s.noDisableUsernsOnly = true
+	}
 	c := buildCommand(&s, bwrap, prlimit)
 	p := &Process{command: c.redacted(), done: make(chan struct{})}
+	var filter *os.File // read end of a pipe holding the whole program
+	if withSeccomp(&s) {
+		if filter, err = seccompPipe(s.Caps); err != nil {
+			return nil, err
+		}
+		defer filter.Close() // bwrap has its own copy once started
+	}
 
 	var cctx context.Context
 	if s.Timeout > 0 {
@@ -138,6 +152,9 @@ func Start(ctx context.Context, s Spec, stdout, stderr io.Writer) (*Process, err
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, stdout, stderr
 	cmd.ExtraFiles = []*os.File{argsR, infoW} // argsFD, infoFD
+	if filter != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, filter) // seccompFD
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if u := s.HostUser; u != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}}
@@ -361,9 +378,13 @@ func Available(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	cmd := exec.CommandContext(ctx, bwrap, "--ro-bind", "/", "/",
-		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-		"--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", "--cap-drop", "ALL", "true")
+	args := []string{"--ro-bind", "/", "/",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try"}
+	if !limitsByExec(bwrap) { // as Start: a setuid bwrap has no --disable-userns
+		args = append(args, "--unshare-user", "--disable-userns")
+	}
+	args = append(args, "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev", "--cap-drop", "ALL", "true")
+	cmd := exec.CommandContext(ctx, bwrap, args...)
 	cmd.Env = []string{}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%w: %s: %w: %s", ErrUnavailable, bwrap, err, bytes.TrimSpace(out))
@@ -372,6 +393,30 @@ func Available(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return nil
+}
+
+// seccompPipe compiles the filter for a sandbox keeping caps and returns
+// a pipe that holds its program, written and closed: bwrap reads it to the
+// end. The program (at most a few thousand 8-byte instructions) fits in a
+// pipe's buffer.
+func seccompPipe(caps []string) (*os.File, error) {
+	f, err := seccomp.Compile(seccomp.WithCaps(caps...))
+	if err != nil {
+		return nil, fmt.Errorf("isolate: seccomp filter: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("isolate: %w", err)
+	}
+	_, err = w.Write(f.Program())
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("isolate: seccomp filter: %w", err)
+	}
+	return r, nil
 }
 
 func closeAll(fs ...*os.File) {

@@ -111,6 +111,19 @@ type Spec struct {
 	// caller they are host capabilities, limited by the mounts and
 	// namespaces of the sandbox.
 	Caps []string
+	// UnsafeNoSeccomp runs the sandbox without its seccomp filter and lets
+	// it make user namespaces (no --seccomp, no --disable-userns): for
+	// measuring what they cost and for debugging, never for a workload.
+	// By default every process of the sandbox runs under the filter of
+	// package seccomp (Docker's default profile for Caps, with Slipway's
+	// changes), and a sandbox that has a user namespace or keeps no
+	// capability cannot make one (bwrap --unshare-user --disable-userns;
+	// not with a setuid bwrap started by a caller other than root, which
+	// refuses the option: the filter alone refuses user namespaces there).
+	UnsafeNoSeccomp bool
+
+	// Test hooks (export_test.go): leave out one protection only.
+	noSeccompOnly, noDisableUsernsOnly bool
 }
 
 // Mount is a bind mount of a host path into the sandbox.

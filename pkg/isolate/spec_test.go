@@ -109,7 +109,7 @@ func TestCommandLine(t *testing.T) {
 	}
 	const want = "prlimit --nofile=64 --cpu=5 -- bwrap --clearenv --setenv PATH '<redacted>' --setenv TOKEN '<redacted>' " +
 		"--info-fd 4 --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try --unshare-net " +
-		"--unshare-user --uid 1000 --gid 1000 --die-with-parent --new-session --hostname h " +
+		"--unshare-user --uid 1000 --gid 1000 --disable-userns --seccomp 5 --die-with-parent --new-session --hostname h " +
 		"--ro-bind /r / --proc /proc --dev /dev --tmpfs /tmp --bind '/host rw' /rw --tmpfs /data --ro-bind /src /data/src " +
 		"--cap-drop ALL --cap-add CAP_CHOWN --chdir /work -- sh -c 'echo '\\''hi'\\'''"
 	if got := s.String(); got != want {
@@ -118,10 +118,25 @@ func TestCommandLine(t *testing.T) {
 
 	s.Network, s.User, s.Limits, s.Caps, s.Tmpfs, s.Mounts = true, nil, isolate.Limits{}, nil, []string{"/tmp"}, nil
 	got := s.String()
-	for _, absent := range []string{"prlimit", "--unshare-net", "--unshare-user", "--cap-add", "--tmpfs /tmp --tmpfs /tmp"} {
+	for _, absent := range []string{"prlimit", "--unshare-net", "--uid", "--cap-add", "--tmpfs /tmp --tmpfs /tmp"} {
 		if strings.Contains(got, absent) {
 			t.Errorf("String() = %s, has %q", got, absent)
 		}
+	}
+	// No User and no capability kept: a user namespace of the caller's
+	// own uid, so that none can be made inside.
+	if !strings.Contains(got, " --unshare-user --disable-userns --seccomp 5 ") {
+		t.Errorf("String() = %s, without a user namespace that forbids more", got)
+	}
+	// A root build step keeps host capabilities: no user namespace, the
+	// filter (with the capabilities' rules) only.
+	s.Caps = isolate.BuildCaps()
+	if got := s.String(); strings.Contains(got, "--unshare-user") || strings.Contains(got, "--disable-userns") || !strings.Contains(got, "--seccomp 5") {
+		t.Errorf("String() with BuildCaps = %s", got)
+	}
+	s.Caps, s.UnsafeNoSeccomp = nil, true
+	if got := s.String(); strings.Contains(got, "--seccomp") || strings.Contains(got, "userns") {
+		t.Errorf("String() with UnsafeNoSeccomp = %s", got)
 	}
 }
 

@@ -112,6 +112,19 @@ type options struct {
 	ownerInRecord bool // tests: record owners as a file system without xattrs must
 	noCgroups     bool // WithoutCgroups
 	egressRecord  func(sandboxID string, a egress.Attempt)
+	noSeccomp     bool // WithUnsafeNoSeccomp
+}
+
+// WithUnsafeNoSeccomp starts sandboxes without their seccomp filter and
+// lets them make user namespaces (isolate.Spec.UnsafeNoSeccomp): for
+// measuring what the protections cost (benchmark B11) and for debugging.
+// A workload can then use the kernel keyring, make user namespaces and
+// call what Docker's default profile refuses. Never for workloads.
+func WithUnsafeNoSeccomp() Option {
+	return func(o *options) error {
+		o.noSeccomp = true
+		return nil
+	}
 }
 
 // WithReadyTimeout bounds how long Create waits for a new sandbox's runner

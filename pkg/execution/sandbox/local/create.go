@@ -216,6 +216,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	}
 	defer ln.Close() // the sandbox has its own copy once started
 	is := isolateSpec(id, spec, t, mounts, sized, env, argv, ln, cg)
+	is.UnsafeNoSeccomp = b.o.noSeccomp
 	log := &tailBuffer{max: logTail}
 	p, err := isolate.Start(context.Background(), is, log, log)
 	if err != nil {

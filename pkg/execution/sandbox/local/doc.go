@@ -18,7 +18,11 @@
 // the runner to sandbox.EgressProxyAddr, which HTTP_PROXY and HTTPS_PROXY
 // name; WithEgressRecorder receives its attempts); pid, ipc and uts namespaces of its own
 // (the host's processes are invisible, the host name is the sandbox id); no
-// capabilities; and the Spec's rlimits. A template whose config names a
+// capabilities; the seccomp filter of package isolate/seccomp on every
+// process and a user namespace in which none can be nested
+// (--disable-userns; WithUnsafeNoSeccomp turns both off, for benchmarks
+// and debugging only); a runner the workload cannot trace or read
+// (non-dumpable); and the Spec's rlimits. A template whose config names a
 // user ("uid[:gid]") runs as that uid for real when the backend runs as
 // root (an unprivileged bubblewrap), as the template's tests did. That uid
 // must be able to search every directory from / down to the state

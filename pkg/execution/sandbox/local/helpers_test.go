@@ -94,6 +94,13 @@ func buildFixtures() error {
 	if err := addSSHKeygen(base); err != nil {
 		return err
 	}
+	// The escape suite's probe (testdata/escapeprobe): the system calls
+	// the templates have no tool for.
+	cmd = exec.Command(goTool, "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(base, escapeProbe), "./testdata/escapeprobe")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build testdata/escapeprobe: %v\n%s", err, out)
+	}
 	fixtures.base = base
 	return nil
 }
