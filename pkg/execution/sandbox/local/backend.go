@@ -112,6 +112,7 @@ type options struct {
 	ownerInRecord bool // tests: record owners as a file system without xattrs must
 	noCgroups     bool // WithoutCgroups
 	egressRecord  func(sandboxID string, a egress.Attempt)
+	egressDNS     egress.Resolver
 }
 
 // WithReadyTimeout bounds how long Create waits for a new sandbox's runner
