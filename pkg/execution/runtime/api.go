@@ -181,7 +181,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // writeError answers status with the code of the sentinel err wraps
 // (runtimeapi.ErrorBody) and what the client may be told of err: a
 // refusal with a code of its own (stale, no pool, fenced, invalid, ...)
-// whole; anything else (code internal) as a reason and an error id, the
+// or a pool's unenforceable limit whole; anything else (code internal) as a reason and an error id, the
 // detail (host paths, command lines) going to the runtime's log under the
 // id.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, err error) {
@@ -191,7 +191,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, 
 // errorBody is writeError's body, logging what it keeps back.
 func (s *Server) errorBody(r *http.Request, status int, err error) runtimeapi.ErrorBody {
 	code := errorCode(status, err)
-	a := apierror.Decide(err, code != runtimeapi.CodeInternal)
+	// A pool refused for a limit this host cannot enforce is the pool
+	// author's to fix: told whole, naming the pool file and the limit.
+	a := apierror.Decide(err, code != runtimeapi.CodeInternal || errors.Is(err, ErrUnenforceable))
 	if a.Hidden() {
 		s.logf("runtime: error %s: %s %s: %d: %v", a.ID, r.Method, r.URL.Path, status, err)
 	}

@@ -35,6 +35,7 @@ func TestErrorCodes(t *testing.T) {
 		{http.StatusNotFound, runs.ErrNotFound, runtimeapi.CodeNotFound},
 		{http.StatusBadRequest, ErrRequestKeyInvalid, runtimeapi.CodeInvalid},
 		{http.StatusBadRequest, errors.New("request body: EOF"), runtimeapi.CodeInvalid},
+		{http.StatusInternalServerError, fmt.Errorf("%w: pools/agents/pool.yaml: spec.limits sets memory", ErrUnenforceable), runtimeapi.CodeInternal},
 		{http.StatusInternalServerError, errors.New("write /srv/state/disk: no space left"), runtimeapi.CodeInternal},
 		{http.StatusBadGateway, errors.New("git: no answer from /srv/state/config-cache"), runtimeapi.CodeInternal},
 		{http.StatusServiceUnavailable, errors.New("bwrap --bind /srv/state/sandboxes/x: exit 1"), runtimeapi.CodeInternal},
@@ -50,7 +51,7 @@ func TestErrorCodes(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Code != tc.want {
 			t.Errorf("%v: body %s (%v), want code %s", tc.err, rec.Body, err, tc.want)
 		}
-		if tc.want != runtimeapi.CodeInternal {
+		if tc.want != runtimeapi.CodeInternal || errors.Is(tc.err, ErrUnenforceable) {
 			if body.Error != tc.err.Error() || body.ID != "" || log.Len() != 0 {
 				t.Errorf("%v: body %+v, log %q", tc.err, body, log.String())
 			}
