@@ -181,9 +181,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // writeError answers status with the code of the sentinel err wraps
 // (runtimeapi.ErrorBody) and what the client may be told of err: a
 // refusal with a code of its own (stale, no pool, fenced, invalid, ...)
-// or a pool's unenforceable limit whole; anything else (code internal) as a reason and an error id, the
-// detail (host paths, command lines) going to the runtime's log under the
-// id.
+// or a pool's unenforceable limit whole; anything else (code internal) as
+// a reason and an error id, the detail (host paths, command lines) going
+// to the runtime's log under the id.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, err error) {
 	writeJSON(w, status, s.errorBody(r, status, err))
 }
