@@ -24,7 +24,7 @@ func TestDecide(t *testing.T) {
 			t.Errorf("%v tellable=%v: %+v", tc.err, tc.tellable, a)
 		}
 	}
-	if NewID() == NewID() {
-		t.Fatal("two error ids alike")
+	if a, b := NewID(), NewID(); a == b {
+		t.Fatalf("two error ids alike: %s", a)
 	}
 }
