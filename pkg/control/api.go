@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/apierror"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
@@ -137,8 +138,12 @@ func writeError(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, controlapi.ErrorBody{Code: controlapi.CodeFor(code), Error: err.Error()})
 }
 
-// writeFailure maps an error of the plane to its status.
-func writeFailure(w http.ResponseWriter, err error) {
+// writeFailure maps an error of the plane to its status. A refusal the
+// caller can fix is told whole; an unavailable database or a failure
+// inside the plane is told as a reason and an error id, and its detail
+// (addresses, paths, what a dependency said) goes to the plane's log
+// under the id.
+func (s *Server) writeFailure(w http.ResponseWriter, r *http.Request, err error) {
 	var le *LimitError
 	switch {
 	case errors.As(err, &le):
@@ -155,10 +160,20 @@ func writeFailure(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, err)
 	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, err)
+		s.writeInternal(w, r, http.StatusServiceUnavailable, apierror.Public("the control plane cannot serve this now; retry", err))
 	default:
-		writeError(w, http.StatusInternalServerError, err)
+		s.writeInternal(w, r, http.StatusInternalServerError, err)
 	}
+}
+
+// writeInternal answers status with a reason and an error id, and logs
+// err under the id.
+func (s *Server) writeInternal(w http.ResponseWriter, r *http.Request, status int, err error) {
+	a := apierror.Decide(err, false)
+	if a.Hidden() && s.p.c.Logger != nil {
+		s.p.c.Logger.Error("api error", "id", a.ID, "method", r.Method, "path", r.URL.Path, "status", status, "err", err)
+	}
+	writeJSON(w, status, controlapi.ErrorBody{Code: controlapi.CodeFor(status), Error: a.Reason, ID: a.ID})
 }
 
 // decode reads a JSON body: at most MaxBody (413), no unknown fields, no
@@ -262,7 +277,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	code := http.StatusCreated
@@ -299,7 +314,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	js, err := s.p.List(r.Context(), f)
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	if js == nil {
@@ -311,7 +326,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	j, err := s.p.Get(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, j)
@@ -320,12 +335,12 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 	j, err := s.p.Get(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	jp, err := s.p.Profile(r.Context(), j)
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, jp)
@@ -334,7 +349,7 @@ func (s *Server) profile(w http.ResponseWriter, r *http.Request) {
 func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
 	j, err := s.p.Get(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.p.Trace(j))
@@ -343,7 +358,7 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	j, err := s.p.Cancel(r.Context(), tenantOf(r), r.PathValue("id"))
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, j)
@@ -352,7 +367,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 	u, err := s.p.st.Usage(r.Context())
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tenants": u})
@@ -362,7 +377,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.URL.Query().Get("limit"))
 	a, err := s.p.st.AuditLog(r.Context(), n)
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": a})
@@ -372,7 +387,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 func (s *Server) artifact(w http.ResponseWriter, r *http.Request) {
 	b, err := s.p.st.Artifact(r.Context(), tenantOf(r), r.PathValue("id"), r.PathValue("name"))
 	if err != nil {
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -38,7 +38,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := s.p.st.Get(r.Context(), tenantOf(r), id); err != nil { // visible to the caller: the record alone
-		writeFailure(w, err)
+		s.writeFailure(w, r, err)
 		return
 	}
 	st := s.p.st

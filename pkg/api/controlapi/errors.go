@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -18,6 +19,10 @@ type ErrorBody struct {
 	Reason string `json:"reason,omitempty"`
 	// RetryAfterSeconds repeats the Retry-After header of a 429.
 	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
+	// ID is the error id of an internal error or an outage: Error says
+	// what went wrong without the plane's internals (addresses, paths),
+	// and the control plane's log holds the detail under this id.
+	ID string `json:"id,omitempty"`
 }
 
 // The error codes.
@@ -67,6 +72,9 @@ func (e *APIError) Error() string {
 	msg := fmt.Sprintf("control plane: %d %s: %s", e.Status, http.StatusText(e.Status), e.Body.Error)
 	if e.Body.Reason != "" {
 		msg += " (" + e.Body.Reason + ")"
+	}
+	if e.Body.ID != "" && !strings.Contains(e.Body.Error, e.Body.ID) {
+		msg += " (error id " + e.Body.ID + ")"
 	}
 	return msg
 }

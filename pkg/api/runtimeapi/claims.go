@@ -111,6 +111,8 @@ type ExecFrame struct {
 	Error  string `json:"error,omitempty"`
 	Code   string `json:"code,omitempty"`
 	Status int    `json:"status,omitempty"`
+	// ErrorID is the error id of an internal error (ErrorBody.ID).
+	ErrorID string `json:"errorId,omitempty"`
 }
 
 // MaxFrameBytes bounds one line of a streamed exec's answer as a client

@@ -63,7 +63,7 @@ func apiError(resp *http.Response, limit int64) error {
 	if e.Code == "" && resp.StatusCode == http.StatusUnauthorized {
 		e.Code = CodeUnauthorized
 	}
-	return &APIError{Status: resp.StatusCode, Code: e.Code, Reason: e.Error}
+	return &APIError{Status: resp.StatusCode, Code: e.Code, Reason: e.Error, ID: e.ID}
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
@@ -128,7 +128,7 @@ func (c *Client) ExecStream(ctx context.Context, runID string, b ExecBody, onOut
 		case f.Exit != nil:
 			return f.Exit, nil
 		case f.Error != "":
-			return nil, &APIError{Status: f.Status, Code: f.Code, Reason: f.Error}
+			return nil, &APIError{Status: f.Status, Code: f.Code, Reason: f.Error, ID: f.ErrorID}
 		case f.Stream == StreamStdout || f.Stream == StreamStderr:
 			onOutput(f.Stream, f.Data)
 		default:

@@ -30,7 +30,11 @@
 //	POST /v1/sync                     read the config repository now -> SyncResult
 //
 // Every request carries the runtime's bearer token. An error answer is
-// ErrorBody: {"error": reason, "code": code}.
+// ErrorBody: {"error": reason, "code": code}, and "id" for an internal
+// error: its reason names no host path, command line or other internal
+// state, and the runtime's log holds the detail under that error id. A
+// refusal the client can fix (a field, pool or limit at fault) is told
+// whole.
 //
 // It is a contract package: it imports only the standard library and
 // pkg/api/runmanifest, so that a program that only talks to a runtime (a

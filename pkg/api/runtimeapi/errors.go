@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 )
 
 // Codes of the runtime's error answers: the "code" of the JSON error body,
@@ -47,6 +48,10 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	// Code is one of the Code constants (absent from older runtimes).
 	Code string `json:"code,omitempty"`
+	// ID is the error id of an internal error: the reason says what went
+	// wrong without the runtime's internals (host paths, command lines),
+	// and the runtime's log holds the detail under this id.
+	ID string `json:"id,omitempty"`
 }
 
 // APIError is an answer other than success, with the server's reason and
@@ -58,13 +63,20 @@ type APIError struct {
 	// CodeUnauthorized for 401 and "" otherwise.
 	Code   string
 	Reason string
+	// ID is the error id of an internal error (ErrorBody.ID): quote it to
+	// whoever reads the runtime's log.
+	ID string
 }
 
 func (e *APIError) Error() string {
-	if e.Reason == "" {
-		return fmt.Sprintf("runtime: %d %s", e.Status, http.StatusText(e.Status))
+	s := fmt.Sprintf("runtime: %d %s", e.Status, http.StatusText(e.Status))
+	if e.Reason != "" {
+		s += ": " + e.Reason
 	}
-	return fmt.Sprintf("runtime: %d %s: %s", e.Status, http.StatusText(e.Status), e.Reason)
+	if e.ID != "" && !strings.Contains(e.Reason, e.ID) {
+		s += " (error id " + e.ID + ")"
+	}
+	return s
 }
 
 // IsCode reports whether err is (or wraps) an *APIError with code.

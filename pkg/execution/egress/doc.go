@@ -4,13 +4,17 @@
 //
 // An entry is "host:port" (a DNS name or an IP address), "CIDR:port"
 // ("10.0.0.0/8:443") or "*.domain:port" (any name under domain, not domain
-// itself). The proxy resolves a name once, checks every address it gets,
-// and dials the checked address, so a name that later resolves elsewhere
-// (DNS rebinding) cannot reach past the check. A name entry allows public
-// addresses only: loopback, private and other non-public addresses must
-// be listed by an IP or CIDR entry. Link-local addresses (the cloud
-// metadata service at 169.254.169.254 among them) are never allowed,
-// whatever the list says.
+// itself). The proxy decides on the destination as asked before any
+// lookup: a name no name entry lists on that port is refused and never
+// resolved, so a sandbox cannot carry data out in the names it asks for.
+// Only listed names are resolved (with Proxy.Resolver: the host's resolver,
+// or ResolverAt's DNS server); the proxy checks every address it gets and
+// dials the checked address, so a name that later resolves elsewhere (DNS
+// rebinding) cannot reach past the check. A name entry allows public
+// addresses only: a listed name that resolves to a loopback, private or
+// shared address is refused unless an IP or CIDR entry lists that address.
+// Link-local addresses (the cloud metadata services at 169.254.169.254
+// and fd00:ec2::254 among them) are never allowed, whatever the list says.
 //
 // Proxy.Serve runs a proxy on a listener until its context ends, and then
 // closes every connection, open tunnels included, so that each attempt is

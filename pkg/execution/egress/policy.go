@@ -92,16 +92,62 @@ func validName(s string) bool {
 	return true
 }
 
-// Decision says whether one resolved address of a destination may be
-// reached, and by which entry or why not.
+// Decision says whether a destination may be reached, and by which entry
+// or why not.
 type Decision struct {
 	Allowed bool
 	Rule    string // the entry that allowed it
 	Reason  string // why not
 }
 
-// Check decides whether host (as asked) on port may be reached at the
-// resolved address ip.
+// CheckName decides on host:port as the sandbox asked for it, before any
+// lookup. An IP address is decided on whole (Check). A name passes only
+// when a name entry ("host:port" or "*.domain:port") lists it on that
+// port: a name no entry lists is refused here and never looked up, so a
+// sandbox cannot send data out in the names it asks for. A name that
+// passes still has each address it resolves to checked by Check.
+func (p *Policy) CheckName(host string, port uint16) Decision {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return p.Check(host, port, ip)
+	}
+	if r, ok := p.nameRule(host, port); ok {
+		return Decision{Allowed: true, Rule: r}
+	}
+	return Decision{Reason: fmt.Sprintf("%s:%d is on no allow-list entry (not looked up)", host, port)}
+}
+
+// nameRule is the first name entry listing name on port.
+func (p *Policy) nameRule(host string, port uint16) (string, bool) {
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	for _, r := range p.rules {
+		if r.port != port {
+			continue
+		}
+		if (r.host != "" && r.host == name) || (r.suffix != "" && strings.HasSuffix(name, r.suffix)) {
+			return r.entry, true
+		}
+	}
+	return "", false
+}
+
+// addrRule is the first IP or CIDR entry containing ip on port.
+func (p *Policy) addrRule(ip netip.Addr, port uint16) (string, bool) {
+	for _, r := range p.rules {
+		if r.port == port && r.prefix.IsValid() && r.prefix.Contains(ip) {
+			return r.entry, true
+		}
+	}
+	return "", false
+}
+
+// Check decides whether host (as asked) on port may be reached at ip, the
+// address it is (an IP address) or resolved to (a name). An address is
+// allowed by an IP or CIDR entry containing it. A name must be listed by a
+// name entry (CheckName) and resolve to a public address, or to one an IP
+// or CIDR entry lists: a listed name that resolves to loopback or a
+// private address (DNS rebinding) is refused. Link-local addresses, the
+// cloud metadata services' 169.254.169.254 and fd00:ec2::254 among them,
+// are never allowed.
 func (p *Policy) Check(host string, port uint16, ip netip.Addr) Decision {
 	ip = ip.Unmap()
 	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip == metadataV6 {
@@ -110,27 +156,23 @@ func (p *Policy) Check(host string, port uint16, ip netip.Addr) Decision {
 	if ip.IsUnspecified() || ip.IsMulticast() {
 		return Decision{Reason: fmt.Sprintf("%s is not a unicast address", ip)}
 	}
-	public := !(ip.IsLoopback() || ip.IsPrivate() || cgnat.Contains(ip))
-	name := strings.ToLower(strings.TrimSuffix(host, "."))
-	for _, r := range p.rules {
-		if r.port != port {
-			continue
+	if _, err := netip.ParseAddr(host); err == nil {
+		if r, ok := p.addrRule(ip, port); ok {
+			return Decision{Allowed: true, Rule: r}
 		}
-		switch {
-		case r.prefix.IsValid():
-			if r.prefix.Contains(ip) {
-				return Decision{Allowed: true, Rule: r.entry}
-			}
-		case public && r.host != "" && r.host == name:
-			return Decision{Allowed: true, Rule: r.entry}
-		case public && r.suffix != "" && strings.HasSuffix(name, r.suffix):
-			return Decision{Allowed: true, Rule: r.entry}
-		}
+		return Decision{Reason: fmt.Sprintf("%s:%d is on no allow-list entry", host, port)}
 	}
-	if !public {
-		return Decision{Reason: fmt.Sprintf("%s:%d resolves to %s, a loopback or private address no IP or CIDR entry lists", host, port, ip)}
+	named, ok := p.nameRule(host, port)
+	if !ok {
+		return Decision{Reason: fmt.Sprintf("%s:%d is on no allow-list entry (not looked up)", host, port)}
 	}
-	return Decision{Reason: fmt.Sprintf("%s:%d (%s) is on no allow-list entry", host, port, ip)}
+	if !(ip.IsLoopback() || ip.IsPrivate() || cgnat.Contains(ip)) {
+		return Decision{Allowed: true, Rule: named}
+	}
+	if r, ok := p.addrRule(ip, port); ok {
+		return Decision{Allowed: true, Rule: r}
+	}
+	return Decision{Reason: fmt.Sprintf("%s:%d resolves to %s, a loopback or private address no IP or CIDR entry lists", host, port, ip)}
 }
 
 var (

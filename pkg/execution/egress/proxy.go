@@ -2,7 +2,9 @@ package egress
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,30 +28,56 @@ type Attempt struct {
 	BytesIn     int64     `json:"bytesIn"`  // destination to sandbox
 }
 
-// Resolver looks names up; net.DefaultResolver is one.
+// Resolver looks names up: net.DefaultResolver (the host's resolver), or
+// ResolverAt's resolver of one DNS server.
 type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// ResolverAt is a resolver that sends every query to the DNS server at
+// server (host:port, UDP, TCP for a truncated answer), with Go's own
+// resolver: the host's /etc/hosts and search domains still apply, its
+// nameservers do not.
+func ResolverAt(server string) *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, server)
+	}}
 }
 
 // Proxy is an HTTP proxy enforcing a Policy. Record is called once per
 // attempt, when it ends (from the proxy's goroutines).
 type Proxy struct {
-	Policy   *Policy
+	Policy *Policy
+	// Resolver looks up the names the policy lists (net.DefaultResolver
+	// when nil); a name the policy does not list is never looked up.
 	Resolver Resolver
 	Record   func(Attempt)
-	// DialTimeout bounds each dial (10s when 0).
+	// DialTimeout bounds each dial and each lookup (10s when 0).
 	DialTimeout time.Duration
+	// Dial connects to a checked address, "ip:port" (a net.Dialer when
+	// nil).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 var _ http.Handler = (*Proxy)(nil)
 
-// decide resolves dest and picks the first address the policy allows;
-// every address must pass (a name with one forbidden address is refused,
-// so that no answer order decides).
+// decide decides on the destination as asked (a name no entry lists is
+// refused before any lookup), then resolves a listed name and checks every
+// address it gets: a name with one forbidden address is refused, so that
+// no answer order decides. The first address is the one dialled.
 func (p *Proxy) decide(ctx context.Context, a *Attempt) (netip.Addr, bool) {
 	host, port, err := splitHostPort(a.Destination)
 	if err != nil {
 		a.Reason = err.Error()
+		return netip.Addr{}, false
+	}
+	pol := p.Policy
+	if pol == nil {
+		pol = &Policy{}
+	}
+	if d := pol.CheckName(host, port); !d.Allowed {
+		a.Reason = d.Reason
 		return netip.Addr{}, false
 	}
 	var addrs []netip.Addr
@@ -60,19 +88,18 @@ func (p *Proxy) decide(ctx context.Context, a *Attempt) (netip.Addr, bool) {
 		if r == nil {
 			r = net.DefaultResolver
 		}
-		if addrs, err = r.LookupNetIP(ctx, "ip", host); err != nil || len(addrs) == 0 {
-			a.Reason = fmt.Sprintf("resolve %s: %v", host, err)
+		lctx, cancel := context.WithTimeout(ctx, p.timeout())
+		addrs, err = r.LookupNetIP(lctx, "ip", host)
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			a.Reason = fmt.Sprintf("resolve %s: %v", host, cmp.Or(err, errors.New("no address")))
 			return netip.Addr{}, false
 		}
-	}
-	pol := p.Policy
-	if pol == nil {
-		pol = &Policy{}
 	}
 	for _, ip := range addrs {
 		d := pol.Check(host, port, ip)
 		if !d.Allowed {
-			a.Address, a.Reason = ip.String(), d.Reason
+			a.Address, a.Reason = ip.Unmap().String(), d.Reason
 			return netip.Addr{}, false
 		}
 		a.Rule = d.Rule
@@ -81,14 +108,23 @@ func (p *Proxy) decide(ctx context.Context, a *Attempt) (netip.Addr, bool) {
 	return addrs[0].Unmap(), true
 }
 
+func (p *Proxy) timeout() time.Duration {
+	if p.DialTimeout > 0 {
+		return p.DialTimeout
+	}
+	return 10 * time.Second
+}
+
 func (p *Proxy) dial(ctx context.Context, ip netip.Addr, dest string) (net.Conn, error) {
 	_, port, _ := splitHostPort(dest)
-	t := p.DialTimeout
-	if t == 0 {
-		t = 10 * time.Second
+	addr := net.JoinHostPort(ip.String(), strconv.Itoa(int(port)))
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
+	defer cancel()
+	if p.Dial != nil {
+		return p.Dial(ctx, "tcp", addr)
 	}
-	d := net.Dialer{Timeout: t}
-	return d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), strconv.Itoa(int(port))))
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 func (p *Proxy) record(a Attempt) {

@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/apierror"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -101,7 +103,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := backend.Health(r.Context()); err != nil {
-			writeError(w, http.StatusServiceUnavailable, err)
+			s.writeError(w, r, http.StatusServiceUnavailable, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
@@ -111,7 +113,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 		s.mux.Handle("GET /v1/cleanup", s.auth(func(w http.ResponseWriter, r *http.Request) {
 			v, err := view(r.Context())
 			if err != nil {
-				writeError(w, http.StatusInternalServerError, err)
+				s.writeError(w, r, http.StatusInternalServerError, err)
 				return
 			}
 			writeJSON(w, http.StatusOK, v)
@@ -134,19 +136,19 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 			stopped = []string{}
 		}
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
+			s.writeError(w, r, http.StatusInternalServerError, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, runtimeapi.StopResult{Stopped: stopped})
 	}))
 	s.mux.Handle("POST /v1/sync", s.auth(func(w http.ResponseWriter, r *http.Request) {
 		if s.sync == nil {
-			writeError(w, http.StatusNotImplemented, errors.New("this runtime does not follow a config repository"))
+			s.writeError(w, r, http.StatusNotImplemented, apierror.Public("this runtime does not follow a config repository", nil))
 			return
 		}
 		d, err := s.sync.Sync(r.Context())
 		if err != nil {
-			writeError(w, http.StatusBadGateway, err)
+			s.writeError(w, r, http.StatusBadGateway, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, runtimeapi.SyncResult{ObservedRevision: d.Revision})
@@ -176,10 +178,35 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// writeError answers status with err's reason and the code of the
-// sentinel err wraps (runtimeapi.ErrorBody).
-func writeError(w http.ResponseWriter, status int, err error) {
-	writeJSON(w, status, runtimeapi.ErrorBody{Error: err.Error(), Code: errorCode(status, err)})
+// writeError answers status with the code of the sentinel err wraps
+// (runtimeapi.ErrorBody) and what the client may be told of err: a
+// refusal with a code of its own (stale, no pool, fenced, invalid, ...)
+// or a pool's unenforceable limit whole; anything else (code internal) as
+// a reason and an error id, the detail (host paths, command lines) going
+// to the runtime's log under the id.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, status int, err error) {
+	writeJSON(w, status, s.errorBody(r, status, err))
+}
+
+// errorBody is writeError's body, logging what it keeps back.
+func (s *Server) errorBody(r *http.Request, status int, err error) runtimeapi.ErrorBody {
+	code := errorCode(status, err)
+	// A pool refused for a limit this host cannot enforce is the pool
+	// author's to fix: told whole, naming the pool file and the limit.
+	a := apierror.Decide(err, code != runtimeapi.CodeInternal || errors.Is(err, ErrUnenforceable))
+	if a.Hidden() {
+		s.logf("runtime: error %s: %s %s: %d: %v", a.ID, r.Method, r.URL.Path, status, err)
+	}
+	return runtimeapi.ErrorBody{Error: a.Reason, Code: code, ID: a.ID}
+}
+
+// logf writes to the runtime's log (standard error without a runtime).
+func (s *Server) logf(format string, args ...any) {
+	if s.rt != nil {
+		s.rt.logf(format, args...)
+		return
+	}
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
 }
 
 // errorCode is the runtimeapi code of an error answer: the sentinel err
@@ -210,15 +237,15 @@ func errorCode(status int, err error) string {
 }
 
 // decode reads a JSON body strictly: 400 with a reason otherwise.
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
+		s.writeError(w, r, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
 		return false
 	}
 	if dec.More() {
-		writeError(w, http.StatusBadRequest, errors.New("request body: one JSON object expected"))
+		s.writeError(w, r, http.StatusBadRequest, errors.New("request body: one JSON object expected"))
 		return false
 	}
 	return true
@@ -226,16 +253,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	var b runtimeapi.ClaimBody
-	if !decode(w, r, &b) {
+	if !s.decode(w, r, &b) {
 		return
 	}
 	if b.DeadlineSeconds < 0 {
-		writeError(w, http.StatusBadRequest, errors.New("deadlineSeconds < 0"))
+		s.writeError(w, r, http.StatusBadRequest, errors.New("deadlineSeconds < 0"))
 		return
 	}
 	if b.RequestKey != "" {
 		if err := CheckRequestKey(b.RequestKey); err != nil {
-			writeError(w, http.StatusBadRequest, err)
+			s.writeError(w, r, http.StatusBadRequest, err)
 			return
 		}
 	}
@@ -247,19 +274,19 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	g, err := s.rt.Claim(r.Context(), req)
 	switch {
 	case errors.Is(err, ErrStale):
-		writeError(w, http.StatusServiceUnavailable, err)
+		s.writeError(w, r, http.StatusServiceUnavailable, err)
 		return
 	case errors.Is(err, ErrNoActive), errors.Is(err, ErrRequestKeyUsed):
-		writeError(w, http.StatusConflict, err)
+		s.writeError(w, r, http.StatusConflict, err)
 		return
 	case errors.Is(err, ErrRequestKeyInvalid):
-		writeError(w, http.StatusBadRequest, err)
+		s.writeError(w, r, http.StatusBadRequest, err)
 		return
 	case errors.Is(err, ErrNoPool):
-		writeError(w, http.StatusNotFound, err)
+		s.writeError(w, r, http.StatusNotFound, err)
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
+		s.writeError(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	if g.Adopted {
@@ -273,15 +300,15 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var b runtimeapi.ExecBody
-	if !decode(w, r, &b) {
+	if !s.decode(w, r, &b) {
 		return
 	}
 	if len(b.Argv) == 0 {
-		writeError(w, http.StatusBadRequest, errors.New("argv: required"))
+		s.writeError(w, r, http.StatusBadRequest, errors.New("argv: required"))
 		return
 	}
 	if b.TimeoutSeconds < 0 || b.GraceSeconds < 0 || b.GraceSeconds*1000 > runner.MaxGraceMs || b.MaxOutput < 0 || b.MaxOutput > runner.MaxOutputLimit {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("timeoutSeconds %g, graceSeconds %g or maxOutput %d out of range (graceSeconds 0 to %d, maxOutput 0 to %d)",
+		s.writeError(w, r, http.StatusBadRequest, fmt.Errorf("timeoutSeconds %g, graceSeconds %g or maxOutput %d out of range (graceSeconds 0 to %d, maxOutput 0 to %d)",
 			b.TimeoutSeconds, b.GraceSeconds, b.MaxOutput, runner.MaxGraceMs/1000, runner.MaxOutputLimit))
 		return
 	}
@@ -309,7 +336,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := s.rt.Exec(r.Context(), r.PathValue("run"), b.Token, req, out, errb)
 	if err != nil {
-		writeError(w, claimStatus(err), err)
+		s.writeError(w, r, claimStatus(err), err)
 		return
 	}
 	dropped := max(st.OutputBytes-kept(), 0)
@@ -330,13 +357,13 @@ func claimStatus(err error) int {
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	var b runtimeapi.ReleaseBody
-	if !decode(w, r, &b) {
+	if !s.decode(w, r, &b) {
 		return
 	}
 	start := time.Now()
 	pool := s.rt.poolOf(r.PathValue("run"))
 	if err := s.rt.Release(r.Context(), r.PathValue("run"), b.Token, b.ExitCode); err != nil {
-		writeError(w, claimStatus(err), err)
+		s.writeError(w, r, claimStatus(err), err)
 		return
 	}
 	s.metrics.Released(r.Context(), pool, time.Since(start))
@@ -355,11 +382,11 @@ func (r *Runtime) poolOf(runID string) string {
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	m, err := s.rt.store.Get(r.Context(), r.PathValue("run"))
 	if errors.Is(err, runs.ErrNotFound) {
-		writeError(w, http.StatusNotFound, err)
+		s.writeError(w, r, http.StatusNotFound, err)
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.writeError(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, m)
@@ -370,16 +397,16 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 func (s *Server) queryRuns(w http.ResponseWriter, r *http.Request) {
 	q, err := runtimeapi.ParseQuery(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err)
+		s.writeError(w, r, http.StatusBadRequest, err)
 		return
 	}
 	ids, err := s.rt.store.Query(r.Context(), q)
 	if errors.Is(err, runs.ErrInvalid) {
-		writeError(w, http.StatusBadRequest, err)
+		s.writeError(w, r, http.StatusBadRequest, err)
 		return
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.writeError(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	if ids == nil {
@@ -392,19 +419,19 @@ func (s *Server) poolStatus(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("pool")
 	d, _ := s.rt.desired()
 	if d == nil || d.Pools[name] == nil {
-		writeError(w, http.StatusNotFound, fmt.Errorf("%w: %q", ErrNoPool, name))
+		s.writeError(w, r, http.StatusNotFound, fmt.Errorf("%w: %q", ErrNoPool, name))
 		return
 	}
 	all, err := s.backend.List(r.Context(), sandbox.Filter{Pool: name})
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		s.writeError(w, r, http.StatusInternalServerError, err)
 		return
 	}
 	st := poolStatusOf(name, d, all)
 	if cp, ok := s.backend.(sandbox.ClusterPools); ok {
 		counts, err := cp.WarmCounts(r.Context(), name)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
+			s.writeError(w, r, http.StatusInternalServerError, err)
 			return
 		}
 		addWarmCounts(st, counts)
@@ -572,19 +599,19 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 // prove runs a rollout's proof checks (POST /v1/pools/{pool}/proofs).
 func (s *Server) prove(w http.ResponseWriter, r *http.Request) {
 	var req runtimeapi.ProofRequest
-	if !decode(w, r, &req) {
+	if !s.decode(w, r, &req) {
 		return
 	}
 	res, err := s.rt.Prove(r.Context(), r.PathValue("pool"), req)
 	switch {
 	case errors.Is(err, ErrNoPool):
-		writeError(w, http.StatusNotFound, err)
+		s.writeError(w, r, http.StatusNotFound, err)
 	case errors.Is(err, ErrStale):
-		writeError(w, http.StatusServiceUnavailable, err)
+		s.writeError(w, r, http.StatusServiceUnavailable, err)
 	case errors.Is(err, ErrProofRefused):
-		writeError(w, http.StatusConflict, err)
+		s.writeError(w, r, http.StatusConflict, err)
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
+		s.writeError(w, r, http.StatusInternalServerError, err)
 	default:
 		writeJSON(w, http.StatusOK, res)
 	}

@@ -94,7 +94,10 @@
 // only the standard library: a program that only talks to a runtime
 // imports that, not this package. The server answers errors as
 // runtimeapi.ErrorBody, with the code of the sentinel error at fault
-// (ErrStale is "stale", ErrFenced "fenced", ...).
+// (ErrStale is "stale", ErrFenced "fenced", ...) and its reason; an error
+// with no such code is answered as "internal error (error id e-...)",
+// and its detail (host paths, command lines) is written to the runtime's
+// log under that id only.
 //
 // Credentials (credentials.go, renew.go): the broker's tokens expire after
 // their lifetime; the runtime renews an open claim's at RenewAt of it and

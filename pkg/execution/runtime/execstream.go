@@ -73,10 +73,11 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, b runtimeapi
 	f.mu.Unlock()
 	if err != nil {
 		if !started {
-			writeError(w, claimStatus(err), err)
+			s.writeError(w, r, claimStatus(err), err)
 			return
 		}
-		_ = f.frame(runtimeapi.ExecFrame{Error: err.Error(), Code: errorCode(claimStatus(err), err), Status: claimStatus(err)})
+		e := s.errorBody(r, claimStatus(err), err)
+		_ = f.frame(runtimeapi.ExecFrame{Error: e.Error, Code: e.Code, Status: claimStatus(err), ErrorID: e.ID})
 		return
 	}
 	dropped := max(st.OutputBytes-f.streamed, 0)

@@ -37,12 +37,12 @@ func (r *Runtime) Identity(ctx context.Context, runID, token string) (*runtimeap
 
 func (s *Server) identity(w http.ResponseWriter, r *http.Request) {
 	var b runtimeapi.IdentityBody
-	if !decode(w, r, &b) {
+	if !s.decode(w, r, &b) {
 		return
 	}
 	id, err := s.rt.Identity(r.Context(), r.PathValue("run"), b.Token)
 	if err != nil {
-		writeError(w, claimStatus(err), err)
+		s.writeError(w, r, claimStatus(err), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, id)

