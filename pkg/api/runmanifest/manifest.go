@@ -95,14 +95,14 @@ type Manifest struct {
 	// BINARY that image carries (its dev.slipway.runner.sha256 label, what
 	// the sandbox's runner reports about its own executable). They are two
 	// identities of one runner, never interchangeable.
-	RunnerImageDigest     string `json:"runner_image_digest"`
-	RunnerBinarySHA256    string `json:"runner_binary_sha256"`
+	RunnerImageDigest  string `json:"runner_image_digest"`
+	RunnerBinarySHA256 string `json:"runner_binary_sha256"`
 	// ServedBy names the processes that served the run, as each measured
 	// itself, beside the pins above: during an upgrade they may differ
 	// (Mismatches says where).
-	ServedBy ServedBy `json:"served_by,omitzero"`
-	WorkspaceTemplateID   string `json:"workspace_template_id"`
-	WorkspaceCheckpointID string `json:"workspace_checkpoint_id"`
+	ServedBy              ServedBy `json:"served_by,omitzero"`
+	WorkspaceTemplateID   string   `json:"workspace_template_id"`
+	WorkspaceCheckpointID string   `json:"workspace_checkpoint_id"`
 	// PolicyRevision is the policy the run is accountable to: the
 	// generation's policy pin (its commit) when it pins one, else
 	// VerificationPolicyRevision.
