@@ -135,11 +135,6 @@ func New(ctx context.Context, c Config) (*Engine, error) {
 	if err := c.Metrics.ObserveQueue(e.queueDepth); err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
-	if cfg, err := c.Config.Current(ctx); err == nil {
-		for _, tier := range tiers(cfg) {
-			c.Metrics.StartTier(ctx, tier)
-		}
-	}
 	return e, nil
 }
 
@@ -165,7 +160,9 @@ func tierOf(cfg *tenancy.Config, tenant string) string {
 }
 
 // queueDepth samples queue_depth: the queued jobs of every configured tier
-// (0 included), summed over its tenants.
+// (0 included), summed over its tenants. It reads the configuration at a
+// scrape, not at the engine's start (a plane starts before its config
+// repository answers).
 func (e *Engine) queueDepth(ctx context.Context) ([]telemetry.QueueSample, error) {
 	cfg, err := e.c.Config.Current(ctx)
 	if err != nil {
@@ -178,6 +175,7 @@ func (e *Engine) queueDepth(ctx context.Context) ([]telemetry.QueueSample, error
 	by := map[string]int64{}
 	for _, tier := range tiers(cfg) {
 		by[tier] = 0
+		e.c.Metrics.StartTier(ctx, tier) // arrivals at zero from the first scrape, for tiers added later too
 	}
 	for tenant, n := range queued {
 		by[tierOf(cfg, tenant)] += n
