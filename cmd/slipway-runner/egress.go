@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/signal"
 	"strings"
 	"sync"
@@ -55,6 +54,5 @@ func egressProxy(args []string, out io.Writer) error {
 	}}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "slipway-runner: egress proxy on %s allowing %d entries\n", ln.Addr(), len(entries))
 	return px.Serve(ctx, ln)
 }
