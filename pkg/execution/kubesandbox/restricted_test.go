@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -102,15 +103,34 @@ func TestRestrictedPodEgressThroughProxy(t *testing.T) {
 	if err != nil || ns.GetLabels()[kubeobjects.LabelPodSecurityEnforce] != "restricted" {
 		t.Fatalf("namespace %s: %v, labels %v", n.ns, err, ns.GetLabels())
 	}
-	b, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithReadyTimeout(time.Minute))
+	var (
+		mu       sync.Mutex
+		recorded = map[string][]egress.Attempt{}
+	)
+	b, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithReadyTimeout(time.Minute),
+		kubesandbox.WithEgressRecorder(func(id string, a egress.Attempt) {
+			mu.Lock()
+			defer mu.Unlock()
+			recorded[id] = append(recorded[id], a)
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := b.Create(ctx, specOf(t, n, g, "r-restricted"))
+	spec := specOf(t, n, g, "r-restricted")
+	spec.Network, spec.Allow = sandbox.NetworkAllowList, pl.Spec.Network.Allow
+	s, err := b.Create(ctx, spec)
 	if err != nil {
 		t.Fatalf("create: %v; controller log:\n%s", err, n.c.Log("agent-sandbox-controller"))
 	}
-	defer b.Delete(ctx, s.ID)
+	deleted := false
+	if s.Network != sandbox.NetworkAllowList || fmt.Sprint(s.Allow) != fmt.Sprint(spec.Allow) {
+		t.Errorf("sandbox network %q %v", s.Network, s.Allow)
+	}
+	defer func() {
+		if !deleted {
+			b.Delete(ctx, s.ID)
+		}
+	}()
 	run := func(argv ...string) (int, string) {
 		t.Helper()
 		var out bytes.Buffer
@@ -193,6 +213,18 @@ func TestRestrictedPodEgressThroughProxy(t *testing.T) {
 	if len(attempts) != 4 || ok != 2 || refused != 2 {
 		t.Errorf("egress log: %+v, want the two allowed and two refused attempts", attempts)
 	}
+	// The backend followed that log from the claim on and passed each
+	// attempt to its recorder (the runtime's, into the run's manifest) by
+	// the time Delete returned.
+	if err := b.Delete(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	deleted = true
+	mu.Lock()
+	if got := recorded[s.ID]; len(recorded) != 1 || fmt.Sprint(got) != fmt.Sprint(attempts) {
+		t.Errorf("recorded %+v, want the log's %+v", recorded, attempts)
+	}
+	mu.Unlock()
 
 	// The template's NetworkPolicy, made by agent-sandbox's controller and
 	// accepted by the API server: no ingress, egress to the one listed
