@@ -101,6 +101,13 @@ const (
 	// directory is: an emptyDir owned by SandboxGID (fsGroup), since a
 	// non-root user cannot write into the template's own folders.
 	WorkspaceVolumeDir = "/workspace"
+	// SeedInitContainer names the init container of the template's image
+	// that copies the template's own WorkspaceVolumeDir into the
+	// workspace emptyDir, mounted there at SeedDir (`slipway-runner seed`,
+	// the runner from RunnerDir), before the workspace container hides
+	// the template's folder under it.
+	SeedInitContainer = "slipway-seed"
+	SeedDir           = "/run/slipway/seed"
 	// PodSecurityLevel is the Pod Security level of a namespace Slipway
 	// renders, set by each of PodSecurityLabels.
 	PodSecurityLevel = "restricted"

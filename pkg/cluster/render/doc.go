@@ -42,7 +42,9 @@
 // container without privilege escalation and with every capability
 // dropped, and no service-account token. Its working directory is an
 // emptyDir at kubeobjects.WorkspaceVolumeDir (sized by the pool's
-// limits.workspace), writable through the pod's fsGroup. A Namespace in
+// limits.workspace), writable through the pod's fsGroup, into which a
+// second init container of the template's image copies the template's
+// own folder there (kubeobjects.SeedInitContainer). A Namespace in
 // the render gets the labels by which the API server enforces, warns and
 // audits that level (kubeobjects.PodSecurityLabels); a kustomization
 // setting one of them to another level is an error. An allow-list pool's

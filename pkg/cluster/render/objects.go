@@ -148,6 +148,15 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 				map[string]any{"name": refreshVolume, "mountPath": kubeobjects.RefreshDir},
 			},
 			"securityContext": containerSecurityContext(),
+		}, map[string]any{
+			"name":    kubeobjects.SeedInitContainer,
+			"image":   tmpl.Image,
+			"command": []any{kubeobjects.RunnerBinary, "seed", kubeobjects.WorkspaceVolumeDir, kubeobjects.SeedDir},
+			"volumeMounts": []any{
+				map[string]any{"name": runnerVolume, "mountPath": kubeobjects.RunnerDir, "readOnly": true},
+				map[string]any{"name": workspaceVolume, "mountPath": kubeobjects.SeedDir},
+			},
+			"securityContext": containerSecurityContext(),
 		}},
 		"containers": containers,
 		"volumes":    volumes,

@@ -3,11 +3,13 @@
 package kubesandbox_test
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -17,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +36,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 	"github.com/slipway-dev/slipway/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // An allow-list pool's sandbox on a real node, in a namespace its render
@@ -39,7 +44,8 @@ import (
 // gets its pods past the API server's PodSecurity admission, and the
 // claimed pod runs commands through the runner as the non-root sandbox
 // user, with the kernel saying so (seccomp filter mode, no_new_privs, no
-// effective capability), in a writable workspace.
+// effective capability), in a writable workspace seeded with the
+// template's own workspace files.
 //
 // Its egress goes through the pod's proxy (the slipway-egress container):
 // the workload's own wget (through $http_proxy) and the runner's probe
@@ -92,7 +98,26 @@ func TestRestrictedPodEgressThroughProxy(t *testing.T) {
 			"\nresources: [namespace.yaml]\n",
 		"pools/" + n.pool + "/namespace.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + n.ns + "\n",
 	})
-	g := n.generation(t, nil)
+	// The template ships a file in its workspace: the seed init container
+	// copies it into the pod's writable workspace.
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	content := []byte("seeded\n")
+	if err := tw.WriteHeader(&tar.Header{Name: "workspace/from-template.txt", Mode: 0o644, Size: int64(len(content)), Uid: 1000, Gid: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write(content); err != nil || tw.Close() != nil {
+		t.Fatal(err)
+	}
+	seeded, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(tb.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	timg, err := mutate.AppendLayers(pulled(t, n.w.Template), seeded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := n.generationOf(t, nil, registrytest.Push(t, n.w.Host+"/templates/busybox:seeded", timg).String())
 	n.desire(t, 1)
 
 	dyn, err := n.c.Dynamic()
@@ -156,6 +181,12 @@ func TestRestrictedPodEgressThroughProxy(t *testing.T) {
 	}
 	if code, out := run("pwd"); code != 0 || strings.TrimSpace(out) != kubeobjects.WorkspaceVolumeDir {
 		t.Errorf("pwd: %d %q", code, out)
+	}
+	if code, out := run("cat", "from-template.txt"); code != 0 || out != "seeded\n" {
+		t.Errorf("the template's workspace file in the pod: %d %q", code, out)
+	}
+	if code, out := run("sh", "-c", "echo more >> from-template.txt && ls -ln from-template.txt"); code != 0 || !strings.Contains(out, " "+strconv.Itoa(kubeobjects.SandboxUID)+" ") {
+		t.Errorf("the seeded file is not the sandbox user's to write: %d %q", code, out)
 	}
 	if code, out := run("touch", "/etc/slipway-was-here"); code == 0 {
 		t.Errorf("the sandbox user wrote into the template's /etc: %s", out)
