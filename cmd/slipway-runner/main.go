@@ -9,6 +9,10 @@
 //	slipway-runner connect PATH               (bridges stdin and stdout to the runner's socket: run through pod exec)
 //	slipway-runner credential put NAME        (stdin becomes /run/slipway/credentials/NAME, mode 0400: run through pod exec)
 //	slipway-runner credential rm NAME         (removes it; one not there is no error)
+//	slipway-runner egress --listen ADDR --allow ENTRY[,ENTRY...]
+//	                                      (an allow-list pool's egress proxy in a pod: one JSON line per attempt on stdout)
+//	slipway-runner seed SRC DST           (copies the template's workspace SRC into the pod's workspace emptyDir DST:
+//	                                      a Kubernetes init container of the template's image)
 //	slipway-runner version                (JSON: binary sha256, protocol, release version, commit, dirty, Go version)
 //	slipway-runner install DIR [--refresh RDIR]
 //	                                      (copies itself to DIR/slipway-runner: a Kubernetes init container;
@@ -51,7 +55,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: slipway-runner serve|connect|credential|version|install|probe [flags]")
+		return fmt.Errorf("usage: slipway-runner serve|connect|credential|egress|seed|version|install|probe [flags]")
 	}
 	if args[0] == "connect" { // before hashing itself: it runs for every call through pod exec
 		if len(args) != 2 {
@@ -61,6 +65,12 @@ func run(args []string) error {
 	}
 	if args[0] == "credential" {
 		return credential(args[1:], runner.CredentialDir)
+	}
+	if args[0] == "egress" {
+		return egressProxy(args[1:], os.Stdout)
+	}
+	if args[0] == "seed" {
+		return seed(args[1:], os.Stdout)
 	}
 	digest, err := runner.SelfDigest()
 	if err != nil {
@@ -78,7 +88,7 @@ func run(args []string) error {
 		return install(args[1:], digest)
 	case "serve":
 	default:
-		return fmt.Errorf("unknown command %q: want serve, connect, credential, version, install or probe", args[0])
+		return fmt.Errorf("unknown command %q: want serve, connect, credential, egress, seed, version, install or probe", args[0])
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fd := fs.Int("listen-fd", 0, "file descriptor of the listening unix socket")

@@ -76,6 +76,59 @@ const (
 	MachineIDPath = "/etc/machine-id"
 )
 
+// How a sandbox pod is confined: Pod Security "restricted"
+// (https://kubernetes.io/docs/concepts/security/pod-security-standards/).
+const (
+	// SandboxUID is the user (and SandboxGID the group, and the fsGroup of
+	// the pod's volumes) every container of a sandbox pod runs as: the
+	// runner, the commands it runs and the init container. Never root: the
+	// pod sets runAsNonRoot, and a template's own USER is overridden.
+	SandboxUID = 65532
+	SandboxGID = 65532
+	// EgressUID is the user of the egress proxy container of an
+	// allow-list pool's pod (EgressContainer): another user than the
+	// workload's, so the workload can neither signal it nor read its
+	// memory.
+	EgressUID = 65533
+	// EgressContainer names the container of an allow-list pool's pod
+	// running `slipway-runner egress` (from the runner image, pinned by
+	// digest): the HTTP proxy at sandbox.EgressProxyAddr, in the pod's
+	// network namespace, which HTTP_PROXY and HTTPS_PROXY of the workspace
+	// container name. It writes every attempt as a JSON line on its
+	// standard output (the container's log).
+	EgressContainer = "slipway-egress"
+	// WorkspaceVolumeDir is where the workspace container's working
+	// directory is: an emptyDir owned by SandboxGID (fsGroup), since a
+	// non-root user cannot write into the template's own folders.
+	WorkspaceVolumeDir = "/workspace"
+	// SeedInitContainer names the init container of the template's image
+	// that copies the template's own WorkspaceVolumeDir into the
+	// workspace emptyDir, mounted there at SeedDir (`slipway-runner seed`,
+	// the runner from RunnerDir), before the workspace container hides
+	// the template's folder under it.
+	SeedInitContainer = "slipway-seed"
+	SeedDir           = "/run/slipway/seed"
+	// PodSecurityLevel is the Pod Security level of a namespace Slipway
+	// renders, set by each of PodSecurityLabels.
+	PodSecurityLevel = "restricted"
+)
+
+// The namespace labels by which the API server's PodSecurity admission
+// enforces a level (refuses a pod that does not meet it), warns the
+// client and audits. Slipway sets each to PodSecurityLevel on a namespace
+// it renders.
+const (
+	LabelPodSecurityEnforce = "pod-security.kubernetes.io/enforce"
+	LabelPodSecurityWarn    = "pod-security.kubernetes.io/warn"
+	LabelPodSecurityAudit   = "pod-security.kubernetes.io/audit"
+)
+
+// PodSecurityLabels are the labels of a namespace that enforces, warns
+// and audits PodSecurityLevel.
+func PodSecurityLabels() map[string]string {
+	return map[string]string{LabelPodSecurityEnforce: PodSecurityLevel, LabelPodSecurityWarn: PodSecurityLevel, LabelPodSecurityAudit: PodSecurityLevel}
+}
+
 // GenerationLabel is the value of LabelGeneration for generation id.
 func GenerationLabel(id string) string {
 	if len(id) > 63 {

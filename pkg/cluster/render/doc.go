@@ -36,6 +36,25 @@
 // OnReplenish: a generation is never edited, so Recreate is never needed);
 // draining and retained ones keep their template only.
 //
+// Every sandbox pod meets Pod Security "restricted": it runs as
+// kubeobjects.SandboxUID (runAsNonRoot, whatever the template's USER
+// says), under the container runtime's default seccomp profile, each
+// container without privilege escalation and with every capability
+// dropped, and no service-account token. Its working directory is an
+// emptyDir at kubeobjects.WorkspaceVolumeDir (sized by the pool's
+// limits.workspace), writable through the pod's fsGroup, into which a
+// second init container of the template's image copies the template's
+// own folder there (kubeobjects.SeedInitContainer). A Namespace in
+// the render gets the labels by which the API server enforces, warns and
+// audits that level (kubeobjects.PodSecurityLabels); a kustomization
+// setting one of them to another level is an error. An allow-list pool's
+// pod also runs its egress proxy (kubeobjects.EgressContainer: the runner
+// image's `slipway-runner egress`, as a user of its own) on
+// sandbox.EgressProxyAddr, which HTTP_PROXY and HTTPS_PROXY of the
+// workspace container name: it enforces the allow-list for what goes
+// through it and logs every attempt, while the network policy holds the
+// same destinations for what does not.
+//
 // The generated objects are added as one more resource of the pool's own
 // kustomization.yaml (in an in-memory copy of the tree, without the pools'
 // generations and evidence folders), so its namespace, labels, patches and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -114,6 +115,11 @@ func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gen
 		if err := n.PipeE(yaml.SetAnnotation(kubeobjects.AnnotationConfigRevision, revision)); err != nil {
 			return nil, fmt.Errorf("render: %w", err)
 		}
+		if n.GetKind() == "Namespace" && n.GetApiVersion() == "v1" {
+			if err := restrictNamespace(n, name); err != nil {
+				return nil, err
+			}
+		}
 		if wave := syncWave(n); wave != "" {
 			if err := n.PipeE(yaml.SetAnnotation(kubeobjects.AnnotationSyncWave, wave)); err != nil {
 				return nil, fmt.Errorf("render: %w", err)
@@ -151,6 +157,27 @@ func build(t Tree, pl *pool.Pool, revision string, objects []map[string]any, gen
 		out.WriteString(s)
 	}
 	return []byte(out.String()), nil
+}
+
+// restrictNamespace labels namespace n of pool poolName to enforce, warn
+// and audit Pod Security "restricted" (kubeobjects.PodSecurityLabels): the
+// API server's PodSecurity admission then refuses any pod in it that runs
+// as root, escalates privilege, keeps a capability or runs without a
+// seccomp profile, whoever makes it. A kustomization that sets one of
+// these labels to another level is an error: Slipway's sandboxes are
+// never weakened by a patch.
+func restrictNamespace(n *yaml.RNode, poolName string) error {
+	have := n.GetLabels()
+	want := kubeobjects.PodSecurityLabels()
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if v, ok := have[k]; ok && v != want[k] {
+			return fmt.Errorf("render: %s: Namespace %s: %w: label %s=%s, but Slipway's sandboxes run under Pod Security %q", pool.KustomizationFile(poolName), n.GetName(), ErrRender, k, v, want[k])
+		}
+		if err := n.PipeE(yaml.SetLabel(k, want[k])); err != nil {
+			return fmt.Errorf("render: %w", err)
+		}
+	}
+	return nil
 }
 
 // copyNeeded copies the folder dir of t into fsys and, for the

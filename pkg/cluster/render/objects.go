@@ -23,7 +23,33 @@ const (
 	secretVolume      = "slipway-secret"
 	socketVolume      = "slipway-runner-socket"
 	refreshVolume     = "slipway-refresh"
+	workspaceVolume   = "slipway-workspace"
 )
+
+// podSecurityContext meets Pod Security "restricted" for the whole pod:
+// never root (SandboxUID, whatever the template's USER says), the
+// container runtime's default seccomp profile, and the volumes' group
+// SandboxGID, so the workspace emptyDir is writable by the sandbox's
+// user.
+func podSecurityContext() map[string]any {
+	return map[string]any{
+		"runAsNonRoot":   true,
+		"runAsUser":      kubeobjects.SandboxUID,
+		"runAsGroup":     kubeobjects.SandboxGID,
+		"fsGroup":        kubeobjects.SandboxGID,
+		"seccompProfile": map[string]any{"type": "RuntimeDefault"},
+	}
+}
+
+// containerSecurityContext meets Pod Security "restricted" for one
+// container: no privilege escalation (no_new_privs: setuid binaries of the
+// template do not raise privilege) and no capability at all.
+func containerSecurityContext() map[string]any {
+	return map[string]any{
+		"allowPrivilegeEscalation": false,
+		"capabilities":             map[string]any{"drop": []any{"ALL"}},
+	}
+}
 
 var labelValue = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
 
@@ -68,11 +94,17 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 		return nil, fmt.Errorf("%s: %w: no runner image pin to bring the runner from", file, ErrRender)
 	}
 	mounts := []any{
+		map[string]any{"name": workspaceVolume, "mountPath": kubeobjects.WorkspaceVolumeDir},
 		map[string]any{"name": runnerVolume, "mountPath": kubeobjects.RunnerDir, "readOnly": true},
 		map[string]any{"name": socketVolume, "mountPath": kubeobjects.RunnerSocketDir},
 		map[string]any{"name": refreshVolume, "mountPath": kubeobjects.MachineIDPath, "subPath": shape.MachineIDFile, "readOnly": true},
 	}
+	workspace := map[string]any{}
+	if b, err := pl.Spec.Limits.Bounds(); err == nil && b.WorkspaceBytes > 0 {
+		workspace["sizeLimit"] = strconv.FormatUint(b.WorkspaceBytes, 10)
+	}
 	volumes := []any{
+		map[string]any{"name": workspaceVolume, "emptyDir": workspace},
 		map[string]any{"name": runnerVolume, "emptyDir": map[string]any{}},
 		map[string]any{"name": socketVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "1Mi"}},
 		map[string]any{"name": refreshVolume, "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "1Mi"}},
@@ -87,8 +119,26 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 				"sources": []any{map[string]any{"secret": map[string]any{"name": kubeobjects.SecretName(sv.Identity())}}},
 			}})
 	}
+	env := []any{
+		map[string]any{"name": runner.EnvGeneration, "value": g.ID},
+		map[string]any{"name": runner.EnvSandboxID, "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "metadata.name"}}},
+	}
+	containers := []any{map[string]any{
+		"name":            kubeobjects.WorkspaceContainer,
+		"image":           tmpl.Image,
+		"command":         []any{kubeobjects.RunnerBinary, "serve", "--listen-unix", kubeobjects.RunnerSocket},
+		"workingDir":      kubeobjects.WorkspaceVolumeDir,
+		"volumeMounts":    mounts,
+		"securityContext": containerSecurityContext(),
+	}}
+	if pl.Spec.Network.Mode == "allow-list" {
+		env = append(env, proxyEnv()...)
+		containers = append(containers, egressContainer(run.Image, pl.Spec.Network.Allow))
+	}
+	containers[0].(map[string]any)["env"] = env
 	podSpec := map[string]any{
 		"automountServiceAccountToken": false,
+		"securityContext":              podSecurityContext(),
 		"initContainers": []any{map[string]any{
 			"name":    kubeobjects.RunnerInitContainer,
 			"image":   run.Image,
@@ -97,18 +147,19 @@ func sandboxTemplate(pl *pool.Pool, g *generation.Generation, revision string) (
 				map[string]any{"name": runnerVolume, "mountPath": kubeobjects.RunnerDir},
 				map[string]any{"name": refreshVolume, "mountPath": kubeobjects.RefreshDir},
 			},
-		}},
-		"containers": []any{map[string]any{
-			"name":    kubeobjects.WorkspaceContainer,
+			"securityContext": containerSecurityContext(),
+		}, map[string]any{
+			"name":    kubeobjects.SeedInitContainer,
 			"image":   tmpl.Image,
-			"command": []any{kubeobjects.RunnerBinary, "serve", "--listen-unix", kubeobjects.RunnerSocket},
-			"env": []any{
-				map[string]any{"name": runner.EnvGeneration, "value": g.ID},
-				map[string]any{"name": runner.EnvSandboxID, "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "metadata.name"}}},
+			"command": []any{kubeobjects.RunnerBinary, "seed", kubeobjects.WorkspaceVolumeDir, kubeobjects.SeedDir},
+			"volumeMounts": []any{
+				map[string]any{"name": runnerVolume, "mountPath": kubeobjects.RunnerDir, "readOnly": true},
+				map[string]any{"name": workspaceVolume, "mountPath": kubeobjects.SeedDir},
 			},
-			"volumeMounts": mounts,
+			"securityContext": containerSecurityContext(),
 		}},
-		"volumes": volumes,
+		"containers": containers,
+		"volumes":    volumes,
 	}
 	if rc, ok := g.Pins[generation.RuntimeClass]; ok {
 		name := rc.Identity()
@@ -177,6 +228,39 @@ func networkPolicy(pl *pool.Pool) (map[string]any, error) {
 	}
 	np["egress"] = egress
 	return np, nil
+}
+
+// egressContainer is the egress proxy of an allow-list pool's pod: the
+// runner image's binary serving `egress` on sandbox.EgressProxyAddr, in
+// the pod's network namespace, as EgressUID (not the workload's user).
+// It enforces the allow-list for what goes through it and records every
+// attempt in its log; what does not go through it is left to the
+// template's NetworkPolicy, which allows the same destinations only.
+func egressContainer(image string, allow []string) map[string]any {
+	sc := containerSecurityContext()
+	sc["runAsUser"], sc["runAsGroup"] = kubeobjects.EgressUID, kubeobjects.EgressUID
+	sc["readOnlyRootFilesystem"] = true
+	return map[string]any{
+		"name":            kubeobjects.EgressContainer,
+		"image":           image,
+		"command":         []any{sandbox.RunnerPath, "egress", "--listen", sandbox.EgressProxyAddr, "--allow", strings.Join(allow, ",")},
+		"securityContext": sc,
+	}
+}
+
+// proxyEnv names the egress proxy to every program of the workspace
+// container that honours the usual variables (curl, pip, git, Go, ...);
+// loopback stays direct. The local backend sets the same.
+func proxyEnv() []any {
+	u := "http://" + sandbox.EgressProxyAddr
+	var env []any
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		env = append(env, map[string]any{"name": k, "value": u})
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		env = append(env, map[string]any{"name": k, "value": "localhost,127.0.0.1,::1"})
+	}
+	return env
 }
 
 // sandboxWarmPool is the warm pool of generation id with replicas members.

@@ -182,6 +182,9 @@ func TestRefusals(t *testing.T) {
 		"domain in allow list": {func(f files) {
 			f[pool.PoolFile("agents")] = strings.Replace(f[pool.PoolFile("agents")], "\"192.0.2.7:8080\"", "\"api.example.com:443\"", 1)
 		}, `spec.network.allow[1]: cannot render: "api.example.com:443" names a host`},
+		"weaker pod security": {func(f files) {
+			f["pools/agents/namespace.yaml"] += "  labels:\n    pod-security.kubernetes.io/enforce: privileged\n"
+		}, `Namespace sandboxes: cannot render: label pod-security.kubernetes.io/enforce=privileged, but Slipway's sandboxes run under Pod Security "restricted"`},
 		"reserved file name": {func(f files) {
 			f["pools/agents/"+render.GeneratedFile] = "{}\n"
 		}, "the name is Slipway's"},

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
+	"github.com/slipway-dev/slipway/pkg/execution/egress"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
@@ -79,9 +80,10 @@ type Backend struct {
 	namespace string
 	o         options
 
-	mu     sync.Mutex
-	claims map[string]string // sandbox id -> claim name, as Create and List saw them
-	nodes  map[string]nodeInfo
+	mu        sync.Mutex
+	claims    map[string]string // sandbox id -> claim name, as Create and List saw them
+	nodes     map[string]nodeInfo
+	followers map[string]*follower // sandbox id -> its egress log follower
 }
 
 var (
@@ -96,6 +98,7 @@ type options struct {
 	cluster       string
 	readyTimeout  time.Duration
 	deleteTimeout time.Duration
+	egressRecord  func(sandboxID string, a egress.Attempt)
 }
 
 // WithClusterName names the cluster in run manifests (default: the API
@@ -146,7 +149,8 @@ func New(cfg *rest.Config, namespace string, opts ...Option) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
-	return &Backend{cfg: cfg, dyn: dyn, namespace: namespace, o: o, claims: map[string]string{}, nodes: map[string]nodeInfo{}}, nil
+	return &Backend{cfg: cfg, dyn: dyn, namespace: namespace, o: o, claims: map[string]string{}, nodes: map[string]nodeInfo{},
+		followers: map[string]*follower{}}, nil
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -183,8 +187,8 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if len(spec.Env) > 0 {
 		return nil, fmt.Errorf("%w: env: a claim's environment would force a cold start; the generation's template holds it", sandbox.ErrInvalidSpec)
 	}
-	if spec.Network != "" && spec.Network != sandbox.NetworkDeny {
-		return nil, fmt.Errorf("%w: network %q: the generation's template holds the pool's network policy", sandbox.ErrInvalidSpec, spec.Network)
+	if spec.Network != "" && spec.Network != sandbox.NetworkDeny && spec.Network != sandbox.NetworkAllowList {
+		return nil, fmt.Errorf("%w: network %q: want deny or allow-list", sandbox.ErrInvalidSpec, spec.Network)
 	}
 	created := time.Now()
 	name := ClaimName(spec.Owner)
@@ -366,6 +370,6 @@ type schemaGVR = schema.GroupVersionResource
 
 // Confinement says how the cluster confines its sandboxes (GET /v1/info).
 func (b *Backend) Confinement() (limits, network string) {
-	return "the pod's: the generation's template (resources, runtime class); a deadline per command",
-		"the template's NetworkPolicy (agent-sandbox), enforced by the cluster's network plugin; no port opened: the runner is reached through pod exec"
+	return "the pod's: the generation's template (runtime class; Pod Security restricted: non-root, RuntimeDefault seccomp, no capabilities); a deadline per command",
+		"the template's NetworkPolicy (agent-sandbox), enforced by the cluster's network plugin; an allow-list pool's egress proxy in the pod (container slipway-egress), logging every attempt; no port opened: the runner is reached through pod exec"
 }

@@ -69,6 +69,9 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if err == nil {
 		err = checkImages(pod, spec.TemplateID)
 	}
+	if err == nil {
+		err = checkNetwork(pod, spec)
+	}
 	var pl *sandbox.Placement
 	if err == nil {
 		pl, err = b.placement(ctx, sb, pod, created)
@@ -96,7 +99,14 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if len(why) > 0 {
 		return nil, fmt.Errorf("%w: pod %s/%s (claim %s): %s", sandbox.ErrIdentity, b.namespace, podName, c.GetName(), strings.Join(why, "; "))
 	}
+	if err := b.followEgress(pod); err != nil {
+		return nil, err
+	}
 	s.RunnerBinarySHA256, s.Ready = id.RunnerBinarySHA256, time.Now()
+	s.Network, s.Allow = sandbox.NetworkDeny, nil
+	if spec.Network == sandbox.NetworkAllowList {
+		s.Network, s.Allow = sandbox.NetworkAllowList, spec.Allow // as checkNetwork read them in the pod
+	}
 	return s, nil
 }
 
@@ -207,6 +217,41 @@ func checkImages(pod *unstructured.Unstructured, templateID string) error {
 	return nil
 }
 
+// checkNetwork checks that pod was made for the network spec asks for:
+// an allow-list's pod runs render's egress proxy container with that very
+// list, a deny pod none. A pod of a template rendered for the pool's
+// earlier network (its warm members outlive a re-render) is refused.
+func checkNetwork(pod *unstructured.Unstructured, spec sandbox.Spec) error {
+	var (
+		has   bool
+		allow string
+	)
+	cs, _, _ := unstructured.NestedSlice(pod.Object, "spec", "containers")
+	for _, c := range cs {
+		m, _ := c.(map[string]any)
+		if m["name"] != kubeobjects.EgressContainer {
+			continue
+		}
+		has = true
+		argv, _, _ := unstructured.NestedStringSlice(m, "command")
+		for i, a := range argv {
+			if a == "--allow" && i+1 < len(argv) {
+				allow = argv[i+1]
+			}
+		}
+	}
+	want := spec.Network == sandbox.NetworkAllowList
+	switch {
+	case has && !want:
+		return fmt.Errorf("%w: pod %s runs an egress proxy (allow %q), the pool's network is deny", sandbox.ErrIdentity, pod.GetName(), allow)
+	case !has && want:
+		return fmt.Errorf("%w: pod %s runs no egress proxy, the pool's network is an allow-list", sandbox.ErrIdentity, pod.GetName())
+	case has && allow != strings.Join(spec.Allow, ","):
+		return fmt.Errorf("%w: pod %s's egress proxy allows %q, the pool's list is %q", sandbox.ErrIdentity, pod.GetName(), allow, strings.Join(spec.Allow, ","))
+	}
+	return nil
+}
+
 // nodeInfo is what placement needs of a node.
 type nodeInfo struct {
 	created time.Time
@@ -273,7 +318,11 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.o.deleteTimeout)
 	defer cancel()
-	return b.deleteClaim(ctx, name, "")
+	if err := b.deleteClaim(ctx, name, ""); err != nil {
+		return err
+	}
+	b.stopEgress(id)
+	return nil
 }
 
 // claimOf is the name of the claim of sandbox id ("" when there is none).

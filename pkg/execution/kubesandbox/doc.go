@@ -42,6 +42,14 @@
 // secretVersion, as the container's user. RemoveCredential is the same
 // with `credential rm`; a pod that is gone has nothing to remove.
 //
+// A claim's spec names its pool's network: an allow-list claim is handed
+// only a pod that runs render's egress proxy container
+// (kubeobjects.EgressContainer) with that very list, a deny claim only a
+// pod without one. With WithEgressRecorder, Create follows that
+// container's log (one JSON line per attempt) through the API server and
+// passes every attempt on, the last ones before Delete returns, as the
+// local backend does with its host-side proxy.
+//
 // It is not the runtime (which grants claims and records manifests on any
 // backend), and it applies nothing: render and kubeapply (or Argo CD) put
 // the templates and warm pools in the cluster.

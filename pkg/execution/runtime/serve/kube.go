@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
+	"github.com/slipway-dev/slipway/pkg/execution/egress"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -24,14 +25,20 @@ func RunKubernetes(ctx context.Context, c Config, ready func(addr string)) error
 	if err := c.defaults(); err != nil {
 		return err
 	}
-	be, err := kubeBackend(c)
+	// The egress attempts of allow-list pods go to the runtime, made later.
+	var rtOf atomic.Pointer[runtime.Runtime]
+	record := func(id string, a egress.Attempt) {
+		if rt := rtOf.Load(); rt != nil {
+			rt.RecordEgress(id, a)
+		}
+	}
+	be, err := kubeBackend(c, kubesandbox.WithEgressRecorder(record))
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(c.State, 0o700); err != nil {
 		return err
 	}
-	var rtOf atomic.Pointer[runtime.Runtime]
 	return run(ctx, c, &kubeHost{c: c, be: be}, &rtOf, ready)
 }
 
@@ -75,7 +82,7 @@ func (h *kubeHost) stop(ctx context.Context, store runs.Store) {
 func (h *kubeHost) close() {}
 
 // kubeBackend is the Kubernetes backend of c.
-func kubeBackend(c Config) (sandbox.Backend, error) {
+func kubeBackend(c Config, opts ...kubesandbox.Option) (sandbox.Backend, error) {
 	if c.Kubeconfig == "" {
 		return nil, errors.New("runtime: the kubernetes backend needs a kubeconfig")
 	}
@@ -86,7 +93,7 @@ func kubeBackend(c Config) (sandbox.Backend, error) {
 	if c.Namespace != "" {
 		ns = c.Namespace
 	}
-	return kubesandbox.New(cfg, ns)
+	return kubesandbox.New(cfg, ns, opts...)
 }
 
 // releaseClaims deletes the sandboxes whose owner is an open run of store
