@@ -36,7 +36,10 @@ PROGRAM-OS-ARCH. It writes checksums.txt (GoReleaser's format) and its signature
 version and the builder (signed as a DSSE envelope), a verification policy naming that builder,
 and an OCI image of each program (empty base, static binary, no daemon) as a multi-platform index
 in the OCI layout --out/oci. With --push REGISTRY[/PATH] the indexes are pushed by digest, signed
-and attested (provenance, SBOM), and tagged with the version last, so a refused push leaves no tag.
+and attested (provenance, SBOM), the release's files are pushed as one OCI artifact (artifactType
+application/vnd.slipway.release.files.v1, a layer per file titled with its name) to
+REGISTRY/slipway-release by digest, and all are tagged with the version last, so a refused push
+leaves no tag.
 
 It refuses a dirty tree (naming the files) or a commit without the release tag unless --snapshot,
 which builds v0.0.0-<commit12>[-dirty]. Times come from the commit, so two releases of one commit
@@ -128,6 +131,9 @@ func printRelease(g *globals, r *selfrelease.Result) {
 		for _, p := range slices.Sorted(maps.Keys(im.Platforms)) {
 			fmt.Fprintf(g.stdout, "    %s %s\n", p, im.Platforms[p])
 		}
+	}
+	if r.Files != nil {
+		fmt.Fprintf(g.stdout, "  files %s (%d files, %s), tagged %s\n", r.Files.Ref, r.Files.Files, r.Files.ArtifactType, r.Files.Tag)
 	}
 	for _, f := range []string{r.Checksums, r.Signature, r.Provenance, r.Policy, r.Layout} {
 		if f != "" {

@@ -71,6 +71,18 @@ func Publish(ctx context.Context, dir string, o PublishOptions) (*Result, error)
 		if err != nil {
 			return nil, fmt.Errorf("publish %s: %s: %w", dir, ref, err)
 		}
+		if r.src == nil { // the commit and its time, from the index's annotations
+			im, err := idx.IndexManifest()
+			if err != nil {
+				return nil, fmt.Errorf("publish %s: %s: %w", dir, ref, err)
+			}
+			created, err := time.Parse("2006-01-02T15:04:05Z", im.Annotations["org.opencontainers.image.created"])
+			if err != nil {
+				return nil, fmt.Errorf("publish %s: %s: created: %w", dir, ref, err)
+			}
+			r.src = &source{commit: im.Annotations["org.opencontainers.image.revision"], epoch: created}
+			r.res.Commit, r.res.Epoch = r.src.commit, created.Unix()
+		}
 		b := built{program: prog, repo: r.o.Repository + "/" + prog, index: idx, digest: desc.Digest}
 		for _, f := range statementFiles(prog) {
 			st, err := os.ReadFile(filepath.Join(dir, LayoutDir, StatementsDir, f))

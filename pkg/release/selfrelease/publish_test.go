@@ -33,6 +33,9 @@ func checkPublish(t *testing.T, ctx context.Context, r *Result, sv signature.Sig
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got.Files == nil || got.Files.Tag == "" || got.Files.ArtifactType != FilesArtifactType {
+		t.Errorf("published files: %+v", got.Files)
+	}
 	if len(got.Images) != len(r.Images) || got.Version != r.Version {
 		t.Fatalf("published %d images of %s, want %d of %s", len(got.Images), got.Version, len(r.Images), r.Version)
 	}

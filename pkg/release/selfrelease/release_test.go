@@ -184,6 +184,7 @@ func TestReproducibleAndVerified(t *testing.T) {
 	}
 	checkLayout(t, a)
 	checkVerify(t, ctx, b, sv)
+	checkFiles(t, b, pub)
 	checkPublish(t, ctx, a, sv, pub)
 }
 
