@@ -13,8 +13,8 @@ import (
 // rollout to agent-tools, their diff, a second rollout back to minimal with
 // a rotated secret, so both sample templates pass a rollout's proofs, and a
 // rollback refused without --rollback.
-func generations(sh shell, work, here, host, runnerBin string, tmpl *built) error {
-	pinned, err := platform(sh, host, runnerBin)
+func generations(sh shell, work, here, host string, tmpl *built) error {
+	rel, err := release(sh, work, host, filepath.Dir(filepath.Dir(here)))
 	if err != nil {
 		return err
 	}
@@ -25,10 +25,10 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 	}
 
 	base := []string{"generation", "create", "--pool", "agents", "--policy", filepath.Join("policies", "verification.yaml")}
-	section("generation create", "g1: control plane, runner, minimal template, a secret version; every image verified")
+	section("generation create", "g1: Slipway's released control plane and runner, minimal template, a secret version; every image verified")
 	b, err := sh.capture(append(base, "--out-file", "g1.yaml",
-		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
-		"--pin", "runner="+pinned["platform/runner:v1.0.0"],
+		"--pin", "controlPlane="+rel.controlPlane,
+		"--pin", "runner="+rel.runner,
 		"--pin", "workspaceTemplate="+tmpl.minimal,
 		"--pin", "secretVersion=vault://kv/agents/api-token#3",
 		"--control-plane-protocol", "1-2", "--runner-protocol", "1")...)
@@ -55,7 +55,11 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 		return err
 	}
 	defer rt.stop()
-	if err := rt.firstRun(sh); err != nil {
+	firstRun, err := rt.firstRun(sh)
+	if err != nil {
+		return err
+	}
+	if err := rt.releaseQuery(sh, rel, firstRun); err != nil {
 		return err
 	}
 
@@ -109,6 +113,8 @@ func generations(sh shell, work, here, host, runnerBin string, tmpl *built) erro
 		return err
 	}
 	section("summary", "the release loop on embedded defaults")
+	fmt.Printf("  release    %s: Slipway's own snapshot release; g1's control plane %s and runner %s, signed, SBOM + SLSA provenance attested\n", rel.version, short(rel.controlPlane), short(rel.runner))
+	fmt.Printf("  deps       runs query --package %s found run %s (through the control plane's SBOM)\n", rel.cobra, firstRun)
 	fmt.Printf("  templates  agent-tools %s, minimal %s: built in bubblewrap, frozen, signed, SLSA + SBOM attested\n", short(tmpl.agentTools), short(tmpl.minimal))
 	fmt.Printf("  g1         %s (minimal): verified, promoted, active (the pool's first generation)\n", g1)
 	fmt.Printf("  g2         %s (agent-tools): rolled out in seven steps, six proofs passed, evidence signed\n", g2)

@@ -65,7 +65,7 @@ func run(ctx context.Context, keep bool) error {
 		return err
 	}
 	defer d.close()
-	bin, here, work, host := d.bin, d.here, d.work, d.host
+	here, work, host := d.here, d.work, d.host
 	// 2. Sample images: what a sandbox platform ships.
 	for _, im := range []struct {
 		repoTag   string
@@ -131,8 +131,7 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	// The runner artifact is built beside slipway (make build).
-	if err := generations(sh, work, here, host, filepath.Join(filepath.Dir(bin), "slipway-runner"), tmpl); err != nil {
+	if err := generations(sh, work, here, host, tmpl); err != nil {
 		return err
 	}
 	fmt.Println("\ndemo: ok")

@@ -127,14 +127,32 @@ func (p *runtimeProc) claim(sh shell, quiet bool, command ...string) (*claimResu
 
 // firstRun claims a sandbox of the active generation, runs a command in
 // it, and prints the run manifest.
-func (p *runtimeProc) firstRun(sh shell) error {
+func (p *runtimeProc) firstRun(sh shell) (string, error) {
 	section("claim", "a sandbox of the active generation: run a command in it, release it")
 	res, err := p.claim(sh, false, "sh", "-c", "echo hello from $(pwd) as uid $(id -u); cat /etc/machine-id")
 	if err != nil {
-		return err
+		return "", err
 	}
 	section("runs show", "the run manifest: which exact artifacts and policies produced the run")
-	return sh.run(0, "runs", "show", res.RunID, "--state", "state")
+	return res.RunID, sh.run(0, "runs", "show", res.RunID, "--state", "state")
+}
+
+// releaseQuery asks which runs used one of Slipway's own Go dependencies:
+// the runtime indexed the released control plane's and runner's SBOM
+// attestations, so the first run is among them.
+func (p *runtimeProc) releaseQuery(sh shell, rel *selfRelease, run string) error {
+	section("operator", "which runs were made of an artifact containing %s? (Slipway's own dependency, from the release's SBOM attestations)", rel.cobra)
+	b, err := sh.capture("runs", "query", "--package", rel.cobra, "--runtime", p.server, "--token-file", p.token)
+	if err != nil {
+		return err
+	}
+	fmt.Print(indentText(string(b)))
+	for _, id := range strings.Fields(string(b)) {
+		if id == run {
+			return nil
+		}
+	}
+	return fmt.Errorf("runs query --package %s did not find run %s (its control plane %s holds it)", rel.cobra, run, rel.controlPlane)
 }
 
 // rollout rolls the pool out to g2 while a long task still runs on g1:

@@ -24,9 +24,9 @@ import (
 func NewCmdRelease(g *globals) *cobra.Command {
 	var o selfrelease.Options
 	var sf signFlags
-	var push string
+	var push, from string
 	cmd := &cobra.Command{
-		Use:   "release [--version vX.Y.Z] --sign-key KEY --offline-no-tlog [--push REGISTRY] [--snapshot]",
+		Use:   "release [--version vX.Y.Z] --sign-key KEY --offline-no-tlog [--push REGISTRY] [--snapshot] | --from DIR --push REGISTRY --sign-key KEY",
 		Short: "Release Slipway itself: reproducible binaries, checksums, SBOMs, provenance, signed images",
 		Long: `Release builds slipway, slipway-cmp and slipway-runner from the git tree in the current folder
 (the module's root) for linux/amd64 and linux/arm64 with -trimpath, CGO_ENABLED=0, -buildvcs=false
@@ -36,13 +36,19 @@ PROGRAM-OS-ARCH. It writes checksums.txt (GoReleaser's format) and its signature
 version and the builder (signed as a DSSE envelope), a verification policy naming that builder,
 and an OCI image of each program (empty base, static binary, no daemon) as a multi-platform index
 in the OCI layout --out/oci. With --push REGISTRY[/PATH] the indexes are pushed by digest, signed
-and attested (provenance, SBOM), and tagged with the version last, so a refused push leaves no tag.
+and attested (provenance, SBOM), the release's files are pushed as one OCI artifact (artifactType
+application/vnd.slipway.release.files.v1, a layer per file titled with its name) to
+REGISTRY/slipway-release by digest, and all are tagged with the version last, so a refused push
+leaves no tag.
 
 It refuses a dirty tree (naming the files) or a commit without the release tag unless --snapshot,
 which builds v0.0.0-<commit12>[-dirty]. Times come from the commit, so two releases of one commit
-are byte-identical. Exit 0 released, 1 refused or failed, 2 usage errors.`,
+are byte-identical. With --from DIR it builds nothing: it publishes the images of the release an
+earlier run wrote to DIR (its OCI layout and the statements kept beside it) to --push, signed and
+attested, tags last. Exit 0 released, 1 refused or failed, 2 usage errors.`,
 		Example: `  COSIGN_PASSWORD=... slipway release --version v0.5.0 --sign-key release.key --offline-no-tlog --push ghcr.io/slipway-dev
-  slipway release --snapshot --out dist --platform linux/amd64`,
+  slipway release --snapshot --out dist --platform linux/amd64
+  COSIGN_PASSWORD=... slipway release --from dist --push 127.0.0.1:5000/slipway-dev --sign-key demo.key --offline-no-tlog`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sf.key != "" || !o.Snapshot {
@@ -58,6 +64,25 @@ are byte-identical. Exit 0 released, 1 refused or failed, 2 usage errors.`,
 			if push != "" {
 				o.Push, o.Repository = true, push
 			}
+			if g.json() {
+				o.Log = g.stderr
+			} else {
+				o.Log = g.stdout
+			}
+			if from != "" {
+				if push == "" || o.Signer == nil {
+					return usage(errors.New("--from publishes a built release: give --push and --sign-key"))
+				}
+				res, err := selfrelease.Publish(cmd.Context(), from, selfrelease.PublishOptions{Repository: push, Signer: o.Signer, Log: o.Log})
+				if err != nil {
+					return failed(err)
+				}
+				if g.json() {
+					return g.printJSON(res)
+				}
+				printRelease(g, res)
+				return nil
+			}
 			wd, err := os.Getwd()
 			if err != nil {
 				return err
@@ -65,11 +90,6 @@ are byte-identical. Exit 0 released, 1 refused or failed, 2 usage errors.`,
 			o.Dir = wd
 			o.RunnerImage = func(ctx context.Context, bin string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error) {
 				return sandbox.RunnerImage(ctx, bin, epoch, p, sandboxrunner.ProtocolVersion)
-			}
-			if g.json() {
-				o.Log = g.stderr
-			} else {
-				o.Log = g.stdout
 			}
 			res, err := selfrelease.Release(cmd.Context(), o)
 			if err != nil {
@@ -86,6 +106,7 @@ are byte-identical. Exit 0 released, 1 refused or failed, 2 usage errors.`,
 	cmd.Flags().StringVar(&o.Version, "version", "", "the release version, the tag at HEAD (default: that tag)")
 	cmd.Flags().BoolVar(&o.Snapshot, "snapshot", false, "build a dirty or untagged tree as v0.0.0-<commit12>[-dirty] (never a release)")
 	cmd.Flags().StringSliceVar(&o.Platforms, "platform", selfrelease.Platforms, "os/arch to build for")
+	cmd.Flags().StringVar(&from, "from", "", "publish the release built earlier in this folder (with --push and --sign-key) instead of building one")
 	cmd.Flags().StringVar(&push, "push", "", "registry[/path] to push the images to (as REGISTRY/PROGRAM), by digest, then tag")
 	cmd.Flags().StringVar(&o.Repository, "repository", selfrelease.DefaultRepository, "where the images are published, for the policy and labels (--push sets it)")
 	sf.add(cmd.Flags(), "sign-key")
@@ -110,6 +131,9 @@ func printRelease(g *globals, r *selfrelease.Result) {
 		for _, p := range slices.Sorted(maps.Keys(im.Platforms)) {
 			fmt.Fprintf(g.stdout, "    %s %s\n", p, im.Platforms[p])
 		}
+	}
+	if r.Files != nil {
+		fmt.Fprintf(g.stdout, "  files %s (%d files, %s), tagged %s\n", r.Files.Ref, r.Files.Files, r.Files.ArtifactType, r.Files.Tag)
 	}
 	for _, f := range []string{r.Checksums, r.Signature, r.Provenance, r.Policy, r.Layout} {
 		if f != "" {

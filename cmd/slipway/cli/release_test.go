@@ -101,3 +101,20 @@ func TestReleaseRefusesDirtyTree(t *testing.T) {
 		}
 	}
 }
+
+// release --from publishes a built release: without --push it is a usage
+// error, and a folder that is not a release is refused, naming it.
+func TestReleaseFromRefuses(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "release.key")
+	if err := os.WriteFile(key, mustKey(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("COSIGN_PASSWORD", "pw")
+	empty := t.TempDir()
+	if r := run(t, "", "release", "--from", empty, "--sign-key", key, "--offline-no-tlog"); r.code != 2 || !strings.Contains(r.stderr, "--push") {
+		t.Errorf("--from without --push: %+v", r)
+	}
+	if r := run(t, "", "release", "--from", empty, "--push", "127.0.0.1:1/x", "--sign-key", key, "--offline-no-tlog"); r.code != 1 || !strings.Contains(r.stderr, "not a release") || !strings.Contains(r.stderr, empty) {
+		t.Errorf("--from an empty folder: %+v", r)
+	}
+}

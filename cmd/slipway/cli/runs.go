@@ -262,7 +262,7 @@ func newCmdRunsQuery(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "query --template ID | --runner-image DIGEST | --runner-binary SHA256 | --policy REV | --secret-version V |" +
 			" --generation ID | --node-image ID | --node ID | --runtime-class C | --package NAME@VERSION",
-		Short: "List the runs that used an artifact, or whose template contains a package (one run id per line)",
+		Short: "List the runs that used an artifact, or whose template, runner or control plane contains a package (one run id per line)",
 		Long: `Query lists the runs matching every criterion given, each an exact identity as the run
 manifest records it. The runner has two: --runner-image is the digest of the runner IMAGE
 the generation pins (runner_image_digest; --runner is its older name), --runner-binary the
@@ -313,7 +313,7 @@ policy pin, or the config repository commit whose verification policy the runtim
 	cmd.Flags().StringVar(&q.NodeImage, "node-image", "", "node image id")
 	cmd.Flags().StringVar(&q.Node, "node", "", "node id (node_id: the host or Kubernetes node the sandbox ran on)")
 	cmd.Flags().StringVar(&q.RuntimeClass, "runtime-class", "", "runtime class (runtime_class)")
-	cmd.Flags().StringVar(&q.Package, "package", "", "NAME@VERSION in the template's SBOM")
+	cmd.Flags().StringVar(&q.Package, "package", "", "NAME@VERSION in the SBOM of the run's template, runner or control-plane image (a Go module: github.com/spf13/cobra@v1.10.2)")
 	cmd.Flags().IntVar(&q.Limit, "limit", 0, "at most this many run ids (0: all)")
 	return cmd
 }

@@ -62,11 +62,18 @@ type Host struct {
 	Secrets map[string]map[string]string
 	// Env is the base environment of every step (PATH, HOME, ...).
 	Env []string
+	// mounts maps a step's volume mount path to the directory standing
+	// for its emptyDir volume: made by Run for each Task run, shared by
+	// its steps, as a pod's emptyDir is.
+	mounts map[string]string
 }
 
 // hostPath maps a path inside the pod to the host directory standing for it.
 func (h *Host) hostPaths(s string) string {
 	s = strings.ReplaceAll(s, pipeline.DefaultResultPath, h.Results)
+	for m, dir := range h.mounts {
+		s = strings.ReplaceAll(s, m, dir)
+	}
 	names := make([]string, 0, len(h.Workspaces))
 	for n := range h.Workspaces {
 		names = append(names, n)
@@ -101,6 +108,30 @@ func Run(ctx context.Context, spec *v1.TaskSpec, h *Host) (map[string]string, st
 		return nil, "", err
 	}
 	defer os.RemoveAll(scripts)
+	// emptyDir volumes: a directory each, for this run's steps.
+	hc := *h
+	h = &hc
+	h.mounts = map[string]string{}
+	vols := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.EmptyDir == nil {
+			return nil, "", fmt.Errorf("volume %s: only emptyDir volumes are run by this harness", v.Name)
+		}
+		dir := filepath.Join(scripts, "volume-"+v.Name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, "", err
+		}
+		vols[v.Name] = dir
+	}
+	for _, s := range spec.Steps {
+		for _, m := range s.VolumeMounts {
+			dir, ok := vols[m.Name]
+			if !ok {
+				return nil, "", fmt.Errorf("step %s: volume mount %s names no volume of the Task", s.Name, m.Name)
+			}
+			h.mounts[m.MountPath] = dir
+		}
+	}
 	var runErr error
 	for i, s := range spec.Steps {
 		if s.Script == "" {

@@ -2,13 +2,17 @@ package validate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +102,7 @@ type harness struct {
 	source  string
 	bin     string
 	secrets map[string]map[string]string
+	path    string // the steps' PATH; default slipway's folder, /usr/bin, /bin
 }
 
 func newHarness(t *testing.T) *harness {
@@ -141,12 +146,15 @@ func (h *harness) run(task string, params map[string]any) (map[string]string, st
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	binDir := filepath.Dir(h.bin)
+	path := filepath.Dir(h.bin) + ":/usr/bin:/bin"
+	if h.path != "" {
+		path = h.path
+	}
 	host := &Host{
 		Results:    h.t.TempDir(),
 		Workspaces: map[string]string{"source": h.source},
 		Secrets:    h.secrets,
-		Env:        []string{"PATH=" + binDir + ":/usr/bin:/bin", "HOME=" + h.t.TempDir()},
+		Env:        []string{"PATH=" + path, "HOME=" + h.t.TempDir()},
 	}
 	return Run(h.ctx, spec, host)
 }
@@ -288,7 +296,7 @@ func TestTemplateBuildSubstitution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := spec.Steps[0]
+	s := spec.Steps[len(spec.Steps)-1] // after install, the slipway call
 	for _, want := range []string{
 		`--tekton-results "$(dirname "/tekton/results/IMAGE_DIGEST")"`,
 		`"templates/minimal/template.yaml" --push "registry.example/templates/minimal"`,
@@ -320,4 +328,52 @@ func missing(t *testing.T, format string, args ...any) {
 		t.Fatalf("CI=true and this test's needs are not met: "+format, args...)
 	}
 	t.Skipf(format, args...)
+}
+
+// TestInstallStepByChecksum: with release-url, a Task's install step
+// downloads slipway-linux-<arch> and checksums.txt from a release served on
+// 127.0.0.1, checks the sha256, and the Task's slipway call runs that
+// binary (no slipway is on the steps' PATH); a checksum that does not
+// match installs nothing and the slipway step never runs.
+func TestInstallStepByChecksum(t *testing.T) {
+	h := newHarness(t)
+	h.path = "/usr/bin:/bin"
+	os.MkdirAll(filepath.Join(h.source, "deploy"), 0o755)
+	os.WriteFile(filepath.Join(h.source, "deploy", "pod.yaml"), []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: c\n      image: nginx:1.25\n"), 0o644)
+	arch := map[string]string{"amd64": "amd64", "arm64": "arm64"}[runtime.GOARCH]
+	rel := t.TempDir()
+	bin, err := os.ReadFile(h.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := "slipway-linux-" + arch
+	if err := os.WriteFile(filepath.Join(rel, file), bin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bin)
+	sums := hex.EncodeToString(sum[:]) + "  " + file + "\n"
+	os.WriteFile(filepath.Join(rel, "checksums.txt"), []byte(sums), 0o644)
+	srv := httptest.NewServer(http.FileServer(http.Dir(rel)))
+	defer srv.Close()
+
+	res, log, err := h.run("slipway-lint", map[string]any{"paths": []string{"deploy"}, "release-url": srv.URL + "/"})
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != "lint" || se.Code != 1 || res["FINDINGS"] != "1" {
+		t.Fatalf("lint with the installed slipway: %v, results %v\n%s", err, res, log)
+	}
+	if !strings.Contains(log, "installed "+file+" sha256:"+hex.EncodeToString(sum[:])) {
+		t.Errorf("install step log:\n%s", log)
+	}
+
+	// checksums.txt names another sha256: refused, nothing installed, no lint.
+	os.WriteFile(filepath.Join(rel, "checksums.txt"), []byte(strings.Repeat("0", 64)+"  "+file+"\n"), 0o644)
+	res, log, err = h.run("slipway-lint", map[string]any{"paths": []string{"deploy"}, "release-url": srv.URL})
+	if !errors.As(err, &se) || se.Step != "install" || !strings.Contains(log, "not installed") || len(res) != 0 {
+		t.Fatalf("a checksum mismatch: %v, results %v\n%s", err, res, log)
+	}
+	// Without release-url and without a slipway on PATH, the Task fails:
+	// the slipway that ran above was the installed one.
+	if _, log, err = h.run("slipway-lint", map[string]any{"paths": []string{"deploy"}}); !errors.As(err, &se) || se.Step != "lint" || se.Code != 127 {
+		t.Fatalf("no release-url and no slipway on PATH: %v\n%s", err, log)
+	}
 }

@@ -66,10 +66,19 @@ func TestTasksValidate(t *testing.T) {
 		if image == nil || image.Default == nil || !pinnedImage.MatchString(image.Default.StringVal) {
 			t.Errorf("Task %s: param image must default to an image pinned by digest: %+v", name, image)
 		}
-		if len(task.Spec.Steps) != 1 {
-			t.Errorf("Task %s: %d steps, want one slipway call", name, len(task.Spec.Steps))
+		// Two steps: install (the released slipway by checksum, into the
+		// slipway-bin emptyDir), then one slipway call.
+		if len(task.Spec.Steps) != 2 || task.Spec.Steps[0].Name != "install" || !strings.Contains(task.Spec.Steps[0].Script, "sha256sum") {
+			t.Errorf("Task %s: %d steps, want install (by checksum) and one slipway call", name, len(task.Spec.Steps))
+			continue
 		}
-		for _, s := range task.Spec.Steps {
+		for i, s := range task.Spec.Steps {
+			if len(s.VolumeMounts) != 1 || s.VolumeMounts[0].Name != "slipway-bin" || s.VolumeMounts[0].MountPath != "/slipway/bin" {
+				t.Errorf("Task %s step %s: mounts %+v, want slipway-bin at /slipway/bin", name, s.Name, s.VolumeMounts)
+			}
+			if i == 0 {
+				continue
+			}
 			if s.Image != "$(params.image)" {
 				t.Errorf("Task %s step %s: image %q, want $(params.image)", name, s.Name, s.Image)
 			}

@@ -33,8 +33,9 @@ type Query struct {
 	// Node matches node_id and RuntimeClass runtime_class (read from the
 	// manifest, through an index on each).
 	Node, RuntimeClass string
-	// Package ("name@version", as in the template SBOMs) matches runs whose
-	// workspace template contains that package.
+	// Package ("name@version", as in the SBOMs) matches runs whose
+	// workspace template, runner image or control-plane image contains
+	// that package.
 	Package string
 	// RunIDPrefix matches run_id by its beginning (an id typed short).
 	RunIDPrefix string

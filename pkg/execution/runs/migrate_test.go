@@ -148,7 +148,7 @@ func TestMigrateAddsRequestKey(t *testing.T) {
 		old  []string // statements that take a new database back to the old version
 	}{
 		{"sqlite", []string{`DROP INDEX runs_by_request_key`, `ALTER TABLE runs DROP COLUMN request_key`, `UPDATE schema_version SET version = 2`}},
-		{"postgres", []string{`DROP INDEX slipway_runs.runs_by_node`, `DROP INDEX slipway_runs.runs_by_runtime_class`,
+		{"postgres", []string{`DROP INDEX slipway_runs.runs_by_control_plane`, `DROP INDEX slipway_runs.runs_by_node`, `DROP INDEX slipway_runs.runs_by_runtime_class`,
 			`DROP INDEX slipway_runs.runs_by_request_key`, `ALTER TABLE slipway_runs.runs DROP COLUMN request_key`,
 			`UPDATE slipway_runs.schema_version SET version = 1`}},
 	} {

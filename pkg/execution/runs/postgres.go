@@ -20,7 +20,7 @@ import (
 // PostgresSchemaVersion is the version of the PostgreSQL schema this build
 // writes. A database with a higher version is refused (ErrSchema); one with
 // a lower version is migrated when it is opened (pgMigrations).
-const PostgresSchemaVersion = 3
+const PostgresSchemaVersion = 4
 
 // PostgresSchema is the PostgreSQL schema (namespace) the store's tables
 // live in, so that one database can hold other Slipway tables (the control
@@ -58,6 +58,7 @@ var pgSchema = []string{
 	`CREATE INDEX runs_open ON slipway_runs.runs (run_id) WHERE ` + openWhere,
 	`CREATE INDEX runs_by_node ON slipway_runs.runs ((manifest->>'node_id'), run_id)`,
 	`CREATE INDEX runs_by_runtime_class ON slipway_runs.runs ((manifest->>'runtime_class'), run_id)`,
+	`CREATE INDEX runs_by_control_plane ON slipway_runs.runs ((manifest->>'control_plane_digest'), run_id)`,
 	`CREATE TABLE slipway_runs.templates (
 		template_id     text COLLATE "C" PRIMARY KEY,
 		packages_sha256 text NOT NULL,
@@ -75,7 +76,8 @@ var pgSchema = []string{
 // pgMigrations[v] takes a database from schema version v+1 to v+2, in the
 // transaction that opens it. Version 2 records the claim request's key
 // (request_key, "" for the runs before it); version 3 indexes the node and
-// the runtime class of the manifest.
+// the runtime class of the manifest; version 4 its control plane's digest
+// (a package query reaches runs by their control plane's packages).
 var pgMigrations = [][]string{
 	{
 		`ALTER TABLE slipway_runs.runs ADD COLUMN request_key text COLLATE "C" NOT NULL DEFAULT ''`,
@@ -84,6 +86,9 @@ var pgMigrations = [][]string{
 	{
 		`CREATE INDEX runs_by_node ON slipway_runs.runs ((manifest->>'node_id'), run_id)`,
 		`CREATE INDEX runs_by_runtime_class ON slipway_runs.runs ((manifest->>'runtime_class'), run_id)`,
+	},
+	{
+		`CREATE INDEX runs_by_control_plane ON slipway_runs.runs ((manifest->>'control_plane_digest'), run_id)`,
 	},
 }
 
@@ -303,8 +308,16 @@ func postgresQuery(q runmanifest.Query) (string, []any, error) {
 		if err != nil {
 			return "", nil, err
 		}
-		from = "slipway_runs.template_packages p JOIN slipway_runs.runs r ON r.workspace_template_id = p.template_id"
-		where = append(where, "p.name = "+arg(p.Name), "p.version = "+arg(p.Version))
+		// The artifacts holding the package, then the runs made of any of
+		// them (an index per artifact column; DISTINCT: a run whose
+		// template and runner both hold it is listed once).
+		on := make([]string, len(packageArtifacts))
+		for i, a := range packageArtifacts {
+			on[i] = a.postgres + " = a.template_id"
+		}
+		from = "(SELECT DISTINCT p.template_id FROM slipway_runs.template_packages p WHERE p.name = " + arg(p.Name) + " AND p.version = " + arg(p.Version) +
+			") a JOIN slipway_runs.runs r ON (" + strings.Join(on, " OR ") + ")"
+		where = append(where, "TRUE")
 	}
 	for i, v := range queryColumnValues(q) {
 		if v != "" {
@@ -319,7 +332,11 @@ func postgresQuery(q runmanifest.Query) (string, []any, error) {
 	if q.RunIDPrefix != "" {
 		where = append(where, "left(r.run_id, "+arg(len(q.RunIDPrefix))+") = "+arg(q.RunIDPrefix))
 	}
-	stmt := "SELECT r.run_id FROM " + from + " WHERE " + strings.Join(where, " AND ") + " ORDER BY r.run_id"
+	sel := "SELECT r.run_id FROM "
+	if q.Package != "" {
+		sel = "SELECT DISTINCT r.run_id FROM "
+	}
+	stmt := sel + from + " WHERE " + strings.Join(where, " AND ") + " ORDER BY r.run_id"
 	if q.Limit > 0 {
 		stmt += " LIMIT " + arg(q.Limit)
 	}

@@ -112,6 +112,7 @@ var additions = []string{
 	`CREATE INDEX IF NOT EXISTS runs_open ON runs (status, run_id) WHERE ` + openWhere,
 	`CREATE INDEX IF NOT EXISTS runs_by_node ON runs (json_extract(manifest, '$.node_id'), run_id)`,
 	`CREATE INDEX IF NOT EXISTS runs_by_runtime_class ON runs (json_extract(manifest, '$.runtime_class'), run_id)`,
+	`CREATE INDEX IF NOT EXISTS runs_by_control_plane ON runs (json_extract(manifest, '$.control_plane_digest'), run_id)`,
 }
 
 // manifestCriteria are Query's criteria read from the manifest (by an
@@ -406,15 +407,26 @@ func (s *SQLite) Query(ctx context.Context, q runmanifest.Query) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	var all sql.NullString
-	if err := s.r.QueryRowContext(ctx, stmt, args...).Scan(&all); err != nil {
+	rows, err := s.r.QueryContext(ctx, stmt, args...)
+	if err != nil {
 		return nil, fmt.Errorf("runs: query: %w", err)
 	}
+	defer rows.Close()
 	var ids []string
-	if all.Valid {
-		ids = strings.Split(all.String, "\n")
+	for rows.Next() { // one row, or one per artifact a package query walks
+		var all sql.NullString
+		if err := rows.Scan(&all); err != nil {
+			return nil, fmt.Errorf("runs: query: %w", err)
+		}
+		if all.Valid {
+			ids = append(ids, strings.Split(all.String, "\n")...)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("runs: query: %w", err)
 	}
 	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	if q.Limit > 0 && len(ids) > q.Limit {
 		ids = ids[:q.Limit]
 	}
@@ -451,16 +463,6 @@ func sqliteQuery(q runmanifest.Query) (string, []any, error) {
 	}
 	var where []string
 	var args []any
-	from := "runs r"
-	if q.Package != "" {
-		p, err := runmanifest.ParsePackage(q.Package)
-		if err != nil {
-			return "", nil, err
-		}
-		from = "template_packages p CROSS JOIN runs r INDEXED BY runs_by_template ON r.workspace_template_id = p.template_id"
-		where = append(where, "p.name = ?", "p.version = ?")
-		args = append(args, p.Name, p.Version)
-	}
 	for i, v := range queryColumnValues(q) {
 		if v != "" {
 			where = append(where, "r."+queryColumns[i]+" = ?")
@@ -481,7 +483,38 @@ func sqliteQuery(q runmanifest.Query) (string, []any, error) {
 	// white space): a package query matches tens of thousands of runs, and
 	// stepping database/sql through them row by row made the B7 package
 	// query take 31-36 ms instead of 19-21 ms.
-	return "SELECT group_concat(r.run_id, char(10)) FROM " + from + " WHERE " + strings.Join(where, " AND "), args, nil
+	if q.Package == "" {
+		return "SELECT group_concat(r.run_id, char(10)) FROM runs r WHERE " + strings.Join(where, " AND "), args, nil
+	}
+	p, err := runmanifest.ParsePackage(q.Package)
+	if err != nil {
+		return "", nil, err
+	}
+	// One branch per artifact a package can be recorded for, each walking
+	// the package index to that artifact's runs through its own index
+	// (+p.template_id has no affinity, so the expression index on the
+	// control plane's digest applies), each giving one row; Query merges
+	// them and drops a run found twice (its template and its runner both
+	// holding the package).
+	var branches []string
+	var all []any
+	for _, a := range packageArtifacts {
+		w := append([]string{"p.name = ?", "p.version = ?"}, where...)
+		branches = append(branches, "SELECT group_concat(r.run_id, char(10)) FROM template_packages p CROSS JOIN runs r INDEXED BY "+a.sqliteIndex+
+			" ON "+a.sqlite+" = +p.template_id WHERE "+strings.Join(w, " AND "))
+		all = append(append(all, p.Name, p.Version), args...)
+	}
+	return strings.Join(branches, " UNION ALL "), all, nil
+}
+
+// packageArtifacts are the identities of a run's artifacts whose packages
+// the index records (RecordPackages): its workspace template, its runner
+// image and its control-plane image, each with the index that leads from
+// it to the runs.
+var packageArtifacts = []struct{ sqlite, sqliteIndex, postgres string }{
+	{"r.workspace_template_id", "runs_by_template", "r.workspace_template_id"},
+	{"r.runner_image_digest", "runs_by_runner_image", "r.runner_image_digest"},
+	{"json_extract(r.manifest, '$.control_plane_digest')", "runs_by_control_plane", "(r.manifest->>'control_plane_digest')"},
 }
 
 // RecordPackages implements Store.

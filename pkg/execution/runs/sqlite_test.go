@@ -48,11 +48,25 @@ func TestQueryPlansUseCoveringIndexes(t *testing.T) {
 		if strings.Contains(text, "SCAN") || !strings.Contains(text, "INDEX") {
 			t.Errorf("Query(%+v) plan: %s", q, text)
 		}
-		if q.Package != "" && !strings.HasPrefix(plan[0], "SEARCH p USING COVERING INDEX template_packages_by_package") {
-			t.Errorf("Query(%+v) does not start from the package index: %s", q, text)
-		}
-		if q.Package != "" && (len(plan) != 2 || !strings.Contains(plan[1], "runs_by_template")) {
-			t.Errorf("Query(%+v) does not go from templates to their runs: %s", q, text)
+		// A package query: per artifact (template, runner image, control
+		// plane), from the package index to that artifact's runs.
+		if q.Package != "" {
+			want := []string{"COMPOUND QUERY", "LEFT-MOST SUBQUERY"}
+			for i, a := range packageArtifacts {
+				if i > 0 {
+					want = append(want, "UNION ALL")
+				}
+				want = append(want, "SEARCH p USING COVERING INDEX template_packages_by_package", "SEARCH r USING * "+a.sqliteIndex+" ")
+			}
+			if len(plan) != len(want) {
+				t.Errorf("Query(%+v): want %d steps (%s): %s", q, len(want), strings.Join(want, "; "), text)
+			}
+			for i := range min(len(plan), len(want)) {
+				pre, idx, _ := strings.Cut(want[i], "* ")
+				if !strings.HasPrefix(plan[i], pre) || !strings.Contains(plan[i], idx) {
+					t.Errorf("Query(%+v) step %d: %s, want %s", q, i, plan[i], want[i])
+				}
+			}
 		}
 		single := 0
 		for _, v := range append(queryColumnValues(q), q.Package) {

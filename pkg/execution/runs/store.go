@@ -61,8 +61,10 @@ type Store interface {
 	// running), sorted: the claims a runtime still holds, or held when it
 	// stopped without finalising them.
 	Open(ctx context.Context) ([]string, error)
-	// RecordPackages sets the package index of a workspace template (from
-	// the SBOM attestation verified at build or pull time). Recording the
+	// RecordPackages sets the package index of an artifact a run is made
+	// of, by its identity: a workspace template's id, or a runner or
+	// control-plane image's digest (from the SBOM attestation verified at
+	// build or pull time). Recording the
 	// same set again changes nothing (Unchanged); a different set replaces
 	// the old one (Updated). Runs whose template has no recorded packages
 	// are never found by a package query.

@@ -365,6 +365,19 @@ func TestPackageQuery(t *testing.T) {
 		check(runmanifest.Query{Package: "openssl@3.0.8"}, []string{"r-0", "r-1", "r-2", "r-3", "r-4"})
 		check(runmanifest.Query{Package: "zlib@1.3"}, []string{"r-3", "r-4"})
 
+		// The runner and control-plane images' packages are recorded too
+		// (by their digests): a run is found by any of its three
+		// artifacts, once when two of them hold the package.
+		if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-cp", WorkspaceTemplateID: "tpl-c", RunnerImageDigest: "run-1", ControlPlaneDigest: "cp-1"}); err != nil {
+			t.Fatal(err)
+		}
+		record("run-2", runmanifest.Created, pkgs("golang.org/x/sys@v0.49.0", "zlib@1.3"))
+		record("cp-1", runmanifest.Created, pkgs("github.com/spf13/cobra@v1.10.1", "golang.org/x/sys@v0.49.0"))
+		check(runmanifest.Query{Package: "golang.org/x/sys@v0.49.0"}, []string{"r-2", "r-3", "r-4", "r-cp"})
+		check(runmanifest.Query{Package: "github.com/spf13/cobra@v1.10.1"}, []string{"r-cp"})
+		check(runmanifest.Query{Package: "zlib@1.3"}, []string{"r-2", "r-3", "r-4"})
+		check(runmanifest.Query{Package: "zlib@1.3", Generation: "g-2", Limit: 2}, []string{"r-2", "r-3"})
+
 		for name, c := range map[string]struct {
 			tpl string
 			ps  []runmanifest.Package

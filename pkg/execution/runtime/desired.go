@@ -35,7 +35,8 @@ type Desired struct {
 	PolicySource string
 	// Pools by name.
 	Pools map[string]*PoolDesired
-	// Packages says, for each workspace template of a verified generation,
+	// Packages says, for each control-plane, runner and workspace
+	// template image of a verified generation (keyed "KIND IDENTITY"),
 	// what the package index holds (with Verify.Packages set): how many
 	// packages from which SBOM attestation, or why none.
 	Packages map[string]string
@@ -147,8 +148,10 @@ func load(ctx context.Context, t *gitops.Tree, revision string, v Verify, cache 
 			continue
 		}
 		for _, g := range pd.Generations {
-			if out := cache.packages.indexTemplate(ctx, pol, g, v.Options); out != "" {
-				d.Packages[g.Pins[generation.WorkspaceTemplate].Identity()] = out
+			for _, k := range indexedKinds {
+				if out := cache.packages.indexPin(ctx, pol, g, k, v.Options); out != "" {
+					d.Packages[string(k)+" "+g.Pins[k].Identity()] = out
+				}
 			}
 		}
 	}
@@ -243,7 +246,7 @@ func (d *Desired) Summary() string {
 	}
 	sort.Strings(tids)
 	for _, id := range tids {
-		parts = append(parts, fmt.Sprintf("template %s: %s", id, d.Packages[id]))
+		parts = append(parts, fmt.Sprintf("%s: %s", id, d.Packages[id]))
 	}
 	return d.Revision + ": " + strings.Join(parts, "; ")
 }

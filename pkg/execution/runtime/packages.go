@@ -16,15 +16,21 @@ import (
 	"github.com/slipway-dev/slipway/pkg/release/policy"
 )
 
-// PackageIndex records the packages of workspace templates, so runs can be
-// found by the packages their template contains. runs.Store is one.
+// PackageIndex records the packages of the artifacts a run is made of (its
+// workspace template, runner and control-plane images), by the artifact's
+// identity, so runs can be found by the packages those contain.
+// runs.Store is one.
 type PackageIndex interface {
 	RecordPackages(ctx context.Context, templateID string, pkgs []runmanifest.Package) (runmanifest.Change, error)
 }
 
-// packages indexes each template once: its SBOM attestation, verified with
-// a key the repository's policy trusts for templates, is decoded and its
-// packages recorded. The outcome (or the reason there is none) is kept,
+// indexedKinds are the pins whose SBOM attestations are indexed: what a
+// run is made of, and what a run manifest names by digest.
+var indexedKinds = []generation.Kind{generation.ControlPlane, generation.Runner, generation.WorkspaceTemplate}
+
+// packages indexes each artifact once: its SBOM attestation, verified with
+// a key the repository's policy trusts for that kind of artifact, is
+// decoded and its packages recorded. The outcome (or the reason there is none) is kept,
 // except for errors worth trying again (a registry that did not answer).
 type packages struct {
 	index PackageIndex
@@ -32,10 +38,10 @@ type packages struct {
 	done  map[string]string // policy digest + template id → outcome
 }
 
-// indexTemplate indexes g's workspace template under pol, once, and says
-// what the index holds for it.
-func (p *packages) indexTemplate(ctx context.Context, pol *policy.Policy, g *generation.Generation, opts []policy.Option) string {
-	pin, ok := g.Pins[generation.WorkspaceTemplate]
+// indexPin indexes g's pin of kind k (an image) under pol, once, and says
+// what the index holds for it ("" when g pins no image of that kind).
+func (p *packages) indexPin(ctx context.Context, pol *policy.Policy, g *generation.Generation, k generation.Kind, opts []policy.Option) string {
+	pin, ok := g.Pins[k]
 	if !ok || pin.Form() != generation.FormImage {
 		return ""
 	}
@@ -47,7 +53,7 @@ func (p *packages) indexTemplate(ctx context.Context, pol *policy.Policy, g *gen
 	if ok {
 		return out
 	}
-	out, err := p.read(ctx, pol, pin.Image, id, opts)
+	out, err := p.read(ctx, pol, pin.Image, k, id, opts)
 	if err != nil {
 		return "not indexed, will retry: " + err.Error()
 	}
@@ -57,8 +63,8 @@ func (p *packages) indexTemplate(ctx context.Context, pol *policy.Policy, g *gen
 	return out
 }
 
-func (p *packages) read(ctx context.Context, pol *policy.Policy, image, id string, opts []policy.Option) (string, error) {
-	atts, err := pol.Attestations(ctx, policy.Target{Ref: image, Kind: generation.WorkspaceTemplate.ArtifactKind()},
+func (p *packages) read(ctx context.Context, pol *policy.Policy, image string, k generation.Kind, id string, opts []policy.Option) (string, error) {
+	atts, err := pol.Attestations(ctx, policy.Target{Ref: image, Kind: k.ArtifactKind()},
 		[]string{attest.PredicateSPDX, attest.PredicateCycloneDX}, opts...)
 	if err != nil {
 		return "", err

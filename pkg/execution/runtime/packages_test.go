@@ -39,21 +39,30 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 	}
 	g1 := f.promote(true, nil)
 	tpl := g1.Pins[generation.WorkspaceTemplate]
-	d, err := name.NewDigest(tpl.Image)
-	if err != nil {
-		t.Fatal(err)
+	attestSBOM := func(image string, doc []byte) {
+		t.Helper()
+		d, err := name.NewDigest(image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := attest.SBOM(d.Context().Name(), d.DigestStr(), attest.PredicateSPDX, doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := attest.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sign.Attest(ctx, d, f.sv, b, sign.WithOfflineNoTlog()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	st, err := attest.SBOM(d.Context().Name(), d.DigestStr(), attest.PredicateSPDX, doc.SPDXJSON())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := attest.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sign.Attest(ctx, d, f.sv, b, sign.WithOfflineNoTlog()); err != nil {
-		t.Fatal(err)
-	}
+	attestSBOM(tpl.Image, doc.SPDXJSON())
+	// The runner and control-plane images' SBOMs are indexed too: a Go
+	// module each (as a release's images of Slipway's own programs hold).
+	cp, runner := g1.Pins[generation.ControlPlane], g1.Pins[generation.Runner]
+	attestSBOM(cp.Image, goModuleSBOM(t, "github.com/spf13/cobra", "v1.10.1"))
+	attestSBOM(runner.Image, goModuleSBOM(t, "golang.org/x/sys", "v0.49.0"))
 
 	store := newStore(t)
 	repo, err := gitops.Open(ctx, f.url)
@@ -65,8 +74,13 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ds.Packages[tpl.Identity()]; !strings.HasPrefix(got, "2 packages from SBOM attestation sha256:") {
-		t.Errorf("template %s: %q", tpl.Identity(), got)
+	if got := ds.Packages["workspaceTemplate "+tpl.Identity()]; !strings.HasPrefix(got, "2 packages from SBOM attestation sha256:") {
+		t.Errorf("template %s: %q (%v)", tpl.Identity(), got, ds.Packages)
+	}
+	for _, k := range []generation.Kind{generation.ControlPlane, generation.Runner} {
+		if got := ds.Packages[string(k)+" "+g1.Pins[k].Identity()]; !strings.HasPrefix(got, "1 packages from SBOM attestation sha256:") {
+			t.Errorf("%s %s: %q", k, g1.Pins[k].Identity(), got)
+		}
 	}
 	if !strings.Contains(ds.Summary(), "2 packages") {
 		t.Errorf("summary %q", ds.Summary())
@@ -77,10 +91,27 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 		Generation: g1.ID, Pool: "agents", Lifecycle: runmanifest.Lifecycle{RequestReceived: t0, ClaimCreated: t0}}); err != nil {
 		t.Fatal(err)
 	}
-	for q, want := range map[string][]string{"openssl@3.0.17-1~deb12u2": {"r-1"}, "zlib1g@1:1.2.13.dfsg-1": {"r-1"}, "openssl@3.0.7": nil} {
+	// r-2 is made of g1's runner and control plane only (another template).
+	if err := store.Create(ctx, &runmanifest.Manifest{RunID: "r-2", AllocationAttempt: 1, SandboxID: "sb-2", WorkspaceTemplateID: "sha256:" + strings.Repeat("0", 64),
+		RunnerImageDigest: runner.Identity(), ControlPlaneDigest: cp.Identity(),
+		Generation: g1.ID, Pool: "agents", Lifecycle: runmanifest.Lifecycle{RequestReceived: t0, ClaimCreated: t0}}); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string][]string{"openssl@3.0.17-1~deb12u2": {"r-1"}, "zlib1g@1:1.2.13.dfsg-1": {"r-1"}, "openssl@3.0.7": nil,
+		"github.com/spf13/cobra@v1.10.1": {"r-2"}, "golang.org/x/sys@v0.49.0": {"r-2"}, "golang.org/x/sys@v0.48.0": nil} {
 		ids, err := store.Query(ctx, runmanifest.Query{Package: q})
 		if err != nil || !slices.Equal(ids, want) {
 			t.Errorf("runs with %s: %v %v, want %v", q, ids, err, want)
 		}
 	}
+}
+
+// goModuleSBOM is an SPDX SBOM of one Go module, as syft's Go binary
+// cataloger names it in a release's SBOM.
+func goModuleSBOM(t *testing.T, module, version string) []byte {
+	t.Helper()
+	return []byte(`{"spdxVersion":"SPDX-2.3","dataLicense":"CC0-1.0","SPDXID":"SPDXRef-DOCUMENT","name":"t","documentNamespace":"https://slipway.dev/t",` +
+		`"creationInfo":{"created":"2026-01-01T00:00:00Z","creators":["Tool: test"]},` +
+		`"packages":[{"name":"` + module + `","SPDXID":"SPDXRef-Package-1","versionInfo":"` + version + `","downloadLocation":"NOASSERTION",` +
+		`"externalRefs":[{"referenceCategory":"PACKAGE-MANAGER","referenceType":"purl","referenceLocator":"pkg:golang/` + module + `@` + version + `"}]}]}`)
 }

@@ -120,7 +120,7 @@ func (r *run) checksums() ([]byte, error) {
 		if !e.Type().IsRegular() || e.Name() == ChecksumsFile || e.Name() == SignatureFile || e.Name() == EnvelopeFile {
 			continue
 		}
-		sum, _, err := fileSHA256(filepath.Join(r.o.Out, e.Name()))
+		sum, err := r.sha256Of(e.Name())
 		if err != nil {
 			return nil, err
 		}
@@ -169,4 +169,18 @@ spec:
           keys: [slipway-release]
 `, BuilderID, attest.BuildTypeGoRelease)
 	return []byte(b.String())
+}
+
+// sha256Of is the hex sha256 of the file of Out named: a binary's is the
+// one read when it was built (the binaries are most of a release's bytes:
+// hashing them twice was time on B17's critical path), any other file's
+// is read now.
+func (r *run) sha256Of(name string) (string, error) {
+	for _, b := range r.res.Binaries {
+		if b.File == name {
+			return b.SHA256, nil
+		}
+	}
+	sum, _, err := fileSHA256(filepath.Join(r.o.Out, name))
+	return sum, err
 }

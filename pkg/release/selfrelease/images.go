@@ -22,6 +22,17 @@ import (
 // LayoutDir is the OCI image layout a release writes under Out.
 const LayoutDir = "oci"
 
+// StatementsDir, under the layout, holds each image's in-toto statements
+// (PROGRAM.provenance.intoto.json, PROGRAM.spdx.intoto.json): what a push
+// attaches, kept so that a release built once can be published later
+// (Publish).
+const StatementsDir = "statements"
+
+// statementFiles are the names of prog's statements, in built.statements' order.
+func statementFiles(prog string) []string {
+	return []string{prog + ".provenance.intoto.json", prog + ".spdx.intoto.json"}
+}
+
 // nonroot is the user Slipway's images run as (Pod Security "restricted").
 const nonroot = "65532:65532"
 
@@ -53,6 +64,15 @@ func (r *run) images(ctx context.Context) error {
 		ann := map[string]string{"org.opencontainers.image.ref.name": prog + ":" + r.o.Version}
 		if err := lp.AppendIndex(b.index, layout.WithAnnotations(ann)); err != nil {
 			return fmt.Errorf("oci layout: %w", err)
+		}
+		sdir := filepath.Join(r.o.Out, LayoutDir, StatementsDir)
+		if err := os.MkdirAll(sdir, 0o755); err != nil {
+			return err
+		}
+		for i, f := range statementFiles(prog) {
+			if err := os.WriteFile(filepath.Join(sdir, f), b.statements[i], 0o644); err != nil {
+				return err
+			}
 		}
 		r.logf("image %s %s (%.1fs)", prog, img.Digest, time.Since(t0).Seconds())
 		r.built = append(r.built, *b)

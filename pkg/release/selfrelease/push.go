@@ -11,10 +11,11 @@ import (
 )
 
 // push writes every index by digest (its blobs and manifests first), signs
-// it and attaches its provenance and SBOM, and only once all of that has
-// succeeded for every program tags each index with the version: a push the
-// registry refuses part of leaves no version tag pointing at a partial
-// release.
+// it and attaches its provenance and SBOM, then the release's files as one
+// artifact by digest (REPOSITORY/slipway-release), and only once all of
+// that has succeeded tags each index and the files with the version: a
+// push the registry refuses part of leaves no version tag pointing at a
+// partial release.
 func (r *run) push(ctx context.Context) error {
 	if !r.o.Push {
 		return nil
@@ -40,6 +41,10 @@ func (r *run) push(ctx context.Context) error {
 		}
 		r.res.Images[i].Ref = digests[i].String()
 	}
+	files, filesImg, err := r.pushFiles(ctx, opts)
+	if err != nil {
+		return err
+	}
 	for i, b := range r.built {
 		tag := digests[i].Context().Tag(r.o.Version)
 		if err := remote.Tag(tag, b.index, opts...); err != nil {
@@ -47,5 +52,10 @@ func (r *run) push(ctx context.Context) error {
 		}
 		r.res.Images[i].Tag = tag.String()
 	}
+	tag := files.Context().Tag(r.o.Version)
+	if err := remote.Tag(tag, filesImg, opts...); err != nil {
+		return fmt.Errorf("tag %s: %w", tag, err)
+	}
+	r.res.Files.Tag = tag.String()
 	return nil
 }

@@ -105,7 +105,9 @@ type Result struct {
 	Policy     string   `json:"policy,omitempty"`
 	Layout     string   `json:"ociLayout"`
 	Images     []Image  `json:"images"`
-	Seconds    Timings  `json:"seconds"`
+	// Files is the artifact of the release's files, when pushed.
+	Files   *Files  `json:"files,omitempty"`
+	Seconds Timings `json:"seconds"`
 }
 
 // Timings are the seconds each phase took (B17).

@@ -141,7 +141,7 @@ func TestReproducibleAndVerified(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
 	}
-	sv, _ := testSigner(t)
+	sv, pub := testSigner(t)
 	ctx := context.Background()
 	host := newRegistry(t, nil)
 	var res [2]*Result
@@ -184,6 +184,8 @@ func TestReproducibleAndVerified(t *testing.T) {
 	}
 	checkLayout(t, a)
 	checkVerify(t, ctx, b, sv)
+	checkFiles(t, b, pub)
+	checkPublish(t, ctx, a, sv, pub)
 }
 
 // checkLayout reads the OCI layout back: it holds each index reported.
