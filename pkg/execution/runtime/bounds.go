@@ -2,6 +2,9 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -75,11 +78,29 @@ func poolLimits(p *pool.Pool, e *sandbox.Enforcement) (sandbox.Limits, error) {
 }
 
 // bounds is what a pool's sandboxes are made within: its limits as
-// poolLimits has them, and its network.
+// poolLimits has them, its network, and shape, the hash of everything of
+// the pool's settings that shapes a sandbox (sandbox.Spec.Shape).
 type bounds struct {
 	limits  sandbox.Limits
 	network sandbox.Network
 	allow   []string
+	shape   string
+}
+
+// shapeOf hashes what shapes a sandbox of a pool: the limits it is made
+// with, its network and allow list, and its Kubernetes settings (node
+// image label, runtime class and whatever else is added there). A change
+// of any of them is a new shape, and warm members of the old one are
+// replaced, never edited (DESIGN: "a settings change replaces members").
+func shapeOf(l sandbox.Limits, network sandbox.Network, allow []string, k *pool.Kubernetes) string {
+	data, _ := json.Marshal(struct {
+		Limits     sandbox.Limits   `json:"limits"`
+		Network    sandbox.Network  `json:"network"`
+		Allow      []string         `json:"allow"`
+		Kubernetes *pool.Kubernetes `json:"kubernetes"`
+	}{l, network, allow, k})
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:12])
 }
 
 // poolBounds is poolLimits with p's spec.network.
@@ -92,20 +113,16 @@ func poolBounds(p *pool.Pool, e *sandbox.Enforcement) (bounds, error) {
 	if p.Spec.Network.Mode == string(sandbox.NetworkAllowList) {
 		b.network, b.allow = sandbox.NetworkAllowList, p.Spec.Network.Allow
 	}
+	b.shape = shapeOf(b.limits, b.network, b.allow, p.Spec.Kubernetes)
 	return b, nil
 }
 
-// fits reports whether s, a warm member, was made for the network b asks
-// for (a backend that records no network: any).
+// fits reports whether s, a warm member, was made for the pool's settings
+// as b has them: the same shape. A member that records no shape (made
+// before shapes were recorded) fits nothing: it may have been made for
+// any settings, so it is replaced.
 func (b bounds) fits(s *sandbox.Sandbox) bool {
-	if s.Network == "" && s.Allow == nil {
-		return true
-	}
-	n := s.Network
-	if n == "" {
-		n = sandbox.NetworkDeny
-	}
-	return n == b.network && slices.Equal(s.Allow, b.allow)
+	return s.Shape != "" && s.Shape == b.shape
 }
 
 // limitsReport is a run manifest's record of its sandbox's limits.

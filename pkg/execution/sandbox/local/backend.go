@@ -248,6 +248,8 @@ type record struct {
 	// Network and Allow are the Spec's.
 	Network sandbox.Network `json:"network,omitempty"`
 	Allow   []string        `json:"allow,omitempty"`
+	// Shape is the Spec's.
+	Shape string `json:"shape,omitempty"`
 }
 
 func (b *Backend) sandboxDir(id string) string { return filepath.Join(b.dir, "sandboxes", id) }
@@ -301,7 +303,7 @@ func (b *Backend) viewOf(rec *record, creating bool) *sandbox.Sandbox {
 		ID: rec.ID, Pool: rec.Pool, Generation: rec.Generation, Owner: rec.Owner,
 		TemplateID: rec.TemplateID, RunnerBinarySHA256: rec.RunnerBinarySHA256,
 		Created: rec.Created, Ready: rec.Ready, Workdir: rec.Workdir,
-		Refresh: slices.Clone(rec.Refresh), Network: rec.Network, Allow: slices.Clone(rec.Allow),
+		Refresh: slices.Clone(rec.Refresh), Network: rec.Network, Allow: slices.Clone(rec.Allow), Shape: rec.Shape,
 	}
 	switch {
 	case creating && (rec.Bwrap.Pid == 0 || b.alive(rec)):

@@ -131,7 +131,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		ID: id, Pool: spec.Pool, Generation: spec.Generation, Owner: spec.Owner,
 		TemplateID: templateID, RunnerBinarySHA256: spec.Runner.Digest,
 		Created: time.Now().UTC().Truncate(time.Millisecond), Workdir: t.workdir, BootID: b.boot,
-		Network: spec.Network, Allow: spec.Allow,
+		Network: spec.Network, Allow: spec.Allow, Shape: spec.Shape,
 		// Said before they exist, in the one write: Delete removes a
 		// cgroup and unmounts a workspace whether the record says so or
 		// not, so a record that says so first leaves nothing behind, and
