@@ -318,7 +318,7 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	m.RequestKey = req.RequestKey
 	m.AllocationAttempt, m.SandboxID, m.NodeID, m.Cluster, m.Namespace = 1, s.ID, r.node, "local", req.Pool
 	placeManifest(m, s)
-	m.Limits = r.manifestLimits(d, req.Pool)
+	m.Limits = r.manifestLimits(ctx, d, req.Pool, s)
 	m.Status = runmanifest.StatusGranted
 	m.Lifecycle = runmanifest.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
 	if c.secretVersion != "" {

@@ -26,9 +26,53 @@ type Enforcement struct {
 	// enforce here; How says with what, by name.
 	Enforced []string          `json:"enforced"`
 	How      map[string]string `json:"how,omitempty"`
+	// Max is the largest value of a limit this host can apply, where
+	// there is one (openFiles: the runtime's own hard RLIMIT_NOFILE, since
+	// raising it needs CAP_SYS_RESOURCE).
+	Max map[string]uint64 `json:"max,omitempty"`
 	// Unavailable says why a limit is missing from Enforced, if one is.
 	Unavailable string `json:"unavailable,omitempty"`
 }
+
+// Applied are the limits a sandbox has now, read back from the kernel,
+// by limit name (LimitCPU in thousandths of a core, LimitMemory and
+// LimitWorkspace in bytes, LimitPids, LimitOpenFiles, and LimitTmp, the
+// size of its /tmp); a limit the kernel does not hold is absent. How says
+// where each was read.
+type Applied struct {
+	Values map[string]uint64 `json:"values"`
+	How    map[string]string `json:"how,omitempty"`
+}
+
+// DefaultTmpBytes is the size of /tmp (and /dev/shm) in a sandbox whose
+// pool sets neither a memory nor a workspace limit.
+const DefaultTmpBytes = 256 << 20
+
+// CredentialTmpBytes is the size of a sandbox's credential tmpfs
+// (CredentialDir): tokens, not data.
+const CredentialTmpBytes = 1 << 20
+
+// TmpBytes is the size of the tmpfs at /tmp (and the one at /dev/shm) of a
+// sandbox with limits l. Its pages are memory: with a memory limit it is a
+// quarter of it (so a full /tmp leaves the runner and the workload room,
+// and counts against the limit like any memory of the sandbox); without
+// one, the workspace's size; with neither, DefaultTmpBytes. Rounded down to
+// whole pages, at least one.
+func TmpBytes(l Limits) uint64 {
+	n := uint64(DefaultTmpBytes)
+	switch {
+	case l.MemoryBytes > 0:
+		n = l.MemoryBytes / 4
+	case l.WorkspaceBytes > 0:
+		n = l.WorkspaceBytes
+	}
+	return max(n&^4095, 4096)
+}
+
+// LimitTmp names the size of a sandbox's /tmp in Applied (not a pool
+// setting: it follows from the pool's memory or workspace limit).
+const LimitTmp = "tmp"
+
 
 // LimitEvents count what a sandbox's limits did since it started.
 type LimitEvents struct {
@@ -45,6 +89,8 @@ type Bounded interface {
 	Enforcement() Enforcement
 	// LimitEvents reads the counters of sandbox id.
 	LimitEvents(ctx context.Context, id string) (LimitEvents, error)
+	// Applied reads back the limits sandbox id has from the kernel.
+	Applied(ctx context.Context, id string) (Applied, error)
 }
 
 // Outcomes: which limit ended a command's work.

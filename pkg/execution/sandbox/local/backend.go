@@ -65,6 +65,10 @@ type Backend struct {
 
 	cgroups        *isolate.Cgroups // where sandboxes' cgroups go (bounds.go)
 	sizedWorkspace bool             // workspaces can be sized tmpfs mounts
+	provedCgroup   []string          // controllers a probe cgroup proved at start (bounds.go)
+	cgroupWhy      map[string]string // why a controller the host has did not prove itself
+	noFileMax      uint64            // the most open files a runner can lower itself to; 0: unproved
+	noFileWhy      string            // why openFiles is not enforced
 }
 
 // idLocks serialises work per sandbox id without a lock across all of
@@ -241,6 +245,9 @@ type record struct {
 	BootID string  `json:"bootId"`
 	Bwrap  procRef `json:"bwrap"`
 	Init   procRef `json:"init"`
+	// Runner is the runner's process as the host sees it, once it proved
+	// its identity: the process whose limits every command inherits.
+	Runner procRef `json:"runner,omitzero"`
 	// Cgroup says the sandbox has a cgroup (named by its id) to read and
 	// remove; WorkspaceBytes is the size of its workspace tmpfs (0: none).
 	Cgroup         bool   `json:"cgroup,omitempty"`
