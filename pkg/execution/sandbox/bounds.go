@@ -73,7 +73,6 @@ func TmpBytes(l Limits) uint64 {
 // setting: it follows from the pool's memory or workspace limit).
 const LimitTmp = "tmp"
 
-
 // LimitEvents count what a sandbox's limits did since it started.
 type LimitEvents struct {
 	OOMKills     uint64 `json:"oomKills,omitempty"`     // processes killed at the memory limit

@@ -63,8 +63,8 @@ type Backend struct {
 	owners     idLocks    // one owner change (or removal) per sandbox at a time
 	ownerStore ownerStore // how owner changes are recorded (owner.go)
 
-	cgroups        *isolate.Cgroups // where sandboxes' cgroups go (bounds.go)
-	sizedWorkspace bool             // workspaces can be sized tmpfs mounts
+	cgroups        *isolate.Cgroups  // where sandboxes' cgroups go (bounds.go)
+	sizedWorkspace bool              // workspaces can be sized tmpfs mounts
 	provedCgroup   []string          // controllers a probe cgroup proved at start (bounds.go)
 	cgroupWhy      map[string]string // why a controller the host has did not prove itself
 	noFileMax      uint64            // the most open files a runner can lower itself to; 0: unproved
