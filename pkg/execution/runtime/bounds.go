@@ -75,6 +75,11 @@ func poolLimits(p *pool.Pool, e *sandbox.Enforcement) (sandbox.Limits, error) {
 			l.WorkspaceBytes = 0
 		}
 	}
+	if e != nil && e.WorkspaceInMemory && slices.Contains(enforced, pool.LimitMemory) && slices.Contains(enforced, pool.LimitWorkspace) {
+		if m := sandbox.MaxWorkspace(b.MemoryBytes); m > 0 && b.WorkspaceBytes > m {
+			above = append(above, fmt.Sprintf("workspace %s is over half of memory %s (the workspace is a tmpfs whose pages count against the memory limit, as /tmp's and /dev/shm's do, each an eighth of it: the runner and the workload keep a quarter)", p.Spec.Limits.Workspace, p.Spec.Limits.Memory))
+		}
+	}
 	if len(above) > 0 {
 		return sandbox.Limits{}, fmt.Errorf("%w: pool %s (%s): spec.limits sets %s", ErrUnenforceable, p.Metadata.Name, pool.PoolFile(p.Metadata.Name), strings.Join(above, "; "))
 	}

@@ -146,7 +146,7 @@ func TestManifestLimitsAreReadBack(t *testing.T) {
 	if l == nil || !strings.HasPrefix(l.Enforced["pids"], "not enforced: 64 asked, and the kernel holds no such limit") {
 		t.Fatalf("pids: manifest limits %+v", l)
 	}
-	for name, want := range map[string]uint64{"memory": 64 << 20, "cpu": 500, "workspace": 16 << 20, "tmp": 16 << 20} {
+	for name, want := range map[string]uint64{"memory": 64 << 20, "cpu": 500, "workspace": 16 << 20, "tmp": 8 << 20} {
 		if l.Applied[name] != want {
 			t.Errorf("applied %s = %d, want %d (%+v)", name, l.Applied[name], want, l)
 		}

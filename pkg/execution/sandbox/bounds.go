@@ -32,7 +32,18 @@ type Enforcement struct {
 	Max map[string]uint64 `json:"max,omitempty"`
 	// Unavailable says why a limit is missing from Enforced, if one is.
 	Unavailable string `json:"unavailable,omitempty"`
+	// WorkspaceInMemory says the workspace is a tmpfs whose pages count
+	// against the memory limit: a pool with both may then ask for a
+	// workspace of at most half its memory (MaxWorkspace), so that with
+	// the workspace, /tmp and /dev/shm full the runner and the workload
+	// still have a quarter of it.
+	WorkspaceInMemory bool `json:"workspaceInMemory,omitempty"`
 }
+
+// MaxWorkspace is the largest workspace a sandbox with memory limit
+// memory may have where Enforcement.WorkspaceInMemory (0: no memory
+// limit, no bound).
+func MaxWorkspace(memory uint64) uint64 { return memory / 2 }
 
 // Applied are the limits a sandbox has now, read back from the kernel,
 // by limit name (LimitCPU in thousandths of a core, LimitMemory and
@@ -52,17 +63,17 @@ const DefaultTmpBytes = 256 << 20
 // (CredentialDir): tokens, not data.
 const CredentialTmpBytes = 1 << 20
 
-// TmpBytes is the size of the tmpfs at /tmp (and the one at /dev/shm) of a
-// sandbox with limits l. Its pages are memory: with a memory limit it is a
-// quarter of it (so a full /tmp leaves the runner and the workload room,
-// and counts against the limit like any memory of the sandbox); without
-// one, the workspace's size; with neither, DefaultTmpBytes. Rounded down to
-// whole pages, at least one.
+// TmpBytes is the size of the tmpfs at /tmp (and of the one at /dev/shm)
+// of a sandbox with limits l. Its pages are memory and count against the
+// memory limit: with one, each is an eighth of it (with a workspace of at
+// most MaxWorkspace, all three full leave the runner and the workload a
+// quarter); without one, the workspace's size; with neither,
+// DefaultTmpBytes. Rounded down to whole pages, at least one.
 func TmpBytes(l Limits) uint64 {
 	n := uint64(DefaultTmpBytes)
 	switch {
 	case l.MemoryBytes > 0:
-		n = l.MemoryBytes / 4
+		n = l.MemoryBytes / 8
 	case l.WorkspaceBytes > 0:
 		n = l.WorkspaceBytes
 	}

@@ -101,7 +101,8 @@ func (b *Backend) Enforcement() sandbox.Enforcement {
 	}
 	if b.sizedWorkspace {
 		e.Enforced = append(e.Enforced, sandbox.LimitWorkspace)
-		e.How[sandbox.LimitWorkspace] = "a tmpfs of that size as the workspace, mounted by bubblewrap in the sandbox's own mount namespace (its pages count against the memory limit); its size read back with statfs for each run"
+		e.WorkspaceInMemory = true
+		e.How[sandbox.LimitWorkspace] = "a tmpfs of that size (at most half the memory limit, where one is set) as the workspace, mounted by bubblewrap in the sandbox's own mount namespace (its pages count against the memory limit); its size read back with statfs for each run"
 	} else {
 		why = append(why, "workspace: a sized tmpfs needs the backend to run as root")
 	}
@@ -125,6 +126,9 @@ func (b *Backend) checkLimits(l sandbox.Limits) error {
 		case e.Max[want.name] > 0 && want.v > e.Max[want.name]:
 			errs = append(errs, fmt.Errorf("%w: Limits: %s %d is above the %d this host can apply", sandbox.ErrInvalidSpec, want.name, want.v, e.Max[want.name]))
 		}
+	}
+	if m := sandbox.MaxWorkspace(l.MemoryBytes); m > 0 && l.WorkspaceBytes > m {
+		errs = append(errs, fmt.Errorf("%w: Limits: workspace %d is over half the memory limit %d: the workspace is a tmpfs whose pages count against the memory limit", sandbox.ErrInvalidSpec, l.WorkspaceBytes, l.MemoryBytes))
 	}
 	return errors.Join(errs...)
 }
