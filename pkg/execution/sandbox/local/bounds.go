@@ -228,9 +228,9 @@ func (b *Backend) Applied(ctx context.Context, id string) (sandbox.Applied, erro
 		}
 	}
 	if rec.Runner.alive() {
-		soft, hard, err := isolate.ProcNoFile(rec.Runner.Pid)
+		_, hard, err := isolate.ProcNoFile(rec.Runner.Pid)
 		if err == nil && rec.Runner.alive() && hard > 0 {
-			a.Values[sandbox.LimitOpenFiles] = max(soft, hard)
+			a.Values[sandbox.LimitOpenFiles] = hard // the ceiling: a command may raise its soft limit up to it
 			a.How[sandbox.LimitOpenFiles] = "RLIMIT_NOFILE of the runner, /proc/<pid>/limits (every command inherits it)"
 		}
 		errs = append(errs, err)
