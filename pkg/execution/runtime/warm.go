@@ -168,7 +168,7 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	for _, s := range all {
 		key := s.Pool + "/" + s.Generation
 		b, known := nets[s.Pool]
-		if wanted[key] && s.State != sandbox.StateDead && (!known || b.fits(s)) {
+		if wanted[key] && s.State != sandbox.StateDead && known && b.fits(s) { // a pool the runtime refuses keeps no members
 			have[key]++
 			continue
 		}
