@@ -2,7 +2,10 @@
 // inside each sandbox, executes the commands the runtime sends over a unix
 // socket and proves its identity. See package runner for the protocol.
 //
-//	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR [--egress-listen ADDR --egress-socket PATH]
+//	slipway-runner serve --listen-fd 0 --generation G --sandbox ID --workdir DIR [--nofile N] [--egress-listen ADDR --egress-socket PATH]
+//	                                      (--nofile: lowers its own RLIMIT_NOFILE, which every command inherits;
+//	                                      commands start through "slipway-runner workload", which raises their
+//	                                      oom_score_adj to 1000 and execs them)
 //	                                      (with --egress-*: forwards ADDR, 127.0.0.1:PORT in the sandbox, to the
 //	                                      egress proxy's unix socket PATH that the backend bound in)
 //	slipway-runner serve --listen-unix PATH   (in a pod: generation and sandbox from $SLIPWAY_GENERATION, $SLIPWAY_SANDBOX_ID)
@@ -63,6 +66,13 @@ func run(args []string) error {
 		}
 		return runner.Bridge(args[1], os.Stdin, os.Stdout)
 	}
+	if args[0] == runner.LauncherArg { // every command starts through it: no hashing of itself
+		if err := runner.Launch(args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "slipway-runner:", err)
+			os.Exit(127)
+		}
+		return nil
+	}
 	if args[0] == "credential" {
 		return credential(args[1:], runner.CredentialDir)
 	}
@@ -99,6 +109,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Workdir, "workdir", "", "default working directory of commands (default: the runner's own)")
 	egressListen := fs.String("egress-listen", "", "forward this TCP address (127.0.0.1:PORT) to --egress-socket: the sandbox's egress proxy")
 	egressSocket := fs.String("egress-socket", "", "the egress proxy's unix socket, bound into the sandbox")
+	nofile := fs.Uint64("nofile", 0, "lower this process's RLIMIT_NOFILE (soft and hard) to this before serving: every command inherits it (0: leave it)")
+	launch := fs.Bool("launch-workloads", true, "start commands through this binary's \"workload\" launcher, which makes them the OOM killer's first choice")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -112,6 +124,14 @@ func run(args []string) error {
 	}
 	if err := runner.Harden(); err != nil {
 		return err
+	}
+	if *nofile > 0 {
+		if err := runner.LowerNoFile(*nofile); err != nil {
+			return err
+		}
+	}
+	if *launch {
+		cfg.Launcher = "/proc/self/exe"
 	}
 	var ln net.Listener
 	if *sock != "" {

@@ -1,6 +1,7 @@
 package isolate
 
 import (
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,7 +145,11 @@ func mountArgs(s *Spec) []string {
 		if mode == 0 {
 			mode = 0o755
 		}
-		ms = append(ms, mnt{[]string{"--perms", "0" + strconv.FormatUint(uint64(mode), 8), "--size", strconv.FormatUint(t.Bytes, 10), "--tmpfs", t.Target}})
+		bits := uint64(mode.Perm())
+		if mode&os.ModeSticky != 0 {
+			bits |= 0o1000
+		}
+		ms = append(ms, mnt{[]string{"--perms", "0" + strconv.FormatUint(bits, 8), "--size", strconv.FormatUint(t.Bytes, 10), "--tmpfs", t.Target}})
 		tmp = tmp && t.Target != "/tmp"
 	}
 	if tmp {

@@ -134,7 +134,8 @@ type Mount struct {
 }
 
 // SizedTmpfs is a tmpfs of Bytes bytes (at least one page) at Target,
-// its root directory of mode Mode (permission bits only; 0 is 0755, as
+// its root directory of mode Mode (permission bits and os.ModeSticky, as
+// /tmp has; 0 is 0755, as
 // bwrap makes a tmpfs) and owned by the sandbox's root, or by User when
 // it is set.
 type SizedTmpfs struct {
@@ -270,8 +271,8 @@ func (s Spec) Validate() error {
 		if t.Bytes < 4096 {
 			bad(fmt.Sprintf("Sized[%d].Bytes", i), "%d is under one page (4096)", t.Bytes)
 		}
-		if t.Mode&^os.ModePerm != 0 {
-			bad(fmt.Sprintf("Sized[%d].Mode", i), "%v has more than permission bits", t.Mode)
+		if t.Mode&^(os.ModePerm|os.ModeSticky) != 0 {
+			bad(fmt.Sprintf("Sized[%d].Mode", i), "%v has more than permission bits and sticky", t.Mode)
 		}
 	}
 	if s.Dir != "" && !isCleanAbs(s.Dir) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
 )
@@ -76,6 +78,40 @@ type PoolSet struct {
 	Message     string
 	Author      gitops.Signature
 	RepoOptions []gitops.Option
+	// Runtime, when set, is what the runtime serving the pool can apply
+	// (its GET /v1/info limits): a result setting a limit it cannot apply
+	// (not enforced and not accepted by spec.acceptUnenforced, or above
+	// its maximum) is refused before anything is written, wrapping
+	// ErrLimitUnavailable. Nil: the runtime refuses the pool at its start.
+	Runtime *runtimeapi.LimitsInfo
+}
+
+// ErrLimitUnavailable marks a pool set whose result asks for a limit the
+// runtime serving the pool said it cannot apply.
+var ErrLimitUnavailable = errors.New("release: limit the runtime cannot apply")
+
+// checkApplicable refuses p's limits that rt cannot apply, naming the
+// pool, the limit and the reason the runtime gave.
+func checkApplicable(p *pool.Pool, rt *runtimeapi.LimitsInfo) error {
+	b, err := p.Spec.Limits.Bounds()
+	if err != nil {
+		return err
+	}
+	asked := map[string]uint64{pool.LimitCPU: b.CPUMillis, pool.LimitMemory: b.MemoryBytes, pool.LimitPids: b.Pids, pool.LimitOpenFiles: b.OpenFiles, pool.LimitWorkspace: b.WorkspaceBytes}
+	var errs []error
+	for _, name := range b.Set() {
+		switch {
+		case !slices.Contains(rt.Enforced, name) && !slices.Contains(p.Spec.AcceptUnenforced, name):
+			why := rt.Unavailable
+			if why == "" {
+				why = "not among the limits it enforces"
+			}
+			errs = append(errs, fmt.Errorf("%w: pool %s: spec.limits.%s: the runtime cannot apply it (cgroup %s; %s), and spec.acceptUnenforced does not accept running without it", ErrLimitUnavailable, p.Metadata.Name, name, rt.Cgroup, why))
+		case rt.Max[name] > 0 && asked[name] > rt.Max[name]:
+			errs = append(errs, fmt.Errorf("%w: pool %s: spec.limits.%s: %d is above the %d the runtime can apply (%s)", ErrLimitUnavailable, p.Metadata.Name, name, asked[name], rt.Max[name], rt.How[name]))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // PoolSetResult reports a PoolSet: Status Unchanged (and no commit) when
@@ -132,6 +168,15 @@ func SetPool(ctx context.Context, s PoolSet) (*PoolSetResult, error) {
 			nb, changes, err := pool.Set(b, file, s.Set)
 			if err != nil {
 				return nil, fmt.Errorf("release: pool %s: %w", s.Pool, err)
+			}
+			if s.Runtime != nil {
+				p, err := pool.ParsePool(nb, s.Pool)
+				if err != nil {
+					return nil, fmt.Errorf("release: pool %s: %w", s.Pool, err)
+				}
+				if err := checkApplicable(p, s.Runtime); err != nil {
+					return nil, err
+				}
 			}
 			if len(changes) == 0 {
 				return nil, nil

@@ -223,8 +223,14 @@ type Limits struct {
 	Cgroup string `json:"cgroup"`
 	// Enforced maps each limit the pool sets (cpu, memory, pids,
 	// openFiles, workspace) to how it was enforced, or to "not enforced
-	// (...)" where the pool accepted that.
+	// (...)" where the pool accepted that or the kernel does not hold it
+	// as asked. It is read back from the kernel for the sandbox the run
+	// got, never copied from the pool's settings.
 	Enforced map[string]string `json:"enforced"`
+	// Applied is what the kernel holds for the sandbox, by name (cpu in
+	// thousandths of a core, memory, workspace and tmp, the size of its
+	// /tmp, in bytes; pids; openFiles).
+	Applied map[string]uint64 `json:"applied,omitempty"`
 }
 
 // Outcomes a run can record: which limit ended its work.

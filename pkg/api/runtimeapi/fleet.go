@@ -39,8 +39,11 @@ func (r ProtocolRange) Overlaps(o ProtocolRange) bool { return r.Min <= o.Max &&
 func (r ProtocolRange) String() string { return fmt.Sprintf("%d..%d", r.Min, r.Max) }
 
 // LimitsInfo says which of pool.yaml's limits (spec.limits) this runtime's
-// backend enforces, and how. A pool setting one not in Enforced is refused
-// unless its spec.acceptUnenforced names it.
+// backend enforces, and how. Each limit in Enforced is one the runtime
+// proved at its start that it can apply on this host (it set the limit on
+// a probe and read it back from the kernel). A pool setting one not in
+// Enforced, or above its Max, is refused unless its spec.acceptUnenforced
+// names it.
 type LimitsInfo struct {
 	// Cgroup is the cgroup tree sandboxes are put in: "v2", "v1" or "none".
 	Cgroup string `json:"cgroup"`
@@ -48,6 +51,9 @@ type LimitsInfo struct {
 	// workspace) enforced here; How says with what.
 	Enforced []string          `json:"enforced"`
 	How      map[string]string `json:"how,omitempty"`
+	// Max is the largest value of a limit this host can apply, where
+	// there is one (openFiles: the runtime's hard RLIMIT_NOFILE).
+	Max map[string]uint64 `json:"max,omitempty"`
 	// Unavailable says why a limit is not enforced, where one is not.
 	Unavailable string `json:"unavailable,omitempty"`
 	// Description says in words how commands are bounded.

@@ -579,8 +579,8 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 		Network:              "deny (own network namespace, loopback only)",
 	}
 	if e := enforcement(s.backend); e != nil {
-		out.Limits = runtimeapi.LimitsInfo{Cgroup: e.Cgroup, Enforced: e.Enforced, How: e.How, Unavailable: e.Unavailable,
-			Description: "setrlimit and a wall-clock deadline per command; the pool's limits as Enforced says"}
+		out.Limits = runtimeapi.LimitsInfo{Cgroup: e.Cgroup, Enforced: e.Enforced, How: e.How, Max: e.Max, Unavailable: e.Unavailable,
+			Description: "setrlimit and a wall-clock deadline per command; the pool's limits as Enforced says, each proved at the runtime's start on a probe (set and read back)"}
 	}
 	if c, ok := s.backend.(Confinement); ok {
 		out.Limits.Description, out.Network = c.Confinement()

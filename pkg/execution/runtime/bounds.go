@@ -2,9 +2,13 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -45,9 +49,13 @@ func poolLimits(p *pool.Pool, e *sandbox.Enforcement) (sandbox.Limits, error) {
 		enforced, cg, why = e.Enforced, e.Cgroup, e.Unavailable
 	}
 	l := sandbox.Limits{NoFile: b.OpenFiles, CPUMillis: b.CPUMillis, MemoryBytes: b.MemoryBytes, Pids: b.Pids, WorkspaceBytes: b.WorkspaceBytes}
-	var refused []string
+	asked := map[string]uint64{pool.LimitCPU: b.CPUMillis, pool.LimitMemory: b.MemoryBytes, pool.LimitPids: b.Pids, pool.LimitOpenFiles: b.OpenFiles, pool.LimitWorkspace: b.WorkspaceBytes}
+	var refused, above []string
 	for _, name := range b.Set() {
 		if slices.Contains(enforced, name) {
+			if m := e.Max[name]; m > 0 && asked[name] > m {
+				above = append(above, fmt.Sprintf("%s %d is above the %d this host can apply (%s)", name, asked[name], m, e.How[name]))
+			}
 			continue
 		}
 		if !slices.Contains(p.Spec.AcceptUnenforced, name) {
@@ -67,6 +75,14 @@ func poolLimits(p *pool.Pool, e *sandbox.Enforcement) (sandbox.Limits, error) {
 			l.WorkspaceBytes = 0
 		}
 	}
+	if e != nil && e.WorkspaceInMemory && slices.Contains(enforced, pool.LimitMemory) && slices.Contains(enforced, pool.LimitWorkspace) {
+		if m := sandbox.MaxWorkspace(b.MemoryBytes); m > 0 && b.WorkspaceBytes > m {
+			above = append(above, fmt.Sprintf("workspace %s is over half of memory %s (the workspace is a tmpfs whose pages count against the memory limit, as /tmp's and /dev/shm's do, each an eighth of it: the runner and the workload keep a quarter)", p.Spec.Limits.Workspace, p.Spec.Limits.Memory))
+		}
+	}
+	if len(above) > 0 {
+		return sandbox.Limits{}, fmt.Errorf("%w: pool %s (%s): spec.limits sets %s", ErrUnenforceable, p.Metadata.Name, pool.PoolFile(p.Metadata.Name), strings.Join(above, "; "))
+	}
 	if len(refused) > 0 {
 		return sandbox.Limits{}, fmt.Errorf("%w: %s: spec.limits sets %s, which this host cannot enforce (cgroup %s; %s), and spec.acceptUnenforced does not accept it",
 			ErrUnenforceable, pool.PoolFile(p.Metadata.Name), strings.Join(refused, ", "), cg, why)
@@ -75,11 +91,29 @@ func poolLimits(p *pool.Pool, e *sandbox.Enforcement) (sandbox.Limits, error) {
 }
 
 // bounds is what a pool's sandboxes are made within: its limits as
-// poolLimits has them, and its network.
+// poolLimits has them, its network, and shape, the hash of everything of
+// the pool's settings that shapes a sandbox (sandbox.Spec.Shape).
 type bounds struct {
 	limits  sandbox.Limits
 	network sandbox.Network
 	allow   []string
+	shape   string
+}
+
+// shapeOf hashes what shapes a sandbox of a pool: the limits it is made
+// with, its network and allow list, and its Kubernetes settings (node
+// image label, runtime class and whatever else is added there). A change
+// of any of them is a new shape, and warm members of the old one are
+// replaced, never edited (DESIGN: "a settings change replaces members").
+func shapeOf(l sandbox.Limits, network sandbox.Network, allow []string, k *pool.Kubernetes) string {
+	data, _ := json.Marshal(struct {
+		Limits     sandbox.Limits   `json:"limits"`
+		Network    sandbox.Network  `json:"network"`
+		Allow      []string         `json:"allow"`
+		Kubernetes *pool.Kubernetes `json:"kubernetes"`
+	}{l, network, allow, k})
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:12])
 }
 
 // poolBounds is poolLimits with p's spec.network.
@@ -92,42 +126,16 @@ func poolBounds(p *pool.Pool, e *sandbox.Enforcement) (bounds, error) {
 	if p.Spec.Network.Mode == string(sandbox.NetworkAllowList) {
 		b.network, b.allow = sandbox.NetworkAllowList, p.Spec.Network.Allow
 	}
+	b.shape = shapeOf(b.limits, b.network, b.allow, p.Spec.Kubernetes)
 	return b, nil
 }
 
-// fits reports whether s, a warm member, was made for the network b asks
-// for (a backend that records no network: any).
+// fits reports whether s, a warm member, was made for the pool's settings
+// as b has them: the same shape. A member that records no shape (made
+// before shapes were recorded) fits nothing: it may have been made for
+// any settings, so it is replaced.
 func (b bounds) fits(s *sandbox.Sandbox) bool {
-	if s.Network == "" && s.Allow == nil {
-		return true
-	}
-	n := s.Network
-	if n == "" {
-		n = sandbox.NetworkDeny
-	}
-	return n == b.network && slices.Equal(s.Allow, b.allow)
-}
-
-// limitsReport is a run manifest's record of its sandbox's limits.
-func limitsReport(p *pool.Pool, e *sandbox.Enforcement, l sandbox.Limits) map[string]string {
-	b, err := p.Spec.Limits.Bounds()
-	if err != nil {
-		return nil
-	}
-	out := map[string]string{}
-	set := map[string]uint64{pool.LimitCPU: l.CPUMillis, pool.LimitMemory: l.MemoryBytes, pool.LimitPids: l.Pids, pool.LimitOpenFiles: l.NoFile, pool.LimitWorkspace: l.WorkspaceBytes}
-	for _, name := range b.Set() {
-		if set[name] == 0 {
-			out[name] = "not enforced (accepted by spec.acceptUnenforced)"
-			continue
-		}
-		how := "enforced"
-		if e != nil && e.How[name] != "" {
-			how = e.How[name]
-		}
-		out[name] = how
-	}
-	return out
+	return s.Shape != "" && s.Shape == b.shape
 }
 
 // boundsOf is poolBounds for pool as the runtime's current desired state
@@ -140,26 +148,63 @@ func (r *Runtime) boundsOf(poolName string) (bounds, error) {
 	return poolBounds(d.Pools[poolName].Pool, r.warm.enforcement)
 }
 
-// manifestLimits is the run manifest's record of the limits pool's
-// sandboxes get here; nil when the pool sets none.
-func (r *Runtime) manifestLimits(d *Desired, poolName string) *runmanifest.Limits {
+// manifestLimits is the run manifest's record of the limits sandbox s of
+// pool has, read back from the kernel by the backend (sandbox.Bounded's
+// Applied), never copied from the pool's settings: a limit the pool sets
+// that the kernel does not hold as asked says so. nil when the pool sets
+// none.
+func (r *Runtime) manifestLimits(ctx context.Context, d *Desired, poolName string, s *sandbox.Sandbox) *runmanifest.Limits {
 	p := d.Pools[poolName]
 	if p == nil {
+		return nil
+	}
+	b, err := p.Pool.Spec.Limits.Bounds()
+	if err != nil || len(b.Set()) == 0 {
 		return nil
 	}
 	lim, err := poolLimits(p.Pool, r.warm.enforcement)
 	if err != nil {
 		return nil
 	}
-	enforced := limitsReport(p.Pool, r.warm.enforcement, lim)
-	if len(enforced) == 0 {
-		return nil
-	}
 	cg := "none"
 	if e := r.warm.enforcement; e != nil {
 		cg = e.Cgroup
 	}
-	return &runmanifest.Limits{Cgroup: cg, Enforced: enforced}
+	applied, aerr := sandbox.Applied{}, error(nil)
+	if bb, ok := r.warm.backend.(sandbox.Bounded); ok {
+		applied, aerr = bb.Applied(ctx, s.ID)
+	} else {
+		aerr = errors.New("the backend reads back no limits")
+	}
+	out := &runmanifest.Limits{Cgroup: cg, Enforced: map[string]string{}, Applied: map[string]uint64{}}
+	maps.Copy(out.Applied, applied.Values)
+	want := map[string]uint64{pool.LimitCPU: lim.CPUMillis, pool.LimitMemory: lim.MemoryBytes, pool.LimitPids: lim.Pids, pool.LimitOpenFiles: lim.NoFile, pool.LimitWorkspace: lim.WorkspaceBytes}
+	for _, name := range b.Set() {
+		w, got := want[name], applied.Values[name]
+		switch {
+		case w == 0:
+			out.Enforced[name] = "not enforced (accepted by spec.acceptUnenforced)"
+		case got == 0 && aerr != nil:
+			out.Enforced[name] = fmt.Sprintf("not enforced: %d asked, and it could not be read back (%v)", w, aerr)
+		case got == 0:
+			out.Enforced[name] = fmt.Sprintf("not enforced: %d asked, and the kernel holds no such limit for this sandbox", w)
+		case !sameLimit(name, w, got):
+			out.Enforced[name] = fmt.Sprintf("not enforced as asked: %d asked, the kernel holds %d (%s)", w, got, applied.How[name])
+		default:
+			out.Enforced[name] = fmt.Sprintf("enforced: %d, read back from %s", got, applied.How[name])
+		}
+	}
+	return out
+}
+
+// sameLimit says whether the kernel's value got is the limit w asked
+// for: sizes within a page (the kernel keeps whole pages).
+func sameLimit(name string, w, got uint64) bool {
+	switch name {
+	case pool.LimitMemory, pool.LimitWorkspace:
+		return max(w, got)-min(w, got) < 4096
+	}
+	return w == got
 }
 
 // execBounded runs req in s and, where the backend counts what its limits

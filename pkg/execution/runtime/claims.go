@@ -340,7 +340,7 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	if s.RunnerBinarySHA256 != "" {
 		m.ServedBy.Runner = &runmanifest.Process{BinarySHA256: s.RunnerBinarySHA256}
 	}
-	m.Limits = r.manifestLimits(d, req.Pool)
+	m.Limits = r.manifestLimits(ctx, d, req.Pool, s)
 	m.Status = runmanifest.StatusGranted
 	m.Lifecycle = runmanifest.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
 	if c.secretVersion != "" {

@@ -158,7 +158,7 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 			wanted[name+"/"+g.ID] = true
 		}
 	}
-	nets := map[string]bounds{} // a warm member made for another network is retired
+	nets := map[string]bounds{} // a warm member made for other settings is retired
 	for name, p := range d.Pools {
 		if b, err := poolBounds(p.Pool, w.enforcement); err == nil {
 			nets[name] = b
@@ -168,7 +168,7 @@ func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	for _, s := range all {
 		key := s.Pool + "/" + s.Generation
 		b, known := nets[s.Pool]
-		if wanted[key] && s.State != sandbox.StateDead && (!known || b.fits(s)) {
+		if wanted[key] && s.State != sandbox.StateDead && known && b.fits(s) { // a pool the runtime refuses keeps no members
 			have[key]++
 			continue
 		}
@@ -502,7 +502,7 @@ func (w *Warm) createSandbox(ctx context.Context, pool string, g *generation.Gen
 		}
 		defer func() { <-w.creating }()
 	}
-	s, err := w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: lim.network, Allow: lim.allow, Proof: proof, Limits: lim.limits})
+	s, err := w.backend.Create(ctx, sandbox.Spec{Pool: pool, Generation: g.ID, Owner: owner, Template: img, TemplateID: id, Runner: rb, Network: lim.network, Allow: lim.allow, Shape: lim.shape, Proof: proof, Limits: lim.limits})
 	if err == nil {
 		// The sandbox has used the host since it began starting; a
 		// cluster's member may have waited warm there before this claim.
@@ -607,7 +607,7 @@ func (w *Warm) take(ctx context.Context, pool string, g *generation.Generation, 
 			continue // never a member of another pool or generation
 		}
 		if !lim.fits(m) {
-			_, _ = w.retire(ctx, m) // made for the pool's old network: never handed out
+			_, _ = w.retire(ctx, m) // made for the pool's old settings: never handed out
 			continue
 		}
 		taken, err := w.backend.SetOwner(ctx, m.ID, sandbox.OwnerWarm, claimID)

@@ -26,9 +26,63 @@ type Enforcement struct {
 	// enforce here; How says with what, by name.
 	Enforced []string          `json:"enforced"`
 	How      map[string]string `json:"how,omitempty"`
+	// Max is the largest value of a limit this host can apply, where
+	// there is one (openFiles: the runtime's own hard RLIMIT_NOFILE, since
+	// raising it needs CAP_SYS_RESOURCE).
+	Max map[string]uint64 `json:"max,omitempty"`
 	// Unavailable says why a limit is missing from Enforced, if one is.
 	Unavailable string `json:"unavailable,omitempty"`
+	// WorkspaceInMemory says the workspace is a tmpfs whose pages count
+	// against the memory limit: a pool with both may then ask for a
+	// workspace of at most half its memory (MaxWorkspace), so that with
+	// the workspace, /tmp and /dev/shm full the runner and the workload
+	// still have a quarter of it.
+	WorkspaceInMemory bool `json:"workspaceInMemory,omitempty"`
 }
+
+// MaxWorkspace is the largest workspace a sandbox with memory limit
+// memory may have where Enforcement.WorkspaceInMemory (0: no memory
+// limit, no bound).
+func MaxWorkspace(memory uint64) uint64 { return memory / 2 }
+
+// Applied are the limits a sandbox has now, read back from the kernel,
+// by limit name (LimitCPU in thousandths of a core, LimitMemory and
+// LimitWorkspace in bytes, LimitPids, LimitOpenFiles, and LimitTmp, the
+// size of its /tmp); a limit the kernel does not hold is absent. How says
+// where each was read.
+type Applied struct {
+	Values map[string]uint64 `json:"values"`
+	How    map[string]string `json:"how,omitempty"`
+}
+
+// DefaultTmpBytes is the size of /tmp (and /dev/shm) in a sandbox whose
+// pool sets neither a memory nor a workspace limit.
+const DefaultTmpBytes = 256 << 20
+
+// CredentialTmpBytes is the size of a sandbox's credential tmpfs
+// (CredentialDir): tokens, not data.
+const CredentialTmpBytes = 1 << 20
+
+// TmpBytes is the size of the tmpfs at /tmp (and of the one at /dev/shm)
+// of a sandbox with limits l. Its pages are memory and count against the
+// memory limit: with one, each is an eighth of it (with a workspace of at
+// most MaxWorkspace, all three full leave the runner and the workload a
+// quarter); without one, the workspace's size; with neither,
+// DefaultTmpBytes. Rounded down to whole pages, at least one.
+func TmpBytes(l Limits) uint64 {
+	n := uint64(DefaultTmpBytes)
+	switch {
+	case l.MemoryBytes > 0:
+		n = l.MemoryBytes / 8
+	case l.WorkspaceBytes > 0:
+		n = l.WorkspaceBytes
+	}
+	return max(n&^4095, 4096)
+}
+
+// LimitTmp names the size of a sandbox's /tmp in Applied (not a pool
+// setting: it follows from the pool's memory or workspace limit).
+const LimitTmp = "tmp"
 
 // LimitEvents count what a sandbox's limits did since it started.
 type LimitEvents struct {
@@ -45,6 +99,8 @@ type Bounded interface {
 	Enforcement() Enforcement
 	// LimitEvents reads the counters of sandbox id.
 	LimitEvents(ctx context.Context, id string) (LimitEvents, error)
+	// Applied reads back the limits sandbox id has from the kernel.
+	Applied(ctx context.Context, id string) (Applied, error)
 }
 
 // Outcomes: which limit ended a command's work.

@@ -62,6 +62,11 @@ type Spec struct {
 	Allow []string
 	// Limits bound every process in the sandbox.
 	Limits Limits
+	// Shape names the settings the sandbox is made for (a hash of its
+	// pool's limits, network and whatever else shapes it, computed by the
+	// caller): the backend records it, and a warm member whose Shape is not
+	// its pool's current one is never handed out.
+	Shape string
 	// Env is added over the template's environment for the runner and
 	// every command it runs.
 	Env map[string]string
@@ -230,6 +235,9 @@ type Sandbox struct {
 	// network of its pool is not handed out.
 	Network Network  `json:"network,omitempty"`
 	Allow   []string `json:"allow,omitempty"`
+	// Shape is the Spec's, as the backend recorded it ("" where it
+	// records none, or for a sandbox made before shapes were recorded).
+	Shape string `json:"shape,omitempty"`
 
 	// Runner reaches the sandbox's runner; nil for a dead sandbox.
 	Runner *runner.Client `json:"-"`

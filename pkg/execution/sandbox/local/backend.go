@@ -63,8 +63,12 @@ type Backend struct {
 	owners     idLocks    // one owner change (or removal) per sandbox at a time
 	ownerStore ownerStore // how owner changes are recorded (owner.go)
 
-	cgroups        *isolate.Cgroups // where sandboxes' cgroups go (bounds.go)
-	sizedWorkspace bool             // workspaces can be sized tmpfs mounts
+	cgroups        *isolate.Cgroups  // where sandboxes' cgroups go (bounds.go)
+	sizedWorkspace bool              // workspaces can be sized tmpfs mounts
+	provedCgroup   []string          // controllers a probe cgroup proved at start (bounds.go)
+	cgroupWhy      map[string]string // why a controller the host has did not prove itself
+	noFileMax      uint64            // the most open files a runner can lower itself to; 0: unproved
+	noFileWhy      string            // why openFiles is not enforced
 }
 
 // idLocks serialises work per sandbox id without a lock across all of
@@ -255,6 +259,9 @@ type record struct {
 	BootID string  `json:"bootId"`
 	Bwrap  procRef `json:"bwrap"`
 	Init   procRef `json:"init"`
+	// Runner is the runner's process as the host sees it, once it proved
+	// its identity: the process whose limits every command inherits.
+	Runner procRef `json:"runner,omitzero"`
 	// Cgroup says the sandbox has a cgroup (named by its id) to read and
 	// remove; WorkspaceBytes is the size of its workspace tmpfs (0: none).
 	Cgroup         bool   `json:"cgroup,omitempty"`
@@ -262,6 +269,8 @@ type record struct {
 	// Network and Allow are the Spec's.
 	Network sandbox.Network `json:"network,omitempty"`
 	Allow   []string        `json:"allow,omitempty"`
+	// Shape is the Spec's.
+	Shape string `json:"shape,omitempty"`
 }
 
 func (b *Backend) sandboxDir(id string) string { return filepath.Join(b.dir, "sandboxes", id) }
@@ -315,7 +324,7 @@ func (b *Backend) viewOf(rec *record, creating bool) *sandbox.Sandbox {
 		ID: rec.ID, Pool: rec.Pool, Generation: rec.Generation, Owner: rec.Owner,
 		TemplateID: rec.TemplateID, RunnerBinarySHA256: rec.RunnerBinarySHA256,
 		Created: rec.Created, Ready: rec.Ready, Workdir: rec.Workdir,
-		Refresh: slices.Clone(rec.Refresh), Network: rec.Network, Allow: slices.Clone(rec.Allow),
+		Refresh: slices.Clone(rec.Refresh), Network: rec.Network, Allow: slices.Clone(rec.Allow), Shape: rec.Shape,
 	}
 	switch {
 	case creating && (rec.Bwrap.Pid == 0 || b.alive(rec)):

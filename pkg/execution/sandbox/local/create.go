@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -131,7 +132,7 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 		ID: id, Pool: spec.Pool, Generation: spec.Generation, Owner: spec.Owner,
 		TemplateID: templateID, RunnerBinarySHA256: spec.Runner.Digest,
 		Created: time.Now().UTC().Truncate(time.Millisecond), Workdir: t.workdir, BootID: b.boot,
-		Network: spec.Network, Allow: spec.Allow,
+		Network: spec.Network, Allow: spec.Allow, Shape: spec.Shape,
 		// Said before they exist, in the one write: Delete removes a
 		// cgroup and unmounts a workspace whether the record says so or
 		// not, so a record that says so first leaves nothing behind, and
@@ -175,7 +176,16 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	}
 	rec.Refresh = results
 	mounts = append(mounts, isolate.Mount{Source: runnerPath, Target: sandbox.RunnerPath, ReadOnly: true})
-	var sized []isolate.SizedTmpfs
+	// /tmp, /dev/shm and the credential tmpfs are sized: their pages are
+	// the sandbox's memory (sandbox.TmpBytes), never half the host's.
+	tmp := sandbox.TmpBytes(spec.Limits)
+	sized := []isolate.SizedTmpfs{
+		{Target: "/tmp", Bytes: tmp, Mode: 0o777 | os.ModeSticky},
+		{Target: "/dev/shm", Bytes: tmp},
+		// The host writes the claim's credentials into it after start
+		// (see PutCredential).
+		{Target: sandbox.CredentialDir, Bytes: sandbox.CredentialTmpBytes},
+	}
 	if bounded {
 		sized = append(sized, isolate.SizedTmpfs{Target: t.workdir, Bytes: spec.Limits.WorkspaceBytes, Mode: 0o700})
 	} else {
@@ -186,6 +196,11 @@ func (b *Backend) start(ctx context.Context, id string, spec sandbox.Spec, t *tm
 	waitEgress := func() error { return nil }
 	argv := []string{sandbox.RunnerPath, "serve", "--listen-fd", "0",
 		"--generation", spec.Generation, "--sandbox", id, "--workdir", t.workdir}
+	if spec.Limits.NoFile > 0 {
+		// The runner lowers its own limit, which every command inherits:
+		// no privilege needed, whatever uid the sandbox runs as.
+		argv = append(argv, "--nofile", strconv.FormatUint(spec.Limits.NoFile, 10))
+	}
 	if spec.Network == sandbox.NetworkAllowList {
 		pol, err := egress.Parse(spec.Allow) // validate parsed it
 		if err != nil {
@@ -267,17 +282,15 @@ func isolateSpec(id string, spec sandbox.Spec, t *tmpl, mounts []isolate.Mount, 
 		Root:         t.root,
 		ReadOnlyRoot: true,
 		Mounts:       mounts,
-		// The credential tmpfs: the host writes the claim's credentials
-		// into it after start (see PutCredential).
-		Tmpfs:    []string{sandbox.CredentialDir},
-		Sized:    sized,
-		Env:      shape.Env(t.env, t.workdir, env),
-		Dir:      t.workdir,
-		Hostname: id,
-		Argv:     argv,
-		Stdin:    ln, // an *os.File: bwrap and the runner get the descriptor itself
+		Sized:        sized,
+		Env:          shape.Env(t.env, t.workdir, env),
+		Dir:          t.workdir,
+		Hostname:     id,
+		Argv:         argv,
+		Stdin:        ln, // an *os.File: bwrap and the runner get the descriptor itself
+		// NoFile is the runner's to set (see start).
 		Limits: isolate.Limits{
-			NoFile: spec.Limits.NoFile, NProc: spec.Limits.NProc, AddressSpace: spec.Limits.AddressSpace,
+			NProc: spec.Limits.NProc, AddressSpace: spec.Limits.AddressSpace,
 			CPUSeconds: spec.Limits.CPUSeconds, FileSize: spec.Limits.FileSize,
 		},
 		Cgroup: cg,
@@ -352,6 +365,7 @@ func (b *Backend) proveIdentity(ctx context.Context, p *isolate.Process, log *ta
 	if !ok {
 		return fmt.Errorf("%w: no process with pid %d in the sandbox", sandbox.ErrIdentity, id.Pid)
 	}
+	rec.Runner, _ = refOf(hostPid)
 	got, err := b.exeDigest(fmt.Sprintf("/proc/%d/exe", hostPid))
 	if err != nil {
 		return fmt.Errorf("%w: read the runner's executable from the host: %w", sandbox.ErrIdentity, err)

@@ -98,8 +98,11 @@
 //
 // bwrap runs with --die-with-parent: sandboxes do not outlive the process
 // that created them, so a runtime killed with SIGKILL leaks no sandbox, and
-// the next Backend finds them dead. Limits.NoFile and the other rlimits
-// are per process (NProc counts the uid's processes host-wide). The
+// the next Backend finds them dead. Limits.NoFile is applied by the
+// runner, which lowers its own RLIMIT_NOFILE before it serves (every
+// command inherits it; no privilege needed, whatever the sandbox's uid);
+// the other rlimits are set on bwrap and are per process (NProc counts
+// the uid's processes host-wide). The
 // aggregate limits are enforced where the host allows and refused
 // (ErrInvalidSpec, naming the limit) where it does not, never dropped:
 // CPU, memory and pids by a cgroup per sandbox (package isolate: the
@@ -111,7 +114,12 @@
 // answers, and gone with the sandbox's processes (never on the host's
 // mount table, whose lock would serialise concurrent creates and
 // deletes; with a template user, its entries all belong to that user,
-// the one owner the sandbox's user namespace maps). Enforcement says which hold here; LimitEvents
+// the one owner the sandbox's user namespace maps; its pages count against
+// the memory limit, so it may be at most half of it). /tmp, /dev/shm and
+// the credential tmpfs are sized too (sandbox.TmpBytes). Enforcement says
+// which limits hold here, each proved at New on a probe (a probe cgroup,
+// a probe process lowering its own RLIMIT_NOFILE) and read back; Applied
+// reads back what a sandbox has from the kernel; LimitEvents
 // reads the OOM kills, refused forks, throttled CPU periods and a full
 // workspace, from which sandbox.Outcome names the limit that ended a
 // command. WithoutCgroups turns cgroups off. The listening socket is inherited by bwrap's pid 1 inside the

@@ -77,6 +77,9 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	out := &outputLimiter{fw: fw, max: max, cancel: cancel}
 	cmd := exec.Command(path, req.Argv[1:]...)
 	cmd.Args[0] = req.Argv[0]
+	if s.cfg.Launcher != "" {
+		cmd = exec.Command(s.cfg.Launcher, append([]string{LauncherArg, req.Argv[0], path}, req.Argv[1:]...)...)
+	}
 	cmd.Env = env
 	cmd.Dir = dir
 	if len(req.Stdin) > 0 {

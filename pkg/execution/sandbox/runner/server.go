@@ -34,6 +34,11 @@ type Config struct {
 	MaxConns int
 	// Log receives one line per connection-level failure; nil discards.
 	Log io.Writer
+	// Launcher, when set, is the program every command is started
+	// through (the runner's own executable: see Launch), which makes the
+	// command the OOM killer's first choice before it execs it. "" starts
+	// commands directly.
+	Launcher string
 }
 
 // DefaultMaxConns is Config.MaxConns when 0.
