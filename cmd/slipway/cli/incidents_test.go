@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -330,6 +331,15 @@ func TestIncidentPolicyLags(t *testing.T) {
 	if !v.Stale || v.Revision != rev || v.AgeSeconds <= 1 || v.LastSyncError == "" || !strings.Contains(v.ClaimsRefused, "stale") ||
 		!strings.Contains(text, "REFUSED (503)") || !strings.Contains(text, "last sync:     failed") || !strings.Contains(text, rev) {
 		t.Fatalf("stale policy view: %+v\n%s", v, text)
+	}
+	// The sync error names the repository's path: the API answer says a
+	// reason and an error id; the runtime's log has the detail under it.
+	id := regexp.MustCompile(`error id (e-[0-9a-f]{12})`).FindStringSubmatch(v.LastSyncError)
+	if id == nil || strings.Contains(v.LastSyncError, w.rtRepo) || strings.Contains(v.LastSyncError, w.dir) {
+		t.Fatalf("lastSyncError %q: want a reason and an error id, no host path", v.LastSyncError)
+	}
+	if logText := w.rt.log.text(); !regexp.MustCompile(`error ` + id[1] + `: config repository sync: .*` + regexp.QuoteMeta(filepath.Base(w.rtRepo))).MatchString(logText) {
+		t.Errorf("the runtime's log lacks the sync error under %s", id[1])
 	}
 	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"echo", "dispatched"}}})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/apierror"
@@ -52,6 +53,27 @@ type Server struct {
 	mux     *http.ServeMux
 
 	metrics *telemetry.Metrics
+
+	syncErrMu sync.Mutex
+	syncErr   string // the last sync error told, and its id
+	syncErrID string
+}
+
+// syncError is what an API answer says of the last sync's error: a reason
+// and an error id, never the error itself (it names the repository's path
+// or URL and the cache directory); the detail goes to the runtime's log
+// once per distinct error, under the same id.
+func (s *Server) syncError(err error) string {
+	if err == nil {
+		return ""
+	}
+	s.syncErrMu.Lock()
+	defer s.syncErrMu.Unlock()
+	if msg := err.Error(); msg != s.syncErr {
+		s.syncErr, s.syncErrID = msg, apierror.NewID()
+		s.logf("runtime: error %s: config repository sync: %v", s.syncErrID, err)
+	}
+	return fmt.Sprintf("the config repository could not be read at the last sync (error id %s; the runtime's log has the detail)", s.syncErrID)
 }
 
 // ServerOption configures NewServer.
@@ -590,7 +612,7 @@ func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.sync != nil {
 		if _, _, err := s.sync.Current(); err != nil {
-			out.LastSyncError = err.Error()
+			out.LastSyncError = s.syncError(err)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -25,17 +25,15 @@ func (r *Runtime) stale(d *Desired, at time.Time) error {
 	return nil
 }
 
-// Policy returns the runtime's PolicyView now; lastSyncErr is the last
-// sync's error, if any.
-func (r *Runtime) Policy(lastSyncErr error) runtimeapi.PolicyView {
+// Policy returns the runtime's PolicyView now; lastSyncErr is what to say
+// of the last sync's error ("" for none).
+func (r *Runtime) Policy(lastSyncErr string) runtimeapi.PolicyView {
 	d, at := r.desired()
 	v := runtimeapi.PolicyView{MaxStalenessSeconds: r.maxStaleness.Seconds(), Pools: []runtimeapi.PoolPolicy{}, Denials: r.PolicyDenials()}
 	if err := r.stale(d, at); err != nil {
 		v.Stale, v.ClaimsRefused = true, err.Error()
 	}
-	if lastSyncErr != nil {
-		v.LastSyncError = lastSyncErr.Error()
-	}
+	v.LastSyncError = lastSyncErr
 	if d == nil {
 		v.Verification.Source = "none loaded"
 		return v
@@ -75,7 +73,7 @@ func (s *Server) policy(w http.ResponseWriter, _ *http.Request) {
 	if s.sync != nil {
 		_, _, err = s.sync.Current()
 	}
-	writeJSON(w, http.StatusOK, s.rt.Policy(err))
+	writeJSON(w, http.StatusOK, s.rt.Policy(s.syncError(err)))
 }
 
 func (s *Server) checkCredential(w http.ResponseWriter, r *http.Request) {
