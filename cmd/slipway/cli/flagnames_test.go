@@ -36,7 +36,7 @@ var conceptsByCommand = map[string][]string{
 	"slipway job show":               {"control", "token-file"},
 	"slipway job submit":             {"control", "token-file"},
 	"slipway job trace":              {"control", "token-file"},
-	"slipway pool set":               {"repo"},
+	"slipway pool set":               {"repo", "runtime", "token-file"},
 	"slipway pool show":              {"repo"},
 	"slipway promote":                {"repo"},
 	"slipway render":                 {"repo"},
