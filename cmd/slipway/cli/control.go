@@ -22,8 +22,9 @@ import (
 func NewCmdControl(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "control", Short: "The control plane: tenants, jobs, admission, limits"}
 	var c control.ServeConfig
+	var db dbFlags
 	serve := &cobra.Command{
-		Use:   "serve --repo URL --db sqlite:PATH|postgres://... --listen ADDR --pool-runtime POOL=URL,TOKEN-FILE...",
+		Use:   "serve --repo URL --db sqlite:PATH|--db-file FILE --listen ADDR --pool-runtime POOL=URL,TOKEN-FILE...",
 		Short: "Serve the jobs API and dispatch admitted jobs to the runtimes",
 		Long: `Serve reads tenants/, profiles/ and pricing.yaml from the config repository, stores jobs in the
 database (SQLite by default; PostgreSQL for several replicas on one database), admits them fairly
@@ -31,13 +32,18 @@ within each tenant's concurrency, queue bound and budget, and dispatches them th
 runtimes serving their pool (--pool-runtime, repeatable; only the control plane holds their tokens).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if c.ConfigRepo == "" || c.DB == "" || c.Listen == "" {
-				return usage(errors.New("--repo, --db and --listen are required"))
+			if c.ConfigRepo == "" || c.Listen == "" {
+				return usage(errors.New("--repo and --listen are required"))
 			}
+			dsn, err := db.resolve()
+			if err != nil {
+				return err
+			}
+			c.DB = dsn
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // crash tests only
 			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			c.Logger = slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			err := control.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
+			err = control.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil && cmd.Context().Err() == nil {
 				return usage(err)
 			}
@@ -47,7 +53,7 @@ runtimes serving their pool (--pool-runtime, repeatable; only the control plane 
 	f := serve.Flags()
 	f.StringVar(&c.ConfigRepo, "repo", "", "the config repository (path, file://, http(s)://, ssh://)")
 	f.StringVar(&c.Branch, "branch", "main", "its branch")
-	f.StringVar(&c.DB, "db", "", "database: sqlite:PATH or postgres://...")
+	db.add(f, "the database")
 	f.StringVar(&c.Listen, "listen", "", "address of the API, e.g. 127.0.0.1:7080")
 	f.StringArrayVar(&c.Runtimes, "pool-runtime", nil, "a runtime serving a pool: POOL=URL,TOKEN-FILE (repeatable)")
 	f.IntVar(&c.MaxActive, "max-active", 64, "jobs admitted, allocating or running at once")
@@ -66,13 +72,14 @@ runtimes serving their pool (--pool-runtime, repeatable; only the control plane 
 func NewCmdTenant(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "tenant", Short: "Tenants' API tokens (tenants themselves are files in the config repository)"}
 	tok := &cobra.Command{Use: "token", Short: "Create, list and revoke API tokens"}
-	var db, scope, label string
+	var db dbFlags
+	var scope, label string
 	create := &cobra.Command{
 		Use:   "create TENANT --db DSN [--scope tenant|operator] [--label L]",
 		Short: "Create a token and print it once: only its hash is stored",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openStore(cmd, db)
+			s, err := openStore(cmd, &db)
 			if err != nil {
 				return err
 			}
@@ -100,7 +107,7 @@ func NewCmdTenant(g *globals) *cobra.Command {
 		Short: "List tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openStore(cmd, db)
+			s, err := openStore(cmd, &db)
 			if err != nil {
 				return err
 			}
@@ -128,7 +135,7 @@ func NewCmdTenant(g *globals) *cobra.Command {
 		Short: "Revoke a token at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openStore(cmd, db)
+			s, err := openStore(cmd, &db)
 			if err != nil {
 				return err
 			}
@@ -141,18 +148,19 @@ func NewCmdTenant(g *globals) *cobra.Command {
 		},
 	}
 	for _, c := range []*cobra.Command{create, list, revoke} {
-		c.Flags().StringVar(&db, "db", "", "the control plane's database: sqlite:PATH or postgres://...")
+		db.add(c.Flags(), "the control plane's database")
 		tok.AddCommand(c)
 	}
 	cmd.AddCommand(tok)
 	return cmd
 }
 
-func openStore(cmd *cobra.Command, db string) (*control.Store, error) {
-	if db == "" {
-		return nil, usage(errors.New("--db is required"))
+func openStore(cmd *cobra.Command, db *dbFlags) (*control.Store, error) {
+	dsn, err := db.resolve()
+	if err != nil {
+		return nil, err
 	}
-	s, err := control.Open(cmd.Context(), db)
+	s, err := control.Open(cmd.Context(), dsn)
 	if err != nil {
 		return nil, usage(err)
 	}

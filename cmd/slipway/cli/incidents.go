@@ -15,7 +15,8 @@ import (
 
 // NewCmdIncidents lists, per incident kind, the jobs and runs that show it.
 func NewCmdIncidents(g *globals) *cobra.Command {
-	var db, state string
+	var db dbFlags
+	var state string
 	cmd := &cobra.Command{
 		Use:   "incidents --db DSN [--state DIR]",
 		Short: "List, per incident kind, the jobs and runs that show it, with their evidence",
@@ -28,7 +29,7 @@ next action. It exits 0 whatever it finds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			s, err := openStore(cmd, db)
+			s, err := openStore(cmd, &db)
 			if err != nil {
 				return err
 			}
@@ -69,7 +70,7 @@ next action. It exits 0 whatever it finds.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", "the control plane's database: sqlite:PATH or postgres://…")
+	db.add(cmd.Flags(), "the control plane's database")
 	cmd.Flags().StringVar(&state, "state", "", "a runtime's state directory (its run manifests)")
 	return cmd
 }
