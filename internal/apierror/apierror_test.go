@@ -28,3 +28,23 @@ func TestDecide(t *testing.T) {
 		t.Fatalf("two error ids alike: %s", a)
 	}
 }
+
+// A repeated error is logged once under one id; a new or returning one
+// again.
+func TestRepeatsLogsOnce(t *testing.T) {
+	var r Repeats
+	var logged []string
+	log := func(id string) { logged = append(logged, id) }
+	a := r.Tell("database", errors.New("down"), log)
+	if b := r.Tell("database", errors.New("down"), log); b != a || len(logged) != 1 {
+		t.Fatalf("a repeat: %s %s %v", a, b, logged)
+	}
+	if c := r.Tell("database", errors.New("refused"), log); c == a || len(logged) != 2 {
+		t.Fatalf("a new error: %v", logged)
+	}
+	r.Clear("database")
+	r.Tell("database", errors.New("refused"), log)
+	if len(logged) != 3 {
+		t.Fatalf("after a clear: %v", logged)
+	}
+}

@@ -31,6 +31,8 @@ const MaxBody = 1 << 20
 //	GET  /v1/usage                the tenants' counters (operators)
 //	GET  /v1/audit                the audit log (operators)
 //	GET  /metrics                 Prometheus text (operators, audited)
+//	GET  /healthz                 the process serves (no token; a liveness probe)
+//	GET  /readyz                  it can take work: database and config repository (no token; ready.go)
 //
 // Every request carries a bearer token; a tenant's token sees its own jobs
 // only (another tenant's job is 404), an operator's sees all and each of
@@ -57,6 +59,7 @@ func NewServer(p *Plane) *Server {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
 	return s
 }
 

@@ -2,10 +2,13 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,8 +52,19 @@ func TestDatabaseGoesAway(t *testing.T) {
 	if err := submit("before"); err != nil {
 		t.Fatal(err)
 	}
+	if code, rd := readyz(t, h.URL); code != 200 || !rd.Ready {
+		t.Fatalf("readyz with the database up: %d %+v", code, rd)
+	}
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	// the readiness probe names the database, not its host or the driver's words
+	code, rd := readyz(t, h.URL)
+	if code != 503 || rd.Ready || len(rd.Failing) != 1 || rd.Failing[0].Part != "database" || !strings.Contains(rd.Failing[0].Reason, "error id e-") {
+		t.Fatalf("readyz with the database away: %d %+v", code, rd)
+	}
+	if strings.Contains(rd.Failing[0].Reason, dir) || strings.Contains(rd.Failing[0].Reason, "connect") {
+		t.Errorf("readyz tells the detail: %q", rd.Failing[0].Reason)
 	}
 	var ae *controlapi.APIError
 	for i := range 3 {
@@ -73,6 +87,9 @@ func TestDatabaseGoesAway(t *testing.T) {
 	if last != nil {
 		t.Fatalf("submit after the database came back: %v", last)
 	}
+	if code, rd := readyz(t, h.URL); code != 200 || !rd.Ready {
+		t.Fatalf("readyz once the database is back: %d %+v", code, rd)
+	}
 	js, err := s.List(ctx, ListFilter{})
 	if err != nil || len(js) != 2 {
 		t.Fatalf("jobs after the outage: %d %v (want before and after only)", len(js), err)
@@ -81,4 +98,19 @@ func TestDatabaseGoesAway(t *testing.T) {
 	if len(u) != 1 || u[0].Queued != 2 {
 		t.Fatalf("counters after the outage: %+v", u)
 	}
+}
+
+// readyz reads url's GET /readyz.
+func readyz(t *testing.T, url string) (int, controlapi.Readiness) {
+	t.Helper()
+	resp, err := http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rd controlapi.Readiness
+	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, rd
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/apierror"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
@@ -105,7 +106,8 @@ type DeliveryConfig = delivery.Config
 // it over HTTP.
 type Plane struct {
 	c      Config
-	st     *store.Store // c.Store's
+	st     *store.Store     // c.Store's
+	ready  apierror.Repeats // readiness errors logged once
 	jobs   *jobs.Engine
 	wg     sync.WaitGroup
 	cancel context.CancelFunc

@@ -341,6 +341,11 @@ func TestIncidentPolicyLags(t *testing.T) {
 	if logText := w.rt.log.text(); !regexp.MustCompile(`error ` + id[1] + `: config repository sync: .*` + regexp.QuoteMeta(filepath.Base(w.rtRepo))).MatchString(logText) {
 		t.Errorf("the runtime's log lacks the sync error under %s", id[1])
 	}
+	// its readiness probe says the same: not ready, the config repository at fault
+	if code, rd := runtimeReadyz(t, w.rt.base); code != 503 || rd.Ready || len(rd.Failing) != 1 || rd.Failing[0].Part != "config repository" ||
+		!strings.Contains(rd.Failing[0].Reason, id[1]) {
+		t.Fatalf("the runtime's readyz with its repository away: %d %+v", code, rd)
+	}
 	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", Commands: [][]string{{"echo", "dispatched"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -357,6 +362,9 @@ func TestIncidentPolicyLags(t *testing.T) {
 	}
 	if v, _ := policy(0); v.Stale || v.LastSyncError != "" {
 		t.Fatalf("policy view after the repository came back: %+v", v)
+	}
+	if code, rd := runtimeReadyz(t, w.rt.base); code != 200 || !rd.Ready {
+		t.Fatalf("the runtime's readyz with its repository back: %d %+v", code, rd)
 	}
 
 	rep, _ := report(t, db, "")
@@ -456,4 +464,19 @@ func TestIncidentExportFails(t *testing.T) {
 	if !strings.Contains(text, "artifact_export_fails (1)") {
 		t.Errorf("text report:\n%s", text)
 	}
+}
+
+// runtimeReadyz reads a runtime's GET /readyz.
+func runtimeReadyz(t *testing.T, base string) (int, runtimeapi.Readiness) {
+	t.Helper()
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rd runtimeapi.Readiness
+	if err := json.NewDecoder(resp.Body).Decode(&rd); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, rd
 }

@@ -103,3 +103,16 @@ type AuditEntry struct {
 	Path    string    `json:"path"`
 	Status  int       `json:"status"`
 }
+
+// ReadyPart is one part a readiness check found at fault.
+type ReadyPart struct {
+	Part   string `json:"part"`   // e.g. "database", "config repository", "backend"
+	Reason string `json:"reason"` // what is wrong, with an error id; the detail is in the server's log
+}
+
+// Readiness is GET /readyz's answer (200 ready, 503 not): whether the
+// server can take work, and the parts at fault when it cannot.
+type Readiness struct {
+	Ready   bool        `json:"ready"`
+	Failing []ReadyPart `json:"failing,omitempty"`
+}

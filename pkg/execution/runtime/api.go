@@ -44,7 +44,8 @@ const maxBody = 1 << 20
 //	POST /v1/sync                     read the config repository now
 //	GET  /v1/cleanup                  cleanup remaining and recent (reconciler records)
 //	GET  /metrics                     Prometheus (bounded labels only)
-//	GET  /healthz                     no token needed
+//	GET  /healthz                     no token needed (liveness)
+//	GET  /readyz                      backend and config repository (no token; readiness: ready.go)
 type Server struct {
 	rt      *Runtime
 	sync    *Syncer
@@ -57,6 +58,7 @@ type Server struct {
 	syncErrMu sync.Mutex
 	syncErr   string // the last sync error told, and its id
 	syncErrID string
+	ready     apierror.Repeats // readiness errors logged once
 }
 
 // syncError is what an API answer says of the last sync's error: a reason
@@ -130,6 +132,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 		}
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", s.auth(m.Handler().ServeHTTP))
 	if view := o.cleanup; view != nil {
 		s.mux.Handle("GET /v1/cleanup", s.auth(func(w http.ResponseWriter, r *http.Request) {

@@ -519,3 +519,6 @@ func (s *Store) ReadDB() *sql.DB { return s.r }
 
 // Q rewrites a query with ? placeholders into the store's dialect.
 func (s *Store) Q(q string) string { return s.d.q(q) }
+
+// Ping tells whether the database answers, within ctx.
+func (s *Store) Ping(ctx context.Context) error { return s.w.PingContext(ctx) }
