@@ -13,6 +13,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
+	"github.com/slipway-dev/slipway/pkg/kubeconfig"
 )
 
 // readToken reads a bearer token from a file (trailing newline dropped).
@@ -81,8 +82,8 @@ deletes the claim. It serves the same API.`,
 			c.Verify.Skip = vf.skip
 			if c.Backend == serve.BackendKubernetes && c.Kubeconfig == "" {
 				c.Kubeconfig = os.Getenv("KUBECONFIG")
-				if c.Kubeconfig == "" {
-					return usage(errors.New("--backend kubernetes needs --kubeconfig (or $KUBECONFIG)"))
+				if c.Kubeconfig == "" && !kubeconfig.InPod() {
+					return usage(errors.New("--backend kubernetes needs --kubeconfig (or $KUBECONFIG), or to run in a pod (its service account: in-cluster config)"))
 				}
 			}
 			if c.Backend != serve.BackendKubernetes && (c.Kubeconfig != "" || c.Namespace != "") {
@@ -110,8 +111,8 @@ deletes the claim. It serves the same API.`,
 	cmd.Flags().DurationVar(&c.ReconcileInterval, "reconcile-interval", reconcile.DefaultInterval, "how often the cleanup reconciler makes a pass (local backend; 0 disables it)")
 	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend)")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
-	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG)")
-	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's)")
+	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
+	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
 	vf.add(cmd)
 	cmd.Flags().Lookup("policy").Usage = "VerificationPolicy for when the config repository holds none"
 	return cmd

@@ -15,6 +15,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/kubeconfig"
+	"k8s.io/client-go/rest"
 )
 
 // RunKubernetes runs the runtime on agent-sandbox in a cluster
@@ -83,10 +84,11 @@ func (h *kubeHost) close() {}
 
 // kubeBackend is the Kubernetes backend of c.
 func kubeBackend(c Config, opts ...kubesandbox.Option) (sandbox.Backend, error) {
+	load := func() (*rest.Config, string, error) { return kubeconfig.Load(c.Kubeconfig) }
 	if c.Kubeconfig == "" {
-		return nil, errors.New("runtime: the kubernetes backend needs a kubeconfig")
+		load = kubeconfig.InCluster // in a pod: its service account
 	}
-	cfg, ns, err := kubeconfig.Load(c.Kubeconfig)
+	cfg, ns, err := load()
 	if err != nil {
 		return nil, err
 	}
