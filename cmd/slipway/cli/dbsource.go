@@ -29,6 +29,15 @@ func (d *dbFlags) add(fs *pflag.FlagSet, what string) {
 // passwordKV finds a password in a key=value DSN ("host=... password=...").
 var passwordKV = regexp.MustCompile(`(^|\s)password\s*=`)
 
+// resolveOptional is resolve for a command whose database may be left
+// out: "" when no source is given.
+func (d *dbFlags) resolveOptional() (string, error) {
+	if d.dsn == "" && d.file == "" && os.Getenv(envDB) == "" {
+		return "", nil
+	}
+	return d.resolve()
+}
+
 // resolve returns the DSN from the one source given. Its errors never
 // repeat the DSN: it may hold a password.
 func (d *dbFlags) resolve() (string, error) {

@@ -47,6 +47,7 @@ func newCmdRuntimeServe(g *globals) *cobra.Command {
 		c         serve.Config
 		tokenFile string
 		vf        verifierFlags
+		db        dbFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --repo URL --state DIR --listen ADDR --token-file FILE [--backend kubernetes --kubeconfig F [--namespace N]]",
@@ -54,7 +55,8 @@ func newCmdRuntimeServe(g *globals) *cobra.Command {
 		Long: `Serve polls the config repository (every 2 s, and on POST /v1/sync), verifies each generation
 the pools want against the repository's policies/verification.yaml before unpacking it, keeps
 each warming and active generation's warm sandboxes (bubblewrap, no network), grants claims on
-the active generation, and records a run manifest for every claim in DIR/runs.db. Beside it the
+the active generation, and records a run manifest for every claim in DIR/runs.db (or the PostgreSQL
+database of --db-file, --db or $SLIPWAY_DB, which several runtimes may share). Beside it the
 cleanup reconciler makes a pass every --reconcile-interval (local backend): sandboxes with no live
 lease, leases of ended runs, sandboxes of fenced attempts, dead and stuck ones, warm members of
 inactive generations, and credentials that outlive their run; its records are in DIR/cleanup.db
@@ -89,6 +91,9 @@ deletes the claim. It serves the same API.`,
 			if c.Backend != serve.BackendKubernetes && (c.Kubeconfig != "" || c.Namespace != "") {
 				return usage(errors.New("--kubeconfig and --namespace are for --backend kubernetes"))
 			}
+			if c.DB, err = db.resolveOptional(); err != nil {
+				return err
+			}
 			c.Log = g.stderr
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // fault tests only
 			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
@@ -111,6 +116,7 @@ deletes the claim. It serves the same API.`,
 	cmd.Flags().DurationVar(&c.ReconcileInterval, "reconcile-interval", reconcile.DefaultInterval, "how often the cleanup reconciler makes a pass (local backend; 0 disables it)")
 	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend)")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
+	db.add(cmd.Flags(), "the run manifests' database (default: SQLite in --state; postgres://… for runtimes that share one)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
 	vf.add(cmd)

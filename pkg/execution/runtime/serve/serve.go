@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,10 @@ type Config struct {
 	Repo, Branch string
 	// State is the state directory: sandboxes, run manifests, caches.
 	State string
+	// DB is where run manifests are kept: "" for SQLite in State (the
+	// embedded default), or a postgres://… DSN for a database several
+	// runtimes share.
+	DB string
 	// Listen is the API's address; Token its bearer token.
 	Listen, Token string
 	// MaxStaleness bounds how old the view of the config repository may be
@@ -145,7 +150,7 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	if err != nil {
 		return err
 	}
-	store, err := runs.OpenSQLite(ctx, filepath.Join(c.State, runs.StateFile))
+	store, err := openRuns(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -395,4 +400,16 @@ func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, re
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// openRuns opens the run store c names: PostgreSQL for a DSN, else SQLite
+// in the state directory.
+func openRuns(ctx context.Context, c Config) (runs.Store, error) {
+	switch {
+	case c.DB == "":
+		return runs.OpenSQLite(ctx, filepath.Join(c.State, runs.StateFile))
+	case strings.HasPrefix(c.DB, "postgres://"), strings.HasPrefix(c.DB, "postgresql://"):
+		return runs.OpenPostgres(ctx, c.DB)
+	}
+	return nil, errors.New("runtime: the run store's database: want a postgres:// DSN (or none: SQLite in the state directory)")
 }
