@@ -34,6 +34,7 @@ var (
 // rest of the connection: an OpCancel line, the connection's end or a read
 // error cancels the command.
 func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req *ExecRequest) {
+	received := time.Now()
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		fw.fail(ErrCodeBadRequest, "exec: argv is empty")
 		return
@@ -109,9 +110,19 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 		fw.fail(ErrCodeStart, "start %s: %v", req.Argv[0], err)
 		return
 	}
+	var evs *execEvents
+	if req.Events {
+		fw.write(&Frame{Type: FrameEvent, Event: &Event{Kind: EventPayloadFetched, At: received.UTC()}})
+		evs = &execEvents{fw: fw}
+		s.events.add(evs)
+	}
 	stop := stopOnDone(ctx, cmd.Process.Pid, grace)
 	werr := cmd.Wait()
 	done()
+	var rejected map[string]int
+	if evs != nil {
+		rejected = s.events.remove(evs)
+	}
 
 	st := &ExitStatus{ExitCode: -1, DurationMs: time.Since(start).Milliseconds()}
 	if ps := cmd.ProcessState; ps != nil {
@@ -133,6 +144,7 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 		return
 	}
 	st.Truncated, st.OutputBytes = out.result()
+	st.EventsRejected = rejected
 	fw.write(&Frame{Type: FrameExit, Exit: st})
 }
 
