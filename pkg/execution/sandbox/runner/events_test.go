@@ -210,3 +210,72 @@ func TestWorkloadEvents(t *testing.T) {
 		t.Errorf("plain exec: %+v %v %q", st, err, plain.String())
 	}
 }
+
+// TestMain lets the test binary be a workload that writes and reports:
+// run with RUNNER_TEST_EVENT=KIND, it writes 60000 bytes to stdout and at
+// once sends one event to $SLIPWAY_EVENTS, 20 times.
+func TestMain(m *testing.M) {
+	if kind := os.Getenv("RUNNER_TEST_EVENT"); kind != "" {
+		chunk := bytes.Repeat([]byte("x"), roundBytes)
+		for range rounds {
+			if _, err := os.Stdout.Write(chunk); err != nil {
+				os.Exit(2)
+			}
+			if err := runner.SendEvent(context.Background(), os.Getenv(runner.EnvEvents), kind, []byte(`{"n":1}`)); err != nil {
+				os.Stderr.WriteString(err.Error() + "\n")
+				os.Exit(1)
+			}
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+const rounds, roundBytes = 20, 60000
+
+// An event the command reports comes after every byte it wrote before:
+// the runner frames what is still in the pipes first. The workload writes
+// 60000 bytes (most of a pipe's buffer) and reports a status at once, 20
+// times: without the runner's drain, most events overtake output.
+func TestEventsFollowTheOutputBeforeThem(t *testing.T) {
+	c, _ := serveEvents(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l countLog
+	st, err := c.Exec(context.Background(), runner.ExecRequest{Argv: []string{self},
+		Env: map[string]string{"RUNNER_TEST_EVENT": runner.EventStatus}, MaxOutput: rounds * roundBytes}, &l, &l)
+	if err != nil || st.ExitCode != 0 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if len(l.at) != rounds+1 { // payload_fetched and the rounds
+		t.Fatalf("%d events, want %d", len(l.at), rounds+1)
+	}
+	for k, n := range l.at[1:] {
+		if n != int64(k+1)*roundBytes {
+			t.Errorf("event %d came after %d bytes of output, want %d", k+1, n, (k+1)*roundBytes)
+		}
+	}
+}
+
+// countLog notes how much output came before each event.
+type countLog struct {
+	mu sync.Mutex
+	n  int64
+	at []int64
+}
+
+func (l *countLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.n += int64(len(p))
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+func (l *countLog) WriteEvent(runner.Event) error {
+	l.mu.Lock()
+	l.at = append(l.at, l.n)
+	l.mu.Unlock()
+	return nil
+}
