@@ -185,6 +185,7 @@ type claim struct {
 	released   bool
 	first      bool          // runner awakened recorded
 	output     atomic.Bool   // first_output recorded
+	payload    atomic.Bool   // payload_fetched recorded
 	done       chan struct{} // closed once released: the heartbeat stops
 }
 

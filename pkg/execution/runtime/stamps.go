@@ -39,6 +39,9 @@ func (s *stamper) Write(p []byte) (int, error) {
 func (s *stamper) WriteEvent(e runner.Event) error {
 	switch e.Kind {
 	case runner.EventPayloadFetched:
+		if !s.c.payload.CompareAndSwap(false, true) {
+			return nil // the run's first command's only: no write for the others
+		}
 		s.stamp(func(l *runmanifest.Lifecycle) {
 			if l.PayloadFetched.IsZero() {
 				l.PayloadFetched = e.At
