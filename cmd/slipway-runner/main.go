@@ -9,6 +9,10 @@
 //	                                      (with --egress-*: forwards ADDR, 127.0.0.1:PORT in the sandbox, to the
 //	                                      egress proxy's unix socket PATH that the backend bound in)
 //	slipway-runner serve --listen-unix PATH   (in a pod: generation and sandbox from $SLIPWAY_GENERATION, $SLIPWAY_SANDBOX_ID)
+//	slipway-runner event KIND [--data JSON | --file F]
+//	                                      (inside the sandbox: reports one of the workload's own events to the
+//	                                      runner's socket $SLIPWAY_EVENTS; KIND is model_request, first_output,
+//	                                      tool_call, file, diff or status; the data a JSON object)
 //	slipway-runner connect PATH               (bridges stdin and stdout to the runner's socket: run through pod exec)
 //	slipway-runner credential put NAME        (stdin becomes /run/slipway/credentials/NAME, mode 0400: run through pod exec)
 //	slipway-runner credential rm NAME         (removes it; one not there is no error)
@@ -73,6 +77,9 @@ func run(args []string) error {
 		}
 		return nil
 	}
+	if args[0] == "event" { // run by workloads, often: no hashing of itself
+		return event(args[1:], os.Getenv(runner.EnvEvents), os.Stdin)
+	}
 	if args[0] == "credential" {
 		return credential(args[1:], runner.CredentialDir)
 	}
@@ -110,6 +117,7 @@ func run(args []string) error {
 	egressListen := fs.String("egress-listen", "", "forward this TCP address (127.0.0.1:PORT) to --egress-socket: the sandbox's egress proxy")
 	egressSocket := fs.String("egress-socket", "", "the egress proxy's unix socket, bound into the sandbox")
 	nofile := fs.Uint64("nofile", 0, "lower this process's RLIMIT_NOFILE (soft and hard) to this before serving: every command inherits it (0: leave it)")
+	events := fs.String("events", "", "make the workload's events socket here, named in commands' $"+runner.EnvEvents+" (default: a private directory under $TMPDIR; \"off\": none)")
 	launch := fs.Bool("launch-workloads", true, "start commands through this binary's \"workload\" launcher, which makes them the OOM killer's first choice")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -142,6 +150,26 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *events != "off" {
+		path := *events
+		if path == "" {
+			dir, err := os.MkdirTemp("", ".slipway-events-")
+			if err == nil {
+				path = filepath.Join(dir, "events.sock")
+				defer os.RemoveAll(dir)
+			} else {
+				fmt.Fprintln(os.Stderr, "slipway-runner: no events socket:", err)
+			}
+		}
+		if path != "" {
+			eln, err := runner.ListenEvents(path)
+			if err != nil {
+				return fmt.Errorf("serve: %w", err)
+			}
+			cfg.Events = eln
+			cfg.Env = append(cfg.Env, runner.EnvEvents+"="+path)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if *egressListen != "" {
@@ -161,6 +189,59 @@ func run(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// event reports one event of the workload to the runner's socket at
+// path: the data is --data's JSON, --file's contents ("-": stdin), or
+// none.
+func event(args []string, path string, stdin io.Reader) error {
+	usage := fmt.Errorf("usage: slipway-runner event KIND [--data JSON | --file F]")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return usage
+	}
+	kind := args[0]
+	fs := flag.NewFlagSet("event", flag.ContinueOnError)
+	data := fs.String("data", "", "the event's data: a JSON object")
+	file := fs.String("file", "", "read the event's data (a JSON object) from this file; - for stdin")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 || (*data != "" && *file != "") {
+		return usage
+	}
+	if path == "" {
+		return fmt.Errorf("event %s: $%s is not set: this command runs inside a sandbox, under its runner", kind, runner.EnvEvents)
+	}
+	// the kind is the runner's to check (and count when refused)
+	var b []byte
+	switch {
+	case *data != "":
+		b = []byte(*data)
+	case *file == "-":
+		var err error
+		if b, err = io.ReadAll(io.LimitReader(stdin, runner.MaxEventBytes+1)); err != nil {
+			return fmt.Errorf("event %s: stdin: %w", kind, err)
+		}
+	case *file != "":
+		f, err := os.Open(*file)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", kind, err)
+		}
+		b, err = io.ReadAll(io.LimitReader(f, runner.MaxEventBytes+1))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("event %s: %s: %w", kind, *file, err)
+		}
+	}
+	if len(b) > runner.MaxEventBytes {
+		return fmt.Errorf("event %s: data is over %d bytes", kind, runner.MaxEventBytes)
+	}
+	if len(b) > 0 && !json.Valid(b) {
+		return fmt.Errorf("event %s: data is not JSON (want an object)", kind)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return runner.SendEvent(ctx, path, kind, b)
 }
 
 // credential puts its standard input as a credential file in dir, or

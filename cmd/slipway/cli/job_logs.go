@@ -60,11 +60,16 @@ func newCmdJobLogs(g *globals, jf *jobFlags) *cobra.Command {
 					final = &d
 				case controlapi.KindStatus:
 					var d struct {
-						Argv   []string `json:"argv"`
-						Detail string   `json:"detail"`
+						Argv   []string        `json:"argv"`
+						Detail string          `json:"detail"`
+						Source string          `json:"source"`
+						Event  string          `json:"event"`
+						Data   json.RawMessage `json:"data"`
 					}
 					_ = json.Unmarshal(e.Data, &d)
 					switch {
+					case d.Source == "workload": // the workload's own (slipway-runner event)
+						fmt.Fprintf(g.stderr, "[workload %s %s]\n", d.Event, d.Data)
 					case d.Argv != nil:
 						fmt.Fprintf(g.stderr, "[$ %s]\n", shellWords(d.Argv))
 					case d.Detail != "":

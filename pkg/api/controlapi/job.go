@@ -95,6 +95,10 @@ type CommandResult struct {
 	// (oom_killed, pids_exhausted, disk_full, cpu_time_exceeded).
 	Outcome string  `json:"outcome,omitempty"`
 	Seconds float64 `json:"seconds"`
+	// EventsRejected counts, by reason, the events the command's workload
+	// tried to report and the runner refused (oversized, malformed,
+	// unknown_kind, flood, order, no_command).
+	EventsRejected map[string]int `json:"eventsRejected,omitempty"`
 }
 
 // Transition is one state change, as committed.

@@ -19,7 +19,9 @@ type Step struct {
 func (l Lifecycle) Steps() []Step {
 	all := []Step{{Name: "request_received", At: l.RequestReceived}, {Name: "admission_accepted", At: l.AdmissionAccepted},
 		{Name: "claim_created", At: l.ClaimCreated}, {Name: "sandbox_assigned", At: l.SandboxAssigned}, {Name: "ready", At: l.Ready},
-		{Name: "runner_awakened", At: l.RunnerAwakened}, {Name: "first_output", At: l.FirstOutput},
+		{Name: "credential_ready", At: l.CredentialReady}, {Name: "runner_awakened", At: l.RunnerAwakened},
+		{Name: "payload_fetched", At: l.PayloadFetched}, {Name: "model_request_started", At: l.ModelRequestStarted},
+		{Name: "first_output", At: l.FirstOutput}, {Name: "post_hook_complete", At: l.PostHookComplete},
 		{Name: "result_published", At: l.ResultPublished}, {Name: "resources_released", At: l.ResourcesReleased}}
 	var out []Step
 	var latest time.Time

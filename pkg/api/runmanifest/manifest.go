@@ -250,8 +250,24 @@ type Lifecycle struct {
 	ClaimCreated      time.Time `json:"claim_created,omitzero"`
 	SandboxAssigned   time.Time `json:"sandbox_assigned,omitzero"`
 	Ready             time.Time `json:"ready,omitzero"`
-	RunnerAwakened    time.Time `json:"runner_awakened,omitzero"`
-	FirstOutput       time.Time `json:"first_output,omitzero"`
+	// CredentialReady: the run's credential was issued and placed in its
+	// sandbox's credential tmpfs (runs that pin a secret version only).
+	CredentialReady time.Time `json:"credential_ready,omitzero"`
+	RunnerAwakened  time.Time `json:"runner_awakened,omitzero"`
+	// PayloadFetched: the runner had the run's first command (its argv,
+	// environment and stdin) in the sandbox; the runner's clock.
+	PayloadFetched time.Time `json:"payload_fetched,omitzero"`
+	// ModelRequestStarted: the workload reported its first model request
+	// (slipway-runner event model_request); the runner's clock.
+	ModelRequestStarted time.Time `json:"model_request_started,omitzero"`
+	// FirstOutput: the workload reported its first useful output
+	// (slipway-runner event first_output), or else the first byte a
+	// command of the run wrote.
+	FirstOutput time.Time `json:"first_output,omitzero"`
+	// PostHookComplete: the control plane's post-run step was done: every
+	// output and workload event of the job committed to its stream, ready
+	// for delivery (sent with the release).
+	PostHookComplete  time.Time `json:"post_hook_complete,omitzero"`
 	ResultPublished   time.Time `json:"result_published,omitzero"`
 	ResourcesReleased time.Time `json:"resources_released,omitzero"`
 }
@@ -356,7 +372,8 @@ func (m *Manifest) Normalize() {
 		m.Fences[i].FencedAt = utc(m.Fences[i].FencedAt)
 	}
 	for _, t := range []*time.Time{&l.RequestReceived, &l.AdmissionAccepted, &l.ClaimCreated, &l.SandboxAssigned,
-		&l.Ready, &l.RunnerAwakened, &l.FirstOutput, &l.ResultPublished, &l.ResourcesReleased} {
+		&l.Ready, &l.RunnerAwakened, &l.CredentialReady, &l.PayloadFetched, &l.ModelRequestStarted, &l.FirstOutput,
+		&l.PostHookComplete, &l.ResultPublished, &l.ResourcesReleased} {
 		*t = utc(*t)
 	}
 }

@@ -69,9 +69,14 @@ func fullManifest(runID string) *Manifest {
 			SandboxAssigned:   at(5),
 			Ready:             at(40),
 			RunnerAwakened:    at(41),
-			FirstOutput:       at(900),
-			ResultPublished:   at(60000),
-			ResourcesReleased: at(60250),
+			CredentialReady:   at(41),
+			PayloadFetched:    at(42),
+			// the workload's own: model request started, first useful output
+			ModelRequestStarted: at(300),
+			FirstOutput:         at(900),
+			PostHookComplete:    at(59990),
+			ResultPublished:     at(60000),
+			ResourcesReleased:   at(60250),
 		},
 	}
 }
@@ -126,8 +131,10 @@ func TestManifestJSONGolden(t *testing.T) {
 	if err := json.Unmarshal(keys["lifecycle"], &l); err != nil {
 		t.Fatal(err)
 	}
+	// the seed's thirteen stamps
 	steps := []string{"request_received", "admission_accepted", "claim_created", "sandbox_assigned", "ready",
-		"runner_awakened", "first_output", "result_published", "resources_released"}
+		"credential_ready", "runner_awakened", "payload_fetched", "model_request_started", "first_output",
+		"post_hook_complete", "result_published", "resources_released"}
 	if len(l) != len(steps) {
 		t.Errorf("lifecycle has %d times, want %d", len(l), len(steps))
 	}

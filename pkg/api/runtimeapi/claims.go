@@ -1,6 +1,11 @@
 package runtimeapi
 
-import "github.com/slipway-dev/slipway/pkg/api/runmanifest"
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+)
 
 // ClaimBody is the body of POST /v1/pools/{pool}/claims.
 //
@@ -66,6 +71,21 @@ type ExecBody struct {
 	// at exit (Client.ExecStream). MaxOutput then bounds what is streamed
 	// (MaxOutputLimit when 0); KeepTail does not apply.
 	Stream bool `json:"stream,omitempty"`
+	// Events, with Stream, also answers with the command's events as
+	// ExecFrames with Event set, between its output in the order they
+	// came (Client.ExecStreamEvents): the workload's own (slipway-runner
+	// event) and payload_fetched. A client that does not set it gets none.
+	Events bool `json:"events,omitempty"`
+}
+
+// WorkloadEvent is an event of a running command: Kind is one the
+// workload reports (model_request, first_output, tool_call, file, diff,
+// status) or the runner's payload_fetched; At is the runner's clock; Data
+// a JSON object (at most 16 KiB).
+type WorkloadEvent struct {
+	Kind string          `json:"kind"`
+	At   time.Time       `json:"at"`
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // MaxOutputLimit is the most output (bytes) an exec may ask to keep: the
@@ -89,6 +109,10 @@ type ExecResult struct {
 	// Outcome names the sandbox limit that ended the command, if one did
 	// (oom_killed, pids_exhausted, disk_full, cpu_time_exceeded).
 	Outcome string `json:"outcome,omitempty"`
+	// EventsRejected counts, by reason, the events the workload tried to
+	// report while the command ran and the runner refused (oversized,
+	// malformed, unknown_kind, flood, order, no_command).
+	EventsRejected map[string]int `json:"eventsRejected,omitempty"`
 }
 
 // Streams of a streamed exec's output frames.
@@ -113,6 +137,8 @@ type ExecFrame struct {
 	Status int    `json:"status,omitempty"`
 	// ErrorID is the error id of an internal error (ErrorBody.ID).
 	ErrorID string `json:"errorId,omitempty"`
+	// Event is one of the command's events (ExecBody.Events).
+	Event *WorkloadEvent `json:"event,omitempty"`
 }
 
 // MaxFrameBytes bounds one line of a streamed exec's answer as a client
@@ -124,6 +150,10 @@ const MaxFrameBytes = 4 << 20
 type ReleaseBody struct {
 	Token    string `json:"token"`
 	ExitCode *int   `json:"exitCode,omitempty"`
+	// PostHookComplete is when the control plane's post-run step was done
+	// (every output and event of the job committed to its stream); the
+	// run's manifest records it as post_hook_complete.
+	PostHookComplete *time.Time `json:"postHookComplete,omitempty"`
 }
 
 // ReleaseResult answers a release.

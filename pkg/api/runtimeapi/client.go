@@ -108,7 +108,13 @@ func (c *Client) Exec(ctx context.Context, runID string, b ExecBody) (*ExecResul
 // StreamStderr) in order, then ExecStream returns the exit (ExecResult
 // without output). An answer cut before its exit is ErrStreamCut.
 func (c *Client) ExecStream(ctx context.Context, runID string, b ExecBody, onOutput func(stream string, p []byte)) (*ExecResult, error) {
-	b.Stream = true
+	return c.ExecStreamEvents(ctx, runID, b, onOutput, nil)
+}
+
+// ExecStreamEvents is ExecStream with the command's events: onEvent, when
+// not nil, gets each (ExecBody.Events), in order with the output.
+func (c *Client) ExecStreamEvents(ctx context.Context, runID string, b ExecBody, onOutput func(stream string, p []byte), onEvent func(WorkloadEvent)) (*ExecResult, error) {
+	b.Stream, b.Events = true, onEvent != nil
 	resp, err := c.request(ctx, http.MethodPost, "/v1/claims/"+url.PathEscape(runID)+"/exec", b)
 	if err != nil {
 		return nil, err
@@ -129,6 +135,8 @@ func (c *Client) ExecStream(ctx context.Context, runID string, b ExecBody, onOut
 			return f.Exit, nil
 		case f.Error != "":
 			return nil, &APIError{Status: f.Status, Code: f.Code, Reason: f.Error, ID: f.ErrorID}
+		case f.Event != nil && onEvent != nil:
+			onEvent(*f.Event)
 		case f.Stream == StreamStdout || f.Stream == StreamStderr:
 			onOutput(f.Stream, f.Data)
 		default:

@@ -366,7 +366,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	dropped := max(st.OutputBytes-kept(), 0)
 	writeJSON(w, http.StatusOK, runtimeapi.ExecResult{ExitCode: st.ExitCode, Stdout: out.String(), Stderr: errb.String(),
-		Truncated: st.Truncated || dropped > 0, DroppedBytes: dropped, TimedOut: st.TimedOut, Stop: st.Stop, Outcome: st.Outcome})
+		Truncated: st.Truncated || dropped > 0, DroppedBytes: dropped, TimedOut: st.TimedOut, Stop: st.Stop, Outcome: st.Outcome,
+		EventsRejected: st.EventsRejected})
 }
 
 func claimStatus(err error) int {
@@ -387,7 +388,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	pool := s.rt.poolOf(r.PathValue("run"))
-	if err := s.rt.Release(r.Context(), r.PathValue("run"), b.Token, b.ExitCode); err != nil {
+	if err := s.rt.ReleaseAfter(r.Context(), r.PathValue("run"), b.Token, b.ExitCode, b.PostHookComplete); err != nil {
 		s.writeError(w, r, claimStatus(err), err)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
@@ -182,7 +183,9 @@ type claim struct {
 	renewDue   time.Time     // when that credential is renewed (renew.go)
 	fence      chan struct{} // closed when the attempt ends (moved or released)
 	released   bool
-	first      bool          // first output recorded
+	first      bool          // runner awakened recorded
+	output     atomic.Bool   // first_output recorded
+	payload    atomic.Bool   // payload_fetched recorded
 	done       chan struct{} // closed once released: the heartbeat stops
 }
 
@@ -351,6 +354,7 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 		}
 		c.credential, c.renewDue = rc.SHA256Fingerprint, renewDue(rc)
 		m.CredentialIssuances = []runmanifest.Receipt{rc}
+		m.Lifecycle.CredentialReady = r.now() // issued and placed in the sandbox's credential tmpfs
 	}
 	if err := r.store.Create(ctx, m); err != nil {
 		r.revoke(bg, s, c.credential)
@@ -498,10 +502,14 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 	if first {
 		now := r.now()
 		_ = r.store.Update(ctx, runID, func(m *runmanifest.Manifest) error {
-			m.Status, m.Lifecycle.RunnerAwakened, m.Lifecycle.FirstOutput = runmanifest.StatusRunning, now, now
+			m.Status, m.Lifecycle.RunnerAwakened = runmanifest.StatusRunning, now
 			return nil
 		})
 	}
+	// the stamps the command sets: first output, and the runner's and the
+	// workload's events (payload fetched, model request started, first
+	// useful output)
+	stdout, stderr = &stamper{w: stdout, r: r, c: c}, &stamper{w: stderr, r: r, c: c}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -525,6 +533,13 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 // (never returned to the pool) and the manifest completed with its exit
 // code. A command still running on the claim is canceled.
 func (r *Runtime) Release(ctx context.Context, runID, token string, exitCode *int) error {
+	return r.ReleaseAfter(ctx, runID, token, exitCode, nil)
+}
+
+// ReleaseAfter is Release with the time the control plane's post-run step
+// was done (nil: not said), which the manifest records as
+// post_hook_complete.
+func (r *Runtime) ReleaseAfter(ctx context.Context, runID, token string, exitCode *int, postHook *time.Time) error {
 	c, err := r.lookup(runID)
 	if err != nil {
 		return err
@@ -540,7 +555,7 @@ func (r *Runtime) Release(ctx context.Context, runID, token string, exitCode *in
 	c.released = true
 	close(c.fence)
 	c.mu.Unlock()
-	if err := r.release(ctx, c, s, credential, exitCode); err != nil {
+	if err := r.release(ctx, c, s, credential, exitCode, postHook); err != nil {
 		// The claim stays open (same attempt and token): Release may be
 		// tried again.
 		c.mu.Lock()
@@ -557,7 +572,7 @@ func (r *Runtime) Release(ctx context.Context, runID, token string, exitCode *in
 	return nil
 }
 
-func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, credential string, exitCode *int) error {
+func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, credential string, exitCode *int, postHook *time.Time) error {
 	published := r.now()
 	revoked := r.revoke(ctx, s, credential)
 	if s != nil {
@@ -574,6 +589,9 @@ func (r *Runtime) release(ctx context.Context, c *claim, s *sandbox.Sandbox, cre
 			m.Lifecycle.ResultPublished = published
 		}
 		m.Lifecycle.ResourcesReleased = released
+		if postHook != nil {
+			m.Lifecycle.PostHookComplete = postHook.UTC()
+		}
 		markRevoked(m, credential, revoked)
 	})
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"cmp"
 	"encoding/json"
+	"io"
 	"net/http"
 	"sync"
 
@@ -67,7 +68,11 @@ func (s streamOf) Write(p []byte) (int, error) {
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request, b runtimeapi.ExecBody, req runner.ExecRequest) {
 	req.MaxOutput = cmp.Or(b.MaxOutput, runner.MaxOutputLimit)
 	f := &frameWriter{w: w, rc: http.NewResponseController(w)}
-	st, err := s.rt.Exec(r.Context(), r.PathValue("run"), b.Token, req, streamOf{f, runner.StreamStdout}, streamOf{f, runner.StreamStderr})
+	var stdout io.Writer = streamOf{f, runner.StreamStdout}
+	if b.Events {
+		stdout = eventsOf{streamOf{f, runner.StreamStdout}}
+	}
+	st, err := s.rt.Exec(r.Context(), r.PathValue("run"), b.Token, req, stdout, streamOf{f, runner.StreamStderr})
 	f.mu.Lock()
 	started := f.started
 	f.mu.Unlock()
@@ -82,5 +87,13 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, b runtimeapi
 	}
 	dropped := max(st.OutputBytes-f.streamed, 0)
 	_ = f.frame(runtimeapi.ExecFrame{Exit: &runtimeapi.ExecResult{ExitCode: st.ExitCode, Truncated: st.Truncated || dropped > 0, DroppedBytes: dropped,
-		TimedOut: st.TimedOut, Stop: st.Stop, Outcome: st.Outcome}})
+		TimedOut: st.TimedOut, Stop: st.Stop, Outcome: st.Outcome, EventsRejected: st.EventsRejected}})
+}
+
+// eventsOf is a stdout stream that also answers with the command's
+// events (ExecBody.Events).
+type eventsOf struct{ streamOf }
+
+func (s eventsOf) WriteEvent(e runner.Event) error {
+	return s.f.frame(runtimeapi.ExecFrame{Event: &runtimeapi.WorkloadEvent{Kind: e.Kind, At: e.At, Data: e.Data}})
 }

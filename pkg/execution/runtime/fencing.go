@@ -157,6 +157,7 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*ru
 		}
 		receipts = append(receipts, rc)
 	}
+	credentialReady := r.now() // placed in the new sandbox (when one was issued)
 	assigned := r.now()
 	c.mu.Lock()
 	c.sandbox = s
@@ -181,6 +182,9 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*ru
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
 		markRevoked(m, oldCredential, oldRevoked)
 		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
+		if receipts != nil {
+			m.Lifecycle.CredentialReady = credentialReady
+		}
 		if old != nil && len(m.Fences) < runmanifest.MaxFences {
 			m.Fences = append(m.Fences, runmanifest.Fence{AllocationAttempt: attempt - 1, SandboxID: old.ID, FencedAt: fencedAt, Reason: why})
 		}

@@ -199,8 +199,13 @@ func (e *Engine) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *co
 		// streamed: the output reaches the job's events as it is produced;
 		// the bounded output keeps its head and tail
 		endSpan := e.Span(ctx, j, "command", attribute.Int("command", i+1))
-		res, err := rt.Client.ExecStream(execCtx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
-			GraceSeconds: e.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.Append(i, stream, b) })
+		res, err := rt.Client.ExecStreamEvents(execCtx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
+			GraceSeconds: e.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.Append(i, stream, b) },
+			func(ev runtimeapi.WorkloadEvent) {
+				if ev.Kind != "payload_fetched" { // the runner's, a stamp only
+					outs.Event(i, ev.Kind, ev.At, ev.Data)
+				}
+			})
 		endSpan(err, commandAttrs(res)...)
 		cr := controlapi.CommandResult{Argv: argv, Seconds: time.Since(start).Seconds()}
 		if err != nil {
@@ -215,7 +220,8 @@ func (e *Engine) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *co
 			break
 		}
 		code := res.ExitCode
-		cr.ExitCode, cr.TimedOut, cr.Stop, cr.Outcome = &code, res.TimedOut, res.Stop, res.Outcome
+		cr.ExitCode, cr.TimedOut, cr.Stop, cr.Outcome, cr.EventsRejected = &code, res.TimedOut, res.Stop, res.Outcome, res.EventsRejected
+		outs.Rejected(i, res.EventsRejected)
 		results = append(results, cr)
 		exit = &code
 		if res.Outcome != "" {
@@ -238,6 +244,9 @@ func (e *Engine) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *co
 	}
 	stopHB()
 	outs.Close()
+	// the post-run step is done: every output and event of the job is
+	// committed to its stream, for delivery (post_hook_complete)
+	postHook := time.Now().UTC()
 	if final == controlapi.Canceled {
 		// The cancellation protocol: record what ran, then release and
 		// observe the effects before the job may say canceled.
@@ -259,7 +268,7 @@ func (e *Engine) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *co
 	// Release whatever happened; the exit code says what the runtime may
 	// record.
 	endSpan := e.Span(ctx, j, "release")
-	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: exit})
+	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: exit, PostHookComplete: &postHook})
 	endSpan(rerr)
 	ended := time.Now().UTC()
 	jf, err := e.Finish(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {

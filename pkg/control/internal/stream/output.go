@@ -93,6 +93,63 @@ func (o *Output) Command(i int, argv []string) {
 	}
 }
 
+// WorkloadData is the data of an event command i's workload reported
+// (slipway-runner event): tool_call, file and diff keep their kind, the
+// rest (model_request, first_output, status) are status events; Event
+// names the workload's kind, At is the runner's clock, Data the
+// workload's object.
+type WorkloadData struct {
+	Command int             `json:"command"`
+	Source  string          `json:"source"` // "workload"
+	Event   string          `json:"event"`
+	At      time.Time       `json:"at"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// Event takes an event command i's workload reported, in order with its
+// output: the chunk written so far is sealed first.
+func (o *Output) Event(i int, kind string, at time.Time, data json.RawMessage) {
+	k := controlapi.KindStatus
+	switch kind {
+	case "tool_call":
+		k = controlapi.KindToolCall
+	case "file":
+		k = controlapi.KindFile
+	case "diff":
+		k = controlapi.KindDiff
+	}
+	o.mu.Lock()
+	o.seal()
+	o.pending = append(o.pending, store.NewEvent{Kind: k, Data: store.MustJSON(WorkloadData{Command: i, Source: "workload", Event: kind, At: at.UTC(), Data: data})})
+	o.pendingBytes += len(data)
+	o.mu.Unlock()
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Rejected notes the events command i's workload tried to report and the
+// runner refused, by reason: one status event says so.
+func (o *Output) Rejected(i int, rejected map[string]int) {
+	if len(rejected) == 0 {
+		return
+	}
+	n := 0
+	for _, v := range rejected {
+		n += v
+	}
+	o.mu.Lock()
+	o.seal()
+	o.pending = append(o.pending, store.NewEvent{Kind: controlapi.KindStatus, Data: store.MustJSON(map[string]any{"command": i, "eventsRejected": rejected,
+		"detail": fmt.Sprintf("the runner refused %d events the workload tried to report (by reason: %v)", n, rejected)})})
+	o.mu.Unlock()
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Append takes a chunk of command i's stream (stdout or stderr).
 func (o *Output) Append(i int, stream string, p []byte) {
 	kind := controlapi.KindStdout

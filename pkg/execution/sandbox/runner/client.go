@@ -66,7 +66,9 @@ func (c *Client) Ping(ctx context.Context) (*Pong, error) {
 // did not start (ErrStart), a runner that cannot be reached
 // (ErrUnavailable) or breaks the protocol (ErrProtocol), a writer that
 // fails, and ctx ending: then the command is killed and the error wraps
-// ctx's.
+// ctx's. A stdout that is an EventWriter also gets the command's events
+// (the runner's EventPayloadFetched, then the workload's), in order with
+// the output.
 func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Writer) (*ExitStatus, error) {
 	if stdout == nil {
 		stdout = io.Discard
@@ -74,6 +76,8 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Wr
 	if stderr == nil {
 		stderr = io.Discard
 	}
+	ew, _ := stdout.(EventWriter)
+	req.Events = ew != nil
 	conn, err := c.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -102,6 +106,13 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdout, stderr io.Wr
 			}
 			if _, err := w.Write(f.Data); err != nil {
 				return nil, fmt.Errorf("runner: write %s: %w", f.Stream, err)
+			}
+		case FrameEvent:
+			if ew == nil || f.Event == nil {
+				return nil, fmt.Errorf("%w: an event frame the exec did not ask for", ErrProtocol)
+			}
+			if err := ew.WriteEvent(*f.Event); err != nil {
+				return nil, fmt.Errorf("runner: write event %s: %w", f.Event.Kind, err)
 			}
 		case FrameExit:
 			if f.Exit == nil {

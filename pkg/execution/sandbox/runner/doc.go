@@ -11,9 +11,10 @@
 // answers with Frames:
 //
 //	identity  ->  {"type":"identity","identity":{runnerBinarySha256, generation, sandboxId, protocolVersion, ...}}
-//	ping      ->  {"type":"pong","pong":{time, running}}
+//	ping      ->  {"type":"pong","pong":{time, running, eventsRejected}}
 //	exec      ->  {"type":"output","stream":"stdout"|"stderr","data":<base64>} ...
-//	              then {"type":"exit","exit":{exitCode, signal, timedOut, cancelled, stop, truncated, outputBytes, durationMs}}
+//	              ({"type":"event","event":{kind, at, data}} among them when the exec asked: events: true)
+//	              then {"type":"exit","exit":{exitCode, signal, timedOut, cancelled, stop, truncated, outputBytes, durationMs, eventsRejected}}
 //	anything  ->  {"type":"error","error":{code, message}} when refused
 //
 // Identity and ping may repeat on one connection; an exec takes its
@@ -29,6 +30,29 @@
 //
 // A client opens a connection per call, so a heartbeat runs beside a long
 // exec, and a request that fails leaves nothing half-read behind.
+//
+// # The workload's events
+//
+// The runner also listens on an events socket (ListenEvents; its path in
+// every command's $SLIPWAY_EVENTS, mode 0600: the workload's user). A
+// workload writes one line there, {"kind":K,"data":{...}}, through
+// `slipway-runner event K --data JSON`, and reads {"ok":true} or the reason
+// it was refused. The kinds are model_request, first_output, tool_call,
+// file, diff and status; output, state and the runner's payload_fetched
+// cannot be forged. A line is at most MaxEventBytes, the data a JSON
+// object; a sandbox reports at most EventRate a second (burst EventBurst),
+// a command at most MaxEventsPerExec, over at most MaxEventConns
+// connections at once; model_request and first_output stamp the run once
+// each, in that order. The runner sets each event's time. A refusal is
+// counted by reason in the command's exit (eventsRejected) and the ping.
+//
+// An exec that asks for them (ExecRequest.Events; a client whose stdout is
+// an EventWriter) gets {"type":"event","event":{kind, at, data}} frames:
+// payload_fetched (when the runner read the request) before the command
+// starts, then the workload's events, each after every byte of output the
+// command wrote before reporting it (the runner reads the command's pipes
+// and frames what is left in them first). A runner that predates events
+// ignores the field; a client that does not ask gets no event frame.
 //
 // # Identity
 //

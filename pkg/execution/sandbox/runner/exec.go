@@ -34,6 +34,7 @@ var (
 // rest of the connection: an OpCancel line, the connection's end or a read
 // error cancels the command.
 func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req *ExecRequest) {
+	received := time.Now()
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		fw.fail(ErrCodeBadRequest, "exec: argv is empty")
 		return
@@ -85,8 +86,15 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	if len(req.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
-	cmd.Stdout = out.stream(StreamStdout)
-	cmd.Stderr = out.stream(StreamStderr)
+	// The runner's own pipes, read under one lock, so that an event is
+	// framed after every byte the command wrote before it (see drain).
+	pipes, err := newOutputPipes(out)
+	if err != nil {
+		fw.fail(ErrCodeInternal, "output pipes: %v", err)
+		return
+	}
+	defer pipes.close()
+	cmd.Stdout, cmd.Stderr = pipes.w[0], pipes.w[1]
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Once the command has exited, Wait gives the output pipes this long to
 	// close.
@@ -103,15 +111,36 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 		s.running--
 		s.mu.Unlock()
 	}
+	// Before the command starts: its first event may come at once, and
+	// the payload is in the runner's hands already.
+	var evs *execEvents
+	if req.Events {
+		fw.write(&Frame{Type: FrameEvent, Event: &Event{Kind: EventPayloadFetched, At: received.UTC()}})
+		evs = &execEvents{fw: fw, flush: pipes.drain}
+		s.events.add(evs)
+	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pipes.started()
+	if err != nil {
+		if evs != nil {
+			s.events.remove(evs)
+		}
+		pipes.wait(outputGrace) // nothing else holds them: at once
 		done()
 		fw.fail(ErrCodeStart, "start %s: %v", req.Argv[0], err)
 		return
 	}
 	stop := stopOnDone(ctx, cmd.Process.Pid, grace)
 	werr := cmd.Wait()
+	// the output pipes may be held open by what the command left behind:
+	// they get outputGrace to close
+	pipes.wait(outputGrace)
 	done()
+	var rejected map[string]int
+	if evs != nil {
+		rejected = s.events.remove(evs)
+	}
 
 	st := &ExitStatus{ExitCode: -1, DurationMs: time.Since(start).Milliseconds()}
 	if ps := cmd.ProcessState; ps != nil {
@@ -133,6 +162,7 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 		return
 	}
 	st.Truncated, st.OutputBytes = out.result()
+	st.EventsRejected = rejected
 	fw.write(&Frame{Type: FrameExit, Exit: st})
 }
 

@@ -49,6 +49,10 @@ const (
 	FrameOutput   = "output"
 	FrameExit     = "exit"
 	FrameError    = "error"
+	// FrameEvent carries an Event during an exec that asked for them
+	// (ExecRequest.Events): the workload's own (see EnvEvents) and the
+	// runner's EventPayloadFetched.
+	FrameEvent = "event"
 )
 
 // Stop outcomes (ExitStatus.Stop).
@@ -107,6 +111,11 @@ type ExecRequest struct {
 	// streamed; later output is counted and dropped, and the exit says
 	// Truncated. DefaultMaxOutput when 0, at most MaxOutputLimit.
 	MaxOutput int64 `json:"maxOutput,omitempty"`
+	// Events asks for FrameEvent frames during the exec: the runner's
+	// EventPayloadFetched once the command started, then the workload's
+	// events as they come. A runner that predates them ignores it; a
+	// client that does not set it gets none.
+	Events bool `json:"events,omitempty"`
 }
 
 // Frame is one line a runner sends: JSON, terminated by a newline. Type
@@ -119,6 +128,7 @@ type Frame struct {
 	Data     []byte      `json:"data,omitempty"`   // FrameOutput: at most ChunkBytes (base64 in JSON)
 	Exit     *ExitStatus `json:"exit,omitempty"`
 	Error    *Error      `json:"error,omitempty"`
+	Event    *Event      `json:"event,omitempty"` // FrameEvent
 }
 
 // Identity is what a runner says about itself.
@@ -146,6 +156,9 @@ type Identity struct {
 type Pong struct {
 	Time    time.Time `json:"time"`    // the runner's clock
 	Running int       `json:"running"` // commands running now
+	// EventsRejected counts the workload's events refused since the
+	// runner started, by reason.
+	EventsRejected map[string]int `json:"eventsRejected,omitempty"`
 }
 
 // ExitStatus ends an exec.
@@ -174,6 +187,11 @@ type ExitStatus struct {
 	Outcome string `json:"outcome,omitempty"`
 	// DurationMs is the wall-clock time from start to exit.
 	DurationMs int64 `json:"durationMs"`
+	// EventsRejected counts, by reason (RejectOversized ...), the events
+	// the workload tried to report while the command ran and the runner
+	// refused; left out when none was (and when the exec did not ask for
+	// events).
+	EventsRejected map[string]int `json:"eventsRejected,omitempty"`
 }
 
 // Error is a refusal or failure the runner reports.

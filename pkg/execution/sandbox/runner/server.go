@@ -39,6 +39,10 @@ type Config struct {
 	// command the OOM killer's first choice before it execs it. "" starts
 	// commands directly.
 	Launcher string
+	// Events, when set, is the events socket's listener (ListenEvents):
+	// Serve answers it too, and the commands' environment (Env) should
+	// name its path in EnvEvents.
+	Events net.Listener
 }
 
 // DefaultMaxConns is Config.MaxConns when 0.
@@ -75,9 +79,15 @@ func Serve(ctx context.Context, ln net.Listener, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	s := &server{cfg: cfg, started: time.Now(), slots: make(chan struct{}, cfg.MaxConns)}
+	s := &server{cfg: cfg, started: time.Now(), slots: make(chan struct{}, cfg.MaxConns), events: newEventHub()}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if cfg.Events != nil {
+		done := make(chan struct{})
+		go func() { defer close(done); s.serveEvents(ctx, cfg.Events) }()
+		defer func() { <-done }()
+		defer cancel()
+	}
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
@@ -113,6 +123,7 @@ type server struct {
 	cfg     Config
 	started time.Time
 	slots   chan struct{}
+	events  *eventHub
 
 	mu      sync.Mutex
 	running int
@@ -183,7 +194,7 @@ func (s *server) serveConn(ctx context.Context, conn net.Conn) {
 			s.mu.Lock()
 			n := s.running
 			s.mu.Unlock()
-			if !fw.write(&Frame{Type: FramePong, Pong: &Pong{Time: time.Now().UTC(), Running: n}}) {
+			if !fw.write(&Frame{Type: FramePong, Pong: &Pong{Time: time.Now().UTC(), Running: n, EventsRejected: s.events.Rejected()}}) {
 				return
 			}
 		case OpExec:
