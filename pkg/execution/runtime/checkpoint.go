@@ -267,6 +267,15 @@ func (r *Runtime) Resume(ctx context.Context, runID string) (*runtimeapi.Grant, 
 			m.ServedBy.Runner = &runmanifest.Process{BinarySHA256: s.RunnerBinarySHA256}
 		}
 		placeManifest(m, s)
+		if target.ID != from.ID {
+			// The run goes on on the newer generation: the manifest names
+			// what serves it now (the checkpoint's attestation names the
+			// generation it was taken on).
+			m.Generation, m.WorkspaceTemplateID = target.ID, s.TemplateID
+			if p, ok := target.Pins[generation.Runner]; ok {
+				m.RunnerImageDigest = p.Identity()
+			}
+		}
 		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
 		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
 		return nil
