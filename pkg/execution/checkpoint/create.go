@@ -283,4 +283,3 @@ func (s *Store) commit(ctx context.Context, sv signature.SignerVerifier, pred Pr
 	}
 	return &Checkpoint{Digest: mh.String(), Predicate: pred, Written: int64(len(cfg) + len(raw) + len(env))}, nil
 }
-

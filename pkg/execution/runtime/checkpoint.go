@@ -183,7 +183,7 @@ func compatible(target, from *generation.Generation) []string {
 // workspace. The allocation attempt goes up and a new token is granted.
 // A refused checkpoint deletes the new sandbox and leaves the run
 // suspended, with the reason.
-func (r *Runtime) Resume(ctx context.Context, runID string) (*runtimeapi.Grant, error) {
+func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.Grant, error) {
 	b, cps, err := r.checkpointer()
 	if err != nil {
 		return nil, err
@@ -195,6 +195,10 @@ func (r *Runtime) Resume(ctx context.Context, runID string) (*runtimeapi.Grant, 
 	c.op.Lock()
 	defer c.op.Unlock()
 	c.mu.Lock()
+	if err := c.check(token); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
 	suspended, digest, from := c.suspended, c.checkpointID, c.gen
 	c.mu.Unlock()
 	if !suspended {
@@ -241,6 +245,9 @@ func (r *Runtime) Resume(ctx context.Context, runID string) (*runtimeapi.Grant, 
 	if err != nil {
 		return fail(err)
 	}
+	if err := cps.Store.RecordRestore(checkpoint.Restored{Checkpoint: digest, RunID: runID, At: r.now().UTC(), By: "resume", Into: s.ID}); err != nil {
+		return fail(err)
+	}
 	var receipts []runmanifest.Receipt
 	if c.secretVersion != "" {
 		rc, err := r.issue(ctx, runID, c.secretVersion, s)
@@ -283,4 +290,47 @@ func (r *Runtime) Resume(ctx context.Context, runID string) (*runtimeapi.Grant, 
 		return nil, err
 	}
 	return g, nil
+}
+
+// Durable answers question 6 for a run: what a checkpoint of it holds,
+// its head (the latest checkpoint the store holds of it), and the last
+// verified restore of one of its checkpoints.
+func (r *Runtime) Durable(ctx context.Context, runID string) (*runtimeapi.Durable, error) {
+	if r.o.checkpoints == nil {
+		return nil, fmt.Errorf("%w: no checkpoint store or key (WithCheckpoints)", ErrNoCheckpoints)
+	}
+	st := r.o.checkpoints.Store
+	if _, err := r.store.Get(ctx, runID); err != nil {
+		return nil, err
+	}
+	cps, err := st.OfRun(runID)
+	if err != nil {
+		return nil, err
+	}
+	d := &runtimeapi.Durable{RunID: runID, Durable: []string{"workspace"}, Checkpoints: len(cps)}
+	if n := len(cps); n > 0 {
+		head := cps[n-1]
+		d.Head, d.HeadCreated, d.HeadEventSeq = head.Digest, head.Predicate.Created, head.Predicate.EventSeq
+	}
+	if c, err := r.lookup(runID); err == nil {
+		c.mu.Lock()
+		d.Suspended = c.suspended
+		c.mu.Unlock()
+	}
+	last, err := st.LastRestore(runID)
+	if err != nil {
+		return nil, err
+	}
+	if last != nil {
+		d.LastRestore = &runtimeapi.RestoreRecord{Checkpoint: last.Checkpoint, At: last.At, By: last.By, Into: last.Into}
+	}
+	return d, nil
+}
+
+// checkpointResult is the API's view of cp.
+func checkpointResult(cp *checkpoint.Checkpoint, suspended bool) runtimeapi.CheckpointResult {
+	p := cp.Predicate
+	return runtimeapi.CheckpointResult{RunID: p.RunID, Checkpoint: cp.Digest, Parent: p.Parent, Generation: p.Generation,
+		SandboxID: p.SandboxID, EventSeq: p.EventSeq, Created: p.Created, Layers: p.Layers, Reused: p.Reused,
+		FrozenMillis: cp.Frozen.Milliseconds(), Suspended: suspended}
 }

@@ -159,7 +159,7 @@ func TestCheckpointSuspendResumeOnNewGeneration(t *testing.T) {
 
 	// The pool moves to generation B; the run resumes there.
 	f.d.Store(w.desired(t, "rev-2", 0, gB, gA))
-	resumed, err := f.rt.Resume(ctx, gr.RunID)
+	resumed, err := f.rt.Resume(ctx, gr.RunID, gr.Token)
 	if err != nil {
 		t.Fatalf("resume: %v; log %s", err, f.log.String())
 	}
@@ -181,6 +181,11 @@ func TestCheckpointSuspendResumeOnNewGeneration(t *testing.T) {
 	}
 	if _, err := f.rt.Exec(ctx, gr.RunID, gr.Token, execReq("true"), &bytes.Buffer{}, &bytes.Buffer{}); !errors.Is(err, runtime.ErrFenced) {
 		t.Fatalf("the suspended attempt's token after resume: %v, want ErrFenced", err)
+	}
+	dur, err := f.rt.Durable(ctx, gr.RunID)
+	if err != nil || dur.Head != susp.Digest || dur.HeadEventSeq != 43 || dur.Checkpoints != 2 || dur.LastRestore == nil ||
+		dur.LastRestore.Checkpoint != susp.Digest || dur.LastRestore.By != "resume" || dur.LastRestore.Into != resumed.SandboxID || dur.Suspended {
+		t.Fatalf("durable %+v %v", dur, err)
 	}
 	// The next checkpoint continues the chain from the restored workspace.
 	again, err := f.rt.Checkpoint(ctx, gr.RunID, runtime.CheckpointRequest{Token: resumed.Token})
@@ -237,7 +242,7 @@ func TestResumeRefusesATamperedCheckpoint(t *testing.T) {
 	if replaced != 1 {
 		t.Fatalf("found %d envelopes", replaced)
 	}
-	_, err = f.rt.Resume(ctx, gr.RunID)
+	_, err = f.rt.Resume(ctx, gr.RunID, gr.Token)
 	if !errors.Is(err, checkpoint.ErrRefused) || !strings.Contains(err.Error(), "signature") {
 		t.Fatalf("resume of a tampered checkpoint %s: %v", cp.Digest, err)
 	}
