@@ -31,7 +31,7 @@ type ckptRig struct {
 	log   *syncBuffer
 }
 
-func newCkptRig(t *testing.T, d *runtime.Desired) *ckptRig {
+func newCkptRig(t testing.TB, d *runtime.Desired) *ckptRig {
 	t.Helper()
 	ctx := context.Background()
 	f := &ckptRig{log: &syncBuffer{}}
