@@ -69,6 +69,9 @@ func (r *Runtime) checkpointer() (sandbox.Checkpointer, *Checkpoints, error) {
 // it), thaws it, and records the checkpoint's digest as the run
 // manifest's workspace_checkpoint_id. The sandbox goes on running.
 func (r *Runtime) Checkpoint(ctx context.Context, runID string, req CheckpointRequest) (*checkpoint.Checkpoint, error) {
+	if _, _, err := r.checkpointer(); err != nil {
+		return nil, err
+	}
 	c, err := r.lookup(runID)
 	if err != nil {
 		return nil, err
@@ -127,6 +130,9 @@ func (r *Runtime) checkpoint(ctx context.Context, c *claim, req CheckpointReques
 // revoked; the run stays open with its owner and token until Resume (a new
 // attempt and token) or Release.
 func (r *Runtime) Suspend(ctx context.Context, runID string, req CheckpointRequest) (*checkpoint.Checkpoint, error) {
+	if _, _, err := r.checkpointer(); err != nil {
+		return nil, err
+	}
 	c, err := r.lookup(runID)
 	if err != nil {
 		return nil, err
