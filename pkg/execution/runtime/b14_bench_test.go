@@ -119,11 +119,11 @@ func BenchmarkB14CheckpointSuspendResume(b *testing.B) {
 		met := lost == 0 && p50(resume) < time.Second && p50(inc) < 250*time.Millisecond && fullPerGB < 1
 		benchtable.Emit(b, sampler.Finish(benchtable.Row{
 			Bench: "B14", What: fmt.Sprintf("checkpoint/suspend/resume, %d MB workspace, %d cycles of 1 MB changed", size>>20, cycles),
-			Slipway: fmt.Sprintf("full %.2f s/GB; incremental p50 %s; resume p50 %s; lost %d", fullPerGB, p50(inc).Round(time.Millisecond), p50(resume).Round(time.Millisecond), lost),
-			Peer:    fmt.Sprintf("tar + crane append %.2f s/GB (incremental: whole again, p50 %s)", floorPerGB, p50(floors).Round(time.Millisecond)),
-			Ratio:   fullPerGB / floorPerGB,
-			Target:  "0 lost; resume p50 < 1 s; incremental < 0.25 s; full < 1 s/GB",
-			Met:     met,
+			Slipway:  fmt.Sprintf("full %.2f s/GB; incremental p50 %s; resume p50 %s; lost %d", fullPerGB, p50(inc).Round(time.Millisecond), p50(resume).Round(time.Millisecond), lost),
+			Peer:     fmt.Sprintf("tar + crane append %.2f s/GB (incremental: whole again, p50 %s)", floorPerGB, p50(floors).Round(time.Millisecond)),
+			Ratio:    fullPerGB / floorPerGB,
+			Target:   "0 lost; resume p50 < 1 s; incremental < 0.25 s; full < 1 s/GB",
+			Met:      met,
 			Settings: "Slipway: gzip level 1, pgzip; floor: GNU tar, crane.Append (gzip default), OCI layout; resume includes a new sandbox and one command",
 		}))
 	}

@@ -273,7 +273,6 @@ func grepTree(t *testing.T, dir string, needle []byte) string {
 	return hit
 }
 
-
 func execReq(script string) runner.ExecRequest {
 	return runner.ExecRequest{Argv: []string{"sh", "-c", script}}
 }
