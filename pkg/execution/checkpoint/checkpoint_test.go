@@ -371,3 +371,31 @@ func TestCreateInput(t *testing.T) {
 	}
 	_ = fmt.Sprint
 }
+
+// The attestation names the time of the freeze, as the clock gave it.
+func TestCreatedIsTheFreezeTime(t *testing.T) {
+	ctx := context.Background()
+	sv, v := keys(t)
+	ws := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(ws, "f"), []byte("x"), 0o644))
+	st, err := OpenStore(t.TempDir())
+	must(t, err)
+	at := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	var frozenAt time.Time
+	src := Source{Dir: ws, Freeze: func(context.Context) (func() error, error) {
+		frozenAt = at
+		return func() error { return nil }, nil
+	}}
+	cp, _, err := Create(ctx, st, src, testMeta(), WithSigner(sv), withClock(func() time.Time {
+		if frozenAt.IsZero() {
+			t.Error("the time was read before the freeze")
+		}
+		return at
+	}))
+	must(t, err)
+	got, err := Verify(ctx, st, cp.Digest, v, Expect{Tenant: "acme", Generations: []string{"gen-a"}})
+	must(t, err)
+	if !got.Predicate.Created.Equal(at) {
+		t.Fatalf("created %v, want %v", got.Predicate.Created, at)
+	}
+}
