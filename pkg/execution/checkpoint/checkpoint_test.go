@@ -399,3 +399,67 @@ func TestCreatedIsTheFreezeTime(t *testing.T) {
 		t.Fatalf("created %v, want %v", got.Predicate.Created, at)
 	}
 }
+
+// Collect deletes checkpoints whose restore window has closed, never one
+// inside it nor one kept (a run's head), and only blobs no remaining
+// checkpoint uses: the head, incremental on deleted parents, still
+// restores.
+func TestCollectKeepsTheWindowAndTheHead(t *testing.T) {
+	ctx := context.Background()
+	sv, v := keys(t)
+	ws := t.TempDir()
+	st, err := OpenStore(t.TempDir())
+	must(t, err)
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	var cps []*Checkpoint
+	var base *Base
+	for i := range 3 {
+		must(t, os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%d", i)), bytes.Repeat([]byte{byte(i)}, 1000), 0o644))
+		at := now.Add(time.Duration(i) * time.Hour)
+		cp, next, err := Create(ctx, st, Source{Dir: ws}, testMeta(), WithSigner(sv), WithBase(base), withClock(func() time.Time { return at }))
+		must(t, err)
+		cps, base = append(cps, cp), next
+	}
+	other := testMeta()
+	other.RunID = "run-2"
+	young, _, err := Create(ctx, st, Source{Dir: ws}, other, WithSigner(sv), withClock(func() time.Time { return now.Add(3 * time.Hour) }))
+	must(t, err)
+	want := hashTree(t, ws)
+
+	// The window starts after all but the young one; the head cps[2] is kept.
+	keep := map[string]bool{cps[2].Digest: true}
+	dry, err := st.Collect(now.Add(150*time.Minute), keep, true)
+	must(t, err)
+	if len(dry.Deleted) != 2 || dry.Kept != 2 {
+		t.Fatalf("dry run %+v", dry)
+	}
+	if l, _ := st.List(); len(l) != 4 {
+		t.Fatalf("a dry run deleted: %d left", len(l))
+	}
+	got, err := st.Collect(now.Add(150*time.Minute), keep, false)
+	must(t, err)
+	if len(got.Deleted) != 2 || got.Blobs == 0 {
+		t.Fatalf("collect %+v", got)
+	}
+	for _, d := range got.Deleted {
+		if d != cps[0].Digest && d != cps[1].Digest {
+			t.Fatalf("deleted %s, which is the head or inside the window", d)
+		}
+		if _, err := Verify(ctx, st, d, v, Expect{Tenant: "acme", Generations: []string{"gen-a"}}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a deleted checkpoint still verifies: %v", err)
+		}
+	}
+	to := filepath.Join(t.TempDir(), "to")
+	_, _, _, err = Restore(ctx, st, cps[2].Digest, v, Expect{Tenant: "acme", Generations: []string{"gen-a"}}, to)
+	must(t, err)
+	equalTrees(t, want, hashTree(t, to))
+	if _, err := Verify(ctx, st, young.Digest, v, Expect{Tenant: "acme", Generations: []string{"gen-a"}}); err != nil {
+		t.Fatalf("the checkpoint inside the window: %v", err)
+	}
+	// Repeat-safe: nothing more to do.
+	again, err := st.Collect(now.Add(150*time.Minute), keep, false)
+	must(t, err)
+	if len(again.Deleted) != 0 || again.Blobs != 0 {
+		t.Fatalf("second collect %+v", again)
+	}
+}

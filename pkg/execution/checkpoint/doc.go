@@ -28,7 +28,11 @@
 // checkpoint.
 //
 // Store is an OCI image layout (the local runtime keeps one under its
-// state directory). It is not a registry client: pushing checkpoints to
-// the registry a pool names, garbage collection by restore window, and
+// state directory). It records each verified restore (RecordRestore,
+// LastRestore: question 6's "has restore been tested"). Collect deletes
+// the checkpoints whose restore window has closed, never one inside it
+// nor one the caller keeps, and only the blobs no remaining checkpoint
+// uses. It is not a registry client: pushing checkpoints to the registry
+// a pool names, wiring Collect into slipway gc and a sweeper, and
 // Kubernetes are not here yet.
 package checkpoint
