@@ -44,6 +44,19 @@ var examples = map[string]string{
   slipway canary --runtime https://runtime.example:8443 --token-file canary.token --pool agents --interval 5m --history canary.jsonl --denied https://alerts.example/hook`,
 	"canary history": `  slipway canary history --history canary.jsonl -n 20
   slipway canary history --history canary.jsonl -o json`,
+	"checkpoint": `  # Checkpoint a run, suspend it (its sandbox is deleted), resume it, and ask what is durable
+  slipway checkpoint create r-4f2c1e9a0b --runtime http://127.0.0.1:7070 --token-file api.token --claim-token-file claim.token
+  slipway checkpoint suspend r-4f2c1e9a0b --runtime http://127.0.0.1:7070 --token-file api.token --claim-token-file claim.token
+  slipway checkpoint resume r-4f2c1e9a0b --runtime http://127.0.0.1:7070 --token-file api.token --claim-token-file claim.token
+  slipway checkpoint durable r-4f2c1e9a0b --runtime http://127.0.0.1:7070 --token-file api.token`,
+	"checkpoint create": `  # Freeze the run's sandbox, write its workspace as a signed checkpoint, thaw it (the job is at event 118)
+  slipway checkpoint create r-4f2c1e9a0b --runtime http://127.0.0.1:7070 --token-file api.token --claim-token-file claim.token --event-seq 118`,
+	"checkpoint suspend": `  # Checkpoint the run and free its sandbox; the run stays open
+  slipway checkpoint suspend r-4f2c1e9a0b --runtime http://127.0.0.1:7070 --token-file api.token --claim-token-file claim.token`,
+	"checkpoint resume": `  # Verify the run's checkpoint and restore it into a new sandbox of the pool's active generation
+  slipway checkpoint resume r-4f2c1e9a0b --runtime http://127.0.0.1:7070 --token-file api.token --claim-token-file claim.token -o json`,
+	"checkpoint durable": `  # Question 6: what is durable for the run, its head, and when a restore of it was last proved
+  slipway checkpoint durable r-4f2c1e9a0b --runtime http://127.0.0.1:7070 --token-file api.token`,
 	"claim": `  # Claim a sandbox of pool agents, run a command in it, release it
   slipway claim --runtime https://runtime.example:8443 --token-file tenant.token --pool agents -- sh -c 'uname -a'`,
 	"cleanup": `  slipway cleanup list --state /var/lib/slipway`,

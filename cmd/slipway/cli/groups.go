@@ -12,7 +12,7 @@ var commandGroups = []struct {
 		[]string{"resolve", "pin", "lint", "template", "image", "keys", "sign", "attest", "verify", "verify-blob", "generation", "promote", "release"}},
 	{cobra.Group{ID: "config", Title: "Config Repository Commands:"}, []string{"config", "pool"}},
 	{cobra.Group{ID: "rollouts", Title: "Rollout Commands:"}, []string{"rollout", "evidence", "canary"}},
-	{cobra.Group{ID: "runtime", Title: "Runtime Commands:"}, []string{"runtime", "claim", "runs"}},
+	{cobra.Group{ID: "runtime", Title: "Runtime Commands:"}, []string{"runtime", "claim", "checkpoint", "runs"}},
 	{cobra.Group{ID: "control", Title: "Control Plane Commands:"}, []string{"control", "tenant", "job"}},
 	{cobra.Group{ID: "kubernetes", Title: "Kubernetes and Argo CD Commands:"}, []string{"render", "apply", "argocd"}},
 	{cobra.Group{ID: "operations", Title: "Operations Commands:"}, []string{"incidents", "cleanup", "cost", "gc"}},

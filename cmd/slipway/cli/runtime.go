@@ -14,6 +14,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
 	"github.com/slipway-dev/slipway/pkg/kubeconfig"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
 
 // readToken reads a bearer token from a file (trailing newline dropped).
@@ -48,6 +49,7 @@ func newCmdRuntimeServe(g *globals) *cobra.Command {
 		tokenFile string
 		vf        verifierFlags
 		db        dbFlags
+		ckptKey   string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve --repo URL --state DIR --listen ADDR --token-file FILE [--backend kubernetes --kubeconfig F [--namespace N]]",
@@ -67,7 +69,12 @@ With --backend kubernetes the sandboxes are agent-sandbox's on the cluster of --
 --namespace, default the kubeconfig context's): the cluster keeps each generation's warm pool
 (apply the render: slipway apply), a claim is a SandboxClaim on the active generation's warm pool
 named for its run, commands reach the runner through the API server's pod exec, and release
-deletes the claim. It serves the same API.`,
+deletes the claim. It serves the same API.
+
+With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
+local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is
+an OCI artifact in DIR/` + serve.CheckpointDir + ` with an attestation signed by the key, and a resume verifies it before
+it restores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Repo == "" || c.State == "" || c.Listen == "" {
@@ -94,6 +101,11 @@ deletes the claim. It serves the same API.`,
 			if c.DB, err = db.resolveOptional(); err != nil {
 				return err
 			}
+			if ckptKey != "" {
+				if c.CheckpointSigner, err = sign.LoadSignerRef(cmd.Context(), ckptKey, keyPassword); err != nil {
+					return usage(fmt.Errorf("--checkpoint-key: %w", err))
+				}
+			}
 			c.Log = g.stderr
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // fault tests only
 			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
@@ -108,6 +120,7 @@ deletes the claim. It serves the same API.`,
 	cmd.Flags().StringVar(&c.State, "state", "", "state directory (sandboxes, run manifests, caches)")
 	cmd.Flags().StringVar(&c.Listen, "listen", "", "address of the API, e.g. 127.0.0.1:7070")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API's bearer token")
+	cmd.Flags().StringVar(&ckptKey, "checkpoint-key", "", "cosign key (file or KMS ref; password in $COSIGN_PASSWORD) that signs the runs' checkpoints (DIR/"+serve.CheckpointDir+") and verifies them before a restore; without it the runtime takes no checkpoints")
 	cmd.Flags().DurationVar(&c.MaxStaleness, "max-staleness", 30*time.Second, "refuse claims (503) when the view of the config repository is older")
 	cmd.Flags().DurationVar(&c.SyncInterval, "sync-interval", 2*time.Second, "how often the config repository is read")
 	cmd.Flags().StringVar(&c.Environment, "environment", "", "label every metric environment=NAME (e.g. prod)")

@@ -19,6 +19,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/apierror"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
@@ -148,6 +149,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.mux.Handle("POST /v1/claims/{run}/exec", s.auth(s.exec))
 	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))
 	s.mux.Handle("POST /v1/claims/{run}/identity", s.auth(s.identity)) // identity.go
+	s.checkpointRoutes()                                               // checkpointapi.go
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
 	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
 	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))
@@ -245,6 +247,8 @@ func errorCode(status int, err error) string {
 		{ErrRequestKeyUsed, runtimeapi.CodeRequestKeyUsed}, {ErrNoPool, runtimeapi.CodeNoPool},
 		{ErrNoClaim, runtimeapi.CodeNoClaim}, {ErrFenced, runtimeapi.CodeFenced},
 		{ErrProofRefused, runtimeapi.CodeProofRefused}, {runs.ErrNotFound, runtimeapi.CodeNotFound},
+		{ErrSuspended, runtimeapi.CodeSuspended}, {checkpoint.ErrRefused, runtimeapi.CodeCheckpointRefused},
+		{ErrNoCheckpoints, runtimeapi.CodeNoCheckpoints},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code

@@ -16,6 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
@@ -100,6 +101,8 @@ type runtimeOptions struct {
 	broker    *Broker
 	log       io.Writer
 	noRenew   bool
+	// checkpoints is where runs are checkpointed (checkpoint.go); nil: not.
+	checkpoints *Checkpoints
 }
 
 // WithCredentialRenewal turns the renewal of open claims' credentials
@@ -187,6 +190,13 @@ type claim struct {
 	output     atomic.Bool   // first_output recorded
 	payload    atomic.Bool   // payload_fetched recorded
 	done       chan struct{} // closed once released: the heartbeat stops
+
+	// Checkpoints (checkpoint.go): the run's last checkpoint, the Base
+	// that makes the next one incremental (nil: the next is whole), and
+	// whether the run is suspended (no sandbox, not moved by heartbeats).
+	checkpointID string
+	ckBase       *checkpoint.Base
+	suspended    bool
 }
 
 // NewRuntime grants claims from the desired state desired returns (with
@@ -492,6 +502,10 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 	if err := c.check(token); err != nil {
 		c.mu.Unlock()
 		return nil, err
+	}
+	if c.suspended {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: run %s: resume it first", ErrSuspended, runID)
 	}
 	s, fence, attempt, first := c.sandbox, c.fence, c.attempt, !c.first
 	c.first = true

@@ -106,6 +106,10 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*ru
 		c.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrNoClaim, c.runID)
 	}
+	if c.suspended {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: run %s: Resume gives it a sandbox", ErrSuspended, c.runID)
+	}
 	if from > 0 && c.attempt != from {
 		g := c.grant()
 		c.mu.Unlock()
@@ -229,10 +233,14 @@ func (r *Runtime) heartbeat(c *claim) {
 		case <-t.C:
 		}
 		c.mu.Lock()
-		s, attempt, released := c.sandbox, c.attempt, c.released
+		s, attempt, released, suspended := c.sandbox, c.attempt, c.released, c.suspended
 		c.mu.Unlock()
 		if released {
 			continue // a Release under way; done follows
+		}
+		if suspended {
+			missed = 0 // no sandbox by design until Resume
+			continue
 		}
 		r.maybeRenew(ctx, c)
 		if s != nil {

@@ -15,8 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -76,7 +79,15 @@ type Config struct {
 	// StorageEvery is how often the local backend's workspaces are sampled
 	// for the cost ledger (default 30s).
 	StorageEvery time.Duration
+	// CheckpointSigner signs the runs' checkpoints (kept in an OCI layout
+	// at CheckpointDir under State) and verifies them before a restore;
+	// nil: the runtime takes no checkpoints.
+	CheckpointSigner signature.SignerVerifier
 }
+
+// CheckpointDir is where, under the state directory, the runtime keeps
+// its runs' checkpoints (an OCI image layout).
+const CheckpointDir = "checkpoints"
 
 // host is what one backend brings to the runtime: the sandboxes, what a
 // restart finds of an earlier run, the cost ledger and the reconciler where
@@ -219,8 +230,16 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 	if err != nil {
 		return nil, err
 	}
+	var ckopts []runtime.RuntimeOption
+	if c.CheckpointSigner != nil {
+		st, err := checkpoint.OpenStore(filepath.Join(c.State, CheckpointDir))
+		if err != nil {
+			return nil, err
+		}
+		ckopts = append(ckopts, runtime.WithCheckpoints(runtime.Checkpoints{Store: st, Signer: c.CheckpointSigner, Verifier: c.CheckpointSigner}))
+	}
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness,
-		runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal))
+		append([]runtime.RuntimeOption{runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal)}, ckopts...)...)
 	var mopts []telemetry.Option
 	if c.Environment != "" {
 		mopts = append(mopts, telemetry.WithEnvironment(c.Environment))

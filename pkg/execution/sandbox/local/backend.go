@@ -69,6 +69,9 @@ type Backend struct {
 	cgroupWhy      map[string]string // why a controller the host has did not prove itself
 	noFileMax      uint64            // the most open files a runner can lower itself to; 0: unproved
 	noFileWhy      string            // why openFiles is not enforced
+
+	freezerOnce sync.Once
+	freezer     *isolate.Freezer // the cgroup v1 freezer (checkpoint.go), made on first use
 }
 
 // idLocks serialises work per sandbox id without a lock across all of
@@ -461,7 +464,14 @@ func (b *Backend) Delete(ctx context.Context, id string) error {
 	} else if err != nil {
 		return err
 	}
+	// A frozen process does not die of SIGKILL until it thaws.
+	if err := b.thawForDelete(id); err != nil {
+		return fmt.Errorf("local: delete %s: %w", id, err)
+	}
 	if err := b.kill(rec, p); err != nil {
+		return fmt.Errorf("local: delete %s: %w", id, err)
+	}
+	if err := b.removeFreezer(id); err != nil {
 		return fmt.Errorf("local: delete %s: %w", id, err)
 	}
 	b.stopEgress(id) // after the kill: every attempt is recorded by now

@@ -1,0 +1,38 @@
+// Package checkpoint writes a sandbox's workspace as a signed OCI artifact
+// and restores it, verified, into another sandbox: suspend and resume,
+// and restore onto a newer compatible generation.
+//
+// A checkpoint is an OCI image manifest of its own artifact type
+// (ArtifactType) whose config (ConfigMediaType) is its Predicate and whose
+// layers are the workspace: the first checkpoint of a workspace one layer
+// of all of it, each later one its parent's layers plus one layer of what
+// changed since (rootfs.Diff: added and changed files, deleted ones as
+// whiteouts), so an unchanged workspace costs no new layer and layers are
+// shared by digest. Beside it is an in-toto statement of PredicateType
+// naming the run, the sandbox, the generation, its template digest, the
+// job's event sequence and the time of the freeze, signed into a DSSE
+// envelope (package sign) with the runtime's key. Its manifest digest is
+// the run manifest's workspace_checkpoint_id.
+//
+// Create freezes the sandbox (Source.Freeze: the local backend's cgroup
+// freezer) for exactly as long as it takes to copy the workspace, thaws
+// it, then stores and signs. Restore refuses (ErrRefused, saying why) a
+// checkpoint whose attestation does not verify with the given key, does
+// not name it, disagrees with its config, or whose tenant, run or
+// generation is not what the target expects; only then does it check each
+// layer blob against its digest and unpack them with package rootfs (no
+// path leaves the workspace, no device node is made).
+//
+// Only the workspace directory is copied: the credential tmpfs, /tmp and
+// the template's read-only root are other mounts and never in a
+// checkpoint.
+//
+// Store is an OCI image layout (the local runtime keeps one under its
+// state directory). It records each verified restore (RecordRestore,
+// LastRestore: question 6's "has restore been tested"). Collect deletes
+// the checkpoints whose restore window has closed, never one inside it
+// nor one the caller keeps, and only the blobs no remaining checkpoint
+// uses. It is not a registry client: pushing checkpoints to the registry
+// a pool names, wiring Collect into slipway gc and a sweeper, and
+// Kubernetes are not here yet.
+package checkpoint

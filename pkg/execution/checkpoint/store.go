@@ -1,0 +1,281 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+// Store is where checkpoints live: an OCI image layout on the local disk
+// (the local runtime keeps one under its state directory). Checkpoints are
+// written by digest: their layers and configs are content-addressed blobs,
+// so a layer two checkpoints share is stored once. Each checkpoint's
+// manifest and its signed attestation are entries of the layout's index,
+// the attestation's naming its subject (AnnotationSubject). A Store is safe
+// for concurrent use by one process.
+type Store struct {
+	dir string
+	lp  layout.Path
+	mu  sync.Mutex // orders writes of index.json
+}
+
+// OpenStore opens the OCI layout at dir, making it when absent.
+func OpenStore(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: store directory: required", ErrInput)
+	}
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("checkpoint: open store %s: %w", dir, err)
+		}
+		if lp, err = layout.Write(dir, empty.Index); err != nil {
+			return nil, fmt.Errorf("checkpoint: make store %s: %w", dir, err)
+		}
+	}
+	return &Store{dir: dir, lp: lp}, nil
+}
+
+// Dir is the layout's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// index reads the layout's index manifest.
+func (s *Store) index() (*v1.IndexManifest, error) {
+	ii, err := s.lp.ImageIndex()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read store index in %s: %w", s.dir, err)
+	}
+	return ii.IndexManifest()
+}
+
+// writeBlob stores data under its digest (a blob already there is kept).
+func (s *Store) writeBlob(data []byte) (v1.Hash, error) {
+	h, _, err := v1.SHA256(bytes.NewReader(data))
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := s.lp.WriteBlob(h, io.NopCloser(bytes.NewReader(data))); err != nil {
+		return v1.Hash{}, fmt.Errorf("checkpoint: write blob %s: %w", h, err)
+	}
+	return h, nil
+}
+
+// hasBlob says whether the blob h is in the store.
+func (s *Store) hasBlob(h v1.Hash) bool {
+	_, err := os.Stat(filepath.Join(s.dir, "blobs", h.Algorithm, h.Hex))
+	return err == nil
+}
+
+// append adds a descriptor to the index, unless an equal one is there.
+func (s *Store) append(d v1.Descriptor) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	im, err := s.index()
+	if err != nil {
+		return err
+	}
+	for _, have := range im.Manifests {
+		if have.Digest == d.Digest && have.Annotations[AnnotationSubject] == d.Annotations[AnnotationSubject] {
+			return nil
+		}
+	}
+	return s.lp.AppendDescriptor(d)
+}
+
+// manifest reads the checkpoint manifest of digest and checks it is one.
+func (s *Store) manifest(digest v1.Hash) (*v1.Manifest, error) {
+	rc, err := s.lp.Blob(digest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s in store %s", ErrNotFound, digest, s.dir)
+	}
+	defer rc.Close()
+	raw, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read %s: %w", digest, err)
+	}
+	if h, _, _ := v1.SHA256(bytes.NewReader(raw)); h != digest {
+		return nil, fmt.Errorf("%w: manifest %s: its content hashes to %s", ErrRefused, digest, h)
+	}
+	var m v1.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("%w: manifest %s: %v", ErrRefused, digest, err)
+	}
+	if m.ArtifactType != ArtifactType || m.Config.MediaType != ConfigMediaType {
+		return nil, fmt.Errorf("%w: %s is not a checkpoint (artifact type %q, config %q)", ErrRefused, digest, m.ArtifactType, m.Config.MediaType)
+	}
+	return &m, nil
+}
+
+// List returns the checkpoints in the store, oldest first, with what
+// their config blobs say (unverified: Verify says whether to trust them).
+func (s *Store) List() ([]Checkpoint, error) {
+	im, err := s.index()
+	if err != nil {
+		return nil, err
+	}
+	var out []Checkpoint
+	for _, d := range im.Manifests {
+		if d.ArtifactType != ArtifactType {
+			continue
+		}
+		m, err := s.manifest(d.Digest)
+		if err != nil {
+			return nil, err
+		}
+		p, err := s.predicate(m)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Checkpoint{Digest: d.Digest.String(), Predicate: *p})
+	}
+	return out, nil
+}
+
+func (s *Store) predicate(m *v1.Manifest) (*Predicate, error) {
+	rc, err := s.lp.Blob(m.Config.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: config %s in store %s", ErrNotFound, m.Config.Digest, s.dir)
+	}
+	defer rc.Close()
+	var p Predicate
+	if err := json.NewDecoder(rc).Decode(&p); err != nil {
+		return nil, fmt.Errorf("checkpoint: config %s: %w", m.Config.Digest, err)
+	}
+	return &p, nil
+}
+
+// envelopes returns the signed attestations stored for digest.
+func (s *Store) envelopes(digest v1.Hash) ([][]byte, error) {
+	im, err := s.index()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, d := range im.Manifests {
+		if d.MediaType != EnvelopeMediaType || d.Annotations[AnnotationSubject] != digest.String() {
+			continue
+		}
+		b, err := s.lp.Bytes(d.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: attestation %s of %s: %w", d.Digest, digest, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// layers returns the checkpoint's layers, bottom first, each checked
+// against its digest: a blob changed on disk is refused before anything is
+// written from it.
+func (s *Store) layers(digest v1.Hash, m *v1.Manifest) ([]v1.Layer, error) {
+	img, err := s.lp.Image(digest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s in store %s: %v", ErrNotFound, digest, s.dir, err)
+	}
+	ls, err := img.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: layers of %s: %w", digest, err)
+	}
+	for i, d := range m.Layers {
+		f, err := os.Open(filepath.Join(s.dir, "blobs", d.Digest.Algorithm, d.Digest.Hex))
+		if err != nil {
+			return nil, fmt.Errorf("%w: layer %d (%s) of %s is missing from the store", ErrRefused, i, d.Digest, digest)
+		}
+		h, n, err := v1.SHA256(f)
+		_ = f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: read layer %d (%s) of %s: %w", i, d.Digest, digest, err)
+		}
+		if h != d.Digest || n != d.Size {
+			return nil, fmt.Errorf("%w: layer %d of %s: the stored blob hashes to %s (%d bytes), the manifest says %s (%d bytes)", ErrRefused, i, digest, h, n, d.Digest, d.Size)
+		}
+	}
+	return ls, nil
+}
+
+// Restored records one verified restore of a checkpoint: the proof that
+// it restores, for question 6 ("has restore been tested?").
+type Restored struct {
+	Checkpoint string    `json:"checkpoint"`
+	RunID      string    `json:"runId"`
+	At         time.Time `json:"at"`
+	// By is what restored it: "resume", "canary", "test".
+	By string `json:"by"`
+	// Into names the sandbox restored into (never a host path).
+	Into string `json:"into,omitempty"`
+}
+
+// restoresFile is the store's record of verified restores, one JSON
+// object a line.
+const restoresFile = "slipway-restores.jsonl"
+
+// RecordRestore appends r to the store's record of restores.
+func (s *Store) RecordRestore(r Restored) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := os.OpenFile(filepath.Join(s.dir, restoresFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("checkpoint: record restore: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("checkpoint: record restore: %w", err)
+	}
+	return f.Close()
+}
+
+// LastRestore is the latest recorded restore of a checkpoint of runID
+// (nil when none was recorded).
+func (s *Store) LastRestore(runID string) (*Restored, error) {
+	data, err := os.ReadFile(filepath.Join(s.dir, restoresFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read restores: %w", err)
+	}
+	var last *Restored
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if line == "" {
+			continue
+		}
+		var r Restored
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s line %d: %w", restoresFile, i+1, err)
+		}
+		if r.RunID == runID && (last == nil || r.At.After(last.At)) {
+			last = &r
+		}
+	}
+	return last, nil
+}
+
+// OfRun lists the checkpoints of runID in the store, oldest first.
+func (s *Store) OfRun(runID string) ([]Checkpoint, error) {
+	all, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []Checkpoint
+	for _, c := range all {
+		if c.Predicate.RunID == runID {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

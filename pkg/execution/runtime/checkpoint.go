@@ -1,0 +1,342 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/config/generation"
+	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+)
+
+// Errors of checkpoints.
+var (
+	// ErrNoCheckpoints: the runtime has no checkpoint store and key
+	// (WithCheckpoints), or its backend cannot freeze a sandbox.
+	ErrNoCheckpoints = errors.New("runtime: checkpoints are not available")
+	// ErrSuspended: the run is suspended; it has no sandbox until Resume.
+	ErrSuspended = errors.New("runtime: the run is suspended")
+)
+
+// Checkpoints is where a runtime keeps its runs' checkpoints and the key
+// it signs and verifies them with.
+type Checkpoints struct {
+	Store    *checkpoint.Store
+	Signer   signature.SignerVerifier
+	Verifier signature.Verifier
+}
+
+// WithCheckpoints lets the runtime checkpoint, suspend and resume runs
+// (Checkpoint, Suspend, Resume) into cp.Store, signed with cp.Signer and
+// verified with cp.Verifier before any restore.
+func WithCheckpoints(cp Checkpoints) RuntimeOption {
+	return func(o *runtimeOptions) {
+		if cp.Store != nil && cp.Signer != nil && cp.Verifier != nil {
+			o.checkpoints = &cp
+		}
+	}
+}
+
+// CheckpointRequest asks for a checkpoint of an open run.
+type CheckpointRequest struct {
+	// Token is the claim's current fencing token.
+	Token string
+	// EventSeq is the job's event sequence at the checkpoint, as the
+	// control plane knows it (0 for a run with no job); the attestation
+	// names it.
+	EventSeq int64
+}
+
+func (r *Runtime) checkpointer() (sandbox.Checkpointer, *Checkpoints, error) {
+	if r.o.checkpoints == nil {
+		return nil, nil, fmt.Errorf("%w: no checkpoint store or key (WithCheckpoints)", ErrNoCheckpoints)
+	}
+	cp, ok := r.warm.backend.(sandbox.Checkpointer)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: the %T backend cannot freeze a sandbox", ErrNoCheckpoints, r.warm.backend)
+	}
+	return cp, r.o.checkpoints, nil
+}
+
+// Checkpoint freezes the run's sandbox, writes its workspace as a signed
+// checkpoint (incremental on the run's last one when this runtime took
+// it), thaws it, and records the checkpoint's digest as the run
+// manifest's workspace_checkpoint_id. The sandbox goes on running.
+func (r *Runtime) Checkpoint(ctx context.Context, runID string, req CheckpointRequest) (*checkpoint.Checkpoint, error) {
+	if _, _, err := r.checkpointer(); err != nil {
+		return nil, err
+	}
+	c, err := r.lookup(runID)
+	if err != nil {
+		return nil, err
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	return r.checkpoint(ctx, c, req)
+}
+
+// checkpoint is Checkpoint under c.op.
+func (r *Runtime) checkpoint(ctx context.Context, c *claim, req CheckpointRequest) (*checkpoint.Checkpoint, error) {
+	b, cps, err := r.checkpointer()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if err := c.check(req.Token); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	s, suspended, base := c.sandbox, c.suspended, c.ckBase
+	c.mu.Unlock()
+	if suspended {
+		return nil, fmt.Errorf("%w: run %s: its checkpoint is %s", ErrSuspended, c.runID, c.checkpointID)
+	}
+	if s == nil {
+		return nil, fmt.Errorf("%w: run %s has no sandbox", sandbox.ErrNotRunning, c.runID)
+	}
+	dir, err := b.WorkspaceDir(ctx, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	meta := checkpoint.Meta{Tenant: c.tenant, Pool: c.pool, RunID: c.runID, SandboxID: s.ID,
+		Generation: c.gen.ID, TemplateID: s.TemplateID, EventSeq: req.EventSeq}
+	src := checkpoint.Source{Dir: dir, Freeze: func(ctx context.Context) (func() error, error) { return b.Freeze(ctx, s.ID) }}
+	cp, next, err := checkpoint.Create(ctx, cps.Store, src, meta, checkpoint.WithSigner(cps.Signer), checkpoint.WithBase(base))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: checkpoint run %s: %w", c.runID, err)
+	}
+	c.mu.Lock()
+	c.ckBase, c.checkpointID = next, cp.Digest
+	c.mu.Unlock()
+	if err := r.store.Update(context.WithoutCancel(ctx), c.runID, func(m *runmanifest.Manifest) error {
+		m.WorkspaceCheckpointID = cp.Digest
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	r.logf("runtime: run %s checkpointed as %s (sandbox %s frozen %s, %d of %d layers new)", c.runID, cp.Digest, s.ID,
+		cp.Frozen.Round(time.Millisecond), cp.Predicate.Layers-cp.Predicate.Reused, cp.Predicate.Layers)
+	return cp, nil
+}
+
+// Suspend checkpoints the run (Checkpoint), then deletes its sandbox: its
+// capacity is free, a command running on it canceled, its credential
+// revoked; the run stays open with its owner and token until Resume (a new
+// attempt and token) or Release.
+func (r *Runtime) Suspend(ctx context.Context, runID string, req CheckpointRequest) (*checkpoint.Checkpoint, error) {
+	if _, _, err := r.checkpointer(); err != nil {
+		return nil, err
+	}
+	c, err := r.lookup(runID)
+	if err != nil {
+		return nil, err
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	cp, err := r.checkpoint(ctx, c, req)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	old, oldCredential := c.sandbox, c.credential
+	// The token stays the owner's (it releases a suspended run with it);
+	// a command running on the old sandbox is canceled and refused.
+	close(c.fence)
+	c.fence = make(chan struct{})
+	c.sandbox, c.credential, c.renewDue, c.suspended = nil, "", time.Time{}, true
+	c.ckBase = nil // the next sandbox's workspace is another directory
+	c.mu.Unlock()
+	bg := context.WithoutCancel(ctx)
+	revoked := r.revoke(bg, old, oldCredential)
+	if err := r.warm.Release(bg, old.ID); err != nil {
+		return nil, fmt.Errorf("runtime: suspend run %s: delete sandbox %s: %w", runID, old.ID, err)
+	}
+	r.flushEgress(bg, runID, old.ID)
+	r.logf("runtime: run %s suspended: sandbox %s deleted, checkpoint %s", runID, old.ID, cp.Digest)
+	if err := r.store.Update(bg, runID, func(m *runmanifest.Manifest) error {
+		markRevoked(m, oldCredential, revoked)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// compatible lists the generations whose checkpoints a sandbox of target
+// takes: target itself, and from (the generation the run was suspended
+// on) when it is of the same pool and its runner protocol overlaps
+// target's.
+func compatible(target, from *generation.Generation) []string {
+	out := []string{target.ID}
+	if from != nil && from.ID != target.ID && from.Pool == target.Pool &&
+		from.Compatibility.RunnerProtocol.Overlaps(target.Compatibility.RunnerProtocol) {
+		out = append(out, from.ID)
+	}
+	return out
+}
+
+// Resume gives a suspended run a new sandbox of its pool's active
+// generation (the one it was suspended on, or a newer compatible one),
+// made with a fresh refresh phase (machine-id, host keys, random seed),
+// verifies the run's checkpoint (signature, attestation, tenant, run,
+// generation) and only then restores it into the new sandbox's empty
+// workspace. The allocation attempt goes up and a new token is granted.
+// A refused checkpoint deletes the new sandbox and leaves the run
+// suspended, with the reason.
+func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.Grant, error) {
+	b, cps, err := r.checkpointer()
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.lookup(runID)
+	if err != nil {
+		return nil, err
+	}
+	c.op.Lock()
+	defer c.op.Unlock()
+	c.mu.Lock()
+	if err := c.check(token); err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	suspended, digest, from := c.suspended, c.checkpointID, c.gen
+	c.mu.Unlock()
+	if !suspended {
+		return nil, fmt.Errorf("runtime: resume run %s: it is not suspended", runID)
+	}
+	d, _ := r.desired()
+	target := from
+	if d != nil && d.Pools[c.pool] != nil {
+		if g, ok := d.Pools[c.pool].Active(); ok {
+			target = g
+		}
+	}
+	gens := compatible(target, from)
+	if target.ID != from.ID && len(gens) == 1 {
+		return nil, fmt.Errorf("%w: resume run %s: the pool's active generation %s does not take checkpoints of %s (runner protocol %s against %s)",
+			checkpoint.ErrRefused, runID, target.ID, from.ID, target.Compatibility.RunnerProtocol, from.Compatibility.RunnerProtocol)
+	}
+	// Verify before a sandbox is even made.
+	if _, err := checkpoint.Verify(ctx, cps.Store, digest, cps.Verifier, checkpoint.Expect{Tenant: c.tenant, Generations: gens, RunID: runID}); err != nil {
+		return nil, fmt.Errorf("runtime: resume run %s: %w", runID, err)
+	}
+	lim, err := r.boundsOf(c.pool)
+	if err != nil {
+		return nil, err
+	}
+	s, err := r.warm.create(ctx, c.pool, target, runID, false, lim)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: resume run %s: %w", runID, err)
+	}
+	bg := context.WithoutCancel(ctx)
+	fail := func(err error) (*runtimeapi.Grant, error) {
+		_ = r.warm.Release(bg, s.ID)
+		return nil, fmt.Errorf("runtime: resume run %s: %w", runID, err)
+	}
+	if err := b.ClearWorkspace(ctx, s.ID); err != nil {
+		return fail(err)
+	}
+	dir, err := b.WorkspaceDir(ctx, s.ID)
+	if err != nil {
+		return fail(err)
+	}
+	_, base, _, err := checkpoint.Restore(ctx, cps.Store, digest, cps.Verifier,
+		checkpoint.Expect{Tenant: c.tenant, Generations: gens, RunID: runID}, dir)
+	if err != nil {
+		return fail(err)
+	}
+	if err := cps.Store.RecordRestore(checkpoint.Restored{Checkpoint: digest, RunID: runID, At: r.now().UTC(), By: "resume", Into: s.ID}); err != nil {
+		return fail(err)
+	}
+	var receipts []runmanifest.Receipt
+	if c.secretVersion != "" {
+		rc, err := r.issue(ctx, runID, c.secretVersion, s)
+		if err != nil {
+			return fail(err)
+		}
+		receipts = append(receipts, rc)
+	}
+	assigned := r.now()
+	c.mu.Lock()
+	c.sandbox, c.suspended, c.ckBase, c.gen, c.warm = s, false, base, target, false
+	c.attempt++
+	c.token = newToken()
+	if receipts != nil {
+		c.credential, c.renewDue = receipts[0].SHA256Fingerprint, renewDue(receipts[0])
+	}
+	g := c.grant()
+	c.mu.Unlock()
+	r.logf("runtime: run %s resumed in sandbox %s of generation %s from checkpoint %s (allocation attempt %d)", runID, s.ID, target.ID, digest, g.AllocationAttempt)
+	if err := r.store.Update(bg, runID, func(m *runmanifest.Manifest) error {
+		m.AllocationAttempt, m.SandboxID, m.Warm = g.AllocationAttempt, s.ID, false
+		m.RunnerBinarySHA256 = s.RunnerBinarySHA256
+		if s.RunnerBinarySHA256 != "" {
+			m.ServedBy.Runner = &runmanifest.Process{BinarySHA256: s.RunnerBinarySHA256}
+		}
+		placeManifest(m, s)
+		if target.ID != from.ID {
+			// The run goes on on the newer generation: the manifest names
+			// what serves it now (the checkpoint's attestation names the
+			// generation it was taken on).
+			m.Generation, m.WorkspaceTemplateID = target.ID, s.TemplateID
+			if p, ok := target.Pins[generation.Runner]; ok {
+				m.RunnerImageDigest = p.Identity()
+			}
+		}
+		m.Lifecycle.SandboxAssigned, m.Lifecycle.Ready = assigned, s.Ready
+		m.CredentialIssuances = append(m.CredentialIssuances, receipts...)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Durable answers question 6 for a run: what a checkpoint of it holds,
+// its head (the latest checkpoint the store holds of it), and the last
+// verified restore of one of its checkpoints.
+func (r *Runtime) Durable(ctx context.Context, runID string) (*runtimeapi.Durable, error) {
+	if r.o.checkpoints == nil {
+		return nil, fmt.Errorf("%w: no checkpoint store or key (WithCheckpoints)", ErrNoCheckpoints)
+	}
+	st := r.o.checkpoints.Store
+	if _, err := r.store.Get(ctx, runID); err != nil {
+		return nil, err
+	}
+	cps, err := st.OfRun(runID)
+	if err != nil {
+		return nil, err
+	}
+	d := &runtimeapi.Durable{RunID: runID, Durable: []string{"workspace"}, Checkpoints: len(cps)}
+	if n := len(cps); n > 0 {
+		head := cps[n-1]
+		d.Head, d.HeadCreated, d.HeadEventSeq = head.Digest, head.Predicate.Created, head.Predicate.EventSeq
+	}
+	if c, err := r.lookup(runID); err == nil {
+		c.mu.Lock()
+		d.Suspended = c.suspended
+		c.mu.Unlock()
+	}
+	last, err := st.LastRestore(runID)
+	if err != nil {
+		return nil, err
+	}
+	if last != nil {
+		d.LastRestore = &runtimeapi.RestoreRecord{Checkpoint: last.Checkpoint, At: last.At, By: last.By, Into: last.Into}
+	}
+	return d, nil
+}
+
+// checkpointResult is the API's view of cp.
+func checkpointResult(cp *checkpoint.Checkpoint, suspended bool) runtimeapi.CheckpointResult {
+	p := cp.Predicate
+	return runtimeapi.CheckpointResult{RunID: p.RunID, Checkpoint: cp.Digest, Parent: p.Parent, Generation: p.Generation,
+		SandboxID: p.SandboxID, EventSeq: p.EventSeq, Created: p.Created, Layers: p.Layers, Reused: p.Reused,
+		FrozenMillis: cp.Frozen.Milliseconds(), Suspended: suspended}
+}
