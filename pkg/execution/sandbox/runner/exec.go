@@ -34,6 +34,7 @@ var (
 // rest of the connection: an OpCancel line, the connection's end or a read
 // error cancels the command.
 func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req *ExecRequest) {
+	timing := &ExecTiming{Received: time.Now().UTC()}
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		fw.fail(ErrCodeBadRequest, "exec: argv is empty")
 		return
@@ -54,7 +55,14 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	if max == 0 {
 		max = DefaultMaxOutput
 	}
+	if req.TraceParent != "" && !ValidTraceParent(req.TraceParent) {
+		fw.fail(ErrCodeBadRequest, "exec: traceparent %q is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)", req.TraceParent)
+		return
+	}
 	env := mergeEnv(s.cfg.Env, req.Env)
+	if req.TraceParent != "" {
+		env = mergeEnv(env, map[string]string{EnvTraceParent: req.TraceParent})
+	}
 	dir := req.Dir
 	if dir == "" {
 		dir = s.cfg.Workdir
@@ -104,6 +112,7 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 		s.mu.Unlock()
 	}
 	start := time.Now()
+	timing.Started = start.UTC()
 	if err := cmd.Start(); err != nil {
 		done()
 		fw.fail(ErrCodeStart, "start %s: %v", req.Argv[0], err)
@@ -113,7 +122,8 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	werr := cmd.Wait()
 	done()
 
-	st := &ExitStatus{ExitCode: -1, DurationMs: time.Since(start).Milliseconds()}
+	timing.Exited = time.Now().UTC()
+	st := &ExitStatus{ExitCode: -1, DurationMs: timing.Exited.Sub(start).Milliseconds(), Timing: timing}
 	if ps := cmd.ProcessState; ps != nil {
 		st.ExitCode = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
