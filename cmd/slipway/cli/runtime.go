@@ -90,6 +90,7 @@ deletes the claim. It serves the same API.`,
 			}
 			c.Log = g.stderr
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // fault tests only
+			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil {
 				return usage(err)

@@ -71,6 +71,10 @@ type Config struct {
 	// StorageEvery is how often the local backend's workspaces are sampled
 	// for the cost ledger (default 30s).
 	StorageEvery time.Duration
+	// OTLP sends the runtime's spans over OTLP/HTTP too (the exporter
+	// reads the standard OTEL_EXPORTER_OTLP_* environment); they are kept
+	// in a ring for GET /v1/traces/{id} either way.
+	OTLP bool
 }
 
 // host is what one backend brings to the runtime: the sandboxes, what a
@@ -137,6 +141,7 @@ type parts struct {
 	warm    *runtime.Warm
 	rt      *runtime.Runtime
 	metrics *telemetry.Metrics
+	tracing *telemetry.Tracing
 }
 
 // run is the runtime on h: the composition every backend shares.
@@ -160,6 +165,11 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	}
 	rtOf.Store(p.rt)
 	defer p.rt.Close() // stops the heartbeat monitors
+	defer func() {     // flushes the spans to OTLP, after the handlers
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = p.tracing.Shutdown(sctx)
+	}()
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
@@ -214,8 +224,16 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 	if err != nil {
 		return nil, err
 	}
+	topts := []telemetry.TraceOption{telemetry.WithServiceName("slipway-runtime")}
+	if c.OTLP {
+		topts = append(topts, telemetry.WithOTLP())
+	}
+	tracing, err := telemetry.NewTracing(ctx, topts...)
+	if err != nil {
+		return nil, err
+	}
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness,
-		runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal))
+		runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal), runtime.WithTracing(tracing))
 	var mopts []telemetry.Option
 	if c.Environment != "" {
 		mopts = append(mopts, telemetry.WithEnvironment(c.Environment))
@@ -237,7 +255,7 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 			return nil, err
 		}
 	}
-	return &parts{syncer: syncer, warm: warm, rt: rt, metrics: metrics}, nil
+	return &parts{syncer: syncer, warm: warm, rt: rt, metrics: metrics, tracing: tracing}, nil
 }
 
 // newReconciler is the cleanup reconciler of h's sandboxes, with its
