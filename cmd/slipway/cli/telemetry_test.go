@@ -60,7 +60,7 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	ok := jobs[0]
 	r = run(t, "", "job", "trace", ok.ID, "--server", cp.url, "--token-file", tok)
 	for _, want := range []string{"job ", "  admission", "  dispatch wait", "  claim", "    runtime claim", "      sandbox ready", "      runner awake",
-		"  command", "    runtime command", "      runner exec", "        runner start", "  release", "    runtime release", ", runtime agents)",
+		"  command", "    runtime command", "      runner exec", "        runner start", "  release", "    runtime release", ", runtime ",
 		"run_id=" + ok.RunID, "sandbox_id=" + ok.SandboxID, "session_id=" + ok.ID, "allocation_attempt=1"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("job trace lacks %q:\n%s", want, r.stdout)
