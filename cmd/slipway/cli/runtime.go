@@ -110,6 +110,7 @@ deletes the claim. It serves the same API.`,
 	cmd.Flags().BoolVar(&c.NoCredentialRenewal, "no-credential-renewal", false, "do not renew open claims' credentials (they expire)")
 	cmd.Flags().DurationVar(&c.ReconcileInterval, "reconcile-interval", reconcile.DefaultInterval, "how often the cleanup reconciler makes a pass (local backend; 0 disables it)")
 	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend)")
+	cmd.Flags().StringVar(&c.LogFormat, "log-format", serve.LogJSON, "format of the log on standard error: json (one object a line; the lines about a run carry run_id, session_id, allocation_attempt, sandbox_id and trace_id) or text")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's)")

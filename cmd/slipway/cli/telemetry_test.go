@@ -174,4 +174,35 @@ func TestTelemetryEndToEnd(t *testing.T) {
 			t.Errorf("no job ended line for %s:\n%s", j.ID, cp.log.text())
 		}
 	}
+
+	// The runtime logs JSON (its default): its lines about each job's run
+	// carry the run's ids and the job's trace id; every line is an object.
+	for _, line := range strings.Split(strings.TrimSpace(w.rt.log.text()), "\n") {
+		if strings.HasPrefix(line, "serving on ") || strings.HasPrefix(line, "Flag --") { // the CLI's own, before the log
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] == nil || rec["level"] == nil || rec["time"] == nil {
+			t.Errorf("runtime log line is not a JSON record: %q", line)
+		}
+	}
+	for _, j := range jobs {
+		seen := map[string]bool{}
+		for _, line := range strings.Split(w.rt.log.text(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) != nil || rec["run_id"] != j.RunID {
+				continue
+			}
+			msg, _ := rec["msg"].(string)
+			seen[msg] = true
+			if rec["session_id"] != j.ID || rec["sandbox_id"] != j.SandboxID || rec["allocation_attempt"] != 1.0 || rec["trace_id"] != telemetry.JobTraceID(j.ID).String() {
+				t.Errorf("runtime log line about run %s: %s", j.RunID, line)
+			}
+		}
+		for _, want := range []string{"claim granted", "command ended", "claim released"} {
+			if !seen[want] {
+				t.Errorf("no runtime log line %q about run %s:\n%s", want, j.RunID, w.rt.log.text())
+			}
+		}
+	}
 }

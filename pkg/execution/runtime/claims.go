@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -104,6 +105,7 @@ type runtimeOptions struct {
 	log       io.Writer
 	noRenew   bool
 	tracing   *telemetry.Tracing
+	logger    *slog.Logger
 }
 
 // WithCredentialRenewal turns the renewal of open claims' credentials
@@ -299,6 +301,7 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	warm := c.warm
 	c.mu.Unlock()
 	endSpan(span, nil, append(c.ids(), attribute.Bool("warm", warm))...)
+	r.runLog(ctx, slog.LevelInfo, c, "claim granted", nil, "warm", warm, "seconds", c.granted.Sub(received).Seconds())
 	return c, nil
 }
 
@@ -538,6 +541,9 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 		r.runnerSpans(spanCtx, c, sid, st, first)
 		if st != nil {
 			span.SetAttributes(attribute.Int("exit_code", st.ExitCode))
+			r.runLog(spanCtx, slog.LevelInfo, c, "command ended", nil, "exit_code", st.ExitCode, "duration_ms", st.DurationMs, "timed_out", st.TimedOut, "outcome", st.Outcome)
+		} else if err != nil {
+			r.runLog(spanCtx, slog.LevelWarn, c, "command failed", nil, "err", err)
 		}
 		endSpan(span, err)
 	}()
@@ -589,6 +595,11 @@ func (r *Runtime) Release(ctx context.Context, runID, token string, exitCode *in
 	ctx, span := r.tracer().Start(ctx, "runtime release", trace.WithAttributes(c.ids()...))
 	err = r.release(ctx, c, s, credential, exitCode)
 	endSpan(span, err)
+	if err != nil {
+		r.runLog(ctx, slog.LevelWarn, c, "release failed", nil, "err", err)
+	} else {
+		r.runLog(ctx, slog.LevelInfo, c, "claim released", nil)
+	}
 	if err != nil {
 		// The claim stays open (same attempt and token): Release may be
 		// tried again.

@@ -71,10 +71,16 @@ type Config struct {
 	// StorageEvery is how often the local backend's workspaces are sampled
 	// for the cost ledger (default 30s).
 	StorageEvery time.Duration
+	// LogFormat is LogJSON or LogText ("" is text): the format of Log's
+	// lines. The lines about a run carry its ids either way.
+	LogFormat string
 	// OTLP sends the runtime's spans over OTLP/HTTP too (the exporter
 	// reads the standard OTEL_EXPORTER_OTLP_* environment); they are kept
 	// in a ring for GET /v1/traces/{id} either way.
 	OTLP bool
+
+	logger *slog.Logger // set by defaults, from Log and LogFormat
+	rawLog io.Writer    // Log before defaults wrapped it
 }
 
 // host is what one backend brings to the runtime: the sandboxes, what a
@@ -120,6 +126,14 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 func (c *Config) defaults() error {
 	if c.Log == nil {
 		c.Log = io.Discard
+	}
+	if c.logger == nil {
+		raw := c.Log
+		l, lines, err := logger(raw, c.LogFormat)
+		if err != nil {
+			return err
+		}
+		c.logger, c.Log, c.rawLog = l, lines, raw
 	}
 	if c.MaxStaleness <= 0 {
 		c.MaxStaleness = 30 * time.Second
@@ -233,7 +247,8 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 		return nil, err
 	}
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness,
-		runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal), runtime.WithTracing(tracing))
+		runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal), runtime.WithTracing(tracing),
+		runtime.WithLogger(c.logger))
 	var mopts []telemetry.Option
 	if c.Environment != "" {
 		mopts = append(mopts, telemetry.WithEnvironment(c.Environment))
@@ -271,7 +286,7 @@ func newReconciler(ctx context.Context, c Config, h host, store runs.Store, p *p
 		Backend: h.backend(), Runs: store, Records: records, Owner: host + "/" + addr,
 		Warm: func() (map[string]map[string]bool, bool) { return warmGenerations(p.syncer) },
 		Held: p.rt.Holds, Credentials: brokerCredentials{p.rt.Broker()}, Metrics: p.metrics,
-		Logger: slog.New(slog.NewJSONHandler(c.Log, nil)), Failpoint: c.Failpoint,
+		Logger: slog.New(slog.NewJSONHandler(c.rawLog, nil)), Failpoint: c.Failpoint,
 		Deleted: func(id string) {
 			if ledger != nil {
 				ledger.Leave(id, time.Time{}) // its interval ends with it
