@@ -30,20 +30,22 @@ func operatorQuestions(sh shell, db string, as func(string, ...string) []string,
 		n     int
 		ask   string
 		args  []string
-		lines int // how many lines of the answer to print (0: all)
+		lines int      // how many lines of the answer to print (0: all)
+		must  []string // what the answer must hold, or the demo fails
 	}{
-		{1, "which artifact and policy versions produced the run?", []string{"runs", "show", r, "--state", "state"}, 22},
-		{2, "why did allocation take this long?", []string{"runs", "show", r, "--state", "state", "--lifecycle"}, 0},
-		{2, "... and where did the job's time go, span by span?", as(tenant, "job", "trace", jobID), 14},
-		{3, "warm hit, cold start or new node? (first line)", []string{"runs", "show", r, "--state", "state", "--lifecycle"}, 1},
-		{4, "which sandbox and allocation attempt own the run?", []string{"runs", "show", r, "--state", "state", "--fence"}, 1},
-		{5, "can an old sandbox still route or mint credentials?", []string{"runs", "show", r, "--state", "state", "--fence"}, 0},
-		{6, "what state is durable, its head, and was restore tested?", as(tenant, "job", "show", jobID), 0},
-		{7, "which network destinations were allowed and used?", []string{"runs", "show", r, "--state", "state", "--egress"}, 0},
-		{8, "did the final output reach the user and each integration?", as(tenant, "job", "show", jobID), 0},
-		{9, "what cleanup remains?", []string{"cleanup", "list", "--state", "state"}, 12},
-		{10, "which other runs share its node, template, runtime class or policy revision?", []string{"runs", "related", r, "--state", "state", "--limit", "5"}, 0},
-		{0, "every incident, from durable records", []string{"incidents", "--db", db, "--state", "state"}, 30},
+		{1, "which artifact and policy versions produced the run?", []string{"runs", "show", r, "--state", "state"}, 22, nil},
+		{2, "why did allocation take this long?", []string{"runs", "show", r, "--state", "state", "--lifecycle"}, 0, nil},
+		{2, "... and where did the job's time go, span by span (the control plane's, the runtime's, the runner's)?", as(tenant, "job", "trace", jobID), 40,
+			[]string{"  claim", "    runtime claim", "      sandbox ready", "      runner awake", "    runtime command", "      runner exec", "    runtime release"}},
+		{3, "warm hit, cold start or new node? (first line)", []string{"runs", "show", r, "--state", "state", "--lifecycle"}, 1, nil},
+		{4, "which sandbox and allocation attempt own the run?", []string{"runs", "show", r, "--state", "state", "--fence"}, 1, nil},
+		{5, "can an old sandbox still route or mint credentials?", []string{"runs", "show", r, "--state", "state", "--fence"}, 0, nil},
+		{6, "what state is durable, its head, and was restore tested?", as(tenant, "job", "show", jobID), 0, nil},
+		{7, "which network destinations were allowed and used?", []string{"runs", "show", r, "--state", "state", "--egress"}, 0, nil},
+		{8, "did the final output reach the user and each integration?", as(tenant, "job", "show", jobID), 0, nil},
+		{9, "what cleanup remains?", []string{"cleanup", "list", "--state", "state"}, 12, nil},
+		{10, "which other runs share its node, template, runtime class or policy revision?", []string{"runs", "related", r, "--state", "state", "--limit", "5"}, 0, nil},
+		{0, "every incident, from durable records", []string{"incidents", "--db", db, "--state", "state"}, 30, nil},
 	} {
 		title := fmt.Sprintf("question %d", q.n)
 		if q.n == 0 {
@@ -60,6 +62,11 @@ func operatorQuestions(sh shell, db string, as func(string, ...string) []string,
 			return fmt.Errorf("slipway %s: %v\n%s", strings.Join(q.args, " "), err, b)
 		}
 		text := strings.TrimSuffix(string(b), "\n")
+		for _, m := range q.must {
+			if !strings.Contains(text, m) {
+				return fmt.Errorf("slipway %s: the answer lacks %q:\n%s", strings.Join(q.args, " "), m, text)
+			}
+		}
 		if lines := strings.Split(text, "\n"); q.lines > 0 && len(lines) > q.lines {
 			text = strings.Join(lines[:q.lines], "\n") + fmt.Sprintf("\n... (%d more lines)", len(lines)-q.lines)
 		}

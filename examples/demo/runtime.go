@@ -67,7 +67,7 @@ func serveRuntime(sh shell, work, ready string, extra ...string) (*runtimeProc, 
 			if a, ok := strings.CutPrefix(line, "serving on "); ok {
 				addr <- a
 			}
-			if strings.HasPrefix(line, ready) {
+			if strings.HasPrefix(logMsg(line), ready) {
 				select {
 				case warm <- struct{}{}:
 				default:
@@ -336,4 +336,16 @@ func awaitLong(long <-chan *claimResult, longErr <-chan error) (*claimResult, er
 		fmt.Printf("  > %s\n", l)
 	}
 	return res, nil
+}
+
+// logMsg is the message of a runtime log line: its msg when the line is a
+// JSON record (runtime serve's default --log-format), else the line.
+func logMsg(line string) string {
+	var rec struct {
+		Msg *string `json:"msg"`
+	}
+	if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg != nil {
+		return *rec.Msg
+	}
+	return line
 }

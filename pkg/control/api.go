@@ -355,7 +355,7 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
 		s.writeFailure(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.p.Trace(j))
+	writeJSON(w, http.StatusOK, s.p.Trace(r.Context(), j))
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {

@@ -304,7 +304,7 @@ func TestDeliveryFaultsAndFiltering(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := map[string]string{}
-		for _, sp := range p.Trace(j).Spans {
+		for _, sp := range p.Trace(ctx, j).Spans {
 			if sp.Name == "event delivery" && sp.Attributes["kind"] == "result" {
 				out[sp.Attributes["destination"]] = sp.Attributes["outcome"]
 			}

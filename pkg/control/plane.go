@@ -267,5 +267,8 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job,
 	return p.jobs.Cancel(ctx, tenant, id)
 }
 
-// Trace returns what this replica's ring holds of job j's trace.
-func (p *Plane) Trace(j *controlapi.Job) *controlapi.JobTrace { return p.jobs.Trace(j) }
+// Trace returns job j's trace: what this replica's ring holds, with the
+// spans of the runtime that served it.
+func (p *Plane) Trace(ctx context.Context, j *controlapi.Job) *controlapi.JobTrace {
+	return p.jobs.Trace(ctx, j)
+}

@@ -143,7 +143,12 @@ func (idGen) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 	return tid, randSpanID()
 }
 
-func (idGen) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID { return randSpanID() }
+func (idGen) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
+	if sid, ok := ctx.Value(spanIDKey{}).(trace.SpanID); ok && sid.IsValid() {
+		return sid
+	}
+	return randSpanID()
+}
 
 func randSpanID() trace.SpanID {
 	var sid trace.SpanID

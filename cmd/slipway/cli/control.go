@@ -372,9 +372,12 @@ func newCmdJobTrace(g *globals, jf *jobFlags) *cobra.Command {
 		Use:   "trace ID",
 		Short: "Show where a job's time went: its trace as a tree of spans with durations",
 		Long: `Trace prints the spans of the job's trace the control plane keeps in memory (a bounded ring per
-replica): the job, admission, claim, sandbox ready, runner awake, each command and release, each with
-its duration, its start after the first span, and run_id, session_id, allocation_attempt and
-sandbox_id. --output json prints the spans as the API returns them.`,
+replica), with those the runtime that served the job keeps (asked by the control plane): the job,
+admission, claim (the runtime's claim, sandbox ready, credential issue, runner awake under it), each
+command (the runtime's command, the runner's exec and start under it) and release, each with its
+duration, its start after the first span, and run_id, session_id, allocation_attempt and sandbox_id.
+A workload's own spans belong under the runner exec span named by its TRACEPARENT. --output json
+prints the spans as the API returns them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := jf.client()
@@ -392,7 +395,14 @@ sandbox_id. --output json prints the spans as the API returns them.`,
 			if g.json() {
 				return g.printJSON(t)
 			}
-			fmt.Fprintf(g.stdout, "job %s trace %s (replica %s)\n", t.JobID, t.TraceID, t.Replica)
+			fmt.Fprintf(g.stdout, "job %s trace %s (replica %s", t.JobID, t.TraceID, t.Replica)
+			if t.Runtime != "" {
+				fmt.Fprintf(g.stdout, ", runtime %s", t.Runtime)
+			}
+			fmt.Fprintln(g.stdout, ")")
+			if t.RuntimeError != "" {
+				fmt.Fprintf(g.stdout, "runtime %s: %s\n", t.Runtime, t.RuntimeError)
+			}
 			if len(t.Spans) == 0 {
 				fmt.Fprintln(g.stdout, "no spans: this replica did not record the job, or its ring has moved past it")
 				return nil

@@ -46,7 +46,7 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	base := []string{"job", "submit", "--server", cp.url, "--token-file", tok, "--pool", "agents", "--profile", "standard", "--wait", "-o", "json"}
 
 	var jobs []controlapi.Job
-	for _, script := range []string{"echo ok", "echo no; exit 3"} {
+	for _, script := range []string{`echo "ok $TRACEPARENT"`, "echo no; exit 3"} {
 		r := run(t, "", append(base, "--", "sh", "-c", script)...)
 		var j controlapi.Job
 		if err := json.Unmarshal([]byte(r.stdout), &j); err != nil || j.RunID == "" {
@@ -55,10 +55,12 @@ func TestTelemetryEndToEnd(t *testing.T) {
 		jobs = append(jobs, j)
 	}
 
-	// The trace, as a tree and as JSON.
+	// The trace, as a tree and as JSON: the control plane's spans, the
+	// runtime's under them, the runner's under the runtime's command.
 	ok := jobs[0]
 	r = run(t, "", "job", "trace", ok.ID, "--server", cp.url, "--token-file", tok)
-	for _, want := range []string{"job ", "  admission", "  dispatch wait", "  claim", "  sandbox ready", "  runner awake", "  command", "  release",
+	for _, want := range []string{"job ", "  admission", "  dispatch wait", "  claim", "    runtime claim", "      sandbox ready", "      runner awake",
+		"  command", "    runtime command", "      runner exec", "        runner start", "  release", "    runtime release", ", runtime ",
 		"run_id=" + ok.RunID, "sandbox_id=" + ok.SandboxID, "session_id=" + ok.ID, "allocation_attempt=1"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("job trace lacks %q:\n%s", want, r.stdout)
@@ -70,16 +72,39 @@ func TestTelemetryEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &tr); err != nil {
 		t.Fatalf("job trace -o json: %v\n%s", err, r.stdout)
 	}
-	if tr.TraceID != telemetry.JobTraceID(ok.ID).String() || len(tr.Spans) < 8 {
-		t.Fatalf("trace %s with %d spans, want %s with 8 or more", tr.TraceID, len(tr.Spans), telemetry.JobTraceID(ok.ID))
+	if tr.TraceID != telemetry.JobTraceID(ok.ID).String() || len(tr.Spans) < 13 || tr.RuntimeError != "" {
+		t.Fatalf("trace %s with %d spans (%s), want %s with 13 or more", tr.TraceID, len(tr.Spans), tr.RuntimeError, telemetry.JobTraceID(ok.ID))
 	}
+	byID := map[string]controlapi.Span{}
 	for _, s := range tr.Spans {
-		if s.TraceID != tr.TraceID || s.Attributes["job_id"] != ok.ID {
-			t.Errorf("span %s: trace %s job_id %q", s.Name, s.TraceID, s.Attributes["job_id"])
+		byID[s.SpanID] = s
+		// the control plane's spans name the job; the runtime's its session (the job)
+		if s.TraceID != tr.TraceID || (s.Attributes["job_id"] != ok.ID && s.Attributes["session_id"] != ok.ID) {
+			t.Errorf("span %s: trace %s job_id %q session_id %q", s.Name, s.TraceID, s.Attributes["job_id"], s.Attributes["session_id"])
 		}
-		if s.Name == "release" && (s.Attributes["run_id"] != ok.RunID || s.Attributes["sandbox_id"] != ok.SandboxID || s.Attributes["allocation_attempt"] != "1") {
-			t.Errorf("release span attributes: %v", s.Attributes)
+		if (s.Name == "release" || strings.HasPrefix(s.Name, "runtime ") || strings.HasPrefix(s.Name, "runner ")) &&
+			(s.Attributes["run_id"] != ok.RunID || s.Attributes["sandbox_id"] != ok.SandboxID || s.Attributes["allocation_attempt"] != "1") {
+			t.Errorf("%s span attributes: %v", s.Name, s.Attributes)
 		}
+	}
+	// The workload's TRACEPARENT names the job's trace and the runner exec
+	// span, under the runtime's command, under the control plane's.
+	var tp []string
+	for _, line := range strings.Split(ok.Output, "\n") {
+		if strings.HasPrefix(line, "ok ") {
+			tp = strings.Fields(line)
+		}
+	}
+	if len(tp) != 2 {
+		t.Fatalf("output %q: want ok and a TRACEPARENT", ok.Output)
+	}
+	parts := strings.Split(tp[1], "-")
+	if len(parts) != 4 || parts[1] != tr.TraceID {
+		t.Fatalf("TRACEPARENT %q is not of trace %s", tp[1], tr.TraceID)
+	}
+	x := byID[parts[2]]
+	if x.Name != "runner exec" || byID[x.ParentID].Name != "runtime command" || byID[byID[x.ParentID].ParentID].Name != "command" {
+		t.Errorf("TRACEPARENT's span %s is %q under %q, want runner exec under runtime command under command", parts[2], x.Name, byID[x.ParentID].Name)
 	}
 
 	// The control plane's /metrics: operators only.
@@ -147,6 +172,37 @@ func TestTelemetryEndToEnd(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("no job ended line for %s:\n%s", j.ID, cp.log.text())
+		}
+	}
+
+	// The runtime logs JSON (its default): its lines about each job's run
+	// carry the run's ids and the job's trace id; every line is an object.
+	for _, line := range strings.Split(strings.TrimSpace(w.rt.log.text()), "\n") {
+		if strings.HasPrefix(line, "serving on ") || strings.HasPrefix(line, "Flag --") { // the CLI's own, before the log
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["msg"] == nil || rec["level"] == nil || rec["time"] == nil {
+			t.Errorf("runtime log line is not a JSON record: %q", line)
+		}
+	}
+	for _, j := range jobs {
+		seen := map[string]bool{}
+		for _, line := range strings.Split(w.rt.log.text(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) != nil || rec["run_id"] != j.RunID {
+				continue
+			}
+			msg, _ := rec["msg"].(string)
+			seen[msg] = true
+			if rec["session_id"] != j.ID || rec["sandbox_id"] != j.SandboxID || rec["allocation_attempt"] != 1.0 || rec["trace_id"] != telemetry.JobTraceID(j.ID).String() {
+				t.Errorf("runtime log line about run %s: %s", j.RunID, line)
+			}
+		}
+		for _, want := range []string{"claim granted", "command ended", "claim released"} {
+			if !seen[want] {
+				t.Errorf("no runtime log line %q about run %s:\n%s", want, j.RunID, w.rt.log.text())
+			}
 		}
 	}
 }

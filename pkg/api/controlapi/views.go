@@ -52,14 +52,19 @@ type Network struct {
 }
 
 // JobTrace is GET /v1/jobs/{id}/trace: the spans of the job's trace the
-// answering replica's ring holds.
+// answering replica's ring holds, with those of the runtime that served
+// the job (its claim, commands and release, and its runner's part).
 type JobTrace struct {
 	JobID   string `json:"jobId"`
 	TraceID string `json:"traceId"`
 	// Replica is the control plane that answered; spans recorded by
 	// another replica (or pushed out of the ring) are not here.
 	Replica string `json:"replica"`
-	Spans   []Span `json:"spans"`
+	// Runtime names the runtime whose spans were asked for ("" when the
+	// job had none); RuntimeError says why they are missing, if they are.
+	Runtime      string `json:"runtime,omitempty"`
+	RuntimeError string `json:"runtimeError,omitempty"`
+	Spans        []Span `json:"spans"`
 }
 
 // Span is one ended span of a job's trace.

@@ -48,6 +48,9 @@ func (c *Client) request(ctx context.Context, method, path string, in any) (*htt
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/json")
+	if tp := TraceParentOf(ctx); tp != "" {
+		req.Header.Set(HeaderTraceParent, tp)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)

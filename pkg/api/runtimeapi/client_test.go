@@ -120,3 +120,31 @@ func TestProtocolRange(t *testing.T) {
 		t.Fatal(r)
 	}
 }
+
+// TestClientTraceParent: a context's traceparent travels in the
+// traceparent header of every request, and none without one; Trace reads
+// GET /v1/traces/{id}.
+func TestClientTraceParent(t *testing.T) {
+	got := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Method + " " + r.URL.Path + " " + r.Header.Get(HeaderTraceParent)
+		_ = json.NewEncoder(w).Encode(TraceResult{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Spans: []Span{{Name: "claim"}}})
+	}))
+	defer srv.Close()
+	c, _ := NewClient(srv.URL, "tok")
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := WithTraceParent(context.Background(), tp)
+	if _, err := c.Claim(ctx, "agents", ClaimBody{}); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-got; g != "POST /v1/pools/agents/claims "+tp {
+		t.Errorf("claim request: %q", g)
+	}
+	tr, err := c.Trace(context.Background(), "4bf92f3577b34da6a3ce929d0e0e4736")
+	if err != nil || len(tr.Spans) != 1 || tr.Spans[0].Name != "claim" {
+		t.Fatalf("Trace = %+v, %v", tr, err)
+	}
+	if g := <-got; g != "GET /v1/traces/4bf92f3577b34da6a3ce929d0e0e4736 " {
+		t.Errorf("trace request without a traceparent: %q", g)
+	}
+}

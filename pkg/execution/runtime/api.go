@@ -38,6 +38,7 @@ const maxBody = 1 << 20
 //	POST /v1/claims/{run}/identity    the claim's runner says who it is -> ClaimIdentity
 //	GET  /v1/runs/{run}               the run manifest
 //	GET  /v1/runs?…                   run ids by artifact     -> RunsResult
+//	GET  /v1/traces/{id}              the spans of a trace the runtime holds -> TraceResult
 //	GET  /v1/pools/{pool}             per generation: warm ready, claimed
 //	GET  /v1/info                     observed revision, protocols, limits
 //	GET  /v1/policy                   revision in effect, its age, the rules
@@ -151,6 +152,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.mux.Handle("POST /v1/claims/{run}/identity", s.auth(s.identity)) // identity.go
 	s.checkpointRoutes()                                               // checkpointapi.go
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
+	s.mux.Handle("GET /v1/traces/{id}", s.auth(s.traces)) // tracing.go
 	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
 	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))
 	s.mux.Handle("GET /v1/info", s.auth(s.info))
@@ -195,7 +197,7 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		h(w, r)
+		h(w, withTraceContext(r))
 	})
 }
 

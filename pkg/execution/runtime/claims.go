@@ -8,10 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
@@ -20,6 +24,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
 // Errors of claims.
@@ -103,6 +108,8 @@ type runtimeOptions struct {
 	noRenew   bool
 	// checkpoints is where runs are checkpointed (checkpoint.go); nil: not.
 	checkpoints *Checkpoints
+	tracing     *telemetry.Tracing
+	logger      *slog.Logger
 }
 
 // WithCredentialRenewal turns the renewal of open claims' credentials
@@ -171,6 +178,7 @@ func WithLog(w io.Writer) RuntimeOption {
 type claim struct {
 	runID, pool   string
 	tenant        string
+	sessionID     string
 	requestKey    string // "" when the request carried none
 	gen           *generation.Generation
 	secretVersion string // the generation's pinned secret version; "" when none
@@ -186,10 +194,12 @@ type claim struct {
 	renewDue   time.Time     // when that credential is renewed (renew.go)
 	fence      chan struct{} // closed when the attempt ends (moved or released)
 	released   bool
-	first      bool          // runner awakened recorded
-	output     atomic.Bool   // first_output recorded
-	payload    atomic.Bool   // payload_fetched recorded
-	done       chan struct{} // closed once released: the heartbeat stops
+	first      bool              // runner awakened recorded
+	output     atomic.Bool       // first_output recorded
+	payload    atomic.Bool       // payload_fetched recorded
+	done       chan struct{}     // closed once released: the heartbeat stops
+	granted    time.Time         // when the claim was granted (tracing.go: runner awake)
+	span       trace.SpanContext // the runtime claim span
 
 	// Checkpoints (checkpoint.go): the run's last checkpoint, the Base
 	// that makes the next one incremental (nil: the next is whole), and
@@ -289,9 +299,28 @@ func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*runtimeapi.Gran
 }
 
 // newClaim is Claim without its request key's bookkeeping: it always
-// makes a new claim.
+// makes a new claim, in a runtime claim span.
 func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error) {
 	received := r.now()
+	ctx, span := r.tracer().Start(ctx, "runtime claim", trace.WithTimestamp(received),
+		trace.WithAttributes(attribute.String("pool", req.Pool), attribute.String("session_id", req.SessionID)))
+	c, err := r.allocate(ctx, req, received)
+	if err != nil {
+		endSpan(span, err)
+		return nil, err
+	}
+	c.mu.Lock()
+	c.granted, c.span = r.now(), span.SpanContext()
+	warm := c.warm
+	c.mu.Unlock()
+	endSpan(span, nil, append(c.ids(), attribute.Bool("warm", warm))...)
+	r.runLog(ctx, slog.LevelInfo, c, "claim granted", nil, "warm", warm, "seconds", c.granted.Sub(received).Seconds())
+	return c, nil
+}
+
+// allocate is newClaim in its span: sandbox ready and credential issue
+// are its children.
+func (r *Runtime) allocate(ctx context.Context, req ClaimRequest, received time.Time) (*claim, error) {
 	if r.isClosed() {
 		return nil, ErrClosed
 	}
@@ -318,9 +347,12 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	if readyTimeout <= 0 {
 		readyTimeout = defaultReadyTimeout
 	}
+	_, readySpan := r.tracer().Start(ctx, "sandbox ready", trace.WithAttributes(attribute.String("run_id", runID), attribute.String("pool", req.Pool),
+		attribute.String("session_id", req.SessionID)))
 	s, warm, granted, err := r.warm.claim(ctx, d, req.Pool, runID)
 	defer granted() // cold starts yield to a warm hit until it returns
 	if err != nil {
+		endSpan(readySpan, err)
 		return nil, err
 	}
 	// The ready check runs beside the credential and the manifest: a warm
@@ -339,7 +371,7 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	}
 	bg := context.WithoutCancel(ctx)
 	c := &claim{
-		runID: runID, pool: req.Pool, tenant: req.Tenant, requestKey: req.RequestKey, gen: g, secretVersion: secretVersion(g),
+		runID: runID, pool: req.Pool, tenant: req.Tenant, sessionID: req.SessionID, requestKey: req.RequestKey, gen: g, secretVersion: secretVersion(g),
 		sandbox: s, attempt: 1, token: newToken(), warm: warm,
 		fence: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -357,8 +389,11 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	m.Status = runmanifest.StatusGranted
 	m.Lifecycle = runmanifest.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
 	if c.secretVersion != "" {
+		_, is := r.tracer().Start(ctx, "credential issue", trace.WithAttributes(c.ids()...))
 		rc, err := r.issue(ctx, runID, c.secretVersion, s)
+		endSpan(is, err, attribute.String("secret_version", c.secretVersion))
 		if err != nil {
+			endSpan(readySpan, err)
 			_ = r.warm.Release(bg, s.ID)
 			return nil, err
 		}
@@ -367,11 +402,14 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 		m.Lifecycle.CredentialReady = r.now() // issued and placed in the sandbox's credential tmpfs
 	}
 	if err := r.store.Create(ctx, m); err != nil {
+		endSpan(readySpan, err)
 		r.revoke(bg, s, c.credential)
 		_ = r.warm.Release(bg, s.ID)
 		return nil, err
 	}
-	if err := r.untilReady(ctx, c, <-ready, readyTimeout); err != nil {
+	err = r.untilReady(ctx, c, <-ready, readyTimeout)
+	endSpan(readySpan, err, append(c.ids(), attribute.Bool("warm", warm))...)
+	if err != nil {
 		r.abandon(bg, c)
 		return nil, err
 	}
@@ -493,7 +531,8 @@ func (r *Runtime) lookup(runID string) (*claim, error) {
 // attempt's. The claim is not locked while the command runs: when the
 // claim moves (or is released) meanwhile, the command is canceled and its
 // result refused with ErrFenced.
-func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.ExecRequest, stdout, stderr io.Writer) (*runner.ExitStatus, error) {
+func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.ExecRequest, stdout, stderr io.Writer) (st *runner.ExitStatus, err error) {
+	var sid trace.SpanID
 	c, err := r.lookup(runID)
 	if err != nil {
 		return nil, err
@@ -513,6 +552,19 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 	if s == nil {
 		return nil, fmt.Errorf("%w: run %s has no sandbox", sandbox.ErrNotRunning, runID)
 	}
+	ctx, span := r.tracer().Start(ctx, "runtime command", trace.WithAttributes(c.ids()...))
+	req.TraceParent, sid = childTraceParent(ctx)
+	spanCtx := ctx
+	defer func() {
+		r.runnerSpans(spanCtx, c, sid, st, first)
+		if st != nil {
+			span.SetAttributes(attribute.Int("exit_code", st.ExitCode))
+			r.runLog(spanCtx, slog.LevelInfo, c, "command ended", nil, "exit_code", st.ExitCode, "duration_ms", st.DurationMs, "timed_out", st.TimedOut, "outcome", st.Outcome)
+		} else if err != nil {
+			r.runLog(spanCtx, slog.LevelWarn, c, "command failed", nil, "err", err)
+		}
+		endSpan(span, err)
+	}()
 	if first {
 		now := r.now()
 		_ = r.store.Update(ctx, runID, func(m *runmanifest.Manifest) error {
@@ -533,7 +585,7 @@ func (r *Runtime) Exec(ctx context.Context, runID, token string, req runner.Exec
 		case <-ctx.Done():
 		}
 	}()
-	st, err := r.execBounded(ctx, runID, s, req, stdout, stderr)
+	st, err = r.execBounded(ctx, runID, s, req, stdout, stderr)
 	r.flushEgress(context.WithoutCancel(ctx), runID, s.ID)
 	select {
 	case <-fence:
@@ -569,7 +621,15 @@ func (r *Runtime) ReleaseAfter(ctx context.Context, runID, token string, exitCod
 	c.released = true
 	close(c.fence)
 	c.mu.Unlock()
-	if err := r.release(ctx, c, s, credential, exitCode, postHook); err != nil {
+	ctx, span := r.tracer().Start(ctx, "runtime release", trace.WithAttributes(c.ids()...))
+	err = r.release(ctx, c, s, credential, exitCode, postHook)
+	endSpan(span, err)
+	if err != nil {
+		r.runLog(ctx, slog.LevelWarn, c, "release failed", nil, "err", err)
+	} else {
+		r.runLog(ctx, slog.LevelInfo, c, "claim released", nil)
+	}
+	if err != nil {
 		// The claim stays open (same attempt and token): Release may be
 		// tried again.
 		c.mu.Lock()

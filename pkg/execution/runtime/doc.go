@@ -106,4 +106,15 @@
 // policy view (GET /v1/policy) shows the config revision in effect, its
 // age and the rules. Still to come: a broker that hands out a secret
 // store's value for the pinned version instead of a token of its own.
+//
+// Tracing and logs (tracing.go, runlog.go): a request's W3C traceparent
+// header is the parent of the runtime's spans for it (WithTracing): its
+// claim (sandbox ready, credential issue, runner awake), each command
+// (the runner's exec and start, from the timing the runner returns) and
+// release, with run_id, session_id, allocation_attempt and sandbox_id.
+// The command reaches the runner with the traceparent of its runner exec
+// span, which the workload gets as TRACEPARENT. GET /v1/traces/{id}
+// serves the spans the ring holds, for the control plane's job trace.
+// With WithLogger, the lines about a run are records with the same ids
+// and the trace id.
 package runtime

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
@@ -174,7 +175,8 @@ func (r *Runtime) move(ctx context.Context, c *claim, from int, why string) (*ru
 	if old != nil {
 		oldID = old.ID
 	}
-	r.logf("runtime: run %s moved from sandbox %s to %s (allocation attempt %d): %s", c.runID, oldID, s.ID, attempt, why)
+	r.runLog(ctx, slog.LevelWarn, c, "claim moved", textf("runtime: run %s moved from sandbox %s to %s (allocation attempt %d): %s", c.runID, oldID, s.ID, attempt, why),
+		"from_sandbox_id", oldID, "why", why)
 	if err := r.store.Update(bg, c.runID, func(m *runmanifest.Manifest) error {
 		m.AllocationAttempt, m.SandboxID, m.Warm = attempt, s.ID, false
 		m.RunnerBinarySHA256 = s.RunnerBinarySHA256

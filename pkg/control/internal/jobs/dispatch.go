@@ -198,8 +198,8 @@ func (e *Engine) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *co
 		start := time.Now()
 		// streamed: the output reaches the job's events as it is produced;
 		// the bounded output keeps its head and tail
-		endSpan := e.Span(ctx, j, "command", attribute.Int("command", i+1))
-		res, err := rt.Client.ExecStreamEvents(execCtx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
+		cmdTP, endSpan := e.tracedSpan(ctx, j, "command", attribute.Int("command", i+1))
+		res, err := rt.Client.ExecStreamEvents(runtimeapi.WithTraceParent(execCtx, cmdTP), g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: argv, TimeoutSeconds: timeout.Seconds(),
 			GraceSeconds: e.c.Grace.Seconds()}, func(stream string, b []byte) { out.Write(b); outs.Append(i, stream, b) },
 			func(ev runtimeapi.WorkloadEvent) {
 				if ev.Kind != "payload_fetched" { // the runner's, a stamp only
@@ -267,8 +267,8 @@ func (e *Engine) run(ctx context.Context, rt Runtime, g *runtimeapi.Grant, j *co
 	}
 	// Release whatever happened; the exit code says what the runtime may
 	// record.
-	endSpan := e.Span(ctx, j, "release")
-	rerr := rt.Client.Release(context.WithoutCancel(ctx), g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: exit, PostHookComplete: &postHook})
+	relTP, endSpan := e.tracedSpan(ctx, j, "release")
+	rerr := rt.Client.Release(runtimeapi.WithTraceParent(context.WithoutCancel(ctx), relTP), g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: exit, PostHookComplete: &postHook})
 	endSpan(rerr)
 	ended := time.Now().UTC()
 	jf, err := e.Finish(context.WithoutCancel(ctx), j.ID, func(j *controlapi.Job, l *lease) error {

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -16,22 +17,62 @@ import (
 
 // A job's trace: its root span "job" (submission to end, written when the
 // job ends), and under it admission (queued to admitted), dispatch wait
-// (admitted to a worker taking it), claim, sandbox
-// ready and runner awake (from the run manifest's lifecycle), each
-// command, and release. Every span carries job_id and, once known,
+// (admitted to a worker taking it), claim, each command, and release. The
+// runtime's requests carry each span's traceparent, so the runtime's spans
+// (runtime claim with sandbox ready, credential issue and runner awake
+// under it; runtime command with the runner's exec; runtime release) are
+// their children, in the runtime's ring; Trace merges them in. Every span
+// of the control plane carries job_id and, once known,
 // run_id, session_id (the claim's session: the job id), allocation_attempt
 // and sandbox_id; the control plane's log lines about the job carry the
 // same.
 
-// Trace returns what this replica's ring holds of job j's trace.
-func (e *Engine) Trace(j *controlapi.Job) *controlapi.JobTrace {
-	recs := e.c.Tracing.Ring().Trace(telemetry.JobTraceID(j.ID))
+// Trace returns job j's trace: what this replica's ring holds, merged
+// with the spans the runtime that served the job holds of it (GET
+// /v1/traces/{id}: its claim, commands, release and its runner's part),
+// asked within traceAskTimeout. A runtime that does not answer leaves its
+// spans out and JobTrace.RuntimeError says so.
+func (e *Engine) Trace(ctx context.Context, j *controlapi.Job) *controlapi.JobTrace {
+	id := telemetry.JobTraceID(j.ID)
+	recs := e.c.Tracing.Ring().Trace(id)
 	spans := make([]controlapi.Span, 0, len(recs))
 	for _, r := range recs {
 		spans = append(spans, controlapi.Span(r))
 	}
-	return &controlapi.JobTrace{JobID: j.ID, TraceID: telemetry.JobTraceID(j.ID).String(), Replica: e.c.ID, Spans: spans}
+	out := &controlapi.JobTrace{JobID: j.ID, TraceID: id.String(), Replica: e.c.ID}
+	if rt := e.runtimeNamed(j.Runtime); j.Runtime != "" && rt.Client != nil {
+		out.Runtime = rt.Name
+		actx, cancel := context.WithTimeout(ctx, traceAskTimeout)
+		got, err := rt.Client.Trace(actx, id.String())
+		cancel()
+		if err != nil {
+			// the error names the runtime's address: the log has it
+			out.RuntimeError = "the runtime did not answer for its spans"
+			e.c.Logger.Warn("runtime spans for the job's trace", append(logIDs(j), "runtime", rt.Name, "err", err)...)
+		} else {
+			seen := make(map[string]bool, len(spans))
+			for _, s := range spans {
+				seen[s.SpanID] = true
+			}
+			for _, s := range got.Spans {
+				if s.TraceID == out.TraceID && !seen[s.SpanID] {
+					spans = append(spans, controlapi.Span(s))
+				}
+			}
+			slices.SortStableFunc(spans, func(a, b controlapi.Span) int {
+				if c := a.Start.Compare(b.Start); c != 0 {
+					return c
+				}
+				return b.End.Compare(a.End)
+			})
+		}
+	}
+	out.Spans = spans
+	return out
 }
+
+// traceAskTimeout bounds the question Trace asks the runtime.
+const traceAskTimeout = 3 * time.Second
 
 // jobIDs are the correlation ids of a job, as span attributes.
 func jobIDs(j *controlapi.Job) []attribute.KeyValue {
@@ -72,9 +113,10 @@ func (e *Engine) TraceAdmission(ctx context.Context, j *controlapi.Job) {
 
 // tracedClaim is claim in a span.
 func (e *Engine) tracedClaim(ctx context.Context, j *controlapi.Job) (Runtime, *runtimeapi.Grant, error) {
-	_, s := e.tracer().Start(telemetry.InJob(ctx, j.ID), "claim", trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(attribute.String("request_key", j.RequestKey)))
+	sctx, s := e.tracer().Start(telemetry.InJob(ctx, j.ID), "claim", trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(attribute.String("request_key", j.RequestKey)))
 	defer s.End()
-	rt, g, err := e.claim(ctx, j)
+	// the runtime's spans of the claim are children of this one
+	rt, g, err := e.claim(runtimeapi.WithTraceParent(ctx, telemetry.TraceParent(sctx)), j)
 	if err != nil {
 		s.SetStatus(codes.Error, err.Error())
 		e.c.Logger.Warn("claim failed", append(logIDs(j), "err", err)...)
@@ -88,6 +130,19 @@ func (e *Engine) tracedClaim(ctx context.Context, j *controlapi.Job) (Runtime, *
 // Span starts a span of job j; its end function records err.
 func (e *Engine) Span(ctx context.Context, j *controlapi.Job, name string, kv ...attribute.KeyValue) func(err error, kv ...attribute.KeyValue) {
 	return SpanOf(e.c.Tracing)(ctx, j, name, kv...)
+}
+
+// tracedSpan is Span, with the traceparent of the span for the runtime's
+// requests made in it (runtimeapi.WithTraceParent).
+func (e *Engine) tracedSpan(ctx context.Context, j *controlapi.Job, name string, kv ...attribute.KeyValue) (string, func(err error, kv ...attribute.KeyValue)) {
+	sctx, s := e.tracer().Start(telemetry.InJob(ctx, j.ID), name, trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
+	return telemetry.TraceParent(sctx), func(err error, kv ...attribute.KeyValue) {
+		s.SetAttributes(kv...)
+		if err != nil {
+			s.SetStatus(codes.Error, err.Error())
+		}
+		s.End()
+	}
 }
 
 // SpanOf is Span on tr: for work on a job outside the engine (the output
@@ -124,8 +179,8 @@ func commandAttrs(res *runtimeapi.ExecResult) []attribute.KeyValue {
 }
 
 // JobEnded records a job that reached an end (terminal, or unknown): its
-// metrics, the sandbox-ready and runner-awake spans from its run manifest
-// (when it had a run on rt), its root span, and a log line with its ids.
+// metrics (kit setup from its run manifest, when it had a run on rt), its
+// root span, and a log line with its ids.
 func (e *Engine) JobEnded(ctx context.Context, rt *Runtime, j *controlapi.Job) {
 	if j == nil {
 		return
@@ -163,24 +218,13 @@ func (e *Engine) JobEnded(ctx context.Context, rt *Runtime, j *controlapi.Job) {
 	e.c.Logger.Info("job ended", append(logIDs(j), "state", string(j.State), "reason", j.Reason)...)
 }
 
-// traceLifecycle writes the spans the run manifest's lifecycle times
-// give (sandbox ready: the runtime's request received to the sandbox
-// assigned, warm or cold; runner awake: from then to the runner's first
-// command) and records kit_setup_latency, the second.
+// traceLifecycle records kit_setup_latency (the sandbox assigned to the
+// runner's first command) from the run manifest's lifecycle. The spans of
+// those steps (sandbox ready, runner awake) are the runtime's own now: it
+// records them under the claim's span, and Trace merges them in.
 func (e *Engine) traceLifecycle(ctx context.Context, j *controlapi.Job, m *runmanifest.Manifest) {
 	l := m.Lifecycle
-	jctx := telemetry.InJob(ctx, j.ID)
-	if !l.RequestReceived.IsZero() && !l.SandboxAssigned.IsZero() {
-		kv := []attribute.KeyValue{attribute.Bool("warm", m.Warm)}
-		if !l.Ready.IsZero() {
-			kv = append(kv, attribute.String("sandbox_ready_at", l.Ready.UTC().Format(time.RFC3339Nano)))
-		}
-		_, s := e.tracer().Start(jctx, "sandbox ready", trace.WithTimestamp(l.RequestReceived), trace.WithAttributes(jobIDs(j)...), trace.WithAttributes(kv...))
-		s.End(trace.WithTimestamp(l.SandboxAssigned))
-	}
 	if !l.SandboxAssigned.IsZero() && !l.RunnerAwakened.IsZero() {
-		_, s := e.tracer().Start(jctx, "runner awake", trace.WithTimestamp(l.SandboxAssigned), trace.WithAttributes(jobIDs(j)...))
-		s.End(trace.WithTimestamp(l.RunnerAwakened))
 		e.c.Metrics.KitSetup(ctx, j.Pool, m.Warm, l.RunnerAwakened.Sub(l.SandboxAssigned))
 	}
 }

@@ -83,6 +83,16 @@ type Config struct {
 	// at CheckpointDir under State) and verifies them before a restore;
 	// nil: the runtime takes no checkpoints.
 	CheckpointSigner signature.SignerVerifier
+	// LogFormat is LogJSON or LogText ("" is text): the format of Log's
+	// lines. The lines about a run carry its ids either way.
+	LogFormat string
+	// OTLP sends the runtime's spans over OTLP/HTTP too (the exporter
+	// reads the standard OTEL_EXPORTER_OTLP_* environment); they are kept
+	// in a ring for GET /v1/traces/{id} either way.
+	OTLP bool
+
+	logger *slog.Logger // set by defaults, from Log and LogFormat
+	rawLog io.Writer    // Log before defaults wrapped it
 }
 
 // CheckpointDir is where, under the state directory, the runtime keeps
@@ -133,6 +143,14 @@ func (c *Config) defaults() error {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
+	if c.logger == nil {
+		raw := c.Log
+		l, lines, err := logger(raw, c.LogFormat)
+		if err != nil {
+			return err
+		}
+		c.logger, c.Log, c.rawLog = l, lines, raw
+	}
 	if c.MaxStaleness <= 0 {
 		c.MaxStaleness = 30 * time.Second
 	}
@@ -153,6 +171,7 @@ type parts struct {
 	warm    *runtime.Warm
 	rt      *runtime.Runtime
 	metrics *telemetry.Metrics
+	tracing *telemetry.Tracing
 }
 
 // run is the runtime on h: the composition every backend shares.
@@ -176,6 +195,11 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	}
 	rtOf.Store(p.rt)
 	defer p.rt.Close() // stops the heartbeat monitors
+	defer func() {     // flushes the spans to OTLP, after the handlers
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = p.tracing.Shutdown(sctx)
+	}()
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
@@ -238,8 +262,17 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 		}
 		ckopts = append(ckopts, runtime.WithCheckpoints(runtime.Checkpoints{Store: st, Signer: c.CheckpointSigner, Verifier: c.CheckpointSigner}))
 	}
+	topts := []telemetry.TraceOption{telemetry.WithServiceName("slipway-runtime")}
+	if c.OTLP {
+		topts = append(topts, telemetry.WithOTLP())
+	}
+	tracing, err := telemetry.NewTracing(ctx, topts...)
+	if err != nil {
+		return nil, err
+	}
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness,
-		append([]runtime.RuntimeOption{runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal)}, ckopts...)...)
+		append([]runtime.RuntimeOption{runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal),
+			runtime.WithTracing(tracing), runtime.WithLogger(c.logger)}, ckopts...)...)
 	var mopts []telemetry.Option
 	if c.Environment != "" {
 		mopts = append(mopts, telemetry.WithEnvironment(c.Environment))
@@ -261,7 +294,7 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 			return nil, err
 		}
 	}
-	return &parts{syncer: syncer, warm: warm, rt: rt, metrics: metrics}, nil
+	return &parts{syncer: syncer, warm: warm, rt: rt, metrics: metrics, tracing: tracing}, nil
 }
 
 // newReconciler is the cleanup reconciler of h's sandboxes, with its
@@ -277,7 +310,7 @@ func newReconciler(ctx context.Context, c Config, h host, store runs.Store, p *p
 		Backend: h.backend(), Runs: store, Records: records, Owner: host + "/" + addr,
 		Warm: func() (map[string]map[string]bool, bool) { return warmGenerations(p.syncer) },
 		Held: p.rt.Holds, Credentials: brokerCredentials{p.rt.Broker()}, Metrics: p.metrics,
-		Logger: slog.New(slog.NewJSONHandler(c.Log, nil)), Failpoint: c.Failpoint,
+		Logger: slog.New(slog.NewJSONHandler(c.rawLog, nil)), Failpoint: c.Failpoint,
 		Deleted: func(id string) {
 			if ledger != nil {
 				ledger.Leave(id, time.Time{}) // its interval ends with it

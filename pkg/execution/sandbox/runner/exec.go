@@ -34,7 +34,8 @@ var (
 // rest of the connection: an OpCancel line, the connection's end or a read
 // error cancels the command.
 func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req *ExecRequest) {
-	received := time.Now()
+	timing := &ExecTiming{Received: time.Now().UTC()}
+	received := timing.Received
 	if len(req.Argv) == 0 || req.Argv[0] == "" {
 		fw.fail(ErrCodeBadRequest, "exec: argv is empty")
 		return
@@ -55,7 +56,14 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 	if max == 0 {
 		max = DefaultMaxOutput
 	}
+	if req.TraceParent != "" && !ValidTraceParent(req.TraceParent) {
+		fw.fail(ErrCodeBadRequest, "exec: traceparent %q is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)", req.TraceParent)
+		return
+	}
 	env := mergeEnv(s.cfg.Env, req.Env)
+	if req.TraceParent != "" {
+		env = mergeEnv(env, map[string]string{EnvTraceParent: req.TraceParent})
+	}
 	dir := req.Dir
 	if dir == "" {
 		dir = s.cfg.Workdir
@@ -120,6 +128,7 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 		s.events.add(evs)
 	}
 	start := time.Now()
+	timing.Started = start.UTC()
 	err = cmd.Start()
 	pipes.started()
 	if err != nil {
@@ -142,7 +151,8 @@ func (s *server) exec(ctx context.Context, r *bufio.Reader, fw *frameWriter, req
 		rejected = s.events.remove(evs)
 	}
 
-	st := &ExitStatus{ExitCode: -1, DurationMs: time.Since(start).Milliseconds()}
+	timing.Exited = time.Now().UTC()
+	st := &ExitStatus{ExitCode: -1, DurationMs: timing.Exited.Sub(start).Milliseconds(), Timing: timing}
 	if ps := cmd.ProcessState; ps != nil {
 		st.ExitCode = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

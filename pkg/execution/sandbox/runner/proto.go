@@ -42,6 +42,10 @@ const (
 	OpCancel   = "cancel"   // sent during an exec: kill the command
 )
 
+// EnvTraceParent is the environment variable a command gets
+// ExecRequest.TraceParent in.
+const EnvTraceParent = "TRACEPARENT"
+
 // Frame types.
 const (
 	FrameIdentity = "identity"
@@ -116,6 +120,23 @@ type ExecRequest struct {
 	// events as they come. A runner that predates them ignores it; a
 	// client that does not set it gets none.
 	Events bool `json:"events,omitempty"`
+	// TraceParent is a W3C trace context traceparent
+	// ("00-<32 hex trace id>-<16 hex span id>-<2 hex flags>") the command
+	// gets as TRACEPARENT in its environment, over any TRACEPARENT of Env:
+	// its span id is the span the caller records for the command's time in
+	// the runner, so the workload's own spans are children of it. Empty:
+	// none. A malformed value is refused with ErrCodeBadRequest. Added in
+	// protocol 1 (additive: older runners ignore it).
+	TraceParent string `json:"traceparent,omitempty"`
+}
+
+// ExecTiming is the runner's own clock around one exec, for the caller to
+// turn into spans: when the request was read, when the command's process
+// started, and when it exited.
+type ExecTiming struct {
+	Received time.Time `json:"received"`
+	Started  time.Time `json:"started,omitzero"`
+	Exited   time.Time `json:"exited,omitzero"`
 }
 
 // Frame is one line a runner sends: JSON, terminated by a newline. Type
@@ -192,6 +213,9 @@ type ExitStatus struct {
 	// refused; left out when none was (and when the exec did not ask for
 	// events).
 	EventsRejected map[string]int `json:"eventsRejected,omitempty"`
+	// Timing is the runner's clock around the exec (added in protocol 1,
+	// additive: nil from older runners).
+	Timing *ExecTiming `json:"timing,omitempty"`
 }
 
 // Error is a refusal or failure the runner reports.
@@ -231,3 +255,26 @@ var (
 	// ErrUnavailable: the runner could not be reached.
 	ErrUnavailable = errors.New("runner: unreachable")
 )
+
+// ValidTraceParent says whether s is a W3C traceparent of version 00:
+// "00-" then 32 lower-case hex digits of a trace id that are not all zero,
+// "-", 16 of a span id that are not all zero, "-", 2 of flags.
+func ValidTraceParent(s string) bool {
+	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	hex := func(p string) bool {
+		nonzero := false
+		for i := 0; i < len(p); i++ {
+			c := p[i]
+			switch {
+			case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+				nonzero = nonzero || c != '0'
+			default:
+				return false
+			}
+		}
+		return nonzero
+	}
+	return hex(s[3:35]) && hex(s[36:52]) && (hex(s[53:55]) || s[53:55] == "00")
+}
