@@ -148,6 +148,7 @@ func (r *run) startBinary(b Binary) *binTasks {
 	})
 	return bt
 }
+
 // readBack runs "BINARY version" and checks it names the release's version
 // and commit.
 func (r *run) readBack(ctx context.Context, bin string) (string, error) {

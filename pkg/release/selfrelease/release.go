@@ -120,8 +120,8 @@ type Timings struct {
 	Prepare float64 `json:"prepare"`
 	// Build is the go build commands, one per platform, as the floor runs
 	// them, and the moves of their binaries into Out.
-	Build float64 `json:"build"`
-	SBOM  float64 `json:"sbom"`   // what the SBOMs add: they are made beside the builds, this is the wait for the last
+	Build  float64 `json:"build"`
+	SBOM   float64 `json:"sbom"`   // what the SBOMs add: they are made beside the builds, this is the wait for the last
 	Images float64 `json:"images"` // what image assembly adds to the release's time (its wait, the image SBOMs, the indexes)
 	// Files is the provenance, the checksums, their signatures and the policy.
 	Files float64 `json:"files"`
@@ -275,8 +275,8 @@ type run struct {
 	// layout is the OCI layout the platform images are written to as
 	// they are made; its index.json is written in program order at the end.
 	layout   layout.Path
-	goVer    *task     // go env GOVERSION, beside the first build
-	prepared *task     // syft's licence matcher, compiled beside the first build
+	goVer    *task           // go env GOVERSION, beside the first build
+	prepared *task           // syft's licence matcher, compiled beside the first build
 	sbomCtx  context.Context // carries it, once prepared is done
 	// slots bound the background tasks running at once (the go build
 	// beside them has the machine's cores as its -p budget, as the
