@@ -12,6 +12,10 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
 	"github.com/slipway-dev/slipway/pkg/release/sbom"
 )
 
@@ -30,16 +34,28 @@ func buildFlags(v, c string, dirty bool) []string {
 }
 
 // build runs one go build per platform for every program, into Out as
-// PROGRAM-OS-ARCH, and reads back each binary's digest (and, for the host's
-// platform, what it says its version is).
+// PROGRAM-OS-ARCH, one after another as the floor does, and as soon as a
+// platform's binaries are there starts, beside the next build, each one's
+// tasks: its digest (and, for the host's platform, what it says its version
+// is), its SBOM and its platform image; after the last platform, each
+// program's image SBOM.
 func (r *run) build(ctx context.Context) error {
-	r.res.GoVersion = goVersion(ctx, r.o)
-	go func() { // syft's licence matcher compiles beside the first build
-		defer close(r.prepared)
-		r.sbomCtx, r.prepErr = sbom.Prepare(ctx)
-	}()
+	r.goVer = r.start(nil, func(ctx context.Context) error {
+		r.res.GoVersion = goVersion(ctx, r.o)
+		return nil
+	})
+	r.prepared = r.start(nil, func(ctx context.Context) error { // syft's licence matcher compiles beside the first build
+		var err error
+		r.sbomCtx, err = sbom.Prepare(ctx)
+		return err
+	})
+	var err error
+	if r.layout, err = layout.Write(filepath.Join(r.o.Out, LayoutDir), empty.Index); err != nil {
+		return err
+	}
+	r.res.Layout = LayoutDir
 	flags := buildFlags(r.o.Version, r.src.commit, r.res.Dirty)
-	for _, p := range r.o.Platforms {
+	for i, p := range r.o.Platforms {
 		goos, goarch, ok := strings.Cut(p, "/")
 		if !ok {
 			return fmt.Errorf("platform %q: want os/arch", p)
@@ -62,28 +78,75 @@ func (r *run) build(ctx context.Context) error {
 		}
 		for _, prog := range r.o.Programs {
 			name := prog + "-" + goos + "-" + goarch
-			dst := filepath.Join(r.o.Out, name)
-			if err := os.Rename(filepath.Join(tmp, prog), dst); err != nil {
+			if err := os.Rename(filepath.Join(tmp, prog), filepath.Join(r.o.Out, name)); err != nil {
 				return err
 			}
 			b := Binary{Program: prog, Platform: p, File: name}
-			if b.SHA256, b.Size, err = fileSHA256(dst); err != nil {
-				return err
-			}
-			if p == hostPlatform() {
-				if b.Reports, err = r.readBack(ctx, dst); err != nil {
-					return err
-				}
-			}
 			r.res.Binaries = append(r.res.Binaries, b)
+			r.bins[name] = r.startBinary(b)
 		}
 		if err := os.Remove(tmp); err != nil {
 			return err
 		}
-		r.startSBOMs(r.res.Binaries[len(r.res.Binaries)-len(r.o.Programs):])
-		r.startImages(ctx, r.res.Binaries[len(r.res.Binaries)-len(r.o.Programs):])
+		if i == len(r.o.Platforms)-1 {
+			r.built0 = time.Now()
+			for _, prog := range r.o.Programs {
+				r.progs[prog] = r.startImageSBOM(prog)
+			}
+		}
 	}
 	return nil
+}
+
+// binTasks are the tasks of one binary, and what they read back.
+type binTasks struct {
+	hash, sbom, image *task
+	sha256            string
+	size              int64
+	reports           string
+	img               v1.Image
+}
+
+// startBinary starts b's tasks: its platform image (the longest: it
+// compresses the binary, so it queues first for a slot), its SBOM, and its
+// digest and size (and version read back), each on its own once a slot is
+// free: they read the binary, which does not change.
+func (r *run) startBinary(b Binary) *binTasks {
+	bt := &binTasks{}
+	path := filepath.Join(r.o.Out, b.File)
+	bt.image = r.start(&r.work.image, func(ctx context.Context) error {
+		p, err := v1.ParsePlatform(b.Platform)
+		if err != nil {
+			return err
+		}
+		if bt.img, err = r.platformImage(ctx, b.Program, path, *p); err != nil {
+			return fmt.Errorf("image of %s: %w", b.File, err)
+		}
+		// Its blobs go to the layout now; the index that names it is
+		// written, in program order, once all are made.
+		if err := r.layout.WriteImage(bt.img); err != nil {
+			return fmt.Errorf("oci layout: image of %s: %w", b.File, err)
+		}
+		return nil
+	})
+	bt.sbom = r.start(&r.work.sbom, func(context.Context) error {
+		doc, err := r.sbomOf(r.sbomCtx, b.File, []string{b.File})
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(r.o.Out, b.File+".spdx.json"), doc, 0o644)
+	}, r.prepared)
+	bt.hash = r.start(&r.work.hash, func(ctx context.Context) error {
+		var err error
+		if bt.sha256, bt.size, err = fileSHA256(path); err != nil {
+			return err
+		}
+		if b.Platform == hostPlatform() {
+			bt.reports, err = r.readBack(ctx, path)
+		}
+		return err
+	})
+	return bt
 }
 
 // readBack runs "BINARY version" and checks it names the release's version
@@ -122,43 +185,17 @@ func fileSHA256(name string) (string, int64, error) {
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
-// startSBOMs starts writing an SPDX SBOM of each of binaries (just built),
-// PROGRAM-OS-ARCH.spdx.json, made by package sbom from a folder holding the
-// binary alone, in the background beside the next platform's build.
-func (r *run) startSBOMs(binaries []Binary) {
-	j := &imageJob{done: make(chan struct{})}
-	for _, b := range binaries {
-		r.jobs["sbom:"+b.File] = j
-	}
-	go func() {
-		defer close(j.done)
-		t0 := time.Now()
-		<-r.prepared
-		if j.err = r.prepErr; j.err != nil {
-			return
-		}
-		for _, b := range binaries {
-			doc, err := r.sbomOf(r.sbomCtx, b.File, []string{b.File})
-			if err == nil {
-				err = os.WriteFile(filepath.Join(r.o.Out, b.File+".spdx.json"), doc, 0o644)
-			}
-			if err != nil {
-				j.err = err
-				return
-			}
-		}
-		j.took = time.Since(t0)
-	}()
-}
-
-// sboms waits for the binaries' SBOMs.
-func (r *run) sboms(context.Context) error {
+// sboms waits for the binaries' digests and SBOMs.
+func (r *run) sboms(ctx context.Context) error {
 	for i := range r.res.Binaries {
 		b := &r.res.Binaries[i]
-		j := r.jobs["sbom:"+b.File]
-		<-j.done
-		if j.err != nil {
-			return j.err
+		bt := r.bins[b.File]
+		if err := bt.hash.wait(ctx); err != nil {
+			return err
+		}
+		b.SHA256, b.Size, b.Reports = bt.sha256, bt.size, bt.reports
+		if err := bt.sbom.wait(ctx); err != nil {
+			return err
 		}
 		b.SBOM = b.File + ".spdx.json"
 	}

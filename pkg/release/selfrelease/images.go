@@ -45,16 +45,20 @@ type built struct {
 	statements [][]byte // provenance, SBOM: attached when pushed
 }
 
-// images assembles each program's image per platform on an empty base (the
-// binaries are static), the runner's with Options.RunnerImage (its labels
-// pin the binary), makes a multi-platform index of them, writes it to the
-// OCI layout, and makes its provenance and SBOM statements.
+// images waits for each program's platform images (assembled on an empty
+// base, the binaries are static, the runner's with Options.RunnerImage, its
+// labels pin the binary, and written to the OCI layout beside the builds),
+// makes a multi-platform index of them, appends it to the layout's
+// index.json in program order, and makes its provenance and SBOM
+// statements.
 func (r *run) images(ctx context.Context) error {
-	lp, err := layout.Write(filepath.Join(r.o.Out, LayoutDir), empty.Index)
-	if err != nil {
+	sdir := filepath.Join(r.o.Out, LayoutDir, StatementsDir)
+	if err := os.MkdirAll(sdir, 0o755); err != nil {
 		return err
 	}
-	r.res.Layout = LayoutDir
+	if err := r.goVer.wait(ctx); err != nil {
+		return err
+	}
 	for _, prog := range r.o.Programs {
 		t0 := time.Now()
 		b, img, err := r.image(ctx, prog)
@@ -62,12 +66,8 @@ func (r *run) images(ctx context.Context) error {
 			return err
 		}
 		ann := map[string]string{"org.opencontainers.image.ref.name": prog + ":" + r.o.Version}
-		if err := lp.AppendIndex(b.index, layout.WithAnnotations(ann)); err != nil {
+		if err := r.layout.AppendIndex(b.index, layout.WithAnnotations(ann)); err != nil {
 			return fmt.Errorf("oci layout: %w", err)
-		}
-		sdir := filepath.Join(r.o.Out, LayoutDir, StatementsDir)
-		if err := os.MkdirAll(sdir, 0o755); err != nil {
-			return err
 		}
 		for i, f := range statementFiles(prog) {
 			if err := os.WriteFile(filepath.Join(sdir, f), b.statements[i], 0o644); err != nil {
@@ -86,7 +86,6 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 	img := Image{Program: prog, Platforms: map[string]string{}}
 	var adds []mutate.IndexAddendum
 	var inputs, subjects []attest.Subject
-	var files []string
 	for _, bin := range r.res.Binaries {
 		if bin.Program != prog {
 			continue
@@ -95,13 +94,11 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 		if err != nil {
 			return nil, img, err
 		}
-		j := r.jobs[bin.File]
-		<-j.done
-		if j.err != nil {
-			return nil, img, fmt.Errorf("image of %s: %w", bin.File, j.err)
+		bt := r.bins[bin.File]
+		if err := bt.image.wait(ctx); err != nil {
+			return nil, img, err
 		}
-		r.res.Seconds.ImageWork += j.took.Seconds()
-		im := j.img
+		im := bt.img
 		d, err := im.Digest()
 		if err != nil {
 			return nil, img, err
@@ -110,7 +107,6 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 		adds = append(adds, mutate.IndexAddendum{Add: im, Descriptor: v1.Descriptor{Platform: p}})
 		inputs = append(inputs, attest.Subject{Name: bin.File, Digest: "sha256:" + bin.SHA256})
 		subjects = append(subjects, attest.Subject{Name: repo + "@" + d.String(), Digest: d.String()})
-		files = append(files, bin.File)
 	}
 	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
 	idx = mutate.Annotations(idx, r.labels()).(v1.ImageIndex)
@@ -124,13 +120,11 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 	if err != nil {
 		return nil, img, err
 	}
-	t0 := time.Now()
-	doc, err := r.sbomOf(r.sbomCtx, prog+"-image", files)
-	r.logf("sbom of image %s (%.1fs)", prog, time.Since(t0).Seconds())
-	if err != nil {
+	is := r.progs[prog]
+	if err := is.wait(ctx); err != nil {
 		return nil, img, err
 	}
-	st, err := attest.SBOM(repo, d.String(), attest.PredicateSPDX, doc)
+	st, err := attest.SBOM(repo, d.String(), attest.PredicateSPDX, is.doc)
 	if err != nil {
 		return nil, img, err
 	}
@@ -141,35 +135,29 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 	return &built{program: prog, repo: repo, index: idx, digest: d, statements: [][]byte{prov, sb}}, img, nil
 }
 
-// imageJob is one platform image being assembled while the release goes on.
-type imageJob struct {
-	done chan struct{}
-	img  v1.Image
-	err  error
-	took time.Duration
+// imageSBOM is the SPDX SBOM of a program's image: its binaries, every
+// platform's, catalogued together.
+type imageSBOM struct {
+	*task
+	doc []byte
 }
 
-// startImages starts assembling the images of binaries (just built) in the
-// background: the next platform's go build (mostly a single-threaded link)
-// and the SBOMs run meanwhile.
-func (r *run) startImages(ctx context.Context, binaries []Binary) {
-	for _, b := range binaries {
-		j := &imageJob{done: make(chan struct{})}
-		r.jobs[b.File] = j
-		go func() {
-			defer close(j.done)
-			t0 := time.Now()
-			p, err := v1.ParsePlatform(b.Platform)
-			if err != nil {
-				j.err = err
-				return
-			}
-			if j.img, j.err = r.platformImage(ctx, b.Program, filepath.Join(r.o.Out, b.File), *p); j.err == nil {
-				_, j.err = j.img.Digest()
-			}
-			j.took = time.Since(t0)
-		}()
+// startImageSBOM starts cataloguing prog's binaries, all built, for its
+// image's SBOM.
+func (r *run) startImageSBOM(prog string) *imageSBOM {
+	var files []string
+	for _, b := range r.res.Binaries {
+		if b.Program == prog {
+			files = append(files, b.File)
+		}
 	}
+	is := &imageSBOM{}
+	is.task = r.start(&r.work.imageSBOM, func(context.Context) error {
+		var err error
+		is.doc, err = r.sbomOf(r.sbomCtx, prog+"-image", files)
+		return err
+	}, r.prepared)
+	return is
 }
 
 // platformImage is prog's image for one platform: the binary at

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/sigstore/sigstore/pkg/signature"
 
@@ -110,16 +111,35 @@ type Result struct {
 	Seconds Timings `json:"seconds"`
 }
 
-// Timings are the seconds each phase took (B17).
+// Timings are the seconds each phase took (B17). Build, SBOM, Images,
+// Files and Push are on the release's critical path, one after another;
+// the ...Work figures are CPU-side work done in the background, beside the
+// builds, summed over its tasks (they may add up to more than Total).
 type Timings struct {
+	// Prepare is reading the source (git) before the first build.
+	Prepare float64 `json:"prepare"`
+	// Build is the go build commands, one per platform, as the floor runs
+	// them, and the moves of their binaries into Out.
 	Build  float64 `json:"build"`
 	SBOM   float64 `json:"sbom"`   // what the SBOMs add: they are made beside the builds, this is the wait for the last
-	Images float64 `json:"images"` // what image assembly adds to the release's time (its wait and the indexes)
-	// ImageWork is the time the platform images took to assemble, in
-	// the background, beside the builds and the SBOMs.
+	Images float64 `json:"images"` // what image assembly adds to the release's time (its wait, the image SBOMs, the indexes)
+	// Files is the provenance, the checksums, their signatures and the policy.
+	Files float64 `json:"files"`
+	Push  float64 `json:"push,omitempty"`
+	// Tail is from the end of the last go build to the end of the
+	// release: what the release adds after the floor's work.
+	Tail  float64 `json:"tail"`
+	Total float64 `json:"total"`
+	// HashWork is hashing the binaries and reading back their version.
+	HashWork float64 `json:"hashWork"`
+	// SBOMWork is syft cataloguing the binaries, one SBOM per binary.
+	SBOMWork float64 `json:"sbomWork"`
+	// ImageWork is the time the platform images took to assemble and to
+	// write to the OCI layout, in the background, beside the builds.
 	ImageWork float64 `json:"imageWork"`
-	Push      float64 `json:"push,omitempty"`
-	Total     float64 `json:"total"`
+	// ImageSBOMWork is the images' SBOMs (both platforms' binaries of a
+	// program).
+	ImageSBOMWork float64 `json:"imageSBOMWork"`
 }
 
 // Release builds a release as o says. It refuses (ErrRefused) a dirty tree or
@@ -136,10 +156,10 @@ func Release(ctx context.Context, o Options) (*Result, error) {
 	if err := o.check(src); err != nil {
 		return nil, err
 	}
-	r := &run{o: o, src: src, jobs: map[string]*imageJob{}, prepared: make(chan struct{}), res: &Result{
+	r := newRun(ctx, o, src, &Result{
 		Version: o.Version, Commit: src.commit, Dirty: len(src.dirty) > 0, Snapshot: o.Snapshot,
 		BuilderID: BuilderID, Epoch: src.epoch.Unix(), Out: o.Out,
-	}}
+	})
 	defer r.close()
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err
@@ -147,6 +167,7 @@ func Release(ctx context.Context, o Options) (*Result, error) {
 	if entries, _ := os.ReadDir(o.Out); len(entries) > 0 {
 		return nil, fmt.Errorf("%w: %s is not empty", ErrRefused, o.Out)
 	}
+	r.res.Seconds.Prepare = time.Since(start).Seconds()
 	steps := []struct {
 		t  *float64
 		fn func(context.Context) error
@@ -154,19 +175,22 @@ func Release(ctx context.Context, o Options) (*Result, error) {
 		{&r.res.Seconds.Build, r.build},
 		{&r.res.Seconds.SBOM, r.sboms},
 		{&r.res.Seconds.Images, r.images},
-		{nil, r.files},
+		{&r.res.Seconds.Files, r.files},
 		{&r.res.Seconds.Push, r.push},
 	}
 	for _, s := range steps {
 		t0 := time.Now()
-		if err := s.fn(ctx); err != nil {
+		if err := s.fn(r.ctx); err != nil {
 			return nil, err
 		}
-		if s.t != nil {
-			*s.t = time.Since(t0).Seconds()
-		}
+		*s.t = time.Since(t0).Seconds()
 	}
 	r.res.Seconds.Total = time.Since(start).Seconds()
+	r.res.Seconds.Tail = time.Since(r.built0).Seconds()
+	r.mu.Lock()
+	r.res.Seconds.HashWork, r.res.Seconds.SBOMWork = r.work.hash.Seconds(), r.work.sbom.Seconds()
+	r.res.Seconds.ImageWork, r.res.Seconds.ImageSBOMWork = r.work.image.Seconds(), r.work.imageSBOM.Seconds()
+	r.mu.Unlock()
 	return r.res, nil
 }
 
@@ -237,24 +261,95 @@ func (o *Options) check(src *source) error {
 
 // run is one release under way.
 type run struct {
-	o        Options
-	src      *source
-	res      *Result
-	built    []built              // per image, for files and push
-	jobs     map[string]*imageJob // per binary file: its image, assembled in the background
-	sbomCtx  context.Context      // carries syft's prepared licence matcher, once prepared is closed
-	prepErr  error
-	prepared chan struct{}
-	mu       sync.Mutex // guards closers
-	closers  []func() error
+	o      Options
+	src    *source
+	res    *Result
+	ctx    context.Context // cancelled when Release returns: background tasks stop
+	cancel context.CancelFunc
+	built  []built // per image, for files and push
+	built0 time.Time
+	// bins are the binaries' tasks, by file, in build order; progs are
+	// the image SBOMs' tasks, by program. Made by build's goroutine.
+	bins  map[string]*binTasks
+	progs map[string]*imageSBOM
+	// layout is the OCI layout the platform images are written to as
+	// they are made; its index.json is written in program order at the end.
+	layout   layout.Path
+	goVer    *task           // go env GOVERSION, beside the first build
+	prepared *task           // syft's licence matcher, compiled beside the first build
+	sbomCtx  context.Context // carries it, once prepared is done
+	// slots bound the background tasks running at once (the go build
+	// beside them has the machine's cores as its -p budget, as the
+	// floor's has).
+	slots   chan struct{}
+	tasks   sync.WaitGroup
+	mu      sync.Mutex // guards closers and work
+	closers []func() error
+	work    struct{ hash, sbom, image, imageSBOM time.Duration }
 }
 
+func newRun(ctx context.Context, o Options, src *source, res *Result) *run {
+	ctx, cancel := context.WithCancel(ctx)
+	return &run{o: o, src: src, res: res, ctx: ctx, cancel: cancel,
+		bins: map[string]*binTasks{}, progs: map[string]*imageSBOM{},
+		slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))}
+}
+
+// close stops and waits for the background tasks, then releases what they
+// hold (the images' layer files).
 func (r *run) close() {
-	for _, j := range r.jobs {
-		<-j.done
-	}
+	r.cancel()
+	r.tasks.Wait()
 	for _, c := range r.closers {
 		_ = c()
+	}
+}
+
+// task is work done in the background while the release goes on.
+type task struct {
+	done chan struct{}
+	err  error
+}
+
+// start runs fn in the background, when a slot is free; its time is added
+// to *work. after are the tasks it needs done first: it waits for them
+// before taking a slot, and fails with the first one's error.
+func (r *run) start(work *time.Duration, fn func(ctx context.Context) error, after ...*task) *task {
+	t := &task{done: make(chan struct{})}
+	r.tasks.Add(1)
+	go func() {
+		defer r.tasks.Done()
+		defer close(t.done)
+		for _, a := range after {
+			if t.err = a.wait(r.ctx); t.err != nil {
+				return
+			}
+		}
+		select {
+		case r.slots <- struct{}{}:
+		case <-r.ctx.Done():
+			t.err = r.ctx.Err()
+			return
+		}
+		defer func() { <-r.slots }()
+		t0 := time.Now()
+		t.err = fn(r.ctx)
+		if work != nil {
+			r.mu.Lock()
+			*work += time.Since(t0)
+			r.mu.Unlock()
+		}
+	}()
+	return t
+}
+
+// wait waits for t and returns its error.
+func (t *task) wait(ctx context.Context) error {
+	select {
+	case <-t.done:
+		return t.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

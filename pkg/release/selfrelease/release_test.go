@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -182,10 +183,45 @@ func TestReproducibleAndVerified(t *testing.T) {
 		}
 		t.Logf("image %s %s %v", im.Program, im.Digest, im.Platforms)
 	}
+	// The OCI layouts are byte for byte the same: the platform images'
+	// blobs are written as each is made, in whatever order, and index.json
+	// names the indexes in program order.
+	la, lb := layoutFiles(t, a), layoutFiles(t, b)
+	if len(la) == 0 || len(la) != len(lb) {
+		t.Errorf("layouts hold %d and %d files", len(la), len(lb))
+	}
+	for f, sum := range la {
+		if lb[f] != sum {
+			t.Errorf("%s/%s differs between two releases of one commit", LayoutDir, f)
+		}
+	}
 	checkLayout(t, a)
 	checkVerify(t, ctx, b, sv)
 	checkFiles(t, b, pub)
 	checkPublish(t, ctx, a, sv, pub)
+}
+
+// layoutFiles are the files of r's OCI layout, by path under it, with their
+// sha256.
+func layoutFiles(t *testing.T, r *Result) map[string]string {
+	t.Helper()
+	root := filepath.Join(r.Out, r.Layout)
+	files := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		files[rel], _, err = fileSHA256(p)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
 
 // checkLayout reads the OCI layout back: it holds each index reported.
