@@ -350,6 +350,13 @@ func (b *Backend) claimOf(ctx context.Context, id string) (string, error) {
 // deleteClaim deletes claim name (of uid, when given), the Sandbox it is
 // bound to and that Sandbox's pod, and waits until all three are gone.
 func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) error {
+	return b.deleteClaimAt(ctx, name, uid, "", false)
+}
+
+// deleteClaimAt is deleteClaim on the precondition that the claim's
+// resourceVersion is rv (when given: sandbox.ErrOwnerConflict when it
+// changed), its pod deleted at once when force.
+func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID, rv string, force bool) error {
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
 	c, err := claims.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -362,7 +369,14 @@ func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) e
 		uid = c.GetUID()
 	}
 	background := metav1.DeletePropagationBackground
-	err = claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background})
+	pre := &metav1.Preconditions{UID: &uid}
+	if rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	err = claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: &background})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%w: kube: SandboxClaim %s/%s changed since it was read (resourceVersion %s): %v", sandbox.ErrOwnerConflict, b.namespace, name, rv, err)
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kube: delete SandboxClaim %s/%s: %w", b.namespace, name, err)
 	}
@@ -390,7 +404,11 @@ func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) e
 			pods := b.dyn.Resource(podsGVR).Namespace(b.namespace)
 			if pod, err := pods.Get(ctx, podName, metav1.GetOptions{}); err == nil && metav1.IsControlledBy(pod, sb) {
 				podUID := pod.GetUID()
-				if err := pods.Delete(ctx, podName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &podUID}}); err != nil && !apierrors.IsNotFound(err) {
+				opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &podUID}}
+				if force {
+					opts.GracePeriodSeconds = new(int64)
+				}
+				if err := pods.Delete(ctx, podName, opts); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("kube: delete pod %s/%s: %w", b.namespace, podName, err)
 				}
 			}
@@ -413,7 +431,14 @@ func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) e
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("kube: %s %s/%s still there after its deletion: %w", r.res, b.namespace, r.name, ctx.Err())
+				why := ""
+				gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				u, err := b.dyn.Resource(gvr).Namespace(b.namespace).Get(gctx, r.name, metav1.GetOptions{})
+				cancel()
+				if err == nil && len(u.GetFinalizers()) > 0 {
+					why = fmt.Sprintf(" (finalizers %v)", u.GetFinalizers())
+				}
+				return fmt.Errorf("kube: %s %s/%s still there after its deletion%s: %w", r.res, b.namespace, r.name, why, ctx.Err())
 			case <-time.After(100 * time.Millisecond):
 			}
 		}

@@ -38,6 +38,18 @@ func (r *Reconciler) act(ctx context.Context, c *candidate) entry {
 	case c.fp != "":
 		r.c.Credentials.Revoke(c.fp)
 		return r.entry(c, StateDone, "", "revoked: "+whyCredential(c), true)
+	case c.obj != nil:
+		err = r.bounded(actx, "delete "+c.obj.Ref(), func(ctx context.Context) error {
+			if fp := r.failpoint.Load(); *fp == FailpointDeleteHang {
+				r.c.Logger.Warn("failpoint reached", "name", *fp, "object", c.resource)
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return r.c.Backend.(sandbox.Objects).DeleteObject(ctx, *c.obj, c.force)
+		})
+		if errors.Is(err, sandbox.ErrOwnerConflict) {
+			return r.entry(c, StateKept, "", "fence: "+err.Error(), false)
+		}
 	case c.trash:
 		err = r.bounded(actx, "finish the deletion of sandbox "+c.resource, func(ctx context.Context) error {
 			return r.c.Backend.(Interrupted).FinishInterrupted(ctx, c.resource)
@@ -71,7 +83,14 @@ func (r *Reconciler) act(ctx context.Context, c *candidate) entry {
 		return e
 	}
 	if r.c.Deleted != nil {
-		r.c.Deleted(c.resource)
+		switch {
+		case c.obj == nil:
+			r.c.Deleted(c.resource)
+		case c.obj.Kind == sandbox.KindClaim && c.obj.Bound != "":
+			r.c.Deleted(c.obj.Bound)
+		case c.obj.Kind == sandbox.KindSandbox:
+			r.c.Deleted(c.obj.Name)
+		}
 	}
 	return r.entry(c, StateDone, "", c.action+"d", true)
 }

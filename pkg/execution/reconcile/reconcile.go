@@ -107,6 +107,10 @@ type Config struct {
 	// active) in the desired state, and false when the desired state is not
 	// known: then no warm member is swept.
 	Warm func() (map[string]map[string]bool, bool)
+	// Synced, when set, is when the desired state Warm returns was read:
+	// on a cluster, an object created after it (applied from a newer
+	// commit) is never swept as warm-inactive. nil: no such check.
+	Synced func() time.Time
 	// Held says whether the runtime holds owner in memory right now (an
 	// open claim, or a proof claim under way, which has no run manifest):
 	// a sandbox it owns is never a no-lease candidate. nil: none.
