@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -117,6 +118,10 @@ func (r *Reconciler) fence(ctx context.Context, c *candidate) (kept bool, why st
 	}
 }
 
+// boundedGrace is how long bounded waits, past the deadline, for f to
+// say why it did not finish.
+const boundedGrace = time.Second
+
 // bounded runs f with ctx's deadline as its limit: a call that does not
 // return in time is an error now (it may finish later: the next pass
 // finds out).
@@ -127,6 +132,16 @@ func (r *Reconciler) bounded(ctx context.Context, what string, f func(context.Co
 	case err := <-done:
 		return err
 	case <-ctx.Done():
+		// a call that notices its deadline may still say why (a cluster
+		// object's finalizers): wait a moment for that
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("%s: no answer within %s: %w", what, r.c.ActionTimeout, err)
+			}
+			return nil
+		case <-time.After(boundedGrace):
+		}
 		return fmt.Errorf("%s: no answer within %s: %w", what, r.c.ActionTimeout, ctx.Err())
 	}
 }
