@@ -181,7 +181,7 @@ func b10Kube(b *testing.B, leaked, live int, interval time.Duration) {
 		if time.Now().After(deadline) {
 			b.Fatalf("%d leaked objects left %s after the planting", left, time.Since(plantedAt))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
 	clean := time.Since(plantedAt)
 	cancel()

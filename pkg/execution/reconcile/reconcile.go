@@ -35,6 +35,10 @@ const (
 	DefaultUnknownDeadline = 10 * time.Minute
 	// DefaultWorkers is how many actions run at once.
 	DefaultWorkers = 4
+	// DefaultClusterWorkers is how many run at once on a cluster backend
+	// (sandbox.Objects): an action there is a few API calls, bound by
+	// their round trips, not by this host's CPU.
+	DefaultClusterWorkers = 16
 	// DefaultKeepRecords is how long closed records (done, resolved, kept)
 	// are kept; open ones are kept until they close.
 	DefaultKeepRecords = 7 * 24 * time.Hour
@@ -181,6 +185,9 @@ func New(c Config) (*Reconciler, error) {
 	def(&c.ActionTimeout, DefaultActionTimeout)
 	def(&c.UnknownDeadline, DefaultUnknownDeadline)
 	def(&c.KeepRecords, DefaultKeepRecords)
+	if _, ok := c.Backend.(sandbox.Objects); ok && c.Workers <= 0 {
+		c.Workers = DefaultClusterWorkers
+	}
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
 	}
