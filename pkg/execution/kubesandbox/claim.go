@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -350,30 +351,35 @@ func (b *Backend) claimOf(ctx context.Context, id string) (string, error) {
 // deleteClaim deletes claim name (of uid, when given), the Sandbox it is
 // bound to and that Sandbox's pod, and waits until all three are gone.
 func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) error {
-	return b.deleteClaimAt(ctx, name, uid, "", false)
+	return b.deleteClaimAt(ctx, name, uid, "", "", false)
 }
 
 // deleteClaimAt is deleteClaim on the precondition that the claim's
 // resourceVersion is rv (when given: sandbox.ErrOwnerConflict when it
-// changed), its pod deleted at once when force.
-func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID, rv string, force bool) error {
+// changed; its uid and the Sandbox it is bound to, bound, are then as
+// read with it, and the claim is not read again), its pod deleted at once
+// when force.
+func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID, rv, bound string, force bool) error {
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
-	c, err := claims.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, name, err)
-	}
-	if uid == "" {
-		uid = c.GetUID()
+	if rv == "" || uid == "" {
+		c, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, name, err)
+		}
+		if uid == "" {
+			uid = c.GetUID()
+		}
+		bound = boundName(c)
 	}
 	background := metav1.DeletePropagationBackground
 	pre := &metav1.Preconditions{UID: &uid}
 	if rv != "" {
 		pre.ResourceVersion = &rv
 	}
-	err = claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: &background})
+	err := claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: &background})
 	if apierrors.IsConflict(err) {
 		return fmt.Errorf("%w: kube: SandboxClaim %s/%s changed since it was read (resourceVersion %s): %v", sandbox.ErrOwnerConflict, b.namespace, name, rv, err)
 	}
@@ -382,17 +388,18 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 	}
 	type ref struct {
 		res  string
+		gvr  schemaGVR
 		name string
 	}
-	gone := []ref{{"SandboxClaim", name}}
-	if sbName := boundName(c); sbName != "" {
+	gone := []ref{{"SandboxClaim", claimsGVR, name}}
+	if sbName := bound; sbName != "" {
 		sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
 		sb, err := sandboxes.Get(ctx, sbName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return fmt.Errorf("kube: Sandbox %s/%s: %w", b.namespace, sbName, err)
-		case metav1.IsControlledBy(sb, c):
+		case controlledByUID(sb, uid):
 			podName := sb.GetAnnotations()[annotationPodName]
 			if podName == "" {
 				podName = sbName
@@ -412,7 +419,7 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 					return fmt.Errorf("kube: delete pod %s/%s: %w", b.namespace, podName, err)
 				}
 			}
-			gone = append(gone, ref{"Sandbox", sbName}, ref{"pod", podName})
+			gone = append(gone, ref{"Sandbox", sandboxesGVR, sbName}, ref{"pod", podsGVR, podName})
 			b.mu.Lock()
 			delete(b.claims, podName)
 			delete(b.claims, sbName)
@@ -422,26 +429,42 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 	b.mu.Lock()
 	delete(b.claims, name)
 	b.mu.Unlock()
-	for _, r := range gone {
-		gvr := map[string]schemaGVR{"SandboxClaim": claimsGVR, "Sandbox": sandboxesGVR, "pod": podsGVR}[r.res]
-		for {
-			_, err := b.dyn.Resource(gvr).Namespace(b.namespace).Get(ctx, r.name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
+	// until all are gone, the three at once
+	errs := make([]error, len(gone))
+	var wg sync.WaitGroup
+	for i, r := range gone {
+		wg.Go(func() { errs[i] = b.untilGone(ctx, r.res, r.gvr, r.name) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// controlledByUID says whether u's controller has uid.
+func controlledByUID(u *unstructured.Unstructured, uid types.UID) bool {
+	ref := metav1.GetControllerOf(u)
+	return ref != nil && ref.UID == uid
+}
+
+// untilGone returns once the object of gvr called name is gone, or an
+// error naming what holds it (its finalizers) when ctx ends first.
+func (b *Backend) untilGone(ctx context.Context, kind string, gvr schemaGVR, name string) error {
+	res := b.dyn.Resource(gvr).Namespace(b.namespace)
+	for {
+		_, err := res.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			why := ""
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			u, err := res.Get(gctx, name, metav1.GetOptions{})
+			cancel()
+			if err == nil && len(u.GetFinalizers()) > 0 {
+				why = fmt.Sprintf(" (finalizers %v)", u.GetFinalizers())
 			}
-			select {
-			case <-ctx.Done():
-				why := ""
-				gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				u, err := b.dyn.Resource(gvr).Namespace(b.namespace).Get(gctx, r.name, metav1.GetOptions{})
-				cancel()
-				if err == nil && len(u.GetFinalizers()) > 0 {
-					why = fmt.Sprintf(" (finalizers %v)", u.GetFinalizers())
-				}
-				return fmt.Errorf("kube: %s %s/%s still there after its deletion%s: %w", r.res, b.namespace, r.name, why, ctx.Err())
-			case <-time.After(100 * time.Millisecond):
-			}
+			return fmt.Errorf("kube: %s %s/%s still there after its deletion%s: %w", kind, b.namespace, name, why, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,7 +111,66 @@ func (b *Backend) Objects(ctx context.Context) ([]sandbox.Object, error) {
 			out = append(out, o)
 		}
 	}
+	// a claim's dependents: its Sandbox and that Sandbox's pod
+	byController := map[string]sandbox.Object{} // controller UID -> the Sandbox or pod it controls
+	for _, o := range out {
+		if (o.Kind == sandbox.KindSandbox || o.Kind == sandbox.KindPod) && o.ControllerUID != "" {
+			byController[o.Kind+"/"+o.ControllerUID] = o
+		}
+	}
+	for i := range out {
+		if out[i].Kind != sandbox.KindClaim {
+			continue
+		}
+		if sb, ok := byController[sandbox.KindSandbox+"/"+out[i].UID]; ok && sb.Name == out[i].Bound {
+			out[i].Dependents = append(out[i].Dependents, sb)
+			if pod, ok := byController[sandbox.KindPod+"/"+sb.UID]; ok {
+				out[i].Dependents = append(out[i].Dependents, pod)
+			}
+		}
+	}
 	return out, nil
+}
+
+// deleteListed deletes claim o and its dependents as listed (each on the
+// precondition of the UID it was listed with, the claim also of its
+// resourceVersion), without reading them again, and waits until all are
+// gone.
+func (b *Backend) deleteListed(ctx context.Context, o sandbox.Object, force bool) error {
+	background := metav1.DeletePropagationBackground
+	all := append([]sandbox.Object{o}, o.Dependents...)
+	for i, d := range all {
+		uid := types.UID(d.UID)
+		opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background}
+		if i == 0 {
+			rv := d.ResourceVersion
+			opts.Preconditions.ResourceVersion = &rv
+		}
+		if force && d.Kind == sandbox.KindPod {
+			opts.GracePeriodSeconds = new(int64)
+		}
+		err := b.dyn.Resource(gvrOf[d.Kind]).Namespace(b.namespace).Delete(ctx, d.Name, opts)
+		switch {
+		case apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err) && i == 0:
+			return fmt.Errorf("%w: kube: SandboxClaim %s/%s changed since it was read (resourceVersion %s): %v", sandbox.ErrOwnerConflict, b.namespace, d.Name, d.ResourceVersion, err)
+		case apierrors.IsConflict(err):
+			// another object of that name now: not the claim's any more
+		case err != nil:
+			return fmt.Errorf("kube: delete %s %s/%s: %w", d.Kind, b.namespace, d.Name, err)
+		}
+	}
+	b.mu.Lock()
+	delete(b.claims, o.Name)
+	delete(b.claims, o.Bound)
+	b.mu.Unlock()
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i, d := range all {
+		wg.Go(func() { errs[i] = b.untilGone(ctx, d.Kind, gvrOf[d.Kind], d.Name) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // readySince is the lastTransitionTime of u's Ready condition (zero:
@@ -154,7 +214,12 @@ func objectOf(kind string, u *unstructured.Unstructured) sandbox.Object {
 // Gone already is no error.
 func (b *Backend) DeleteObject(ctx context.Context, o sandbox.Object, force bool) error {
 	if o.Kind == sandbox.KindClaim {
-		err := b.deleteClaimAt(ctx, o.Name, types.UID(o.UID), o.ResourceVersion, force)
+		var err error
+		if len(o.Dependents) > 0 {
+			err = b.deleteListed(ctx, o, force)
+		} else {
+			err = b.deleteClaimAt(ctx, o.Name, types.UID(o.UID), o.ResourceVersion, o.Bound, force)
+		}
 		if err == nil {
 			b.stopEgress(o.Bound)
 		}

@@ -64,7 +64,7 @@ func BenchmarkB10Kube(b *testing.B) {
 
 // plantClaims plants the claims of owners, 8 at a time; record, when set,
 // records each run with its bound Sandbox.
-func plantClaims(b *testing.B, w *kubeWorld, owners []string, record func(owner, sb string)) (claims, sbs []string) {
+func plantClaims(b testing.TB, w *kubeWorld, owners []string, record func(owner, sb string)) (claims, sbs []string) {
 	claims, sbs = make([]string, len(owners)), make([]string, len(owners))
 	var wg sync.WaitGroup
 	jobs := make(chan int)

@@ -52,6 +52,9 @@ type Object struct {
 	// for.
 	Created, Deleting time.Time
 	Finalizers        []string
+	// Dependents are the objects it controls that go with it, as listed
+	// with it (a claim's Sandbox and that Sandbox's pod).
+	Dependents []Object
 }
 
 // Ref is the object's kind and name ("SandboxClaim/sw-r-1").
