@@ -390,8 +390,9 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 		res  string
 		gvr  schemaGVR
 		name string
+		uid  types.UID
 	}
-	gone := []ref{{"SandboxClaim", claimsGVR, name}}
+	gone := []ref{{"SandboxClaim", claimsGVR, name, uid}}
 	if sbName := bound; sbName != "" {
 		sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
 		sb, err := sandboxes.Get(ctx, sbName, metav1.GetOptions{})
@@ -409,8 +410,9 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 				return fmt.Errorf("kube: delete Sandbox %s/%s: %w", b.namespace, sbName, err)
 			}
 			pods := b.dyn.Resource(podsGVR).Namespace(b.namespace)
+			var podUID types.UID
 			if pod, err := pods.Get(ctx, podName, metav1.GetOptions{}); err == nil && metav1.IsControlledBy(pod, sb) {
-				podUID := pod.GetUID()
+				podUID = pod.GetUID()
 				opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &podUID}}
 				if force {
 					opts.GracePeriodSeconds = new(int64)
@@ -419,7 +421,7 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 					return fmt.Errorf("kube: delete pod %s/%s: %w", b.namespace, podName, err)
 				}
 			}
-			gone = append(gone, ref{"Sandbox", sandboxesGVR, sbName}, ref{"pod", podsGVR, podName})
+			gone = append(gone, ref{"Sandbox", sandboxesGVR, sbName, sbUID}, ref{"pod", podsGVR, podName, podUID})
 			b.mu.Lock()
 			delete(b.claims, podName)
 			delete(b.claims, sbName)
@@ -433,7 +435,7 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 	errs := make([]error, len(gone))
 	var wg sync.WaitGroup
 	for i, r := range gone {
-		wg.Go(func() { errs[i] = b.untilGone(ctx, r.res, r.gvr, r.name) })
+		wg.Go(func() { errs[i] = b.untilGone(ctx, r.res, r.gvr, r.name, r.uid) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -445,13 +447,14 @@ func controlledByUID(u *unstructured.Unstructured, uid types.UID) bool {
 	return ref != nil && ref.UID == uid
 }
 
-// untilGone returns once the object of gvr called name is gone, or an
-// error naming what holds it (its finalizers) when ctx ends first.
-func (b *Backend) untilGone(ctx context.Context, kind string, gvr schemaGVR, name string) error {
+// untilGone returns once the object of gvr called name (of uid, when
+// given: another of that name is not it) is gone, or an error naming what
+// holds it (its finalizers) when ctx ends first.
+func (b *Backend) untilGone(ctx context.Context, kind string, gvr schemaGVR, name string, uid types.UID) error {
 	res := b.dyn.Resource(gvr).Namespace(b.namespace)
 	for {
-		_, err := res.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && uid != "" && u.GetUID() != uid) {
 			return nil
 		}
 		select {

@@ -167,7 +167,7 @@ func (b *Backend) deleteListed(ctx context.Context, o sandbox.Object, force bool
 	errs := make([]error, len(all))
 	var wg sync.WaitGroup
 	for i, d := range all {
-		wg.Go(func() { errs[i] = b.untilGone(ctx, d.Kind, gvrOf[d.Kind], d.Name) })
+		wg.Go(func() { errs[i] = b.untilGone(ctx, d.Kind, gvrOf[d.Kind], d.Name, types.UID(d.UID)) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -264,19 +264,5 @@ func (b *Backend) DeleteObject(ctx context.Context, o sandbox.Object, force bool
 			return err
 		}
 	}
-	for {
-		u, err := res.Get(ctx, o.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && u.GetUID() != uid) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			why := ""
-			if u != nil && len(u.GetFinalizers()) > 0 {
-				why = fmt.Sprintf(" (finalizers %v)", u.GetFinalizers())
-			}
-			return fmt.Errorf("kube: %s %s/%s still there after its deletion%s: %w", o.Kind, b.namespace, o.Name, why, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return b.untilGone(ctx, o.Kind, gvr, o.Name, uid)
 }
