@@ -56,7 +56,9 @@ func TestReconcileOnNode(t *testing.T) {
 	}
 	defer records.Close()
 	r, err := reconcile.New(reconcile.Config{Backend: be, Runs: store, Records: records, Owner: "node-test/127.0.0.1:0",
-		Warm:   func() (map[string]map[string]bool, bool) { return map[string]map[string]bool{n.pool: {g.ID: true}}, true },
+		Warm: func() (map[string]map[string]bool, bool) {
+			return map[string]map[string]bool{n.pool: {g.ID: true}}, true
+		},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Grace: time.Second, ActionTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
