@@ -37,6 +37,14 @@ func (r *Reconciler) collectObjects(ctx context.Context, objs []sandbox.Object, 
 	now := r.now()
 	for i := range objs {
 		o := &objs[i]
+		if r.c.Warm != nil {
+			if _, ours := warm[o.Pool]; !warmKnown || !ours {
+				// a namespace may hold other runtimes' pools: only the
+				// pools of this runtime's desired state are swept, and none
+				// before it is known
+				continue
+			}
+		}
 		rec := openBy[o.Ref()]
 		c, err := r.classifyObject(ctx, o, uids, get, warm, warmKnown, synced, now)
 		if err != nil {

@@ -41,7 +41,9 @@
 // Secrets that Slipway made or rendered (or that those control), and each
 // delete carries the UID and resourceVersion the pass read as its
 // precondition, so an object changed since (re-claimed, relabelled) is
-// refused by the API server and kept. Its sweepers:
+// refused by the API server and kept. A namespace may hold other
+// runtimes' pools: only objects of the pools in this runtime's desired
+// state are swept, none while it is unknown. Its sweepers:
 //
 //   - sandbox-no-lease: a claim of a run the store does not know and the
 //     runtime does not hold (after the grace once it is ready; one not

@@ -61,6 +61,7 @@ func TestKubeSweep(t *testing.T) {
 	w.run(t, "r-done", "agents", doneSB, runmanifest.StatusReleased)
 	ghostClaim, ghostSB := w.claim(t, "r-ghost", "agents", genActive, false)
 	heldClaim, _ := w.claim(t, "p-held", "agents", genActive, true)
+	otherClaim, otherSB := w.claim(t, "r-of-another-runtime", "other", genActive, false) // a pool this runtime does not know
 	movedClaim, movedSB := w.claim(t, "r-moved", "agents", genActive, false)
 	w.run(t, "r-moved", "agents", "sb-elsewhere", runmanifest.StatusRunning)
 	activePool, activeMembers := w.warmPool(t, "agents", genActive, 1)
@@ -112,7 +113,7 @@ func TestKubeSweep(t *testing.T) {
 		want bool
 	}{
 		{claimsGVR, liveClaim, true}, {sandboxesGVR, liveSB, true}, {podsGVR, liveSB, true},
-		{claimsGVR, heldClaim, true},
+		{claimsGVR, heldClaim, true}, {claimsGVR, otherClaim, true}, {sandboxesGVR, otherSB, true},
 		{warmPoolsGVR, activePool, true}, {sandboxesGVR, activeMembers[0], true}, {podsGVR, activeMembers[0], true},
 		{secretsGVR, "cred-live", true},
 		{claimsGVR, doneClaim, false}, {sandboxesGVR, doneSB, false}, {podsGVR, doneSB, false},
