@@ -29,9 +29,11 @@ func NewCmdCost(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cost --state DIR (--pool P [--since T] [--until T] | --run R) [--repo URL | --prices FILE]",
 		Short: "Resource time and cost per pool and state, or one run's cost terms, from the runtime's ledger",
-		Long: `cost reads the ledger a runtime on the local backend keeps in its state directory
-(` + cost.StateFile + `): the time each sandbox spent warm idle (a warm member ready and unclaimed),
-active (held by a run), in a proof claim, and the bytes its workspace kept on disk, sampled.
+		Long: `cost reads the ledger a runtime keeps in its state directory (` + cost.StateFile + `; on the
+local backend from its own events, on Kubernetes from the cluster's timestamps): the time each
+sandbox spent warm idle (a warm member ready and unclaimed), active (held by a run), in a proof
+claim, retained (a Sandbox scaled to zero, Kubernetes), and the bytes its workspace kept on disk,
+sampled (local backend).
 
 With --pool: each state's time within [--since, --until) and its cost, storage in GiB-hours,
 warm hits and cold starts, the warm-hit fraction and the unused warm minutes. --since and
@@ -41,8 +43,8 @@ workspace storage) and the terms Slipway cannot price or see, named unknown.
 
 Prices come from pricing.yaml at the head of --repo (or a file, --prices). A price
 left out, or no price table, makes its term unknown, never zero: "known" is never a total
-while anything is listed as unknown. Retained (stopped but kept) is not applicable: the
-local runtime deletes a sandbox when its claim ends.`,
+while anything is listed as unknown. Retained (stopped but kept) does not occur on the local
+backend: its runtime deletes a sandbox when its claim ends.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

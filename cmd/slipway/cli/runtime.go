@@ -59,7 +59,7 @@ the pools want against the repository's policies/verification.yaml before unpack
 each warming and active generation's warm sandboxes (bubblewrap, no network), grants claims on
 the active generation, and records a run manifest for every claim in DIR/runs.db (or the PostgreSQL
 database of --db-file, --db or $SLIPWAY_DB, which several runtimes may share). Beside it the
-cleanup reconciler makes a pass every --reconcile-interval (local backend): sandboxes with no live
+cleanup reconciler makes a pass every --reconcile-interval: sandboxes with no live
 lease, leases of ended runs, sandboxes of fenced attempts, dead and stuck ones, warm members of
 inactive generations, and credentials that outlive their run; its records are in DIR/cleanup.db
 (slipway cleanup list).
@@ -69,7 +69,11 @@ With --backend kubernetes the sandboxes are agent-sandbox's on the cluster of --
 --namespace, default the kubeconfig context's): the cluster keeps each generation's warm pool
 (apply the render: slipway apply), a claim is a SandboxClaim on the active generation's warm pool
 named for its run, commands reach the runner through the API server's pod exec, and release
-deletes the claim. It serves the same API.
+deletes the claim. It serves the same API. The reconciler sweeps the namespace's objects with the
+cluster as the authority (claims with no live lease or of ended runs, warm pools of removed
+generations, Sandboxes and pods whose controller is gone, pods stuck terminating, run Secrets),
+each delete fenced by the resourceVersion it read; the cost ledger (DIR/cost.db, slipway cost) is
+kept from the cluster's own timestamps, read every --storage-sample-interval.
 
 With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
 local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is
@@ -127,8 +131,8 @@ it restores.`,
 	cmd.Flags().StringVar(&c.Environment, "environment", "", "label every metric environment=NAME (e.g. prod)")
 	cmd.Flags().DurationVar(&c.CredentialTTL, "credential-ttl", runtime.DefaultCredentialTTL, "lifetime of a claim's credential; an open claim's is renewed at 2/3 of it")
 	cmd.Flags().BoolVar(&c.NoCredentialRenewal, "no-credential-renewal", false, "do not renew open claims' credentials (they expire)")
-	cmd.Flags().DurationVar(&c.ReconcileInterval, "reconcile-interval", reconcile.DefaultInterval, "how often the cleanup reconciler makes a pass (local backend; 0 disables it)")
-	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend)")
+	cmd.Flags().DurationVar(&c.ReconcileInterval, "reconcile-interval", reconcile.DefaultInterval, "how often the cleanup reconciler makes a pass (0 disables it)")
+	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend) or reads the cluster's objects (kubernetes)")
 	cmd.Flags().StringVar(&c.LogFormat, "log-format", serve.LogJSON, "format of the log on standard error: json (one object a line; the lines about a run carry run_id, session_id, allocation_attempt, sandbox_id and trace_id) or text")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
 	db.add(cmd.Flags(), "the run manifests' database (default: SQLite in --state; postgres://… for runtimes that share one)")

@@ -325,3 +325,63 @@ func TestTotals(t *testing.T) {
 		t.Errorf("totals %v, want warm_idle 40 s and active 30 s", got)
 	}
 }
+
+// TestObserveAfterRestart: a cluster's sandboxes outlive the runtime. The
+// intervals it left open are closed as unknown by the next OpenLedger;
+// observing the same sandbox in the same state since the same time (the
+// cluster's timestamps) reopens that interval instead of counting its time
+// twice, and observing it again changes nothing; a new state ends it.
+func TestObserveAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), StateFile)
+	c := &clock{at: min_(10)}
+	l, err := OpenLedger(ctx, path, withClock(c.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warm := Entry{SandboxID: "sb-1", Pool: "agents", Generation: "g-1", State: WarmIdle, At: min_(0)}
+	l.Observe(warm)
+	l.Observe(Entry{SandboxID: "sb-2", Pool: "agents", Generation: "g-1", State: Retained, At: min_(5)})
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.Close() // stopped: sb-1 and sb-2 stay open
+	c.set(min_(20))
+	if l, err = OpenLedger(ctx, path, withClock(c.now)); err != nil {
+		t.Fatal(err)
+	}
+	if l.Recovered() != 2 {
+		t.Fatalf("recovered %d", l.Recovered())
+	}
+	l.Observe(warm) // the cluster says: warm since 0, still
+	l.Observe(warm)
+	l.Observe(Entry{SandboxID: "sb-1", Pool: "agents", Generation: "g-1", State: Active, RunID: "r-1", At: min_(30)})
+	l.Leave("sb-1", min_(40))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Pool(ctx, "agents", Window{Since: min_(0), Until: min_(60)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[State]StateTime{}
+	for _, s := range rep.States {
+		by[s.State] = s
+	}
+	// sb-1: warm 0-30 (one interval, reopened), active 30-40; sb-2:
+	// retained 5-10 known, then unknown up to 20 (never observed again)
+	if w := by[WarmIdle]; w.Intervals != 1 || w.Seconds != 1800 || w.UnknownEnd != 0 {
+		t.Errorf("warm idle: %+v, want one interval of 30 min", w)
+	}
+	if a := by[Active]; a.Intervals != 1 || a.Seconds != 600 {
+		t.Errorf("active: %+v", a)
+	}
+	if rt := by[Retained]; rt.Intervals != 1 || rt.Seconds != 300 || rt.UnknownEnd != 1 || rt.NotApplicable != "" {
+		t.Errorf("retained: %+v", rt)
+	}
+}

@@ -19,6 +19,12 @@
 // runtime was killed) is closed as having ended at an unknown time between
 // that mark and the new start, flagged and counted, never silently.
 //
+// A runtime on the Kubernetes backend records the same file from the
+// cluster's own timestamps with Observe (a Sandbox's creation, its claim's
+// creation, its Ready condition's last transition when scaled to zero, its
+// deletion): repeat-safe, and an interval a stopped runtime left open is
+// reopened when the cluster says it never ended, not counted twice.
+//
 // Totals gives the time per pool and state since the Ledger was opened,
 // from memory, for the runtime's sandbox_state_seconds metric.
 //
@@ -35,6 +41,6 @@
 //
 // It is not a bill: it holds no tenant, budget or invoice (the control
 // plane reserves and charges a job's active time against its tenant's
-// budget), and it does not read the Kubernetes backend's warm pools (the
-// cluster keeps those; that runtime writes no ledger yet).
+// budget), and it reads no cluster itself (package serve hands it what
+// the cluster says).
 package cost

@@ -127,6 +127,7 @@ type Ledger struct {
 	aliveEvery time.Duration
 	now        func() time.Time
 	recovered  int
+	opened     time.Time // Totals count from here
 
 	mu      sync.Mutex
 	queue   []event
@@ -176,6 +177,7 @@ const maxQueue = 100000
 
 type event struct {
 	entry  *Entry
+	seen   bool   // entry as observed: reopen its interval if the file has it
 	leave  string // sandbox id
 	at     time.Time
 	usage  []Usage
@@ -200,6 +202,7 @@ func OpenLedger(ctx context.Context, path string, opts ...Option) (*Ledger, erro
 	for _, o := range opts {
 		o(l)
 	}
+	l.opened = l.now()
 	if err := migrate(ctx, w, path); err != nil {
 		w.Close()
 		return nil, err
@@ -340,6 +343,30 @@ func (l *Ledger) Totals() []StateSeconds {
 		out = append(out, StateSeconds{Pool: k.pool, State: k.state, Seconds: v})
 	}
 	return out
+}
+
+// Observe records that e.SandboxID is in e.State since e.At as an
+// authority outside the runtime tells it (a cluster's own timestamps),
+// repeat-safe: when the sandbox's latest interval in the file is this very
+// one (same state and start; a runtime restarted and closed it as ended at
+// an unknown time) it is reopened, not counted twice; otherwise it is
+// Enter. e.At is required.
+func (l *Ledger) Observe(e Entry) {
+	if !e.State.valid() || e.SandboxID == "" || e.At.IsZero() {
+		l.mu.Lock()
+		l.dropped++
+		l.mu.Unlock()
+		return
+	}
+	l.tally(e.SandboxID, &poolState{e.Pool, e.State}, later(e.At, l.opened))
+	l.push(event{entry: &e, at: e.At, seen: true})
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Leave records that sandbox id is gone (deleted) at at.
@@ -496,6 +523,16 @@ func apply(ctx context.Context, tx *sql.Tx, e event) error {
 	switch {
 	case e.entry != nil:
 		en := e.entry
+		if e.seen {
+			res, err := tx.ExecContext(ctx, `UPDATE intervals SET end_ns = NULL, end_unknown = 0, end_max_ns = NULL
+				WHERE id = (SELECT max(id) FROM intervals WHERE sandbox_id = ?) AND state = ? AND start_ns = ?`, en.SandboxID, string(en.State), at)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n > 0 {
+				return nil
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE intervals SET end_ns = max(start_ns, ?) WHERE sandbox_id = ? AND end_ns IS NULL`, at, en.SandboxID); err != nil {
 			return err
 		}

@@ -208,7 +208,7 @@ func (r *Records) Pool(ctx context.Context, pool string, w Window, prices *tenan
 		}
 	}
 	if by[Retained].Intervals == 0 { // no runtime records it yet
-		by[Retained].NotApplicable = "the local runtime deletes a sandbox when its claim ends and suspends none"
+		by[Retained].NotApplicable = "none recorded: the local runtime deletes a sandbox when its claim ends and suspends none; on Kubernetes, no Sandbox of the pool was scaled to zero replicas in the window"
 	}
 	if n := rep.WarmHits + rep.ColdStarts; n > 0 {
 		f := float64(rep.WarmHits) / float64(n)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -350,35 +351,56 @@ func (b *Backend) claimOf(ctx context.Context, id string) (string, error) {
 // deleteClaim deletes claim name (of uid, when given), the Sandbox it is
 // bound to and that Sandbox's pod, and waits until all three are gone.
 func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) error {
+	return b.deleteClaimAt(ctx, name, uid, "", "", false)
+}
+
+// deleteClaimAt is deleteClaim on the precondition that the claim's
+// resourceVersion is rv (when given: sandbox.ErrOwnerConflict when it
+// changed; its uid and the Sandbox it is bound to, bound, are then as
+// read with it, and the claim is not read again), its pod deleted at once
+// when force.
+func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID, rv, bound string, force bool) error {
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
-	c, err := claims.Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, name, err)
-	}
-	if uid == "" {
-		uid = c.GetUID()
+	if rv == "" || uid == "" {
+		c, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, name, err)
+		}
+		if uid == "" {
+			uid = c.GetUID()
+		}
+		bound = boundName(c)
 	}
 	background := metav1.DeletePropagationBackground
-	err = claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &background})
+	pre := &metav1.Preconditions{UID: &uid}
+	if rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	err := claims.Delete(ctx, name, metav1.DeleteOptions{Preconditions: pre, PropagationPolicy: &background})
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("%w: kube: SandboxClaim %s/%s changed since it was read (resourceVersion %s): %v", sandbox.ErrOwnerConflict, b.namespace, name, rv, err)
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kube: delete SandboxClaim %s/%s: %w", b.namespace, name, err)
 	}
 	type ref struct {
 		res  string
+		gvr  schemaGVR
 		name string
+		uid  types.UID
 	}
-	gone := []ref{{"SandboxClaim", name}}
-	if sbName := boundName(c); sbName != "" {
+	gone := []ref{{"SandboxClaim", claimsGVR, name, uid}}
+	if sbName := bound; sbName != "" {
 		sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
 		sb, err := sandboxes.Get(ctx, sbName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return fmt.Errorf("kube: Sandbox %s/%s: %w", b.namespace, sbName, err)
-		case metav1.IsControlledBy(sb, c):
+		case controlledByUID(sb, uid):
 			podName := sb.GetAnnotations()[annotationPodName]
 			if podName == "" {
 				podName = sbName
@@ -388,13 +410,18 @@ func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) e
 				return fmt.Errorf("kube: delete Sandbox %s/%s: %w", b.namespace, sbName, err)
 			}
 			pods := b.dyn.Resource(podsGVR).Namespace(b.namespace)
+			var podUID types.UID
 			if pod, err := pods.Get(ctx, podName, metav1.GetOptions{}); err == nil && metav1.IsControlledBy(pod, sb) {
-				podUID := pod.GetUID()
-				if err := pods.Delete(ctx, podName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &podUID}}); err != nil && !apierrors.IsNotFound(err) {
+				podUID = pod.GetUID()
+				opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &podUID}}
+				if force {
+					opts.GracePeriodSeconds = new(int64)
+				}
+				if err := pods.Delete(ctx, podName, opts); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("kube: delete pod %s/%s: %w", b.namespace, podName, err)
 				}
 			}
-			gone = append(gone, ref{"Sandbox", sbName}, ref{"pod", podName})
+			gone = append(gone, ref{"Sandbox", sandboxesGVR, sbName, sbUID}, ref{"pod", podsGVR, podName, podUID})
 			b.mu.Lock()
 			delete(b.claims, podName)
 			delete(b.claims, sbName)
@@ -404,19 +431,43 @@ func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) e
 	b.mu.Lock()
 	delete(b.claims, name)
 	b.mu.Unlock()
-	for _, r := range gone {
-		gvr := map[string]schemaGVR{"SandboxClaim": claimsGVR, "Sandbox": sandboxesGVR, "pod": podsGVR}[r.res]
-		for {
-			_, err := b.dyn.Resource(gvr).Namespace(b.namespace).Get(ctx, r.name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
+	// until all are gone, the three at once
+	errs := make([]error, len(gone))
+	var wg sync.WaitGroup
+	for i, r := range gone {
+		wg.Go(func() { errs[i] = b.untilGone(ctx, r.res, r.gvr, r.name, r.uid) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// controlledByUID says whether u's controller has uid.
+func controlledByUID(u *unstructured.Unstructured, uid types.UID) bool {
+	ref := metav1.GetControllerOf(u)
+	return ref != nil && ref.UID == uid
+}
+
+// untilGone returns once the object of gvr called name (of uid, when
+// given: another of that name is not it) is gone, or an error naming what
+// holds it (its finalizers) when ctx ends first.
+func (b *Backend) untilGone(ctx context.Context, kind string, gvr schemaGVR, name string, uid types.UID) error {
+	res := b.dyn.Resource(gvr).Namespace(b.namespace)
+	for {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && uid != "" && u.GetUID() != uid) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			why := ""
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			u, err := res.Get(gctx, name, metav1.GetOptions{})
+			cancel()
+			if err == nil && len(u.GetFinalizers()) > 0 {
+				why = fmt.Sprintf(" (finalizers %v)", u.GetFinalizers())
 			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("kube: %s %s/%s still there after its deletion: %w", r.res, b.namespace, r.name, ctx.Err())
-			case <-time.After(100 * time.Millisecond):
-			}
+			return fmt.Errorf("kube: %s %s/%s still there after its deletion%s: %w", kind, b.namespace, name, why, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return nil
 }

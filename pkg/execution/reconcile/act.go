@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 )
@@ -38,6 +39,18 @@ func (r *Reconciler) act(ctx context.Context, c *candidate) entry {
 	case c.fp != "":
 		r.c.Credentials.Revoke(c.fp)
 		return r.entry(c, StateDone, "", "revoked: "+whyCredential(c), true)
+	case c.obj != nil:
+		err = r.bounded(actx, "delete "+c.obj.Ref(), func(ctx context.Context) error {
+			if fp := r.failpoint.Load(); *fp == FailpointDeleteHang {
+				r.c.Logger.Warn("failpoint reached", "name", *fp, "object", c.resource)
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return r.c.Backend.(sandbox.Objects).DeleteObject(ctx, *c.obj, c.force)
+		})
+		if errors.Is(err, sandbox.ErrOwnerConflict) {
+			return r.entry(c, StateKept, "", "fence: "+err.Error(), false)
+		}
 	case c.trash:
 		err = r.bounded(actx, "finish the deletion of sandbox "+c.resource, func(ctx context.Context) error {
 			return r.c.Backend.(Interrupted).FinishInterrupted(ctx, c.resource)
@@ -71,7 +84,14 @@ func (r *Reconciler) act(ctx context.Context, c *candidate) entry {
 		return e
 	}
 	if r.c.Deleted != nil {
-		r.c.Deleted(c.resource)
+		switch {
+		case c.obj == nil:
+			r.c.Deleted(c.resource)
+		case c.obj.Kind == sandbox.KindClaim && c.obj.Bound != "":
+			r.c.Deleted(c.obj.Bound)
+		case c.obj.Kind == sandbox.KindSandbox:
+			r.c.Deleted(c.obj.Name)
+		}
 	}
 	return r.entry(c, StateDone, "", c.action+"d", true)
 }
@@ -98,6 +118,10 @@ func (r *Reconciler) fence(ctx context.Context, c *candidate) (kept bool, why st
 	}
 }
 
+// boundedGrace is how long bounded waits, past the deadline, for f to
+// say why it did not finish.
+const boundedGrace = time.Second
+
 // bounded runs f with ctx's deadline as its limit: a call that does not
 // return in time is an error now (it may finish later: the next pass
 // finds out).
@@ -108,6 +132,16 @@ func (r *Reconciler) bounded(ctx context.Context, what string, f func(context.Co
 	case err := <-done:
 		return err
 	case <-ctx.Done():
+		// a call that notices its deadline may still say why (a cluster
+		// object's finalizers): wait a moment for that
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("%s: no answer within %s: %w", what, r.c.ActionTimeout, err)
+			}
+			return nil
+		case <-time.After(boundedGrace):
+		}
 		return fmt.Errorf("%s: no answer within %s: %w", what, r.c.ActionTimeout, ctx.Err())
 	}
 }

@@ -5,7 +5,7 @@
 // up what has no live owner, so that a leak is caught while the runtime
 // runs, not only when it starts again.
 //
-// Sweepers that apply to the local backend (one Kind each):
+// Sweepers on the local backend (one Kind each):
 //
 //   - sandbox-no-lease: a sandbox owned by a run the store does not know
 //     (the worker died after creating it), after a grace for running ones
@@ -35,11 +35,41 @@
 // honours the rollback and restore windows; the runtime's runner and
 // template caches are keyed by the digests in use and are not swept here.
 //
-// Not applicable, with the reason: Pods stuck terminating (the Kubernetes
-// backend's sandboxes are agent-sandbox's; its controller and the kubelet
-// own their deletion, and the reconciler runs beside the local backend
-// only); cloud instances not represented by a NodeClaim (Slipway has no
-// cloud backend). Post-hooks (deliveries) with no receipt are the control
+// On a cluster backend (one that implements sandbox.Objects: Kubernetes)
+// the cluster is the authority on what exists: each pass lists the
+// namespace's SandboxClaims, SandboxWarmPools, Sandboxes, pods and run
+// Secrets that Slipway made or rendered (or that those control), and each
+// delete carries the UID and resourceVersion the pass read as its
+// precondition, so an object changed since (re-claimed, relabelled) is
+// refused by the API server and kept. A namespace may hold other
+// runtimes' pools: only objects of the pools in this runtime's desired
+// state are swept, none while it is unknown. Its sweepers:
+//
+//   - sandbox-no-lease: a claim of a run the store does not know and the
+//     runtime does not hold (after the grace once it is ready; one not
+//     ready is left to its Create until the backend's ready timeout);
+//   - lease-terminal: a claim of a final run;
+//   - fenced-sandbox: a claim bound to another Sandbox than its open run
+//     records (after the grace);
+//   - warm-inactive: the SandboxWarmPool of a generation its pool keeps
+//     warm no more, and its members (never one created after the desired
+//     state was read: it may come from a newer commit);
+//   - unrecorded: a Slipway Sandbox or pod whose controller is gone (no
+//     object of that name and UID), or that has none (after the grace);
+//   - stuck-stopping: an object whose deletionTimestamp is StuckAfter past
+//     (a pod whose kubelet never confirms is deleted at once, grace 0; an
+//     object held by a finalizer stays, a cleanup unknown until the
+//     finalizer clears: the reconciler never removes another controller's
+//     finalizer);
+//   - credential: a run's Secret (label slipway.dev/run) whose run is final,
+//     or absent after the grace; and the broker's credentials, as above.
+//
+// A claim's delete takes its Sandbox and pod with it (no garbage collector
+// is assumed), and returns once the cluster has none of them: a finalizer
+// that never clears makes it time out, a cleanup unknown.
+//
+// Not applicable, with the reason: cloud instances not represented by a
+// NodeClaim (Slipway has no cloud backend). Post-hooks (deliveries) with no receipt are the control
 // plane's: its recoverer retries undelivered events (pkg/control); no
 // sweeper of this package covers them.
 //

@@ -35,6 +35,10 @@ const (
 	DefaultUnknownDeadline = 10 * time.Minute
 	// DefaultWorkers is how many actions run at once.
 	DefaultWorkers = 4
+	// DefaultClusterWorkers is how many run at once on a cluster backend
+	// (sandbox.Objects): an action there is a few API calls, bound by
+	// their round trips, not by this host's CPU.
+	DefaultClusterWorkers = 16
 	// DefaultKeepRecords is how long closed records (done, resolved, kept)
 	// are kept; open ones are kept until they close.
 	DefaultKeepRecords = 7 * 24 * time.Hour
@@ -107,6 +111,10 @@ type Config struct {
 	// active) in the desired state, and false when the desired state is not
 	// known: then no warm member is swept.
 	Warm func() (map[string]map[string]bool, bool)
+	// Synced, when set, is when the desired state Warm returns was read:
+	// on a cluster, an object created after it (applied from a newer
+	// commit) is never swept as warm-inactive. nil: no such check.
+	Synced func() time.Time
 	// Held says whether the runtime holds owner in memory right now (an
 	// open claim, or a proof claim under way, which has no run manifest):
 	// a sandbox it owns is never a no-lease candidate. nil: none.
@@ -177,6 +185,9 @@ func New(c Config) (*Reconciler, error) {
 	def(&c.ActionTimeout, DefaultActionTimeout)
 	def(&c.UnknownDeadline, DefaultUnknownDeadline)
 	def(&c.KeepRecords, DefaultKeepRecords)
+	if _, ok := c.Backend.(sandbox.Objects); ok && c.Workers <= 0 {
+		c.Workers = DefaultClusterWorkers
+	}
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
 	}

@@ -37,6 +37,10 @@ const (
 	// KindCredential: a credential the broker still honours whose run has
 	// ended, is absent, or moved to a newer credential.
 	KindCredential = "credential"
+	// KindUnrecorded: an object of a cluster that Slipway labelled whose
+	// controller is gone or that has none, and that no record owns (a
+	// Sandbox whose claim or warm pool is gone, a pod whose Sandbox is).
+	KindUnrecorded = "unrecorded"
 )
 
 // Actions.
@@ -57,6 +61,8 @@ type candidate struct {
 	s         *sandbox.Sandbox // sandbox kinds
 	fp        string           // credential
 	trash     bool             // an interrupted deletion
+	obj       *sandbox.Object  // a cluster's object (sandbox.Objects)
+	force     bool             // delete obj's pod at once
 	// still re-reads the authoritative record just before the action: nil
 	// when it is still a candidate with the same lease, else why not.
 	still func(ctx context.Context) error
@@ -83,11 +89,27 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 	for i := range open {
 		openBy[open[i].Resource] = &open[i]
 	}
-	all, err := r.c.Backend.List(ctx, sandbox.Filter{})
-	if err != nil {
-		return rep, fmt.Errorf("reconcile: list sandboxes: %w", err)
+	var (
+		cands  []*candidate
+		listed map[string]bool
+		trash  map[string]time.Time
+		errs   []error
+	)
+	if ob, ok := r.c.Backend.(sandbox.Objects); ok {
+		// a cluster: its objects are the authority on what exists
+		objs, err := ob.Objects(ctx)
+		if err != nil {
+			return rep, fmt.Errorf("reconcile: list cluster objects: %w", err)
+		}
+		cands, listed, errs = r.collectObjects(ctx, objs, openBy, rep)
+		trash = map[string]time.Time{}
+	} else {
+		all, err := r.c.Backend.List(ctx, sandbox.Filter{})
+		if err != nil {
+			return rep, fmt.Errorf("reconcile: list sandboxes: %w", err)
+		}
+		cands, listed, trash, errs = r.collect(ctx, all, openBy, rep)
 	}
-	cands, listed, trash, errs := r.collect(ctx, all, openBy, rep)
 
 	// Act, a few at a time; the records are written in batches as the
 	// outcomes come.
@@ -198,17 +220,8 @@ func (r *Reconciler) collect(ctx context.Context, all []*sandbox.Sandbox, openBy
 		}
 		cands = append(cands, c)
 	}
-	if r.c.Credentials != nil {
-		for _, cr := range r.c.Credentials.Live() {
-			c, err := r.classifyCredential(ctx, cr, get)
-			if err != nil {
-				errs = append(errs, err)
-			} else if c != nil {
-				c.rec = openBy[cr.Fingerprint]
-				cands = append(cands, c)
-			}
-		}
-	}
+	cc, cerrs := r.collectCredentials(ctx, get, openBy)
+	cands, errs = append(cands, cc...), append(errs, cerrs...)
 	trash = map[string]time.Time{}
 	if in, ok := r.c.Backend.(Interrupted); ok {
 		var err error
@@ -227,6 +240,24 @@ func (r *Reconciler) collect(ctx context.Context, all []*sandbox.Sandbox, openBy
 	}
 
 	return cands, listed, trash, errs
+}
+
+// collectCredentials finds the broker's credentials that outlive their
+// run.
+func (r *Reconciler) collectCredentials(ctx context.Context, get func(context.Context, string) (*runmanifest.Manifest, error), openBy map[string]*Record) (cands []*candidate, errs []error) {
+	if r.c.Credentials == nil {
+		return nil, nil
+	}
+	for _, cr := range r.c.Credentials.Live() {
+		c, err := r.classifyCredential(ctx, cr, get)
+		if err != nil {
+			errs = append(errs, err)
+		} else if c != nil {
+			c.rec = openBy[cr.Fingerprint]
+			cands = append(cands, c)
+		}
+	}
+	return cands, errs
 }
 
 // closeUnfound closes the open records whose resource this pass did not

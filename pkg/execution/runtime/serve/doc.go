@@ -5,7 +5,9 @@
 // There is one composition per backend: RunLocal (bubblewrap on this host:
 // the runtime keeps the warm pools, the cost ledger and the cleanup
 // reconciler) and RunKubernetes (agent-sandbox in a cluster: the cluster
-// keeps the warm pools, a claim is a SandboxClaim). Each is a host (the
+// keeps the warm pools, a claim is a SandboxClaim, the cleanup reconciler
+// sweeps the namespace's objects, and the cost ledger is kept from the
+// cluster's timestamps). Each is a host (the
 // backend and what it owns) handed to the composition they share; Run picks
 // one by Config.Backend.
 //

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
@@ -40,30 +44,50 @@ func RunKubernetes(ctx context.Context, c Config, ready func(addr string)) error
 	if err := os.MkdirAll(c.State, 0o700); err != nil {
 		return err
 	}
-	return run(ctx, c, &kubeHost{c: c, be: be}, &rtOf, ready)
+	// The cost ledger, from the cluster's own timestamps: intervals a
+	// stopped runtime left open end as unknown, and are reopened when the
+	// cluster says they never ended (cost.Ledger.Observe).
+	ledger, err := cost.OpenLedger(ctx, filepath.Join(c.State, cost.StateFile))
+	if err != nil {
+		return err
+	}
+	h := &kubeHost{c: c, be: be, costs: ledger}
+	defer h.close()
+	return run(ctx, c, h, &rtOf, ready)
 }
 
 // kubeHost is a cluster as the runtime's host.
 type kubeHost struct {
-	c  Config
-	be sandbox.Backend
+	c     Config
+	be    *kubesandbox.Backend
+	costs *cost.Ledger
 }
 
 var _ host = (*kubeHost)(nil)
 
 func (h *kubeHost) backend() sandbox.Backend { return h.be }
 
-// ledger: none yet on a cluster (its warm pools are the cluster's).
-func (h *kubeHost) ledger() *cost.Ledger { return nil }
+// ledger is kept from the cluster's objects (background), not by the
+// runtime's warm pools: the cluster keeps those.
+func (h *kubeHost) ledger() *cost.Ledger     { return h.costs }
+func (h *kubeHost) warmLedger() *cost.Ledger { return nil }
 
-// reconciles: the cleanup reconciler runs on the local backend only.
-func (h *kubeHost) reconciles() bool { return false }
+// reconciles: the cleanup reconciler sweeps the namespace's objects.
+func (h *kubeHost) reconciles() bool { return true }
 
 func (h *kubeHost) checkTemplates(context.Context, *runtime.Desired, runtime.Artifacts) error {
 	return nil // the cluster pulls and runs templates
 }
 
-func (h *kubeHost) background(context.Context, *sync.WaitGroup) {}
+// background reads the cluster's objects for the cost ledger every
+// StorageEvery.
+func (h *kubeHost) background(ctx context.Context, bg *sync.WaitGroup) {
+	every := h.c.StorageEvery
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	bg.Go(func() { observeCosts(ctx, h.be, h.costs, every, h.c.Log) })
+}
 
 // recover releases the claims of the runs an earlier runtime left open: the
 // claims outlived it, found by their names (no grant of them survived).
@@ -80,10 +104,10 @@ func (h *kubeHost) stop(ctx context.Context, store runs.Store) {
 	_, _ = releaseClaims(ctx, store, h.be)
 }
 
-func (h *kubeHost) close() {}
+func (h *kubeHost) close() { h.costs.Close() }
 
 // kubeBackend is the Kubernetes backend of c.
-func kubeBackend(c Config, opts ...kubesandbox.Option) (sandbox.Backend, error) {
+func kubeBackend(c Config, opts ...kubesandbox.Option) (*kubesandbox.Backend, error) {
 	load := func() (*rest.Config, string, error) { return kubeconfig.Load(c.Kubeconfig) }
 	if c.Kubeconfig == "" {
 		load = kubeconfig.InCluster // in a pod: its service account
@@ -126,4 +150,97 @@ func releaseClaims(ctx context.Context, store runs.Store, be sandbox.Backend) (i
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// observeCosts records, every period until ctx ends, the state of each
+// Sandbox of the cluster in ledger, from the cluster's own timestamps
+// (occupancy); a Sandbox gone leaves at its deletionTimestamp when one was
+// seen, else when it was found gone.
+func observeCosts(ctx context.Context, ob sandbox.Objects, ledger *cost.Ledger, every time.Duration, log io.Writer) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	seen := map[string]cost.Entry{}
+	deleting := map[string]time.Time{}
+	for {
+		objs, err := ob.Objects(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			fmt.Fprintf(log, "cost ledger: %v\n", err)
+		case err == nil:
+			now := time.Now()
+			cur := occupancy(objs)
+			for id, e := range cur {
+				if p, ok := seen[id]; !ok || p.State != e.State || !p.At.Equal(e.At) {
+					ledger.Observe(e)
+				}
+			}
+			for _, o := range objs {
+				if o.Kind == sandbox.KindSandbox && !o.Deleting.IsZero() {
+					deleting[o.Name] = o.Deleting
+				}
+			}
+			for id := range seen {
+				if _, ok := cur[id]; !ok {
+					at := now
+					if d, ok := deleting[id]; ok {
+						at = d
+					}
+					ledger.Leave(id, at)
+					delete(deleting, id)
+				}
+			}
+			seen = cur
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// occupancy is the state of each Sandbox of objs, by name, since when the
+// cluster says: active (or proof) from its claim's creation, when a claim
+// is bound to it; retained, a Sandbox scaled to zero, from its Ready
+// condition's last transition; warm idle, a warm pool's member, from its
+// own creation. A Sandbox none of these covers is left out.
+func occupancy(objs []sandbox.Object) map[string]cost.Entry {
+	claims := map[string]sandbox.Object{}
+	for _, o := range objs {
+		if o.Kind == sandbox.KindClaim && o.Bound != "" {
+			claims[o.Bound] = o
+		}
+	}
+	out := map[string]cost.Entry{}
+	for _, o := range objs {
+		if o.Kind != sandbox.KindSandbox {
+			continue
+		}
+		e := cost.Entry{SandboxID: o.Name, Pool: o.Pool, Generation: o.Generation}
+		c, claimed := claims[o.Name]
+		switch {
+		case o.Suspended:
+			e.State, e.At = cost.Retained, o.Transition
+			if e.At.IsZero() {
+				e.At = o.Created
+			}
+		case claimed && c.Proof:
+			e.State, e.At = cost.Proof, later(c.Created, o.Created)
+		case claimed:
+			e.State, e.At, e.RunID = cost.Active, later(c.Created, o.Created), c.Owner
+		case strings.HasPrefix(o.Controller, sandbox.KindWarmPool+"/"):
+			e.State, e.At = cost.WarmIdle, o.Created
+		default:
+			continue
+		}
+		out[o.Name] = e
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

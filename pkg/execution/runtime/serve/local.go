@@ -79,6 +79,7 @@ func newLocalHost(ctx context.Context, c Config, rtOf *atomic.Pointer[runtime.Ru
 
 func (h *localHost) backend() sandbox.Backend { return h.be }
 func (h *localHost) ledger() *cost.Ledger     { return h.costs }
+func (h *localHost) warmLedger() *cost.Ledger { return h.costs }
 func (h *localHost) reconciles() bool         { return true }
 
 // recover reaps the sandboxes a killed runtime left dead (they die with it);

@@ -70,14 +70,16 @@ type Config struct {
 	CredentialTTL       time.Duration
 	NoCredentialRenewal bool
 	// ReconcileInterval is how often the cleanup reconciler makes a pass
-	// (local backend; the CLI's default is reconcile.DefaultInterval); 0
-	// disables it.
+	// (the CLI's default is reconcile.DefaultInterval); 0 disables it. On
+	// Kubernetes it sweeps the namespace's objects, the cluster being the
+	// authority on what exists.
 	ReconcileInterval time.Duration
 	// Failpoint is a test's fault for the reconciler
 	// (reconcile.FailpointDeleteHang); "" for none.
 	Failpoint string
 	// StorageEvery is how often the local backend's workspaces are sampled
-	// for the cost ledger (default 30s).
+	// for the cost ledger, and how often the Kubernetes backend's objects
+	// are read for it (default 30s).
 	StorageEvery time.Duration
 	// CheckpointSigner signs the runs' checkpoints (kept in an OCI layout
 	// at CheckpointDir under State) and verifies them before a restore;
@@ -112,6 +114,10 @@ type host interface {
 	recover(ctx context.Context, store runs.Store)
 	// ledger is the cost ledger, or nil where the backend keeps none.
 	ledger() *cost.Ledger
+	// warmLedger is the ledger the runtime's warm pools and reconciler
+	// record into (nil: none, or the backend records it from elsewhere:
+	// a cluster's own timestamps).
+	warmLedger() *cost.Ledger
 	// checkTemplates refuses a start no sandbox of d could survive.
 	checkTemplates(ctx context.Context, d *runtime.Desired, art runtime.Artifacts) error
 	// reconciles says whether the cleanup reconciler runs on this backend.
@@ -246,7 +252,7 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 		}
 	}
 	wopts := []runtime.WarmOption{runtime.WithWarmLog(c.Log)}
-	if l := h.ledger(); l != nil {
+	if l := h.warmLedger(); l != nil {
 		wopts = append(wopts, runtime.WithLedger(l))
 	}
 	warm := runtime.NewWarm(h.backend(), art, wopts...)
@@ -305,11 +311,12 @@ func newReconciler(ctx context.Context, c Config, h host, store runs.Store, p *p
 		return nil, nil, err
 	}
 	host, _ := os.Hostname()
-	ledger := h.ledger()
+	ledger := h.warmLedger()
 	rec, err := reconcile.New(reconcile.Config{
 		Backend: h.backend(), Runs: store, Records: records, Owner: host + "/" + addr,
-		Warm: func() (map[string]map[string]bool, bool) { return warmGenerations(p.syncer) },
-		Held: p.rt.Holds, Credentials: brokerCredentials{p.rt.Broker()}, Metrics: p.metrics,
+		Warm:   func() (map[string]map[string]bool, bool) { return warmGenerations(p.syncer) },
+		Synced: func() time.Time { _, at, _ := p.syncer.Current(); return at },
+		Held:   p.rt.Holds, Credentials: brokerCredentials{p.rt.Broker()}, Metrics: p.metrics,
 		Logger: slog.New(slog.NewJSONHandler(c.rawLog, nil)), Failpoint: c.Failpoint,
 		Deleted: func(id string) {
 			if ledger != nil {
