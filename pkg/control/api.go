@@ -84,6 +84,11 @@ type statusWriter struct {
 
 func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
 
+// Unwrap lets http.ResponseController reach the connection (Flush, write
+// deadlines): without it an operator's event stream (audited, so wrapped)
+// ended after its first write.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	return s.authWith(s.p.st.Authenticate, h)
 }
