@@ -408,7 +408,7 @@ func (s *Server) readGen(ctx context.Context, poolName, id string) (*generation.
 	if err != nil {
 		return nil, err
 	}
-	full, _, err := pool.ResolveGeneration(tr.List, poolName, id, "the config repository")
+	_, full, err := pool.ResolveGeneration(tr.List, poolName, id, "the config repository")
 	if err != nil {
 		return nil, err
 	}
