@@ -51,7 +51,7 @@ func Lineage(m *runmanifest.Manifest) template.HTML {
 		p   *runmanifest.Process
 	}{{"control plane process", m.ServedBy.ControlPlane}, {"runtime process", m.ServedBy.Runtime}, {"runner process", m.ServedBy.Runner}} {
 		if p.p != nil {
-			add(p.who, strings.TrimSpace(p.p.Version+" sha256:"+p.p.BinarySHA256+" "+p.p.Image))
+			add(p.who, strings.TrimSpace(p.p.Version+" "+p.p.BinarySHA256+" "+p.p.Image))
 		}
 	}
 	const rowH, boxW, boxH, gap = 44, 330, 34, 140
