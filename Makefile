@@ -153,7 +153,7 @@ test-argocd: deps build $(BIN)/kustomize
 	cd integrations/argocd && $(GO) mod download && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 demo: deps build
-	$(GO) run ./examples/demo
+	CONSOLE=$(CONSOLE) $(GO) run ./examples/demo
 
 # Slipway's own release, built by Slipway (slipway release, pkg/release/selfrelease):
 # binaries for linux/amd64 and linux/arm64, checksums.txt and its signature, SBOMs,

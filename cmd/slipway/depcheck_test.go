@@ -24,6 +24,7 @@ var layers = []struct {
 	{"execution plane", []string{"pkg/execution/"}},
 	{"delivery to clusters", []string{"pkg/cluster/"}},
 	{"control plane", []string{"pkg/control"}},
+	{"console", []string{"pkg/console"}},
 	{"programs", []string{"cmd/"}},
 }
 

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -142,7 +144,62 @@ func controlPlane(sh shell, work, here string, rt *runtimeProc) error {
 		return err
 	}
 	section("job list", "globex's jobs: queued ones drain two at a time")
-	return sh.run(0, as("globex", "job", "list")...)
+	if err := sh.run(0, as("globex", "job", "list")...); err != nil {
+		return err
+	}
+	return consoleUp(sh, work, db, server, rt)
+}
+
+// consoleUp starts the operator console over this control plane, the
+// runtime and config.git, and prints its URL and an operator token's file;
+// with CONSOLE=1 (make demo CONSOLE=1) it keeps everything up until
+// Ctrl-C.
+func consoleUp(sh shell, work, db, server string, rt *runtimeProc) error {
+	section("console serve", "the operator console: jobs with live events, runs with their lineage, pools, generations, rollouts")
+	out, err := sh.capture("tenant", "token", "create", "ops", "--scope", "operator", "--db", db)
+	if err != nil {
+		return fmt.Errorf("operator token: %w", err)
+	}
+	opsFile := filepath.Join(work, "ops.token")
+	if err := os.WriteFile(opsFile, out, 0o600); err != nil {
+		return err
+	}
+	args := []string{"console", "serve", "--control", server, "--runtime", rt.server, "--token-file", rt.token, "--repo", "config.git", "--listen", "127.0.0.1:0"}
+	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
+	c := exec.Command(sh.bin, args...)
+	c.Dir = sh.dir
+	stderr, err := c.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = c.Process.Signal(os.Interrupt); _ = c.Wait() }()
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "serving on "); ok {
+				addr <- a
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		fmt.Printf("  console: http://%s/  (log in with the operator token in %s, or a tenant's: acme.token, globex.token)\n", a, opsFile)
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("console serve did not start")
+	}
+	if os.Getenv("CONSOLE") != "1" {
+		return nil
+	}
+	fmt.Println("  CONSOLE=1: the console, the control plane and the runtime stay up; Ctrl-C ends the demo")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	signal.Stop(sig)
+	return nil
 }
 
 // outcome runs slipway and returns its exit code and its output (both

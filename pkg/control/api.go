@@ -25,9 +25,10 @@ const MaxBody = 1 << 20
 //	GET  /v1/jobs/{id}            the job's whole story
 //	GET  /v1/jobs/{id}/profile    its profile as it was at its revision
 //	GET  /v1/jobs/{id}/trace      its trace's spans this replica holds
-//	POST /v1/jobs/{id}/cancel     cancel
+//	POST /v1/jobs/{id}/cancel     cancel (optional body: {"reason": "..."}, recorded)
 //	GET  /v1/jobs/{id}/events     its event stream (Server-Sent Events; sse.go)
 //	GET  /v1/jobs/{id}/artifacts/{name}  an artifact a delivered message links to
+//	GET  /v1/whoami               the token's id, tenant and scope
 //	GET  /v1/usage                the tenants' counters (operators)
 //	GET  /v1/audit                the audit log (operators)
 //	GET  /metrics                 Prometheus text (operators, audited)
@@ -53,6 +54,7 @@ func NewServer(p *Plane) *Server {
 	s.mux.Handle("POST /v1/jobs/{id}/cancel", s.auth(s.cancel))
 	s.mux.Handle("GET /v1/jobs/{id}/events", s.auth(s.events)) // sse.go
 	s.mux.Handle("GET /v1/jobs/{id}/artifacts/{name}", s.auth(s.artifact))
+	s.mux.Handle("GET /v1/whoami", s.auth(s.whoami))
 	s.mux.Handle("GET /v1/usage", s.auth(s.operator(s.usage)))
 	s.mux.Handle("GET /v1/audit", s.auth(s.operator(s.audit)))
 	s.mux.Handle("GET /metrics", s.auth(s.operator(p.c.Metrics.Handler().ServeHTTP)))
@@ -84,6 +86,11 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+
+// Unwrap lets http.ResponseController reach the connection (Flush, write
+// deadlines): without it an operator's event stream (audited, so wrapped)
+// ended after its first write.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	return s.authWith(s.p.st.Authenticate, h)
@@ -359,12 +366,25 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
-	j, err := s.p.Cancel(r.Context(), tenantOf(r), r.PathValue("id"))
+	var req controlapi.CancelRequest
+	if r.ContentLength != 0 && !decode(w, r, &req) {
+		return
+	}
+	if len(req.Reason) > controlapi.MaxCancelReason {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("reason: %d bytes, over the limit of %d", len(req.Reason), controlapi.MaxCancelReason))
+		return
+	}
+	j, err := s.p.CancelBecause(r.Context(), tenantOf(r), r.PathValue("id"), req.Reason, tokenOf(r).ID)
 	if err != nil {
 		s.writeFailure(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, j)
+}
+
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	t := tokenOf(r)
+	writeJSON(w, http.StatusOK, controlapi.WhoAmI{TokenID: t.ID, Tenant: t.Tenant, Scope: t.Scope})
 }
 
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) {

@@ -127,10 +127,21 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("globex during acme's flood: %v", err)
 		}
 
-		// Cancel a queued job: canceled at once.
-		j, err := acme.Cancel(ctx, id)
+		// Cancel a queued job: canceled at once, with the reason and
+		// the token that asked in its record.
+		me, err := acme.WhoAmI(ctx)
+		if err != nil || me.Tenant != "acme" || me.Scope != controlapi.ScopeTenant || me.TokenID == "" {
+			t.Fatalf("whoami: %+v %v", me, err)
+		}
+		if code, _, body := raw(acmeTok, "POST", "/v1/jobs/"+id+"/cancel", `{"reason":"`+strings.Repeat("x", controlapi.MaxCancelReason+1)+`"}`); code != 400 || !strings.Contains(body, "reason") {
+			t.Fatalf("an over-long reason: %d %s", code, body)
+		}
+		j, err := acme.CancelWithReason(ctx, id, "wrong pool <b>")
 		if err != nil || j.State != controlapi.Canceled {
 			t.Fatalf("cancel: %+v %v", j, err)
+		}
+		if c := j.Cancellation; c == nil || c.Reason != "wrong pool <b>" || c.RequestedBy != me.TokenID || !strings.Contains(c.Steps[0].Detail, "wrong pool") {
+			t.Fatalf("cancellation record: %+v", j.Cancellation)
 		}
 		// A revoked token is refused at once.
 		toks, _ := s.ListTokens(ctx, "globex")

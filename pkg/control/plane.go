@@ -264,7 +264,13 @@ func (p *Plane) List(ctx context.Context, f ListFilter) ([]*controlapi.Job, erro
 // canceled at once; an allocating or running one is stopped by its owner
 // (or the recoverer, if the owner is gone).
 func (p *Plane) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job, error) {
-	return p.jobs.Cancel(ctx, tenant, id)
+	return p.jobs.Cancel(ctx, tenant, id, "", "")
+}
+
+// CancelBecause cancels a job and records reason and the id of the token
+// that asked (by) in its cancellation record.
+func (p *Plane) CancelBecause(ctx context.Context, tenant, id, reason, by string) (*controlapi.Job, error) {
+	return p.jobs.Cancel(ctx, tenant, id, reason, by)
 }
 
 // Trace returns job j's trace: what this replica's ring holds, with the

@@ -300,3 +300,49 @@ func TestSSESlowClientDropped(t *testing.T) {
 		wantSeqs(t, "resumed", got, last+1, h.Last)
 	})
 }
+
+// TestSSEOperatorFollows: an operator's requests are audited (through a
+// wrapped ResponseWriter); its event stream must still flush and follow a
+// tenant's job live, not end after the first write.
+func TestSSEOperatorFollows(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		ctx := context.Background()
+		f := newSSEFixture(t, s, EventConfig{})
+		j := submitJob(t, f.p, "globex")
+		ot, _, err := s.CreateToken(ctx, "ops", controlapi.ScopeOperator, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops, _ := controlapi.NewClient(f.srv.URL, ot)
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		arrived := make(chan controlapi.Event, 100)
+		errc := make(chan error, 1)
+		go func() {
+			errc <- ops.Follow(fctx, j.ID, controlapi.FollowOptions{OnReconnect: func(err error) {
+				cancel()
+				t.Errorf("the operator's stream broke off: %v", err)
+			}}, func(e controlapi.Event) error { arrived <- e; return nil })
+		}()
+		select {
+		case <-arrived:
+		case err := <-errc:
+			t.Fatalf("the stream ended before its first event: %v", err)
+		}
+		if _, err := s.inner.AppendEvents(ctx, j.ID, []store.NewEvent{outEvent(controlapi.KindStdout, "live")}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-arrived:
+			if e.Kind != controlapi.KindStdout {
+				t.Fatalf("live event %+v", e)
+			}
+		case err := <-errc:
+			t.Fatalf("the stream ended: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the live event never arrived")
+		}
+		cancel()
+		<-errc
+	})
+}

@@ -76,6 +76,11 @@ var examples = map[string]string{
 
   # Seed a remote repository
   slipway config init https://git.example/platform/config.git --pool agents --policy policy.yaml`,
+	"console": `  slipway console serve --control https://control.example:8080 --runtime https://runtime.example:8443 \
+    --token-file /run/secrets/runtime.token --repo https://git.example/platform/config.git --listen 127.0.0.1:7090`,
+	"console serve": `  # The console over one control plane, one runtime and the config repository; log in with an API token
+  slipway console serve --control https://control.example:8080 --runtime https://runtime.example:8443 \
+    --token-file /run/secrets/runtime.token --repo https://git.example/platform/config.git --listen 127.0.0.1:7090`,
 	"control": `  slipway control serve --repo https://git.example/platform/config.git --db sqlite:/var/lib/slipway/control.db \
     --listen :8080 --pool-runtime agents=https://runtime.example:8443,/run/secrets/runtime.token`,
 	"control serve": `  # The control plane on SQLite, dispatching pool agents' jobs to one runtime

@@ -15,7 +15,7 @@ var commandGroups = []struct {
 	{cobra.Group{ID: "runtime", Title: "Runtime Commands:"}, []string{"runtime", "claim", "checkpoint", "runs"}},
 	{cobra.Group{ID: "control", Title: "Control Plane Commands:"}, []string{"control", "tenant", "job"}},
 	{cobra.Group{ID: "kubernetes", Title: "Kubernetes and Argo CD Commands:"}, []string{"render", "apply", "argocd"}},
-	{cobra.Group{ID: "operations", Title: "Operations Commands:"}, []string{"incidents", "cleanup", "cost", "gc"}},
+	{cobra.Group{ID: "operations", Title: "Operations Commands:"}, []string{"console", "incidents", "cleanup", "cost", "gc"}},
 	{cobra.Group{ID: "other", Title: "Other Commands:"}, []string{"version"}},
 }
 

@@ -11,10 +11,24 @@ import "time"
 type Cancellation struct {
 	// Fence goes up with every cancel request; a step records the fence it
 	// ran under.
-	Fence       int          `json:"fence"`
-	RequestedAt time.Time    `json:"requestedAt"`
+	Fence       int       `json:"fence"`
+	RequestedAt time.Time `json:"requestedAt"`
+	// Reason is why it was canceled, as the request said it (the
+	// console asks for one); RequestedBy the id of the token that asked.
+	// A later request with a reason replaces both.
+	Reason      string       `json:"reason,omitempty"`
+	RequestedBy string       `json:"requestedBy,omitempty"`
 	Steps       []CancelStep `json:"steps"`
 }
+
+// CancelRequest is the body of POST /v1/jobs/{id}/cancel (optional: a
+// cancel without a body records no reason).
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// MaxCancelReason bounds a cancel reason, in bytes.
+const MaxCancelReason = 1024
 
 // CancelStep is one step's outcome: done, not_applicable, unavailable or
 // failed.

@@ -159,6 +159,21 @@ func (c *Client) Cancel(ctx context.Context, id string) (*Job, error) {
 	return &j, err
 }
 
+// CancelWithReason cancels a job and records why (and the token that
+// asked) in its cancellation record.
+func (c *Client) CancelWithReason(ctx context.Context, id, reason string) (*Job, error) {
+	var j Job
+	_, err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, CancelRequest{Reason: reason}, &j)
+	return &j, err
+}
+
+// WhoAmI says what the client's token is: its id, tenant and scope.
+func (c *Client) WhoAmI(ctx context.Context) (*WhoAmI, error) {
+	var w WhoAmI
+	_, err := c.do(ctx, http.MethodGet, "/v1/whoami", nil, nil, &w)
+	return &w, err
+}
+
 // Wait polls a job until it is terminal (or unknown), calling seen with each
 // new state.
 func (c *Client) Wait(ctx context.Context, id string, every time.Duration, seen func(*Job)) (*Job, error) {

@@ -88,6 +88,14 @@ const (
 	ScopeOperator = "operator"
 )
 
+// WhoAmI is GET /v1/whoami: what the request's token is (never the
+// token itself).
+type WhoAmI struct {
+	TokenID string `json:"tokenId"`
+	Tenant  string `json:"tenant"`
+	Scope   string `json:"scope"`
+}
+
 // TenantUsage is a tenant's counters (GET /v1/usage).
 type TenantUsage struct {
 	Tenant      string  `json:"tenant"`

@@ -406,7 +406,7 @@ func TestCancelQueued(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := p.Cancel(ctx, "globex", j.ID)
+		got, err := p.Cancel(ctx, "globex", j.ID, "", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -423,7 +423,7 @@ func TestCancelQueued(t *testing.T) {
 		if u, _ := s.Usage(ctx); len(u) != 1 || u[0].Queued != 0 || u[0].Active != 0 {
 			t.Fatalf("counters after the cancel: %+v", u)
 		}
-		if _, err := p.Cancel(ctx, "globex", j.ID); !errors.Is(err, store.ErrConflict) {
+		if _, err := p.Cancel(ctx, "globex", j.ID, "", ""); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("canceling a canceled job: %v", err)
 		}
 	})

@@ -415,7 +415,7 @@ func (e *Engine) Profile(ctx context.Context, j *controlapi.Job) (*controlapi.Jo
 // Cancel cancels a job of tenant ("" : any): a queued or admitted job ends
 // canceled at once; an allocating or running one is stopped by its owner
 // (or the recoverer, if the owner is gone).
-func (e *Engine) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job, error) {
+func (e *Engine) Cancel(ctx context.Context, tenant, id, reason, by string) (*controlapi.Job, error) {
 	if _, err := e.st.Get(ctx, tenant, id); err != nil {
 		return nil, err
 	}
@@ -426,7 +426,12 @@ func (e *Engine) Cancel(ctx context.Context, tenant, id string) (*controlapi.Job
 		}
 		c := j.Cancellation
 		c.Fence++
-		addStep(c, controlapi.StepRequest, controlapi.StepDone, fmt.Sprintf("cancel request #%d", c.Fence))
+		detail := fmt.Sprintf("cancel request #%d", c.Fence)
+		if reason != "" {
+			c.Reason, c.RequestedBy = reason, by
+			detail += " by token " + by + ": " + reason
+		}
+		addStep(c, controlapi.StepRequest, controlapi.StepDone, detail)
 		j.CancelRequested = true
 		switch j.State {
 		case controlapi.Queued, controlapi.Admitted:

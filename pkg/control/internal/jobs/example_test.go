@@ -78,7 +78,7 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("admitted", n) // acme's concurrency is 1
-	j, err := e.Cancel(ctx, "acme", second.ID)
+	j, err := e.Cancel(ctx, "acme", second.ID, "", "")
 	if err != nil {
 		panic(err)
 	}

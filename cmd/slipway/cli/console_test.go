@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/console"
+	"github.com/slipway-dev/slipway/testharness/need"
+)
+
+// browser is a headless Debian chromium of its own (its own cookies),
+// logged in to the console at base with token.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+	dir  string
+}
+
+func newBrowser(t *testing.T, base, token, shots string) *browser {
+	t.Helper()
+	bin := need.Binary(t, "chromium", "apt-get install chromium")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 1000), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelA)
+	bctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(cancelB)
+	b := &browser{t: t, ctx: bctx, base: base, dir: shots}
+	// The first run starts the browser, which lives as long as that run's
+	// context: no timeout on it.
+	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	b.run("log in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS("nav")))
+	return b
+}
+
+func (b *browser) run(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.fatal(what, err)
+	}
+}
+
+func (b *browser) fatal(what string, err error) {
+	b.t.Helper()
+	html, _ := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	b.t.Fatalf("browser: %s: %v\npage:\n%s", what, err, html)
+}
+
+func eval[T any](b *browser, what, js string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		b.fatal(what, err)
+	}
+	return v
+}
+
+func (b *browser) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		b.fatal("screenshot "+name, err)
+	}
+	f := filepath.Join(b.dir, name+".png")
+	if err := os.WriteFile(f, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", f)
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.fatal("text of "+sel, err)
+	}
+	return s
+}
+
+// artifacts is where screenshots go: $SLIPWAY_ARTIFACTS/console, else a
+// temporary directory the log names.
+func artifacts(t *testing.T) string {
+	d := os.Getenv("SLIPWAY_ARTIFACTS")
+	if d == "" {
+		d = t.TempDir()
+	}
+	d = filepath.Join(d, "console")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("console screenshots in %s", d)
+	return d
+}
+
+// The console in a real browser against a real runtime and control
+// plane: pages render, a job's events arrive live, a cancel without a
+// reason is refused and one with a reason is recorded, a tenant cannot
+// reach another tenant's job, the keyboard reaches the actions and every
+// input has a label.
+func TestConsoleBrowser(t *testing.T) {
+	need.Binary(t, "chromium", "apt-get install chromium")
+	w := newControlWorld(t)
+	ctx := context.Background()
+	db := "sqlite:" + filepath.Join(w.dir, "control.db")
+	acmeTok, _ := readToken(w.token(t, db, "acme"))
+	globexTok, _ := readToken(w.token(t, db, "globex"))
+	r := run(t, "", "tenant", "token", "create", "ops", "--scope", "operator", "--db", db)
+	if r.code != 0 {
+		t.Fatalf("operator token: %+v", r)
+	}
+	opsTok := strings.TrimSpace(r.stdout)
+	cp := w.startControl(t, db)
+
+	repo, err := gitops.Open(ctx, w.repo, gitops.WithDepth(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := console.New(cp.url, console.WithRuntime("local", w.rt.base, restartToken), console.WithConfigRepo(repo, "main"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	shots := artifacts(t)
+
+	ops := newBrowser(t, hs.URL, opsTok, shots)
+	ops.shot("home")
+
+	acme, _ := controlapi.NewClient(cp.url, acmeTok)
+	j, _, err := acme.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard",
+		Commands: [][]string{{"sh", "-c", "echo first-line; sleep 5; printf 'second-%s \\033[31mred\\033[0m <b>x</b>\\n' line; sleep 120"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := waitJob(t, acme, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State == controlapi.Running })
+
+	// The job's page opens before its second line is printed: the line
+	// arrives live over the page's EventSource.
+	ops.run("job page", chromedp.Navigate(hs.URL+"/jobs/"+j.ID), chromedp.WaitVisible(chromedp.ID("events")))
+	ops.run("first line", chromedp.WaitVisible(chromedp.Search(`//ol[@id="events"]/li[contains(., "stdout first-line")]`)))
+	if s := ops.text("#events"); strings.Contains(s, "second-line") {
+		t.Fatalf("the second line was printed before the page opened; this would not show it arriving live:\n%s", s)
+	}
+	ops.run("second line, live", chromedp.WaitVisible(chromedp.Search(`//ol[@id="events"]/li[contains(., "second-line")]`)))
+	ev := ops.text("#events")
+	if strings.Contains(ev, "\x1b") || !strings.Contains(ev, "second-line red <b>x</b>") {
+		t.Errorf("events: terminal escapes kept or markup lost: %q", ev)
+	}
+	bolds := eval[int](ops, "no markup from output", `document.querySelectorAll("#events b").length`)
+	if bolds != 0 {
+		t.Errorf("the job's output became markup: %d <b> elements", bolds)
+	}
+	ops.shot("job-live-events")
+
+	// Every visible input has a label; the keyboard reaches the reason
+	// and the cancel button, in that order.
+	unlabelled := eval[[]string](ops, "labels", `Array.from(document.querySelectorAll("input:not([type=hidden]),textarea,select")).filter(e => !e.labels || e.labels.length == 0).map(e => e.outerHTML)`)
+	if len(unlabelled) != 0 {
+		t.Errorf("inputs without a label: %v", unlabelled)
+	}
+	var order []string
+	for i := 0; i < 40; i++ {
+		ops.run("tab", chromedp.KeyEvent("\t"))
+		id := eval[string](ops, "focus", `document.activeElement.id || document.activeElement.tagName`)
+		order = append(order, id)
+		if id == "cancel" {
+			break
+		}
+	}
+	joined := strings.Join(order, " ")
+	if !strings.Contains(joined, "reason") || order[len(order)-1] != "cancel" || strings.Index(joined, "reason") > strings.Index(joined, "cancel") {
+		t.Fatalf("tab order does not reach the reason, then the cancel button: %v", order)
+	}
+
+	// A cancel without a reason is refused and cancels nothing.
+	ops.run("cancel without a reason", chromedp.Click(chromedp.ID("cancel")), chromedp.WaitVisible(chromedp.CSS(`[role=alert]`)))
+	if msg := ops.text(`[role=alert]`); !strings.Contains(msg, "a reason is required") {
+		t.Fatalf("refusal: %q", msg)
+	}
+	ops.shot("cancel-refused-without-reason")
+	if got, err := acme.Get(ctx, j.ID); err != nil || got.State != controlapi.Running || got.Cancellation != nil {
+		t.Fatalf("after a refused cancel: %s %+v %v", got.State, got.Cancellation, err)
+	}
+	// With a reason: the job is canceled and the reason recorded.
+	ops.run("cancel with a reason", chromedp.Navigate(hs.URL+"/jobs/"+j.ID), chromedp.WaitVisible(chromedp.ID("reason")),
+		chromedp.SendKeys(chromedp.ID("reason"), "stuck on a dead mirror"), chromedp.Click(chromedp.ID("cancel")),
+		chromedp.WaitVisible(chromedp.ID("cancel-reason")))
+	got := waitJob(t, acme, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+	if got.State != controlapi.Canceled || got.Cancellation == nil || got.Cancellation.Reason != "stuck on a dead mirror" || got.Cancellation.RequestedBy == "" {
+		t.Fatalf("canceled job: %s %+v", got.State, got.Cancellation)
+	}
+	ops.run("reload", chromedp.Navigate(hs.URL+"/jobs/"+j.ID), chromedp.WaitVisible(chromedp.ID("cancel-reason")))
+	ops.shot("job-canceled-with-reason")
+
+	// A run's lineage, the pool and a generation.
+	ops.run("run page", chromedp.Navigate(hs.URL+"/runs/"+running.RunID), chromedp.WaitVisible(chromedp.CSS("svg")))
+	if s := ops.text("figure"); !strings.Contains(s, running.SandboxID) || !strings.Contains(s, running.Generation[:14]) {
+		t.Errorf("lineage does not name the sandbox %s and generation %s: %q", running.SandboxID, running.Generation, s)
+	}
+	ops.shot("run-lineage")
+	ops.run("pool page", chromedp.Navigate(hs.URL+"/pools/agents"), chromedp.WaitVisible(chromedp.ID("generations")))
+	if s := ops.text("#warm-hit"); !strings.Contains(s, "of 1)") {
+		t.Errorf("warm hit over the one run: %q", s)
+	}
+	ops.shot("pool")
+	ops.run("generation page", chromedp.Navigate(hs.URL+"/pools/agents/generations/"+running.Generation), chromedp.WaitVisible(chromedp.CSS("table")))
+	if s := ops.text("table"); !strings.Contains(s, "runner") || !strings.Contains(s, "workspaceTemplate") {
+		t.Errorf("generation pins: %q", s)
+	}
+	ops.shot("generation")
+	ops.run("questions", chromedp.Navigate(hs.URL+"/questions"), chromedp.WaitVisible(chromedp.CSS("ol")))
+	ops.shot("questions")
+
+	// Another tenant cannot reach acme's job, its events, or an
+	// operator's page.
+	globex := newBrowser(t, hs.URL, globexTok, shots)
+	globex.run("another tenant's job", chromedp.Navigate(hs.URL+"/jobs/"+j.ID), chromedp.WaitVisible(chromedp.CSS(`[role=alert]`)))
+	if s := globex.text("main"); strings.Contains(s, "first-line") || !strings.Contains(s, "404") {
+		t.Errorf("globex on acme's job: %q", s)
+	}
+	globex.shot("tenant-refused-other-tenant-job")
+	for _, p := range []string{"/jobs/" + j.ID + "/events", "/pools/agents", "/runs/" + running.RunID} {
+		req, _ := http.NewRequest("GET", hs.URL+p, nil)
+		req.AddCookie(&http.Cookie{Name: console.CookieName, Value: globexTok})
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusForbidden {
+			t.Errorf("globex GET %s: %d", p, resp.StatusCode)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("GET %s: CSP %q", p, csp)
+		}
+	}
+	// A tenant cannot cancel, even with a reason and its own CSRF token.
+	globex.run("jobs list", chromedp.Navigate(hs.URL+"/jobs"), chromedp.WaitVisible(chromedp.CSS("table")))
+	jobs := globex.text("main")
+	if strings.Contains(jobs, j.ID) {
+		t.Errorf("globex's job list shows acme's job")
+	}
+}

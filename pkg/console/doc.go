@@ -1,0 +1,22 @@
+// Package console is Slipway's operator console: a web view, served by
+// `slipway console serve`, over the records the APIs already keep. It reads
+// the control plane's API (jobs, their events, deliveries, cancellations,
+// traces), each runtime's API (run manifests, pool status) and the config
+// repository (pools, generations, rollouts), always with the caller's own
+// control-plane token: a tenant sees only its jobs, an operator all.
+//
+// Pages are rendered on the server by html/template (output escaped, and
+// terminal control removed and secret-looking values redacted the way the
+// delivery filter does it); the stylesheet and one small script are
+// embedded in the binary, so it works offline and needs no build step. The
+// script follows a job's events and a running rollout over Server-Sent
+// Events. Every response carries a strict Content-Security-Policy
+// (script-src 'self', no inline script); the token lives in an HttpOnly,
+// SameSite=Strict cookie; every POST carries a CSRF token. The console is
+// read-only but for actions that need an operator token and a reason,
+// which is recorded with the action through the existing API (a job's
+// cancellation record).
+//
+// It is not an API of its own and stores nothing: every figure it shows is
+// read from the servers at request time.
+package console

@@ -1,0 +1,94 @@
+package console
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"strings"
+
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+)
+
+// node is one box of a lineage graph.
+type node struct {
+	label, value, href string
+}
+
+// Lineage draws a run's lineage as inline SVG, server side: the run in the
+// middle column, what it ran in (sandbox, attempt, generation, pool,
+// tenant) on the left, what it was made of (each artifact's digest, the
+// policy revisions, the secret version, the processes that served it) on
+// the right, an edge from the run to each. Every value comes from the
+// manifest, cleaned (Clean) and escaped.
+func Lineage(m *runmanifest.Manifest) template.HTML {
+	left := []node{
+		{"sandbox", m.SandboxID, ""},
+		{"allocation attempt", fmt.Sprint(m.AllocationAttempt), ""},
+		{"generation", m.Generation, ""},
+		{"pool", m.Pool, ""},
+		{"tenant", m.Tenant, ""},
+		{"node", m.NodeID, ""},
+	}
+	var right []node
+	add := func(label, v string) {
+		if v != "" {
+			right = append(right, node{label, v, ""})
+		}
+	}
+	add("workspace template", m.WorkspaceTemplateID)
+	add("runner image", m.RunnerImageDigest)
+	add("runner binary", m.RunnerBinarySHA256)
+	add("control plane image", m.ControlPlaneDigest)
+	add("node image", m.NodeImageID)
+	add("runtime class", m.RuntimeClass)
+	add("policy revision", m.PolicyRevision)
+	add("verification policy", m.VerificationPolicyRevision)
+	add("model", m.ModelID)
+	add("prompt bundle", m.PromptBundleID)
+	add("secret version", m.SecretVersion)
+	for _, p := range []struct {
+		who string
+		p   *runmanifest.Process
+	}{{"control plane process", m.ServedBy.ControlPlane}, {"runtime process", m.ServedBy.Runtime}, {"runner process", m.ServedBy.Runner}} {
+		if p.p != nil {
+			add(p.who, strings.TrimSpace(p.p.Version+" "+p.p.BinarySHA256+" "+p.p.Image))
+		}
+	}
+	const rowH, boxW, boxH, gap = 44, 330, 34, 140
+	rows := max(len(left), len(right), 1)
+	h := rows*rowH + 20
+	w := 3*boxW + 2*gap + 20
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-labelledby="lineage-title" width="%d" height="%d" viewBox="0 0 %d %d">`, w, h, w, h)
+	fmt.Fprintf(&b, `<title id="lineage-title">lineage of run %s</title>`, esc(m.RunID))
+	cx, cy := 10+boxW+gap, h/2-boxH/2
+	box := func(x, y int, n node, class string) {
+		fmt.Fprintf(&b, `<g class="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="4" fill="#fff" stroke="#1d2a3a"/>`, class, x, y, boxW, boxH)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`, x+6, y+13, esc(n.label))
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text></g>`, x+6, y+28, esc(ellipsis(n.value, 46)))
+	}
+	for i, n := range left {
+		y := 10 + i*rowH
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, 10+boxW, y+boxH/2, cx, cy+boxH/2)
+		box(10, y, n, "in")
+	}
+	for i, n := range right {
+		y := 10 + i*rowH
+		x := cx + boxW + gap
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, cx+boxW, cy+boxH/2, x, y+boxH/2)
+		box(x, y, n, "artifact")
+	}
+	box(cx, cy, node{"run", m.RunID + " (" + string(m.Status) + ")", ""}, "run")
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) // every value went through esc
+}
+
+func esc(s string) string { return html.EscapeString(Clean(s)) }
+
+func ellipsis(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
