@@ -192,8 +192,11 @@ release-cache:
 # The Kubernetes part of the demo (examples/demo -kubernetes, walked through
 # for a cluster of your own in examples/kubernetes/): a real single-node
 # cluster on this machine with agent-sandbox's controller, the pool rendered,
-# applied, claimed from and rolled out. It needs the binaries of make
-# kube-bins and root on Linux; without them it says so and exits 0.
+# applied, claimed from and rolled out; then a job through a control plane in
+# front of it (job trace with the runtime's and runner's spans), a leaked claim
+# cleaned (cleanup list) and cost from the cluster's timestamps. It needs the
+# binaries of make kube-bins and root on Linux; without them it says so and
+# exits 0.
 demo-kube: deps build
 	$(GO) run ./examples/demo -kubernetes
 

@@ -39,45 +39,11 @@ func controlPlane(sh shell, work, here string, rt *runtimeProc) error {
 	}
 
 	section("control serve", "the control plane: only it holds the runtime's token; 3 jobs active at once, 2 per tenant")
-	args := []string{"control", "serve", "--repo", "config.git", "--db", db, "--listen", "127.0.0.1:0",
-		"--pool-runtime", "agents=" + rt.server + "," + rt.token, "--max-active", "3", "--config-refresh", "300ms", "--grace", "1s"}
-	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
-	srv := exec.Command(sh.bin, args...)
-	srv.Dir = sh.dir
-	stderr, err := srv.StderrPipe()
+	server, stop, err := serveControl(sh, db, rt, "--max-active", "3", "--config-refresh", "300ms", "--grace", "1s")
 	if err != nil {
 		return err
 	}
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		srv.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- srv.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			srv.Process.Kill()
-		}
-	}()
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "serving on "); ok {
-				fmt.Printf("  | control: %s\n", sc.Text())
-				addr <- a
-			}
-		}
-	}()
-	var server string
-	select {
-	case a := <-addr:
-		server = "http://" + a
-	case <-time.After(60 * time.Second):
-		return fmt.Errorf("control serve did not start")
-	}
+	defer stop()
 	as := func(tenant string, args ...string) []string {
 		return append(append([]string{}, args[0], args[1]), append([]string{"--control", server, "--token-file", tenant + ".token"}, args[2:]...)...)
 	}
@@ -148,6 +114,51 @@ func controlPlane(sh shell, work, here string, rt *runtimeProc) error {
 		return err
 	}
 	return consoleUp(sh, work, db, server, rt)
+}
+
+// serveControl starts `slipway control serve` on config.git and db in
+// front of the runtime rt (pool agents), with the extra arguments, and
+// returns its URL and how to stop it.
+func serveControl(sh shell, db string, rt *runtimeProc, extra ...string) (string, func(), error) {
+	args := append([]string{"control", "serve", "--repo", "config.git", "--db", db, "--listen", "127.0.0.1:0",
+		"--pool-runtime", "agents=" + rt.server + "," + rt.token}, extra...)
+	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
+	srv := exec.Command(sh.bin, args...)
+	srv.Dir = sh.dir
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := srv.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		srv.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- srv.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			srv.Process.Kill()
+		}
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "serving on "); ok {
+				fmt.Printf("  | control: %s\n", sc.Text())
+				addr <- a
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a, stop, nil
+	case <-time.After(60 * time.Second):
+		stop()
+		return "", nil, fmt.Errorf("control serve did not start")
+	}
 }
 
 // consoleUp starts the operator console over this control plane, the

@@ -125,8 +125,8 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 		return err
 	}
 
-	section("runtime serve", "--backend kubernetes: claims are SandboxClaims on the active generation's warm pool, exec through pod exec")
-	rt, err := serveRuntime(sh, work, "synced ", "--backend", "kubernetes", "--kubeconfig", kc)
+	section("runtime serve", "--backend kubernetes: claims are SandboxClaims on the active generation's warm pool, exec through pod exec; reconciler every 3s, cost ledger every 2s")
+	rt, err := serveRuntime(sh, work, "synced ", "--backend", "kubernetes", "--kubeconfig", kc, "--reconcile-interval", "3s", "--storage-sample-interval", "2s")
 	if err != nil {
 		return err
 	}
@@ -164,6 +164,10 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 		return err
 	}
 
+	if err := kubeAnswers(ctx, sh, work, d.here, dyn, rt, g2); err != nil {
+		return err
+	}
+
 	section("summary", "Slipway on Kubernetes, on this machine")
 	fmt.Printf("  templates  minimal %s, agent-tools %s: built, signed, attested (%s)\n", short(minimal), short(agentTools), built.Round(time.Second))
 	fmt.Printf("  cluster    etcd, kube-apiserver, kubelet, containerd, agent-sandbox's controller up in %s\n", clusterUp.Round(100*time.Millisecond))
@@ -171,6 +175,7 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 	fmt.Printf("  claim      run %s on a warm member of g1 through the runtime's Kubernetes backend\n", first.RunID)
 	fmt.Printf("  g2         %s: rolled out on the cluster in %s (the drain waited for the long task), %d proofs passed on a proof claim\n", g2, rolled.Round(100*time.Millisecond), len(kubeProofs))
 	fmt.Printf("  drain      long task %s stayed on g1 until it ended; claim %s got g2\n", longRun.RunID, second.RunID)
+	fmt.Printf("  answers    job trace (control plane, runtime and runner spans), cleanup list (a leaked claim cleaned), cost from the cluster's timestamps\n")
 	fmt.Printf("  wall time  %s\n", time.Since(began).Round(time.Second))
 	fmt.Println("\ndemo-kube: ok")
 	return nil

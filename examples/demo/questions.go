@@ -36,7 +36,7 @@ func operatorQuestions(sh shell, db string, as func(string, ...string) []string,
 		{1, "which artifact and policy versions produced the run?", []string{"runs", "show", r, "--state", "state"}, 22, nil},
 		{2, "why did allocation take this long?", []string{"runs", "show", r, "--state", "state", "--lifecycle"}, 0, nil},
 		{2, "... and where did the job's time go, span by span (the control plane's, the runtime's, the runner's)?", as(tenant, "job", "trace", jobID), 40,
-			[]string{"  claim", "    runtime claim", "      sandbox ready", "      runner awake", "    runtime command", "      runner exec", "    runtime release"}},
+			traceMust},
 		{3, "warm hit, cold start or new node? (first line)", []string{"runs", "show", r, "--state", "state", "--lifecycle"}, 1, nil},
 		{4, "which sandbox and allocation attempt own the run?", []string{"runs", "show", r, "--state", "state", "--fence"}, 1, nil},
 		{5, "can an old sandbox still route or mint credentials?", []string{"runs", "show", r, "--state", "state", "--fence"}, 0, nil},
@@ -52,28 +52,37 @@ func operatorQuestions(sh shell, db string, as func(string, ...string) []string,
 			title = "incidents"
 		}
 		section(title, "%s", q.ask)
-		fmt.Printf("$ slipway %s\n", strings.Join(q.args, " "))
-		cmd := exec.Command(sh.bin, q.args...)
-		cmd.Dir = sh.dir
-		start := time.Now()
-		b, err := cmd.CombinedOutput()
-		took := time.Since(start)
-		if err != nil {
-			return fmt.Errorf("slipway %s: %v\n%s", strings.Join(q.args, " "), err, b)
+		if err := sh.answer(q.args, q.lines, q.must); err != nil {
+			return err
 		}
-		text := strings.TrimSuffix(string(b), "\n")
-		for _, m := range q.must {
-			if !strings.Contains(text, m) {
-				return fmt.Errorf("slipway %s: the answer lacks %q:\n%s", strings.Join(q.args, " "), m, text)
-			}
+	}
+	return nil
+}
+
+// answer runs slipway args, prints its answer (its first lines lines; 0:
+// all) and how long it took, and fails when the answer lacks any of must.
+func (sh shell) answer(args []string, lines int, must []string) error {
+	fmt.Printf("$ slipway %s\n", strings.Join(args, " "))
+	cmd := exec.Command(sh.bin, args...)
+	cmd.Dir = sh.dir
+	start := time.Now()
+	b, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		return fmt.Errorf("slipway %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	text := strings.TrimSuffix(string(b), "\n")
+	for _, m := range must {
+		if !strings.Contains(text, m) {
+			return fmt.Errorf("slipway %s: the answer lacks %q:\n%s", strings.Join(args, " "), m, text)
 		}
-		if lines := strings.Split(text, "\n"); q.lines > 0 && len(lines) > q.lines {
-			text = strings.Join(lines[:q.lines], "\n") + fmt.Sprintf("\n... (%d more lines)", len(lines)-q.lines)
-		}
-		fmt.Printf("%s\n  (answered in %d ms)\n", indentText(text), took.Milliseconds())
-		if took >= time.Second {
-			fmt.Printf("  (over a second: is the machine busy?)\n")
-		}
+	}
+	if l := strings.Split(text, "\n"); lines > 0 && len(l) > lines {
+		text = strings.Join(l[:lines], "\n") + fmt.Sprintf("\n... (%d more lines)", len(l)-lines)
+	}
+	fmt.Printf("%s\n  (answered in %d ms)\n", indentText(text), took.Milliseconds())
+	if took >= time.Second {
+		fmt.Printf("  (over a second: is the machine busy?)\n")
 	}
 	return nil
 }
