@@ -45,11 +45,16 @@ func operatorQuestions(sh shell, db string, as func(string, ...string) []string,
 		{8, "did the final output reach the user and each integration?", as(tenant, "job", "show", jobID), 0, nil},
 		{9, "what cleanup remains?", []string{"cleanup", "list", "--state", "state"}, 12, nil},
 		{10, "which other runs share its node, template, runtime class or policy revision?", []string{"runs", "related", r, "--state", "state", "--limit", "5"}, 0, nil},
+		{-1, "time by state (warm idle, active, proof) and what it cost, from the runtime's ledger at config.git's prices",
+			[]string{"cost", "--state", "state", "--pool", "agents", "--since", "1h", "--repo", "config.git"}, 0, []string{"warm_idle", "active", "credits"}},
 		{0, "every incident, from durable records", []string{"incidents", "--db", db, "--state", "state"}, 30, nil},
 	} {
 		title := fmt.Sprintf("question %d", q.n)
-		if q.n == 0 {
+		switch q.n {
+		case 0:
 			title = "incidents"
+		case -1:
+			title = "cost"
 		}
 		section(title, "%s", q.ask)
 		if err := sh.answer(q.args, q.lines, q.must); err != nil {
