@@ -122,13 +122,13 @@ for _ in $(seq 900); do
 		cat "$work/runtime.log" >&2
 		exit 1
 	fi
-	if grep -q '^warm pools: ' "$work/runtime.log" && grep -q '^serving on ' "$work/runtime.log"; then
+	if grep -q 'warm pools: ' "$work/runtime.log" && grep -q '^serving on ' "$work/runtime.log"; then
 		break
 	fi
 	sleep 0.1
 done
 addr=$(sed -n 's/^serving on //p' "$work/runtime.log" | head -1)
-grep -q '^warm pools: ' "$work/runtime.log" || {
+grep -q 'warm pools: ' "$work/runtime.log" || {
 	echo "release-chain.sh: no warm sandbox within 90s:" >&2
 	cat "$work/runtime.log" >&2
 	exit 1

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -72,7 +73,7 @@ func oneNamePerConcept(c *cobra.Command, stderr io.Writer) {
 			continue
 		}
 		for _, was := range k.was {
-			if fs.Lookup(was) == nil {
+			if fs.Lookup(was) == nil && !ambiguousAlias(fs, k.name, was) {
 				addAlias(fs, f, was, "use --"+k.name+" ("+k.what+")")
 			}
 		}
@@ -80,6 +81,19 @@ func oneNamePerConcept(c *cobra.Command, stderr io.Writer) {
 			f.Usage += " ($" + k.env + ")"
 		}
 	}
+}
+
+// ambiguousAlias says whether was is the old spelling of another concept
+// flag fs takes as well as of name's (--server, on a command that takes both
+// --runtime and --control): such a command is newer than the old spelling
+// and gets no alias, since it could not say which flag was meant.
+func ambiguousAlias(fs *pflag.FlagSet, name, was string) bool {
+	for _, k := range flagConcepts {
+		if k.name != name && slices.Contains(k.was, was) && fs.Lookup(k.name) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // addAlias registers was as a hidden, deprecated spelling of f, bound to the
