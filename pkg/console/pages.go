@@ -302,6 +302,16 @@ type poolData struct {
 // reads to tell its warm-hit fraction.
 const PoolSample = 50
 
+// Serving reports whether a generation in desired state state takes
+// claims or is still running them (active, draining or warming): the
+// generations whose runs the pool page's warm-hit fraction reads. Retained
+// generations are kept for rollback and take no claims, so their runs tell
+// nothing of the pool's warm capacity today, and a pool keeps many of them
+// (reading PoolSample runs of each of 50 took most of a page's time).
+func Serving(state string) bool {
+	return state == pool.Active || state == pool.Draining || state == pool.Warming
+}
+
 func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 	ctx := r.Context()
 	name := r.PathValue("pool")
@@ -347,7 +357,13 @@ func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 			}
 		}
 	}
-	warm, n, err := s.warmHit(ctx, d.Gens)
+	var serving []genRow
+	for _, g := range d.Gens {
+		if Serving(g.State) {
+			serving = append(serving, g)
+		}
+	}
+	warm, n, err := s.warmHit(ctx, serving)
 	if err != nil {
 		s.fail(w, r, ss, http.StatusBadGateway, "pool "+name+": runs", err)
 		return
@@ -364,8 +380,8 @@ func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 	s.render(w, r, http.StatusOK, "pool", s.page(ss, "Pool "+name, d))
 }
 
-// warmHit reads up to PoolSample runs of each generation from the
-// runtimes and counts those that took a warm sandbox.
+// warmHit reads up to PoolSample runs of each of gens from the runtimes
+// and counts those that took a warm sandbox.
 func (s *Server) warmHit(ctx context.Context, gens []genRow) (warm, n int, err error) {
 	var mu sync.Mutex
 	var firstErr error
