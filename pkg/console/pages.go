@@ -567,6 +567,33 @@ func (s *Server) rolloutLive(w http.ResponseWriter, r *http.Request, ss *session
 	}
 }
 
+// cleanupRuntime is one runtime's cleanup records, or why there are none.
+type cleanupRuntime struct {
+	Name   string
+	Served bool
+	View   *runtimeapi.Cleanup
+}
+
+// cleanup shows each runtime's cleanup records (GET /v1/cleanup): what
+// still needs work, then what was done lately.
+func (s *Server) cleanup(w http.ResponseWriter, r *http.Request, ss *session) {
+	var out []cleanupRuntime
+	for _, rt := range s.runtimes {
+		v, err := rt.Client.Cleanup(r.Context())
+		var re *runtimeapi.APIError
+		switch {
+		case errors.As(err, &re) && re.Status == http.StatusNotFound:
+			out = append(out, cleanupRuntime{Name: rt.Name})
+		case err != nil:
+			s.fail(w, r, ss, http.StatusBadGateway, "cleanup on runtime "+rt.Name, err)
+			return
+		default:
+			out = append(out, cleanupRuntime{Name: rt.Name, Served: true, View: v})
+		}
+	}
+	s.render(w, r, http.StatusOK, "cleanup", s.page(ss, "Cleanup", out))
+}
+
 type question struct{ Q, Link, LinkText string }
 
 func (s *Server) questions(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -579,7 +606,7 @@ func (s *Server) questions(w http.ResponseWriter, r *http.Request, ss *session) 
 		{"What state is durable, its head, and was restore tested?", "/jobs", "a job's story and event stream"},
 		{"Which network destinations were allowed and used?", "/runs", "a run's manifest: egress"},
 		{"Did the final output reach the user and each integration?", "/jobs", "a job's delivery receipts"},
-		{"What cleanup remains?", "", "not in the console yet: slipway cleanup list --state DIR reads the runtime's state directory"},
+		{"What cleanup remains?", "/cleanup", "each runtime's cleanup records: remaining and recent"},
 		{"Which other runs share the node, template, runtime class or policy revision?", "/runs", "a run's page: runs sharing each artifact"},
 	}
 	for i := range qs {
