@@ -463,6 +463,7 @@ func b16Events(b *testing.B, w *b16World, events int) (viaConsole, viaControl []
 	go func() {
 		defer wg.Done()
 		once, got := sync.Once{}, 0
+		defer once.Do(ready.Done) // a stream that fails at once must not hold the writer
 		err := c.Follow(ctx, j.ID, controlapi.FollowOptions{}, func(e controlapi.Event) error {
 			once.Do(ready.Done)
 			if e.Kind != controlapi.KindStdout {
