@@ -56,7 +56,7 @@ func b16Size() (nRuns, gens, pages, events int) {
 type b16World struct {
 	plane               *Plane
 	cp, rt, con         string
-	opsToken, poolState string
+	opsToken            string
 	gens                []*generation.Generation
 }
 
