@@ -54,10 +54,10 @@ func b16Size() (nRuns, gens, pages, events int) {
 // a control plane on SQLite (for the console's tokens and jobs), and the
 // console over all three, each behind its own httptest server.
 type b16World struct {
-	plane               *Plane
-	cp, rt, con         string
-	opsToken            string
-	gens                []*generation.Generation
+	plane       *Plane
+	cp, rt, con string
+	opsToken    string
+	gens        []*generation.Generation
 }
 
 func newB16World(b *testing.B, nRuns, nGens int) *b16World {
