@@ -170,6 +170,7 @@ func New(control string, opts ...Option) (*Server, error) {
 	s.mux.HandleFunc("GET /pools/{pool}/diff", s.authed(s.operator(s.diff)))
 	s.mux.HandleFunc("GET /pools/{pool}/rollouts/{id}", s.authed(s.operator(s.rollout)))
 	s.mux.HandleFunc("GET /pools/{pool}/rollouts/{id}/live", s.authed(s.operator(s.rolloutLive)))
+	s.mux.HandleFunc("GET /cleanup", s.authed(s.operator(s.cleanup)))
 	s.mux.HandleFunc("GET /questions", s.authed(s.operator(s.questions)))
 	return s, nil
 }

@@ -13,3 +13,16 @@ func ExampleClean() {
 	// Output:
 	// "red <b>bold</b> done\n"
 }
+
+// Serving says which generations' runs a pool page's warm-hit fraction
+// reads: those taking or running claims, not those kept for rollback.
+func ExampleServing() {
+	for _, st := range []string{"active", "draining", "warming", "retained"} {
+		fmt.Println(st, console.Serving(st))
+	}
+	// Output:
+	// active true
+	// draining true
+	// warming true
+	// retained false
+}

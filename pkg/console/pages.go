@@ -302,6 +302,16 @@ type poolData struct {
 // reads to tell its warm-hit fraction.
 const PoolSample = 50
 
+// Serving reports whether a generation in desired state state takes
+// claims or is still running them (active, draining or warming): the
+// generations whose runs the pool page's warm-hit fraction reads. Retained
+// generations are kept for rollback and take no claims, so their runs tell
+// nothing of the pool's warm capacity today, and a pool keeps many of them
+// (reading PoolSample runs of each of 50 took most of a page's time).
+func Serving(state string) bool {
+	return state == pool.Active || state == pool.Draining || state == pool.Warming
+}
+
 func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 	ctx := r.Context()
 	name := r.PathValue("pool")
@@ -347,7 +357,13 @@ func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 			}
 		}
 	}
-	warm, n, err := s.warmHit(ctx, d.Gens)
+	var serving []genRow
+	for _, g := range d.Gens {
+		if Serving(g.State) {
+			serving = append(serving, g)
+		}
+	}
+	warm, n, err := s.warmHit(ctx, serving)
 	if err != nil {
 		s.fail(w, r, ss, http.StatusBadGateway, "pool "+name+": runs", err)
 		return
@@ -364,8 +380,8 @@ func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 	s.render(w, r, http.StatusOK, "pool", s.page(ss, "Pool "+name, d))
 }
 
-// warmHit reads up to PoolSample runs of each generation from the
-// runtimes and counts those that took a warm sandbox.
+// warmHit reads up to PoolSample runs of each of gens from the runtimes
+// and counts those that took a warm sandbox.
 func (s *Server) warmHit(ctx context.Context, gens []genRow) (warm, n int, err error) {
 	var mu sync.Mutex
 	var firstErr error
@@ -551,6 +567,33 @@ func (s *Server) rolloutLive(w http.ResponseWriter, r *http.Request, ss *session
 	}
 }
 
+// cleanupRuntime is one runtime's cleanup records, or why there are none.
+type cleanupRuntime struct {
+	Name   string
+	Served bool
+	View   *runtimeapi.Cleanup
+}
+
+// cleanup shows each runtime's cleanup records (GET /v1/cleanup): what
+// still needs work, then what was done lately.
+func (s *Server) cleanup(w http.ResponseWriter, r *http.Request, ss *session) {
+	var out []cleanupRuntime
+	for _, rt := range s.runtimes {
+		v, err := rt.Client.Cleanup(r.Context())
+		var re *runtimeapi.APIError
+		switch {
+		case errors.As(err, &re) && re.Status == http.StatusNotFound:
+			out = append(out, cleanupRuntime{Name: rt.Name})
+		case err != nil:
+			s.fail(w, r, ss, http.StatusBadGateway, "cleanup on runtime "+rt.Name, err)
+			return
+		default:
+			out = append(out, cleanupRuntime{Name: rt.Name, Served: true, View: v})
+		}
+	}
+	s.render(w, r, http.StatusOK, "cleanup", s.page(ss, "Cleanup", out))
+}
+
 type question struct{ Q, Link, LinkText string }
 
 func (s *Server) questions(w http.ResponseWriter, r *http.Request, ss *session) {
@@ -563,7 +606,7 @@ func (s *Server) questions(w http.ResponseWriter, r *http.Request, ss *session) 
 		{"What state is durable, its head, and was restore tested?", "/jobs", "a job's story and event stream"},
 		{"Which network destinations were allowed and used?", "/runs", "a run's manifest: egress"},
 		{"Did the final output reach the user and each integration?", "/jobs", "a job's delivery receipts"},
-		{"What cleanup remains?", "", "not in the console yet: slipway cleanup list --state DIR reads the runtime's state directory"},
+		{"What cleanup remains?", "/cleanup", "each runtime's cleanup records: remaining and recent"},
 		{"Which other runs share the node, template, runtime class or policy revision?", "/runs", "a run's page: runs sharing each artifact"},
 	}
 	for i := range qs {

@@ -23,8 +23,8 @@ func NewCmdConsole(g *globals) *cobra.Command {
 		Use:   "serve --control URL --runtime URL --token-file FILE --repo URL --listen ADDR",
 		Short: "Serve the console: jobs, runs and their lineage, pools, generations, rollouts, live",
 		Long: `Serve renders pages from the control plane's API (with the token each user logs in with: a
-tenant sees its own jobs, an operator all), the runtime's API (runs and pool status, read with the
-runtime token in --token-file, never shown) and the config repository (pools, generations, rollouts).
+tenant sees its own jobs, an operator all), the runtime's API (runs, pool status and cleanup records,
+read with the runtime token in --token-file, never shown) and the config repository (pools, generations, rollouts).
 A job's events and a running rollout's timeline follow live. Cancelling a job needs an operator token
 and a reason, recorded in the job's cancellation record. Assets are embedded: it works offline.`,
 		Args: cobra.NoArgs,
@@ -73,7 +73,7 @@ and a reason, recorded in the job's cancellation record. Assets are embedded: it
 	}
 	f := serve.Flags()
 	f.StringVar(&control, "control", "", "the control plane's URL")
-	f.StringVar(&runtimeURL, "runtime", "", "the runtime's URL (runs and pool status)")
+	f.StringVar(&runtimeURL, "runtime", "", "the runtime's URL (runs, pool status, cleanup records)")
 	f.StringVar(&tokenFile, "token-file", "", "the runtime's token file")
 	f.StringVar(&repoURL, "repo", "", "the config repository (pools, generations, rollouts)")
 	f.StringVar(&branch, "branch", "main", "its branch")

@@ -231,6 +231,13 @@ func TestConsoleBrowser(t *testing.T) {
 	ops.shot("generation")
 	ops.run("questions", chromedp.Navigate(hs.URL+"/questions"), chromedp.WaitVisible(chromedp.CSS("ol")))
 	ops.shot("questions")
+	// The runtime runs its cleanup reconciler (by default): the cleanup
+	// page shows its records, reached from the operator's question.
+	ops.run("cleanup page", chromedp.Click(chromedp.Search(`//a[@href="/cleanup" and not(ancestor::nav)]`)), chromedp.WaitVisible(chromedp.CSS("table.cleanup-remaining")))
+	if s := ops.text("main"); !strings.Contains(s, "Runtime local") || !strings.Contains(s, "Remaining:") || strings.Contains(s, "runs no cleanup reconciler") {
+		t.Errorf("cleanup page: %q", s)
+	}
+	ops.shot("cleanup")
 
 	// Another tenant cannot reach acme's job, its events, or an
 	// operator's page.
