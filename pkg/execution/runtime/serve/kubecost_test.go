@@ -225,4 +225,3 @@ func TestKubeCostBetweenSamples(t *testing.T) {
 		t.Errorf("run cost terms: %+v", rc.Terms)
 	}
 }
-
