@@ -73,7 +73,9 @@ deletes the claim. It serves the same API. The reconciler sweeps the namespace's
 cluster as the authority (claims with no live lease or of ended runs, warm pools of removed
 generations, Sandboxes and pods whose controller is gone, pods stuck terminating, run Secrets),
 each delete fenced by the resourceVersion it read; the cost ledger (DIR/cost.db, slipway cost) is
-kept from the cluster's own timestamps, read every --storage-sample-interval.
+kept from the cluster's own timestamps: each claim this runtime deletes (a release, the reconciler)
+is recorded as it goes, however short it lived; warm idle and retained Sandboxes, and other
+replicas' claims, are read every --storage-sample-interval.
 
 With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
 local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is

@@ -99,6 +99,7 @@ type options struct {
 	readyTimeout  time.Duration
 	deleteTimeout time.Duration
 	egressRecord  func(sandboxID string, a egress.Attempt)
+	released      func(Release)
 }
 
 // WithClusterName names the cluster in run manifests (default: the API

@@ -351,16 +351,19 @@ func (b *Backend) claimOf(ctx context.Context, id string) (string, error) {
 // deleteClaim deletes claim name (of uid, when given), the Sandbox it is
 // bound to and that Sandbox's pod, and waits until all three are gone.
 func (b *Backend) deleteClaim(ctx context.Context, name string, uid types.UID) error {
-	return b.deleteClaimAt(ctx, name, uid, "", "", false)
+	return b.deleteClaimAt(ctx, name, uid, "", "", false, nil)
 }
 
 // deleteClaimAt is deleteClaim on the precondition that the claim's
 // resourceVersion is rv (when given: sandbox.ErrOwnerConflict when it
 // changed; its uid and the Sandbox it is bound to, bound, are then as
-// read with it, and the claim is not read again), its pod deleted at once
-// when force.
-func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID, rv, bound string, force bool) error {
+// read with it, and the claim is not read again: listed is then the claim
+// as listed, when known), its pod deleted at once when force. A claim
+// bound to a Sandbox it controls is reported to the release observer once
+// all are gone.
+func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID, rv, bound string, force bool, listed *sandbox.Object) error {
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
+	claim := listed
 	if rv == "" || uid == "" {
 		c, err := claims.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -373,6 +376,8 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 			uid = c.GetUID()
 		}
 		bound = boundName(c)
+		co := b.claimObjectOf(c)
+		claim = &co
 	}
 	background := metav1.DeletePropagationBackground
 	pre := &metav1.Preconditions{UID: &uid}
@@ -393,6 +398,7 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 		uid  types.UID
 	}
 	gone := []ref{{"SandboxClaim", claimsGVR, name, uid}}
+	var held *sandbox.Object // the Sandbox the claim held
 	if sbName := bound; sbName != "" {
 		sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
 		sb, err := sandboxes.Get(ctx, sbName, metav1.GetOptions{})
@@ -406,6 +412,10 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 				podName = sbName
 			}
 			sbUID := sb.GetUID()
+			if claim != nil {
+				so := sandboxObjectOf(sb, *claim)
+				held = &so
+			}
 			if err := sandboxes.Delete(ctx, sbName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sbUID}, PropagationPolicy: &background}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("kube: delete Sandbox %s/%s: %w", b.namespace, sbName, err)
 			}
@@ -438,7 +448,11 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 		wg.Go(func() { errs[i] = b.untilGone(ctx, r.res, r.gvr, r.name, r.uid) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	b.release(claim, held)
+	return nil
 }
 
 // controlledByUID says whether u's controller has uid.

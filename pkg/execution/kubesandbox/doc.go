@@ -20,7 +20,11 @@
 // killed mid-claim), is taken up. List reads Slipway's claims, Delete
 // deletes a claim, its Sandbox and pod (without waiting for a garbage
 // collector) and returns once they are gone, WarmCounts reads the warm
-// pools' status.
+// pools' status. With WithReleaseObserver, every claim the backend deletes
+// while bound to its Sandbox (Delete, a failed Create's cleanup,
+// DeleteObject) is reported once it is gone, with the claim and Sandbox
+// as read for the deletion: the cost ledger's record of a claim too short
+// for its sampler to see.
 //
 // DialRunner reaches a pod's runner through the API server's pod exec,
 // not the pod network: the workspace container's command (set by render)

@@ -51,16 +51,7 @@ func (b *Backend) Objects(ctx context.Context) ([]sandbox.Object, error) {
 		return nil, err
 	}
 	for i := range claims {
-		c := &claims[i]
-		o := objectOf(sandbox.KindClaim, c)
-		ann := c.GetAnnotations()
-		o.Owner, o.Proof, o.Bound = ann[AnnotationOwner], c.GetLabels()[LabelProof] == "true", boundName(c)
-		o.Ready, _, _ = readyCondition(c)
-		o.Ready = o.Ready && o.Bound != ""
-		o.Transition = readySince(c)
-		if !o.Ready {
-			o.StartBy = o.Created.Add(b.o.readyTimeout)
-		}
+		o := b.claimObjectOf(&claims[i])
 		mine[o.Ref()] = o
 		out = append(out, o)
 	}
@@ -84,14 +75,7 @@ func (b *Backend) Objects(ctx context.Context) ([]sandbox.Object, error) {
 		if o.Pool == "" && !ok {
 			continue // not Slipway's
 		}
-		if o.Pool == "" || o.Generation == "" {
-			o.Pool, o.Generation = ctl.Pool, ctl.Generation
-		}
-		o.Ready, _, _ = readyCondition(&sbs[i])
-		o.Transition = readySince(&sbs[i])
-		if n, ok, _ := unstructured.NestedInt64(sbs[i].Object, "spec", "replicas"); ok && n == 0 {
-			o.Suspended = true
-		}
+		o = sandboxObjectOf(&sbs[i], ctl)
 		out = append(out, o)
 	}
 	for _, k := range []string{sandbox.KindPod, sandbox.KindSecret} {
@@ -170,7 +154,15 @@ func (b *Backend) deleteListed(ctx context.Context, o sandbox.Object, force bool
 		wg.Go(func() { errs[i] = b.untilGone(ctx, d.Kind, gvrOf[d.Kind], d.Name, types.UID(d.UID)) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for i := range o.Dependents {
+		if d := &o.Dependents[i]; d.Kind == sandbox.KindSandbox && d.Name == o.Bound {
+			b.release(&o, d)
+		}
+	}
+	return nil
 }
 
 // readySince is the lastTransitionTime of u's Ready condition (zero:
@@ -218,7 +210,7 @@ func (b *Backend) DeleteObject(ctx context.Context, o sandbox.Object, force bool
 		if len(o.Dependents) > 0 {
 			err = b.deleteListed(ctx, o, force)
 		} else {
-			err = b.deleteClaimAt(ctx, o.Name, types.UID(o.UID), o.ResourceVersion, o.Bound, force)
+			err = b.deleteClaimAt(ctx, o.Name, types.UID(o.UID), o.ResourceVersion, o.Bound, force, &o)
 		}
 		if err == nil {
 			b.stopEgress(o.Bound)

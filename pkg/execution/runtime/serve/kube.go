@@ -37,10 +37,6 @@ func RunKubernetes(ctx context.Context, c Config, ready func(addr string)) error
 			rt.RecordEgress(id, a)
 		}
 	}
-	be, err := kubeBackend(c, kubesandbox.WithEgressRecorder(record))
-	if err != nil {
-		return err
-	}
 	if err := os.MkdirAll(c.State, 0o700); err != nil {
 		return err
 	}
@@ -51,7 +47,16 @@ func RunKubernetes(ctx context.Context, c Config, ready func(addr string)) error
 	if err != nil {
 		return err
 	}
-	h := &kubeHost{c: c, be: be, costs: ledger}
+	// Every claim this runtime deletes (a release, the reconciler) is
+	// recorded as it goes, however short it lived; the sampler covers the
+	// rest (warm idle, retained, other replicas' claims).
+	rel := newReleases(ledger)
+	be, err := kubeBackend(c, kubesandbox.WithEgressRecorder(record), kubesandbox.WithReleaseObserver(rel.observe))
+	if err != nil {
+		ledger.Close()
+		return err
+	}
+	h := &kubeHost{c: c, be: be, costs: ledger, rel: rel}
 	defer h.close()
 	return run(ctx, c, h, &rtOf, ready)
 }
@@ -61,6 +66,7 @@ type kubeHost struct {
 	c     Config
 	be    *kubesandbox.Backend
 	costs *cost.Ledger
+	rel   *releases
 }
 
 var _ host = (*kubeHost)(nil)
@@ -86,7 +92,7 @@ func (h *kubeHost) background(ctx context.Context, bg *sync.WaitGroup) {
 	if every <= 0 {
 		every = 30 * time.Second
 	}
-	bg.Go(func() { observeCosts(ctx, h.be, h.costs, every, h.c.Log) })
+	bg.Go(func() { observeCosts(ctx, h.be, h.costs, h.rel, every, h.c.Log) })
 }
 
 // recover releases the claims of the runs an earlier runtime left open: the
@@ -152,16 +158,82 @@ func releaseClaims(ctx context.Context, store runs.Store, be sandbox.Backend) (i
 	return n, errors.Join(errs...)
 }
 
+// releases records in the ledger the claims this runtime deleted
+// (kubesandbox.WithReleaseObserver), and keeps them from the sampler: a
+// read of the cluster that began before a release may still list it.
+type releases struct {
+	ledger *cost.Ledger
+	mu     sync.Mutex
+	gone   map[releaseKey]time.Time // the entry released -> when it was gone
+}
+
+// releaseKey is an interval as the ledger tells them apart (cost.Ledger.Observe).
+type releaseKey struct {
+	sandbox string
+	state   cost.State
+	start   int64
+}
+
+func keyOf(e cost.Entry) releaseKey { return releaseKey{e.SandboxID, e.State, e.At.UnixNano()} }
+
+func newReleases(l *cost.Ledger) *releases {
+	return &releases{ledger: l, gone: map[releaseKey]time.Time{}}
+}
+
+// observe records r's Sandbox in the state its claim held it in, from the
+// cluster's creation times (occupancy, as the sampler reads them: the
+// same start, so an interval the sampler opened is reopened, not counted
+// again; cost.Ledger.Observe), ended when it was gone.
+func (rs *releases) observe(r kubesandbox.Release) {
+	e, ok := occupancy([]sandbox.Object{r.Claim, r.Sandbox})[r.Sandbox.Name]
+	if !ok {
+		return
+	}
+	rs.mu.Lock()
+	rs.gone[keyOf(e)] = r.Gone
+	rs.mu.Unlock()
+	rs.ledger.Observe(e)
+	rs.ledger.Leave(e.SandboxID, r.Gone)
+}
+
+// released says whether e was released already (nil releases: none is).
+func (rs *releases) released(e cost.Entry) bool {
+	if rs == nil {
+		return false
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	_, ok := rs.gone[keyOf(e)]
+	return ok
+}
+
+// forget drops the releases gone before a read of the cluster begun at
+// read: that read and every later one no longer lists them.
+func (rs *releases) forget(read time.Time) {
+	if rs == nil {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for k, at := range rs.gone {
+		if at.Before(read) {
+			delete(rs.gone, k)
+		}
+	}
+}
+
 // observeCosts records, every period until ctx ends, the state of each
 // Sandbox of the cluster in ledger, from the cluster's own timestamps
 // (occupancy); a Sandbox gone leaves at its deletionTimestamp when one was
-// seen, else when it was found gone.
-func observeCosts(ctx context.Context, ob sandbox.Objects, ledger *cost.Ledger, every time.Duration, log io.Writer) {
+// seen, else when it was found gone. A Sandbox whose claim rel recorded as
+// released is left to it.
+func observeCosts(ctx context.Context, ob sandbox.Objects, ledger *cost.Ledger, rel *releases, every time.Duration, log io.Writer) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	seen := map[string]cost.Entry{}
 	deleting := map[string]time.Time{}
 	for {
+		read := time.Now()
 		objs, err := ob.Objects(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -169,6 +241,13 @@ func observeCosts(ctx context.Context, ob sandbox.Objects, ledger *cost.Ledger, 
 		case err == nil:
 			now := time.Now()
 			cur := occupancy(objs)
+			for id, e := range cur {
+				if rel.released(e) {
+					delete(cur, id) // recorded, ended, by its release
+					delete(seen, id)
+				}
+			}
+			rel.forget(read)
 			for id, e := range cur {
 				if p, ok := seen[id]; !ok || p.State != e.State || !p.At.Equal(e.At) {
 					ledger.Observe(e)
