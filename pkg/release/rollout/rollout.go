@@ -420,15 +420,15 @@ const (
 	TrailerReason = "Slipway-Reason"
 )
 
-// oneLine is s with its line breaks and other control characters as
-// spaces, trimmed: a trailer's value.
+// oneLine is s on one line: its control characters as spaces, each run
+// of spaces (a line break, a form's CR LF) as one: a trailer's value.
 func oneLine(s string) string {
-	return strings.TrimSpace(strings.Map(func(r rune) rune {
+	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return ' '
 		}
 		return r
-	}, s))
+	}, s)), " ")
 }
 
 // routed reports whether a phase comes after claims moved to the new

@@ -578,7 +578,7 @@ func TestActionTrailers(t *testing.T) {
 	ctx := context.Background()
 	g2 := e.next(e.g1)
 	d := e.driver()
-	d.Actor, d.Reason = "ops-bob\n", "the mirror\nis down"
+	d.Actor, d.Reason = "ops-bob\n", "the mirror\r\n is\tdown"
 	r, err := d.Start(ctx, g2.ID, false)
 	if err != nil {
 		t.Fatal(err)
