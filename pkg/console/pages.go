@@ -296,6 +296,10 @@ type poolData struct {
 	WarmHit                  string
 	Sampled                  int
 	Rollouts                 []*rollout.Record
+	// Targets are the generations a rollback may go back to; NoRollback
+	// why this console cannot roll back ("" when it can).
+	Targets    []string
+	NoRollback string
 }
 
 // PoolSample is how many of a pool's runs per generation the pool page
@@ -325,7 +329,7 @@ func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 		s.fail(w, r, ss, http.StatusNotFound, "pool "+name, err)
 		return
 	}
-	d := poolData{Pool: name, Revision: rev}
+	d := poolData{Pool: name, Revision: rev, Targets: rollbackTargets(st), NoRollback: s.rollbackRefusal()}
 	var live []*runtimeapi.PoolStatus
 	for _, rt := range s.runtimes {
 		ps, err := rt.Client.PoolStatus(ctx, name)
@@ -517,9 +521,11 @@ func (s *Server) rollout(w http.ResponseWriter, r *http.Request, ss *session) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "rollout", s.page(ss, "Rollout "+rec.ID, struct {
-		Rec   *rollout.Record
-		Steps []StepView
-	}{rec, Timeline(rec, s.now())}))
+		Rec       *rollout.Record
+		Steps     []StepView
+		Abortable bool
+		ReadOnly  bool
+	}{rec, Timeline(rec, s.now()), Abortable(rec), s.openRepo == nil}))
 }
 
 // RolloutPoll is how often a live timeline reads the config repository.
