@@ -184,12 +184,14 @@ func New(control string, opts ...Option) (*Server, error) {
 	s.mux.HandleFunc("GET /pools/{pool}", s.authed(s.operator(s.pool)))
 	s.mux.HandleFunc("GET /pools/{pool}/generations/{gen}", s.authed(s.operator(s.generation)))
 	s.mux.HandleFunc("GET /pools/{pool}/diff", s.authed(s.operator(s.diff)))
+	s.mux.HandleFunc("GET /pools/{pool}/cost", s.authed(s.operator(s.cost)))
 	s.mux.HandleFunc("GET /pools/{pool}/rollouts/{id}", s.authed(s.operator(s.rollout)))
 	s.mux.HandleFunc("GET /pools/{pool}/rollouts/{id}/live", s.authed(s.operator(s.rolloutLive)))
 	s.mux.HandleFunc("POST /pools/{pool}/rollouts/{id}/abort", s.authed(s.operator(s.abort)))
 	s.mux.HandleFunc("POST /pools/{pool}/rollback", s.authed(s.operator(s.rollback)))
 	s.mux.HandleFunc("GET /cleanup", s.authed(s.operator(s.cleanup)))
 	s.mux.HandleFunc("GET /questions", s.authed(s.operator(s.questions)))
+	s.mux.HandleFunc("GET /incidents", s.authed(s.operator(s.incidents)))
 	return s, nil
 }
 

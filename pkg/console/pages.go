@@ -22,7 +22,8 @@ import (
 )
 
 var funcs = template.FuncMap{
-	"clean": Clean,
+	"clean":     Clean,
+	"orUnknown": orUnknown,
 	"short": func(s string) string {
 		if len(s) > 14 {
 			return s[:14] + "…"
@@ -600,25 +601,27 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request, ss *session) {
 	s.render(w, r, http.StatusOK, "cleanup", s.page(ss, "Cleanup", out))
 }
 
-type question struct{ Q, Link, LinkText string }
+type question struct {
+	Q, Link, LinkText string
+	// Also are more pages that answer it.
+	Also []link
+}
+
+type link struct{ Href, Text string }
 
 func (s *Server) questions(w http.ResponseWriter, r *http.Request, ss *session) {
+	incidents := link{"/incidents", "incidents"}
 	qs := []question{
-		{"Which artifact and policy versions produced a run?", "/runs", "a run's page: manifest and lineage"},
-		{"Why did allocation take this long?", "/jobs", "a job's trace and its run's lifecycle stamps"},
-		{"Warm hit, cold start or new node?", "/pools", "a pool's warm-hit fraction; a run's manifest (warm)"},
-		{"Which sandbox and allocation attempt own the run?", "/runs", "a run's lineage: sandbox and attempt"},
-		{"Can the old sandbox still route or mint credentials?", "/runs", "a run's manifest: fences and credential receipts"},
-		{"What state is durable, its head, and was restore tested?", "/jobs", "a job's story and event stream"},
-		{"Which network destinations were allowed and used?", "/runs", "a run's manifest: egress"},
-		{"Did the final output reach the user and each integration?", "/jobs", "a job's delivery receipts"},
-		{"What cleanup remains?", "/cleanup", "each runtime's cleanup records: remaining and recent"},
-		{"Which other runs share the node, template, runtime class or policy revision?", "/runs", "a run's page: runs sharing each artifact"},
-	}
-	for i := range qs {
-		if qs[i].Link == "" {
-			qs[i].Q += " " + qs[i].LinkText
-		}
+		{Q: "Which artifact and policy versions produced a run?", Link: "/runs", LinkText: "a run's page: manifest and lineage"},
+		{Q: "Why did allocation take this long?", Link: "/jobs", LinkText: "a job's trace and its run's lifecycle stamps", Also: []link{incidents}},
+		{Q: "Warm hit, cold start or new node?", Link: "/pools", LinkText: "a pool's warm-hit fraction; a run's manifest (warm)", Also: []link{{"/pools", "a pool's cost page: warm hits, cold starts, unused warm time"}}},
+		{Q: "Which sandbox and allocation attempt own the run?", Link: "/runs", LinkText: "a run's lineage: sandbox and attempt", Also: []link{incidents}},
+		{Q: "Can the old sandbox still route or mint credentials?", Link: "/runs", LinkText: "a run's manifest: fences and credential receipts", Also: []link{incidents}},
+		{Q: "What state is durable, its head, and was restore tested?", Link: "/jobs", LinkText: "a job's story and event stream"},
+		{Q: "Which network destinations were allowed and used?", Link: "/runs", LinkText: "a run's manifest: egress"},
+		{Q: "Did the final output reach the user and each integration?", Link: "/jobs", LinkText: "a job's delivery receipts", Also: []link{incidents}},
+		{Q: "What cleanup remains?", Link: "/cleanup", LinkText: "each runtime's cleanup records: remaining and recent", Also: []link{incidents}},
+		{Q: "Which other runs share the node, template, runtime class or policy revision?", Link: "/runs", LinkText: "a run's page: runs sharing each artifact"},
 	}
 	s.render(w, r, http.StatusOK, "questions", s.page(ss, "The operator's ten questions", qs))
 }
