@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
@@ -56,6 +59,13 @@ type Server struct {
 
 	mu    sync.Mutex
 	whoIs map[string]whoEntry // sha256(token) -> who, briefly
+
+	// actions (actions.go)
+	openRepo func(ctx context.Context) (*gitops.Repo, error)
+	author   gitops.Signature
+	signer   signature.SignerVerifier
+	unsigned bool
+	drives   drives
 }
 
 type whoEntry struct {
@@ -74,6 +84,10 @@ type options struct {
 	log      *slog.Logger
 	secure   bool
 	now      func() time.Time
+	openRepo func(ctx context.Context) (*gitops.Repo, error)
+	author   gitops.Signature
+	signer   signature.SignerVerifier
+	unsigned bool
 }
 
 // WithRuntime reads runs and pool status from the runtime at base with
@@ -131,7 +145,7 @@ func WithSecureCookie() Option {
 }
 
 // New makes a console over the control plane at control
-// (http(s)://host:port).
+// (http(s)://host:port). Close stops the rollbacks it drives.
 func New(control string, opts ...Option) (*Server, error) {
 	if _, err := controlapi.NewClient(control, "probe"); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
@@ -151,7 +165,9 @@ func New(control string, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
 	s := &Server{control: control, runtimes: o.runtimes, repo: o.repo, branch: o.branch, hc: o.hc, log: o.log,
-		key: key, tmpl: t, mux: http.NewServeMux(), now: o.now, secure: o.secure, whoIs: map[string]whoEntry{}}
+		key: key, tmpl: t, mux: http.NewServeMux(), now: o.now, secure: o.secure, whoIs: map[string]whoEntry{},
+		openRepo: o.openRepo, author: o.author, signer: o.signer, unsigned: o.unsigned}
+	s.drives.ctx, s.drives.cancel = context.WithCancel(context.Background())
 	static, _ := fs.Sub(assets, "assets")
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /login", s.loginPage)
@@ -168,10 +184,14 @@ func New(control string, opts ...Option) (*Server, error) {
 	s.mux.HandleFunc("GET /pools/{pool}", s.authed(s.operator(s.pool)))
 	s.mux.HandleFunc("GET /pools/{pool}/generations/{gen}", s.authed(s.operator(s.generation)))
 	s.mux.HandleFunc("GET /pools/{pool}/diff", s.authed(s.operator(s.diff)))
+	s.mux.HandleFunc("GET /pools/{pool}/cost", s.authed(s.operator(s.cost)))
 	s.mux.HandleFunc("GET /pools/{pool}/rollouts/{id}", s.authed(s.operator(s.rollout)))
 	s.mux.HandleFunc("GET /pools/{pool}/rollouts/{id}/live", s.authed(s.operator(s.rolloutLive)))
+	s.mux.HandleFunc("POST /pools/{pool}/rollouts/{id}/abort", s.authed(s.operator(s.abort)))
+	s.mux.HandleFunc("POST /pools/{pool}/rollback", s.authed(s.operator(s.rollback)))
 	s.mux.HandleFunc("GET /cleanup", s.authed(s.operator(s.cleanup)))
 	s.mux.HandleFunc("GET /questions", s.authed(s.operator(s.questions)))
+	s.mux.HandleFunc("GET /incidents", s.authed(s.operator(s.incidents)))
 	return s, nil
 }
 

@@ -14,9 +14,15 @@
 // (script-src 'self', no inline script); the token lives in an HttpOnly,
 // SameSite=Strict cookie; every POST carries a CSRF token. The console is
 // read-only but for actions that need an operator token and a reason,
-// which is recorded with the action through the existing API (a job's
-// cancellation record).
+// which is recorded with the action: cancelling a job (its cancellation
+// record, through the control plane's API), aborting a rollout and rolling
+// a pool back (WithConfigWriter; the commits' Slipway-Actor and
+// Slipway-Reason trailers, shown back from git). A rollback is driven by
+// the Server on the runtime serving the pool, its evidence signed
+// (WithEvidenceSigner) or unsigned (WithUnsignedEvidence); Close stops it.
+// A pool's cost by state comes from each runtime's cost endpoint,
+// incidents from the control plane's.
 //
-// It is not an API of its own and stores nothing: every figure it shows is
-// read from the servers at request time.
+// It is not an API of its own and stores nothing but the commits of those
+// actions: every figure it shows is read from the servers at request time.
 package console

@@ -22,7 +22,8 @@ import (
 )
 
 var funcs = template.FuncMap{
-	"clean": Clean,
+	"clean":     Clean,
+	"orUnknown": orUnknown,
 	"short": func(s string) string {
 		if len(s) > 14 {
 			return s[:14] + "…"
@@ -296,6 +297,10 @@ type poolData struct {
 	WarmHit                  string
 	Sampled                  int
 	Rollouts                 []*rollout.Record
+	// Targets are the generations a rollback may go back to; NoRollback
+	// why this console cannot roll back ("" when it can).
+	Targets    []string
+	NoRollback string
 }
 
 // PoolSample is how many of a pool's runs per generation the pool page
@@ -325,7 +330,7 @@ func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 		s.fail(w, r, ss, http.StatusNotFound, "pool "+name, err)
 		return
 	}
-	d := poolData{Pool: name, Revision: rev}
+	d := poolData{Pool: name, Revision: rev, Targets: rollbackTargets(st), NoRollback: s.rollbackRefusal()}
 	var live []*runtimeapi.PoolStatus
 	for _, rt := range s.runtimes {
 		ps, err := rt.Client.PoolStatus(ctx, name)
@@ -517,9 +522,11 @@ func (s *Server) rollout(w http.ResponseWriter, r *http.Request, ss *session) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "rollout", s.page(ss, "Rollout "+rec.ID, struct {
-		Rec   *rollout.Record
-		Steps []StepView
-	}{rec, Timeline(rec, s.now())}))
+		Rec       *rollout.Record
+		Steps     []StepView
+		Abortable bool
+		ReadOnly  bool
+	}{rec, Timeline(rec, s.now()), Abortable(rec), s.openRepo == nil}))
 }
 
 // RolloutPoll is how often a live timeline reads the config repository.
@@ -594,25 +601,27 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request, ss *session) {
 	s.render(w, r, http.StatusOK, "cleanup", s.page(ss, "Cleanup", out))
 }
 
-type question struct{ Q, Link, LinkText string }
+type question struct {
+	Q, Link, LinkText string
+	// Also are more pages that answer it.
+	Also []link
+}
+
+type link struct{ Href, Text string }
 
 func (s *Server) questions(w http.ResponseWriter, r *http.Request, ss *session) {
+	incidents := link{"/incidents", "incidents"}
 	qs := []question{
-		{"Which artifact and policy versions produced a run?", "/runs", "a run's page: manifest and lineage"},
-		{"Why did allocation take this long?", "/jobs", "a job's trace and its run's lifecycle stamps"},
-		{"Warm hit, cold start or new node?", "/pools", "a pool's warm-hit fraction; a run's manifest (warm)"},
-		{"Which sandbox and allocation attempt own the run?", "/runs", "a run's lineage: sandbox and attempt"},
-		{"Can the old sandbox still route or mint credentials?", "/runs", "a run's manifest: fences and credential receipts"},
-		{"What state is durable, its head, and was restore tested?", "/jobs", "a job's story and event stream"},
-		{"Which network destinations were allowed and used?", "/runs", "a run's manifest: egress"},
-		{"Did the final output reach the user and each integration?", "/jobs", "a job's delivery receipts"},
-		{"What cleanup remains?", "/cleanup", "each runtime's cleanup records: remaining and recent"},
-		{"Which other runs share the node, template, runtime class or policy revision?", "/runs", "a run's page: runs sharing each artifact"},
-	}
-	for i := range qs {
-		if qs[i].Link == "" {
-			qs[i].Q += " " + qs[i].LinkText
-		}
+		{Q: "Which artifact and policy versions produced a run?", Link: "/runs", LinkText: "a run's page: manifest and lineage"},
+		{Q: "Why did allocation take this long?", Link: "/jobs", LinkText: "a job's trace and its run's lifecycle stamps", Also: []link{incidents}},
+		{Q: "Warm hit, cold start or new node?", Link: "/pools", LinkText: "a pool's warm-hit fraction; a run's manifest (warm)", Also: []link{{"/pools", "a pool's cost page: warm hits, cold starts, unused warm time"}}},
+		{Q: "Which sandbox and allocation attempt own the run?", Link: "/runs", LinkText: "a run's lineage: sandbox and attempt", Also: []link{incidents}},
+		{Q: "Can the old sandbox still route or mint credentials?", Link: "/runs", LinkText: "a run's manifest: fences and credential receipts", Also: []link{incidents}},
+		{Q: "What state is durable, its head, and was restore tested?", Link: "/jobs", LinkText: "a job's story and event stream"},
+		{Q: "Which network destinations were allowed and used?", Link: "/runs", LinkText: "a run's manifest: egress"},
+		{Q: "Did the final output reach the user and each integration?", Link: "/jobs", LinkText: "a job's delivery receipts", Also: []link{incidents}},
+		{Q: "What cleanup remains?", Link: "/cleanup", LinkText: "each runtime's cleanup records: remaining and recent", Also: []link{incidents}},
+		{Q: "Which other runs share the node, template, runtime class or policy revision?", Link: "/runs", LinkText: "a run's page: runs sharing each artifact"},
 	}
 	s.render(w, r, http.StatusOK, "questions", s.page(ss, "The operator's ten questions", qs))
 }

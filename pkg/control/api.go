@@ -31,6 +31,7 @@ const MaxBody = 1 << 20
 //	GET  /v1/whoami               the token's id, tenant and scope
 //	GET  /v1/usage                the tenants' counters (operators)
 //	GET  /v1/audit                the audit log (operators)
+//	GET  /v1/incidents            incidents by kind, from the store (operators; when served)
 //	GET  /metrics                 Prometheus text (operators, audited)
 //	GET  /healthz                 the process serves (no token; a liveness probe)
 //	GET  /readyz                  it can take work: database and config repository (no token; ready.go)
@@ -57,6 +58,16 @@ func NewServer(p *Plane) *Server {
 	s.mux.Handle("GET /v1/whoami", s.auth(s.whoami))
 	s.mux.Handle("GET /v1/usage", s.auth(s.operator(s.usage)))
 	s.mux.Handle("GET /v1/audit", s.auth(s.operator(s.audit)))
+	if inc := p.c.Incidents; inc != nil {
+		s.mux.Handle("GET /v1/incidents", s.auth(s.operator(func(w http.ResponseWriter, r *http.Request) {
+			v, err := inc(r.Context())
+			if err != nil {
+				s.writeFailure(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		})))
+	}
 	s.mux.Handle("GET /metrics", s.auth(s.operator(p.c.Metrics.Handler().ServeHTTP)))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

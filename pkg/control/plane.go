@@ -77,6 +77,10 @@ type Config struct {
 	// traces); a private set of each when nil.
 	Metrics *telemetry.Metrics
 	Tracing *telemetry.Tracing
+	// Incidents, when set, serves GET /v1/incidents (operators only): a
+	// value that encodes as controlapi.Incidents, read from the store at
+	// each request (the incidents package does it; it imports this one).
+	Incidents func(ctx context.Context) (any, error)
 	// Failpoint names a point where the plane blocks forever, for crash
 	// tests that kill it there (after-claim: a sandbox was claimed, the job
 	// does not say so yet).

@@ -39,6 +39,9 @@ type ServeConfig struct {
 	// OTLP sends traces over OTLP/HTTP too (the exporter reads the
 	// standard OTEL_EXPORTER_OTLP_* environment).
 	OTLP bool
+	// Incidents, when set, serves GET /v1/incidents from the store
+	// (Config.Incidents).
+	Incidents func(ctx context.Context, st *Store) (any, error)
 }
 
 // ParseRuntime reads POOL=URL,TOKEN-FILE: the pool, and the runtime with
@@ -127,9 +130,13 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 		defer cancel()
 		_ = tracing.Shutdown(sctx)
 	}()
+	var inc func(ctx context.Context) (any, error)
+	if c.Incidents != nil {
+		inc = func(ctx context.Context) (any, error) { return c.Incidents(ctx, st) }
+	}
 	p, err := New(ctx, Config{Store: st, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, Reserve: c.Reserve, QueueBound: c.QueueBound,
 		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger, Failpoint: c.Failpoint,
-		Metrics: metrics, Tracing: tracing})
+		Metrics: metrics, Tracing: tracing, Incidents: inc})
 	if err != nil {
 		return err
 	}

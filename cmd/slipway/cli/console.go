@@ -13,20 +13,27 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/console"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
 
 // NewCmdConsole is the operator console's process.
 func NewCmdConsole(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "console", Short: "The operator console: web pages over jobs, runs, pools, generations and rollouts"}
-	var control, runtimeURL, tokenFile, repoURL, branch, listen string
+	var control, runtimeURL, tokenFile, repoURL, branch, listen, signKey string
+	var unsignedEvidence, readOnly bool
 	serve := &cobra.Command{
 		Use:   "serve --control URL --runtime URL --token-file FILE --repo URL --listen ADDR",
 		Short: "Serve the console: jobs, runs and their lineage, pools, generations, rollouts, live",
 		Long: `Serve renders pages from the control plane's API (with the token each user logs in with: a
 tenant sees its own jobs, an operator all), the runtime's API (runs, pool status and cleanup records,
 read with the runtime token in --token-file, never shown) and the config repository (pools, generations, rollouts).
-A job's events and a running rollout's timeline follow live. Cancelling a job needs an operator token
-and a reason, recorded in the job's cancellation record. Assets are embedded: it works offline.`,
+A job's events and a running rollout's timeline follow live. Actions need an operator token and a
+reason: cancelling a job (recorded in its cancellation record), aborting a rollout and rolling a pool
+back to a retained generation (recorded as the commit's Slipway-Reason and Slipway-Actor trailers: the
+operator's tenant and token id, never the token). A rollback is driven by the console on the runtime,
+its proof evidence signed with --sign-key (as rollout rollback does; or --unsigned-evidence); without
+either, the console refuses rollbacks and says why. --read-only refuses every action on rollouts.
+Assets are embedded: it works offline.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if control == "" || listen == "" {
@@ -46,6 +53,23 @@ and a reason, recorded in the job's cancellation record. Assets are embedded: it
 					return usage(err)
 				}
 				opts = append(opts, console.WithConfigRepo(repo, branch))
+				if !readOnly {
+					opts = append(opts, console.WithConfigWriter(func(ctx context.Context) (*gitops.Repo, error) {
+						return gitops.Open(ctx, repoURL)
+					}, gitops.Signature{}))
+				}
+			}
+			switch {
+			case signKey != "" && unsignedEvidence:
+				return usage(errors.New("--sign-key and --unsigned-evidence exclude each other"))
+			case signKey != "":
+				sv, err := sign.LoadSignerRef(cmd.Context(), signKey, keyPassword)
+				if err != nil {
+					return usage(err)
+				}
+				opts = append(opts, console.WithEvidenceSigner(sv))
+			case unsignedEvidence:
+				opts = append(opts, console.WithUnsignedEvidence())
 			}
 			opts = append(opts, console.WithLogger(slog.New(slog.NewJSONHandler(g.stderr, nil))))
 			s, err := console.New(control, opts...)
@@ -56,6 +80,7 @@ and a reason, recorded in the job's cancellation record. Assets are embedded: it
 			if err != nil {
 				return usage(err)
 			}
+			defer s.Close()
 			srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				<-cmd.Context().Done()
@@ -78,6 +103,9 @@ and a reason, recorded in the job's cancellation record. Assets are embedded: it
 	f.StringVar(&repoURL, "repo", "", "the config repository (pools, generations, rollouts)")
 	f.StringVar(&branch, "branch", "main", "its branch")
 	f.StringVar(&listen, "listen", "127.0.0.1:7090", "address of the console")
+	f.StringVar(&signKey, "sign-key", "", "cosign key (file or KMS URI) that signs a rollback's evidence; password from $"+passwordEnv)
+	f.BoolVar(&unsignedEvidence, "unsigned-evidence", false, "commit a rollback's evidence as an unsigned statement (no --sign-key)")
+	f.BoolVar(&readOnly, "read-only", false, "refuse aborts and rollbacks (the console never writes to the config repository)")
 	cmd.AddCommand(serve)
 	return cmd
 }

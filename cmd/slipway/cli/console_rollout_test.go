@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/console"
 	"github.com/slipway-dev/slipway/pkg/release/rollout"
@@ -74,12 +75,15 @@ func TestConsoleRolloutLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := console.New(cp.url, console.WithRuntime("local", w.rt.base, restartToken), console.WithConfigRepo(repo, "main"))
+	srv, err := console.New(cp.url, console.WithRuntime("local", w.rt.base, restartToken), console.WithConfigRepo(repo, "main"),
+		console.WithConfigWriter(func(ctx context.Context) (*gitops.Repo, error) { return gitops.Open(ctx, w.repo) }, gitops.Signature{}),
+		console.WithUnsignedEvidence())
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
+	t.Cleanup(func() { srv.Close() })
 	ops := newBrowser(t, hs.URL, opsTok, artifacts(t))
 
 	done := make(chan result, 1)
@@ -121,4 +125,97 @@ func TestConsoleRolloutLive(t *testing.T) {
 		t.Errorf("diff: %q", s)
 	}
 	ops.shot("generation-diff")
+
+	// Roll the pool back from the console. Without a reason it is refused
+	// and nothing is started.
+	ops.run("pool page", chromedp.Navigate(hs.URL+"/pools/agents"), chromedp.WaitVisible(chromedp.ID("rollback")))
+	noUnlabelled(t, ops)
+	ops.run("rollback without a reason", chromedp.SetValue(chromedp.ID("rollback-to"), id1), chromedp.Click(chromedp.ID("rollback")),
+		chromedp.WaitVisible(chromedp.CSS(`[role=alert]`)))
+	if msg := ops.text(`[role=alert]`); !strings.Contains(msg, "a reason is required; nothing was done") {
+		t.Fatalf("refusal: %q", msg)
+	}
+	ops.shot("rollback-refused-without-reason")
+	if now, err := rollout.ReadRecord(ctx, repo, "main", "agents", ""); err != nil || now.ID != rec.ID {
+		t.Fatalf("a refused rollback started a rollout: %+v %v", now, err)
+	}
+	// With a reason: the console starts it, drives it on the runtime, and
+	// the page it lands on is the rollback's live timeline.
+	ops.run("rollback with a reason", chromedp.Navigate(hs.URL+"/pools/agents"), chromedp.WaitVisible(chromedp.ID("rollback")),
+		chromedp.SetValue(chromedp.ID("rollback-to"), id1), chromedp.SendKeys(chromedp.ID("rollback-reason"), "cp v2 leaks <memory>"),
+		chromedp.Click(chromedp.ID("rollback")), chromedp.WaitVisible(chromedp.ID("timeline")))
+	eval[bool](ops, "mark", `(document.body.dataset.mark = "kept", true)`)
+	ops.run("the rollback succeeds on the open page", chromedp.WaitVisible(chromedp.Search(`//span[@id="outcome"][contains(., "succeeded")]`)))
+	if mark := eval[string](ops, "mark", `document.body.dataset.mark || ""`); mark != "kept" {
+		t.Fatal("the page was reloaded: the rollback's timeline did not update in place")
+	}
+	back, err := rollout.ReadRecord(ctx, repo, "main", "agents", "")
+	if err != nil || back.ID == rec.ID || !back.Rollback || back.To != id1 || back.Outcome != "succeeded" || len(back.Actions) != 1 {
+		t.Fatalf("the rollback's record: %+v %v", back, err)
+	}
+	if a := back.Actions[0]; a.Step != rollout.PhaseCompatibility || a.Actor != "ops/"+opsWho(t, cp.url, opsTok) || a.Reason != "cp v2 leaks <memory>" {
+		t.Errorf("the rollback's action, read from its start commit's trailers: %+v", a)
+	}
+	ops.run("reload", chromedp.Navigate(hs.URL+"/pools/agents/rollouts/"+back.ID), chromedp.WaitVisible(chromedp.ID("actions")))
+	if s := ops.text("#actions"); !strings.Contains(s, "cp v2 leaks <memory>") || !strings.Contains(s, "ops/") {
+		t.Errorf("the rollback page's actions: %q", s)
+	}
+	ops.shot("rollback-succeeded")
+
+	// Abort a rollout that has not routed claims: a rollback to id2
+	// started (not driven) from here.
+	wrepo, err := gitops.Open(ctx, w.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := (&rollout.Driver{Repo: wrepo, Pool: "agents"}).Start(ctx, id2, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops.run("abort without a reason", chromedp.Navigate(hs.URL+"/pools/agents/rollouts/"+pending.ID), chromedp.WaitVisible(chromedp.ID("abort")),
+		chromedp.Click(chromedp.ID("abort")), chromedp.WaitVisible(chromedp.CSS(`[role=alert]`)))
+	if msg := ops.text(`[role=alert]`); !strings.Contains(msg, "a reason is required; nothing was done") {
+		t.Fatalf("refusal: %q", msg)
+	}
+	if now, err := rollout.ReadRecord(ctx, repo, "main", "agents", pending.ID); err != nil || now.Outcome != "running" {
+		t.Fatalf("a refused abort changed the rollout: %+v %v", now, err)
+	}
+	ops.run("abort with a reason", chromedp.Navigate(hs.URL+"/pools/agents/rollouts/"+pending.ID), chromedp.WaitVisible(chromedp.ID("abort")),
+		chromedp.SendKeys(chromedp.ID("abort-reason"), "wrong target\nsecond line"), chromedp.Click(chromedp.ID("abort")),
+		chromedp.WaitVisible(chromedp.Search(`//span[@id="outcome"][contains(., "rolled-back")]`)))
+	noUnlabelled(t, ops)
+	ab, err := rollout.ReadRecord(ctx, repo, "main", "agents", pending.ID)
+	if err != nil || ab.Outcome != "rolled-back" || len(ab.Actions) != 1 {
+		t.Fatalf("the aborted rollout: %+v %v", ab, err)
+	}
+	if a := ab.Actions[0]; a.Step != "rolled-back" || !strings.HasPrefix(a.Actor, "ops/") || a.Reason != "wrong target second line" {
+		t.Errorf("the abort's trailers: %+v", a)
+	}
+	if s := ops.text("#actions"); !strings.Contains(s, "wrong target second line") {
+		t.Errorf("the aborted rollout's page: %q", s)
+	}
+	ops.shot("rollout-aborted-with-reason")
+}
+
+// noUnlabelled fails t when a visible input of the open page has no label.
+func noUnlabelled(t *testing.T, b *browser) {
+	t.Helper()
+	un := eval[[]string](b, "labels", `Array.from(document.querySelectorAll("input:not([type=hidden]),textarea,select")).filter(e => !e.labels || e.labels.length == 0).map(e => e.outerHTML)`)
+	if len(un) != 0 {
+		t.Errorf("inputs without a label: %v", un)
+	}
+}
+
+// opsWho is the token id of token.
+func opsWho(t *testing.T, control, token string) string {
+	t.Helper()
+	c, err := controlapi.NewClient(control, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.WhoAmI(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.TokenID
 }

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/console"
 	"github.com/slipway-dev/slipway/testharness/need"
@@ -238,6 +241,84 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("cleanup page: %q", s)
 	}
 	ops.shot("cleanup")
+
+	// The pool's time and cost by state: the runtime's answer (GET
+	// /v1/pools/agents/cost) is what slipway cost reads from the same
+	// ledger for the same window, every field of it; the page shows it.
+	rc, err := runtimeapi.NewClient(w.rt.base, restartToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(-time.Second).UTC().Truncate(time.Second)
+	since := until.Add(-time.Hour)
+	fromAPI, err := rc.PoolCost(ctx, "agents", since, until)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "", "cost", "--state", filepath.Join(w.dir, "runtime-state"), "--pool", "agents", "--repo", w.repo,
+		"--since", since.Format(time.RFC3339), "--until", until.Format(time.RFC3339), "-o", "json")
+	var fromCLI runtimeapi.PoolCost
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&fromCLI); err != nil || r.code != 0 {
+		t.Fatalf("slipway cost, read as the API's wire type: %v %+v", err, r)
+	}
+	if !reflect.DeepEqual(fromAPI, &fromCLI) {
+		t.Errorf("the runtime's cost answer differs from the ledger's:\napi %+v\ncli %+v", fromAPI, &fromCLI)
+	}
+	active := 0.0
+	for _, st := range fromAPI.States {
+		if st.State == "active" {
+			active = st.Seconds
+		}
+	}
+	if active <= 0 || fromAPI.Currency == "" {
+		t.Errorf("the canceled job's sandbox was active, priced in the demo's currency: %+v", fromAPI)
+	}
+	if _, err := rc.PoolCost(ctx, "agents", until, since); err == nil || !strings.Contains(err.Error(), "until must be after since") {
+		t.Errorf("an empty window: %v", err)
+	}
+	ops.run("cost page", chromedp.Navigate(hs.URL+"/pools/agents"), chromedp.WaitVisible(chromedp.ID("cost-link")),
+		chromedp.Click(chromedp.ID("cost-link")), chromedp.WaitVisible(chromedp.CSS("table.cost-states")))
+	noUnlabelled(t, ops)
+	if s := ops.text(`tr[data-state="active"]`); !strings.HasPrefix(s, "active") {
+		t.Errorf("cost page, active row: %q", s)
+	}
+	if s := ops.text("#cost-known"); !strings.Contains(s, "Known cost: ") || !strings.Contains(s, fromAPI.Currency) {
+		t.Errorf("cost page, known cost: %q", s)
+	}
+	ops.shot("pool-cost")
+
+	// Incidents: the control plane's answer (GET /v1/incidents) is what
+	// slipway incidents reads from the same store; a tenant is refused;
+	// the page is reached from the operator's questions.
+	opsAPI, _ := controlapi.NewClient(cp.url, opsTok)
+	inc, err := opsAPI.Incidents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "", "incidents", "--db", db, "-o", "json")
+	var incCLI controlapi.Incidents
+	dec = json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&incCLI); err != nil || r.code != 0 {
+		t.Fatalf("slipway incidents, read as the API's wire type: %v %+v", err, r)
+	}
+	if !reflect.DeepEqual(inc, &incCLI) || len(inc.Kinds) < 6 {
+		t.Errorf("the control plane's incidents differ from the store's:\napi %+v\ncli %+v", inc, &incCLI)
+	}
+	if _, err := acme.Incidents(ctx); err == nil || !strings.Contains(err.Error(), "403") && !strings.Contains(err.Error(), "operator") {
+		t.Errorf("a tenant's incidents: %v", err)
+	}
+	ops.run("incidents from the questions", chromedp.Navigate(hs.URL+"/questions"), chromedp.WaitVisible(chromedp.CSS("ol")),
+		chromedp.Click(chromedp.Search(`//main//a[@href="/incidents"]`)), chromedp.WaitVisible(chromedp.ID("incidents-open")))
+	if n := eval[int](ops, "kinds", `document.querySelectorAll("section.incident-kind").length`); n != len(inc.Kinds) {
+		t.Errorf("the incidents page shows %d kinds, the API %d", n, len(inc.Kinds))
+	}
+	if s := ops.text(`section[data-kind="delete_times_out"]`); !strings.Contains(s, "cleanup page") {
+		t.Errorf("the deletes that timed out point at the cleanup page: %q", s)
+	}
+	ops.shot("incidents")
 
 	// Another tenant cannot reach acme's job, its events, or an
 	// operator's page.

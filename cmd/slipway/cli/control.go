@@ -15,6 +15,7 @@ import (
 	"github.com/slipway-dev/slipway/internal/idprefix"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/control"
+	"github.com/slipway-dev/slipway/pkg/control/incidents"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
 )
 
@@ -29,7 +30,8 @@ func NewCmdControl(g *globals) *cobra.Command {
 		Long: `Serve reads tenants/, profiles/ and pricing.yaml from the config repository, stores jobs in the
 database (SQLite by default; PostgreSQL for several replicas on one database), admits them fairly
 within each tenant's concurrency, queue bound and budget, and dispatches them through River to the
-runtimes serving their pool (--pool-runtime, repeatable; only the control plane holds their tokens).`,
+runtimes serving their pool (--pool-runtime, repeatable; only the control plane holds their tokens).
+Operators read the incidents its store shows at GET /v1/incidents (as slipway incidents --db does).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.ConfigRepo == "" || c.Listen == "" {
@@ -43,6 +45,11 @@ runtimes serving their pool (--pool-runtime, repeatable; only the control plane 
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // crash tests only
 			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			c.Logger = slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			// GET /v1/incidents: what slipway incidents --db reads, from
+			// the plane's own store.
+			c.Incidents = func(ctx context.Context, st *control.Store) (any, error) {
+				return incidents.Collect(ctx, incidents.FromControl(st, nil))
+			}
 			err = control.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil && cmd.Context().Err() == nil {
 				return usage(err)

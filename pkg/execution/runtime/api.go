@@ -86,6 +86,7 @@ type ServerOption func(*serverOptions)
 type serverOptions struct {
 	metrics *telemetry.Metrics
 	cleanup func(ctx context.Context) (any, error)
+	cost    CostReport
 }
 
 // WithCleanup serves GET /v1/cleanup from view: what cleanup remains and
@@ -145,6 +146,9 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 			}
 			writeJSON(w, http.StatusOK, v)
 		}))
+	}
+	if o.cost != nil {
+		s.mux.Handle("GET /v1/pools/{pool}/cost", s.auth(s.poolCost(o.cost))) // costapi.go
 	}
 	s.mux.Handle("POST /v1/pools/{pool}/claims", s.auth(s.claim))
 	s.mux.Handle("POST /v1/claims/{run}/exec", s.auth(s.exec))

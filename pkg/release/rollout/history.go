@@ -86,6 +86,21 @@ type Record struct {
 	// Commits are its commits, oldest first; Steps the seven steps.
 	Commits []string `json:"commits"`
 	Steps   []Step   `json:"steps"`
+	// Actions are the operators' actions on it (start, abort), oldest
+	// first, read from their commits' Slipway-Actor and Slipway-Reason
+	// trailers.
+	Actions []Action `json:"actions,omitempty"`
+}
+
+// Action is an operator's action on a rollout, as its commit records it.
+type Action struct {
+	// Step is the commit's Slipway-Step (compatibility for a start,
+	// rolled-back for an abort).
+	Step   string    `json:"step"`
+	Actor  string    `json:"actor,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	Commit string    `json:"commit"`
+	At     time.Time `json:"at"`
 }
 
 // Duration is how long the rollout took (Seconds).
@@ -217,6 +232,9 @@ func record(poolName, id string, entries []*gitops.LogEntry) (*Record, error) {
 		r.Commits = append(r.Commits, e.Commit)
 		at := e.Time.UTC()
 		step := e.Trailer("Slipway-Step")
+		if a, why := e.Trailer(TrailerActor), e.Trailer(TrailerReason); a != "" || why != "" {
+			r.Actions = append(r.Actions, Action{Step: step, Actor: a, Reason: why, Commit: e.Commit, At: at})
+		}
 		switch k := slices.Index(Phases, step); {
 		case k == 0:
 			cur = 0

@@ -74,6 +74,11 @@ type Driver struct {
 	UnsignedEvidence bool
 	// Author signs the commits.
 	Author gitops.Signature
+	// Actor names who acts through this driver (an operator's token id,
+	// never a token), and Reason why it starts a rollout: when set, the
+	// commit that starts or aborts a rollout carries them as the trailers
+	// Slipway-Actor and Slipway-Reason (Abort's reason is its own).
+	Actor, Reason string
 	// Holder names this driver in the lease (default host/pid/random).
 	Holder string
 	// Lease is how long the lease lasts unless renewed (default 1m);
@@ -310,7 +315,8 @@ func (d *Driver) Start(ctx context.Context, to string, rollback bool) (*pool.Rol
 			verb = "start rollback"
 		}
 		d.failpoint("before-commit:" + PhaseCompatibility)
-		return d.write(v, PhaseCompatibility, fmt.Sprintf("%s %s of pool %s: %s → %s", verb, r.ID, d.Pool, orNone(r.From), to), "")
+		c, err := d.write(v, PhaseCompatibility, fmt.Sprintf("%s %s of pool %s: %s → %s", verb, r.ID, d.Pool, orNone(r.From), to), "")
+		return d.acted(c, err, d.Reason)
 	}})
 	if err != nil {
 		return nil, err
@@ -384,12 +390,45 @@ func (d *Driver) Abort(ctx context.Context, reason string) (*pool.Rollout, error
 			return nil, fmt.Errorf("%w: rollout %s of pool %s already routed claims to %s (phase %s): use rollout rollback", ErrRefused, r.ID, d.Pool, r.To, r.Phase)
 		}
 		out = r
-		return d.rollBack(v, "aborted: "+reason)
+		c, err := d.rollBack(v, "aborted: "+reason)
+		return d.acted(c, err, reason)
 	}})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// acted adds the actor and the reason of an operator's action to its
+// commit as trailers (one line each).
+func (d *Driver) acted(c *gitops.Commit, err error, reason string) (*gitops.Commit, error) {
+	if err != nil {
+		return nil, err
+	}
+	if a := oneLine(d.Actor); a != "" {
+		c.Trailers = append(c.Trailers, gitops.Trailer{Key: TrailerActor, Value: a})
+	}
+	if r := oneLine(reason); r != "" {
+		c.Trailers = append(c.Trailers, gitops.Trailer{Key: TrailerReason, Value: r})
+	}
+	return c, nil
+}
+
+// Trailers of an operator's action on a rollout.
+const (
+	TrailerActor  = "Slipway-Actor"
+	TrailerReason = "Slipway-Reason"
+)
+
+// oneLine is s on one line: its control characters as spaces, each run
+// of spaces (a line break, a form's CR LF) as one: a trailer's value.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)), " ")
 }
 
 // routed reports whether a phase comes after claims moved to the new

@@ -435,6 +435,7 @@ func TestAbortBeforeRouting(t *testing.T) {
 	if _, err := d.Start(ctx, g2.ID, false); err != nil {
 		t.Fatal(err)
 	}
+	d.Actor = "ops-alice"
 	r, err := d.Abort(ctx, "by the test")
 	if err != nil || r.Status != pool.RolloutRolledBack || !strings.Contains(r.Reason, "aborted: by the test") {
 		t.Fatalf("abort: %+v %v", r, err)
@@ -447,6 +448,15 @@ func TestAbortBeforeRouting(t *testing.T) {
 	// one ended last, how and when, without taking its outcome for its own.
 	if _, err := d.Drive(ctx, r.ID); !errors.Is(err, rollout.ErrRolledBack) || !strings.Contains(err.Error(), "rolled back: "+r.ID+" of pool agents: aborted: by the test") {
 		t.Errorf("driving the aborted rollout: %v", err)
+	}
+	// The actor and the reason are the abort commit's trailers, read back
+	// from the history; the start (no actor then) records no action.
+	h := e.history()
+	if len(h) != 1 || len(h[0].Actions) != 1 {
+		t.Fatalf("history: %+v", h)
+	}
+	if a := h[0].Actions[0]; a.Step != "rolled-back" || a.Actor != "ops-alice" || a.Reason != "by the test" || a.Commit != h[0].Commits[len(h[0].Commits)-1] || a.At.IsZero() {
+		t.Errorf("abort action: %+v, commits %v", a, h[0].Commits)
 	}
 	ended := e.state().Rollout.Ended
 	if ended.IsZero() {
@@ -556,5 +566,28 @@ func TestDrain(t *testing.T) {
 			}
 			e.checkRouting()
 		})
+	}
+}
+
+// TestActionTrailers: an operator's rollback start carries its actor and
+// reason as trailers, a reason of several lines becomes one, and the
+// history reads them back as the rollout's actions.
+func TestActionTrailers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	g2 := e.next(e.g1)
+	d := e.driver()
+	d.Actor, d.Reason = "ops-bob\n", "the mirror\r\n is\tdown"
+	r, err := d.Start(ctx, g2.ID, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.history()
+	if len(h) != 1 || h[0].ID != r.ID || len(h[0].Actions) != 1 {
+		t.Fatalf("history: %+v", h)
+	}
+	if a := h[0].Actions[0]; a.Step != rollout.PhaseCompatibility || a.Actor != "ops-bob" || a.Reason != "the mirror is down" {
+		t.Errorf("start action: %+v", a)
 	}
 }

@@ -221,6 +221,9 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 		defer records.Close()
 		sopts = append(sopts, runtime.WithCleanup(func(ctx context.Context) (any, error) { return reconcile.View(ctx, records, 20) }))
 	}
+	if l := h.ledger(); l != nil {
+		sopts = append(sopts, runtime.WithCost(costReport(c, l)))
+	}
 	srv, err := runtime.NewServer(p.rt, p.syncer, h.backend(), c.Token, sopts...)
 	if err != nil {
 		ln.Close()
