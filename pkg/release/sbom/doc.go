@@ -24,6 +24,10 @@
 //     binaries), without file digests, file metadata or package-to-file relationships, which cost
 //     most of syft's time and size on a large tree.
 //
+// Combine makes the SBOM of a tree that holds trees already catalogued, side by side, from their
+// SBOMs, without cataloging again: a release's image, which holds its binaries alone, gets the
+// binaries' SBOMs combined, byte for byte what Generate would write for the image's tree.
+//
 // Reading documents back is pkg/api/sbomdoc's (standard library only, so a runtime reading a
 // template's SBOM attestation does not link syft); its Package is the one Packages returns.
 //

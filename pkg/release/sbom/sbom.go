@@ -42,6 +42,7 @@ type SBOM struct {
 	spdx     []byte
 	cdx      []byte
 	packages []sbomdoc.Package
+	model    *syftsbom.SBOM // what syft found, for Combine; never changed
 }
 
 // Generate catalogs the unpacked root filesystem at root with syft's library and returns its SPDX 2.3
@@ -101,7 +102,12 @@ func Generate(ctx context.Context, root string, opts ...Option) (*SBOM, error) {
 		Metadata: source.DirectoryMetadata{Path: "/"},
 	}
 
-	out := &SBOM{packages: packagesOf(s)}
+	return encode(s, o)
+}
+
+// encode makes the documents of s as o says, and keeps s for Combine.
+func encode(s *syftsbom.SBOM, o options) (*SBOM, error) {
+	out := &SBOM{packages: packagesOf(s), model: s}
 	m := docMeta{name: o.name, namespace: o.namespace, created: o.created}
 	if m.namespace == "" {
 		// derived from the document itself: encode it without a namespace and hash that
@@ -111,6 +117,7 @@ func Generate(ctx context.Context, root string, opts ...Option) (*SBOM, error) {
 		}
 		m.namespace = derivedNamespace(o.name, probe)
 	}
+	var err error
 	if out.spdx, err = encodeSPDX(*s, m); err != nil {
 		return nil, err
 	}

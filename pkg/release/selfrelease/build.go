@@ -105,6 +105,7 @@ type binTasks struct {
 	size              int64
 	reports           string
 	img               v1.Image
+	doc               *sbom.SBOM // its SBOM, which its image's SBOM is combined from
 }
 
 // startBinary starts b's tasks: its platform image (the longest: it
@@ -130,11 +131,11 @@ func (r *run) startBinary(b Binary) *binTasks {
 		return nil
 	})
 	bt.sbom = r.start(&r.work.sbom, func(context.Context) error {
-		doc, err := r.sbomOf(r.sbomCtx, b.File, []string{b.File})
-		if err != nil {
+		var err error
+		if bt.doc, err = r.sbomOf(r.sbomCtx, b.File); err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(r.o.Out, b.File+".spdx.json"), doc, 0o644)
+		return os.WriteFile(filepath.Join(r.o.Out, b.File+".spdx.json"), bt.doc.SPDXJSON(), 0o644)
 	}, r.prepared)
 	bt.hash = r.start(&r.work.hash, func(ctx context.Context) error {
 		var err error
@@ -202,31 +203,34 @@ func (r *run) sboms(ctx context.Context) error {
 	return nil
 }
 
-// sbomOf catalogs the files of Out named (linked into a folder of their
-// own) and returns the SPDX JSON document named name.
-func (r *run) sbomOf(ctx context.Context, name string, files []string) ([]byte, error) {
+// sbomOf catalogs the binary file of Out (linked into a folder of its own)
+// and returns its SBOM, the SPDX document named after it.
+func (r *run) sbomOf(ctx context.Context, file string) (*sbom.SBOM, error) {
 	stage, err := os.MkdirTemp("", "slipway-release-sbom-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(stage)
-	for _, f := range files {
-		if err := linkOrCopy(filepath.Join(r.o.Out, f), filepath.Join(stage, f)); err != nil {
-			return nil, err
-		}
+	if err := linkOrCopy(filepath.Join(r.o.Out, file), filepath.Join(stage, file)); err != nil {
+		return nil, err
 	}
-	// The folder holds Go binaries alone: the Go binary cataloger is the
+	// The folder holds a Go binary alone: the Go binary cataloger is the
 	// one that finds anything in it (the others look for package
 	// databases, archives and other tools' binaries).
 	s, err := sbom.Generate(ctx, stage,
 		sbom.WithCatalogers("go-module-binary-cataloger"),
-		sbom.WithDocumentName(name),
-		sbom.WithNamespace("https://slipway.dev/releases/"+r.o.Version+"/"+name),
+		sbom.WithDocumentName(file),
+		sbom.WithNamespace(r.sbomNamespace(file)),
 		sbom.WithCreated(r.src.epoch))
 	if err != nil {
-		return nil, fmt.Errorf("sbom of %s: %w", name, err)
+		return nil, fmt.Errorf("sbom of %s: %w", file, err)
 	}
-	return s.SPDXJSON(), nil
+	return s, nil
+}
+
+// sbomNamespace is the SPDX namespace of the release's document named name.
+func (r *run) sbomNamespace(name string) string {
+	return "https://slipway.dev/releases/" + r.o.Version + "/" + name
 }
 
 func linkOrCopy(src, dst string) error {

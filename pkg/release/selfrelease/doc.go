@@ -12,6 +12,8 @@
 // (the binaries are static; no base image can be pulled offline), as
 // multi-platform indexes written to an OCI layout, and with a registry pushes
 // them by digest, signs and attests them (package sign) and tags them last.
+// An image's SBOM is its binaries' SBOMs combined (sbom.Combine): the image
+// holds the binary alone, so syft does not catalogue it a second time.
 //
 // The same commit gives the same bytes: times come from the commit's time
 // (SOURCE_DATE_EPOCH), nothing records when or where the release ran.

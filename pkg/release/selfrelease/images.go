@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/slipway-dev/slipway/pkg/release/attest"
+	"github.com/slipway-dev/slipway/pkg/release/sbom"
 	"github.com/slipway-dev/slipway/pkg/release/template"
 	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
@@ -136,27 +137,39 @@ func (r *run) image(ctx context.Context, prog string) (*built, Image, error) {
 }
 
 // imageSBOM is the SPDX SBOM of a program's image: its binaries, every
-// platform's, catalogued together.
+// platform's, side by side.
 type imageSBOM struct {
 	*task
 	doc []byte
 }
 
-// startImageSBOM starts cataloguing prog's binaries, all built, for its
-// image's SBOM.
+// startImageSBOM makes prog's image SBOM once its binaries' SBOMs are made:
+// the image holds the binary alone, on an empty base, so its SBOM is theirs
+// combined (what syft finds in a folder holding them all, not catalogued
+// again), under the image's own name and namespace.
 func (r *run) startImageSBOM(prog string) *imageSBOM {
-	var files []string
+	var bins []*binTasks
+	var after []*task
 	for _, b := range r.res.Binaries {
 		if b.Program == prog {
-			files = append(files, b.File)
+			bt := r.bins[b.File]
+			bins, after = append(bins, bt), append(after, bt.sbom)
 		}
 	}
 	is := &imageSBOM{}
 	is.task = r.start(&r.work.imageSBOM, func(context.Context) error {
-		var err error
-		is.doc, err = r.sbomOf(r.sbomCtx, prog+"-image", files)
-		return err
-	}, r.prepared)
+		parts := make([]*sbom.SBOM, len(bins))
+		for i, bt := range bins {
+			parts[i] = bt.doc
+		}
+		name := prog + "-image"
+		s, err := sbom.Combine(parts, sbom.WithDocumentName(name), sbom.WithNamespace(r.sbomNamespace(name)), sbom.WithCreated(r.src.epoch))
+		if err != nil {
+			return fmt.Errorf("sbom of %s's image: %w", prog, err)
+		}
+		is.doc = s.SPDXJSON()
+		return nil
+	}, after...)
 	return is
 }
 

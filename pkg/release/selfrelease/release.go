@@ -137,8 +137,8 @@ type Timings struct {
 	// ImageWork is the time the platform images took to assemble and to
 	// write to the OCI layout, in the background, beside the builds.
 	ImageWork float64 `json:"imageWork"`
-	// ImageSBOMWork is the images' SBOMs (both platforms' binaries of a
-	// program).
+	// ImageSBOMWork is the images' SBOMs, each combined from its
+	// binaries' SBOMs (no cataloguing of its own).
 	ImageSBOMWork float64 `json:"imageSBOMWork"`
 }
 
