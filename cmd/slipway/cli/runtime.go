@@ -77,6 +77,10 @@ kept from the cluster's own timestamps: each claim this runtime deletes (a relea
 is recorded as it goes, however short it lived; warm idle and retained Sandboxes, and other
 replicas' claims, are read every --storage-sample-interval.
 
+The Kubernetes backend asks the API server at start whether its service account holds every verb
+it uses (SelfSubjectAccessReviews): a missing one is named in the log, with its resource and
+namespace, and GET /readyz fails naming it until the Role grants it.
+
 With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
 local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is
 an OCI artifact in DIR/` + serve.CheckpointDir + ` with an attestation signed by the key, and a resume verifies it before

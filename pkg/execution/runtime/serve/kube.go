@@ -51,22 +51,33 @@ func RunKubernetes(ctx context.Context, c Config, ready func(addr string)) error
 	// recorded as it goes, however short it lived; the sampler covers the
 	// rest (warm idle, retained, other replicas' claims).
 	rel := newReleases(ledger)
-	be, err := kubeBackend(c, kubesandbox.WithEgressRecorder(record), kubesandbox.WithReleaseObserver(rel.observe))
+	cfg, ns, err := kubeConfig(c)
+	if err != nil {
+		ledger.Close()
+		return err
+	}
+	be, err := kubesandbox.New(cfg, ns, kubesandbox.WithEgressRecorder(record), kubesandbox.WithReleaseObserver(rel.observe))
 	if err != nil {
 		ledger.Close()
 		return err
 	}
 	h := &kubeHost{c: c, be: be, costs: ledger, rel: rel}
 	defer h.close()
+	perms := be.Permissions()
+	// Every verb it uses, asked at start: a missing one is named in the log
+	// and keeps /readyz failing until the Role grants it.
+	h.access = newAccessCheck(cfg, perms, c.Log)
+	h.access.check(ctx)
 	return run(ctx, c, h, &rtOf, ready)
 }
 
 // kubeHost is a cluster as the runtime's host.
 type kubeHost struct {
-	c     Config
-	be    *kubesandbox.Backend
-	costs *cost.Ledger
-	rel   *releases
+	c      Config
+	be     *kubesandbox.Backend
+	costs  *cost.Ledger
+	rel    *releases
+	access *accessCheck
 }
 
 var _ host = (*kubeHost)(nil)
@@ -80,6 +91,11 @@ func (h *kubeHost) warmLedger() *cost.Ledger { return nil }
 
 // reconciles: the cleanup reconciler sweeps the namespace's objects.
 func (h *kubeHost) reconciles() bool { return true }
+
+// serverOptions: /readyz fails while a verb the backend uses is not granted.
+func (h *kubeHost) serverOptions() []runtime.ServerOption {
+	return []runtime.ServerOption{runtime.WithReadyCheck(h.access.readyCheck())}
+}
 
 func (h *kubeHost) checkTemplates(context.Context, *runtime.Desired, runtime.Artifacts) error {
 	return nil // the cluster pulls and runs templates
@@ -112,20 +128,20 @@ func (h *kubeHost) stop(ctx context.Context, store runs.Store) {
 
 func (h *kubeHost) close() { h.costs.Close() }
 
-// kubeBackend is the Kubernetes backend of c.
-func kubeBackend(c Config, opts ...kubesandbox.Option) (*kubesandbox.Backend, error) {
+// kubeConfig is the cluster of c and the namespace of its claims.
+func kubeConfig(c Config) (*rest.Config, string, error) {
 	load := func() (*rest.Config, string, error) { return kubeconfig.Load(c.Kubeconfig) }
 	if c.Kubeconfig == "" {
 		load = kubeconfig.InCluster // in a pod: its service account
 	}
 	cfg, ns, err := load()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if c.Namespace != "" {
 		ns = c.Namespace
 	}
-	return kubesandbox.New(cfg, ns, opts...)
+	return cfg, ns, nil
 }
 
 // releaseClaims deletes the sandboxes whose owner is an open run of store

@@ -82,6 +82,9 @@ func (h *localHost) ledger() *cost.Ledger     { return h.costs }
 func (h *localHost) warmLedger() *cost.Ledger { return h.costs }
 func (h *localHost) reconciles() bool         { return true }
 
+// serverOptions: none.
+func (h *localHost) serverOptions() []runtime.ServerOption { return nil }
+
 // recover reaps the sandboxes a killed runtime left dead (they die with it);
 // their runs are finalised next.
 func (h *localHost) recover(ctx context.Context, _ runs.Store) {

@@ -124,6 +124,9 @@ type host interface {
 	reconciles() bool
 	// background starts the backend's own periodic work on bg.
 	background(ctx context.Context, bg *sync.WaitGroup)
+	// serverOptions are the backend's additions to the API (readiness
+	// checks).
+	serverOptions() []runtime.ServerOption
 	// stop ends what the runtime owns when it stops.
 	stop(ctx context.Context, store runs.Store)
 	// close releases the backend's resources, last.
@@ -210,7 +213,7 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	if err != nil {
 		return err
 	}
-	sopts := []runtime.ServerOption{runtime.WithMetrics(p.metrics)}
+	sopts := append([]runtime.ServerOption{runtime.WithMetrics(p.metrics)}, h.serverOptions()...)
 	var rec *reconcile.Reconciler
 	if h.reconciles() && c.ReconcileInterval > 0 {
 		var records *reconcile.Records
