@@ -15,6 +15,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/leader"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -64,6 +65,23 @@ func RunKubernetes(ctx context.Context, c Config, ready func(addr string)) error
 	h := &kubeHost{c: c, be: be, costs: ledger, rel: rel}
 	defer h.close()
 	perms := be.Permissions()
+	if c.LeaderElect {
+		lns := c.LeaderNamespace
+		if lns == "" {
+			lns = ns
+			if own, err := kubeconfig.PodNamespace(); err == nil && c.Kubeconfig == "" {
+				lns = own // in a pod: the Lease lives beside the runtime
+			}
+		}
+		name := c.LeaderLease
+		if name == "" {
+			name = DefaultLeaderLease
+		}
+		if h.el, err = leader.New(cfg, leader.Config{Namespace: lns, Name: name, LeaseDuration: c.LeaseDuration, Log: c.Log}); err != nil {
+			return err
+		}
+		perms = append(perms, leader.Permissions(lns)...)
+	}
 	// Every verb it uses, asked at start: a missing one is named in the log
 	// and keeps /readyz failing until the Role grants it.
 	h.access = newAccessCheck(cfg, perms, c.Log)
@@ -78,6 +96,7 @@ type kubeHost struct {
 	costs  *cost.Ledger
 	rel    *releases
 	access *accessCheck
+	el     *leader.Elector // nil without Config.LeaderElect
 }
 
 var _ host = (*kubeHost)(nil)
@@ -96,6 +115,8 @@ func (h *kubeHost) reconciles() bool { return true }
 func (h *kubeHost) serverOptions() []runtime.ServerOption {
 	return []runtime.ServerOption{runtime.WithReadyCheck(h.access.readyCheck())}
 }
+
+func (h *kubeHost) elector() *leader.Elector { return h.el }
 
 func (h *kubeHost) checkTemplates(context.Context, *runtime.Desired, runtime.Artifacts) error {
 	return nil // the cluster pulls and runs templates
