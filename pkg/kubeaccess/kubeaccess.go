@@ -61,6 +61,12 @@ func (m *Missing) Is(target error) bool { return target == ErrDenied }
 // error when a review could not be made (the API server does not answer),
 // which says nothing about the permissions.
 func Check(ctx context.Context, cfg *rest.Config, perms []Permission) error {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 && cfg.RateLimiter == nil {
+		// a review per permission, at once: client-go's default 5 a
+		// second would make a runtime's two dozen take seconds
+		cfg.QPS, cfg.Burst = 100, 100
+	}
 	c, err := authclient.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("kubeaccess: %w", err)

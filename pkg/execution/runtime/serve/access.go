@@ -28,10 +28,11 @@ type accessCheck struct {
 	perms []kubeaccess.Permission
 	log   io.Writer
 
-	mu      sync.Mutex
-	reason  string // "" once all are granted
-	checked time.Time
-	told    string
+	mu       sync.Mutex
+	reason   string // "" once all are granted
+	checked  time.Time
+	checking bool // a check started by ready is under way
+	told     string
 }
 
 func newAccessCheck(cfg *rest.Config, perms []kubeaccess.Permission, log io.Writer) *accessCheck {
@@ -66,18 +67,26 @@ func (a *accessCheck) check(ctx context.Context) {
 	}
 }
 
+// accessTimeout bounds a check that ready starts.
+const accessTimeout = 30 * time.Second
+
 // ready is the readiness part: "" once every verb was granted; until then
-// the reason, asked again at most every accessRecheck.
-func (a *accessCheck) ready(ctx context.Context) string {
-	a.mu.Lock()
-	reason, stale := a.reason, time.Since(a.checked) >= accessRecheck
-	a.mu.Unlock()
-	if reason == "" || !stale {
-		return reason
-	}
-	a.check(ctx)
+// the last reason, while a new check starts in the background at most
+// every accessRecheck (a probe never waits for a few dozen reviews).
+func (a *accessCheck) ready(context.Context) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.reason != "" && !a.checking && time.Since(a.checked) >= accessRecheck {
+		a.checking = true
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), accessTimeout)
+			defer cancel()
+			a.check(ctx)
+			a.mu.Lock()
+			a.checking = false
+			a.mu.Unlock()
+		}()
+	}
 	return a.reason
 }
 
