@@ -31,7 +31,7 @@ SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
 export GITLAB_CI_LOCAL := $(SLIPWAY_NPM_CACHE)/node_modules/gitlab-ci-local/dist/index.js
 
-.PHONY: all build release release-cache pin-argocd docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
+.PHONY: all build release release-cache pin-argocd pin-deploy docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
 
 all: build
 
@@ -172,12 +172,21 @@ release:
 #   make release VERSION=vX.Y.Z SIGN_KEY=... PUSH=REGISTRY
 # points integrations/argocd's images entry at REGISTRY/slipway-cmp:VERSION
 # and writes its digest with slipway pin --write --refresh, then lints the
-# folder (integrations/argocd/pin-release.sh). REGISTRY defaults to where
+# folder (tools/pin-release.sh). REGISTRY defaults to where
 # releases are published.
 pin-argocd:
 	@test -n "$(VERSION)" || { echo "pin-argocd: give VERSION=vX.Y.Z (the tag of the pushed release)"; exit 2; }
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
-	SLIPWAY=$(BIN)/slipway sh integrations/argocd/pin-release.sh integrations/argocd $(or $(PUSH),$(REGISTRY),ghcr.io/slipway-dev) $(VERSION)
+	SLIPWAY=$(BIN)/slipway sh tools/pin-release.sh integrations/argocd $(or $(PUSH),$(REGISTRY),ghcr.io/slipway-dev) $(VERSION)
+
+# The install (deploy/, both overlays) pinned to a pushed release, the same
+# way: deploy/base's images entry "slipway" is pointed at
+# REGISTRY/slipway:VERSION and slipway pin --write --refresh writes the
+# digest of that index (tools/pin-release.sh ... slipway).
+pin-deploy:
+	@test -n "$(VERSION)" || { echo "pin-deploy: give VERSION=vX.Y.Z (the tag of the pushed release)"; exit 2; }
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/slipway ./cmd/slipway
+	SLIPWAY=$(BIN)/slipway sh tools/pin-release.sh deploy/base $(or $(PUSH),$(REGISTRY),ghcr.io/slipway-dev) $(VERSION) slipway
 
 # The release's cross builds (the flags and environment of
 # pkg/release/selfrelease's build) compiled once into Go's build cache, so

@@ -47,16 +47,26 @@ func InCluster() (*rest.Config, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("in-cluster config: %w", err)
 	}
+	ns, err := PodNamespace()
+	if err != nil {
+		return nil, "", fmt.Errorf("in-cluster config: %w", err)
+	}
+	return cfg, ns, nil
+}
+
+// PodNamespace is the namespace of the pod this process runs in:
+// $POD_NAMESPACE (set from the downward API), else its service account's.
+func PodNamespace() (string, error) {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return cfg, ns, nil
+		return ns, nil
 	}
 	b, err := os.ReadFile(namespaceFile)
 	if err != nil {
-		return nil, "", fmt.Errorf("in-cluster config: the pod's namespace: set $POD_NAMESPACE from the downward API: %w", err)
+		return "", fmt.Errorf("the pod's namespace: set $POD_NAMESPACE from the downward API: %w", err)
 	}
 	ns := strings.TrimSpace(string(b))
 	if ns == "" {
-		return nil, "", fmt.Errorf("in-cluster config: %s is empty", namespaceFile)
+		return "", fmt.Errorf("%s is empty", namespaceFile)
 	}
-	return cfg, ns, nil
+	return ns, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/execution/leader"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
@@ -77,6 +78,13 @@ kept from the cluster's own timestamps: each claim this runtime deletes (a relea
 is recorded as it goes, however short it lived; warm idle and retained Sandboxes, and other
 replicas' claims, are read every --storage-sample-interval.
 
+The Kubernetes backend asks the API server at start whether its service account holds every verb
+it uses (SelfSubjectAccessReviews): a missing one is named in the log, with its resource and
+namespace, and GET /readyz fails naming it until the Role grants it. With --leader-elect, several
+replicas serve claims on one cluster while the reconciler and the cost ledger's sampling run on the
+one holding the Lease --leader-election-lease; a killed leader's work moves to another replica
+within --leader-election-lease-duration.
+
 With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
 local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is
 an OCI artifact in DIR/` + serve.CheckpointDir + ` with an attestation signed by the key, and a resume verifies it before
@@ -103,6 +111,10 @@ it restores.`,
 			}
 			if c.Backend != serve.BackendKubernetes && (c.Kubeconfig != "" || c.Namespace != "") {
 				return usage(errors.New("--kubeconfig and --namespace are for --backend kubernetes"))
+			}
+			if c.Backend != serve.BackendKubernetes && (c.LeaderElect || cmd.Flags().Changed("leader-election-namespace") ||
+				cmd.Flags().Changed("leader-election-lease") || cmd.Flags().Changed("leader-election-lease-duration")) {
+				return usage(errors.New("--leader-elect and its --leader-election-* flags are for --backend kubernetes (the local backend is one host)"))
 			}
 			if c.DB, err = db.resolveOptional(); err != nil {
 				return err
@@ -140,6 +152,10 @@ it restores.`,
 	db.add(cmd.Flags(), "the run manifests' database (default: SQLite in --state; postgres://… for runtimes that share one)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
+	cmd.Flags().BoolVar(&c.LeaderElect, "leader-elect", false, "with several replicas on one cluster: run the reconciler and the cost ledger's sampling only on the replica holding a Lease (every replica serves claims)")
+	cmd.Flags().StringVar(&c.LeaderNamespace, "leader-election-namespace", "", "namespace of the Lease (default: in a pod, its own; else --namespace's)")
+	cmd.Flags().StringVar(&c.LeaderLease, "leader-election-lease", serve.DefaultLeaderLease, "name of the Lease")
+	cmd.Flags().DurationVar(&c.LeaseDuration, "leader-election-lease-duration", leader.DefaultLeaseDuration, "how long the Lease holds without renewal: a killed leader's work moves to another replica within it")
 	vf.add(cmd)
 	cmd.Flags().Lookup("policy").Usage = "VerificationPolicy for when the config repository holds none"
 	return cmd

@@ -61,6 +61,7 @@ type Server struct {
 	syncErr   string // the last sync error told, and its id
 	syncErrID string
 	ready     apierror.Repeats // readiness errors logged once
+	checks    []ReadyCheck     // more parts /readyz checks (WithReadyCheck)
 }
 
 // syncError is what an API answer says of the last sync's error: a reason
@@ -87,6 +88,7 @@ type serverOptions struct {
 	metrics *telemetry.Metrics
 	cleanup func(ctx context.Context) (any, error)
 	cost    CostReport
+	checks  []ReadyCheck
 }
 
 // WithCleanup serves GET /v1/cleanup from view: what cleanup remains and
@@ -118,7 +120,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 			return nil, err
 		}
 	}
-	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), metrics: m}
+	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), metrics: m, checks: o.checks}
 	if err := m.ObservePools(s.samplePools); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,22 @@ import (
 // ready rather than hanging the probe.
 const readyTimeout = 2 * time.Second
 
-// Ready checks the runtime's backend and its config repository.
+// ReadyCheck is one more part GET /readyz checks (WithReadyCheck): Check
+// returns "" when the part is ready, else the reason, which the answer
+// shows as it is: it must name no secret and no host path.
+type ReadyCheck struct {
+	Part  string
+	Check func(ctx context.Context) (reason string)
+}
+
+// WithReadyCheck adds c to what GET /readyz checks (the Kubernetes
+// backend's: every verb its Role must grant).
+func WithReadyCheck(c ReadyCheck) ServerOption {
+	return func(o *serverOptions) { o.checks = append(o.checks, c) }
+}
+
+// Ready checks the runtime's backend, its config repository and the parts
+// of WithReadyCheck.
 func (s *Server) Ready(ctx context.Context) runtimeapi.Readiness {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
@@ -34,6 +49,11 @@ func (s *Server) Ready(ctx context.Context) runtimeapi.Readiness {
 	if s.sync != nil {
 		if _, _, err := s.sync.Current(); err != nil {
 			out.Failing = append(out.Failing, runtimeapi.ReadyPart{Part: "config repository", Reason: s.syncError(err)})
+		}
+	}
+	for _, c := range s.checks {
+		if reason := c.Check(ctx); reason != "" {
+			out.Failing = append(out.Failing, runtimeapi.ReadyPart{Part: c.Part, Reason: reason})
 		}
 	}
 	out.Ready = len(out.Failing) == 0

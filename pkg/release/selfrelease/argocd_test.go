@@ -13,7 +13,7 @@ import (
 
 // TestPinArgoCD makes a snapshot release of slipway-cmp for the host's
 // platform, pushed to an in-process registry, runs make pin-argocd's script
-// (integrations/argocd/pin-release.sh: slipway pin --write --refresh, then
+// (tools/pin-release.sh: slipway pin --write --refresh, then
 // slipway lint) over a copy of integrations/argocd, and checks the
 // kustomization now names that release's index by digest, the patch still
 // names the placeholder the entry renames, and the committed folder still
@@ -59,7 +59,7 @@ func TestPinArgoCD(t *testing.T) {
 		t.Errorf("the committed kustomization.yaml no longer holds the documented placeholder digest: a real digest must come from a published release")
 	}
 	pinRelease := func(repo string) (string, error) {
-		cmd := exec.CommandContext(ctx, "sh", filepath.Join(src, "pin-release.sh"), dir, repo, res.Version)
+		cmd := exec.CommandContext(ctx, "sh", filepath.Join(moduleRoot, "tools", "pin-release.sh"), dir, repo, res.Version)
 		cmd.Env = append(os.Environ(), "SLIPWAY="+bin)
 		out, err := cmd.CombinedOutput()
 		return string(out), err

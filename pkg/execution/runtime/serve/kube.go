@@ -15,6 +15,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/leader"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -51,22 +52,51 @@ func RunKubernetes(ctx context.Context, c Config, ready func(addr string)) error
 	// recorded as it goes, however short it lived; the sampler covers the
 	// rest (warm idle, retained, other replicas' claims).
 	rel := newReleases(ledger)
-	be, err := kubeBackend(c, kubesandbox.WithEgressRecorder(record), kubesandbox.WithReleaseObserver(rel.observe))
+	cfg, ns, err := kubeConfig(c)
+	if err != nil {
+		ledger.Close()
+		return err
+	}
+	be, err := kubesandbox.New(cfg, ns, kubesandbox.WithEgressRecorder(record), kubesandbox.WithReleaseObserver(rel.observe))
 	if err != nil {
 		ledger.Close()
 		return err
 	}
 	h := &kubeHost{c: c, be: be, costs: ledger, rel: rel}
 	defer h.close()
+	perms := be.Permissions()
+	if c.LeaderElect {
+		lns := c.LeaderNamespace
+		if lns == "" {
+			lns = ns
+			if own, err := kubeconfig.PodNamespace(); err == nil && c.Kubeconfig == "" {
+				lns = own // in a pod: the Lease lives beside the runtime
+			}
+		}
+		name := c.LeaderLease
+		if name == "" {
+			name = DefaultLeaderLease
+		}
+		if h.el, err = leader.New(cfg, leader.Config{Namespace: lns, Name: name, LeaseDuration: c.LeaseDuration, Log: c.Log}); err != nil {
+			return err
+		}
+		perms = append(perms, leader.Permissions(lns)...)
+	}
+	// Every verb it uses, asked at start: a missing one is named in the log
+	// and keeps /readyz failing until the Role grants it.
+	h.access = newAccessCheck(cfg, perms, c.Log)
+	h.access.check(ctx)
 	return run(ctx, c, h, &rtOf, ready)
 }
 
 // kubeHost is a cluster as the runtime's host.
 type kubeHost struct {
-	c     Config
-	be    *kubesandbox.Backend
-	costs *cost.Ledger
-	rel   *releases
+	c      Config
+	be     *kubesandbox.Backend
+	costs  *cost.Ledger
+	rel    *releases
+	access *accessCheck
+	el     *leader.Elector // nil without Config.LeaderElect
 }
 
 var _ host = (*kubeHost)(nil)
@@ -80,6 +110,13 @@ func (h *kubeHost) warmLedger() *cost.Ledger { return nil }
 
 // reconciles: the cleanup reconciler sweeps the namespace's objects.
 func (h *kubeHost) reconciles() bool { return true }
+
+// serverOptions: /readyz fails while a verb the backend uses is not granted.
+func (h *kubeHost) serverOptions() []runtime.ServerOption {
+	return []runtime.ServerOption{runtime.WithReadyCheck(h.access.readyCheck())}
+}
+
+func (h *kubeHost) elector() *leader.Elector { return h.el }
 
 func (h *kubeHost) checkTemplates(context.Context, *runtime.Desired, runtime.Artifacts) error {
 	return nil // the cluster pulls and runs templates
@@ -112,20 +149,20 @@ func (h *kubeHost) stop(ctx context.Context, store runs.Store) {
 
 func (h *kubeHost) close() { h.costs.Close() }
 
-// kubeBackend is the Kubernetes backend of c.
-func kubeBackend(c Config, opts ...kubesandbox.Option) (*kubesandbox.Backend, error) {
+// kubeConfig is the cluster of c and the namespace of its claims.
+func kubeConfig(c Config) (*rest.Config, string, error) {
 	load := func() (*rest.Config, string, error) { return kubeconfig.Load(c.Kubeconfig) }
 	if c.Kubeconfig == "" {
 		load = kubeconfig.InCluster // in a pod: its service account
 	}
 	cfg, ns, err := load()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if c.Namespace != "" {
 		ns = c.Namespace
 	}
-	return kubesandbox.New(cfg, ns, opts...)
+	return cfg, ns, nil
 }
 
 // releaseClaims deletes the sandboxes whose owner is an open run of store

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/egress"
+	"github.com/slipway-dev/slipway/pkg/execution/leader"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -81,6 +82,10 @@ func (h *localHost) backend() sandbox.Backend { return h.be }
 func (h *localHost) ledger() *cost.Ledger     { return h.costs }
 func (h *localHost) warmLedger() *cost.Ledger { return h.costs }
 func (h *localHost) reconciles() bool         { return true }
+
+// serverOptions: none; elector: none, the local backend is one host.
+func (h *localHost) serverOptions() []runtime.ServerOption { return nil }
+func (h *localHost) elector() *leader.Elector              { return nil }
 
 // recover reaps the sandboxes a killed runtime left dead (they die with it);
 // their runs are finalised next.

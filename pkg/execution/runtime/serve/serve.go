@@ -21,6 +21,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
+	"github.com/slipway-dev/slipway/pkg/execution/leader"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -92,6 +93,16 @@ type Config struct {
 	// reads the standard OTEL_EXPORTER_OTLP_* environment); they are kept
 	// in a ring for GET /v1/traces/{id} either way.
 	OTLP bool
+	// LeaderElect (Kubernetes backend only) runs the periodic work (the
+	// reconciler's sweep, the cost ledger's sampling) on the one replica
+	// holding the Lease LeaderLease (default DefaultLeaderLease) in
+	// LeaderNamespace (default: in a pod, its own namespace; else
+	// Namespace's), held for LeaseDuration (default
+	// leader.DefaultLeaseDuration) without renewal. Every replica serves
+	// claims either way.
+	LeaderElect                  bool
+	LeaderNamespace, LeaderLease string
+	LeaseDuration                time.Duration
 
 	logger *slog.Logger // set by defaults, from Log and LogFormat
 	rawLog io.Writer    // Log before defaults wrapped it
@@ -124,6 +135,12 @@ type host interface {
 	reconciles() bool
 	// background starts the backend's own periodic work on bg.
 	background(ctx context.Context, bg *sync.WaitGroup)
+	// serverOptions are the backend's additions to the API (readiness
+	// checks).
+	serverOptions() []runtime.ServerOption
+	// elector, when not nil, holds the Lease under which the periodic work
+	// (the reconciler, background) runs.
+	elector() *leader.Elector
 	// stop ends what the runtime owns when it stops.
 	stop(ctx context.Context, store runs.Store)
 	// close releases the backend's resources, last.
@@ -143,6 +160,9 @@ func Run(ctx context.Context, c Config, ready func(addr string)) error {
 	}
 	return fmt.Errorf("runtime: backend %q: want %s or %s", c.Backend, BackendLocal, BackendKubernetes)
 }
+
+// DefaultLeaderLease names the Lease of Config.LeaderElect.
+const DefaultLeaderLease = "slipway-runtime"
 
 // defaults fills c's unset fields and makes its state directory absolute.
 func (c *Config) defaults() error {
@@ -210,7 +230,7 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	if err != nil {
 		return err
 	}
-	sopts := []runtime.ServerOption{runtime.WithMetrics(p.metrics)}
+	sopts := append([]runtime.ServerOption{runtime.WithMetrics(p.metrics)}, h.serverOptions()...)
 	var rec *reconcile.Reconciler
 	if h.reconciles() && c.ReconcileInterval > 0 {
 		var records *reconcile.Records
@@ -345,10 +365,24 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 	defer func() { cancel(); bg.Wait() }()
 	bg.Go(func() { p.syncer.Run(ctx) })
 	bg.Go(func() { warmLoop(ctx, c.Log, p) })
-	if rec != nil {
-		bg.Go(func() { rec.Run(ctx, c.ReconcileInterval) })
+	// the periodic work: on every replica, or on the Lease's holder only
+	periodic := func(ctx context.Context, bg *sync.WaitGroup) {
+		if rec != nil {
+			bg.Go(func() { rec.Run(ctx, c.ReconcileInterval) })
+		}
+		h.background(ctx, bg)
 	}
-	h.background(ctx, &bg)
+	if el := h.elector(); el != nil {
+		bg.Go(func() {
+			el.Run(ctx, func(lctx context.Context) {
+				var work sync.WaitGroup
+				periodic(lctx, &work)
+				work.Wait()
+			})
+		})
+	} else {
+		periodic(ctx, &bg)
+	}
 	// Serve returns as soon as Shutdown begins; shut waits for the
 	// handlers still running.
 	shut := make(chan struct{})

@@ -1,28 +1,30 @@
 #!/bin/sh
-# pin-release.sh DIR REPOSITORY VERSION: points the Argo CD component in DIR
-# (integrations/argocd, or a copy) at a release of slipway-cmp and pins it by
-# digest with slipway pin (Slipway pinning its own install):
+# pin-release.sh DIR REPOSITORY VERSION [PROGRAM]: points the kustomization
+# in DIR (integrations/argocd, deploy/base, or a copy) at a release of
+# PROGRAM (default slipway-cmp) and pins it by digest with slipway pin
+# (Slipway pinning its own install):
 #   1. kustomization.yaml's images entry "slipway" gets
-#      newName: REPOSITORY/slipway-cmp and newTag: VERSION (the tag
+#      newName: REPOSITORY/PROGRAM and newTag: VERSION (the tag
 #      slipway release --push writes last, once the whole release is in);
 #   2. slipway pin --write --refresh DIR resolves that tag to the index's
 #      digest and writes it as the entry's digest;
 #   3. slipway lint DIR must then be clean.
 # SLIPWAY names the slipway binary (default: slipway on PATH). Run by
-# make pin-argocd; tested by TestPinArgoCD (pkg/release/selfrelease).
+# make pin-argocd (slipway-cmp) and make pin-deploy (slipway); tested by
+# TestPinArgoCD and TestPinDeploy (pkg/release/selfrelease).
 set -eu
-if [ $# -ne 3 ]; then
-	echo "usage: pin-release.sh DIR REPOSITORY VERSION" >&2
+if [ $# -ne 3 ] && [ $# -ne 4 ]; then
+	echo "usage: pin-release.sh DIR REPOSITORY VERSION [PROGRAM]" >&2
 	exit 2
 fi
-dir=$1 repo=${2%/} version=$3
+dir=$1 repo=${2%/} version=$3 program=${4:-slipway-cmp}
 slipway=${SLIPWAY:-slipway}
 k=$dir/kustomization.yaml
 [ -f "$k" ] || { echo "pin-release.sh: $k: no such file" >&2; exit 1; }
 tmp=$k.pin-release.tmp
 # Set newName and newTag of the entry "- name: slipway" only: from that line
 # to the next list item or the end of the list.
-awk -v img="$repo/slipway-cmp" -v tag="$version" '
+awk -v img="$repo/$program" -v tag="$version" '
 	/^  - / { in_entry = ($0 ~ /^  - name: slipway[ \t]*$/) }
 	/^[^ #]/ { in_entry = 0 }
 	in_entry && /^    newName:/ { print "    newName: " img; n++; next }
