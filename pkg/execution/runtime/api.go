@@ -380,7 +380,7 @@ func claimStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrNoClaim):
 		return http.StatusNotFound
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrSuspended):
 		return http.StatusConflict
 	default:
 		return http.StatusInternalServerError
