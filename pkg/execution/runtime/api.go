@@ -151,6 +151,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))
 	s.mux.Handle("POST /v1/claims/{run}/identity", s.auth(s.identity)) // identity.go
 	s.checkpointRoutes()                                               // checkpointapi.go
+	s.drainRoutes()                                                    // drain.go
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
 	s.mux.Handle("GET /v1/traces/{id}", s.auth(s.traces)) // tracing.go
 	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
