@@ -81,6 +81,10 @@ type Config struct {
 	// for the cost ledger, and how often the Kubernetes backend's objects
 	// are read for it (default 30s).
 	StorageEvery time.Duration
+	// CheckpointSweepEvery is how often the checkpoints whose pool's
+	// restore window has closed are deleted (default
+	// DefaultCheckpointSweep; with CheckpointSigner only).
+	CheckpointSweepEvery time.Duration
 	// CheckpointSigner signs the runs' checkpoints (kept in an OCI layout
 	// at CheckpointDir under State) and verifies them before a restore;
 	// nil: the runtime takes no checkpoints.
@@ -349,6 +353,9 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 	bg.Go(func() { warmLoop(ctx, c.Log, p) })
 	if rec != nil {
 		bg.Go(func() { rec.Run(ctx, c.ReconcileInterval) })
+	}
+	if c.CheckpointSigner != nil {
+		bg.Go(func() { sweepCheckpoints(ctx, c, p) })
 	}
 	h.background(ctx, &bg)
 	// Serve returns as soon as Shutdown begins; shut waits for the
