@@ -115,7 +115,7 @@ func TestSetPool(t *testing.T) {
 	for set, want := range map[string]string{
 		"warmsize=4":                   `unknown field "warmsize"`,
 		"phaseDeadlines.warm=ten":      "phaseDeadlines.warm=ten: invalid pool setting: not a duration",
-		"onDrainDeadline=later":        "onDrainDeadline=later: invalid pool setting: want wait or stop",
+		"onDrainDeadline=later":        "onDrainDeadline=later: invalid pool setting: want wait, stop or checkpoint",
 		"network.allow=proxy.int:3128": "pools/agents/pool.yaml:", // mode deny: the whole file is refused
 	} {
 		if _, err := setPool(url, nil, set); !errors.Is(err, pool.ErrSetting) && !errors.Is(err, pool.ErrInvalid) || !strings.Contains(err.Error(), want) {

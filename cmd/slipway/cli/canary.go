@@ -29,8 +29,10 @@ func NewCmdCanary(g *globals) *cobra.Command {
 		Short: "Claim, prove, probe and release a sandbox of a pool on an interval; a failing round alerts",
 		Long: `Each round claims a sandbox of the pool, checks its runner's identity against the run manifest,
 reaches --approved through the sandbox's egress proxy and is refused --denied, writes and reads back a
-file in the workspace, streams numbered lines and checks them, and releases the claim and checks the
-release. Each round is appended to --history (JSONL, at most --history-max rounds), counted in the
+file in the workspace, streams numbered lines and checks them, checkpoints, suspends and resumes the
+claim and reads a file back (on a runtime that keeps checkpoints; skipped otherwise: the runtime records
+the restore, so 'slipway checkpoint durable' answers when restore was last proved), and releases the
+claim and checks the release. Each round is appended to --history (JSONL, at most --history-max rounds), counted in the
 metrics served on --metrics-listen (canary_rounds_total, canary_failures_total, canary_step_duration,
 canary_last_success_timestamp) and logged as JSON on stderr: a failing round is an ERROR line naming
 the pool and the step. With --once, one round, and exit 1 when it failed.`,

@@ -509,6 +509,11 @@ func TestControlCancel(t *testing.T) {
 			if strings.Contains(got.Output, "\nnever") {
 				t.Fatalf("the command ran on after the cancel:\n%s", got.Output)
 			}
+			for _, s := range got.Cancellation.Steps {
+				if s.Step == controlapi.StepCheckpoint && (s.Outcome != controlapi.StepUnavailable || !strings.Contains(s.Detail, "keeps no checkpoints") || s.Checkpoint != "") {
+					t.Errorf("checkpoint step on a runtime without checkpoints: %+v", s)
+				}
+			}
 			m, err := w.rt.client.Run(ctx, running.RunID)
 			if err != nil || m.Lifecycle.ResourcesReleased.IsZero() {
 				t.Fatalf("run %s after the cancel: %+v %v", running.RunID, m, err)

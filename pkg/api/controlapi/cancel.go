@@ -38,6 +38,9 @@ type CancelStep struct {
 	Fence   int       `json:"fence"`
 	At      time.Time `json:"at"`
 	Detail  string    `json:"detail,omitempty"`
+	// Checkpoint is, on the checkpoint step done, the digest of the
+	// checkpoint published (the run manifest's workspace_checkpoint_id).
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // The cancellation steps, in order.

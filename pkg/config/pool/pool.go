@@ -93,7 +93,9 @@ type Spec struct {
 	PhaseDeadlines map[string]Duration `yaml:"phaseDeadlines,omitempty" json:"phaseDeadlines,omitempty"`
 	// DrainDeadline is how long old claims may run after routing moved.
 	DrainDeadline Duration `yaml:"drainDeadline" json:"drainDeadline"`
-	// OnDrainDeadline is "wait" (keep waiting, listed) or "stop".
+	// OnDrainDeadline is "wait" (keep waiting, listed), "stop" (end the
+	// old generation's runs) or "checkpoint" (suspend them and resume them
+	// on the new generation, on a runtime that keeps checkpoints).
 	OnDrainDeadline string `yaml:"onDrainDeadline" json:"onDrainDeadline"`
 	// RollbackWindow and RestoreWindow keep old generations' artifacts.
 	RollbackWindow Duration `yaml:"rollbackWindow" json:"rollbackWindow"`
@@ -201,8 +203,8 @@ func ParsePool(b []byte, name string) (*Pool, error) {
 		return nil, fe("spec.refillPerSecond", "must be above 0")
 	case s.ReadyTimeout.Duration <= 0:
 		return nil, fe("spec.readyTimeout", "required, above 0")
-	case s.OnDrainDeadline != "wait" && s.OnDrainDeadline != "stop":
-		return nil, fe("spec.onDrainDeadline", "%q: want wait or stop", s.OnDrainDeadline)
+	case s.OnDrainDeadline != "wait" && s.OnDrainDeadline != "stop" && s.OnDrainDeadline != "checkpoint":
+		return nil, fe("spec.onDrainDeadline", "%q: want wait, stop or checkpoint", s.OnDrainDeadline)
 	case s.Network.Mode != "deny" && s.Network.Mode != "allow-list":
 		return nil, fe("spec.network.mode", "%q: want deny or allow-list", s.Network.Mode)
 	case s.Network.Mode == "deny" && len(s.Network.Allow) > 0:

@@ -44,7 +44,7 @@ func TestPoolRefusals(t *testing.T) {
 		"unknown field":  {"warmSize: 2", "warmSize: 2\n  warmsize: 3", 0, "unknown field \"warmsize\""},
 		"bad kind":       {"- controlPlane", "- controlplane", 0, `unknown kind "controlplane"`},
 		"bad duration":   {"readyTimeout: 30s", "readyTimeout: soon", 0, "not a duration"},
-		"bad drain mode": {"onDrainDeadline: wait", "onDrainDeadline: maybe", 0, "want wait or stop"},
+		"bad drain mode": {"onDrainDeadline: wait", "onDrainDeadline: maybe", 0, "want wait, stop or checkpoint"},
 		"bad proof":      {"- cleanup", "- vibes", 0, `unknown proof "vibes"`},
 		"bad name":       {"name: agents", "name: Agents", 0, "not a pool name"},
 		"bad node label": {"warmSize: 2", "warmSize: 2\n  kubernetes: {nodeImageLabel: \"slipway.dev/node image\"}", 0, "spec.kubernetes.nodeImageLabel"},

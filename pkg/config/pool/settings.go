@@ -273,8 +273,8 @@ func apply(root *yaml.RNode, a Assignment) error {
 	case "drainDeadline", "rollbackWindow", "restoreWindow":
 		n, err = duration(false)
 	case "onDrainDeadline":
-		if v != "wait" && v != "stop" {
-			return bad("want wait or stop")
+		if v != "wait" && v != "stop" && v != "checkpoint" {
+			return bad("want wait, stop or checkpoint")
 		}
 		n = str(v)
 	case "network":

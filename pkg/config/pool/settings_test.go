@@ -132,7 +132,7 @@ func TestSetRefusals(t *testing.T) {
 		{"phaseDeadlines.soon=5m", `unknown field "phaseDeadlines.soon"`, pool.ErrSetting},
 		{"readyTimeout=0s", "readyTimeout=0s: invalid pool setting: must be above 0", pool.ErrSetting},
 		{"rollbackWindow=-1h", "rollbackWindow=-1h: invalid pool setting: not a duration", pool.ErrSetting},
-		{"onDrainDeadline=maybe", "onDrainDeadline=maybe: invalid pool setting: want wait or stop", pool.ErrSetting},
+		{"onDrainDeadline=maybe", "onDrainDeadline=maybe: invalid pool setting: want wait, stop or checkpoint", pool.ErrSetting},
 		{"network=open", "network=open: invalid pool setting: want deny or allow-list", pool.ErrSetting},
 		{"network.allow=proxy", `network.allow=proxy: invalid pool setting: "proxy" is not host:port`, pool.ErrSetting},
 		{"proofs=allocate,vibes", `unknown proof "vibes"`, pool.ErrSetting},

@@ -24,11 +24,14 @@ const (
 	StepDenied    = "egress_denied"
 	StepWorkspace = "workspace"
 	StepOutput    = "output"
-	StepRelease   = "release"
+	// StepCheckpoint checkpoints, suspends and resumes the claim (skipped
+	// on a runtime that keeps no checkpoints): checkpoint.go.
+	StepCheckpoint = "checkpoint"
+	StepRelease    = "release"
 )
 
 // Steps are the steps of a round, in order.
-var Steps = []string{StepClaim, StepIdentity, StepApproved, StepDenied, StepWorkspace, StepOutput, StepRelease}
+var Steps = []string{StepClaim, StepIdentity, StepApproved, StepDenied, StepWorkspace, StepOutput, StepCheckpoint, StepRelease}
 
 // Tenant is the tenant a canary's claims carry (in their run manifests).
 const Tenant = "slipway-canary"
@@ -316,6 +319,12 @@ func (c *Canary) run(r *Round, step string, f func() (string, error)) {
 	start := c.o.now()
 	detail, err := f()
 	res := StepResult{Step: step, Result: Pass, Duration: c.o.now().Sub(start), Detail: detail}
+	var skip skipped
+	if errors.As(err, &skip) {
+		res.Result, res.Detail = Skipped, string(skip)
+		r.Steps = append(r.Steps, res)
+		return
+	}
 	if err != nil {
 		res.Result, res.Detail = Fail, err.Error()
 		if r.FailedStep == "" {

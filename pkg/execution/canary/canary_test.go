@@ -49,6 +49,12 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t)
+}
+
+// newWorldWith is newWorld with options for its runtime.
+func newWorldWith(t *testing.T, opts ...runtime.RuntimeOption) *world {
+	t.Helper()
 	rw := runtimetest.New(t, registrytest.NewInProcess(t))
 	g := rw.Generation(t, "agents", nil, "")
 	w := &world{ip: hostIPv4(t)}
@@ -76,7 +82,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.warm = runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
-	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return w.desired.Load(), time.Now() }, w.warm, store, time.Minute)
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return w.desired.Load(), time.Now() }, w.warm, store, time.Minute, opts...)
 	rtp.Store(rt)
 	srv, err := runtime.NewServer(rt, nil, be, apiToken)
 	if err != nil {
@@ -218,7 +224,7 @@ func TestRoundPasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "claim=pass identity=pass egress_approved=pass egress_denied=pass workspace=pass output=pass release=pass"
+	want := "claim=pass identity=pass egress_approved=pass egress_denied=pass workspace=pass output=pass checkpoint=skipped release=pass"
 	if !r.Passed || steps(r) != want {
 		t.Fatalf("round %s, want %s\n%+v", steps(r), want, r.Steps)
 	}
@@ -246,7 +252,7 @@ func TestRoundPasses(t *testing.T) {
 	}
 
 	rounds, bad, err := canary.ReadHistory(hist.Path(), 0)
-	if err != nil || len(bad) > 0 || len(rounds) != 1 || rounds[0].RunID != r.RunID || !rounds[0].Passed || len(rounds[0].Steps) != 7 {
+	if err != nil || len(bad) > 0 || len(rounds) != 1 || rounds[0].RunID != r.RunID || !rounds[0].Passed || len(rounds[0].Steps) != 8 {
 		t.Fatalf("history: %+v %v %v", rounds, bad, err)
 	}
 	text := scrape()
@@ -341,7 +347,7 @@ func TestRoundFailsForReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "claim=pass identity=pass egress_approved=pass egress_denied=fail workspace=skipped output=skipped release=pass"
+	want := "claim=pass identity=pass egress_approved=pass egress_denied=fail workspace=skipped output=skipped checkpoint=skipped release=pass"
 	if r.Passed || r.FailedStep != canary.StepDenied || steps(r) != want {
 		t.Fatalf("round %s (failed at %q), want %s\n%+v", steps(r), r.FailedStep, want, r.Steps)
 	}
@@ -374,7 +380,7 @@ func TestRoundFailsForReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = "claim=fail identity=skipped egress_approved=skipped egress_denied=skipped workspace=skipped output=skipped release=skipped"
+	want = "claim=fail identity=skipped egress_approved=skipped egress_denied=skipped workspace=skipped output=skipped checkpoint=skipped release=skipped"
 	if r2.Passed || r2.FailedStep != canary.StepClaim || steps(r2) != want || !strings.Contains(r2.Reason, "pool agents granted no sandbox") {
 		t.Fatalf("round %s (failed at %q: %s), want %s", steps(r2), r2.FailedStep, r2.Reason, want)
 	}

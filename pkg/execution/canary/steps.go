@@ -49,6 +49,8 @@ func (cl *claimRun) do(ctx context.Context, step string) (string, error) {
 		return cl.workspace(ctx)
 	case StepOutput:
 		return cl.output(ctx)
+	case StepCheckpoint:
+		return cl.checkpoint(ctx)
 	}
 	return "", fmt.Errorf("canary: no step %q", step)
 }

@@ -31,6 +31,14 @@ type Collected struct {
 // shares with a deleted one stays. Never one inside the window. With
 // dryRun nothing is removed and the answer says what would be.
 func (s *Store) Collect(windowStart time.Time, keep map[string]bool, dryRun bool) (*Collected, error) {
+	return s.CollectClosed(func(p Predicate) bool { return p.Created.Before(windowStart) }, keep, dryRun)
+}
+
+// CollectClosed is Collect with the window said per checkpoint: closed
+// reports whether the restore window of a checkpoint (by what its config
+// says: its pool, its time) has closed; only those are deleted, unless
+// keep names them.
+func (s *Store) CollectClosed(closed func(Predicate) bool, keep map[string]bool, dryRun bool) (*Collected, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	im, err := s.index()
@@ -51,7 +59,7 @@ func (s *Store) Collect(windowStart time.Time, keep map[string]bool, dryRun bool
 		if err != nil {
 			return nil, err
 		}
-		if p.Created.Before(windowStart) && !keep[d.Digest.String()] {
+		if closed(*p) && !keep[d.Digest.String()] {
 			gone[d.Digest.String()] = true
 			out.Deleted = append(out.Deleted, d.Digest.String())
 		} else {

@@ -32,7 +32,8 @@
 // LastRestore: question 6's "has restore been tested"). Collect deletes
 // the checkpoints whose restore window has closed, never one inside it
 // nor one the caller keeps, and only the blobs no remaining checkpoint
-// uses. It is not a registry client: pushing checkpoints to the registry
-// a pool names, wiring Collect into slipway gc and a sweeper, and
-// Kubernetes are not here yet.
+// uses; CollectClosed says the window per checkpoint (the runtime's
+// sweeper: each pool's restoreWindow). It is not a registry client:
+// pushing checkpoints to the registry a pool names, wiring Collect into
+// slipway gc, and Kubernetes are not here yet.
 package checkpoint

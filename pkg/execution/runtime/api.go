@@ -157,6 +157,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.mux.Handle("POST /v1/claims/{run}/release", s.auth(s.release))
 	s.mux.Handle("POST /v1/claims/{run}/identity", s.auth(s.identity)) // identity.go
 	s.checkpointRoutes()                                               // checkpointapi.go
+	s.drainRoutes()                                                    // drain.go
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
 	s.mux.Handle("GET /v1/traces/{id}", s.auth(s.traces)) // tracing.go
 	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
@@ -386,7 +387,7 @@ func claimStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrNoClaim):
 		return http.StatusNotFound
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, ErrFenced), errors.Is(err, ErrSuspended):
 		return http.StatusConflict
 	default:
 		return http.StatusInternalServerError

@@ -143,6 +143,9 @@ func (r *Runtime) Suspend(ctx context.Context, runID string, req CheckpointReque
 	if err != nil {
 		return nil, err
 	}
+	if err := r.holdSuspended(c, cp.Digest); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	old, oldCredential := c.sandbox, c.credential
 	// The token stays the owner's (it releases a suspended run with it);
@@ -266,13 +269,16 @@ func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.
 	c.mu.Lock()
 	c.sandbox, c.suspended, c.ckBase, c.gen, c.warm = s, false, base, target, false
 	c.attempt++
-	c.token = newToken()
+	c.token, c.tokenSum = newToken(), ""
 	if receipts != nil {
 		c.credential, c.renewDue = receipts[0].SHA256Fingerprint, renewDue(receipts[0])
 	}
 	g := c.grant()
 	c.mu.Unlock()
 	r.logf("runtime: run %s resumed in sandbox %s of generation %s from checkpoint %s (allocation attempt %d)", runID, s.ID, target.ID, digest, g.AllocationAttempt)
+	if err := r.dropSuspended(runID); err != nil {
+		r.logf("%v", err) // a stale record holds the run suspended again after a restart, from this same checkpoint
+	}
 	if err := r.store.Update(bg, runID, func(m *runmanifest.Manifest) error {
 		m.AllocationAttempt, m.SandboxID, m.Warm = g.AllocationAttempt, s.ID, false
 		m.RunnerBinarySHA256 = s.RunnerBinarySHA256

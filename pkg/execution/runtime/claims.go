@@ -189,6 +189,7 @@ type claim struct {
 	sandbox    *sandbox.Sandbox // nil between a move's kill and its new sandbox
 	attempt    int
 	token      string
+	tokenSum   string // SHA-256 of the token, for a run adopted suspended (suspended.go) whose token is not known; "" otherwise
 	warm       bool
 	credential string        // fingerprint of the attempt's credential; "" when none
 	renewDue   time.Time     // when that credential is renewed (renew.go)
@@ -456,10 +457,23 @@ func (c *claim) check(token string) error {
 	if c.released {
 		return fmt.Errorf("%w: %s", ErrNoClaim, c.runID)
 	}
-	if subtle.ConstantTimeCompare([]byte(c.token), []byte(token)) != 1 {
+	ok := subtle.ConstantTimeCompare([]byte(c.token), []byte(token)) == 1
+	if c.token == "" {
+		ok = c.tokenSum != "" && sameToken(c.tokenSum, token)
+	}
+	if !ok {
 		return fmt.Errorf("%w (run %s, attempt %d)", ErrFenced, c.runID, c.attempt)
 	}
 	return nil
+}
+
+// tokenSHA256 is the hex SHA-256 of the claim's current token; c.mu must
+// be held.
+func (c *claim) tokenSHA256() string {
+	if c.token == "" {
+		return c.tokenSum
+	}
+	return tokenSum(c.token)
 }
 
 // placeManifest records in m where sandbox s runs, when its backend says
@@ -643,6 +657,9 @@ func (r *Runtime) ReleaseAfter(ctx context.Context, runID, token string, exitCod
 	delete(r.claims, runID)
 	r.forgetKey(c)
 	r.mu.Unlock()
+	if err := r.dropSuspended(runID); err != nil {
+		r.logf("%v", err) // a restart finds the run ended and drops the record then
+	}
 	return nil
 }
 

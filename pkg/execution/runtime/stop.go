@@ -65,6 +65,9 @@ func (r *Runtime) Stop(ctx context.Context, pool, gen string) ([]string, error) 
 		delete(r.claims, c.runID)
 		r.forgetKey(c)
 		r.mu.Unlock()
+		if err := r.dropSuspended(c.runID); err != nil {
+			r.logf("%v", err) // a restart finds the run ended and drops the record then
+		}
 		stopped = append(stopped, c.runID)
 	}
 	slices.Sort(stopped)

@@ -18,7 +18,9 @@
 //	drain          step 4 confirmed: the fleet serves from the routing commit;
 //	               the old generation's open runs are listed
 //	drain-wait,    the drain deadline passed: onDrainDeadline wait keeps waiting
-//	drain-stop     (runs listed), stop ends them (listed)
+//	drain-stop,    (runs listed), stop ends them (listed), checkpoint suspends
+//	drain-checkpoint each and resumes it on the new generation (each run named
+//	               with its checkpoint and new sandbox; a run not moved with why)
 //	remove         step 5 done: the old generation is retained
 //	retain         step 6 done (nothing of it runs); step 7: it stays retained
 //	               for its rollback and restore windows; the rollout succeeded

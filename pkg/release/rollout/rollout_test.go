@@ -44,6 +44,12 @@ type env struct {
 
 func newEnv(t *testing.T, spec func(*pool.Spec)) *env {
 	t.Helper()
+	return newEnvServe(t, spec, nil)
+}
+
+// newEnvServe is newEnv with the runtime's configuration edited by cfg.
+func newEnvServe(t *testing.T, spec func(*pool.Spec), cfg func(*serve.Config)) *env {
+	t.Helper()
 	ctx := context.Background()
 	e := &env{t: t, w: sharedWorld(t)}
 	e.repo = filepath.Join(t.TempDir(), "config.git")
@@ -73,9 +79,13 @@ func newEnv(t *testing.T, spec func(*pool.Spec)) *env {
 	sctx, stop := context.WithCancel(ctx)
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
+	c := serve.Config{Repo: e.repo, State: t.TempDir(), Listen: "127.0.0.1:0", Token: token,
+		SyncInterval: 200 * time.Millisecond, Verify: runtime.Verify{Skip: true}}
+	if cfg != nil {
+		cfg(&c)
+	}
 	go func() {
-		done <- serve.Run(sctx, serve.Config{Repo: e.repo, State: t.TempDir(), Listen: "127.0.0.1:0", Token: token,
-			SyncInterval: 200 * time.Millisecond, Verify: runtime.Verify{Skip: true}}, func(a string) { addr <- a })
+		done <- serve.Run(sctx, c, func(a string) { addr <- a })
 	}()
 	t.Cleanup(func() {
 		stop()

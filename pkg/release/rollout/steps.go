@@ -294,7 +294,16 @@ func (d *Driver) drain(ctx context.Context, r *pool.Rollout) (*pool.Rollout, err
 		if serr == nil {
 			runs = st.Generation(r.From).Runs
 		}
-		if v.pool.Spec.OnDrainDeadline == "stop" {
+		if v.pool.Spec.OnDrainDeadline == "checkpoint" {
+			var failed *pool.Rollout
+			if r, failed, err = d.drainCheckpoint(ctx, r); failed != nil || err != nil {
+				return failed, err
+			}
+			note, err = d.waitFor(ctx, &r, r.PhaseDeadline, open)
+			if errors.Is(err, errDeadline) {
+				return d.advance(ctx, r, d.failed("step 5: runs still open on "+r.From+" after checkpointing them: "+note))
+			}
+		} else if v.pool.Spec.OnDrainDeadline == "stop" {
 			stopped, serr := d.Fleet.Stop(ctx, d.Pool, r.From)
 			if serr != nil {
 				return d.advance(ctx, r, d.failed("step 5: drain deadline reached, stopping the runs of "+r.From+" failed: "+serr.Error()))

@@ -26,7 +26,7 @@ func cancelQueued(j *controlapi.Job, now time.Time) {
 		addStep(c, s, controlapi.StepNotApplicable, "no runner was allocated")
 	}
 	addStep(c, controlapi.StepReconcileDeliveries, controlapi.StepDone, "the job produced no output; its result (canceled) is delivered like any other")
-	addStep(c, controlapi.StepCheckpoint, controlapi.StepUnavailable, "Slipway's jobs promise no checkpoint")
+	addStep(c, controlapi.StepCheckpoint, controlapi.StepUnavailable, "no sandbox was allocated: nothing to checkpoint")
 	addStep(c, controlapi.StepCleanupHooks, controlapi.StepNotApplicable, "no cleanup hooks are configured")
 	addStep(c, controlapi.StepRevoke, controlapi.StepNotApplicable, "no claim or credential was issued")
 	addStep(c, controlapi.StepDeleteSandbox, controlapi.StepNotApplicable, "no sandbox was allocated")
@@ -64,6 +64,7 @@ func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runI
 
 	var released, refused bool
 	var detail string
+	ckOutcome, ckDetail, ckDigest := controlapi.StepUnavailable, "", ""
 	if runID == "" {
 		// canceled while claiming: find the claim its request key may
 		// have made, and adopt it to release it
@@ -78,6 +79,7 @@ func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runI
 	case rt.Client == nil:
 		detail = fmt.Sprintf("run %s: its runtime is not configured on this control plane", runID)
 	default:
+		ckOutcome, ckDetail, ckDigest = cancelCheckpoint(ctx, rt, runID, grant) // step 6, while the sandbox exists
 		rerr := rt.Client.Release(ctx, runID, runtimeapi.ReleaseBody{Token: grant})
 		m, merr := rt.Client.Run(ctx, runID)
 		released = merr == nil && !m.Lifecycle.ResourcesReleased.IsZero()
@@ -105,7 +107,11 @@ func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runI
 			addStep(c, controlapi.StepReconcileDeliveries, controlapi.StepDone, "output events already appended are delivered in order; the result (canceled) is delivered or ends 'notification failed'")
 		}
 		if !c.Settled(controlapi.StepCheckpoint) {
-			addStep(c, controlapi.StepCheckpoint, controlapi.StepUnavailable, "Slipway's jobs promise no checkpoint")
+			if ckDetail == "" {
+				ckDetail = "no sandbox to checkpoint: " + detail
+			}
+			addStep(c, controlapi.StepCheckpoint, ckOutcome, ckDetail)
+			c.Steps[len(c.Steps)-1].Checkpoint = ckDigest
 		}
 		if !c.Settled(controlapi.StepCleanupHooks) {
 			addStep(c, controlapi.StepCleanupHooks, controlapi.StepNotApplicable, "no cleanup hooks are configured")

@@ -82,6 +82,10 @@ type Config struct {
 	// for the cost ledger, and how often the Kubernetes backend's objects
 	// are read for it (default 30s).
 	StorageEvery time.Duration
+	// CheckpointSweepEvery is how often the checkpoints whose pool's
+	// restore window has closed are deleted (default
+	// DefaultCheckpointSweep; with CheckpointSigner only).
+	CheckpointSweepEvery time.Duration
 	// CheckpointSigner signs the runs' checkpoints (kept in an OCI layout
 	// at CheckpointDir under State) and verifies them before a restore;
 	// nil: the runtime takes no checkpoints.
@@ -212,12 +216,17 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	}
 	defer store.Close()
 	h.recover(ctx, store)
-	if n, err := finishOrphans(ctx, store, h.backend(), time.Now()); n > 0 || err != nil {
-		fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
-	}
 	p, err := build(ctx, c, h, repo, store)
 	if err != nil {
 		return err
+	}
+	// The runs an earlier run suspended stay open, suspended; the other
+	// open runs whose sandboxes are gone end.
+	if ids, err := p.rt.AdoptSuspended(ctx); len(ids) > 0 || err != nil {
+		fmt.Fprintf(c.Log, "holding %d suspended runs of an earlier run: %s (errors: %v)\n", len(ids), strings.Join(ids, ", "), err)
+	}
+	if n, err := finishOrphans(ctx, store, h.backend(), time.Now(), p.rt.Suspended); n > 0 || err != nil {
+		fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
 	}
 	rtOf.Store(p.rt)
 	defer p.rt.Close() // stops the heartbeat monitors
@@ -255,7 +264,7 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	_ = p.rt.Close()
 	stop := context.Background()
 	h.stop(stop, store)
-	if n, err := finishOrphans(stop, store, h.backend(), time.Now()); n > 0 || err != nil {
+	if n, err := finishOrphans(stop, store, h.backend(), time.Now(), p.rt.Suspended); n > 0 || err != nil {
 		fmt.Fprintf(c.Log, "finalised %d open runs as failed: the runtime stopped (errors: %v)\n", n, err)
 	}
 	return serveErr
@@ -383,6 +392,10 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 	} else {
 		periodic(ctx, &bg)
 	}
+	// checkpoints live in this runtime's state directory: each sweeps its own
+	if c.CheckpointSigner != nil {
+		bg.Go(func() { sweepCheckpoints(ctx, c, p) })
+	}
 	// Serve returns as soon as Shutdown begins; shut waits for the
 	// handlers still running.
 	shut := make(chan struct{})
@@ -460,8 +473,10 @@ var errSandboxExists = errors.New("its sandbox still exists")
 // be no longer has: no claim can end them any more. Each is marked failed,
 // with its resources released at released (unless it recorded that time
 // already); everything else it recorded stays. A run whose sandbox still
-// exists, running or dead, is left open. It returns how many it finalised.
-func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, released time.Time) (int, error) {
+// exists, running or dead, is left open, and so is one suspended says is
+// suspended (it has no sandbox by design: a restart resumes it). It
+// returns how many it finalised.
+func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, released time.Time, suspended func(runID string) bool) (int, error) {
 	open, err := store.Open(ctx)
 	if err != nil || len(open) == 0 {
 		return 0, err
@@ -477,6 +492,9 @@ func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, re
 	n := 0
 	var errs []error
 	for _, id := range open {
+		if suspended(id) {
+			continue
+		}
 		err := store.Update(ctx, id, func(m *runmanifest.Manifest) error {
 			if exists[m.SandboxID] {
 				return errSandboxExists

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
+)
+
+// Cancellation step 6 on a runtime that keeps checkpoints: a running job
+// is canceled, and before its sandbox is deleted the runtime checkpoints
+// its workspace; the step is done and names the checkpoint, the run
+// manifest and question 6 name the same one as the head, and the
+// checkpoint, verified with the runtime's key and restored, holds the file
+// the job wrote. (TestControlCancel covers a runtime without checkpoints:
+// the step is unavailable and says why.)
+func TestControlCancelPublishesCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	priv, pub, err := sign.GenerateKeys([]byte("ckpt-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "checkpoint.key")
+	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("COSIGN_PASSWORD", "ckpt-pw")
+	w := newControlWorldWith(t, worldOptions{runtimeArgs: []string{"--checkpoint-key", keyFile}})
+	ctx := context.Background()
+	db := "sqlite:" + filepath.Join(w.dir, "control.db")
+	tok, _ := readToken(w.token(t, db, "acme"))
+	cp := w.startControl(t, db)
+	defer cp.kill9(t)
+	c, _ := controlapi.NewClient(cp.url, tok)
+	j, _, err := c.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard",
+		Commands: [][]string{{"sh", "-c", "echo 'work in progress' > /workspace/kept.txt; echo started; sleep 60; echo never"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file is written once the command's output says started.
+	errStarted := errors.New("started")
+	fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
+	err = c.Follow(fctx, j.ID, controlapi.FollowOptions{}, func(e controlapi.Event) error {
+		if strings.Contains(string(e.Data), "started") {
+			return errStarted
+		}
+		return nil
+	})
+	fcancel()
+	if !errors.Is(err, errStarted) {
+		t.Fatalf("following job %s for its output: %v", j.ID, err)
+	}
+	running := waitJob(t, c, j.ID, 60*time.Second, func(j *controlapi.Job) bool { return j.State == controlapi.Running })
+	if _, err := c.Cancel(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := waitJob(t, c, j.ID, 90*time.Second, func(j *controlapi.Job) bool { return j.State.Terminal() })
+	if got.State != controlapi.Canceled || got.Cancellation == nil {
+		t.Fatalf("canceled job: %s %s %+v", got.State, got.Detail, got.Cancellation)
+	}
+	var step *controlapi.CancelStep
+	for i, s := range got.Cancellation.Steps {
+		if s.Step == controlapi.StepCheckpoint {
+			step = &got.Cancellation.Steps[i]
+		}
+	}
+	if step == nil || step.Outcome != controlapi.StepDone || !strings.HasPrefix(step.Checkpoint, "sha256:") || !strings.Contains(step.Detail, step.Checkpoint) {
+		t.Fatalf("checkpoint step: %+v", step)
+	}
+	m, err := w.rt.client.Run(ctx, running.RunID)
+	if err != nil || m.WorkspaceCheckpointID != step.Checkpoint || m.Lifecycle.ResourcesReleased.IsZero() {
+		t.Fatalf("run %s after the cancel: checkpoint %q released %v, %v; want %s", running.RunID, m.WorkspaceCheckpointID, m.Lifecycle.ResourcesReleased, err, step.Checkpoint)
+	}
+	d, err := w.rt.client.Durable(ctx, running.RunID)
+	if err != nil || d.Head != step.Checkpoint {
+		t.Fatalf("durable after the cancel: %+v, %v", d, err)
+	}
+	st, err := checkpoint.OpenStore(filepath.Join(w.dir, "runtime-state", serve.CheckpointDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := sign.LoadVerifier(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "restored")
+	if _, _, _, err := checkpoint.Restore(ctx, st, step.Checkpoint, v, checkpoint.Expect{Tenant: m.Tenant, Generations: []string{m.Generation}, RunID: running.RunID}, out); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "kept.txt")); err != nil || string(b) != "work in progress\n" {
+		t.Errorf("kept.txt in the published checkpoint: %q, %v", b, err)
+	}
+}

@@ -1,0 +1,56 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
+)
+
+// SweepCheckpoints deletes the checkpoints whose pool's restore window has
+// closed at now (taken more than the pool's restoreWindow before now),
+// never one inside it, never the head of a run still open (held by this
+// runtime, suspended or not, or open in the run store), and never one of a
+// pool the desired state does not name (its window is not known). Blobs no
+// remaining checkpoint uses go with them. With dryRun nothing is removed
+// and the answer says what would be.
+func (r *Runtime) SweepCheckpoints(ctx context.Context, now time.Time, dryRun bool) (*checkpoint.Collected, error) {
+	if r.o.checkpoints == nil {
+		return nil, fmt.Errorf("%w: no checkpoint store or key (WithCheckpoints)", ErrNoCheckpoints)
+	}
+	d, _ := r.desired()
+	if d == nil {
+		return nil, fmt.Errorf("runtime: sweep checkpoints: no desired state yet: the restore windows are not known")
+	}
+	windows := map[string]time.Duration{}
+	for name, p := range d.Pools {
+		if p.Pool != nil {
+			windows[name] = p.Pool.Spec.RestoreWindow.Duration
+		}
+	}
+	keep := map[string]bool{}
+	r.mu.Lock()
+	for _, c := range r.claims {
+		c.mu.Lock()
+		keep[c.checkpointID] = true
+		c.mu.Unlock()
+	}
+	r.mu.Unlock()
+	open, err := r.store.Open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: sweep checkpoints: open runs: %w", err)
+	}
+	for _, id := range open {
+		m, err := r.store.Get(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: sweep checkpoints: run %s: %w", id, err)
+		}
+		keep[m.WorkspaceCheckpointID] = true
+	}
+	closed := func(p checkpoint.Predicate) bool {
+		w, ok := windows[p.Pool]
+		return ok && p.Created.Before(now.Add(-w))
+	}
+	return r.o.checkpoints.Store.CollectClosed(closed, keep, dryRun)
+}
