@@ -11,7 +11,7 @@
 #   3. slipway lint DIR must then be clean.
 # SLIPWAY names the slipway binary (default: slipway on PATH). Run by
 # make pin-argocd (slipway-cmp) and make pin-deploy (slipway); tested by
-# TestPinArgoCD and TestPinDeploy (pkg/release/selfrelease).
+# TestPinReleased (pkg/release/selfrelease).
 set -eu
 if [ $# -ne 3 ] && [ $# -ne 4 ]; then
 	echo "usage: pin-release.sh DIR REPOSITORY VERSION [PROGRAM]" >&2
