@@ -174,6 +174,10 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, ss *session) {
 		http.Redirect(w, r, "/runs/"+id, http.StatusSeeOther)
 		return
 	}
+	if r.URL.Query().Has("package") {
+		s.runsWithPackage(w, r, ss)
+		return
+	}
 	var ids []string
 	names, _, err := s.poolNames(r.Context())
 	if err != nil {
@@ -191,7 +195,7 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, ss *session) {
 			}
 		}
 	}
-	s.render(w, r, http.StatusOK, "runs", s.page(ss, "Runs", ids))
+	s.render(w, r, http.StatusOK, "runs", s.page(ss, "Runs", runsData{Runs: ids}))
 }
 
 type runData struct {
@@ -199,6 +203,9 @@ type runData struct {
 	SVG      template.HTML
 	JSON     string
 	Shared   []shared
+	// PackagesErr says why the lineage shows no packages ("" when the
+	// runtime served them).
+	PackagesErr string
 }
 
 type shared struct {
@@ -231,7 +238,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, ss *session) {
 		return
 	}
 	b, _ := json.MarshalIndent(m, "", "  ")
-	d := runData{Manifest: m, SVG: Lineage(m), JSON: Clean(string(b))}
+	pk, err := rc.RunPackages(r.Context(), id)
+	if err != nil {
+		s.log.Warn("console: run packages", "run", id, "err", err)
+		pk = nil // the lineage is drawn without them, and the page says why
+	}
+	d := runData{Manifest: m, SVG: Lineage(m, pk), JSON: Clean(string(b)), PackagesErr: packagesErr(err)}
 	for _, q := range []struct {
 		what string
 		q    runmanifest.Query
