@@ -48,6 +48,7 @@ type Server struct {
 	control  string
 	runtimes []Runtime
 	repo     *gitops.Repo
+	repoLock chan struct{} // readRepo: one reader of repo at a time
 	branch   string
 	hc       *http.Client
 	log      *slog.Logger
@@ -164,7 +165,7 @@ func New(control string, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
-	s := &Server{control: control, runtimes: o.runtimes, repo: o.repo, branch: o.branch, hc: o.hc, log: o.log,
+	s := &Server{control: control, runtimes: o.runtimes, repo: o.repo, repoLock: make(chan struct{}, 1), branch: o.branch, hc: o.hc, log: o.log,
 		key: key, tmpl: t, mux: http.NewServeMux(), now: o.now, secure: o.secure, whoIs: map[string]whoEntry{},
 		openRepo: o.openRepo, author: o.author, signer: o.signer, unsigned: o.unsigned}
 	s.drives.ctx, s.drives.cancel = context.WithCancel(context.Background())
@@ -180,6 +181,7 @@ func New(control string, opts ...Option) (*Server, error) {
 	s.mux.HandleFunc("POST /jobs/{id}/cancel", s.authed(s.operator(s.cancel)))
 	s.mux.HandleFunc("GET /runs", s.authed(s.operator(s.runs)))
 	s.mux.HandleFunc("GET /runs/{id}", s.authed(s.operator(s.run)))
+	s.mux.HandleFunc("GET /runs/{id}/packages", s.authed(s.operator(s.runPackages)))
 	s.mux.HandleFunc("GET /pools", s.authed(s.operator(s.pools)))
 	s.mux.HandleFunc("GET /pools/{pool}", s.authed(s.operator(s.pool)))
 	s.mux.HandleFunc("GET /pools/{pool}/generations/{gen}", s.authed(s.operator(s.generation)))

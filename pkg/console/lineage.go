@@ -4,10 +4,16 @@ import (
 	"fmt"
 	"html"
 	"html/template"
+	"net/url"
 	"strings"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 )
+
+// LineagePackages is how many packages of each artifact a lineage graph
+// draws; a node after them counts them all and links the full list.
+const LineagePackages = 5
 
 // node is one box of a lineage graph.
 type node struct {
@@ -18,9 +24,13 @@ type node struct {
 // middle column, what it ran in (sandbox, attempt, generation, pool,
 // tenant) on the left, what it was made of (each artifact's digest, the
 // policy revisions, the secret version, the processes that served it) on
-// the right, an edge from the run to each. Every value comes from the
-// manifest, cleaned (Clean) and escaped.
-func Lineage(m *runmanifest.Manifest) template.HTML {
+// the right, an edge from the run to each. Below the artifacts come the
+// packages the runtime's index recorded for each of them (pk, from their
+// verified SBOM attestations; nil when the runtime did not answer): the
+// first LineagePackages, each linking the runs that share it, then their
+// count linking the full list. Every value comes from the manifest or the
+// index, cleaned (Clean) and escaped.
+func Lineage(m *runmanifest.Manifest, pk *runtimeapi.RunPackages) template.HTML {
 	left := []node{
 		{"sandbox", m.SandboxID, ""},
 		{"allocation attempt", fmt.Sprint(m.AllocationAttempt), ""},
@@ -54,6 +64,22 @@ func Lineage(m *runmanifest.Manifest) template.HTML {
 			add(p.who, strings.TrimSpace(p.p.Version+" "+p.p.BinarySHA256+" "+p.p.Image))
 		}
 	}
+	if pk != nil {
+		for _, a := range pk.Artifacts {
+			if !a.Recorded {
+				right = append(right, node{a.Kind + " packages", "not indexed (no verified SBOM)", ""})
+				continue
+			}
+			for i, p := range a.Packages {
+				if i == LineagePackages {
+					break
+				}
+				right = append(right, node{"package of the " + a.Kind, p.String(), "/runs?package=" + url.QueryEscape(p.String())})
+			}
+			right = append(right, node{a.Kind + " packages", fmt.Sprintf("%d in all: the full list", len(a.Packages)),
+				"/runs/" + url.PathEscape(m.RunID) + "/packages"})
+		}
+	}
 	const rowH, boxW, boxH, gap = 44, 330, 34, 140
 	rows := max(len(left), len(right), 1)
 	h := rows*rowH + 20
@@ -63,9 +89,15 @@ func Lineage(m *runmanifest.Manifest) template.HTML {
 	fmt.Fprintf(&b, `<title id="lineage-title">lineage of run %s</title>`, esc(m.RunID))
 	cx, cy := 10+boxW+gap, h/2-boxH/2
 	box := func(x, y int, n node, class string) {
+		if n.href != "" {
+			fmt.Fprintf(&b, `<a href="%s" aria-label="%s">`, esc(n.href), esc(n.label+": "+n.value))
+		}
 		fmt.Fprintf(&b, `<g class="%s"><rect x="%d" y="%d" width="%d" height="%d" rx="4" fill="#fff" stroke="#1d2a3a"/>`, class, x, y, boxW, boxH)
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`, x+6, y+13, esc(n.label))
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text></g>`, x+6, y+28, esc(ellipsis(n.value, 46)))
+		if n.href != "" {
+			b.WriteString(`</a>`)
+		}
 	}
 	for i, n := range left {
 		y := 10 + i*rowH
@@ -76,7 +108,11 @@ func Lineage(m *runmanifest.Manifest) template.HTML {
 		y := 10 + i*rowH
 		x := cx + boxW + gap
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, cx+boxW, cy+boxH/2, x, y+boxH/2)
-		box(x, y, n, "artifact")
+		class := "artifact"
+		if strings.Contains(n.label, "package") {
+			class = "package"
+		}
+		box(x, y, n, class)
 	}
 	box(cx, cy, node{"run", m.RunID + " (" + string(m.Status) + ")", ""}, "run")
 	b.WriteString(`</svg>`)

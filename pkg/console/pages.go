@@ -174,6 +174,10 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, ss *session) {
 		http.Redirect(w, r, "/runs/"+id, http.StatusSeeOther)
 		return
 	}
+	if r.URL.Query().Has("package") {
+		s.runsWithPackage(w, r, ss)
+		return
+	}
 	var ids []string
 	names, _, err := s.poolNames(r.Context())
 	if err != nil {
@@ -191,7 +195,7 @@ func (s *Server) runs(w http.ResponseWriter, r *http.Request, ss *session) {
 			}
 		}
 	}
-	s.render(w, r, http.StatusOK, "runs", s.page(ss, "Runs", ids))
+	s.render(w, r, http.StatusOK, "runs", s.page(ss, "Runs", runsData{Runs: ids}))
 }
 
 type runData struct {
@@ -199,6 +203,9 @@ type runData struct {
 	SVG      template.HTML
 	JSON     string
 	Shared   []shared
+	// PackagesErr says why the lineage shows no packages ("" when the
+	// runtime served them).
+	PackagesErr string
 }
 
 type shared struct {
@@ -231,7 +238,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, ss *session) {
 		return
 	}
 	b, _ := json.MarshalIndent(m, "", "  ")
-	d := runData{Manifest: m, SVG: Lineage(m), JSON: Clean(string(b))}
+	pk, err := rc.RunPackages(r.Context(), id)
+	if err != nil {
+		s.log.Warn("console: run packages", "run", id, "err", err)
+		pk = nil // the lineage is drawn without them, and the page says why
+	}
+	d := runData{Manifest: m, SVG: Lineage(m, pk), JSON: Clean(string(b)), PackagesErr: packagesErr(err)}
 	for _, q := range []struct {
 		what string
 		q    runmanifest.Query
@@ -255,19 +267,12 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, ss *session) {
 	s.render(w, r, http.StatusOK, "run", s.page(ss, "Run "+m.RunID, d))
 }
 
-func (s *Server) snapshot(ctx context.Context) (*gitops.Tree, string, error) {
-	if s.repo == nil {
-		return nil, "", errors.New("no config repository is configured (--config-repo)")
-	}
-	return s.repo.Snapshot(ctx, s.branch)
-}
-
-func (s *Server) poolNames(ctx context.Context) ([]string, string, error) {
-	tr, rev, err := s.snapshot(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	names, err := pool.Names(tr.List)
+func (s *Server) poolNames(ctx context.Context) (names []string, rev string, err error) {
+	err = s.readTree(ctx, func(tr *gitops.Tree, r string) error {
+		rev = r
+		names, err = pool.Names(tr.List)
+		return err
+	})
 	return names, rev, err
 }
 
@@ -320,14 +325,19 @@ func Serving(state string) bool {
 func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 	ctx := r.Context()
 	name := r.PathValue("pool")
-	tr, rev, err := s.snapshot(ctx)
-	if err != nil {
+	var st *pool.State
+	var rev string
+	var stateErr error
+	if err := s.readTree(ctx, func(tr *gitops.Tree, r string) error {
+		rev = r
+		st, stateErr = pool.ReadState(name, tr.ReadFile)
+		return nil
+	}); err != nil {
 		s.fail(w, r, ss, http.StatusBadGateway, "pool "+name, err)
 		return
 	}
-	st, err := pool.ReadState(name, tr.ReadFile)
-	if err != nil {
-		s.fail(w, r, ss, http.StatusNotFound, "pool "+name, err)
+	if stateErr != nil {
+		s.fail(w, r, ss, http.StatusNotFound, "pool "+name, stateErr)
 		return
 	}
 	d := poolData{Pool: name, Revision: rev, Targets: rollbackTargets(st), NoRollback: s.rollbackRefusal()}
@@ -378,7 +388,10 @@ func (s *Server) pool(w http.ResponseWriter, r *http.Request, ss *session) {
 	if n > 0 {
 		d.WarmHit = fmt.Sprintf("%.2f (%d of %d)", float64(warm)/float64(n), warm, n)
 	}
-	if d.Rollouts, err = rollout.History(ctx, s.repo, s.branch, name); err != nil {
+	if err := s.readRepo(ctx, func(repo *gitops.Repo) (err error) {
+		d.Rollouts, err = rollout.History(ctx, repo, s.branch, name)
+		return err
+	}); err != nil {
 		s.fail(w, r, ss, http.StatusBadGateway, "pool "+name+": rollout history", err)
 		return
 	}
@@ -425,19 +438,28 @@ func (s *Server) warmHit(ctx context.Context, gens []genRow) (warm, n int, err e
 }
 
 func (s *Server) readGen(ctx context.Context, poolName, id string) (*generation.Generation, error) {
-	tr, _, err := s.snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	_, full, err := pool.ResolveGeneration(tr.List, poolName, id, "the config repository")
-	if err != nil {
-		return nil, err
-	}
-	b, err := tr.ReadFile(pool.GenerationFile(poolName, full))
+	var b []byte
+	var full string
+	err := s.readTree(ctx, func(tr *gitops.Tree, _ string) (err error) {
+		if _, full, err = pool.ResolveGeneration(tr.List, poolName, id, "the config repository"); err != nil {
+			return err
+		}
+		b, err = tr.ReadFile(pool.GenerationFile(poolName, full))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	return generation.ParseNamed(b, pool.GenerationFile(poolName, full))
+}
+
+// readRecord reads a pool's rollout from the config repository.
+func (s *Server) readRecord(ctx context.Context, poolName, id string) (rec *rollout.Record, err error) {
+	err = s.readRepo(ctx, func(repo *gitops.Repo) error {
+		rec, err = rollout.ReadRecord(ctx, repo, s.branch, poolName, id)
+		return err
+	})
+	return rec, err
 }
 
 type pinRow struct {
@@ -516,7 +538,7 @@ func Timeline(rec *rollout.Record, now time.Time) []StepView {
 }
 
 func (s *Server) rollout(w http.ResponseWriter, r *http.Request, ss *session) {
-	rec, err := rollout.ReadRecord(r.Context(), s.repo, s.branch, r.PathValue("pool"), r.PathValue("id"))
+	rec, err := s.readRecord(r.Context(), r.PathValue("pool"), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, ss, http.StatusNotFound, "rollout "+r.PathValue("id"), err)
 		return
@@ -545,7 +567,7 @@ func (s *Server) rolloutLive(w http.ResponseWriter, r *http.Request, ss *session
 	fl.Flush()
 	last := ""
 	for {
-		rec, err := rollout.ReadRecord(r.Context(), s.repo, s.branch, r.PathValue("pool"), r.PathValue("id"))
+		rec, err := s.readRecord(r.Context(), r.PathValue("pool"), r.PathValue("id"))
 		if err != nil {
 			if r.Context().Err() == nil {
 				s.log.Warn("console: rollout", "id", r.PathValue("id"), "err", err)

@@ -221,6 +221,12 @@ func TestConsoleBrowser(t *testing.T) {
 	if s := ops.text("figure"); !strings.Contains(s, running.SandboxID) || !strings.Contains(s, running.Generation[:14]) {
 		t.Errorf("lineage does not name the sandbox %s and generation %s: %q", running.SandboxID, running.Generation, s)
 	}
+	// This world's template carries no SBOM attestation (its policy trusts
+	// no key): the lineage says its packages are not indexed, as the
+	// runtime's GET /v1/runs/{run}/packages answers.
+	if s := ops.text("figure"); !strings.Contains(s, "workspace template packages") || !strings.Contains(s, "not indexed (no verified SBOM)") {
+		t.Errorf("lineage does not say the template's packages are not indexed: %q", s)
+	}
 	ops.shot("run-lineage")
 	ops.run("pool page", chromedp.Navigate(hs.URL+"/pools/agents"), chromedp.WaitVisible(chromedp.ID("generations")))
 	if s := ops.text("#warm-hit"); !strings.Contains(s, "of 1)") {

@@ -409,6 +409,40 @@ func (s *Postgres) RecordPackages(ctx context.Context, templateID string, pkgs [
 	return change, nil
 }
 
+// Packages implements Store.
+func (s *Postgres) Packages(ctx context.Context, templateID string) ([]runmanifest.Package, bool, error) {
+	if err := runmanifest.CheckID(templateID); err != nil {
+		return nil, false, fmt.Errorf("%w: packages: template id: %s", ErrInvalid, err)
+	}
+	var out []runmanifest.Package
+	recorded := false
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		var n int
+		switch err := tx.QueryRow(ctx, `SELECT package_count FROM slipway_runs.templates WHERE template_id = $1`, templateID).Scan(&n); {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		recorded = true
+		rows, err := tx.Query(ctx, `SELECT name, version FROM slipway_runs.template_packages WHERE template_id = $1 ORDER BY name COLLATE "C", version COLLATE "C"`, templateID)
+		if err != nil {
+			return err
+		}
+		out = make([]runmanifest.Package, 0, n)
+		var p runmanifest.Package
+		_, err = pgx.ForEachRow(rows, []any{&p.Name, &p.Version}, func() error {
+			out = append(out, p)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("runs: packages of %s: %w", templateID, err)
+	}
+	return out, recorded, nil
+}
+
 // packageSet checks a template's packages and returns them sorted without
 // duplicates, with the sha256 of the set.
 func packageSet(templateID string, pkgs []runmanifest.Package) ([]runmanifest.Package, string, error) {

@@ -563,6 +563,42 @@ func (s *SQLite) RecordPackages(ctx context.Context, templateID string, pkgs []r
 	return change, nil
 }
 
+// Packages implements Store.
+func (s *SQLite) Packages(ctx context.Context, templateID string) ([]runmanifest.Package, bool, error) {
+	if err := runmanifest.CheckID(templateID); err != nil {
+		return nil, false, fmt.Errorf("%w: packages: template id: %s", ErrInvalid, err)
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, false, fmt.Errorf("runs: packages of %s: %w", templateID, err)
+	}
+	defer tx.Rollback()
+	var n int
+	switch err := tx.QueryRowContext(ctx, `SELECT package_count FROM templates WHERE template_id = ?`, templateID).Scan(&n); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("runs: packages of %s: %w", templateID, err)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT name, version FROM template_packages WHERE template_id = ? ORDER BY name, version`, templateID)
+	if err != nil {
+		return nil, false, fmt.Errorf("runs: packages of %s: %w", templateID, err)
+	}
+	defer rows.Close()
+	out := make([]runmanifest.Package, 0, n)
+	for rows.Next() {
+		var p runmanifest.Package
+		if err := rows.Scan(&p.Name, &p.Version); err != nil {
+			return nil, false, fmt.Errorf("runs: packages of %s: %w", templateID, err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("runs: packages of %s: %w", templateID, err)
+	}
+	return out, true, nil
+}
+
 // checkQuery refuses a query without a criterion or with a negative limit.
 func checkQuery(q runmanifest.Query) error {
 	if q.Limit < 0 {

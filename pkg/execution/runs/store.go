@@ -69,6 +69,11 @@ type Store interface {
 	// the old one (Updated). Runs whose template has no recorded packages
 	// are never found by a package query.
 	RecordPackages(ctx context.Context, templateID string, pkgs []runmanifest.Package) (runmanifest.Change, error)
+	// Packages reads back the package index of an artifact (the identity
+	// RecordPackages was given), sorted by name then version; recorded is
+	// false when none was ever recorded for it (an artifact whose SBOM
+	// was not indexed), true for a recorded set, even an empty one.
+	Packages(ctx context.Context, templateID string) (pkgs []runmanifest.Package, recorded bool, err error)
 	// Close releases the store. It does not lose anything Create or Update
 	// returned nil for.
 	Close() error

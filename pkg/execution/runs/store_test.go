@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -641,6 +642,63 @@ func TestConcurrentHandles(t *testing.T) {
 			if len(o) != 2*writers*each || (len(z0) == 0) == (len(z1) == 0) {
 				t.Errorf("packages recorded at once: openssl %d runs, zlib@0 %d, zlib@1 %d; want %d, and one zlib", len(o), len(z0), len(z1), 2*writers*each)
 			}
+		}
+	})
+}
+
+// Packages reads back what RecordPackages recorded, sorted by name then
+// version in byte order (the same in both databases), without duplicates;
+// an artifact recorded with no packages is recorded, one never recorded
+// is not; a re-recorded set replaces the old one, read from another
+// handle.
+func TestPackagesReadBack(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open opener) {
+		ctx := context.Background()
+		s := open(t)
+		ps := func(ss ...string) []runmanifest.Package {
+			var out []runmanifest.Package
+			for _, x := range ss {
+				p, err := runmanifest.ParsePackage(x)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, p)
+			}
+			return out
+		}
+		for tpl, set := range map[string][]runmanifest.Package{
+			"tpl-a":                              ps("zlib@1.3", "openssl@3.0.7", "@babel/core@7.24.0", "Zed@1", "openssl@3.0.10", "zlib@1.3"),
+			"tpl-c":                              nil,
+			"sha256:" + strings.Repeat("ab", 32): ps("busybox@1.36.1"),
+		} {
+			if _, err := s.RecordPackages(ctx, tpl, set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(s Store, tpl string, wantRecorded bool, want ...string) {
+			t.Helper()
+			got, recorded, err := s.Packages(ctx, tpl)
+			if err != nil {
+				t.Fatalf("Packages(%s): %v", tpl, err)
+			}
+			var names []string
+			for _, p := range got {
+				names = append(names, p.String())
+			}
+			if recorded != wantRecorded || !slices.Equal(names, want) {
+				t.Errorf("Packages(%s) = %q recorded %v, want %q recorded %v", tpl, names, recorded, want, wantRecorded)
+			}
+		}
+		check(s, "tpl-a", true, "@babel/core@7.24.0", "Zed@1", "openssl@3.0.10", "openssl@3.0.7", "zlib@1.3")
+		check(s, "tpl-c", true)
+		check(s, "tpl-never", false)
+		check(s, "sha256:"+strings.Repeat("ab", 32), true, "busybox@1.36.1")
+		if _, err := s.RecordPackages(ctx, "tpl-a", ps("openssl@3.0.11")); err != nil {
+			t.Fatal(err)
+		}
+		check(open(t), "tpl-a", true, "openssl@3.0.11")
+		if _, _, err := s.Packages(ctx, "tpl\nbad"); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Packages of an id with a newline: %v, want ErrInvalid", err)
 		}
 	})
 }

@@ -159,7 +159,8 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.checkpointRoutes()                                               // checkpointapi.go
 	s.drainRoutes()                                                    // drain.go
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
-	s.mux.Handle("GET /v1/traces/{id}", s.auth(s.traces)) // tracing.go
+	s.mux.Handle("GET /v1/runs/{run}/packages", s.auth(s.runPackages)) // packages.go
+	s.mux.Handle("GET /v1/traces/{id}", s.auth(s.traces))              // tracing.go
 	s.mux.Handle("GET /v1/runs", s.auth(s.queryRuns))
 	s.mux.Handle("GET /v1/pools/{pool}", s.auth(s.poolStatus))
 	s.mux.Handle("GET /v1/info", s.auth(s.info))

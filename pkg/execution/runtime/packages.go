@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/api/sbomdoc"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -107,4 +109,40 @@ func (p *packages) read(ctx context.Context, pol *policy.Policy, image string, k
 		out += fmt.Sprintf(" (%d entries without a usable name@version left out)", skipped)
 	}
 	return out, nil
+}
+
+// runPackages serves GET /v1/runs/{run}/packages: the recorded packages
+// of each artifact the run's manifest names (its workspace template, its
+// runner and control-plane images), read back from the package index.
+func (s *Server) runPackages(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	m, err := s.rt.store.Get(ctx, r.PathValue("run"))
+	if errors.Is(err, runs.ErrNotFound) {
+		s.writeError(w, r, http.StatusNotFound, err)
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	out := runtimeapi.RunPackages{Run: m.RunID, Artifacts: []runtimeapi.ArtifactPackages{}}
+	for _, a := range []struct{ kind, id string }{
+		{runtimeapi.ArtifactTemplate, m.WorkspaceTemplateID},
+		{runtimeapi.ArtifactRunnerImage, m.RunnerImageDigest},
+		{runtimeapi.ArtifactControlPlaneImage, m.ControlPlaneDigest},
+	} {
+		if a.id == "" {
+			continue
+		}
+		pkgs, recorded, err := s.rt.store.Packages(ctx, a.id)
+		if err != nil {
+			s.writeError(w, r, http.StatusInternalServerError, err)
+			return
+		}
+		if pkgs == nil {
+			pkgs = []runmanifest.Package{}
+		}
+		out.Artifacts = append(out.Artifacts, runtimeapi.ArtifactPackages{Kind: a.kind, ID: a.id, Recorded: recorded, Packages: pkgs})
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -2,6 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -103,6 +108,51 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 		if err != nil || !slices.Equal(ids, want) {
 			t.Errorf("runs with %s: %v %v, want %v", q, ids, err, want)
 		}
+	}
+
+	// GET /v1/runs/{run}/packages reads the index back for each artifact
+	// a run's manifest names; an artifact whose SBOM was never indexed is
+	// said to be so, not shown as empty.
+	be := newLocalBackend(t)
+	d := &runtime.Desired{Revision: "r1", Pools: map[string]*runtime.PoolDesired{}}
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir())), store, time.Minute)
+	srv, err := runtime.NewServer(rt, nil, be, apiToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	c, err := runtimeapi.NewClient(hs.URL, apiToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	show := func(rp *runtimeapi.RunPackages) string {
+		var b strings.Builder
+		b.WriteString(rp.Run)
+		for _, a := range rp.Artifacts {
+			fmt.Fprintf(&b, "; %s %s recorded=%v", a.Kind, a.ID, a.Recorded)
+			for _, p := range a.Packages {
+				b.WriteString(" " + p.String())
+			}
+		}
+		return b.String()
+	}
+	for run, want := range map[string]string{
+		"r-1": "r-1; workspace template " + tpl.Identity() + " recorded=true openssl@3.0.17-1~deb12u2 zlib1g@1:1.2.13.dfsg-1",
+		"r-2": "r-2; workspace template sha256:" + strings.Repeat("0", 64) + " recorded=false; runner image " + runner.Identity() +
+			" recorded=true golang.org/x/sys@v0.49.0; control plane image " + cp.Identity() + " recorded=true github.com/spf13/cobra@v1.10.1",
+	} {
+		got, err := c.RunPackages(ctx, run)
+		if err != nil {
+			t.Fatalf("GET /v1/runs/%s/packages: %v", run, err)
+		}
+		if show(got) != want {
+			t.Errorf("GET /v1/runs/%s/packages:\n got %s\nwant %s", run, show(got), want)
+		}
+	}
+	var ae *runtimeapi.APIError
+	if _, err := c.RunPackages(ctx, "r-none"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+		t.Errorf("the packages of an unknown run: %v, want 404", err)
 	}
 }
 
