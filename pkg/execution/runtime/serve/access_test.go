@@ -20,12 +20,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
-	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
 	"github.com/slipway-dev/slipway/pkg/kubeaccess"
-	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
@@ -111,31 +109,11 @@ func TestServeOnKubeNamesAMissingVerb(t *testing.T) {
 	}
 	kubeconfig := serviceAccountKubeconfig(t, c, admin, ns, "runtime")
 
-	repo := filepath.Join(t.TempDir(), "config.git")
-	if err := gitops.InitBare(repo, "main"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := release.InitConfig(ctx, repo, "main", "agents", nil, gitops.Signature{}); err != nil {
-		t.Fatal(err)
-	}
-	var log serveLog
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	ready := make(chan string, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- serve.Run(sctx, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: kubeconfig, Namespace: ns,
-			Repo: repo, State: t.TempDir(), Listen: "127.0.0.1:0", Token: apiToken, Log: &log, Verify: runtime.Verify{Skip: true},
-			SyncInterval: 300 * time.Millisecond, ReconcileInterval: time.Second, StorageEvery: time.Hour}, func(addr string) { ready <- addr })
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-served:
-		t.Fatalf("Serve: %v\n%s", err, log.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("Serve did not start:\n%s", log.String())
-	}
+	repo := configRepo(ctx, t)
+	rt := startServed(ctx, t, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: kubeconfig, Namespace: ns,
+		Repo: repo, State: t.TempDir(), Verify: runtime.Verify{Skip: true},
+		SyncInterval: 300 * time.Millisecond, ReconcileInterval: time.Second, StorageEvery: time.Hour})
+	addr, log := rt.addr, rt.log
 	readyz := func() (int, runtimeapi.Readiness) {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
@@ -186,13 +164,5 @@ func TestServeOnKubeNamesAMissingVerb(t *testing.T) {
 	if !strings.Contains(log.String(), "every verb it uses is granted") {
 		t.Errorf("the log does not say the verbs are granted now:\n%s", log.String())
 	}
-	stop()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Serve did not stop")
-	}
+	rt.stop(t)
 }

@@ -15,13 +15,11 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
-	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
-	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
@@ -73,32 +71,12 @@ func TestServeOnKube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := filepath.Join(t.TempDir(), "config.git")
-	if err := gitops.InitBare(repo, "main"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := release.InitConfig(ctx, repo, "main", "agents", nil, gitops.Signature{}); err != nil {
-		t.Fatal(err)
-	}
+	repo := configRepo(ctx, t)
 	state := t.TempDir()
-	var log serveLog
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	ready := make(chan string, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- serve.Run(sctx, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: c.Kubeconfig(), Namespace: ns,
-			Repo: repo, State: state, Listen: "127.0.0.1:0", Token: apiToken, Log: &log, Verify: runtime.Verify{Skip: true},
-			SyncInterval: 300 * time.Millisecond, ReconcileInterval: time.Second, StorageEvery: 200 * time.Millisecond}, func(addr string) { ready <- addr })
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-served:
-		t.Fatalf("Serve: %v\n%s", err, log.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("Serve did not start:\n%s", log.String())
-	}
+	rt := startServed(ctx, t, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: c.Kubeconfig(), Namespace: ns,
+		Repo: repo, State: state, Verify: runtime.Verify{Skip: true},
+		SyncInterval: 300 * time.Millisecond, ReconcileInterval: time.Second, StorageEvery: 200 * time.Millisecond})
+	addr, log := rt.addr, rt.log
 
 	const gen = "g-2222222222222222222222222222222222222222222222222222222222222222"
 	labels := map[string]any{kubeobjects.LabelPool: "agents", kubeobjects.LabelGeneration: kubeobjects.GenerationLabel(gen)}
@@ -163,15 +141,7 @@ func TestServeOnKube(t *testing.T) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // the ledger's observer sees them gone
-	stop()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Serve did not stop")
-	}
+	rt.stop(t)
 
 	// what `slipway cleanup list --state` reads
 	rs, err := reconcile.ReadRecords(ctx, filepath.Join(state, reconcile.RecordsFile))

@@ -13,13 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
-	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
-	"github.com/slipway-dev/slipway/pkg/release"
 	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
@@ -43,32 +41,12 @@ func TestKubeCostBetweenSamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo := filepath.Join(t.TempDir(), "config.git")
-	if err := gitops.InitBare(repo, "main"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := release.InitConfig(ctx, repo, "main", "agents", nil, gitops.Signature{}); err != nil {
-		t.Fatal(err)
-	}
+	repo := configRepo(ctx, t)
 	state := t.TempDir()
-	var log serveLog
-	sctx, stop := context.WithCancel(ctx)
-	defer stop()
-	ready := make(chan string, 1)
-	served := make(chan error, 1)
-	go func() {
-		served <- serve.Run(sctx, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: c.Kubeconfig(), Namespace: ns,
-			Repo: repo, State: state, Listen: "127.0.0.1:0", Token: apiToken, Log: &log, Verify: runtime.Verify{Skip: true},
-			SyncInterval: 300 * time.Millisecond, ReconcileInterval: time.Second, StorageEvery: time.Hour}, func(addr string) { ready <- addr })
-	}()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-served:
-		t.Fatalf("Serve: %v\n%s", err, log.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("Serve did not start:\n%s", log.String())
-	}
+	rt := startServed(ctx, t, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: c.Kubeconfig(), Namespace: ns,
+		Repo: repo, State: state, Verify: runtime.Verify{Skip: true},
+		SyncInterval: 300 * time.Millisecond, ReconcileInterval: time.Second, StorageEvery: time.Hour})
+	addr, log := rt.addr, rt.log
 	began := time.Now()
 
 	const gen = "g-3333333333333333333333333333333333333333333333333333333333333333"
@@ -138,15 +116,7 @@ func TestKubeCostBetweenSamples(t *testing.T) {
 			t.Errorf("Sandbox %s still there", name)
 		}
 	}
-	stop()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Serve did not stop")
-	}
+	rt.stop(t)
 	ended := time.Now()
 	if ended.Sub(began) > 30*time.Minute {
 		t.Fatalf("the claims lived %s: not within one sampling interval (1 h)", ended.Sub(began))
