@@ -17,6 +17,7 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
@@ -210,8 +211,29 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	if err != nil {
 		return err
 	}
-	store, err := openRuns(ctx, c)
+	// It listens first: while it waits for its database, /healthz says it
+	// lives and /readyz what it waits for (startup.Gate), instead of a
+	// crash loop.
+	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
+		return err
+	}
+	gate := startup.NewGate("runtime", c.logger)
+	hs := &http.Server{Handler: gate, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	defer hs.Close() // on an early way out; serveUntil shuts it down gracefully
+	store, err := startup.Wait(ctx, gate, "database", "does not answer", startup.DefaultBackoff, func(ctx context.Context) (runs.Store, error) {
+		st, err := openRuns(ctx, c)
+		if err != nil && (c.DB == "" || errors.Is(err, runs.ErrInvalid)) {
+			return nil, startup.Permanent(err) // a local file, or a name no retry fixes
+		}
+		return st, err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting
+		}
 		return err
 	}
 	defer store.Close()
@@ -235,16 +257,11 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 		defer cancel()
 		_ = p.tracing.Shutdown(sctx)
 	}()
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return err
-	}
 	sopts := append([]runtime.ServerOption{runtime.WithMetrics(p.metrics)}, h.serverOptions()...)
 	var rec *reconcile.Reconciler
 	if h.reconciles() && c.ReconcileInterval > 0 {
 		var records *reconcile.Records
 		if rec, records, err = newReconciler(ctx, c, h, store, p, ln.Addr().String()); err != nil {
-			ln.Close()
 			return err
 		}
 		defer records.Close()
@@ -255,10 +272,9 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	}
 	srv, err := runtime.NewServer(p.rt, p.syncer, h.backend(), c.Token, sopts...)
 	if err != nil {
-		ln.Close()
 		return err
 	}
-	serveErr := serveUntil(ctx, c, h, p, rec, ln, srv, ready)
+	serveErr := serveUntil(ctx, c, h, p, rec, &gated{gate: gate, hs: hs, served: served, addr: ln.Addr().String()}, srv, ready)
 	// Stop: the claims go with the runtime; no heartbeat moves a claim
 	// meanwhile.
 	_ = p.rt.Close()
@@ -367,8 +383,7 @@ func newReconciler(ctx context.Context, c Config, h host, store runs.Store, p *p
 // reconciler and the backend's own work beside it, until ctx ends.
 // Everything that may create a sandbox or write a manifest (the syncer, the
 // warm loop, the API's handlers) has ended when it returns.
-func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.Reconciler, ln net.Listener, srv http.Handler, ready func(string)) error {
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.Reconciler, g *gated, srv http.Handler, ready func(string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	defer func() { cancel(); bg.Wait() }()
@@ -396,25 +411,32 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 	if c.CheckpointSigner != nil {
 		bg.Go(func() { sweepCheckpoints(ctx, c, p) })
 	}
-	// Serve returns as soon as Shutdown begins; shut waits for the
-	// handlers still running.
-	shut := make(chan struct{})
-	go func() {
-		defer close(shut)
-		<-ctx.Done()
-		sctx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c2()
-		_ = hs.Shutdown(sctx)
-	}()
+	g.gate.Open(srv)
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(g.addr)
 	}
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-g.served: // the listener failed
 	}
 	cancel()
-	<-shut
+	sctx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer c2()
+	_ = g.hs.Shutdown(sctx) // waits for the handlers still running
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
 	return nil
+}
+
+// gated is the server run started before its database answered: its
+// gate, serving, and where it listens.
+type gated struct {
+	gate   *startup.Gate
+	hs     *http.Server
+	served <-chan error
+	addr   string
 }
 
 // warmLoop keeps the warm pools of the syncer's current desired state.
@@ -525,5 +547,5 @@ func openRuns(ctx context.Context, c Config) (runs.Store, error) {
 	case strings.HasPrefix(c.DB, "postgres://"), strings.HasPrefix(c.DB, "postgresql://"):
 		return runs.OpenPostgres(ctx, c.DB)
 	}
-	return nil, errors.New("runtime: the run store's database: want a postgres:// DSN (or none: SQLite in the state directory)")
+	return nil, fmt.Errorf("%w: runtime: the run store's database: want a postgres:// DSN (or none: SQLite in the state directory)", runs.ErrInvalid)
 }
