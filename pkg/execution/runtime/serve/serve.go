@@ -354,7 +354,16 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 // newReconciler is the cleanup reconciler of h's sandboxes, with its
 // records in the state directory.
 func newReconciler(ctx context.Context, c Config, h host, store runs.Store, p *parts, addr string) (*reconcile.Reconciler, *reconcile.Records, error) {
-	records, err := reconcile.OpenRecords(ctx, filepath.Join(c.State, reconcile.RecordsFile))
+	// beside the run manifests: shared by the replicas on one PostgreSQL
+	// (the next leader carries on the records of the last), else a file
+	// in the state directory
+	var records *reconcile.Records
+	var err error
+	if c.DB != "" {
+		records, err = reconcile.OpenRecordsPostgres(ctx, c.DB)
+	} else {
+		records, err = reconcile.OpenRecords(ctx, filepath.Join(c.State, reconcile.RecordsFile))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
