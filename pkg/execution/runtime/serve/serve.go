@@ -146,8 +146,9 @@ type host interface {
 	// elector, when not nil, holds the Lease under which the periodic work
 	// (the reconciler, background) runs.
 	elector() *leader.Elector
-	// stop ends what the runtime owns when it stops.
-	stop(ctx context.Context, store runs.Store)
+	// stop ends what the runtime owns when it stops: the open runs of
+	// store that mine says are its own.
+	stop(ctx context.Context, store runs.Store, mine func(runID string) bool)
 	// close releases the backend's resources, last.
 	close()
 }
@@ -237,7 +238,17 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 		return err
 	}
 	defer store.Close()
-	h.recover(ctx, store)
+	// Replicas that share one run store (--db with --leader-elect) cannot
+	// tell the open runs of a replica that died from those of one that
+	// serves: a replica never ends the runs it does not hold, at start or
+	// at stop (a control plane claiming again with the run's request key
+	// adopts one; the reconciler sweeps the claims of final runs).
+	shared := c.DB != "" && c.LeaderElect
+	if shared {
+		fmt.Fprintf(c.Log, "sharing the run store with other replicas: their open runs are theirs\n")
+	} else {
+		h.recover(ctx, store)
+	}
 	p, err := build(ctx, c, h, repo, store)
 	if err != nil {
 		return err
@@ -247,8 +258,10 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	if ids, err := p.rt.AdoptSuspended(ctx); len(ids) > 0 || err != nil {
 		fmt.Fprintf(c.Log, "holding %d suspended runs of an earlier run: %s (errors: %v)\n", len(ids), strings.Join(ids, ", "), err)
 	}
-	if n, err := finishOrphans(ctx, store, h.backend(), time.Now(), p.rt.Suspended); n > 0 || err != nil {
-		fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
+	if !shared {
+		if n, err := finishOrphans(ctx, store, h.backend(), time.Now(), p.rt.Suspended); n > 0 || err != nil {
+			fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
+		}
 	}
 	rtOf.Store(p.rt)
 	defer p.rt.Close() // stops the heartbeat monitors
@@ -279,8 +292,13 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	// meanwhile.
 	_ = p.rt.Close()
 	stop := context.Background()
-	h.stop(stop, store)
-	if n, err := finishOrphans(stop, store, h.backend(), time.Now(), p.rt.Suspended); n > 0 || err != nil {
+	mine := func(string) bool { return true }
+	if shared {
+		mine = p.rt.Holds // the runs this replica holds, never another's
+	}
+	h.stop(stop, store, mine)
+	keep := func(id string) bool { return p.rt.Suspended(id) || !mine(id) }
+	if n, err := finishOrphans(stop, store, h.backend(), time.Now(), keep); n > 0 || err != nil {
 		fmt.Fprintf(c.Log, "finalised %d open runs as failed: the runtime stopped (errors: %v)\n", n, err)
 	}
 	return serveErr
@@ -507,7 +525,7 @@ var errSandboxExists = errors.New("its sandbox still exists")
 // exists, running or dead, is left open, and so is one suspended says is
 // suspended (it has no sandbox by design: a restart resumes it). It
 // returns how many it finalised.
-func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, released time.Time, suspended func(runID string) bool) (int, error) {
+func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, released time.Time, keep func(runID string) bool) (int, error) {
 	open, err := store.Open(ctx)
 	if err != nil || len(open) == 0 {
 		return 0, err
@@ -523,7 +541,7 @@ func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, re
 	n := 0
 	var errs []error
 	for _, id := range open {
-		if suspended(id) {
+		if keep(id) {
 			continue
 		}
 		err := store.Update(ctx, id, func(m *runmanifest.Manifest) error {
