@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
@@ -92,18 +93,44 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 		}
 		rts[pool] = append(rts[pool], rt)
 	}
-	repo, err := gitops.Open(ctx, c.ConfigRepo)
+	if err := CheckDSN(c.DB); err != nil {
+		return err
+	}
+	repo, err := gitops.Open(ctx, c.ConfigRepo) // reads the URL, reaches nothing
 	if err != nil {
 		return err
 	}
+	// It listens first: while it waits for its config repository and
+	// database, /healthz says it lives and /readyz what it waits for
+	// (startup.Gate), instead of a crash loop.
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return err
+	}
+	gate := startup.NewGate("control plane", c.Logger)
+	srv := &http.Server{Handler: gate, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	stopServing := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}
+	defer stopServing() // on every way out; a second Shutdown is a no-op
 	cfg := NewRepoConfig(repo, c.Branch, c.ConfigRefresh)
-	cfg.Log = c.Logger
-	if _, err := cfg.Current(ctx); err != nil {
-		return fmt.Errorf("control: config repository %s: %w", repo.URL(), err)
+	if _, err := startup.Wait(ctx, gate, "config repository", "cannot be read", startup.DefaultBackoff, cfg.Current); err != nil {
+		return startErr(ctx, err)
 	}
-	st, err := Open(ctx, c.DB)
+	cfg.Log = c.Logger // from now on, a failing refresh keeps the last good configuration
+	st, err := startup.Wait(ctx, gate, "database", "does not answer", startup.DefaultBackoff, func(ctx context.Context) (*Store, error) {
+		st, err := Open(ctx, c.DB)
+		if err != nil && (errors.Is(err, ErrBadDSN) || strings.HasPrefix(c.DB, "sqlite:")) {
+			return nil, startup.Permanent(err) // a name no retry fixes, or a local file
+		}
+		return st, err
+	})
 	if err != nil {
-		return err
+		return startErr(ctx, err)
 	}
 	defer st.Close()
 	var mopts []telemetry.Option
@@ -143,14 +170,7 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	if err := p.Start(ctx); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		_ = p.Stop(context.Background())
-		return err
-	}
-	srv := &http.Server{Handler: NewServer(p), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	gate.Open(NewServer(p))
 	c.Logger.Info("control plane serving", "addr", ln.Addr().String(), "db", st.inner.Dialect(), "replica", p.c.ID)
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -159,8 +179,17 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	case <-ctx.Done():
 	case err = <-served:
 	}
+	stopServing()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(sctx)
 	return errors.Join(err, p.Stop(sctx))
+}
+
+// startErr is what Serve returns when its start ends early: nothing when
+// ctx ended it (a stop while waiting is a clean one), else err.
+func startErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }

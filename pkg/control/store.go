@@ -84,10 +84,15 @@ var (
 	ErrNotFound        = store.ErrNotFound
 	ErrConflict        = store.ErrConflict
 	ErrUnavailable     = store.ErrUnavailable
+	ErrBadDSN          = store.ErrBadDSN
 	ErrUnauthenticated = store.ErrUnauthenticated
 	ErrEventKind       = store.ErrEventKind
 	ErrStreamEnded     = store.ErrStreamEnded
 )
+
+// CheckDSN says (ErrBadDSN) whether dsn names a database Open can open,
+// without reaching it.
+func CheckDSN(dsn string) error { return store.CheckDSN(dsn) }
 
 // Open opens the store a DSN names: sqlite:PATH or postgres://...
 func Open(ctx context.Context, dsn string) (*Store, error) { return wrap(store.Open(ctx, dsn)) }

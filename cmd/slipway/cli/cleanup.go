@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,20 +24,36 @@ func newCmdCleanupList(g *globals) *cobra.Command {
 	var (
 		state  string
 		recent int
+		db     dbFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "list --state DIR",
+		Use:   "list --state DIR | --db postgres://...",
 		Short: "List the cleanup that remains (unknown, pending) and recent actions",
-		Long: `List reads the cleanup reconciler's records (DIR/` + reconcile.RecordsFile + `) directly, with the runtime
-running or not: the cleanup that remains (unknown: an action failed or timed out, with its owner,
-deadline, attempts and last error; pending: a candidate waiting out its grace), then the most
-recent actions (done, resolved, kept by the fence).`,
+		Long: `List reads the cleanup reconciler's records directly, with the runtime running or not: from
+DIR/` + reconcile.RecordsFile + ` (--state), or from the PostgreSQL database runtimes started with
+--db share (--db, --db-file). It shows the cleanup that remains (unknown: an action failed or timed
+out, with its owner, deadline, attempts and last error; pending: a candidate waiting out its
+grace), then the most recent actions (done, resolved, kept by the fence).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if state == "" {
-				return usage(errors.New("--state DIR is required"))
+			dsn, err := db.resolveOptional()
+			if err != nil {
+				return err
 			}
-			rs, err := reconcile.ReadRecords(cmd.Context(), filepath.Join(state, reconcile.RecordsFile))
+			var rs *reconcile.Records
+			switch {
+			case state != "" && dsn != "":
+				return usage(errors.New("--state and --db name two places: give one"))
+			case dsn != "":
+				if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+					return usage(errors.New("--db: want the runtimes' postgres:// database (a runtime on SQLite keeps its records in --state)"))
+				}
+				rs, err = reconcile.OpenRecordsPostgres(cmd.Context(), dsn)
+			case state != "":
+				rs, err = reconcile.ReadRecords(cmd.Context(), filepath.Join(state, reconcile.RecordsFile))
+			default:
+				return usage(errors.New("--state DIR or --db is required"))
+			}
 			if err != nil {
 				return err
 			}
@@ -73,6 +90,7 @@ recent actions (done, resolved, kept by the fence).`,
 		},
 	}
 	cmd.Flags().StringVar(&state, "state", "", "the runtime's state directory")
+	db.add(cmd.Flags(), "the runtimes' shared database")
 	cmd.Flags().IntVar(&recent, "recent", 20, "how many recent actions to show")
 	return cmd
 }

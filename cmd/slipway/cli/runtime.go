@@ -149,7 +149,7 @@ it restores.`,
 	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend) or reads the cluster's objects (kubernetes)")
 	cmd.Flags().StringVar(&c.LogFormat, "log-format", serve.LogJSON, "format of the log on standard error: json (one object a line; the lines about a run carry run_id, session_id, allocation_attempt, sandbox_id and trace_id) or text")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
-	db.add(cmd.Flags(), "the run manifests' database (default: SQLite in --state; postgres://… for runtimes that share one)")
+	db.add(cmd.Flags(), "the run manifests' and cleanup records' database (default: SQLite in --state; postgres://… for runtimes that share one)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
 	cmd.Flags().BoolVar(&c.LeaderElect, "leader-elect", false, "with several replicas on one cluster: run the reconciler and the cost ledger's sampling only on the replica holding a Lease (every replica serves claims)")

@@ -2,11 +2,15 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
@@ -37,8 +41,26 @@ func TestRuntimeRunsOnPostgres(t *testing.T) {
 	if err := rt.client.Release(ctx, g.RunID, runtimeapi.ReleaseBody{Token: g.Token, ExitCode: &zero}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "state", runs.StateFile)); !os.IsNotExist(err) {
-		t.Errorf("a runtime on PostgreSQL wrote %s: %v", runs.StateFile, err)
+	for _, f := range []string{runs.StateFile, reconcile.RecordsFile} {
+		if _, err := os.Stat(filepath.Join(dir, "state", f)); !os.IsNotExist(err) {
+			t.Errorf("a runtime on PostgreSQL wrote %s: %v", f, err)
+		}
+	}
+	// the reconciler's records are in the database too (the runtime made
+	// their table), and cleanup list reads them there
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var table *string
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('`+reconcile.RecordsSchema+`.cleanup')::text`).Scan(&table); err != nil || table == nil {
+		t.Fatalf("the runtime's cleanup records in PostgreSQL: %v %v", table, err)
+	}
+	r := run(t, "", "cleanup", "list", "--db-file", dbFile, "-o", "json")
+	var v reconcile.Remaining
+	if err := json.Unmarshal([]byte(r.stdout), &v); r.code != 0 || err != nil || v.Remaining == nil {
+		t.Fatalf("cleanup list --db-file: %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
 	st, err := runs.OpenPostgres(ctx, dsn)
 	if err != nil {

@@ -77,9 +77,11 @@
 // acting (the run, the desired warm generations), fences with the
 // backend's owner compare-and-swap (a sandbox claimed or adopted since the
 // pass read it keeps its new owner, and is left alone), is repeat-safe (a
-// second pass finds nothing to do) and writes a record to cleanup.db (kind,
-// resource, run, lease version seen, action, state, outcome, owner, deadline,
-// attempts, times). An action is bounded by ActionTimeout: one that fails or
+// second pass finds nothing to do) and writes a record (kind, resource, run,
+// lease version seen, action, state, outcome, owner, deadline, attempts,
+// times) to cleanup.db in the runtime's state directory, or to PostgreSQL
+// (schema slipway_cleanup) beside the run store the replicas share, where
+// the next leader carries on the unknown records of the last. An action is bounded by ActionTimeout: one that fails or
 // times out leaves a "cleanup unknown" record with the reconciler's owner
 // (the runtime's name and listen address), a deadline, its attempts and its
 // last error, logs an ERROR line, counts in cleanup_unknown_count{pool}, and

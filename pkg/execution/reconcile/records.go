@@ -59,12 +59,33 @@ type Record struct {
 // Open reports whether the record still needs work.
 func (r Record) Open() bool { return r.State == StatePending || r.State == StateUnknown }
 
-// Records is the durable table of cleanup records in one SQLite file
-// (WAL, synchronous=FULL): written by one reconciler, readable by any
-// process while it runs.
+// Records is the durable table of cleanup records: in one SQLite file
+// (WAL, synchronous=FULL) beside a runtime's run store, or in PostgreSQL
+// (OpenRecordsPostgres) where runtime replicas share one database and the
+// reconciler that holds the Lease carries on the records another left.
+// Written by one reconciler at a time, readable by any process meanwhile.
 type Records struct {
 	db   *sql.DB
-	path string
+	path string // what an error names: the file, or host:port/database
+	pg   bool   // PostgreSQL: placeholders are $n
+}
+
+// q is query in the store's placeholders.
+func (s *Records) q(query string) string {
+	if !s.pg {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 var recordsSchema = []string{
@@ -156,7 +177,7 @@ func (s *Records) write(ctx context.Context, es []entry) error {
 			state    string
 			attempts int
 		)
-		err := tx.QueryRowContext(ctx, `SELECT id, state, attempts FROM cleanup WHERE kind = ? AND resource = ? AND state IN ('pending', 'unknown')`,
+		err := tx.QueryRowContext(ctx, s.q(`SELECT id, state, attempts FROM cleanup WHERE kind = ? AND resource = ? AND state IN ('pending', 'unknown')`),
 			e.Kind, e.Resource).Scan(&id, &state, &attempts)
 		n := 0
 		if e.attempted {
@@ -167,8 +188,8 @@ func (s *Records) write(ctx context.Context, es []entry) error {
 			if e.State == StateKept && !e.attempted && e.Outcome == "" {
 				continue // a candidate that never was one: nothing to record
 			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO cleanup (kind, resource, pool, run_id, lease_version, action, state, outcome, last_error, owner, deadline, attempts, first_at, updated_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO cleanup (kind, resource, pool, run_id, lease_version, action, state, outcome, last_error, owner, deadline, attempts, first_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 				e.Kind, e.Resource, e.Pool, e.RunID, e.LeaseVersion, e.Action, e.State, e.Outcome, e.LastError, e.Owner,
 				unixNano(e.Deadline), n, e.Updated.UnixNano(), e.Updated.UnixNano())
 		case err != nil:
@@ -181,10 +202,10 @@ func (s *Records) write(ctx context.Context, es []entry) error {
 			if next != StateUnknown && next != StatePending {
 				deadline = 0
 			}
-			_, err = tx.ExecContext(ctx, `UPDATE cleanup SET pool = ?, run_id = ?, lease_version = ?, action = ?, state = ?, outcome = ?,
-				last_error = CASE WHEN ? = '' THEN last_error ELSE ? END, owner = ?,
-				deadline = CASE WHEN ? = 0 THEN 0 WHEN deadline = 0 THEN ? ELSE deadline END,
-				attempts = attempts + ?, updated_at = ? WHERE id = ?`,
+			_, err = tx.ExecContext(ctx, s.q(`UPDATE cleanup SET pool = ?, run_id = ?, lease_version = ?, action = ?, state = ?, outcome = ?,
+				last_error = CASE WHEN CAST(? AS TEXT) = '' THEN last_error ELSE ? END, owner = ?,
+				deadline = CASE WHEN CAST(? AS BIGINT) = 0 THEN 0 WHEN deadline = 0 THEN CAST(? AS BIGINT) ELSE deadline END,
+				attempts = attempts + CAST(? AS BIGINT), updated_at = ? WHERE id = ?`),
 				e.Pool, e.RunID, e.LeaseVersion, e.Action, next, e.Outcome, e.LastError, e.LastError, e.Owner,
 				deadline, deadline, n, e.Updated.UnixNano(), id)
 		}
@@ -216,13 +237,13 @@ func (s *Records) Open(ctx context.Context) ([]Record, error) {
 // Recent returns the last n records that are closed (done, resolved,
 // kept), newest first.
 func (s *Records) Recent(ctx context.Context, n int) ([]Record, error) {
-	return s.query(ctx, `SELECT `+recordColumns+` FROM cleanup WHERE state NOT IN ('unknown', 'pending') ORDER BY updated_at DESC, id DESC LIMIT ?`, n)
+	return s.query(ctx, s.q(`SELECT `+recordColumns+` FROM cleanup WHERE state NOT IN ('unknown', 'pending') ORDER BY updated_at DESC, id DESC LIMIT ?`), n)
 }
 
 // prune deletes the closed records last updated before before; open
 // records are never pruned.
 func (s *Records) prune(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM cleanup WHERE state NOT IN ('unknown', 'pending') AND updated_at < ?`, before.UnixNano())
+	res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM cleanup WHERE state NOT IN ('unknown', 'pending') AND updated_at < ?`), before.UnixNano())
 	if err != nil {
 		return 0, fmt.Errorf("reconcile: records: prune: %w", err)
 	}

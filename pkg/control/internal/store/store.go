@@ -29,6 +29,9 @@ var (
 	ErrNotFound    = errors.New("control: not found")
 	ErrConflict    = errors.New("control: conflict")
 	ErrUnavailable = errors.New("control: database unavailable")
+	// ErrBadDSN is a database name no retry can fix: neither sqlite:PATH
+	// nor a postgres:// URL pgx can parse.
+	ErrBadDSN = errors.New("control: bad database name")
 )
 
 // Store keeps the control plane's durable records: jobs and their
@@ -104,13 +107,31 @@ const BusyTimeoutMillis = 10000
 
 // Open opens the store named by a DSN: sqlite:PATH or postgres://...
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	if err := CheckDSN(dsn); err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(dsn, "sqlite:") {
+		return OpenSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"))
+	}
+	return OpenPostgres(ctx, dsn)
+}
+
+// CheckDSN says (ErrBadDSN) whether dsn names a database Open can open,
+// without reaching it: sqlite:PATH or a postgres:// URL pgx parses.
+func CheckDSN(dsn string) error {
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
-		return OpenSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"))
+		if strings.TrimPrefix(dsn, "sqlite:") == "" {
+			return fmt.Errorf("%w: sqlite: empty path", ErrBadDSN)
+		}
+		return nil
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return OpenPostgres(ctx, dsn)
+		if _, err := pgx.ParseConfig(dsn); err != nil {
+			return fmt.Errorf("%w: postgres: %w", ErrBadDSN, err) // pgx redacts the password
+		}
+		return nil
 	}
-	return nil, fmt.Errorf("control: database %q: want sqlite:PATH or a postgres:// URL", redactDSN(dsn))
+	return fmt.Errorf("%w %q: want sqlite:PATH or a postgres:// URL", ErrBadDSN, redactDSN(dsn))
 }
 
 // OpenSQLite opens (creating) the store in the SQLite file at path. River's
@@ -152,7 +173,7 @@ const Schema = "slipway_control"
 func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("control: postgres: %w", err) // pgx redacts the password
+		return nil, fmt.Errorf("%w: postgres: %w", ErrBadDSN, err) // pgx redacts the password
 	}
 	cfg.RuntimeParams["search_path"] = Schema
 	admin := stdlib.OpenDB(*cfg.Copy())

@@ -135,7 +135,7 @@ func (h *kubeHost) background(ctx context.Context, bg *sync.WaitGroup) {
 // recover releases the claims of the runs an earlier runtime left open: the
 // claims outlived it, found by their names (no grant of them survived).
 func (h *kubeHost) recover(ctx context.Context, store runs.Store) {
-	n, err := releaseClaims(ctx, store, h.be)
+	n, err := releaseClaims(ctx, store, h.be, func(string) bool { return true })
 	if n > 0 || err != nil {
 		fmt.Fprintf(h.c.Log, "released %d claims of an earlier run (errors: %v)\n", n, err)
 	}
@@ -143,8 +143,8 @@ func (h *kubeHost) recover(ctx context.Context, store runs.Store) {
 
 // stop releases the runtime's own claims only: others may share the
 // namespace.
-func (h *kubeHost) stop(ctx context.Context, store runs.Store) {
-	_, _ = releaseClaims(ctx, store, h.be)
+func (h *kubeHost) stop(ctx context.Context, store runs.Store, mine func(runID string) bool) {
+	_, _ = releaseClaims(ctx, store, h.be, mine)
 }
 
 func (h *kubeHost) close() { h.costs.Close() }
@@ -167,7 +167,7 @@ func kubeConfig(c Config) (*rest.Config, string, error) {
 
 // releaseClaims deletes the sandboxes whose owner is an open run of store
 // (on a cluster: the claims named for those runs) and returns how many.
-func releaseClaims(ctx context.Context, store runs.Store, be sandbox.Backend) (int, error) {
+func releaseClaims(ctx context.Context, store runs.Store, be sandbox.Backend, mine func(runID string) bool) (int, error) {
 	open, err := store.Open(ctx)
 	if err != nil || len(open) == 0 {
 		return 0, err
@@ -176,14 +176,14 @@ func releaseClaims(ctx context.Context, store runs.Store, be sandbox.Backend) (i
 	if err != nil {
 		return 0, err
 	}
-	mine := map[string]bool{}
+	owned := map[string]bool{}
 	for _, id := range open {
-		mine[id] = true
+		owned[id] = mine(id)
 	}
 	n := 0
 	var errs []error
 	for _, s := range all {
-		if !mine[s.Owner] {
+		if !owned[s.Owner] {
 			continue
 		}
 		if err := be.Delete(ctx, s.ID); err != nil {

@@ -111,7 +111,7 @@ func (h *localHost) background(ctx context.Context, bg *sync.WaitGroup) {
 
 // stop deletes the sandboxes (they die with the runtime anyway) and closes
 // the ledger's open intervals.
-func (h *localHost) stop(ctx context.Context, _ runs.Store) {
+func (h *localHost) stop(ctx context.Context, _ runs.Store, _ func(string) bool) {
 	all, _ := h.be.List(ctx, sandbox.Filter{})
 	for _, s := range all {
 		_ = h.be.Delete(ctx, s.ID)

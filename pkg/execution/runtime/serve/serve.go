@@ -17,6 +17,7 @@ import (
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
@@ -145,8 +146,9 @@ type host interface {
 	// elector, when not nil, holds the Lease under which the periodic work
 	// (the reconciler, background) runs.
 	elector() *leader.Elector
-	// stop ends what the runtime owns when it stops.
-	stop(ctx context.Context, store runs.Store)
+	// stop ends what the runtime owns when it stops: the open runs of
+	// store that mine says are its own.
+	stop(ctx context.Context, store runs.Store, mine func(runID string) bool)
 	// close releases the backend's resources, last.
 	close()
 }
@@ -210,12 +212,43 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	if err != nil {
 		return err
 	}
-	store, err := openRuns(ctx, c)
+	// It listens first: while it waits for its database, /healthz says it
+	// lives and /readyz what it waits for (startup.Gate), instead of a
+	// crash loop.
+	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return err
 	}
+	gate := startup.NewGate("runtime", c.logger)
+	hs := &http.Server{Handler: gate, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	defer hs.Close() // on an early way out; serveUntil shuts it down gracefully
+	store, err := startup.Wait(ctx, gate, "database", "does not answer", startup.DefaultBackoff, func(ctx context.Context) (runs.Store, error) {
+		st, err := openRuns(ctx, c)
+		if err != nil && (c.DB == "" || errors.Is(err, runs.ErrInvalid)) {
+			return nil, startup.Permanent(err) // a local file, or a name no retry fixes
+		}
+		return st, err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting
+		}
+		return err
+	}
 	defer store.Close()
-	h.recover(ctx, store)
+	// Replicas that share one run store (--db with --leader-elect) cannot
+	// tell the open runs of a replica that died from those of one that
+	// serves: a replica never ends the runs it does not hold, at start or
+	// at stop (a control plane claiming again with the run's request key
+	// adopts one; the reconciler sweeps the claims of final runs).
+	shared := c.DB != "" && c.LeaderElect
+	if shared {
+		fmt.Fprintf(c.Log, "sharing the run store with other replicas: their open runs are theirs\n")
+	} else {
+		h.recover(ctx, store)
+	}
 	p, err := build(ctx, c, h, repo, store)
 	if err != nil {
 		return err
@@ -225,8 +258,10 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	if ids, err := p.rt.AdoptSuspended(ctx); len(ids) > 0 || err != nil {
 		fmt.Fprintf(c.Log, "holding %d suspended runs of an earlier run: %s (errors: %v)\n", len(ids), strings.Join(ids, ", "), err)
 	}
-	if n, err := finishOrphans(ctx, store, h.backend(), time.Now(), p.rt.Suspended); n > 0 || err != nil {
-		fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
+	if !shared {
+		if n, err := finishOrphans(ctx, store, h.backend(), time.Now(), p.rt.Suspended); n > 0 || err != nil {
+			fmt.Fprintf(c.Log, "finalised %d open runs of an earlier run as failed: their sandboxes are gone (errors: %v)\n", n, err)
+		}
 	}
 	rtOf.Store(p.rt)
 	defer p.rt.Close() // stops the heartbeat monitors
@@ -235,16 +270,11 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 		defer cancel()
 		_ = p.tracing.Shutdown(sctx)
 	}()
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return err
-	}
 	sopts := append([]runtime.ServerOption{runtime.WithMetrics(p.metrics)}, h.serverOptions()...)
 	var rec *reconcile.Reconciler
 	if h.reconciles() && c.ReconcileInterval > 0 {
 		var records *reconcile.Records
 		if rec, records, err = newReconciler(ctx, c, h, store, p, ln.Addr().String()); err != nil {
-			ln.Close()
 			return err
 		}
 		defer records.Close()
@@ -255,16 +285,20 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	}
 	srv, err := runtime.NewServer(p.rt, p.syncer, h.backend(), c.Token, sopts...)
 	if err != nil {
-		ln.Close()
 		return err
 	}
-	serveErr := serveUntil(ctx, c, h, p, rec, ln, srv, ready)
+	serveErr := serveUntil(ctx, c, h, p, rec, &gated{gate: gate, hs: hs, served: served, addr: ln.Addr().String()}, srv, ready)
 	// Stop: the claims go with the runtime; no heartbeat moves a claim
 	// meanwhile.
 	_ = p.rt.Close()
 	stop := context.Background()
-	h.stop(stop, store)
-	if n, err := finishOrphans(stop, store, h.backend(), time.Now(), p.rt.Suspended); n > 0 || err != nil {
+	mine := func(string) bool { return true }
+	if shared {
+		mine = p.rt.Holds // the runs this replica holds, never another's
+	}
+	h.stop(stop, store, mine)
+	keep := func(id string) bool { return p.rt.Suspended(id) || !mine(id) }
+	if n, err := finishOrphans(stop, store, h.backend(), time.Now(), keep); n > 0 || err != nil {
 		fmt.Fprintf(c.Log, "finalised %d open runs as failed: the runtime stopped (errors: %v)\n", n, err)
 	}
 	return serveErr
@@ -338,7 +372,16 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 // newReconciler is the cleanup reconciler of h's sandboxes, with its
 // records in the state directory.
 func newReconciler(ctx context.Context, c Config, h host, store runs.Store, p *parts, addr string) (*reconcile.Reconciler, *reconcile.Records, error) {
-	records, err := reconcile.OpenRecords(ctx, filepath.Join(c.State, reconcile.RecordsFile))
+	// beside the run manifests: shared by the replicas on one PostgreSQL
+	// (the next leader carries on the records of the last), else a file
+	// in the state directory
+	var records *reconcile.Records
+	var err error
+	if c.DB != "" {
+		records, err = reconcile.OpenRecordsPostgres(ctx, c.DB)
+	} else {
+		records, err = reconcile.OpenRecords(ctx, filepath.Join(c.State, reconcile.RecordsFile))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -367,8 +410,7 @@ func newReconciler(ctx context.Context, c Config, h host, store runs.Store, p *p
 // reconciler and the backend's own work beside it, until ctx ends.
 // Everything that may create a sandbox or write a manifest (the syncer, the
 // warm loop, the API's handlers) has ended when it returns.
-func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.Reconciler, ln net.Listener, srv http.Handler, ready func(string)) error {
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.Reconciler, g *gated, srv http.Handler, ready func(string)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	defer func() { cancel(); bg.Wait() }()
@@ -396,25 +438,32 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 	if c.CheckpointSigner != nil {
 		bg.Go(func() { sweepCheckpoints(ctx, c, p) })
 	}
-	// Serve returns as soon as Shutdown begins; shut waits for the
-	// handlers still running.
-	shut := make(chan struct{})
-	go func() {
-		defer close(shut)
-		<-ctx.Done()
-		sctx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
-		defer c2()
-		_ = hs.Shutdown(sctx)
-	}()
+	g.gate.Open(srv)
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(g.addr)
 	}
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-g.served: // the listener failed
 	}
 	cancel()
-	<-shut
+	sctx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer c2()
+	_ = g.hs.Shutdown(sctx) // waits for the handlers still running
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
 	return nil
+}
+
+// gated is the server run started before its database answered: its
+// gate, serving, and where it listens.
+type gated struct {
+	gate   *startup.Gate
+	hs     *http.Server
+	served <-chan error
+	addr   string
 }
 
 // warmLoop keeps the warm pools of the syncer's current desired state.
@@ -476,7 +525,7 @@ var errSandboxExists = errors.New("its sandbox still exists")
 // exists, running or dead, is left open, and so is one suspended says is
 // suspended (it has no sandbox by design: a restart resumes it). It
 // returns how many it finalised.
-func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, released time.Time, suspended func(runID string) bool) (int, error) {
+func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, released time.Time, keep func(runID string) bool) (int, error) {
 	open, err := store.Open(ctx)
 	if err != nil || len(open) == 0 {
 		return 0, err
@@ -492,7 +541,7 @@ func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, re
 	n := 0
 	var errs []error
 	for _, id := range open {
-		if suspended(id) {
+		if keep(id) {
 			continue
 		}
 		err := store.Update(ctx, id, func(m *runmanifest.Manifest) error {
@@ -525,5 +574,5 @@ func openRuns(ctx context.Context, c Config) (runs.Store, error) {
 	case strings.HasPrefix(c.DB, "postgres://"), strings.HasPrefix(c.DB, "postgresql://"):
 		return runs.OpenPostgres(ctx, c.DB)
 	}
-	return nil, errors.New("runtime: the run store's database: want a postgres:// DSN (or none: SQLite in the state directory)")
+	return nil, fmt.Errorf("%w: runtime: the run store's database: want a postgres:// DSN (or none: SQLite in the state directory)", runs.ErrInvalid)
 }

@@ -1,0 +1,80 @@
+package serve_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime"
+	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
+)
+
+// A runtime replica that shares its run store with others (--db and
+// --leader-elect) starts and stops without ending their runs: the open run
+// another replica serves keeps its SandboxClaim and stays open, and so
+// does one whose sandbox another replica is still making (no sandbox yet).
+// A replica alone on its store releases such claims and finalises such
+// runs at start, which on a shared store would destroy the other's work.
+func TestSharedStoreLeavesOtherReplicasRuns(t *testing.T) {
+	c := kubetest.New(t)
+	dsn := pgtest.New(t)
+	ctx := context.Background()
+	const ns = "shared"
+	if err := c.PrepareNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := c.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := runs.OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	// the other replica's two open runs
+	for id, sb := range map[string]string{"r-serving": "sb-serving", "r-starting": "sb-not-yet"} {
+		if err := store.Create(ctx, &runmanifest.Manifest{RunID: id, Pool: "agents", SandboxID: sb, AllocationAttempt: 1, Status: runmanifest.StatusGranted}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const gen = "g-4444444444444444444444444444444444444444444444444444444444444444"
+	labels := map[string]any{kubesandbox.LabelClaim: "true", kubeobjects.LabelPool: "agents", kubeobjects.LabelGeneration: kubeobjects.GenerationLabel(gen)}
+	claim := kubesandbox.ClaimName("r-serving")
+	cl := create(t, dyn, claimsGVR, ns, map[string]any{"apiVersion": kubeobjects.ExtensionsAPIVersion, "kind": "SandboxClaim",
+		"metadata": map[string]any{"name": claim, "labels": labels, "annotations": map[string]any{kubesandbox.AnnotationOwner: "r-serving", kubeobjects.AnnotationGenerationID: gen}},
+		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": kubeobjects.ObjectName("agents", gen)}}})
+	create(t, dyn, sandboxesGVR, ns, sandboxObject("sb-serving", map[string]any{"labels": map[string]any{kubeobjects.LabelPool: "agents"}, "ownerReferences": controlledBy(cl)}))
+	cl.Object["status"] = map[string]any{"sandbox": map[string]any{"name": "sb-serving"},
+		"conditions": []any{map[string]any{"type": "Ready", "status": "True", "reason": "Ready", "message": "bound", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
+	if _, err := dyn.Resource(claimsGVR).Namespace(ns).UpdateStatus(ctx, cl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	rt := startServed(ctx, t, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: c.Kubeconfig(), Namespace: ns,
+		Repo: configRepo(ctx, t), State: t.TempDir(), Verify: runtime.Verify{Skip: true}, DB: dsn,
+		LeaderElect: true, LeaderNamespace: ns, LeaseDuration: 6 * time.Second, SyncInterval: 300 * time.Millisecond})
+	time.Sleep(2 * time.Second) // a few warm syncs and a Lease
+	rt.stop(t)
+
+	if _, err := dyn.Resource(claimsGVR).Namespace(ns).Get(ctx, claim, metav1.GetOptions{}); err != nil {
+		t.Errorf("the other replica's SandboxClaim after this one started and stopped: %v\n%s", err, rt.log.String())
+	}
+	for _, id := range []string{"r-serving", "r-starting"} {
+		m, err := store.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Status != runmanifest.StatusGranted {
+			t.Errorf("the other replica's run %s is %s after this one started and stopped, want still granted\n%s", id, m.Status, rt.log.String())
+		}
+	}
+}
