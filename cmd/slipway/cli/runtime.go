@@ -152,7 +152,7 @@ it restores.`,
 	db.add(cmd.Flags(), "the run manifests' and cleanup records' database (default: SQLite in --state; postgres://… for runtimes that share one)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
-	cmd.Flags().BoolVar(&c.LeaderElect, "leader-elect", false, "with several replicas on one cluster: run the reconciler and the cost ledger's sampling only on the replica holding a Lease (every replica serves claims)")
+	cmd.Flags().BoolVar(&c.LeaderElect, "leader-elect", false, "with several replicas on one cluster: run the reconciler, the cost ledger's sampling and the cluster's pool counts on /metrics only on the replica holding a Lease (every replica serves claims)")
 	cmd.Flags().StringVar(&c.LeaderNamespace, "leader-election-namespace", "", "namespace of the Lease (default: in a pod, its own; else --namespace's)")
 	cmd.Flags().StringVar(&c.LeaderLease, "leader-election-lease", serve.DefaultLeaderLease, "name of the Lease")
 	cmd.Flags().DurationVar(&c.LeaseDuration, "leader-election-lease-duration", leader.DefaultLeaseDuration, "how long the Lease holds without renewal: a killed leader's work moves to another replica within it")

@@ -55,7 +55,8 @@ type Server struct {
 	token   []byte
 	mux     *http.ServeMux
 
-	metrics *telemetry.Metrics
+	metrics   *telemetry.Metrics
+	poolsWhen func() bool // nil: always (WithPoolSamplesWhen)
 
 	syncErrMu sync.Mutex
 	syncErr   string // the last sync error told, and its id
@@ -85,7 +86,8 @@ func (s *Server) syncError(err error) string {
 type ServerOption func(*serverOptions)
 
 type serverOptions struct {
-	metrics *telemetry.Metrics
+	poolsWhen func() bool
+	metrics   *telemetry.Metrics
 	cleanup func(ctx context.Context) (any, error)
 	cost    CostReport
 	checks  []ReadyCheck
@@ -95,6 +97,15 @@ type serverOptions struct {
 // what was done lately (the runtime's cleanup reconciler's records).
 func WithCleanup(view func(ctx context.Context) (any, error)) ServerOption {
 	return func(o *serverOptions) { o.cleanup = view }
+}
+
+// WithPoolSamplesWhen reads the cluster's pool counts for GET /metrics
+// (pool_sandboxes, unused_warm_minutes, warm_shortage_time) only while
+// leading says so: of replicas that share a cluster, the one holding the
+// Lease reports them once, the others not at all (each still reports the
+// warm hits of its own claims).
+func WithPoolSamplesWhen(leading func() bool) ServerOption {
+	return func(o *serverOptions) { o.poolsWhen = leading }
 }
 
 // WithMetrics serves m on GET /metrics (default: a private set with no
@@ -120,7 +131,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 			return nil, err
 		}
 	}
-	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), metrics: m, checks: o.checks}
+	s := &Server{rt: rt, sync: sync, backend: backend, token: []byte(token), mux: http.NewServeMux(), metrics: m, checks: o.checks, poolsWhen: o.poolsWhen}
 	if err := m.ObservePools(s.samplePools); err != nil {
 		return nil, err
 	}
@@ -536,6 +547,9 @@ func poolStatusOf(name string, d *Desired, all []*sandbox.Sandbox) *runtimeapi.P
 // sandboxes by class, and the active generation's ready warm members
 // against its warm size.
 func (s *Server) samplePools(ctx context.Context) ([]telemetry.PoolSample, error) {
+	if s.poolsWhen != nil && !s.poolsWhen() {
+		return nil, nil // another replica reports the cluster's counts
+	}
 	all, err := s.backend.List(ctx, sandbox.Filter{})
 	if err != nil {
 		return nil, err

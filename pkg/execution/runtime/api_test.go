@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,5 +166,41 @@ func TestAPIMetricsEnvironment(t *testing.T) {
 	srv.ServeHTTP(rec, req)
 	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `slipway_pool_sandboxes{class="warm",environment="staging",pool="agents"} 1`) {
 		t.Errorf("metrics: %d\n%s", rec.Code, body)
+	}
+}
+
+// WithPoolSamplesWhen: a replica that does not hold the Lease reports no
+// cluster pool counts (the holder does, once for the cluster), and starts
+// to when it leads.
+func TestAPIPoolMetricsOnlyWhileLeading(t *testing.T) {
+	w := newWarmWorld(t)
+	ctx := context.Background()
+	be := newLocalBackend(t)
+	g1 := w.generation(t, nil)
+	d := w.desired(t, "rev-1", 1, g1)
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, newStore(t), time.Minute)
+	warm.Reconcile(ctx, d)
+	var leading atomic.Bool
+	srv, err := runtime.NewServer(rt, nil, be, apiToken, runtime.WithPoolSamplesWhen(leading.Load))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+apiToken)
+		srv.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("metrics: %d", rec.Code)
+		}
+		return rec.Body.String()
+	}
+	if body := scrape(); strings.Contains(body, "slipway_pool_sandboxes") || strings.Contains(body, "slipway_warm_shortage_time") {
+		t.Errorf("a replica that does not lead reports the cluster's pool counts:\n%s", body)
+	}
+	leading.Store(true)
+	if body := scrape(); !strings.Contains(body, `slipway_pool_sandboxes{class="warm",pool="agents"} 1`) {
+		t.Errorf("the leader does not report the pool's counts:\n%s", body)
 	}
 }

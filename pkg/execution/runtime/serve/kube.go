@@ -113,7 +113,11 @@ func (h *kubeHost) reconciles() bool { return true }
 
 // serverOptions: /readyz fails while a verb the backend uses is not granted.
 func (h *kubeHost) serverOptions() []runtime.ServerOption {
-	return []runtime.ServerOption{runtime.WithReadyCheck(h.access.readyCheck())}
+	opts := []runtime.ServerOption{runtime.WithReadyCheck(h.access.readyCheck())}
+	if h.el != nil { // the cluster's pool counts: from the Lease's holder only
+		opts = append(opts, runtime.WithPoolSamplesWhen(h.el.Leading))
+	}
+	return opts
 }
 
 func (h *kubeHost) elector() *leader.Elector { return h.el }
