@@ -182,6 +182,8 @@ func New(control string, opts ...Option) (*Server, error) {
 	s.mux.HandleFunc("GET /runs", s.authed(s.operator(s.runs)))
 	s.mux.HandleFunc("GET /runs/{id}", s.authed(s.operator(s.run)))
 	s.mux.HandleFunc("GET /runs/{id}/packages", s.authed(s.operator(s.runPackages)))
+	s.mux.HandleFunc("POST /runs/{id}/suspend", s.authed(s.operator(s.suspendRun)))
+	s.mux.HandleFunc("POST /runs/{id}/resume", s.authed(s.operator(s.resumeRun)))
 	s.mux.HandleFunc("GET /pools", s.authed(s.operator(s.pools)))
 	s.mux.HandleFunc("GET /pools/{pool}", s.authed(s.operator(s.pool)))
 	s.mux.HandleFunc("GET /pools/{pool}/generations/{gen}", s.authed(s.operator(s.generation)))

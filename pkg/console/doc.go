@@ -17,7 +17,12 @@
 // which is recorded with the action: cancelling a job (its cancellation
 // record, through the control plane's API), aborting a rollout and rolling
 // a pool back (WithConfigWriter; the commits' Slipway-Actor and
-// Slipway-Reason trailers, shown back from git). A rollback is driven by
+// Slipway-Reason trailers, shown back from git), and suspending or
+// resuming a run on a runtime that keeps checkpoints (the runtime's
+// operator path, POST /v1/runs/{run}/suspend and /resume: the runtime
+// records the reason and the operator with the suspend or the restore,
+// and the run page's Durable section reads them back from its
+// GET /v1/runs/{run}/durable). A rollback is driven by
 // the Server on the runtime serving the pool, its evidence signed
 // (WithEvidenceSigner) or unsigned (WithUnsignedEvidence); Close stops it.
 // A pool's cost by state comes from each runtime's cost endpoint,

@@ -206,6 +206,8 @@ type runData struct {
 	// PackagesErr says why the lineage shows no packages ("" when the
 	// runtime served them).
 	PackagesErr string
+	// Durable is question 6 for the run (durable.go).
+	Durable durableView
 }
 
 type shared struct {
@@ -243,7 +245,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, ss *session) {
 		s.log.Warn("console: run packages", "run", id, "err", err)
 		pk = nil // the lineage is drawn without them, and the page says why
 	}
-	d := runData{Manifest: m, SVG: Lineage(m, pk), JSON: Clean(string(b)), PackagesErr: packagesErr(err)}
+	d := runData{Manifest: m, SVG: Lineage(m, pk), JSON: Clean(string(b)), PackagesErr: packagesErr(err), Durable: s.durableOf(r.Context(), rc, m)}
 	for _, q := range []struct {
 		what string
 		q    runmanifest.Query

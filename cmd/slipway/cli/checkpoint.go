@@ -133,14 +133,27 @@ func newCmdCheckpointDurable(g *globals) *cobra.Command {
 			if d.LastRestore == nil {
 				fmt.Fprintln(g.stdout, "restore proved: never")
 			} else {
-				fmt.Fprintf(g.stdout, "restore proved: %s by %s (checkpoint %s into %s)\n", d.LastRestore.At.Format("2006-01-02T15:04:05Z07:00"), d.LastRestore.By, d.LastRestore.Checkpoint, d.LastRestore.Into)
+				fmt.Fprintf(g.stdout, "restore proved: %s by %s%s (checkpoint %s into %s)\n", d.LastRestore.At.Format("2006-01-02T15:04:05Z07:00"), d.LastRestore.By,
+					actedBy(d.LastRestore.Actor, d.LastRestore.Reason), d.LastRestore.Checkpoint, d.LastRestore.Into)
 			}
 			if d.Suspended {
 				fmt.Fprintln(g.stdout, "suspended: yes (no sandbox until resume)")
+			}
+			if s := d.LastSuspend; s != nil {
+				fmt.Fprintf(g.stdout, "last suspend: %s by %s%s (checkpoint %s)\n", s.At.Format("2006-01-02T15:04:05Z07:00"), s.By, actedBy(s.Actor, s.Reason), s.Checkpoint)
 			}
 			return nil
 		},
 	}
 	f.add(cmd, false)
 	return cmd
+}
+
+// actedBy is " ACTOR: REASON" for an operator's action (the runtime
+// refuses control characters in both), "" for the others.
+func actedBy(actor, reason string) string {
+	if actor == "" && reason == "" {
+		return ""
+	}
+	return " " + actor + ": " + reason
 }

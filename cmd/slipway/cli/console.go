@@ -30,7 +30,9 @@ read with the runtime token in --token-file, never shown) and the config reposit
 A job's events and a running rollout's timeline follow live. Actions need an operator token and a
 reason: cancelling a job (recorded in its cancellation record), aborting a rollout and rolling a pool
 back to a retained generation (recorded as the commit's Slipway-Reason and Slipway-Actor trailers: the
-operator's tenant and token id, never the token). A rollback is driven by the console on the runtime,
+operator's tenant and token id, never the token), and suspending or resuming a run on a runtime that
+keeps checkpoints (runtime serve --checkpoint-key; the runtime records the reason and the operator with
+the suspend or the restore, and the run page reads them back). A rollback is driven by the console on the runtime,
 its proof evidence signed with --sign-key (as rollout rollback does; or --unsigned-evidence); without
 either, the console refuses rollbacks and says why. --read-only refuses every action on rollouts.
 Assets are embedded: it works offline.`,

@@ -116,14 +116,15 @@ func artifacts(t *testing.T) string {
 	return d
 }
 
-// The console in a real browser against a real runtime and control
-// plane: pages render, a job's events arrive live, a cancel without a
-// reason is refused and one with a reason is recorded, a tenant cannot
-// reach another tenant's job, the keyboard reaches the actions and every
-// input has a label.
+// The console in a real browser against a real runtime (one that keeps
+// checkpoints) and control plane: pages render, a job's events arrive
+// live, a cancel without a reason is refused and one with a reason is
+// recorded, a run is suspended and resumed with reasons
+// (consoleSuspendResume), a tenant cannot reach another tenant's job, the
+// keyboard reaches the actions and every input has a label.
 func TestConsoleBrowser(t *testing.T) {
 	need.Binary(t, "chromium", "apt-get install chromium")
-	w := newControlWorld(t)
+	w := newControlWorldWith(t, worldOptions{runtimeArgs: checkpointKey(t)})
 	ctx := context.Background()
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
 	acmeTok, _ := readToken(w.token(t, db, "acme"))
@@ -325,6 +326,10 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("the deletes that timed out point at the cleanup page: %q", s)
 	}
 	ops.shot("incidents")
+
+	// Suspend and resume a run, with reasons, as an operator; a tenant
+	// and a missing reason are refused.
+	consoleSuspendResume(t, ops, hs.URL, rc, cp.url, opsTok, globexTok)
 
 	// Another tenant cannot reach acme's job, its events, or an
 	// operator's page.

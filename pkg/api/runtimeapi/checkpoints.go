@@ -17,6 +17,8 @@ const (
 	// CodeNoCheckpoints: the runtime keeps no checkpoints, or its backend
 	// cannot freeze a sandbox (501).
 	CodeNoCheckpoints = "checkpoints_unavailable"
+	// CodeNotSuspended: a resume of a run that is not suspended (409).
+	CodeNotSuspended = "not_suspended"
 )
 
 // CheckpointBody asks for a checkpoint (POST /v1/claims/{run}/checkpoint)
@@ -73,6 +75,21 @@ type Durable struct {
 	// LastRestore is the last verified restore of one of the run's
 	// checkpoints (nil: never proved), and what did it.
 	LastRestore *RestoreRecord `json:"lastRestore,omitempty"`
+	// LastSuspend is the run's last suspend as the checkpoint store
+	// recorded it (nil: never suspended): what, who and why.
+	LastSuspend *SuspendRecord `json:"lastSuspend,omitempty"`
+}
+
+// SuspendRecord is one recorded suspend of a run.
+type SuspendRecord struct {
+	Checkpoint string    `json:"checkpoint"`
+	At         time.Time `json:"at"`
+	// By is what suspended it: "holder" (the claim's token), "operator"
+	// (POST /v1/runs/{run}/suspend), "drain" (a drain deadline).
+	By string `json:"by"`
+	// Actor and Reason are the operator's ("" for the others).
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // RestoreRecord is one verified restore.
@@ -83,6 +100,41 @@ type RestoreRecord struct {
 	By string `json:"by"`
 	// Into is the sandbox or directory restored into (no host path).
 	Into string `json:"into,omitempty"`
+	// Actor and Reason are the operator's when an operator resumed the
+	// run (POST /v1/runs/{run}/resume); "" otherwise.
+	Actor  string `json:"actor,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// OperatorAction asks, with the runtime's own token and no claim token,
+// to suspend (POST /v1/runs/{run}/suspend) or resume (POST
+// /v1/runs/{run}/resume) a run. Both fields are required; the runtime
+// records them with the suspend or the restore.
+type OperatorAction struct {
+	// Reason says why (1 to MaxReason bytes, no control characters).
+	Reason string `json:"reason"`
+	// Actor names who acted, as the caller knows them (the console: the
+	// operator's tenant and token id, never a token): 1 to MaxActor
+	// printable characters without spaces.
+	Actor string `json:"actor"`
+}
+
+// Bounds of an OperatorAction.
+const (
+	MaxReason = 1000
+	MaxActor  = 128
+)
+
+// ResumeResult is a run an operator resumed. The holder's token is
+// fenced, as after a move: the holder adopts the new grant by claiming
+// again with its request key.
+type ResumeResult struct {
+	RunID      string `json:"runId"`
+	Checkpoint string `json:"checkpoint"`
+	Generation string `json:"generation"`
+	SandboxID  string `json:"sandboxId"`
+	// AllocationAttempt is the run's attempt now.
+	AllocationAttempt int `json:"allocationAttempt"`
 }
 
 // Checkpoint checkpoints an open run.
@@ -108,6 +160,26 @@ func (c *Client) Suspend(ctx context.Context, runID string, b CheckpointBody) (*
 func (c *Client) Resume(ctx context.Context, runID string, b ResumeBody) (*Grant, error) {
 	var out Grant
 	if err := c.do(ctx, http.MethodPost, "/v1/claims/"+url.PathEscape(runID)+"/resume", b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SuspendRun suspends a run on the runtime's operator path: the runtime
+// checkpoints it with its claim's current token and deletes its sandbox;
+// the holder's next request is refused with CodeSuspended.
+func (c *Client) SuspendRun(ctx context.Context, runID string, a OperatorAction) (*CheckpointResult, error) {
+	var out CheckpointResult
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/suspend", a, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ResumeRun resumes a suspended run on the runtime's operator path.
+func (c *Client) ResumeRun(ctx context.Context, runID string, a OperatorAction) (*ResumeResult, error) {
+	var out ResumeResult
+	if err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/resume", a, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -25,6 +25,10 @@
 //	POST /v1/pools/{pool}/proofs      a rollout's proof checks -> ProofResult
 //	POST /v1/pools/{pool}/generations/{generation}/stop -> StopResult
 //	POST /v1/pools/{pool}/generations/{generation}/checkpoint -> CheckpointGenerationResult
+//	POST /v1/claims/{run}/checkpoint, /suspend (CheckpointBody) -> CheckpointResult; /resume (ResumeBody) -> Grant
+//	POST /v1/runs/{run}/suspend       an operator's suspend (OperatorAction: reason, actor) -> CheckpointResult
+//	POST /v1/runs/{run}/resume        an operator's resume (OperatorAction) -> ResumeResult
+//	GET  /v1/runs/{run}/durable       question 6, with who suspended and resumed and why -> Durable
 //	GET  /v1/info                     observed revision, protocols, limits -> Info
 //	GET  /v1/policy                   revision in effect, its age, the rules -> PolicyView
 //	POST /v1/credentials/check        a provider's check of a token -> CheckResult

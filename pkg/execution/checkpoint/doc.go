@@ -29,7 +29,9 @@
 //
 // Store is an OCI image layout (the local runtime keeps one under its
 // state directory). It records each verified restore (RecordRestore,
-// LastRestore: question 6's "has restore been tested"). Collect deletes
+// LastRestore: question 6's "has restore been tested") and each suspend
+// (RecordSuspend, LastSuspend), with the operator and the reason when an
+// operator asked for them. Collect deletes
 // the checkpoints whose restore window has closed, never one inside it
 // nor one the caller keeps, and only the blobs no remaining checkpoint
 // uses; CollectClosed says the window per checkpoint (the runtime's

@@ -8,9 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -202,67 +200,6 @@ func (s *Store) layers(digest v1.Hash, m *v1.Manifest) ([]v1.Layer, error) {
 		}
 	}
 	return ls, nil
-}
-
-// Restored records one verified restore of a checkpoint: the proof that
-// it restores, for question 6 ("has restore been tested?").
-type Restored struct {
-	Checkpoint string    `json:"checkpoint"`
-	RunID      string    `json:"runId"`
-	At         time.Time `json:"at"`
-	// By is what restored it: "resume", "canary", "test".
-	By string `json:"by"`
-	// Into names the sandbox restored into (never a host path).
-	Into string `json:"into,omitempty"`
-}
-
-// restoresFile is the store's record of verified restores, one JSON
-// object a line.
-const restoresFile = "slipway-restores.jsonl"
-
-// RecordRestore appends r to the store's record of restores.
-func (s *Store) RecordRestore(r Restored) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, err := os.OpenFile(filepath.Join(s.dir, restoresFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("checkpoint: record restore: %w", err)
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("checkpoint: record restore: %w", err)
-	}
-	return f.Close()
-}
-
-// LastRestore is the latest recorded restore of a checkpoint of runID
-// (nil when none was recorded).
-func (s *Store) LastRestore(runID string) (*Restored, error) {
-	data, err := os.ReadFile(filepath.Join(s.dir, restoresFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: read restores: %w", err)
-	}
-	var last *Restored
-	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		if line == "" {
-			continue
-		}
-		var r Restored
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			return nil, fmt.Errorf("checkpoint: %s line %d: %w", restoresFile, i+1, err)
-		}
-		if r.RunID == runID && (last == nil || r.At.After(last.At)) {
-			last = &r
-		}
-	}
-	return last, nil
 }
 
 // OfRun lists the checkpoints of runID in the store, oldest first.

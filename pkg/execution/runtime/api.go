@@ -269,7 +269,7 @@ func errorCode(status int, err error) string {
 		{ErrNoClaim, runtimeapi.CodeNoClaim}, {ErrFenced, runtimeapi.CodeFenced},
 		{ErrProofRefused, runtimeapi.CodeProofRefused}, {runs.ErrNotFound, runtimeapi.CodeNotFound},
 		{ErrSuspended, runtimeapi.CodeSuspended}, {checkpoint.ErrRefused, runtimeapi.CodeCheckpointRefused},
-		{ErrNoCheckpoints, runtimeapi.CodeNoCheckpoints},
+		{ErrNoCheckpoints, runtimeapi.CodeNoCheckpoints}, {ErrNotSuspended, runtimeapi.CodeNotSuspended},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code

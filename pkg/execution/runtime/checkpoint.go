@@ -22,6 +22,8 @@ var (
 	ErrNoCheckpoints = errors.New("runtime: checkpoints are not available")
 	// ErrSuspended: the run is suspended; it has no sandbox until Resume.
 	ErrSuspended = errors.New("runtime: the run is suspended")
+	// ErrNotSuspended: a resume of a run that is not suspended.
+	ErrNotSuspended = errors.New("runtime: the run is not suspended")
 )
 
 // Checkpoints is where a runtime keeps its runs' checkpoints and the key
@@ -130,6 +132,12 @@ func (r *Runtime) checkpoint(ctx context.Context, c *claim, req CheckpointReques
 // revoked; the run stays open with its owner and token until Resume (a new
 // attempt and token) or Release.
 func (r *Runtime) Suspend(ctx context.Context, runID string, req CheckpointRequest) (*checkpoint.Checkpoint, error) {
+	return r.suspendAs(ctx, runID, req, checkpoint.Suspended{By: "holder"})
+}
+
+// suspendAs is Suspend, recorded as rec says (By, and an operator's
+// Actor and Reason).
+func (r *Runtime) suspendAs(ctx context.Context, runID string, req CheckpointRequest, rec checkpoint.Suspended) (*checkpoint.Checkpoint, error) {
 	if _, _, err := r.checkpointer(); err != nil {
 		return nil, err
 	}
@@ -139,6 +147,12 @@ func (r *Runtime) Suspend(ctx context.Context, runID string, req CheckpointReque
 	}
 	c.op.Lock()
 	defer c.op.Unlock()
+	return r.suspend(ctx, c, req, rec)
+}
+
+// suspend is Suspend under c.op.
+func (r *Runtime) suspend(ctx context.Context, c *claim, req CheckpointRequest, rec checkpoint.Suspended) (*checkpoint.Checkpoint, error) {
+	runID := c.runID
 	cp, err := r.checkpoint(ctx, c, req)
 	if err != nil {
 		return nil, err
@@ -161,12 +175,16 @@ func (r *Runtime) Suspend(ctx context.Context, runID string, req CheckpointReque
 		return nil, fmt.Errorf("runtime: suspend run %s: delete sandbox %s: %w", runID, old.ID, err)
 	}
 	r.flushEgress(bg, runID, old.ID)
-	r.logf("runtime: run %s suspended: sandbox %s deleted, checkpoint %s", runID, old.ID, cp.Digest)
+	r.logf("runtime: run %s suspended (by %s): sandbox %s deleted, checkpoint %s", runID, rec.By, old.ID, cp.Digest)
 	if err := r.store.Update(bg, runID, func(m *runmanifest.Manifest) error {
 		markRevoked(m, oldCredential, revoked)
 		return nil
 	}); err != nil {
 		return nil, err
+	}
+	rec.Checkpoint, rec.RunID, rec.At = cp.Digest, runID, r.now().UTC()
+	if err := r.o.checkpoints.Store.RecordSuspend(rec); err != nil {
+		return nil, fmt.Errorf("runtime: run %s is suspended at %s, but its suspend was not recorded: %w", runID, cp.Digest, err)
 	}
 	return cp, nil
 }
@@ -193,8 +211,7 @@ func compatible(target, from *generation.Generation) []string {
 // A refused checkpoint deletes the new sandbox and leaves the run
 // suspended, with the reason.
 func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.Grant, error) {
-	b, cps, err := r.checkpointer()
-	if err != nil {
+	if _, _, err := r.checkpointer(); err != nil {
 		return nil, err
 	}
 	c, err := r.lookup(runID)
@@ -204,14 +221,31 @@ func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.
 	c.op.Lock()
 	defer c.op.Unlock()
 	c.mu.Lock()
-	if err := c.check(token); err != nil {
-		c.mu.Unlock()
+	err = c.check(token)
+	c.mu.Unlock()
+	if err != nil {
 		return nil, err
+	}
+	return r.resume(ctx, c, checkpoint.Restored{By: "resume"})
+}
+
+// resume is Resume under c.op, once the caller may resume c; rec is its
+// restore record (By, and an operator's Actor and Reason).
+func (r *Runtime) resume(ctx context.Context, c *claim, rec checkpoint.Restored) (*runtimeapi.Grant, error) {
+	runID := c.runID
+	b, cps, err := r.checkpointer()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrNoClaim, runID)
 	}
 	suspended, digest, from := c.suspended, c.checkpointID, c.gen
 	c.mu.Unlock()
 	if !suspended {
-		return nil, fmt.Errorf("runtime: resume run %s: it is not suspended", runID)
+		return nil, fmt.Errorf("%w: resume run %s", ErrNotSuspended, runID)
 	}
 	d, _ := r.desired()
 	target := from
@@ -254,7 +288,8 @@ func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.
 	if err != nil {
 		return fail(err)
 	}
-	if err := cps.Store.RecordRestore(checkpoint.Restored{Checkpoint: digest, RunID: runID, At: r.now().UTC(), By: "resume", Into: s.ID}); err != nil {
+	rec.Checkpoint, rec.RunID, rec.At, rec.Into = digest, runID, r.now().UTC(), s.ID
+	if err := cps.Store.RecordRestore(rec); err != nil {
 		return fail(err)
 	}
 	var receipts []runmanifest.Receipt
@@ -334,7 +369,15 @@ func (r *Runtime) Durable(ctx context.Context, runID string) (*runtimeapi.Durabl
 		return nil, err
 	}
 	if last != nil {
-		d.LastRestore = &runtimeapi.RestoreRecord{Checkpoint: last.Checkpoint, At: last.At, By: last.By, Into: last.Into}
+		d.LastRestore = &runtimeapi.RestoreRecord{Checkpoint: last.Checkpoint, At: last.At, By: last.By, Into: last.Into,
+			Actor: last.Actor, Reason: last.Reason}
+	}
+	sus, err := st.LastSuspend(runID)
+	if err != nil {
+		return nil, err
+	}
+	if sus != nil {
+		d.LastSuspend = &runtimeapi.SuspendRecord{Checkpoint: sus.Checkpoint, At: sus.At, By: sus.By, Actor: sus.Actor, Reason: sus.Reason}
 	}
 	return d, nil
 }

@@ -15,6 +15,9 @@ func (s *Server) checkpointRoutes() {
 	s.mux.Handle("POST /v1/claims/{run}/suspend", s.auth(s.checkpointOrSuspend(true)))
 	s.mux.Handle("POST /v1/claims/{run}/resume", s.auth(s.resume))
 	s.mux.Handle("GET /v1/runs/{run}/durable", s.auth(s.durable))
+	// The operator's path: the runtime's token, no claim token (operator.go).
+	s.mux.Handle("POST /v1/runs/{run}/suspend", s.auth(s.operatorSuspend))
+	s.mux.Handle("POST /v1/runs/{run}/resume", s.auth(s.operatorResume))
 }
 
 // checkpointStatus is the HTTP status of a checkpoint error.
@@ -22,10 +25,12 @@ func checkpointStatus(err error) int {
 	switch {
 	case errors.Is(err, ErrNoCheckpoints):
 		return http.StatusNotImplemented
-	case errors.Is(err, ErrSuspended), errors.Is(err, checkpoint.ErrRefused):
+	case errors.Is(err, ErrSuspended), errors.Is(err, ErrNotSuspended), errors.Is(err, checkpoint.ErrRefused):
 		return http.StatusConflict
 	case errors.Is(err, runs.ErrNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, ErrActionInput):
+		return http.StatusBadRequest
 	}
 	return claimStatus(err)
 }
@@ -65,6 +70,32 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, g)
+}
+
+func (s *Server) operatorSuspend(w http.ResponseWriter, r *http.Request) {
+	var b runtimeapi.OperatorAction
+	if !s.decode(w, r, &b) {
+		return
+	}
+	cp, err := s.rt.SuspendRun(r.Context(), r.PathValue("run"), b)
+	if err != nil {
+		s.writeError(w, r, checkpointStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, checkpointResult(cp, true))
+}
+
+func (s *Server) operatorResume(w http.ResponseWriter, r *http.Request) {
+	var b runtimeapi.OperatorAction
+	if !s.decode(w, r, &b) {
+		return
+	}
+	res, err := s.rt.ResumeRun(r.Context(), r.PathValue("run"), b)
+	if err != nil {
+		s.writeError(w, r, checkpointStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) durable(w http.ResponseWriter, r *http.Request) {

@@ -35,6 +35,8 @@ func TestErrorCodes(t *testing.T) {
 		{http.StatusNotFound, runs.ErrNotFound, runtimeapi.CodeNotFound},
 		{http.StatusBadRequest, ErrRequestKeyInvalid, runtimeapi.CodeInvalid},
 		{http.StatusBadRequest, errors.New("request body: EOF"), runtimeapi.CodeInvalid},
+		{http.StatusConflict, fmt.Errorf("%w: resume run r-1", ErrNotSuspended), runtimeapi.CodeNotSuspended},
+		{http.StatusBadRequest, fmt.Errorf("%w: reason: required (say why)", ErrActionInput), runtimeapi.CodeInvalid},
 		{http.StatusInternalServerError, fmt.Errorf("%w: pools/agents/pool.yaml: spec.limits sets memory", ErrUnenforceable), runtimeapi.CodeInternal},
 		{http.StatusInternalServerError, errors.New("write /srv/state/disk: no space left"), runtimeapi.CodeInternal},
 		{http.StatusBadGateway, errors.New("git: no answer from /srv/state/config-cache"), runtimeapi.CodeInternal},

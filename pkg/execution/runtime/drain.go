@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
 )
 
 // CheckpointGeneration moves every claim of generation gen in pool that is
@@ -38,7 +39,7 @@ func (r *Runtime) CheckpointGeneration(ctx context.Context, pool, gen string) (*
 	slices.SortFunc(todo, func(a, b open) int { return strings.Compare(a.runID, b.runID) })
 	out := &runtimeapi.CheckpointGenerationResult{Moved: []runtimeapi.MovedRun{}}
 	for _, o := range todo {
-		cp, err := r.Suspend(ctx, o.runID, CheckpointRequest{Token: o.token})
+		cp, err := r.suspendAs(ctx, o.runID, CheckpointRequest{Token: o.token}, checkpoint.Suspended{By: "drain"})
 		if err != nil {
 			r.logf("runtime: drain of %s in pool %s: run %s not suspended: %v", gen, pool, o.runID, err)
 			out.NotMoved = append(out.NotMoved, notMoved(o.runID, "", "suspend", err))
