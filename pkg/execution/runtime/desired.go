@@ -38,7 +38,8 @@ type Desired struct {
 	// Packages says, for each control-plane, runner and workspace
 	// template image of a verified generation (keyed "KIND IDENTITY"),
 	// what the package index holds (with Verify.Packages set): how many
-	// packages from which SBOM attestation, or why none.
+	// packages from which SBOM attestation, or why none; then which
+	// builders its verified SLSA provenance names, or that it has none.
 	Packages map[string]string
 }
 
