@@ -90,8 +90,10 @@ type Verify struct {
 	Skip    bool
 	Options []policy.Option
 	// Packages, if set, indexes the packages of every verified
-	// generation's workspace template from its SBOM attestation (verified
-	// with a key the policy trusts for templates), once per template.
+	// generation's workspace template (and control-plane and runner
+	// images) from its SBOM attestation, and records its builders from its
+	// SLSA provenance (each verified with a key the policy trusts for that
+	// kind), once per artifact and policy.
 	Packages PackageIndex
 }
 
