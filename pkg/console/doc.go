@@ -26,10 +26,13 @@
 // the Server on the runtime serving the pool, its evidence signed
 // (WithEvidenceSigner) or unsigned (WithUnsignedEvidence); Close stops it.
 // A pool's cost by state comes from each runtime's cost endpoint,
-// incidents from the control plane's. A run's lineage draws the packages
+// incidents from the control plane's and each runtime's own (its run
+// manifests' and cleanup records', GET /v1/incidents), each labelled by
+// its source. A run's lineage draws the packages
 // its runtime recorded from its artifacts' verified SBOM attestations
 // (GET /v1/runs/{run}/packages), each linking the runs that share it
-// (the runtime's package query).
+// (the runtime's package query), and each artifact's builder from its
+// verified SLSA provenance ("no provenance" when the runtime found none).
 //
 // It is not an API of its own and stores nothing but the commits of those
 // actions: every figure it shows is read from the servers at request time.

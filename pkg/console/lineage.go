@@ -24,11 +24,12 @@ type node struct {
 // middle column, what it ran in (sandbox, attempt, generation, pool,
 // tenant) on the left, what it was made of (each artifact's digest, the
 // policy revisions, the secret version, the processes that served it) on
-// the right, an edge from the run to each. Below the artifacts come the
-// packages the runtime's index recorded for each of them (pk, from their
-// verified SBOM attestations; nil when the runtime did not answer): the
-// first LineagePackages, each linking the runs that share it, then their
-// count linking the full list. Every value comes from the manifest or the
+// the right, an edge from the run to each. Below the artifacts come, for
+// each of them, who built it and its packages, as the run's runtime
+// recorded them (pk, from their verified SLSA provenance and SBOM
+// attestations; nil when the runtime did not answer): each builder (or
+// "no provenance"), then the first LineagePackages packages, each linking
+// the runs that share it, then their count linking the full list. Every value comes from the manifest or the
 // index, cleaned (Clean) and escaped.
 func Lineage(m *runmanifest.Manifest, pk *runtimeapi.RunPackages) template.HTML {
 	left := []node{
@@ -66,6 +67,7 @@ func Lineage(m *runmanifest.Manifest, pk *runtimeapi.RunPackages) template.HTML 
 	}
 	if pk != nil {
 		for _, a := range pk.Artifacts {
+			right = append(right, builderNodes(a)...)
 			if !a.Recorded {
 				right = append(right, node{a.Kind + " packages", "not indexed (no verified SBOM)", ""})
 				continue
@@ -109,14 +111,36 @@ func Lineage(m *runmanifest.Manifest, pk *runtimeapi.RunPackages) template.HTML 
 		x := cx + boxW + gap
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#888"/>`, cx+boxW, cy+boxH/2, x, y+boxH/2)
 		class := "artifact"
-		if strings.Contains(n.label, "package") {
+		switch {
+		case strings.Contains(n.label, "package"):
 			class = "package"
+		case strings.HasSuffix(n.label, " builder"):
+			class = "builder"
 		}
 		box(x, y, n, class)
 	}
 	box(cx, cy, node{"run", m.RunID + " (" + string(m.Status) + ")", ""}, "run")
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // every value went through esc
+}
+
+// builderNodes are the boxes of who built artifact a, as the runtime
+// recorded it from the artifact's verified SLSA provenance: one per
+// builder, "no provenance" when the runtime read none, "provenance not
+// read" when it never looked (an older runtime, an artifact not indexed).
+func builderNodes(a runtimeapi.ArtifactPackages) []node {
+	label := a.Kind + " builder"
+	switch {
+	case !a.ProvenanceRead:
+		return []node{{label, "provenance not read by the runtime", ""}}
+	case len(a.Builders) == 0:
+		return []node{{label, "no provenance", ""}}
+	}
+	out := make([]node, 0, len(a.Builders))
+	for _, b := range a.Builders {
+		out = append(out, node{label, b.ID, ""})
+	}
+	return out
 }
 
 func esc(s string) string { return html.EscapeString(Clean(s)) }

@@ -21,7 +21,9 @@ import (
 // artifacts (read back through GET /v1/runs/{run}/packages): the first
 // few of each, each linking the runs that share it, then their count
 // linking the full list; an artifact whose SBOM was never indexed says
-// so. The package's page lists the runs of every artifact holding it, as
+// so. Above an artifact's packages comes who built it, from its verified
+// SLSA provenance, or "no provenance" when the runtime read none, or that
+// the runtime never read it. The package's page lists the runs of every artifact holding it, as
 // the runtime's package query answers.
 func TestRunLineageDrawsPackages(t *testing.T) {
 	ctx := context.Background()
@@ -41,6 +43,16 @@ func TestRunLineageDrawsPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := rs.RecordPackages(ctx, tplB, []runmanifest.Package{{Name: "openssl", Version: "3.0.17-1~deb12u2"}}); err != nil {
+		t.Fatal(err)
+	}
+	// who built each artifact, as the runtime records it from verified SLSA
+	// provenance: tplA by one builder, the runner image by none (read: it
+	// has no provenance); tplB's provenance was never read
+	const builder = "https://ci.example/builders/template/v1"
+	if _, err := rs.RecordBuilders(ctx, tplA, []runmanifest.Builder{{ID: builder, Attestation: "sha256:" + strings.Repeat("e", 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.RecordBuilders(ctx, runner, nil); err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
@@ -81,7 +93,9 @@ func TestRunLineageDrawsPackages(t *testing.T) {
 		`<a href="/runs?package=lib4%401.0"`,
 		`8 in all: the full list`,
 		`<a href="/runs/run-a/packages" aria-label="workspace template packages: 8 in all: the full list">`,
-		`>runner image packages</text><text x="956" y="390">not indexed (no verified SBOM)</text>`,
+		`<g class="builder"><rect x="950" y="98" width="330" height="34" rx="4" fill="#fff" stroke="#1d2a3a"/><text x="956" y="111">workspace template builder</text><text x="956" y="126">` + builder + `</text></g>`,
+		`>runner image builder</text><text x="956" y="434">no provenance</text>`,
+		`>runner image packages</text><text x="956" y="478">not indexed (no verified SBOM)</text>`,
 		`id="packages-link"`,
 	} {
 		if !strings.Contains(page, want) {
@@ -94,12 +108,17 @@ func TestRunLineageDrawsPackages(t *testing.T) {
 
 	code, page = get(t, hs.URL+"/runs/run-a/packages", ops)
 	if code != http.StatusOK || !strings.Contains(page, `<a href="/runs?package=openssl%403.0.17-1~deb12u2">openssl@3.0.17-1~deb12u2</a>`) ||
-		!strings.Contains(page, "8 packages") || !strings.Contains(page, "Not indexed") {
+		!strings.Contains(page, "8 packages") || !strings.Contains(page, "Not indexed") ||
+		!strings.Contains(page, "Built by <code>"+builder+"</code> (SLSA provenance attestation sha256:"+strings.Repeat("e", 64)+")") || !strings.Contains(page, "Builder: no provenance") {
 		t.Errorf("GET /runs/run-a/packages: %d\n%s", code, page)
 	}
 	code, page = get(t, hs.URL+"/runs?package=openssl%403.0.17-1~deb12u2", ops)
 	if code != http.StatusOK || !strings.Contains(page, `<a href="/runs/run-a">`) || !strings.Contains(page, `<a href="/runs/run-b">`) || strings.Contains(page, "run-c") {
 		t.Errorf("runs with openssl: %d\n%s", code, page)
+	}
+	if code, page := get(t, hs.URL+"/runs/run-b", ops); code != http.StatusOK ||
+		!strings.Contains(page, `>workspace template builder</text><text x="956" y="`) || !strings.Contains(page, `>provenance not read by the runtime</text>`) {
+		t.Errorf("run-b's template's provenance was never read: %d\n%s", code, page)
 	}
 	if code, page := get(t, hs.URL+"/runs?package=openssl", ops); code != http.StatusBadRequest || !strings.Contains(page, "not name@version") {
 		t.Errorf("a package without a version: %d\n%s", code, page)

@@ -8,16 +8,22 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
+	"github.com/slipway-dev/slipway/pkg/config/pool"
 	"github.com/slipway-dev/slipway/pkg/console"
+	"github.com/slipway-dev/slipway/pkg/release/attest"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
 	"github.com/slipway-dev/slipway/testharness/need"
 )
 
@@ -124,7 +130,15 @@ func artifacts(t *testing.T) string {
 // keyboard reaches the actions and every input has a label.
 func TestConsoleBrowser(t *testing.T) {
 	need.Binary(t, "chromium", "apt-get install chromium")
-	w := newControlWorldWith(t, worldOptions{runtimeArgs: checkpointKey(t)})
+	// The runtime keeps checkpoints (suspend and resume). The generation
+	// pins a secret version, so each claim holds a credential; it lives 2s
+	// and is not renewed: the job's run (open for more than 5s) holds it
+	// past its expiry, a real incident of the runtime's own records for the
+	// incidents page. The workspace template carries SLSA provenance signed
+	// by a key the repository's verification policy trusts for templates:
+	// the runtime verifies it and records its builder for the lineage.
+	w := newControlWorldWith(t, worldOptions{pins: []string{"secretVersion=vault://kv/agents/api-key#4"},
+		runtimeArgs: append(checkpointKey(t), "--credential-ttl", "2s", "--no-credential-renewal"), prepare: attestTemplateProvenance})
 	ctx := context.Background()
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
 	acmeTok, _ := readToken(w.token(t, db, "acme"))
@@ -222,11 +236,18 @@ func TestConsoleBrowser(t *testing.T) {
 	if s := ops.text("figure"); !strings.Contains(s, running.SandboxID) || !strings.Contains(s, running.Generation[:14]) {
 		t.Errorf("lineage does not name the sandbox %s and generation %s: %q", running.SandboxID, running.Generation, s)
 	}
-	// This world's template carries no SBOM attestation (its policy trusts
-	// no key): the lineage says its packages are not indexed, as the
-	// runtime's GET /v1/runs/{run}/packages answers.
+	// This world's template carries no SBOM attestation: the lineage says
+	// its packages are not indexed, as the runtime's GET
+	// /v1/runs/{run}/packages answers.
 	if s := ops.text("figure"); !strings.Contains(s, "workspace template packages") || !strings.Contains(s, "not indexed (no verified SBOM)") {
 		t.Errorf("lineage does not say the template's packages are not indexed: %q", s)
+	}
+	// Its SLSA provenance verified (attestTemplateProvenance): the runtime
+	// recorded its builder, and the lineage draws it; the runner image has
+	// no provenance, and its builder node says so.
+	builders := eval[[]string](ops, "builder nodes", `Array.from(document.querySelectorAll("figure svg g.builder")).map(g => g.textContent)`)
+	if !slices.Contains(builders, "workspace template builder"+consoleBuilder) || !slices.Contains(builders, "runner image builderno provenance") {
+		t.Errorf("the lineage's builder nodes: %q", builders)
 	}
 	ops.shot("run-lineage")
 	ops.run("pool page", chromedp.Navigate(hs.URL+"/pools/agents"), chromedp.WaitVisible(chromedp.ID("generations")))
@@ -325,6 +346,29 @@ func TestConsoleBrowser(t *testing.T) {
 	if s := ops.text(`section[data-kind="delete_times_out"]`); !strings.Contains(s, "cleanup page") {
 		t.Errorf("the deletes that timed out point at the cleanup page: %q", s)
 	}
+	// The runtime's own incidents are merged in, labelled by source: the
+	// job's run held its credential past its expiry, as the runtime's GET
+	// /v1/incidents reports it.
+	rtInc, err := rc.Incidents(ctx)
+	if err != nil {
+		t.Fatalf("the runtime's incidents: %v", err)
+	}
+	found := false
+	for _, k := range rtInc.Kinds {
+		for _, i := range k.Incidents {
+			found = found || k.Kind == "credential_expires" && i.Run == running.RunID && i.Reason == "expired"
+		}
+	}
+	if !found {
+		t.Errorf("the runtime reports no expired credential of run %s: %+v", running.RunID, rtInc)
+	}
+	if s := ops.text("#incident-sources"); !strings.Contains(s, "control plane: read") || !strings.Contains(s, "runtime local: read") {
+		t.Errorf("incident sources: %q", s)
+	}
+	row := `section[data-kind="credential_expires"] tr[data-source="runtime local"]`
+	if s := ops.text(row); !strings.Contains(s, running.RunID) || !strings.Contains(s, "expired") {
+		t.Errorf("the runtime's credential incident on the page: %q", s)
+	}
 	ops.shot("incidents")
 
 	// Suspend and resume a run, with reasons, as an operator; a tenant
@@ -359,5 +403,87 @@ func TestConsoleBrowser(t *testing.T) {
 	jobs := globex.text("main")
 	if strings.Contains(jobs, j.ID) {
 		t.Errorf("globex's job list shows acme's job")
+	}
+}
+
+// consoleBuilder is the builder the console world's template provenance
+// names.
+const consoleBuilder = "https://ci.example/builders/template/v1"
+
+// attestTemplateProvenance signs SLSA provenance (builder consoleBuilder)
+// for the workspace template of repo's active generation with a new key,
+// and commits a verification policy that requires it of templates, with
+// that key, and lets the control-plane and runner images through
+// unverified.
+func attestTemplateProvenance(t *testing.T, repo string) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := gitops.Open(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, _, err := r.Snapshot(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pool.ReadState("agents", tree.ReadFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, ok := st.Active()
+	if !ok {
+		t.Fatal("the world's pool has no active generation")
+	}
+	file := pool.GenerationFile("agents", active.ID)
+	b, err := tree.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := generation.ParseNamed(b, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := name.NewDigest(g.Pins[generation.WorkspaceTemplate].Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, pub, err := sign.GenerateKeys([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := sign.LoadSigner(priv, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := attest.Provenance(attest.TemplateBuild{Name: "busybox", TemplateID: d.DigestStr(), SpecDigest: "sha256:" + strings.Repeat("b", 64),
+		BaseRef: "registry.example/base:1", BaseDigest: "sha256:" + strings.Repeat("c", 64), BuilderID: consoleBuilder, Epoch: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := attest.Marshal(prov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sign.Attest(ctx, d, sv, pb, sign.WithOfflineNoTlog()); err != nil {
+		t.Fatal(err)
+	}
+	pol := `apiVersion: slipway.dev/v1alpha1
+kind: VerificationPolicy
+metadata: {name: console}
+spec:
+  transparencyLog: none
+  keys: [{name: ci, publicKeyFile: ci.pub}]
+  rules:
+    - {name: templates, match: {kinds: [workspace-template]}, attestations: [{type: slsaprovenance, keys: [ci], builderID: "` + consoleBuilder + `"}]}
+    - {name: programs, match: {kinds: [control-plane, runner]}, allowUnverified: true}
+`
+	if _, err := r.Update(ctx, gitops.Request{Branch: "main", Author: gitops.Signature{Name: "t", Email: "t@example.invalid"},
+		Edit: func(tr *gitops.Tree) (*gitops.Commit, error) {
+			if err := tr.WriteFile(pool.PolicyPath, []byte(pol)); err != nil {
+				return nil, err
+			}
+			return &gitops.Commit{Subject: "verification policy: templates need provenance"}, tr.WriteFile("policies/ci.pub", pub)
+		}}); err != nil {
+		t.Fatal(err)
 	}
 }

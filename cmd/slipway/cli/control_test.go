@@ -35,12 +35,13 @@ func newControlWorld(t *testing.T) *controlWorld {
 }
 
 // worldOptions vary a controlWorld: more pins for the generation, more
-// flags for the runtime, and a runtime that follows a mirror of the
-// config repository (which a test can take away) instead of the
-// repository itself.
+// flags for the runtime, a runtime that follows a mirror of the config
+// repository (which a test can take away) instead of the repository
+// itself, and more to do to the repository before the runtime starts.
 type worldOptions struct {
 	pins, runtimeArgs []string
 	mirror            bool
+	prepare           func(t *testing.T, repo string)
 }
 
 func newControlWorldWith(t *testing.T, o worldOptions) *controlWorld {
@@ -68,6 +69,9 @@ func newControlWorldWith(t *testing.T, o worldOptions) *controlWorld {
 			return &gitops.Commit{Subject: "tenants, profiles, prices"}, err
 		}}); err != nil {
 		t.Fatal(err)
+	}
+	if o.prepare != nil {
+		o.prepare(t, repo)
 	}
 	w := &controlWorld{repo: repo, dir: t.TempDir()}
 	w.rtTokenFile = filepath.Join(w.dir, "runtime-token")

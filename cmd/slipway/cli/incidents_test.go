@@ -133,8 +133,9 @@ func TestIncidentAgentHangs(t *testing.T) {
 // while the run is open and a provider's check fails narrowly (expired,
 // naming the fingerprint and secret version); with renewal (the default)
 // the runtime renews it at 2/3 of its lifetime, revokes the old one and
-// records both receipts. The token's bytes appear in no log line, error,
-// manifest or report.
+// records both receipts. The runtime serves both incidents on its own GET
+// /v1/incidents, as slipway incidents --state reads them. The token's
+// bytes appear in no log line, error, manifest or report.
 func TestIncidentCredentialExpires(t *testing.T) {
 	const secretVersion = "vault://kv/agents/api-key#4"
 	repo, _ := runtimeConfigRepoPins(t, "secretVersion="+secretVersion)
@@ -236,7 +237,47 @@ func TestIncidentCredentialExpires(t *testing.T) {
 
 	db := "sqlite:" + filepath.Join(dir, "control.db")
 	rep, text := report(t, db, state)
-	texts = append(texts, text, rt.text())
+	// The runtime serves the same incidents from its own records (GET
+	// /v1/incidents, its token): the kinds its run manifests and cleanup
+	// records show, as slipway incidents --state read them; the control
+	// plane's kinds are marked not read.
+	served, err := rt.client.Incidents(ctx)
+	if err != nil {
+		t.Fatalf("GET /v1/incidents on the runtime: %v", err)
+	}
+	sb, _ := json.Marshal(served)
+	texts = append(texts, text, rt.text(), string(sb))
+	for _, k := range served.Kinds {
+		runtimeKind := k.Kind == string(incidents.CredentialExpiry) || k.Kind == string(incidents.WorkerCrash) || k.Kind == string(incidents.CleanupUnknown)
+		if k.Sourced != runtimeKind {
+			t.Errorf("the runtime's %s: sourced %v, want %v", k.Kind, k.Sourced, runtimeKind)
+		}
+		if k.Kind != string(incidents.CredentialExpiry) {
+			continue
+		}
+		var fromCLI []incidents.Incident
+		for _, c := range rep.Kinds {
+			if c.Kind == incidents.CredentialExpiry {
+				fromCLI = c.Incidents
+			}
+		}
+		cb, _ := json.Marshal(fromCLI)
+		ab, _ := json.Marshal(k.Incidents)
+		if string(ab) != string(cb) || len(k.Incidents) != 2 {
+			t.Errorf("the runtime's credential incidents differ from slipway incidents --state:\napi %s\ncli %s", ab, cb)
+		}
+	}
+	if len(served.Kinds) != len(incidents.Kinds) {
+		t.Errorf("the runtime's report has %d kinds, want %d", len(served.Kinds), len(incidents.Kinds))
+	}
+	var api401 *runtimeapi.APIError
+	nc, err := runtimeapi.NewClient(rt.base, "not-the-runtime-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Incidents(ctx); !errors.As(err, &api401) || api401.Status != http.StatusUnauthorized {
+		t.Errorf("GET /v1/incidents with another token: %v, want 401", err)
+	}
 	exp := of(rep, incidents.CredentialExpiry, expiredRun)
 	if len(exp) != 1 || exp[0].Reason != "expired" || !strings.Contains(exp[0].Detail, fp) || !strings.Contains(exp[0].Detail, secretVersion) || !exp[0].Terminal {
 		t.Fatalf("credential_expires of %s: %+v", expiredRun, exp)

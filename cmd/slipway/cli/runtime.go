@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,8 +11,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/control/incidents"
 	"github.com/slipway-dev/slipway/pkg/execution/leader"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
 	"github.com/slipway-dev/slipway/pkg/kubeconfig"
@@ -126,6 +129,15 @@ it restores.`,
 			}
 			c.Log = g.stderr
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // fault tests only
+			// GET /v1/incidents: what slipway incidents --state reads,
+			// from the runtime's own records.
+			c.Incidents = func(ctx context.Context, st runs.Store, records *reconcile.Records) (any, error) {
+				var cr incidents.CleanupRecords
+				if records != nil {
+					cr = records
+				}
+				return incidents.Runtime(ctx, st, cr)
+			}
 			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil {

@@ -33,6 +33,7 @@
 //	GET  /v1/policy                   revision in effect, its age, the rules -> PolicyView
 //	POST /v1/credentials/check        a provider's check of a token -> CheckResult
 //	POST /v1/sync                     read the config repository now -> SyncResult
+//	GET  /v1/incidents                the runtime's own incidents -> Incidents (the control plane's shape)
 //
 // Every request carries the runtime's bearer token. An error answer is
 // ErrorBody: {"error": reason, "code": code}, and "id" for an internal
@@ -41,8 +42,9 @@
 // refusal the client can fix (a field, pool or limit at fault) is told
 // whole.
 //
-// It is a contract package: it imports only the standard library and
-// pkg/api/runmanifest, so that a program that only talks to a runtime (a
+// It is a contract package: it imports only the standard library,
+// pkg/api/runmanifest and pkg/api/controlapi (whose incident report it
+// serves in the same shape), so that a program that only talks to a runtime (a
 // control plane, a canary, a CLI) does not link the runtime, its stores or
 // its verification. It is not the server: pkg/execution/runtime implements
 // these routes and imports this package, never the reverse.

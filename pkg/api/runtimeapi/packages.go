@@ -10,7 +10,8 @@ import (
 
 // RunPackages answers GET /v1/runs/{run}/packages: the packages of each
 // artifact the run is made of, as the runtime's package index recorded
-// them from the artifact's verified SBOM attestation.
+// them from the artifact's verified SBOM attestation, and its builders,
+// from its verified SLSA provenance.
 type RunPackages struct {
 	Run       string             `json:"run"`
 	Artifacts []ArtifactPackages `json:"artifacts"`
@@ -29,6 +30,14 @@ type ArtifactPackages struct {
 	Recorded bool `json:"recorded"`
 	// Packages are sorted by name then version.
 	Packages []runmanifest.Package `json:"packages"`
+	// ProvenanceRead is false when the runtime never read the artifact's
+	// provenance (nor recorded that it has none); true with no Builders
+	// when it has no SLSA provenance verified with a key the runtime's
+	// verification policy trusts for it.
+	ProvenanceRead bool `json:"provenanceRead"`
+	// Builders are those its verified SLSA provenance names
+	// (runDetails.builder.id, with the attestation's digest), sorted.
+	Builders []runmanifest.Builder `json:"builders"`
 }
 
 // The artifacts of a run whose packages the index records.

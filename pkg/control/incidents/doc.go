@@ -22,7 +22,9 @@
 // rather than shown as empty. The reconciler's cleanup-unknown records
 // are one more Source (FromCleanup: kind CleanupUnknown, Covering it),
 // which the CLI passes to Collect beside FromControl and FromRuns when the
-// runtime's reconciler records exist.
+// runtime's reconciler records exist. Runtime is the report a runtime
+// serves on its GET /v1/incidents: FromRuns and FromCleanup over its own
+// records.
 //
 // What it is not: it changes nothing, asks no live process, and does not
 // decide what to do; it shows the evidence and names the owner.

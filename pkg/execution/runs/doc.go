@@ -29,21 +29,23 @@
 //	})
 //	m, err := s.Get(ctx, "r-123")
 //	_, err = s.RecordPackages(ctx, "sha256:…", pkgs) // from the template's SBOM attestation
+//	_, err = s.RecordBuilders(ctx, "sha256:…", bs)   // from its SLSA provenance (none: an empty set)
 //	ids, err := s.Query(ctx, runmanifest.Query{Package: "openssl@3.0.7"})
 //	open, err := s.Open(ctx) // runs not final yet: granted or running
 //
 // Store is the interface, with two implementations that pass one
-// conformance suite. SQLite (modernc.org/sqlite, pure Go; schema version 3:
+// conformance suite. SQLite (modernc.org/sqlite, pure Go; schema version 4:
 // an older file is migrated when opened, from version 1 runner_digest
-// renamed runner_image_digest, from version 2 request_key added) is the store of one runtime, durable once a call
+// renamed runner_image_digest, from version 2 request_key added, from
+// version 3 artifact_provenance added) is the store of one runtime, durable once a call
 // returns (WAL, synchronous=FULL) and safe for concurrent use. Query
 // returns run ids, sorted; Get gives the manifest of each. Open lists the
 // runs not final yet, from an index of those alone: a runtime that starts
 // again after a crash finalises the ones whose sandboxes died with it.
 //
 // Postgres (OpenPostgres, pgx) keeps the same records in a PostgreSQL
-// database, in schema slipway_runs (schema version 2: a version 1 database
-// gets request_key when opened), for many runtimes sharing one manifest
+// database, in schema slipway_runs (schema version 5: an older database
+// is migrated when opened, its rows kept), for many runtimes sharing one manifest
 // store: queries span every run of every handle. Updates of one run queue
 // on its row lock and recordings of one template's packages on an advisory
 // lock, across processes. Open lists every open run in the database, not
@@ -51,7 +53,8 @@
 // needs runs to record their runtime before it can use a shared store.
 //
 // It does not decide anything about a run (the runtime does), it does not
-// fetch or verify SBOM attestations (the runtime verifies them and hands the
-// package list to RecordPackages), and it keeps no secret: there is none in
+// fetch or verify SBOM or provenance attestations (the runtime verifies
+// them and hands the package list to RecordPackages, the builders to
+// RecordBuilders), and it keeps no secret: there is none in
 // a manifest.
 package runs

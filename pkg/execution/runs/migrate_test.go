@@ -147,8 +147,8 @@ func TestMigrateAddsRequestKey(t *testing.T) {
 		name string
 		old  []string // statements that take a new database back to the old version
 	}{
-		{"sqlite", []string{`DROP INDEX runs_by_request_key`, `ALTER TABLE runs DROP COLUMN request_key`, `UPDATE schema_version SET version = 2`}},
-		{"postgres", []string{`DROP INDEX slipway_runs.runs_by_control_plane`, `DROP INDEX slipway_runs.runs_by_node`, `DROP INDEX slipway_runs.runs_by_runtime_class`,
+		{"sqlite", []string{`DROP TABLE artifact_provenance`, `DROP INDEX runs_by_request_key`, `ALTER TABLE runs DROP COLUMN request_key`, `UPDATE schema_version SET version = 2`}},
+		{"postgres", []string{`DROP TABLE slipway_runs.artifact_provenance`, `DROP INDEX slipway_runs.runs_by_control_plane`, `DROP INDEX slipway_runs.runs_by_node`, `DROP INDEX slipway_runs.runs_by_runtime_class`,
 			`DROP INDEX slipway_runs.runs_by_request_key`, `ALTER TABLE slipway_runs.runs DROP COLUMN request_key`,
 			`UPDATE slipway_runs.schema_version SET version = 1`}},
 	} {
@@ -194,6 +194,68 @@ func TestMigrateAddsRequestKey(t *testing.T) {
 			}
 			if m, err := s.Get(ctx, "r-new"); err != nil || m.RequestKey != "job-7:1" {
 				t.Errorf("Get(r-new) = %+v, %v", m, err)
+			}
+		})
+	}
+}
+
+// A store from before builders were recorded (SQLite version 3,
+// PostgreSQL version 4: no artifact_provenance) is migrated when it is
+// opened: its runs and packages are kept, its artifacts' builders read as
+// never recorded, and builders are recorded from then on.
+func TestMigrateAddsBuilders(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range []struct {
+		name string
+		old  []string
+	}{
+		{"sqlite", []string{`DROP TABLE artifact_provenance`, `UPDATE schema_version SET version = 3`}},
+		{"postgres", []string{`DROP TABLE slipway_runs.artifact_provenance`, `UPDATE slipway_runs.schema_version SET version = 4`}},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			var open opener
+			for _, be := range backends {
+				if be.name == b.name {
+					open = be.db(t)
+				}
+			}
+			s := open(t)
+			tpl := "sha256:" + strings.Repeat("3", 64)
+			if err := s.Create(ctx, &runmanifest.Manifest{RunID: "r-old", WorkspaceTemplateID: tpl}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.RecordPackages(ctx, tpl, []runmanifest.Package{{Name: "openssl", Version: "3.0.7"}}); err != nil {
+				t.Fatal(err)
+			}
+			for _, stmt := range b.old {
+				var err error
+				switch s := s.(type) {
+				case *SQLite:
+					_, err = s.w.ExecContext(ctx, stmt)
+				case *Postgres:
+					_, err = s.pool.Exec(ctx, stmt)
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			s.Close()
+			s = open(t) // migrates
+			if m, err := s.Get(ctx, "r-old"); err != nil || m.WorkspaceTemplateID != tpl {
+				t.Fatalf("old run after the migration: %+v, %v", m, err)
+			}
+			if got, err := s.Query(ctx, runmanifest.Query{Package: "openssl@3.0.7"}); err != nil || !slices.Equal(got, []string{"r-old"}) {
+				t.Errorf("the old run by its template's package after the migration: %v, %v", got, err)
+			}
+			if bs, recorded, err := s.Builders(ctx, tpl); err != nil || recorded || len(bs) != 0 {
+				t.Errorf("builders of an artifact recorded before the migration: %v recorded %v, %v; want none recorded", bs, recorded, err)
+			}
+			want := runmanifest.Builder{ID: "https://ci.example/builder", Attestation: "sha256:" + strings.Repeat("9", 64)}
+			if _, err := s.RecordBuilders(ctx, tpl, []runmanifest.Builder{want}); err != nil {
+				t.Fatal(err)
+			}
+			if bs, recorded, err := s.Builders(ctx, tpl); err != nil || !recorded || len(bs) != 1 || bs[0] != want {
+				t.Errorf("builders after the migration: %v recorded %v, %v", bs, recorded, err)
 			}
 		})
 	}

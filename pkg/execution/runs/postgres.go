@@ -20,7 +20,7 @@ import (
 // PostgresSchemaVersion is the version of the PostgreSQL schema this build
 // writes. A database with a higher version is refused (ErrSchema); one with
 // a lower version is migrated when it is opened (pgMigrations).
-const PostgresSchemaVersion = 4
+const PostgresSchemaVersion = 5
 
 // PostgresSchema is the PostgreSQL schema (namespace) the store's tables
 // live in, so that one database can hold other Slipway tables (the control
@@ -71,13 +71,22 @@ var pgSchema = []string{
 		PRIMARY KEY (template_id, name, version)
 	)`,
 	`CREATE INDEX template_packages_by_package ON slipway_runs.template_packages (name, version, template_id)`,
+	pgArtifactProvenance,
 }
+
+// pgArtifactProvenance is SQLite's artifact_provenance, the builders as jsonb.
+const pgArtifactProvenance = `CREATE TABLE slipway_runs.artifact_provenance (
+		artifact_id text COLLATE "C" PRIMARY KEY,
+		builders    jsonb NOT NULL
+	)`
 
 // pgMigrations[v] takes a database from schema version v+1 to v+2, in the
 // transaction that opens it. Version 2 records the claim request's key
 // (request_key, "" for the runs before it); version 3 indexes the node and
 // the runtime class of the manifest; version 4 its control plane's digest
-// (a package query reaches runs by their control plane's packages).
+// (a package query reaches runs by their control plane's packages);
+// version 5 the builders of artifacts (artifact_provenance), the rows
+// stored before kept as they are.
 var pgMigrations = [][]string{
 	{
 		`ALTER TABLE slipway_runs.runs ADD COLUMN request_key text COLLATE "C" NOT NULL DEFAULT ''`,
@@ -90,6 +99,7 @@ var pgMigrations = [][]string{
 	{
 		`CREATE INDEX runs_by_control_plane ON slipway_runs.runs ((manifest->>'control_plane_digest'), run_id)`,
 	},
+	{pgArtifactProvenance},
 }
 
 // Advisory lock keys (pg_advisory_xact_lock(class, key)): class pgLockClass

@@ -21,7 +21,7 @@ import (
 // SchemaVersion is the version of the SQLite schema this build writes. A
 // database with a higher version is refused (ErrSchema); one with a lower
 // version is migrated when it is opened (migrations).
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // schema is the current version. Manifests are stored whole, as their JSON
 // (the record), beside copies of the fields queries select on. Each query
@@ -65,7 +65,16 @@ var schema = []string{
 		PRIMARY KEY (template_id, name, version)
 	) WITHOUT ROWID`,
 	`CREATE INDEX template_packages_by_package ON template_packages (name, version, template_id)`,
+	artifactProvenance,
 }
+
+// artifactProvenance holds the builders of each artifact whose provenance
+// the runtime read (RecordBuilders): a JSON array of runmanifest.Builder,
+// sorted, "[]" for an artifact without verified provenance.
+const artifactProvenance = `CREATE TABLE artifact_provenance (
+		artifact_id TEXT PRIMARY KEY,
+		builders    TEXT NOT NULL
+	) WITHOUT ROWID`
 
 // migrations[v] takes a file from schema version v+1 to v+2, in the
 // transaction that opens it.
@@ -79,6 +88,10 @@ var schema = []string{
 //
 // Version 3 records the claim request's key (request_key, "" for the runs
 // before it: their manifests leave the field out).
+//
+// Version 4 records the builders of artifacts (artifact_provenance), from
+// their verified SLSA provenance; the runs and packages stored before are
+// kept as they are, and their artifacts' builders read as never recorded.
 var migrations = [][]string{
 	{
 		`ALTER TABLE runs RENAME COLUMN runner_digest TO runner_image_digest`,
@@ -96,6 +109,7 @@ var migrations = [][]string{
 		`ALTER TABLE runs ADD COLUMN request_key TEXT NOT NULL DEFAULT ''`,
 		`CREATE INDEX runs_by_request_key ON runs (request_key, run_id)`,
 	},
+	{artifactProvenance},
 }
 
 // openWhere selects the runs that are not final. The partial index

@@ -74,6 +74,17 @@ type Store interface {
 	// false when none was ever recorded for it (an artifact whose SBOM
 	// was not indexed), true for a recorded set, even an empty one.
 	Packages(ctx context.Context, templateID string) (pkgs []runmanifest.Package, recorded bool, err error)
+	// RecordBuilders sets the builders of an artifact a run is made of
+	// (by the identity RecordPackages takes): those its verified SLSA
+	// provenance attestations name, none when it has no such attestation.
+	// The same set again changes nothing (Unchanged); a different set
+	// replaces the old one (Updated).
+	RecordBuilders(ctx context.Context, artifactID string, bs []runmanifest.Builder) (runmanifest.Change, error)
+	// Builders reads back an artifact's builders, sorted by id then
+	// attestation; recorded is false when none was ever recorded for it
+	// (its provenance was never read), true for a recorded set, even an
+	// empty one (it has no verified provenance).
+	Builders(ctx context.Context, artifactID string) (bs []runmanifest.Builder, recorded bool, err error)
 	// Close releases the store. It does not lose anything Create or Update
 	// returned nil for.
 	Close() error

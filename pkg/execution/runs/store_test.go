@@ -702,3 +702,52 @@ func TestPackagesReadBack(t *testing.T) {
 		}
 	})
 }
+
+// An artifact's builders read back as recorded: sorted, repeats dropped;
+// an empty set (read, no verified provenance) apart from none recorded;
+// the same set again Unchanged, another Updated; a builder without an
+// attestation refused, naming the artifact.
+func TestBuildersReadBack(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open opener) {
+		ctx := context.Background()
+		s := open(t)
+		att := func(c string) string { return "sha256:" + strings.Repeat(c, 64) }
+		tpl := "sha256:" + strings.Repeat("ab", 32)
+		set := []runmanifest.Builder{{ID: "https://slipway.dev/builders/slipway-release/v1", Attestation: att("2")},
+			{ID: "https://ci.example/builder", Attestation: att("1")}, {ID: "https://ci.example/builder", Attestation: att("1")}}
+		for _, c := range []struct {
+			id   string
+			bs   []runmanifest.Builder
+			want runmanifest.Change
+		}{{tpl, set, runmanifest.Created}, {"tpl-none", nil, runmanifest.Created}, {tpl, set[:2], runmanifest.Unchanged}, {"tpl-none", []runmanifest.Builder{}, runmanifest.Unchanged}} {
+			if got, err := s.RecordBuilders(ctx, c.id, c.bs); err != nil || got != c.want {
+				t.Fatalf("RecordBuilders(%s, %v) = %s, %v; want %s", c.id, c.bs, got, err, c.want)
+			}
+		}
+		check := func(s Store, id string, wantRecorded bool, want ...runmanifest.Builder) {
+			t.Helper()
+			got, recorded, err := s.Builders(ctx, id)
+			if err != nil {
+				t.Fatalf("Builders(%s): %v", id, err)
+			}
+			if recorded != wantRecorded || len(got) != len(want) || (len(want) > 0 && !slices.Equal(got, want)) {
+				t.Errorf("Builders(%s) = %v recorded %v, want %v recorded %v", id, got, recorded, want, wantRecorded)
+			}
+		}
+		check(s, tpl, true, set[1], set[0])
+		check(s, "tpl-none", true)
+		check(s, "tpl-never", false)
+		if got, err := s.RecordBuilders(ctx, tpl, set[:1]); err != nil || got != runmanifest.Updated {
+			t.Fatalf("RecordBuilders of another set: %s, %v; want updated", got, err)
+		}
+		check(open(t), tpl, true, set[0])
+		_, err := s.RecordBuilders(ctx, "tpl-bad", []runmanifest.Builder{{ID: "https://ci.example/builder"}})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "tpl-bad") || !strings.Contains(err.Error(), "attestation") {
+			t.Errorf("a builder without its attestation: %v, want ErrInvalid naming the artifact", err)
+		}
+		check(s, "tpl-bad", false)
+		if _, _, err := s.Builders(ctx, "tpl\nbad"); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Builders of an id with a newline: %v, want ErrInvalid", err)
+		}
+	})
+}

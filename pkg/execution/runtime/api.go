@@ -45,6 +45,7 @@ const maxBody = 1 << 20
 //	POST /v1/credentials/check        a provider's check of a token
 //	POST /v1/sync                     read the config repository now
 //	GET  /v1/cleanup                  cleanup remaining and recent (reconciler records)
+//	GET  /v1/incidents                the incidents its runs and cleanup records show (WithIncidents)
 //	GET  /metrics                     Prometheus (bounded labels only)
 //	GET  /healthz                     no token needed (liveness)
 //	GET  /readyz                      backend and config repository (no token; readiness: ready.go)
@@ -91,6 +92,9 @@ type serverOptions struct {
 	cleanup func(ctx context.Context) (any, error)
 	cost    CostReport
 	checks  []ReadyCheck
+
+	// incidents serves GET /v1/incidents (WithIncidents, incidents.go).
+	incidents func(ctx context.Context) (any, error)
 }
 
 // WithCleanup serves GET /v1/cleanup from view: what cleanup remains and
@@ -169,6 +173,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.mux.Handle("POST /v1/claims/{run}/identity", s.auth(s.identity)) // identity.go
 	s.checkpointRoutes()                                               // checkpointapi.go
 	s.drainRoutes()                                                    // drain.go
+	s.incidentRoutes(o.incidents)                                      // incidents.go
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
 	s.mux.Handle("GET /v1/runs/{run}/packages", s.auth(s.runPackages)) // packages.go
 	s.mux.Handle("GET /v1/traces/{id}", s.auth(s.traces))              // tracing.go

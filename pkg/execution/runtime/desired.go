@@ -38,7 +38,8 @@ type Desired struct {
 	// Packages says, for each control-plane, runner and workspace
 	// template image of a verified generation (keyed "KIND IDENTITY"),
 	// what the package index holds (with Verify.Packages set): how many
-	// packages from which SBOM attestation, or why none.
+	// packages from which SBOM attestation, or why none; then which
+	// builders its verified SLSA provenance names, or that it has none.
 	Packages map[string]string
 }
 
@@ -89,8 +90,10 @@ type Verify struct {
 	Skip    bool
 	Options []policy.Option
 	// Packages, if set, indexes the packages of every verified
-	// generation's workspace template from its SBOM attestation (verified
-	// with a key the policy trusts for templates), once per template.
+	// generation's workspace template (and control-plane and runner
+	// images) from its SBOM attestation, and records its builders from its
+	// SLSA provenance (each verified with a key the policy trusts for that
+	// kind), once per artifact and policy.
 	Packages PackageIndex
 }
 

@@ -20,10 +20,12 @@ import (
 
 // PackageIndex records the packages of the artifacts a run is made of (its
 // workspace template, runner and control-plane images), by the artifact's
-// identity, so runs can be found by the packages those contain.
+// identity, so runs can be found by the packages those contain, and who
+// built each (the builders its verified SLSA provenance names).
 // runs.Store is one.
 type PackageIndex interface {
 	RecordPackages(ctx context.Context, templateID string, pkgs []runmanifest.Package) (runmanifest.Change, error)
+	RecordBuilders(ctx context.Context, artifactID string, bs []runmanifest.Builder) (runmanifest.Change, error)
 }
 
 // indexedKinds are the pins whose SBOM attestations are indexed: what a
@@ -32,7 +34,8 @@ var indexedKinds = []generation.Kind{generation.ControlPlane, generation.Runner,
 
 // packages indexes each artifact once: its SBOM attestation, verified with
 // a key the repository's policy trusts for that kind of artifact, is
-// decoded and its packages recorded. The outcome (or the reason there is none) is kept,
+// decoded and its packages recorded, and the builders its provenance
+// names (readBuilders). The outcome (or the reason there is none) is kept,
 // except for errors worth trying again (a registry that did not answer).
 type packages struct {
 	index PackageIndex
@@ -59,6 +62,11 @@ func (p *packages) indexPin(ctx context.Context, pol *policy.Policy, g *generati
 	if err != nil {
 		return "not indexed, will retry: " + err.Error()
 	}
+	built, err := p.readBuilders(ctx, pol, pin.Image, k, id, opts)
+	if err != nil {
+		return out + "; provenance not read, will retry: " + err.Error()
+	}
+	out += "; " + built
 	p.mu.Lock()
 	p.done[key] = out
 	p.mu.Unlock()
@@ -112,8 +120,9 @@ func (p *packages) read(ctx context.Context, pol *policy.Policy, image string, k
 }
 
 // runPackages serves GET /v1/runs/{run}/packages: the recorded packages
-// of each artifact the run's manifest names (its workspace template, its
-// runner and control-plane images), read back from the package index.
+// and builders of each artifact the run's manifest names (its workspace
+// template, its runner and control-plane images), read back from the run
+// store.
 func (s *Server) runPackages(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	m, err := s.rt.store.Get(ctx, r.PathValue("run"))
@@ -142,7 +151,16 @@ func (s *Server) runPackages(w http.ResponseWriter, r *http.Request) {
 		if pkgs == nil {
 			pkgs = []runmanifest.Package{}
 		}
-		out.Artifacts = append(out.Artifacts, runtimeapi.ArtifactPackages{Kind: a.kind, ID: a.id, Recorded: recorded, Packages: pkgs})
+		bs, read, err := s.rt.store.Builders(ctx, a.id)
+		if err != nil {
+			s.writeError(w, r, http.StatusInternalServerError, err)
+			return
+		}
+		if bs == nil {
+			bs = []runmanifest.Builder{}
+		}
+		out.Artifacts = append(out.Artifacts, runtimeapi.ArtifactPackages{Kind: a.kind, ID: a.id, Recorded: recorded, Packages: pkgs,
+			ProvenanceRead: read, Builders: bs})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -29,7 +29,9 @@ import (
 // template's SBOM attestation (signed by the key the repository's policy
 // trusts) and indexes its packages, so a package query finds the runs of
 // that template; a template whose SBOM is signed by another key is not
-// indexed, and the desired state says why.
+// indexed, and the desired state says why. It records the builder its
+// verified SLSA provenance names, and that the images without provenance
+// have none; GET /v1/runs/{run}/packages serves both.
 func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -68,6 +70,26 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 	cp, runner := g1.Pins[generation.ControlPlane], g1.Pins[generation.Runner]
 	attestSBOM(cp.Image, goModuleSBOM(t, "github.com/spf13/cobra", "v1.10.1"))
 	attestSBOM(runner.Image, goModuleSBOM(t, "golang.org/x/sys", "v0.49.0"))
+	// The template has SLSA provenance, signed by the same key: its
+	// builder is recorded. The runner and control-plane images have none:
+	// that they have none is recorded.
+	const builder = "https://ci.example/builders/template/v1"
+	td, err := name.NewDigest(tpl.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := attest.Provenance(attest.TemplateBuild{Name: "agents", TemplateID: td.DigestStr(), SpecDigest: "sha256:" + strings.Repeat("b", 64),
+		BaseRef: "registry.example/base:1", BaseDigest: "sha256:" + strings.Repeat("c", 64), BuilderID: builder, Epoch: 1700000000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := attest.Marshal(prov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sign.Attest(ctx, td, f.sv, pb, sign.WithOfflineNoTlog()); err != nil {
+		t.Fatal(err)
+	}
 
 	store := newStore(t)
 	repo, err := gitops.Open(ctx, f.url)
@@ -79,13 +101,19 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ds.Packages["workspaceTemplate "+tpl.Identity()]; !strings.HasPrefix(got, "2 packages from SBOM attestation sha256:") {
+	if got := ds.Packages["workspaceTemplate "+tpl.Identity()]; !strings.HasPrefix(got, "2 packages from SBOM attestation sha256:") ||
+		!strings.Contains(got, "; built by "+builder+" (sha256:") {
 		t.Errorf("template %s: %q (%v)", tpl.Identity(), got, ds.Packages)
 	}
 	for _, k := range []generation.Kind{generation.ControlPlane, generation.Runner} {
-		if got := ds.Packages[string(k)+" "+g1.Pins[k].Identity()]; !strings.HasPrefix(got, "1 packages from SBOM attestation sha256:") {
+		if got := ds.Packages[string(k)+" "+g1.Pins[k].Identity()]; !strings.HasPrefix(got, "1 packages from SBOM attestation sha256:") ||
+			!strings.Contains(got, "; no SLSA provenance of ") {
 			t.Errorf("%s %s: %q", k, g1.Pins[k].Identity(), got)
 		}
+	}
+	bs, read, err := store.Builders(ctx, tpl.Identity())
+	if err != nil || !read || len(bs) != 1 || bs[0].ID != builder || !strings.HasPrefix(bs[0].Attestation, "sha256:") {
+		t.Fatalf("the template's builders in the store: %v read %v, %v", bs, read, err)
 	}
 	if !strings.Contains(ds.Summary(), "2 packages") {
 		t.Errorf("summary %q", ds.Summary())
@@ -134,13 +162,18 @@ func TestPackagesIndexedFromSBOMAttestation(t *testing.T) {
 			for _, p := range a.Packages {
 				b.WriteString(" " + p.String())
 			}
+			fmt.Fprintf(&b, " provenance=%v", a.ProvenanceRead)
+			for _, x := range a.Builders {
+				b.WriteString(" built-by " + x.ID + " " + x.Attestation)
+			}
 		}
 		return b.String()
 	}
 	for run, want := range map[string]string{
-		"r-1": "r-1; workspace template " + tpl.Identity() + " recorded=true openssl@3.0.17-1~deb12u2 zlib1g@1:1.2.13.dfsg-1",
-		"r-2": "r-2; workspace template sha256:" + strings.Repeat("0", 64) + " recorded=false; runner image " + runner.Identity() +
-			" recorded=true golang.org/x/sys@v0.49.0; control plane image " + cp.Identity() + " recorded=true github.com/spf13/cobra@v1.10.1",
+		"r-1": "r-1; workspace template " + tpl.Identity() + " recorded=true openssl@3.0.17-1~deb12u2 zlib1g@1:1.2.13.dfsg-1 provenance=true built-by " +
+			builder + " " + bs[0].Attestation,
+		"r-2": "r-2; workspace template sha256:" + strings.Repeat("0", 64) + " recorded=false provenance=false; runner image " + runner.Identity() +
+			" recorded=true golang.org/x/sys@v0.49.0 provenance=true; control plane image " + cp.Identity() + " recorded=true github.com/spf13/cobra@v1.10.1 provenance=true",
 	} {
 		got, err := c.RunPackages(ctx, run)
 		if err != nil {

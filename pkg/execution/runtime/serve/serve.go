@@ -108,6 +108,12 @@ type Config struct {
 	LeaderElect                  bool
 	LeaderNamespace, LeaderLease string
 	LeaseDuration                time.Duration
+	// Incidents, when set, serves GET /v1/incidents: the incidents the
+	// runtime's run store and its cleanup reconciler's records show
+	// (records nil when it runs no reconciler), a value that encodes as
+	// runtimeapi.Incidents. The program composes it (the CLI, with
+	// pkg/control/incidents), as it does the control plane's.
+	Incidents func(ctx context.Context, store runs.Store, records *reconcile.Records) (any, error)
 
 	logger *slog.Logger // set by defaults, from Log and LogFormat
 	rawLog io.Writer    // Log before defaults wrapped it
@@ -272,8 +278,8 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	}()
 	sopts := append([]runtime.ServerOption{runtime.WithMetrics(p.metrics)}, h.serverOptions()...)
 	var rec *reconcile.Reconciler
+	var records *reconcile.Records
 	if h.reconciles() && c.ReconcileInterval > 0 {
-		var records *reconcile.Records
 		if rec, records, err = newReconciler(ctx, c, h, store, p, ln.Addr().String()); err != nil {
 			return err
 		}
@@ -282,6 +288,9 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	}
 	if l := h.ledger(); l != nil {
 		sopts = append(sopts, runtime.WithCost(costReport(c, l)))
+	}
+	if inc := c.Incidents; inc != nil {
+		sopts = append(sopts, runtime.WithIncidents(func(ctx context.Context) (any, error) { return inc(ctx, store, records) }))
 	}
 	srv, err := runtime.NewServer(p.rt, p.syncer, h.backend(), c.Token, sopts...)
 	if err != nil {
