@@ -90,6 +90,9 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 		// else uses them while the lock is held (WithServices, Start did
 		// this before making the bridge).
 		killOrphanShims()
+		if err := cleanupOrphanProxy(ctx, filepath.Join(c.dir, "logs", "kube-proxy-cleanup.log")); err != nil {
+			return nil, err
+		}
 		deleteBridge()
 	}
 	pause, err := pushPause(ctx, bins["pause"], registry)

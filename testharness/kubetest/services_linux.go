@@ -41,7 +41,7 @@ func (c *Cluster) prepareNetwork(ctx context.Context) error {
 	}
 	c.lock = lock
 	killOrphanShims()
-	if err := cleanupProxy(ctx, filepath.Join(c.dir, "logs", "kube-proxy-cleanup.log")); err != nil {
+	if err := cleanupOrphanProxy(ctx, filepath.Join(c.dir, "logs", "kube-proxy-cleanup.log")); err != nil {
 		return err
 	}
 	deleteBridge()
@@ -183,4 +183,18 @@ func cleanupProxy(ctx context.Context, logFile string) error {
 		return fmt.Errorf("kubetest: kube-proxy --cleanup (log %s): %w", logFile, err)
 	}
 	return nil
+}
+
+// cleanupOrphanProxy removes the rules of a kube-proxy whose test binary
+// died (kube-proxy died with it, by the parent-death signal; its rules did
+// not), if there are any (kube-proxy's KUBE-SERVICES chain in the nat
+// table) and kube-proxy is built. Called with the node lock held.
+func cleanupOrphanProxy(ctx context.Context, logFile string) error {
+	if _, err := Binary("kube-proxy"); err != nil {
+		return nil // no kube-proxy ever ran from this cache
+	}
+	if err := exec.CommandContext(ctx, "iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES").Run(); err != nil {
+		return nil // no chain: nothing to clean
+	}
+	return cleanupProxy(ctx, logFile)
 }
