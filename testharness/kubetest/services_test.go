@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,8 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/release/template"
 	"github.com/slipway-dev/slipway/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 	"github.com/slipway-dev/slipway/testharness/registrytest"
 	"github.com/slipway-dev/slipway/testharness/runtimetest"
 )
@@ -311,4 +314,53 @@ func waitFor(t *testing.T, what string, ok func() bool) time.Duration {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return time.Since(start)
+}
+
+// A pod reaches the host's PostgreSQL over the node's bridge (the server
+// listening on PodGateway as well as 127.0.0.1), as Slipway's planes in the
+// cluster reach their database in tests: the server sees the pod's own
+// address, from PodCIDR.
+func TestPodReachesHostPostgres(t *testing.T) {
+	kubetest.SkipUnlessNode(t, "kube-proxy", "kube-controller-manager", "iptables")
+	_, err := pgtest.BinDir()
+	need.Err(t, err)
+	ctx := context.Background()
+	host := registrytest.NewInProcess(t)
+	probe := probeImage(t, host)
+	c, err := kubetest.Start(ctx, t.TempDir(), kubetest.WithServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The server's directory must be enterable by the user postgres runs
+	// as (a test's temporary directory is not).
+	pgDir, err := os.MkdirTemp("", "kubetest-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(pgDir)
+	pg, err := pgtest.Start(ctx, pgDir, pgtest.ListenAlso(kubetest.PodGateway, kubetest.PodCIDR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	n, err := c.StartNode(ctx, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runPod(t, c, n.Name(), "pg", probe, "pg", pg.DSNAlso("postgres"))
+	addr := podLog(t, c.Config(), "pg")
+	dyn, err := c.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := dyn.Resource(podGVR).Namespace("default").Get(ctx, "pg", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podIP, _, _ := unstructured.NestedString(p.Object, "status", "podIP")
+	_, pods, _ := net.ParseCIDR(kubetest.PodCIDR)
+	if ip := net.ParseIP(addr); ip == nil || addr != podIP || !pods.Contains(ip) {
+		t.Fatalf("PostgreSQL saw the pod's connection come from %q, the pod's address is %q in %s", addr, podIP, kubetest.PodCIDR)
+	}
 }

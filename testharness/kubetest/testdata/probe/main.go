@@ -10,10 +10,13 @@
 //	                      _PORT), who its ServiceAccount token is, verifying
 //	                      the server by the mounted ca.crt, and prints the
 //	                      user name
+//	probe pg DSN          connects to PostgreSQL at DSN and prints the client
+//	                      address the server saw
 package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -25,6 +28,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 const saDir = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -51,8 +56,10 @@ func run(args []string) error {
 		return fetch(args[1], n)
 	case len(args) == 1 && args[0] == "whoami":
 		return whoami()
+	case len(args) == 2 && args[0] == "pg":
+		return pg(args[1])
 	}
-	return fmt.Errorf("usage: probe serve ADDR | fetch URL N | whoami (got %q)", args)
+	return fmt.Errorf("usage: probe serve ADDR | fetch URL N | whoami | pg DSN (got %q)", args)
 }
 
 func fetch(url string, n int) error {
@@ -136,5 +143,21 @@ func whoami() error {
 		return fmt.Errorf("selfsubjectreviews: %w: %s", err, b)
 	}
 	fmt.Println(review.Status.UserInfo.Username)
+	return nil
+}
+
+func pg(dsn string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var addr string
+	if err := conn.QueryRow(ctx, "SELECT host(inet_client_addr())").Scan(&addr); err != nil {
+		return err
+	}
+	fmt.Println(addr)
 	return nil
 }
