@@ -74,8 +74,9 @@ $(BIN)/act: tools/go.mod tools/go.sum
 $(BIN)/jetstream-peer: bench/jetstream/go.mod bench/jetstream/go.sum bench/jetstream/main.go
 	cd bench/jetstream && $(GO) build -o $@ .
 
-# The real Kubernetes parts the tests run (testharness/kubetest): kube-apiserver and
-# kubelet v1.37.2 and agent-sandbox's controller v0.5.6, built from the Go
+# The real Kubernetes parts the tests run (testharness/kubetest): kube-apiserver,
+# kubelet, kube-scheduler, kube-proxy and kube-controller-manager v1.37.2 and
+# agent-sandbox's controller v0.5.6, built from the Go
 # module proxy, and the pod sandbox's pause binary (gcc -static), once into $SLIPWAY_KUBE_CACHE (default ~/.cache/slipway-kube),
 # outside the clone; a binary already there is not built again.
 kube-bins:

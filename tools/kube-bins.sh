@@ -2,10 +2,13 @@
 # Builds the real Kubernetes parts the tests run (testharness/kubetest) once into a
 # cache outside the clone, from the Go module proxy:
 #
-#   $SLIPWAY_KUBE_CACHE/v1.37.2/bin/kube-apiserver, kubelet, kube-scheduler
+#   $SLIPWAY_KUBE_CACHE/v1.37.2/bin/kube-apiserver, kubelet, kube-scheduler,
+#     kube-proxy, kube-controller-manager
 #     from a scratch module requiring k8s.io/kubernetes v1.37.2, its staging
 #     modules replaced to v0.37.2 (the list is generated from the replace block
-#     of k8s.io/kubernetes's own go.mod, never typed by hand);
+#     of k8s.io/kubernetes's own go.mod, never typed by hand); a scratch module
+#     made before a command joined the list is completed (tools.go rewritten,
+#     go mod tidy) rather than made again;
 #   $SLIPWAY_KUBE_CACHE/agent-sandbox-v0.5.6/bin/agent-sandbox-controller
 #     from a scratch module requiring sigs.k8s.io/agent-sandbox v0.5.6;
 #   $SLIPWAY_KUBE_CACHE/v1.37.2/bin/pause
@@ -15,7 +18,8 @@
 #
 # A binary already present is not built again. Usage: kube-bins.sh [NAME...]
 # with NAME among kube-apiserver, agent-sandbox-controller, kubelet,
-# kube-scheduler, pause (default: all five, in that order).
+# kube-scheduler, pause, kube-proxy, kube-controller-manager (default: all
+# seven, in that order).
 set -euo pipefail
 
 KUBE_VERSION=v1.37.2
@@ -28,14 +32,33 @@ SANDBOX_DIR=$CACHE/agent-sandbox-$SANDBOX_VERSION
 export GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(kube-apiserver agent-sandbox-controller kubelet kube-scheduler pause)
+[ ${#names[@]} -gt 0 ] || names=(kube-apiserver agent-sandbox-controller kubelet kube-scheduler pause kube-proxy kube-controller-manager)
+
+# KUBE_COMMANDS are the commands of k8s.io/kubernetes the scratch module pins.
+KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubelet)
 
 log() { printf 'kube-bins: %s\n' "$*" >&2; }
 
-# scratch writes the scratch module that builds k8s.io/kubernetes commands.
+# tools_go prints the scratch module's tools.go, naming every KUBE_COMMANDS.
+tools_go() {
+	printf '%s\n' '//go:build tools' '' '// Package kubebins only pins the commands kube-bins.sh builds.' 'package kubebins' '' 'import ('
+	local c
+	for c in "${KUBE_COMMANDS[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+	printf ')\n'
+}
+
+# scratch writes the scratch module that builds k8s.io/kubernetes commands;
+# one made before a command joined KUBE_COMMANDS gets the new tools.go and
+# go mod tidy (which adds what the new commands import).
 scratch() {
 	local src=$KUBE_DIR/src
-	[ -f "$src/go.sum" ] && return 0
+	if [ -f "$src/go.sum" ]; then
+		tools_go | cmp -s - "$src/tools.go" && return 0
+		log "completing the scratch module $src with ${KUBE_COMMANDS[*]}"
+		tools_go >"$src/tools.go.tmp" && mv "$src/tools.go.tmp" "$src/tools.go"
+		(cd "$src" && $GO mod tidy)
+		return 0
+	fi
 	local kdir
 	kdir=$($GO mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 	[ -n "$kdir" ] && [ -f "$kdir/go.mod" ] || { log "no go.mod for k8s.io/kubernetes@$KUBE_VERSION"; return 1; }
@@ -46,7 +69,7 @@ scratch() {
 		awk -v v="$STAGING_VERSION" '$2 == "=>" && $3 ~ /^\.\/staging\// { printf "\t%s => %s %s\n", $1, $1, v }')
 	[ -n "$replaces" ] || { log "no staging replaces in $kdir/go.mod"; return 1; }
 	log "$(printf '%s\n' "$replaces" | wc -l) staging modules replaced to $STAGING_VERSION"
-	cat >"$src/go.mod" <<EOF
+	cat >"$src/go.mod" <<EOF2
 module slipway.local/kubebins
 
 go 1.26.0
@@ -58,19 +81,8 @@ require k8s.io/kubernetes $KUBE_VERSION
 replace (
 $replaces
 )
-EOF
-	cat >"$src/tools.go" <<'EOF'
-//go:build tools
-
-// Package kubebins only pins the commands kube-bins.sh builds.
-package kubebins
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubelet"
-)
-EOF
+EOF2
+	tools_go >"$src/tools.go"
 	(cd "$src" && $GO mod tidy)
 }
 
@@ -136,9 +148,9 @@ build_pause() {
 
 for n in "${names[@]}"; do
 	case $n in
-	kube-apiserver | kubelet | kube-scheduler) build_kube "$n" ;;
+	kube-apiserver | kubelet | kube-scheduler | kube-proxy | kube-controller-manager) build_kube "$n" ;;
 	agent-sandbox-controller) build_sandbox ;;
 	pause) build_pause ;;
-	*) log "unknown binary $n (want kube-apiserver, kubelet, kube-scheduler, agent-sandbox-controller or pause)"; exit 2 ;;
+	*) log "unknown binary $n (want kube-apiserver, kubelet, kube-scheduler, kube-proxy, kube-controller-manager, agent-sandbox-controller or pause)"; exit 2 ;;
 	esac
 done

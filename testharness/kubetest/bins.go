@@ -46,7 +46,7 @@ func CacheDir() (string, error) {
 // or at a fixed path for CNI plugins), with the package to install.
 var debianBinaries = map[string]string{
 	"etcd": "etcd-server", "containerd": "containerd", "runc": "runc",
-	"containerd-shim-runc-v2": "containerd",
+	"containerd-shim-runc-v2": "containerd", "iptables": "iptables",
 	CNIBinDir + "/bridge":     "containernetworking-plugins",
 	CNIBinDir + "/host-local": "containernetworking-plugins",
 	CNIBinDir + "/loopback":   "containernetworking-plugins",
@@ -57,9 +57,10 @@ var debianBinaries = map[string]string{
 const CNIBinDir = "/usr/lib/cni"
 
 // Binary returns the path of a built binary: kube-apiserver, kubelet,
-// kube-scheduler and pause under <cache>/v1.37.2/bin,
+// kube-scheduler, kube-proxy, kube-controller-manager and pause under
+// <cache>/v1.37.2/bin,
 // agent-sandbox-controller under <cache>/agent-sandbox-v0.5.6/bin; etcd,
-// containerd, runc and containerd-shim-runc-v2 from PATH, and the CNI
+// containerd, runc, containerd-shim-runc-v2 and iptables from PATH, and the CNI
 // plugins by their path under CNIBinDir (Debian packages). The error
 // matches ErrNotBuilt when it is absent.
 func Binary(name string) (string, error) {
@@ -76,7 +77,7 @@ func Binary(name string) (string, error) {
 	}
 	var p string
 	switch name {
-	case "kube-apiserver", "kubelet", "kube-scheduler", "pause":
+	case "kube-apiserver", "kubelet", "kube-scheduler", "kube-proxy", "kube-controller-manager", "pause":
 		p = filepath.Join(cache, KubeVersion, "bin", name)
 	case "agent-sandbox-controller":
 		p = filepath.Join(cache, "agent-sandbox-"+AgentSandboxVersion, "bin", name)

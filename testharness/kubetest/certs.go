@@ -71,8 +71,9 @@ func newPKI(dir string) (*pki, error) {
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
-		DNSNames:     []string{"localhost", host, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		// PodGateway: the API server's address WithServices.
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1"), net.ParseIP(PodGateway)},
+		DNSNames:    []string{"localhost", host, "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 	}
 	if _, _, err := issue(server, ca, caKey, p.serverCert, p.serverKey); err != nil {
 		return nil, err

@@ -41,6 +41,8 @@ type Cluster struct {
 	apiAddr    string
 	extra      []*proc // processes started later (controllers), killed first
 	node       *Node   // the node, if started: closed after extra, before the API server
+	opts       options
+	lock       *os.File // the machine's node lock, held from Start to Close WithServices
 }
 
 // NeedAPIServer leaves tb out under -short ("left out by -short: needs a real
@@ -59,14 +61,25 @@ func NeedAPIServer(tb testing.TB) {
 // subtests complete. It leaves the test out as NeedAPIServer does, and calls
 // tb.Fatalf if the cluster does not start.
 // When the test fails, the end of the API server's log is logged.
-func New(tb testing.TB) *Cluster {
+// WithServices also needs a node here: it skips or fails as SkipUnlessNode
+// does unless CheckServices says the cluster can start.
+func New(tb testing.TB, opts ...Option) *Cluster {
 	tb.Helper()
 	NeedAPIServer(tb)
+	var o options
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if o.services {
+		need.Err(tb, CheckServices())
+	}
 	dir, err := os.MkdirTemp("", "kubetest-")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c, err := Start(context.Background(), dir)
+	c, err := Start(context.Background(), dir, opts...)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		tb.Fatalf("start cluster: %v", err)
@@ -93,8 +106,15 @@ func New(tb testing.TB) *Cluster {
 // Start starts etcd and kube-apiserver with their data, certificates, logs
 // and kubeconfig in dir, installs agent-sandbox's CRDs and the default
 // ServiceAccount, and returns once all are served. ctx bounds the start
-// only (at most StartTimeout); the processes run until Close.
-func Start(ctx context.Context, dir string) (*Cluster, error) {
+// only (at most StartTimeout, plus NodeLockTimeout WithServices); the
+// processes run until Close.
+func Start(ctx context.Context, dir string, opts ...Option) (*Cluster, error) {
+	c := &Cluster{dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
+	for _, opt := range opts {
+		if err := opt(&c.opts); err != nil {
+			return nil, err
+		}
+	}
 	etcdBin, err := Binary("etcd")
 	if err != nil {
 		return nil, err
@@ -107,31 +127,45 @@ func Start(ctx context.Context, dir string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
-	defer cancel()
-	c := &Cluster{dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
-	for _, d := range []string{"pki", "logs"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if c.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
-		return nil, fmt.Errorf("kubetest: certificates: %w", err)
-	}
 	ok := false
 	defer func() {
 		if !ok {
 			c.Close()
 		}
 	}()
+	for _, d := range []string{"pki", "logs"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	apiIP := "127.0.0.1"
+	if c.opts.services {
+		if err := CheckServices(); err != nil {
+			return nil, err
+		}
+		if err := c.prepareNetwork(ctx); err != nil {
+			return nil, err
+		}
+		apiIP = PodGateway
+	}
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	if c.pki, err = newPKI(filepath.Join(dir, "pki")); err != nil {
+		return nil, fmt.Errorf("kubetest: certificates: %w", err)
+	}
 	if err := retryPort(func() error { return c.startEtcd(ctx, etcdBin) }); err != nil {
 		return nil, err
 	}
-	if err := retryPort(func() error { return c.startAPIServer(ctx, apiBin) }); err != nil {
+	if err := retryPort(func() error { return c.startAPIServer(ctx, apiBin, apiIP) }); err != nil {
 		return nil, err
 	}
 	if err := c.installCRDs(ctx, crds); err != nil {
 		return nil, err
+	}
+	if c.opts.services {
+		if err := c.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.PrepareNamespace(ctx, "default"); err != nil {
 		return nil, err
@@ -184,8 +218,8 @@ func (c *Cluster) startEtcd(ctx context.Context, bin string) error {
 	return nil
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
-	addr, err := freeAddr()
+func (c *Cluster) startAPIServer(ctx context.Context, bin, ip string) error {
+	addr, err := freeAddrOn(ip)
 	if err != nil {
 		return err
 	}
@@ -194,12 +228,16 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin string) error {
 
 // runAPIServer starts kube-apiserver on addr and waits for /readyz.
 func (c *Cluster) runAPIServer(ctx context.Context, bin, addr string) error {
-	_, port, _ := net.SplitHostPort(addr)
+	ip, port, _ := net.SplitHostPort(addr)
+	endpoints := "--endpoint-reconciler-type=lease"
+	if ip == "127.0.0.1" {
+		// A loopback address cannot be the kubernetes Service's endpoint.
+		endpoints = "--endpoint-reconciler-type=none"
+	}
 	p, err := startProc("kube-apiserver", bin, filepath.Join(c.dir, "logs", "kube-apiserver.log"),
 		"--etcd-servers="+c.etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+port,
-		// A loopback address cannot be the kubernetes Service's endpoint.
-		"--endpoint-reconciler-type=none",
+		"--bind-address="+ip, "--advertise-address="+ip, "--secure-port="+port,
+		endpoints,
 		"--cert-dir="+filepath.Join(c.dir, "pki"),
 		"--tls-cert-file="+c.pki.serverCert, "--tls-private-key-file="+c.pki.serverKey,
 		"--client-ca-file="+c.pki.caCert,
@@ -291,7 +329,8 @@ func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.cfg) }
 // kubetest, namespace default).
 func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
 
-// Host returns the API server's URL, https://127.0.0.1:port.
+// Host returns the API server's URL, https://127.0.0.1:port (WithServices
+// https://PodGateway:port, an address of this machine's bridge).
 func (c *Cluster) Host() string { return c.cfg.Host }
 
 // Dynamic returns a dynamic client for the admin.
@@ -313,6 +352,7 @@ func (c *Cluster) Close() {
 	if c.etcd != nil {
 		c.etcd.kill()
 	}
+	c.releaseNetwork()
 }
 
 // Log returns the end of a process's log (etcd, kube-apiserver, a

@@ -43,6 +43,16 @@
 // containerd), unmounts what it mounted and deletes the bridge. One node
 // runs on a machine at a time (a lock file).
 //
+// WithServices makes a cluster that routes Services: it holds the node
+// lock from Start to Close, makes the bridge first and runs the API server
+// on PodGateway (the kubernetes Service's endpoint), runs
+// kube-controller-manager (ServiceControllers) in place of what
+// PrepareNamespace writes by hand, and StartNode adds kube-proxy in
+// iptables mode, kept local (no localhost NodePorts, conntrack sysctls
+// untouched, health and metrics on 127.0.0.1, --cleanup at Close); pods
+// get a route to ServiceCIDR through the bridge and a resolv.conf with no
+// nameserver.
+//
 // StopAPIServer kills the API server alone (etcd, the node and the
 // controllers keep running) and RestartAPIServer starts it again on the
 // same address with the same etcd, for tests of what survives the API

@@ -49,11 +49,11 @@ func ExampleBinary() {
 	rel, _ := filepath.Rel(cache, p)
 	fmt.Println("found:", rel)
 
-	_, err = kubetest.Binary("kube-proxy")
+	_, err = kubetest.Binary("kubectl")
 	fmt.Println(err)
 	// Output:
 	// not built: true
 	// /v1.37.2/bin/kube-apiserver not built (kube-apiserver): run make kube-bins
 	// found: v1.37.2/bin/kube-apiserver
-	// kubetest: unknown binary "kube-proxy"
+	// kubetest: unknown binary "kubectl"
 }

@@ -18,20 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// The node's pod network: a CNI bridge on this machine only, with
-// host-local addresses from PodCIDR, no default route and no masquerade:
-// pods reach each other and the host (the bridge's address, PodGateway),
-// nothing else. One node runs on a machine at a time (a lock file).
-const (
-	PodCIDR     = "10.217.42.0/24"
-	PodGateway  = "10.217.42.1"
-	BridgeName  = "kubetest0"
-	nodeLockDir = "/run/lock"
-)
+const nodeLockDir = "/run/lock"
 
 // NodeStartTimeout bounds how long StartNode waits for the node to be
 // Ready, unless the context's deadline is sooner.
@@ -49,10 +38,12 @@ var nodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 type Node struct {
 	name       string
 	dir        string
-	sock       string // containerd's socket
-	lock       *os.File
+	sock       string   // containerd's socket
+	lock       *os.File // the node lock, when the node took it (not WithServices)
 	containerd *proc
 	kubelet    *proc
+	proxy      *proc // kube-proxy, WithServices
+	proxyBin   string
 	closeOnce  sync.Once
 }
 
@@ -78,11 +69,13 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 	}
 	n := &Node{name: strings.ToLower(host), dir: filepath.Join(c.dir, "node")}
 	n.sock = filepath.Join(n.dir, "containerd", "containerd.sock")
-	lockCtx, cancelLock := context.WithTimeout(ctx, NodeLockTimeout)
-	n.lock, err = lockNode(lockCtx)
-	cancelLock()
-	if err != nil {
-		return nil, err
+	if c.lock == nil { // else the cluster holds it since Start (WithServices)
+		lockCtx, cancelLock := context.WithTimeout(ctx, NodeLockTimeout)
+		n.lock, err = lockNode(lockCtx)
+		cancelLock()
+		if err != nil {
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, NodeStartTimeout)
 	defer cancel()
@@ -92,15 +85,21 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 			n.Close()
 		}
 	}()
-	// The pods and bridge of a node whose test binary died: nobody else
-	// uses them while the lock is held.
-	killOrphanShims()
-	deleteBridge()
+	if n.lock != nil {
+		// The pods and bridge of a node whose test binary died: nobody
+		// else uses them while the lock is held (WithServices, Start did
+		// this before making the bridge).
+		killOrphanShims()
+		if err := cleanupOrphanProxy(ctx, filepath.Join(c.dir, "logs", "kube-proxy-cleanup.log")); err != nil {
+			return nil, err
+		}
+		deleteBridge()
+	}
 	pause, err := pushPause(ctx, bins["pause"], registry)
 	if err != nil {
 		return nil, err
 	}
-	if err := n.writeContainerdConfig(registry, pause); err != nil {
+	if err := n.writeContainerdConfig(registry, pause, c.opts.services); err != nil {
 		return nil, err
 	}
 	n.containerd, err = startProc("containerd", bins["containerd"], filepath.Join(c.dir, "logs", "containerd.log"),
@@ -153,6 +152,11 @@ func (c *Cluster) StartNode(ctx context.Context, registry string) (*Node, error)
 	}
 	if err := untaintReady(ctx, c, n.name); err != nil {
 		return nil, err
+	}
+	if c.opts.services {
+		if err := n.startProxy(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	c.node = n
 	ok = true
@@ -256,152 +260,13 @@ func lockNode(ctx context.Context) (*os.File, error) {
 	}
 }
 
-// writeContainerdConfig writes containerd's config (own root, state and
-// socket; the cri plugin's settings this machine needs), the registry's
-// hosts.toml and the CNI bridge's config.
-func (n *Node) writeContainerdConfig(registry, pause string) error {
-	cd := filepath.Join(n.dir, "containerd")
-	certs := filepath.Join(cd, "certs.d")
-	cni := filepath.Join(n.dir, "cni")
-	for _, d := range []string{cd, filepath.Join(certs, registry), filepath.Join(cni, "net.d"), filepath.Join(cni, "ipam")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	config := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-# Plugins that would write outside root and state, or are not used here.
-disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp"]
-
-[grpc]
-  address = %[3]q
-
-[ttrpc]
-  address = %[4]q
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[5]q
-  # Root here lacks CAP_SYS_RESOURCE: without this every sandbox fails
-  # with "can't get final child's PID from pipe".
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        Root = %[6]q
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[7]q
-    conf_dir = %[8]q
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %[9]q
-`, filepath.Join(cd, "root"), filepath.Join(cd, "state"), n.sock, n.sock+".ttrpc", pause,
-		filepath.Join(cd, "state", "runc"), CNIBinDir, filepath.Join(cni, "net.d"), certs)
-	if err := os.WriteFile(filepath.Join(cd, "config.toml"), []byte(config), 0o644); err != nil {
-		return err
-	}
-	hosts := fmt.Sprintf("server = %[1]q\n\n[host.%[1]q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+registry)
-	if err := os.WriteFile(filepath.Join(certs, registry, "hosts.toml"), []byte(hosts), 0o644); err != nil {
-		return err
-	}
-	conflist := fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "kubetest",
-  "plugins": [{
-    "type": "bridge",
-    "bridge": %q,
-    "isGateway": true,
-    "isDefaultGateway": false,
-    "ipMasq": false,
-    "hairpinMode": true,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]], "dataDir": %q}
-  }]
-}
-`, BridgeName, PodCIDR, PodGateway, filepath.Join(cni, "ipam"))
-	return os.WriteFile(filepath.Join(cni, "net.d", "10-kubetest.conflist"), []byte(conflist), 0o644)
-}
-
-// writeKubeletConfig writes the kubelet's certificates, kubeconfig and
-// configuration for this machine's hybrid cgroups.
-func (n *Node) writeKubeletConfig(c *Cluster, host string) error {
-	kd := filepath.Join(n.dir, "kubelet")
-	for _, d := range []string{filepath.Join(kd, "pki"), filepath.Join(kd, "root"), filepath.Join(kd, "pods")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	certs, err := c.pki.issueNode(filepath.Join(kd, "pki"), host)
-	if err != nil {
-		return fmt.Errorf("kubetest: kubelet certificates: %w", err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: c.cfg.Host, CertificateAuthorityData: c.pki.caPEM}
-	kc.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificate: certs.clientCert, ClientKey: certs.clientKey}
-	kc.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "kubelet"}
-	kc.CurrentContext = "kubetest"
-	if err := clientcmd.WriteToFile(*kc, filepath.Join(kd, "kubeconfig")); err != nil {
-		return err
-	}
-	addr, err := freeAddr()
-	if err != nil {
-		return err
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	// The kubelet trusts client certificates of the cluster's CA (the API
-	// server's is the admin's) and lets them do anything: it listens on
-	// 127.0.0.1 only.
-	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: 127.0.0.1
-port: %[1]s
-readOnlyPort: 0
-healthzPort: 0
-tlsCertFile: %[2]q
-tlsPrivateKeyFile: %[3]q
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: false}
-  x509: {clientCAFile: %[4]q}
-authorization: {mode: AlwaysAllow}
-containerRuntimeEndpoint: %[5]q
-podLogsDir: %[6]q
-failCgroupV1: false
-cgroupDriver: cgroupfs
-cgroupsPerQOS: false
-enforceNodeAllocatable: []
-failSwapOn: false
-serializeImagePulls: false
-registerNode: true
-clusterDomain: cluster.local
-resolvConf: /etc/resolv.conf
-# The test node shares the host's disk with builds and caches: evict only
-# when it is nearly full (the defaults evict at 10 to 15 percent free, and a pod
-# evicted for that fails a test for a reason that is not the code's).
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: 1%%
-  nodefs.inodesFree: 1%%
-  imagefs.available: 1%%
-  imagefs.inodesFree: 1%%
-`, port, certs.serveCert, certs.serveKey, c.pki.caCert, "unix://"+n.sock, filepath.Join(kd, "pods"))
-	return os.WriteFile(filepath.Join(kd, "config.yaml"), []byte(config), 0o644)
-}
-
 // Close stops the node by process id: the kubelet, then every pod's
 // processes and containerd's shims, then containerd; it unmounts what they
 // mounted under the node's directory, deletes the bridge and releases the
 // node lock. It is safe to call more than once.
 func (n *Node) Close() {
 	n.closeOnce.Do(func() {
+		n.stopProxy()
 		if n.kubelet != nil {
 			n.kubelet.kill()
 		}
@@ -411,8 +276,8 @@ func (n *Node) Close() {
 		}
 		unmountUnder(n.dir)
 		removeLogLinks(n.dir)
-		deleteBridge()
-		if n.lock != nil {
+		if n.lock != nil { // else the cluster's Close does both
+			deleteBridge()
 			n.lock.Close()
 		}
 	})
@@ -598,4 +463,4 @@ func deleteBridge() {
 }
 
 // procs are the node's processes, for logs.
-func (n *Node) procs() []*proc { return []*proc{n.containerd, n.kubelet} }
+func (n *Node) procs() []*proc { return []*proc{n.containerd, n.kubelet, n.proxy} }

@@ -122,11 +122,15 @@ func (c *Cluster) installCRDs(ctx context.Context, files []string) error {
 
 // PrepareNamespace creates namespace ns (if missing) with what a
 // controller-manager would put there: the default ServiceAccount and the
-// kube-root-ca.crt ConfigMap.
+// kube-root-ca.crt ConfigMap. WithServices the controller-manager runs:
+// it creates the namespace and waits for the controllers to make both.
 func (c *Cluster) PrepareNamespace(ctx context.Context, ns string) error {
 	dyn, err := c.Dynamic()
 	if err != nil {
 		return err
+	}
+	if c.opts.services {
+		return c.awaitNamespace(ctx, ns)
 	}
 	objs := []struct {
 		gvr schema.GroupVersionResource
@@ -193,4 +197,33 @@ func poll(ctx context.Context, ok func() (bool, error)) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// awaitNamespace creates namespace ns (if missing) and waits until
+// kube-controller-manager has made its default ServiceAccount and its
+// kube-root-ca.crt ConfigMap.
+func (c *Cluster) awaitNamespace(ctx context.Context, ns string) error {
+	dyn, err := c.Dynamic()
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
+	if _, err := dyn.Resource(nsGVR).Apply(ctx, ns, u, metav1.ApplyOptions{FieldManager: fieldManager}); err != nil {
+		return fmt.Errorf("kubetest: create namespace %q: %w", ns, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	for _, o := range []struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}{{saGVR, "default"}, {cmGVR, "kube-root-ca.crt"}} {
+		err := poll(ctx, func() (bool, error) {
+			_, err := dyn.Resource(o.gvr).Namespace(ns).Get(ctx, o.name, metav1.GetOptions{})
+			return err == nil, err
+		})
+		if err != nil {
+			return fmt.Errorf("kubetest: kube-controller-manager made no %s %s in namespace %q: %w", o.gvr.Resource, o.name, ns, err)
+		}
+	}
+	return nil
 }

@@ -86,8 +86,11 @@ func (p *proc) kill() {
 
 // freeAddr asks the kernel for a free port on 127.0.0.1. The port is released
 // before it is returned, so another process may take it first.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddr() (string, error) { return freeAddrOn("127.0.0.1") }
+
+// freeAddrOn is freeAddr on another address of this machine.
+func freeAddrOn(ip string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return "", fmt.Errorf("kubetest: find a free port: %w", err)
 	}

@@ -30,6 +30,11 @@
 // or fails it when CI=true (package need); Need does the same for a test that
 // calls Start itself.
 //
+// Start with ListenAlso listens on another address of this machine too
+// (kubetest's bridge, PodGateway) and trusts connections from a CIDR (the
+// node's pods): the host's PostgreSQL as a cluster's pods reach it in tests,
+// at DSNAlso.
+//
 // It is not for production use: the server trusts every local connection
 // (no password) and runs without crash safety (fsync off).
 package pgtest

@@ -194,3 +194,24 @@ func TestDBName(t *testing.T) {
 		}
 	}
 }
+
+// ListenAlso refuses what is not one address of this machine's besides
+// loopback, or clients that are not a CIDR, naming what it got; Start
+// refuses it before it makes anything.
+func TestListenAlsoBadInput(t *testing.T) {
+	for _, tc := range []struct{ ip, clients, want string }{
+		{"127.0.0.1", "10.0.0.0/24", `ListenAlso address "127.0.0.1"`},
+		{"0.0.0.0", "10.0.0.0/24", `ListenAlso address "0.0.0.0"`},
+		{"db.example", "10.0.0.0/24", `ListenAlso address "db.example"`},
+		{"10.217.42.1", "10.217.42.0", `ListenAlso clients "10.217.42.0"`},
+	} {
+		dir := t.TempDir()
+		_, err := Start(context.Background(), dir, ListenAlso(tc.ip, tc.clients))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ListenAlso(%q, %q): error %v, want one naming %s", tc.ip, tc.clients, err, tc.want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("ListenAlso(%q, %q): Start left %d entries in its directory", tc.ip, tc.clients, len(entries))
+		}
+	}
+}

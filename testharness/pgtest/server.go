@@ -74,6 +74,7 @@ type Server struct {
 	port     int
 	cred     *syscall.Credential // nil: run as ourselves
 	cmd      *exec.Cmd
+	also     string        // another address it listens on (ListenAlso), or ""
 	exited   chan struct{} // closed once the process has been waited for
 	waitErr  error         // set before exited is closed
 
@@ -85,7 +86,13 @@ type Server struct {
 // of 127.0.0.1 with its unix socket and log (postgres.log) in dir, and
 // returns once it accepts connections. ctx bounds the start only (at most
 // StartTimeout); the server runs until Close.
-func Start(ctx context.Context, dir string) (*Server, error) {
+func Start(ctx context.Context, dir string, opts ...Option) (*Server, error) {
+	var o options
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -102,6 +109,12 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 		"--locale=C", "--no-sync", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("pgtest: initdb %s: %w: %s", s.data(), err, bytes.TrimSpace(out))
+	}
+	if o.also != "" {
+		if err := s.allow(o.clients); err != nil {
+			return nil, err
+		}
+		s.also = o.also
 	}
 	for attempt := 1; ; attempt++ {
 		err := s.start(ctx, 0)
@@ -178,7 +191,11 @@ func (s *Server) start(ctx context.Context, port int) error {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	defer logFile.Close() // the child has its own copy
-	args := []string{"-D", s.data(), "-p", strconv.Itoa(port), "-c", "listen_addresses=127.0.0.1",
+	listen := "127.0.0.1"
+	if s.also != "" {
+		listen += "," + s.also
+	}
+	args := []string{"-D", s.data(), "-p", strconv.Itoa(port), "-c", "listen_addresses=" + listen,
 		"-c", "unix_socket_directories=" + s.dir}
 	for _, v := range settings {
 		args = append(args, "-c", v)
@@ -225,8 +242,19 @@ func (s *Server) Port() int { return s.port }
 func (s *Server) Dir() string { return s.dir }
 
 // DSN is the URL of database db on the server, as the superuser.
-func (s *Server) DSN(db string) string {
-	u := url.URL{Scheme: "postgres", User: url.User(Superuser), Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
+func (s *Server) DSN(db string) string { return s.dsn("127.0.0.1", db) }
+
+// DSNAlso is DSN at the address of ListenAlso, as its clients reach it
+// ("" without ListenAlso).
+func (s *Server) DSNAlso(db string) string {
+	if s.also == "" {
+		return ""
+	}
+	return s.dsn(s.also, db)
+}
+
+func (s *Server) dsn(host, db string) string {
+	u := url.URL{Scheme: "postgres", User: url.User(Superuser), Host: net.JoinHostPort(host, strconv.Itoa(s.port)),
 		Path: "/" + db, RawQuery: "sslmode=disable"}
 	return u.String()
 }
