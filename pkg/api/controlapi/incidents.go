@@ -3,54 +3,22 @@ package controlapi
 import (
 	"context"
 	"net/http"
-	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 )
 
 // Incidents is GET /v1/incidents (operators only): per incident kind, the
 // jobs that show it, read from the control plane's store (the shape of
-// `slipway incidents -o json`).
-type Incidents struct {
-	Kinds []IncidentKind `json:"kinds"`
-	// Open counts the incidents whose outcome is not confirmed.
-	Open int `json:"open"`
-}
+// `slipway incidents -o json`, and of a runtime's report).
+type Incidents = incidentreport.Report
 
-// IncidentKind is one kind's incidents, newest first.
-type IncidentKind struct {
-	Kind  string `json:"kind"`
-	Title string `json:"title"`
-	// Sourced says a source that covers this kind was read: an empty list
-	// is "none" only then, "not looked at" otherwise.
-	Sourced   bool       `json:"sourced"`
-	Incidents []Incident `json:"incidents"`
-}
-
-// Incident is one job or run that shows a kind, with its evidence.
-type Incident struct {
-	Kind   string `json:"kind"`
-	Job    string `json:"job,omitempty"`
-	Run    string `json:"run,omitempty"`
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
-	Detail string `json:"detail,omitempty"`
-	// Terminal says the outcome is confirmed; otherwise Owner must act by
-	// Deadline.
-	Terminal bool           `json:"terminal"`
-	Owner    string         `json:"owner,omitempty"`
-	Deadline *time.Time     `json:"deadline,omitempty"`
-	Attempts int            `json:"attempts,omitempty"`
-	Evidence []IncidentFact `json:"evidence,omitempty"`
-	Receipts []string       `json:"receipts,omitempty"`
-	// Next is the next action, and whose.
-	Next string    `json:"next,omitempty"`
-	At   time.Time `json:"at,omitzero"`
-}
-
-// IncidentFact is one named piece of evidence.
-type IncidentFact struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
+// IncidentKind, Incident and IncidentFact are the report's parts
+// (incidentreport).
+type (
+	IncidentKind = incidentreport.Kind
+	Incident     = incidentreport.Incident
+	IncidentFact = incidentreport.Fact
+)
 
 // Incidents reads the control plane's incidents (an operator's token; a
 // tenant's is refused, 403; a control plane that serves none answers 404).

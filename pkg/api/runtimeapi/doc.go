@@ -43,8 +43,8 @@
 // whole.
 //
 // It is a contract package: it imports only the standard library,
-// pkg/api/runmanifest and pkg/api/controlapi (whose incident report it
-// serves in the same shape), so that a program that only talks to a runtime (a
+// pkg/api/runmanifest and pkg/api/incidentreport (the incident report both
+// servers serve), so that a program that only talks to a runtime (a
 // control plane, a canary, a CLI) does not link the runtime, its stores or
 // its verification. It is not the server: pkg/execution/runtime implements
 // these routes and imports this package, never the reverse.

@@ -4,17 +4,17 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 )
 
 // Incidents is GET /v1/incidents on a runtime: per incident kind, the runs
 // its own records show (its run manifests: credentials that expired while
 // a run was open or were renewed, request keys with more than one run; its
 // cleanup reconciler's records: deletes whose outcome is unknown). It is
-// the control plane's incident report, one shape for both servers (and
-// for `slipway incidents -o json`): a kind the runtime's records cannot
-// show is there with Sourced false.
-type Incidents = controlapi.Incidents
+// the incident report both servers serve (incidentreport, and `slipway
+// incidents -o json`): a kind the runtime's records cannot show is there
+// with Sourced false.
+type Incidents = incidentreport.Report
 
 // Incidents reads the runtime's incidents. A runtime that serves none (an
 // older one) answers 404.
