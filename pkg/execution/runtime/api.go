@@ -89,9 +89,9 @@ type ServerOption func(*serverOptions)
 type serverOptions struct {
 	poolsWhen func() bool
 	metrics   *telemetry.Metrics
-	cleanup func(ctx context.Context) (any, error)
-	cost    CostReport
-	checks  []ReadyCheck
+	cleanup   func(ctx context.Context) (any, error)
+	cost      CostReport
+	checks    []ReadyCheck
 
 	// incidents serves GET /v1/incidents (WithIncidents, incidents.go).
 	incidents func(ctx context.Context) (any, error)
