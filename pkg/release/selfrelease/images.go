@@ -2,7 +2,9 @@ package selfrelease
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,7 +228,12 @@ func (r *run) programImage(ctx context.Context, prog, bin string, p v1.Platform)
 			return nil, nil, err
 		}
 	}
-	img, done, err := template.ImageFromDir(ctx, stage, r.src.epoch, p, []string{"PATH=/usr/local/bin"}, rootfs.WithOwner(0, 0), rootfs.WithCompressionLevel(1))
+	lo := []rootfs.LayerOption{rootfs.WithOwner(0, 0), rootfs.WithCompressionLevel(1), rootfs.WithTempDir(r.layers)}
+	if r.building.Load() {
+		// Beside a go build: about one core, the one the build leaves.
+		lo = append(lo, rootfs.WithCompressionConcurrency(1))
+	}
+	img, done, err := template.ImageFromDir(ctx, stage, r.src.epoch, p, []string{"PATH=/usr/local/bin"}, lo...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -265,4 +272,39 @@ func stageBinary(bin, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o755)
+}
+
+// linkLayers puts img's layer files into the OCI layout's blobs by hard
+// link, where the file system allows it: a layer is written once, to its
+// file under Out, rather than written again as the layout's copy (tens of
+// MB a binary). WriteImage finds them there, of the right size, and writes
+// whatever was not linked.
+func (r *run) linkLayers(img v1.Image) error {
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		fl, ok := l.(*rootfs.FileLayer)
+		if !ok {
+			continue
+		}
+		d, err := fl.Digest()
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(r.o.Out, LayoutDir, "blobs", d.Algorithm)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		// A blob is readable as the layout's others are (the layer file
+		// was made private).
+		if err := os.Chmod(fl.Path(), 0o644); err != nil {
+			return err
+		}
+		if err := os.Link(fl.Path(), filepath.Join(dir, d.Hex)); err != nil && !errors.Is(err, fs.ErrExist) {
+			continue // another file system: WriteImage copies it
+		}
+	}
+	return nil
 }

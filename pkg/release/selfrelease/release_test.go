@@ -202,7 +202,7 @@ func TestReproducibleAndVerified(t *testing.T) {
 }
 
 // layoutFiles are the files of r's OCI layout, by path under it, with their
-// sha256.
+// sha256; each blob must hash to its name.
 func layoutFiles(t *testing.T, r *Result) map[string]string {
 	t.Helper()
 	root := filepath.Join(r.Out, r.Layout)
@@ -215,8 +215,14 @@ func layoutFiles(t *testing.T, r *Result) map[string]string {
 		if err != nil {
 			return err
 		}
-		files[rel], _, err = fileSHA256(p)
-		return err
+		if files[rel], _, err = fileSHA256(p); err != nil {
+			return err
+		}
+		// A blob is what its name says (layer files are linked in).
+		if dir, hex := filepath.Split(rel); dir == filepath.Join("blobs", "sha256")+string(filepath.Separator) && files[rel] != hex {
+			t.Errorf("%s/%s holds sha256:%s", LayoutDir, rel, files[rel])
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
