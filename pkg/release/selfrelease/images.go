@@ -183,7 +183,7 @@ func (r *run) platformImage(ctx context.Context, prog, bin string, p v1.Platform
 	var done func() error
 	var err error
 	if prog == "slipway-runner" && r.o.RunnerImage != nil {
-		img, done, err = r.o.RunnerImage(ctx, bin, epoch, p)
+		img, done, err = r.o.RunnerImage(ctx, bin, epoch, p, r.layerOptions()...)
 	} else {
 		img, done, err = r.programImage(ctx, prog, bin, p)
 	}
@@ -228,11 +228,7 @@ func (r *run) programImage(ctx context.Context, prog, bin string, p v1.Platform)
 			return nil, nil, err
 		}
 	}
-	lo := []rootfs.LayerOption{rootfs.WithOwner(0, 0), rootfs.WithCompressionLevel(1), rootfs.WithTempDir(r.layers)}
-	if r.building.Load() {
-		// Beside a go build: about one core, the one the build leaves.
-		lo = append(lo, rootfs.WithCompressionConcurrency(1))
-	}
+	lo := append([]rootfs.LayerOption{rootfs.WithOwner(0, 0)}, r.layerOptions()...)
 	img, done, err := template.ImageFromDir(ctx, stage, r.src.epoch, p, []string{"PATH=/usr/local/bin"}, lo...)
 	if err != nil {
 		return nil, nil, err
@@ -249,6 +245,19 @@ func (r *run) programImage(ctx context.Context, prog, bin string, p v1.Platform)
 		return nil, nil, err
 	}
 	return img, done, nil
+}
+
+// layerOptions are those of every platform image's layer: gzip level 1 (a
+// layer of a large, poorly compressible Go binary costs a third of the time
+// at 1 as at 6, for a slightly larger blob), the file under Out (so that
+// linkLayers can link it into the layout) and, beside a go build, one block
+// compressing at a time: about one core, the one the build leaves.
+func (r *run) layerOptions() []rootfs.LayerOption {
+	lo := []rootfs.LayerOption{rootfs.WithCompressionLevel(1), rootfs.WithTempDir(r.layers)}
+	if r.building.Load() {
+		lo = append(lo, rootfs.WithCompressionConcurrency(1))
+	}
+	return lo
 }
 
 // labels are the OCI annotations of every image and index.

@@ -18,6 +18,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/internal/version"
+	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
 
 // BuilderID is the SLSA builder.id of a release built by slipway release;
@@ -64,7 +65,9 @@ type Options struct {
 	// execution plane's sandbox.RunnerImage, whose labels pin the binary
 	// (given by the caller: release tooling does not import the execution
 	// plane). Nil makes it like the others.
-	RunnerImage func(ctx context.Context, binary string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error)
+	// It is given the options of the release's layers (gzip level, where
+	// the layer file goes, how many blocks compress at once).
+	RunnerImage func(ctx context.Context, binary string, epoch time.Time, p v1.Platform, opts ...rootfs.LayerOption) (v1.Image, func() error, error)
 	Log         io.Writer
 }
 

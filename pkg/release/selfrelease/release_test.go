@@ -27,11 +27,12 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
 
 // runnerImage is what slipway release gives: the execution plane's runner image.
-func runnerImage(ctx context.Context, bin string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error) {
-	return sandbox.RunnerImage(ctx, bin, epoch, p, 0)
+func runnerImage(ctx context.Context, bin string, epoch time.Time, p v1.Platform, opts ...rootfs.LayerOption) (v1.Image, func() error, error) {
+	return sandbox.RunnerImage(ctx, bin, epoch, p, 0, opts...)
 }
 
 // moduleRoot is the root of this module: the tree the real releases build.
