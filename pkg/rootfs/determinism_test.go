@@ -2,6 +2,7 @@ package rootfs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -45,10 +46,10 @@ func goldenTree(t testing.TB) string {
 	return dir
 }
 
-func layerDigest(t testing.TB, dir string, procs int) string {
+func layerDigest(t testing.TB, dir string, procs int, opts ...rootfs.LayerOption) string {
 	t.Helper()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-	l, _, err := rootfs.Layer(context.Background(), dir, rootfs.WithEpoch(epoch), rootfs.WithOwner(0, 0))
+	l, _, err := rootfs.Layer(context.Background(), dir, append([]rootfs.LayerOption{rootfs.WithEpoch(epoch), rootfs.WithOwner(0, 0)}, opts...)...)
 	must(t, err)
 	defer l.(io.Closer).Close()
 	d, err := l.Digest()
@@ -57,7 +58,7 @@ func layerDigest(t testing.TB, dir string, procs int) string {
 }
 
 // TestDeterminism: the same tree gives the same layer twice, under
-// GOMAXPROCS 1 and 2 and 8, from a second copy written at another time, and
+// GOMAXPROCS 1 and 2 and 8, compressing one block at a time, from a second copy written at another time, and
 // equal to the golden digest.
 func TestDeterminism(t *testing.T) {
 	dir := goldenTree(t)
@@ -67,10 +68,25 @@ func TestDeterminism(t *testing.T) {
 			t.Errorf("GOMAXPROCS=%d: digest %s, want %s", procs, got, first)
 		}
 	}
+	// One block at a time, as a release's layers made beside its builds.
+	if got := layerDigest(t, dir, 2, rootfs.WithCompressionConcurrency(1)); got != first {
+		t.Errorf("one block at a time: digest %s, want %s", got, first)
+	}
 	if got := layerDigest(t, goldenTree(t), 2); got != first {
 		t.Errorf("a second copy of the tree: digest %s, want %s", got, first)
 	}
 	if first != goldenDigest {
 		t.Errorf("digest %s, golden %s: the layer bytes changed (compressor, level, block size or format)", first, goldenDigest)
+	}
+}
+
+// TestCompressionConcurrencyRefused: fewer than one block at a time is
+// refused before anything is written.
+func TestCompressionConcurrencyRefused(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		_, _, err := rootfs.Layer(context.Background(), t.TempDir(), rootfs.WithCompressionConcurrency(n))
+		if !errors.Is(err, rootfs.ErrOption) {
+			t.Errorf("concurrency %d: err = %v, want ErrOption", n, err)
+		}
 	}
 }

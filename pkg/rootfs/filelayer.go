@@ -111,7 +111,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 // the level and the block size only: pgzip cuts the stream into blocks of
 // blockSize bytes, whatever the sizes of the writes, and compresses each with
 // the previous block's tail as its dictionary. How many blocks it compresses
-// at once (GOMAXPROCS here) changes the speed, not the output.
+// at once (WithCompressionConcurrency, or GOMAXPROCS) changes the speed, not the output.
 func newLayerWriter(o *layerOptions) (*layerWriter, error) {
 	f, err := os.CreateTemp(o.tempDir, "rootfs-layer-*.tar.gz")
 	if err != nil {
@@ -120,7 +120,11 @@ func newLayerWriter(o *layerOptions) (*layerWriter, error) {
 	w := &layerWriter{f: f, uhash: newAsyncHash(sha256.New()), chash: sha256.New()}
 	zw, err := pgzip.NewWriterLevel(io.MultiWriter(f, w.chash, &w.csize), o.level)
 	if err == nil {
-		err = zw.SetConcurrency(blockSize, max(4, 2*runtime.GOMAXPROCS(0)))
+		blocks := o.blocks
+		if blocks == 0 {
+			blocks = max(4, 2*runtime.GOMAXPROCS(0))
+		}
+		err = zw.SetConcurrency(blockSize, blocks)
 	}
 	if err != nil {
 		w.abort()

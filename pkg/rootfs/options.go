@@ -92,6 +92,8 @@ type layerOptions struct {
 	tempDir   string
 	mediaType types.MediaType
 	level     int // gzip level; unexported test hook
+	// blocks is how many blocks compress at once; 0: max(4, 2×GOMAXPROCS).
+	blocks int
 }
 
 // compressionLevel is the gzip level of every layer this package writes: it
@@ -175,6 +177,20 @@ func WithCompressionLevel(level int) LayerOption {
 			return fmt.Errorf("%w: gzip level %d is not 1 to 9", ErrOption, level)
 		}
 		o.level = level
+		return nil
+	}
+}
+
+// WithCompressionConcurrency sets how many blocks of the layer compress at
+// once (default max(4, 2×GOMAXPROCS)): 1 keeps the compression to about one
+// core, for a layer made in the background beside work that must not wait
+// for it. The layer's bytes do not depend on it.
+func WithCompressionConcurrency(blocks int) LayerOption {
+	return func(o *layerOptions) error {
+		if blocks < 1 {
+			return fmt.Errorf("%w: compression concurrency %d must be at least 1", ErrOption, blocks)
+		}
+		o.blocks = blocks
 		return nil
 	}
 }

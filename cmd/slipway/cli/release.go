@@ -18,6 +18,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/release/selfrelease"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
 
 // NewCmdRelease releases Slipway itself.
@@ -88,8 +89,8 @@ attested, tags last. Exit 0 released, 1 refused or failed, 2 usage errors.`,
 				return err
 			}
 			o.Dir = wd
-			o.RunnerImage = func(ctx context.Context, bin string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error) {
-				return sandbox.RunnerImage(ctx, bin, epoch, p, sandboxrunner.ProtocolVersion)
+			o.RunnerImage = func(ctx context.Context, bin string, epoch time.Time, p v1.Platform, opts ...rootfs.LayerOption) (v1.Image, func() error, error) {
+				return sandbox.RunnerImage(ctx, bin, epoch, p, sandboxrunner.ProtocolVersion, opts...)
 			}
 			res, err := selfrelease.Release(cmd.Context(), o)
 			if err != nil {

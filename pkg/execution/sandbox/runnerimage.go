@@ -50,10 +50,11 @@ func RunnerFromFile(path string, protocol int) (RunnerBinary, error) {
 // binary at RunnerPath (mode 0755, owned by root, times at epoch), and a
 // config with LabelRunnerSHA256 and LabelRunnerProtocol. protocol is the
 // version the binary speaks; 0 means runner.ProtocolVersion, right for a
-// binary built from this module's source. Same binary, epoch and platform,
-// same digest. Call the returned function to remove the layer's temporary
-// file once the image is written.
-func RunnerImage(ctx context.Context, binary string, epoch time.Time, platform v1.Platform, protocol int) (v1.Image, func() error, error) {
+// binary built from this module's source. opts are the layer's, after
+// those (a release gives its gzip level and where the layer file goes).
+// Same binary, epoch, platform and options, same digest. Call the returned
+// function to remove the layer's temporary file once the image is written.
+func RunnerImage(ctx context.Context, binary string, epoch time.Time, platform v1.Platform, protocol int, opts ...rootfs.LayerOption) (v1.Image, func() error, error) {
 	if protocol == 0 {
 		protocol = runner.ProtocolVersion
 	}
@@ -83,7 +84,8 @@ func RunnerImage(ctx context.Context, binary string, epoch time.Time, platform v
 			return nil, nil, err
 		}
 	}
-	layer, _, err := rootfs.Layer(ctx, stage, rootfs.WithEpoch(epoch), rootfs.WithOwner(0, 0), rootfs.WithMediaType(types.OCILayer))
+	lo := append([]rootfs.LayerOption{rootfs.WithEpoch(epoch), rootfs.WithOwner(0, 0), rootfs.WithMediaType(types.OCILayer)}, opts...)
+	layer, _, err := rootfs.Layer(ctx, stage, lo...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("runner image: %w", err)
 	}

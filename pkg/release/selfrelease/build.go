@@ -40,6 +40,9 @@ func buildFlags(v, c string, dirty bool) []string {
 // is), its SBOM and its platform image; after the last platform, each
 // program's image SBOM.
 func (r *run) build(ctx context.Context) error {
+	// Nothing runs in the background yet: all but one slot are taken for
+	// as long as the builds run, before the first task asks for one.
+	r.hold(cap(r.slots) - 1)
 	r.goVer = r.start(nil, func(ctx context.Context) error {
 		r.res.GoVersion = goVersion(ctx, r.o)
 		return nil
@@ -54,6 +57,9 @@ func (r *run) build(ctx context.Context) error {
 		return err
 	}
 	r.res.Layout = LayoutDir
+	if r.layers, err = os.MkdirTemp(r.o.Out, ".layers-"); err != nil {
+		return err
+	}
 	flags := buildFlags(r.o.Version, r.src.commit, r.res.Dirty)
 	for i, p := range r.o.Platforms {
 		goos, goarch, ok := strings.Cut(p, "/")
@@ -90,6 +96,7 @@ func (r *run) build(ctx context.Context) error {
 		}
 		if i == len(r.o.Platforms)-1 {
 			r.built0 = time.Now()
+			r.unhold()
 			for _, prog := range r.o.Programs {
 				r.progs[prog] = r.startImageSBOM(prog)
 			}
@@ -125,6 +132,9 @@ func (r *run) startBinary(b Binary) *binTasks {
 		}
 		// Its blobs go to the layout now; the index that names it is
 		// written, in program order, once all are made.
+		if err := r.linkLayers(bt.img); err != nil {
+			return fmt.Errorf("oci layout: image of %s: %w", b.File, err)
+		}
 		if err := r.layout.WriteImage(bt.img); err != nil {
 			return fmt.Errorf("oci layout: image of %s: %w", b.File, err)
 		}

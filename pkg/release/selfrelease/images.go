@@ -2,7 +2,9 @@ package selfrelease
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,7 +183,7 @@ func (r *run) platformImage(ctx context.Context, prog, bin string, p v1.Platform
 	var done func() error
 	var err error
 	if prog == "slipway-runner" && r.o.RunnerImage != nil {
-		img, done, err = r.o.RunnerImage(ctx, bin, epoch, p)
+		img, done, err = r.o.RunnerImage(ctx, bin, epoch, p, r.layerOptions()...)
 	} else {
 		img, done, err = r.programImage(ctx, prog, bin, p)
 	}
@@ -226,7 +228,8 @@ func (r *run) programImage(ctx context.Context, prog, bin string, p v1.Platform)
 			return nil, nil, err
 		}
 	}
-	img, done, err := template.ImageFromDir(ctx, stage, r.src.epoch, p, []string{"PATH=/usr/local/bin"}, rootfs.WithOwner(0, 0), rootfs.WithCompressionLevel(1))
+	lo := append([]rootfs.LayerOption{rootfs.WithOwner(0, 0)}, r.layerOptions()...)
+	img, done, err := template.ImageFromDir(ctx, stage, r.src.epoch, p, []string{"PATH=/usr/local/bin"}, lo...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -242,6 +245,19 @@ func (r *run) programImage(ctx context.Context, prog, bin string, p v1.Platform)
 		return nil, nil, err
 	}
 	return img, done, nil
+}
+
+// layerOptions are those of every platform image's layer: gzip level 1 (a
+// layer of a large, poorly compressible Go binary costs a third of the time
+// at 1 as at 6, for a slightly larger blob), the file under Out (so that
+// linkLayers can link it into the layout) and, beside a go build, one block
+// compressing at a time: about one core, the one the build leaves.
+func (r *run) layerOptions() []rootfs.LayerOption {
+	lo := []rootfs.LayerOption{rootfs.WithCompressionLevel(1), rootfs.WithTempDir(r.layers)}
+	if r.building.Load() {
+		lo = append(lo, rootfs.WithCompressionConcurrency(1))
+	}
+	return lo
 }
 
 // labels are the OCI annotations of every image and index.
@@ -265,4 +281,39 @@ func stageBinary(bin, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, b, 0o755)
+}
+
+// linkLayers puts img's layer files into the OCI layout's blobs by hard
+// link, where the file system allows it: a layer is written once, to its
+// file under Out, rather than written again as the layout's copy (tens of
+// MB a binary). WriteImage finds them there, of the right size, and writes
+// whatever was not linked.
+func (r *run) linkLayers(img v1.Image) error {
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		fl, ok := l.(*rootfs.FileLayer)
+		if !ok {
+			continue
+		}
+		d, err := fl.Digest()
+		if err != nil {
+			return err
+		}
+		dir := filepath.Join(r.o.Out, LayoutDir, "blobs", d.Algorithm)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		// A blob is readable as the layout's others are (the layer file
+		// was made private).
+		if err := os.Chmod(fl.Path(), 0o644); err != nil {
+			return err
+		}
+		if err := os.Link(fl.Path(), filepath.Join(dir, d.Hex)); err != nil && !errors.Is(err, fs.ErrExist) {
+			continue // another file system: WriteImage copies it
+		}
+	}
+	return nil
 }

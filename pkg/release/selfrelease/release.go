@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -17,6 +18,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/internal/version"
+	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
 
 // BuilderID is the SLSA builder.id of a release built by slipway release;
@@ -63,7 +65,9 @@ type Options struct {
 	// execution plane's sandbox.RunnerImage, whose labels pin the binary
 	// (given by the caller: release tooling does not import the execution
 	// plane). Nil makes it like the others.
-	RunnerImage func(ctx context.Context, binary string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error)
+	// It is given the options of the release's layers (gzip level, where
+	// the layer file goes, how many blocks compress at once).
+	RunnerImage func(ctx context.Context, binary string, epoch time.Time, p v1.Platform, opts ...rootfs.LayerOption) (v1.Image, func() error, error)
 	Log         io.Writer
 }
 
@@ -278,10 +282,20 @@ type run struct {
 	goVer    *task           // go env GOVERSION, beside the first build
 	prepared *task           // syft's licence matcher, compiled beside the first build
 	sbomCtx  context.Context // carries it, once prepared is done
-	// slots bound the background tasks running at once (the go build
-	// beside them has the machine's cores as its -p budget, as the
-	// floor's has).
-	slots   chan struct{}
+	// slots bound the background tasks running at once: one while a go
+	// build runs (the build has the machine's cores as its -p budget, as
+	// the floor's has, and is the release's critical path: the work
+	// beside it takes what the build leaves idle, about one core, rather
+	// than every core it can), all of them after the last build. held is
+	// how many build holds while it runs.
+	slots chan struct{}
+	held  int
+	// building is set while go builds run: a layer made then compresses
+	// one block at a time.
+	building atomic.Bool
+	// layers is the folder under Out the platform images' layer files
+	// are written to, so that the OCI layout takes them by hard link.
+	layers  string
 	tasks   sync.WaitGroup
 	mu      sync.Mutex // guards closers and work
 	closers []func() error
@@ -303,6 +317,28 @@ func (r *run) close() {
 	for _, c := range r.closers {
 		_ = c()
 	}
+	if r.layers != "" {
+		_ = os.RemoveAll(r.layers)
+	}
+}
+
+// hold takes n of the background's slots until unhold: while the go builds
+// run, the tasks beside them run one at a time.
+func (r *run) hold(n int) {
+	for range n {
+		r.slots <- struct{}{}
+	}
+	r.held += n
+	r.building.Store(true)
+}
+
+// unhold gives the slots hold took back: the tasks left run on every core.
+func (r *run) unhold() {
+	for range r.held {
+		<-r.slots
+	}
+	r.held = 0
+	r.building.Store(false)
 }
 
 // task is work done in the background while the release goes on.

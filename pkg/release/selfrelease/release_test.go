@@ -27,11 +27,12 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
+	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
 
 // runnerImage is what slipway release gives: the execution plane's runner image.
-func runnerImage(ctx context.Context, bin string, epoch time.Time, p v1.Platform) (v1.Image, func() error, error) {
-	return sandbox.RunnerImage(ctx, bin, epoch, p, 0)
+func runnerImage(ctx context.Context, bin string, epoch time.Time, p v1.Platform, opts ...rootfs.LayerOption) (v1.Image, func() error, error) {
+	return sandbox.RunnerImage(ctx, bin, epoch, p, 0, opts...)
 }
 
 // moduleRoot is the root of this module: the tree the real releases build.
@@ -202,7 +203,7 @@ func TestReproducibleAndVerified(t *testing.T) {
 }
 
 // layoutFiles are the files of r's OCI layout, by path under it, with their
-// sha256.
+// sha256; each blob must hash to its name.
 func layoutFiles(t *testing.T, r *Result) map[string]string {
 	t.Helper()
 	root := filepath.Join(r.Out, r.Layout)
@@ -215,8 +216,14 @@ func layoutFiles(t *testing.T, r *Result) map[string]string {
 		if err != nil {
 			return err
 		}
-		files[rel], _, err = fileSHA256(p)
-		return err
+		if files[rel], _, err = fileSHA256(p); err != nil {
+			return err
+		}
+		// A blob is what its name says (layer files are linked in).
+		if dir, hex := filepath.Split(rel); dir == filepath.Join("blobs", "sha256")+string(filepath.Separator) && files[rel] != hex {
+			t.Errorf("%s/%s holds sha256:%s", LayoutDir, rel, files[rel])
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
