@@ -51,6 +51,9 @@ type CheckpointRequest struct {
 	// control plane knows it (0 for a run with no job); the attestation
 	// names it.
 	EventSeq int64
+	// EventSeqUnknown: the caller does not know the job's event sequence
+	// (the drain's checkpoints); the attestation says so, EventSeq is 0.
+	EventSeqUnknown bool
 }
 
 func (r *Runtime) checkpointer() (sandbox.Checkpointer, *Checkpoints, error) {
@@ -105,7 +108,10 @@ func (r *Runtime) checkpoint(ctx context.Context, c *claim, req CheckpointReques
 		return nil, err
 	}
 	meta := checkpoint.Meta{Tenant: c.tenant, Pool: c.pool, RunID: c.runID, SandboxID: s.ID,
-		Generation: c.gen.ID, TemplateID: s.TemplateID, EventSeq: req.EventSeq}
+		Generation: c.gen.ID, TemplateID: s.TemplateID, EventSeq: req.EventSeq, EventSeqUnknown: req.EventSeqUnknown}
+	if meta.EventSeqUnknown {
+		meta.EventSeq = 0
+	}
 	src := checkpoint.Source{Dir: dir, Freeze: func(ctx context.Context) (func() error, error) { return b.Freeze(ctx, s.ID) }}
 	cp, next, err := checkpoint.Create(ctx, cps.Store, src, meta, checkpoint.WithSigner(cps.Signer), checkpoint.WithBase(base))
 	if err != nil {
@@ -191,8 +197,14 @@ func compatible(target, from *generation.Generation) []string {
 // generation) and only then restores it into the new sandbox's empty
 // workspace. The allocation attempt goes up and a new token is granted.
 // A refused checkpoint deletes the new sandbox and leaves the run
-// suspended, with the reason.
+// suspended, with the reason. The restore is recorded as the owner's
+// (runtimeapi.RestoredByResume); ResumeAs records another reason.
 func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.Grant, error) {
+	return r.resume(ctx, runID, token, runtimeapi.RestoredByResume)
+}
+
+// resume is Resume recording the restore as by.
+func (r *Runtime) resume(ctx context.Context, runID, token, by string) (*runtimeapi.Grant, error) {
 	b, cps, err := r.checkpointer()
 	if err != nil {
 		return nil, err
@@ -254,7 +266,7 @@ func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.
 	if err != nil {
 		return fail(err)
 	}
-	if err := cps.Store.RecordRestore(checkpoint.Restored{Checkpoint: digest, RunID: runID, At: r.now().UTC(), By: "resume", Into: s.ID}); err != nil {
+	if err := cps.Store.RecordRestore(checkpoint.Restored{Checkpoint: digest, RunID: runID, At: r.now().UTC(), By: by, Into: s.ID}); err != nil {
 		return fail(err)
 	}
 	var receipts []runmanifest.Receipt
@@ -323,6 +335,7 @@ func (r *Runtime) Durable(ctx context.Context, runID string) (*runtimeapi.Durabl
 	if n := len(cps); n > 0 {
 		head := cps[n-1]
 		d.Head, d.HeadCreated, d.HeadEventSeq = head.Digest, head.Predicate.Created, head.Predicate.EventSeq
+		d.HeadEventSeqUnknown = head.Predicate.EventSeqUnknown
 	}
 	if c, err := r.lookup(runID); err == nil {
 		c.mu.Lock()
@@ -343,6 +356,6 @@ func (r *Runtime) Durable(ctx context.Context, runID string) (*runtimeapi.Durabl
 func checkpointResult(cp *checkpoint.Checkpoint, suspended bool) runtimeapi.CheckpointResult {
 	p := cp.Predicate
 	return runtimeapi.CheckpointResult{RunID: p.RunID, Checkpoint: cp.Digest, Parent: p.Parent, Generation: p.Generation,
-		SandboxID: p.SandboxID, EventSeq: p.EventSeq, Created: p.Created, Layers: p.Layers, Reused: p.Reused,
+		SandboxID: p.SandboxID, EventSeq: p.EventSeq, EventSeqUnknown: p.EventSeqUnknown, Created: p.Created, Layers: p.Layers, Reused: p.Reused,
 		FrozenMillis: cp.Frozen.Milliseconds(), Suspended: suspended}
 }
