@@ -25,6 +25,7 @@
 //	POST /v1/pools/{pool}/proofs      a rollout's proof checks -> ProofResult
 //	POST /v1/pools/{pool}/generations/{generation}/stop -> StopResult
 //	POST /v1/pools/{pool}/generations/{generation}/checkpoint -> CheckpointGenerationResult
+//	POST /v1/checkpoints/sweep        checkpoints past their restore window -> SweepResult
 //	GET  /v1/info                     observed revision, protocols, limits -> Info
 //	GET  /v1/policy                   revision in effect, its age, the rules -> PolicyView
 //	POST /v1/credentials/check        a provider's check of a token -> CheckResult
