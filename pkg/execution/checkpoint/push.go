@@ -231,6 +231,13 @@ func Pull(ctx context.Context, st *Store, ref name.Digest, v signature.Verifier,
 	return &Checkpoint{Digest: h.String(), Predicate: *pred}, nil
 }
 
+// Has says whether the store holds the manifest of the checkpoint digest
+// (Verify says whether it is whole and to be trusted).
+func (s *Store) Has(digest string) bool {
+	h, err := v1.NewHash(digest)
+	return err == nil && s.hasBlob(h)
+}
+
 func sha(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])

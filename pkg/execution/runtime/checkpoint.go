@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
@@ -30,6 +31,13 @@ type Checkpoints struct {
 	Store    *checkpoint.Store
 	Signer   signature.SignerVerifier
 	Verifier signature.Verifier
+	// Repository, when set, is the registry repository each checkpoint
+	// is also pushed to, by digest, signed and attested with Signer
+	// (ckptregistry.go); a resume whose checkpoint the Store lacks pulls
+	// it from there, verified before anything is written. Keychain gives
+	// the registry's credentials (nil: the docker credential keychain).
+	Repository string
+	Keychain   authn.Keychain
 }
 
 // WithCheckpoints lets the runtime checkpoint, suspend and resume runs
@@ -116,6 +124,9 @@ func (r *Runtime) checkpoint(ctx context.Context, c *claim, req CheckpointReques
 	cp, next, err := checkpoint.Create(ctx, cps.Store, src, meta, checkpoint.WithSigner(cps.Signer), checkpoint.WithBase(base))
 	if err != nil {
 		return nil, fmt.Errorf("runtime: checkpoint run %s: %w", c.runID, err)
+	}
+	if err := r.pushCheckpoint(ctx, cps, cp.Digest); err != nil {
+		return nil, fmt.Errorf("runtime: checkpoint run %s: %s taken, not published: %w", c.runID, cp.Digest, err)
 	}
 	c.mu.Lock()
 	c.ckBase, c.checkpointID = next, cp.Digest
@@ -237,7 +248,11 @@ func (r *Runtime) resume(ctx context.Context, runID, token, by string) (*runtime
 		return nil, fmt.Errorf("%w: resume run %s: the pool's active generation %s does not take checkpoints of %s (runner protocol %s against %s)",
 			checkpoint.ErrRefused, runID, target.ID, from.ID, target.Compatibility.RunnerProtocol, from.Compatibility.RunnerProtocol)
 	}
-	// Verify before a sandbox is even made.
+	// Fetch it from the registry when this store lacks it, verified
+	// before it is written; verify before a sandbox is even made.
+	if err := r.fetchCheckpoint(ctx, cps, digest, checkpoint.Expect{Tenant: c.tenant, Generations: gens, RunID: runID}); err != nil {
+		return nil, fmt.Errorf("runtime: resume run %s: %w", runID, err)
+	}
 	if _, err := checkpoint.Verify(ctx, cps.Store, digest, cps.Verifier, checkpoint.Expect{Tenant: c.tenant, Generations: gens, RunID: runID}); err != nil {
 		return nil, fmt.Errorf("runtime: resume run %s: %w", runID, err)
 	}
