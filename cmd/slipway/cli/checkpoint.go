@@ -128,7 +128,11 @@ func newCmdCheckpointDurable(g *globals) *cobra.Command {
 			if d.Head == "" {
 				fmt.Fprintln(g.stdout, "head: none (never checkpointed)")
 			} else {
-				fmt.Fprintf(g.stdout, "head: %s (taken %s, event sequence %d; %d checkpoints)\n", d.Head, d.HeadCreated.Format("2006-01-02T15:04:05Z07:00"), d.HeadEventSeq, d.Checkpoints)
+				seq := fmt.Sprintf("event sequence %d", d.HeadEventSeq)
+				if d.HeadEventSeqUnknown {
+					seq = "event sequence not known to the runtime (a rollout's drain took it)"
+				}
+				fmt.Fprintf(g.stdout, "head: %s (taken %s, %s; %d checkpoints)\n", d.Head, d.HeadCreated.Format("2006-01-02T15:04:05Z07:00"), seq, d.Checkpoints)
 			}
 			if d.LastRestore == nil {
 				fmt.Fprintln(g.stdout, "restore proved: never")

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,9 +49,11 @@ func TestControlCancelPublishesCheckpoint(t *testing.T) {
 	}
 	// The file is written once the command's output says started.
 	errStarted := errors.New("started")
+	var startedSeq int64
 	fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
 	err = c.Follow(fctx, j.ID, controlapi.FollowOptions{}, func(e controlapi.Event) error {
 		if strings.Contains(string(e.Data), "started") {
+			startedSeq = e.Seq
 			return errStarted
 		}
 		return nil
@@ -82,6 +86,26 @@ func TestControlCancelPublishesCheckpoint(t *testing.T) {
 	d, err := w.rt.client.Durable(ctx, running.RunID)
 	if err != nil || d.Head != step.Checkpoint {
 		t.Fatalf("durable after the cancel: %+v, %v", d, err)
+	}
+	// The checkpoint names the job's event sequence when it was taken: an
+	// event of the job, at or after the output the workspace's file was
+	// written before, and before the job's final state.
+	seqs := map[int64]bool{}
+	var final int64
+	if err := c.Follow(ctx, j.ID, controlapi.FollowOptions{NoFollow: true}, func(e controlapi.Event) error {
+		seqs[e.Seq] = true
+		var sd controlapi.StateData
+		if e.Kind == controlapi.KindState && json.Unmarshal(e.Data, &sd) == nil && sd.State == controlapi.Canceled {
+			final = e.Seq
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if d.HeadEventSeqUnknown || d.HeadEventSeq < startedSeq || !seqs[d.HeadEventSeq] || final <= d.HeadEventSeq ||
+		!strings.Contains(step.Detail, fmt.Sprintf("at event %d of the job", d.HeadEventSeq)) {
+		t.Fatalf("the checkpoint's event sequence %d (unknown %v): want an event of the job from %d (the output) to before %d (canceled); step %q",
+			d.HeadEventSeq, d.HeadEventSeqUnknown, startedSeq, final, step.Detail)
 	}
 	st, err := checkpoint.OpenStore(filepath.Join(w.dir, "runtime-state", serve.CheckpointDir))
 	if err != nil {

@@ -107,7 +107,10 @@ var examples = map[string]string{
   slipway gc --repo https://git.example/platform/config.git --pool agents
 
   # Delete them
-  slipway gc --repo https://git.example/platform/config.git --pool agents --delete`,
+  slipway gc --repo https://git.example/platform/config.git --pool agents --delete
+
+  # Delete a runtime's checkpoints past their pool's restore window too
+  slipway gc --repo https://git.example/platform/config.git --runtime http://127.0.0.1:7070 --token-file runtime.token --delete`,
 	"generation": `  slipway generation create --pool agents --policy policy.yaml --out-file g2.yaml --from g1.yaml --pin runner=registry.example/runner@sha256:...
   slipway generation diff g1.yaml g2.yaml`,
 	"generation diff": `  # Which pins changed between two generation files

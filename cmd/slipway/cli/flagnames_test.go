@@ -30,7 +30,7 @@ var conceptsByCommand = map[string][]string{
 	"slipway cost":                   {"repo", "state"},
 	"slipway evidence show":          {"repo"},
 	"slipway evidence verify":        {"repo"},
-	"slipway gc":                     {"repo"},
+	"slipway gc":                     {"repo", "runtime", "token-file"},
 	"slipway generation diff":        {"repo"},
 	"slipway generation show":        {"repo"},
 	"slipway generation list":        {"repo"},

@@ -91,7 +91,9 @@ within --leader-election-lease-duration.
 With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
 local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is
 an OCI artifact in DIR/` + serve.CheckpointDir + ` with an attestation signed by the key, and a resume verifies it before
-it restores.`,
+it restores. With --checkpoint-repository each checkpoint is also pushed there by digest, signed and
+attested with the key (cosign's .sig and .att tags), and a resume whose checkpoint DIR lacks pulls it
+from there, verified before anything is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Repo == "" || c.State == "" || c.Listen == "" {
@@ -121,6 +123,9 @@ it restores.`,
 			}
 			if c.DB, err = db.resolveOptional(); err != nil {
 				return err
+			}
+			if c.CheckpointRepository != "" && ckptKey == "" {
+				return usage(errors.New("--checkpoint-repository needs --checkpoint-key (the key signs what is pushed)"))
 			}
 			if ckptKey != "" {
 				if c.CheckpointSigner, err = sign.LoadSignerRef(cmd.Context(), ckptKey, keyPassword); err != nil {
@@ -152,6 +157,7 @@ it restores.`,
 	cmd.Flags().StringVar(&c.Listen, "listen", "", "address of the API, e.g. 127.0.0.1:7070")
 	cmd.Flags().StringVar(&tokenFile, "token-file", "", "file holding the API's bearer token")
 	cmd.Flags().StringVar(&ckptKey, "checkpoint-key", "", "cosign key (file or KMS ref; password in $COSIGN_PASSWORD) that signs the runs' checkpoints (DIR/"+serve.CheckpointDir+") and verifies them before a restore; without it the runtime takes no checkpoints")
+	cmd.Flags().StringVar(&c.CheckpointRepository, "checkpoint-repository", "", "registry repository each checkpoint is also pushed to by digest, signed and attested (credentials from the docker keychain); a resume pulls a checkpoint the state lacks from it, verified first")
 	cmd.Flags().DurationVar(&c.MaxStaleness, "max-staleness", 30*time.Second, "refuse claims (503) when the view of the config repository is older")
 	cmd.Flags().DurationVar(&c.SyncInterval, "sync-interval", 2*time.Second, "how often the config repository is read")
 	cmd.Flags().StringVar(&c.Environment, "environment", "", "label every metric environment=NAME (e.g. prod)")

@@ -35,6 +35,9 @@ type CheckpointBody struct {
 type ResumeBody struct {
 	// Token is the token the run was suspended with.
 	Token string `json:"token"`
+	// By says what the restore proves, as question 6 records it:
+	// RestoredByResume (the default), RestoredByCanary or RestoredByTest.
+	By string `json:"by,omitempty"`
 }
 
 // CheckpointResult is a checkpoint the runtime wrote.
@@ -42,12 +45,15 @@ type CheckpointResult struct {
 	RunID string `json:"runId"`
 	// Checkpoint is its digest: the run manifest's
 	// workspace_checkpoint_id.
-	Checkpoint string    `json:"checkpoint"`
-	Parent     string    `json:"parent,omitempty"`
-	Generation string    `json:"generation"`
-	SandboxID  string    `json:"sandboxId"`
-	EventSeq   int64     `json:"eventSeq"`
-	Created    time.Time `json:"created"`
+	Checkpoint string `json:"checkpoint"`
+	Parent     string `json:"parent,omitempty"`
+	Generation string `json:"generation"`
+	SandboxID  string `json:"sandboxId"`
+	EventSeq   int64  `json:"eventSeq"`
+	// EventSeqUnknown: the runtime took it without knowing the job's
+	// event sequence (a rollout's drain); EventSeq says nothing.
+	EventSeqUnknown bool      `json:"eventSeqUnknown,omitempty"`
+	Created         time.Time `json:"created"`
 	// Layers is how many layers it has, Reused how many its parent had.
 	Layers int `json:"layers"`
 	Reused int `json:"reused"`
@@ -68,6 +74,9 @@ type Durable struct {
 	Head         string    `json:"head,omitempty"`
 	HeadCreated  time.Time `json:"headCreated,omitzero"`
 	HeadEventSeq int64     `json:"headEventSeq,omitempty"`
+	// HeadEventSeqUnknown: the head was taken without knowing the job's
+	// event sequence (a rollout's drain); HeadEventSeq says nothing.
+	HeadEventSeqUnknown bool `json:"headEventSeqUnknown,omitempty"`
 	// Checkpoints counts the run's checkpoints in the store.
 	Checkpoints int `json:"checkpoints"`
 	// Suspended says the run has no sandbox until it resumes.
@@ -96,7 +105,8 @@ type SuspendRecord struct {
 type RestoreRecord struct {
 	Checkpoint string    `json:"checkpoint"`
 	At         time.Time `json:"at"`
-	// By is what restored it: "resume", "canary", "test".
+	// By is what restored it: RestoredByResume, RestoredByCanary,
+	// RestoredByTest or RestoredByDrain.
 	By string `json:"by"`
 	// Into is the sandbox or directory restored into (no host path).
 	Into string `json:"into,omitempty"`

@@ -29,6 +29,7 @@
 //	POST /v1/runs/{run}/suspend       an operator's suspend (OperatorAction: reason, actor) -> CheckpointResult
 //	POST /v1/runs/{run}/resume        an operator's resume (OperatorAction) -> ResumeResult
 //	GET  /v1/runs/{run}/durable       question 6, with who suspended and resumed and why -> Durable
+//	POST /v1/checkpoints/sweep        checkpoints past their restore window -> SweepResult
 //	GET  /v1/info                     observed revision, protocols, limits -> Info
 //	GET  /v1/policy                   revision in effect, its age, the rules -> PolicyView
 //	POST /v1/credentials/check        a provider's check of a token -> CheckResult

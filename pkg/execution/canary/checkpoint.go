@@ -16,8 +16,8 @@ func (s skipped) Error() string { return string(s) }
 
 // checkpoint: a file written in the workspace survives a checkpoint, a
 // suspend (the sandbox deleted) and a resume into a new sandbox, and the
-// runtime records the verified restore (question 6's "last restore
-// proved"). The claim goes on in the new sandbox. On a runtime that keeps
+// runtime records the verified restore as the canary's (question 6's
+// "last restore proved", by canary). The claim goes on in the new sandbox. On a runtime that keeps
 // no checkpoints the step is skipped.
 func (cl *claimRun) checkpoint(ctx context.Context) (string, error) {
 	n := nonce()
@@ -35,7 +35,7 @@ func (cl *claimRun) checkpoint(ctx context.Context) (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("suspend of %s: %w", g.RunID, err)
 	}
-	ng, err := cl.c.client.Resume(ctx, g.RunID, runtimeapi.ResumeBody{Token: g.Token})
+	ng, err := cl.c.client.Resume(ctx, g.RunID, runtimeapi.ResumeBody{Token: g.Token, By: runtimeapi.RestoredByCanary})
 	if err != nil {
 		return "", fmt.Errorf("resume of %s from checkpoint %s: %w", g.RunID, cp.Checkpoint, err)
 	}
@@ -51,9 +51,9 @@ func (cl *claimRun) checkpoint(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("durable state of %s: %w", g.RunID, err)
 	}
-	if d.LastRestore == nil || d.LastRestore.Checkpoint != cp.Checkpoint || d.LastRestore.Into != ng.SandboxID {
+	if d.LastRestore == nil || d.LastRestore.Checkpoint != cp.Checkpoint || d.LastRestore.Into != ng.SandboxID || d.LastRestore.By != runtimeapi.RestoredByCanary {
 		return "", fmt.Errorf("the runtime does not record the restore of %s into %s: last restore %+v", cp.Checkpoint, ng.SandboxID, d.LastRestore)
 	}
-	return fmt.Sprintf("checkpoint %s (frozen %d ms) restored into sandbox %s (attempt %d), %s read back; last restore proved at %s",
-		cp.Checkpoint, cp.FrozenMillis, ng.SandboxID, ng.AllocationAttempt, name, d.LastRestore.At.UTC().Format("2006-01-02T15:04:05.000Z")), nil
+	return fmt.Sprintf("checkpoint %s (frozen %d ms) restored into sandbox %s (attempt %d), %s read back; last restore proved by %s at %s",
+		cp.Checkpoint, cp.FrozenMillis, ng.SandboxID, ng.AllocationAttempt, name, d.LastRestore.By, d.LastRestore.At.UTC().Format("2006-01-02T15:04:05.000Z")), nil
 }

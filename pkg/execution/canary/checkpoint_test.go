@@ -2,10 +2,14 @@ package canary_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/canary"
 	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -51,7 +55,20 @@ func TestRoundCheckpoints(t *testing.T) {
 	if err != nil || d.LastRestore == nil || d.LastRestore.Checkpoint != d.Head || d.Checkpoints != 1 {
 		t.Fatalf("durable after the round: %+v, %v", d, err)
 	}
-	if s := r.Steps[6]; !strings.Contains(s.Detail, d.Head) || !strings.Contains(s.Detail, "last restore proved") {
+	// The restore is recorded as what it is: the canary's proof.
+	if d.LastRestore.By != runtimeapi.RestoredByCanary {
+		t.Errorf("last restore recorded by %q, want %q", d.LastRestore.By, runtimeapi.RestoredByCanary)
+	}
+	if s := r.Steps[6]; !strings.Contains(s.Detail, d.Head) || !strings.Contains(s.Detail, "last restore proved by canary") {
 		t.Errorf("checkpoint step: %+v", s)
+	}
+	// A client cannot record a restore as the drain's, nor as anything
+	// unknown: 400 before the run is even looked up.
+	for _, by := range []string{runtimeapi.RestoredByDrain, "operator"} {
+		_, err := w.client.Resume(context.Background(), r.RunID, runtimeapi.ResumeBody{Token: "x", By: by})
+		var ae *runtimeapi.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Reason, fmt.Sprintf("by %q", by)) {
+			t.Errorf("resume by %q: %v, want 400 naming it", by, err)
+		}
 	}
 }

@@ -56,8 +56,13 @@ type Meta struct {
 	// made from (the run manifest's workspace_template_id).
 	TemplateID string `json:"templateId"`
 	// EventSeq is the job's event sequence at the checkpoint (0 for a run
-	// with no job).
+	// with no job), as the one who asked for the checkpoint knew it.
 	EventSeq int64 `json:"eventSeq"`
+	// EventSeqUnknown says the taker did not know the job's event
+	// sequence, and EventSeq (0) says nothing: a rollout's drain has the
+	// runtime checkpoint every open run of a generation, and only the
+	// control plane numbers a job's events.
+	EventSeqUnknown bool `json:"eventSeqUnknown,omitempty"`
 }
 
 // Predicate is the attestation's predicate, and the checkpoint's config

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sigstore/sigstore/pkg/signature"
 
@@ -53,6 +54,8 @@ type options struct {
 	maxLayers int
 	now       func() time.Time
 	level     int
+	remote    []remote.Option // Push and Pull: reaching the registry
+	sign      []sign.Option   // Push and Pull: the signatures' registry options
 }
 
 func makeOptions(opts []Option) (*options, error) {

@@ -35,7 +35,15 @@
 // the checkpoints whose restore window has closed, never one inside it
 // nor one the caller keeps, and only the blobs no remaining checkpoint
 // uses; CollectClosed says the window per checkpoint (the runtime's
-// sweeper: each pool's restoreWindow). It is not a registry client:
-// pushing checkpoints to the registry a pool names, wiring Collect into
-// slipway gc, and Kubernetes are not here yet.
+// sweeper: each pool's restoreWindow; slipway gc --runtime reaches the
+// same sweep through the runtime's API).
+//
+// Push copies a checkpoint to a registry by digest (layers, config and
+// manifest byte for byte), then signs it and attaches its attestation with
+// the same key, as a release signs its images (cosign's .sig and .att
+// tags). Pull verifies a checkpoint in a registry before it writes
+// anything (signature, attestation, its predicate against the config,
+// tenant, run and generation), then copies it into a Store, layer by layer
+// against their digests, with its signed attestation: Restore then
+// verifies and unpacks it as any other. Kubernetes is not here yet.
 package checkpoint

@@ -73,19 +73,28 @@ func Verify(ctx context.Context, st *Store, digest string, v signature.Verifier,
 	if pred == nil {
 		return nil, fmt.Errorf("%w: %s: no attestation holds: %s", ErrRefused, h, strings.Join(why, "; "))
 	}
-	if pred.Tenant != exp.Tenant {
-		return nil, fmt.Errorf("%w: %s is a checkpoint of tenant %q, not of tenant %q", ErrRefused, h, pred.Tenant, exp.Tenant)
-	}
-	if exp.RunID != "" && pred.RunID != exp.RunID {
-		return nil, fmt.Errorf("%w: %s is a checkpoint of run %s, not of run %s", ErrRefused, h, pred.RunID, exp.RunID)
-	}
-	if !slices.Contains(exp.Generations, pred.Generation) {
-		return nil, fmt.Errorf("%w: %s was taken on generation %s, which the target (generations %s) does not take", ErrRefused, h, pred.Generation, strings.Join(exp.Generations, ", "))
-	}
-	if pred.Layers != len(m.Layers) {
-		return nil, fmt.Errorf("%w: %s: the attestation says %d layers, the manifest has %d", ErrRefused, h, pred.Layers, len(m.Layers))
+	if err := exp.check(h, pred, len(m.Layers)); err != nil {
+		return nil, err
 	}
 	return &Checkpoint{Digest: h.String(), Predicate: *pred}, nil
+}
+
+// check says whether the verified predicate of checkpoint h, whose
+// manifest has layers layers, is what exp asks (ErrRefused, saying why).
+func (exp Expect) check(h v1.Hash, pred *Predicate, layers int) error {
+	if pred.Tenant != exp.Tenant {
+		return fmt.Errorf("%w: %s is a checkpoint of tenant %q, not of tenant %q", ErrRefused, h, pred.Tenant, exp.Tenant)
+	}
+	if exp.RunID != "" && pred.RunID != exp.RunID {
+		return fmt.Errorf("%w: %s is a checkpoint of run %s, not of run %s", ErrRefused, h, pred.RunID, exp.RunID)
+	}
+	if !slices.Contains(exp.Generations, pred.Generation) {
+		return fmt.Errorf("%w: %s was taken on generation %s, which the target (generations %s) does not take", ErrRefused, h, pred.Generation, strings.Join(exp.Generations, ", "))
+	}
+	if pred.Layers != layers {
+		return fmt.Errorf("%w: %s: the attestation says %d layers, the manifest has %d", ErrRefused, h, pred.Layers, layers)
+	}
+	return nil
 }
 
 // checkEnvelope verifies one DSSE envelope for subject h with config cfg.

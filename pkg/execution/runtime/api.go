@@ -174,6 +174,7 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 	s.checkpointRoutes()                                               // checkpointapi.go
 	s.drainRoutes()                                                    // drain.go
 	s.incidentRoutes(o.incidents)                                      // incidents.go
+	s.sweepRoutes()                                                    // sweepapi.go
 	s.mux.Handle("GET /v1/runs/{run}", s.auth(s.run))
 	s.mux.Handle("GET /v1/runs/{run}/packages", s.auth(s.runPackages)) // packages.go
 	s.mux.Handle("GET /v1/traces/{id}", s.auth(s.traces))              // tracing.go

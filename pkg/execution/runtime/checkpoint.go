@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
@@ -32,6 +33,13 @@ type Checkpoints struct {
 	Store    *checkpoint.Store
 	Signer   signature.SignerVerifier
 	Verifier signature.Verifier
+	// Repository, when set, is the registry repository each checkpoint
+	// is also pushed to, by digest, signed and attested with Signer
+	// (ckptregistry.go); a resume whose checkpoint the Store lacks pulls
+	// it from there, verified before anything is written. Keychain gives
+	// the registry's credentials (nil: the docker credential keychain).
+	Repository string
+	Keychain   authn.Keychain
 }
 
 // WithCheckpoints lets the runtime checkpoint, suspend and resume runs
@@ -53,6 +61,9 @@ type CheckpointRequest struct {
 	// control plane knows it (0 for a run with no job); the attestation
 	// names it.
 	EventSeq int64
+	// EventSeqUnknown: the caller does not know the job's event sequence
+	// (the drain's checkpoints); the attestation says so, EventSeq is 0.
+	EventSeqUnknown bool
 }
 
 func (r *Runtime) checkpointer() (sandbox.Checkpointer, *Checkpoints, error) {
@@ -107,11 +118,17 @@ func (r *Runtime) checkpoint(ctx context.Context, c *claim, req CheckpointReques
 		return nil, err
 	}
 	meta := checkpoint.Meta{Tenant: c.tenant, Pool: c.pool, RunID: c.runID, SandboxID: s.ID,
-		Generation: c.gen.ID, TemplateID: s.TemplateID, EventSeq: req.EventSeq}
+		Generation: c.gen.ID, TemplateID: s.TemplateID, EventSeq: req.EventSeq, EventSeqUnknown: req.EventSeqUnknown}
+	if meta.EventSeqUnknown {
+		meta.EventSeq = 0
+	}
 	src := checkpoint.Source{Dir: dir, Freeze: func(ctx context.Context) (func() error, error) { return b.Freeze(ctx, s.ID) }}
 	cp, next, err := checkpoint.Create(ctx, cps.Store, src, meta, checkpoint.WithSigner(cps.Signer), checkpoint.WithBase(base))
 	if err != nil {
 		return nil, fmt.Errorf("runtime: checkpoint run %s: %w", c.runID, err)
+	}
+	if err := r.pushCheckpoint(ctx, cps, cp.Digest); err != nil {
+		return nil, fmt.Errorf("runtime: checkpoint run %s: %s taken, not published: %w", c.runID, cp.Digest, err)
 	}
 	c.mu.Lock()
 	c.ckBase, c.checkpointID = next, cp.Digest
@@ -209,8 +226,14 @@ func compatible(target, from *generation.Generation) []string {
 // generation) and only then restores it into the new sandbox's empty
 // workspace. The allocation attempt goes up and a new token is granted.
 // A refused checkpoint deletes the new sandbox and leaves the run
-// suspended, with the reason.
+// suspended, with the reason. The restore is recorded as the owner's
+// (runtimeapi.RestoredByResume); ResumeAs records another reason.
 func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.Grant, error) {
+	return r.resumeAs(ctx, runID, token, runtimeapi.RestoredByResume)
+}
+
+// resumeAs is Resume by the claim's holder, recording the restore as by.
+func (r *Runtime) resumeAs(ctx context.Context, runID, token, by string) (*runtimeapi.Grant, error) {
 	if _, _, err := r.checkpointer(); err != nil {
 		return nil, err
 	}
@@ -226,7 +249,7 @@ func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.
 	if err != nil {
 		return nil, err
 	}
-	return r.resume(ctx, c, checkpoint.Restored{By: "resume"})
+	return r.resume(ctx, c, checkpoint.Restored{By: by})
 }
 
 // resume is Resume under c.op, once the caller may resume c; rec is its
@@ -259,7 +282,11 @@ func (r *Runtime) resume(ctx context.Context, c *claim, rec checkpoint.Restored)
 		return nil, fmt.Errorf("%w: resume run %s: the pool's active generation %s does not take checkpoints of %s (runner protocol %s against %s)",
 			checkpoint.ErrRefused, runID, target.ID, from.ID, target.Compatibility.RunnerProtocol, from.Compatibility.RunnerProtocol)
 	}
-	// Verify before a sandbox is even made.
+	// Fetch it from the registry when this store lacks it, verified
+	// before it is written; verify before a sandbox is even made.
+	if err := r.fetchCheckpoint(ctx, cps, digest, checkpoint.Expect{Tenant: c.tenant, Generations: gens, RunID: runID}); err != nil {
+		return nil, fmt.Errorf("runtime: resume run %s: %w", runID, err)
+	}
 	if _, err := checkpoint.Verify(ctx, cps.Store, digest, cps.Verifier, checkpoint.Expect{Tenant: c.tenant, Generations: gens, RunID: runID}); err != nil {
 		return nil, fmt.Errorf("runtime: resume run %s: %w", runID, err)
 	}
@@ -358,6 +385,7 @@ func (r *Runtime) Durable(ctx context.Context, runID string) (*runtimeapi.Durabl
 	if n := len(cps); n > 0 {
 		head := cps[n-1]
 		d.Head, d.HeadCreated, d.HeadEventSeq = head.Digest, head.Predicate.Created, head.Predicate.EventSeq
+		d.HeadEventSeqUnknown = head.Predicate.EventSeqUnknown
 	}
 	if c, err := r.lookup(runID); err == nil {
 		c.mu.Lock()
@@ -386,6 +414,6 @@ func (r *Runtime) Durable(ctx context.Context, runID string) (*runtimeapi.Durabl
 func checkpointResult(cp *checkpoint.Checkpoint, suspended bool) runtimeapi.CheckpointResult {
 	p := cp.Predicate
 	return runtimeapi.CheckpointResult{RunID: p.RunID, Checkpoint: cp.Digest, Parent: p.Parent, Generation: p.Generation,
-		SandboxID: p.SandboxID, EventSeq: p.EventSeq, Created: p.Created, Layers: p.Layers, Reused: p.Reused,
+		SandboxID: p.SandboxID, EventSeq: p.EventSeq, EventSeqUnknown: p.EventSeqUnknown, Created: p.Created, Layers: p.Layers, Reused: p.Reused,
 		FrozenMillis: cp.Frozen.Milliseconds(), Suspended: suspended}
 }

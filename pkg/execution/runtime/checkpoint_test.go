@@ -31,7 +31,7 @@ type ckptRig struct {
 	log   *syncBuffer
 }
 
-func newCkptRig(t testing.TB, d *runtime.Desired) *ckptRig {
+func newCkptRig(t testing.TB, d *runtime.Desired, mods ...func(*runtime.Checkpoints)) *ckptRig {
 	t.Helper()
 	ctx := context.Background()
 	f := &ckptRig{log: &syncBuffer{}}
@@ -54,6 +54,9 @@ func newCkptRig(t testing.TB, d *runtime.Desired) *ckptRig {
 		t.Fatal(err)
 	}
 	f.cps = runtime.Checkpoints{Store: st, Signer: sv, Verifier: v}
+	for _, m := range mods {
+		m(&f.cps)
+	}
 	warm := runtime.NewWarm(f.be, runtime.NewRegistryArtifacts(t.TempDir()))
 	f.rt = runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return f.d.Load(), time.Now() }, warm, f.store, time.Minute,
 		runtime.WithLog(f.log), runtime.WithCheckpoints(f.cps))

@@ -64,7 +64,11 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	if !s.decode(w, r, &b) {
 		return
 	}
-	g, err := s.rt.Resume(r.Context(), r.PathValue("run"), b.Token)
+	if _, err := restoreBy(b.By); err != nil {
+		s.writeError(w, r, http.StatusBadRequest, err)
+		return
+	}
+	g, err := s.rt.ResumeAs(r.Context(), r.PathValue("run"), b.Token, b.By)
 	if err != nil {
 		s.writeError(w, r, checkpointStatus(err), err)
 		return

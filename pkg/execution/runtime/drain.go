@@ -39,13 +39,16 @@ func (r *Runtime) CheckpointGeneration(ctx context.Context, pool, gen string) (*
 	slices.SortFunc(todo, func(a, b open) int { return strings.Compare(a.runID, b.runID) })
 	out := &runtimeapi.CheckpointGenerationResult{Moved: []runtimeapi.MovedRun{}}
 	for _, o := range todo {
-		cp, err := r.suspendAs(ctx, o.runID, CheckpointRequest{Token: o.token}, checkpoint.Suspended{By: "drain"})
+		// The runtime does not know the job's event sequence (the
+		// control plane numbers a job's events, and the rollout that asks
+		// knows no jobs): the attestation says so rather than name 0.
+		cp, err := r.suspendAs(ctx, o.runID, CheckpointRequest{Token: o.token, EventSeqUnknown: true}, checkpoint.Suspended{By: "drain"})
 		if err != nil {
 			r.logf("runtime: drain of %s in pool %s: run %s not suspended: %v", gen, pool, o.runID, err)
 			out.NotMoved = append(out.NotMoved, notMoved(o.runID, "", "suspend", err))
 			continue
 		}
-		g, err := r.Resume(ctx, o.runID, o.token)
+		g, err := r.resumeAs(ctx, o.runID, o.token, runtimeapi.RestoredByDrain)
 		if err != nil {
 			r.logf("runtime: drain of %s in pool %s: run %s suspended at %s, not resumed: %v", gen, pool, o.runID, cp.Digest, err)
 			out.NotMoved = append(out.NotMoved, notMoved(o.runID, cp.Digest, "resume", err))

@@ -16,12 +16,19 @@ import (
 // remaining checkpoint uses go with them. With dryRun nothing is removed
 // and the answer says what would be.
 func (r *Runtime) SweepCheckpoints(ctx context.Context, now time.Time, dryRun bool) (*checkpoint.Collected, error) {
+	got, _, err := r.sweepCheckpoints(ctx, now, dryRun)
+	return got, err
+}
+
+// sweepCheckpoints is SweepCheckpoints, with the restore window of each
+// pool it judged by.
+func (r *Runtime) sweepCheckpoints(ctx context.Context, now time.Time, dryRun bool) (*checkpoint.Collected, map[string]time.Duration, error) {
 	if r.o.checkpoints == nil {
-		return nil, fmt.Errorf("%w: no checkpoint store or key (WithCheckpoints)", ErrNoCheckpoints)
+		return nil, nil, fmt.Errorf("%w: no checkpoint store or key (WithCheckpoints)", ErrNoCheckpoints)
 	}
 	d, _ := r.desired()
 	if d == nil {
-		return nil, fmt.Errorf("runtime: sweep checkpoints: no desired state yet: the restore windows are not known")
+		return nil, nil, fmt.Errorf("%w: sweep checkpoints: the restore windows are not known", ErrNoDesired)
 	}
 	windows := map[string]time.Duration{}
 	for name, p := range d.Pools {
@@ -39,12 +46,12 @@ func (r *Runtime) SweepCheckpoints(ctx context.Context, now time.Time, dryRun bo
 	r.mu.Unlock()
 	open, err := r.store.Open(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("runtime: sweep checkpoints: open runs: %w", err)
+		return nil, nil, fmt.Errorf("runtime: sweep checkpoints: open runs: %w", err)
 	}
 	for _, id := range open {
 		m, err := r.store.Get(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("runtime: sweep checkpoints: run %s: %w", id, err)
+			return nil, nil, fmt.Errorf("runtime: sweep checkpoints: run %s: %w", id, err)
 		}
 		keep[m.WorkspaceCheckpointID] = true
 	}
@@ -52,5 +59,6 @@ func (r *Runtime) SweepCheckpoints(ctx context.Context, now time.Time, dryRun bo
 		w, ok := windows[p.Pool]
 		return ok && p.Created.Before(now.Add(-w))
 	}
-	return r.o.checkpoints.Store.CollectClosed(closed, keep, dryRun)
+	got, err := r.o.checkpoints.Store.CollectClosed(closed, keep, dryRun)
+	return got, windows, err
 }

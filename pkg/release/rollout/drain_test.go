@@ -22,7 +22,10 @@ import (
 // request key adopts the new grant (attempt 2, generation g2); every file
 // is as it was (hashes), the machine-id is the new sandbox's own (the
 // refresh phase ran after the restore), the manifest names g2 and the
-// checkpoint, and question 6 answers that the restore was proved.
+// checkpoint, and question 6 answers that the restore was proved by the
+// drain, and that the checkpoint's job event sequence is not known (the
+// runtime took it on the rollout's order; only the control plane numbers
+// a job's events).
 func TestDrainCheckpoint(t *testing.T) {
 	t.Parallel()
 	e := newEnvServe(t, func(s *pool.Spec) {
@@ -92,7 +95,8 @@ func TestDrainCheckpoint(t *testing.T) {
 		t.Fatalf("manifest after the drain: %+v, %v", man, err)
 	}
 	dur, err := e.client.Durable(ctx, grant.RunID)
-	if err != nil || dur.Head != digest || dur.Suspended || dur.LastRestore == nil || dur.LastRestore.Checkpoint != digest || dur.LastRestore.By != "resume" {
+	if err != nil || dur.Head != digest || dur.Suspended || dur.LastRestore == nil || dur.LastRestore.Checkpoint != digest ||
+		dur.LastRestore.By != runtimeapi.RestoredByDrain || !dur.HeadEventSeqUnknown || dur.HeadEventSeq != 0 {
 		t.Fatalf("durable after the drain: %+v, %v", dur, err)
 	}
 	zero := 0

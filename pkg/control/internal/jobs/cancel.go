@@ -79,7 +79,7 @@ func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runI
 	case rt.Client == nil:
 		detail = fmt.Sprintf("run %s: its runtime is not configured on this control plane", runID)
 	default:
-		ckOutcome, ckDetail, ckDigest = cancelCheckpoint(ctx, rt, runID, grant) // step 6, while the sandbox exists
+		ckOutcome, ckDetail, ckDigest = e.cancelCheckpoint(ctx, id, rt, runID, grant) // step 6, while the sandbox exists
 		rerr := rt.Client.Release(ctx, runID, runtimeapi.ReleaseBody{Token: grant})
 		m, merr := rt.Client.Run(ctx, runID)
 		released = merr == nil && !m.Lifecycle.ResourcesReleased.IsZero()

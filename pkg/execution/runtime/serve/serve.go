@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/internal/startup"
@@ -91,6 +92,11 @@ type Config struct {
 	// at CheckpointDir under State) and verifies them before a restore;
 	// nil: the runtime takes no checkpoints.
 	CheckpointSigner signature.SignerVerifier
+	// CheckpointRepository, with CheckpointSigner, is the registry
+	// repository each checkpoint is also pushed to by digest, signed and
+	// attested; a resume whose checkpoint the state lacks pulls it from
+	// there, verified first ("": checkpoints stay in the state).
+	CheckpointRepository string
 	// LogFormat is LogJSON or LogText ("" is text): the format of Log's
 	// lines. The lines about a run carry its ids either way.
 	LogFormat string
@@ -337,11 +343,17 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 	}
 	var ckopts []runtime.RuntimeOption
 	if c.CheckpointSigner != nil {
+		if c.CheckpointRepository != "" {
+			if _, err := name.NewRepository(c.CheckpointRepository); err != nil {
+				return nil, fmt.Errorf("checkpoint repository %q: %w", c.CheckpointRepository, err)
+			}
+		}
 		st, err := checkpoint.OpenStore(filepath.Join(c.State, CheckpointDir))
 		if err != nil {
 			return nil, err
 		}
-		ckopts = append(ckopts, runtime.WithCheckpoints(runtime.Checkpoints{Store: st, Signer: c.CheckpointSigner, Verifier: c.CheckpointSigner}))
+		ckopts = append(ckopts, runtime.WithCheckpoints(runtime.Checkpoints{Store: st, Signer: c.CheckpointSigner, Verifier: c.CheckpointSigner,
+			Repository: c.CheckpointRepository}))
 	}
 	topts := []telemetry.TraceOption{telemetry.WithServiceName("slipway-runtime")}
 	if c.OTLP {
