@@ -46,7 +46,7 @@ func TestIncidentsPageMergesRuntimes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	withIncidents := startRuntime(t, runtime.WithIncidents(func(ctx context.Context) (any, error) { return incidents.Runtime(ctx, rs, nil) }))
+	withIncidents := startRuntime(t, runtime.WithIncidents(func(ctx context.Context) (*incidents.Report, error) { return incidents.Runtime(ctx, rs, nil) }))
 	without := startRuntime(t)
 	cp, ops := startControl(t)
 	srv, err := console.New(cp, console.WithRuntime("a", withIncidents, runtimeToken), console.WithRuntime("b", without, runtimeToken))

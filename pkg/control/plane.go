@@ -13,6 +13,7 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/apierror"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/tenancy"
 	"github.com/slipway-dev/slipway/pkg/control/internal/delivery"
@@ -80,7 +81,7 @@ type Config struct {
 	// Incidents, when set, serves GET /v1/incidents (operators only): a
 	// value that encodes as controlapi.Incidents, read from the store at
 	// each request (the incidents package does it; it imports this one).
-	Incidents func(ctx context.Context) (any, error)
+	Incidents func(ctx context.Context) (*incidentreport.Report, error)
 	// Failpoint names a point where the plane blocks forever, for crash
 	// tests that kill it there (after-claim: a sandbox was claimed, the job
 	// does not say so yet).

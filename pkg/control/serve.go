@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/startup"
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/telemetry"
@@ -42,7 +43,7 @@ type ServeConfig struct {
 	OTLP bool
 	// Incidents, when set, serves GET /v1/incidents from the store
 	// (Config.Incidents).
-	Incidents func(ctx context.Context, st *Store) (any, error)
+	Incidents func(ctx context.Context, st *Store) (*incidentreport.Report, error)
 }
 
 // ParseRuntime reads POOL=URL,TOKEN-FILE: the pool, and the runtime with
@@ -157,9 +158,9 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 		defer cancel()
 		_ = tracing.Shutdown(sctx)
 	}()
-	var inc func(ctx context.Context) (any, error)
+	var inc func(ctx context.Context) (*incidentreport.Report, error)
 	if c.Incidents != nil {
-		inc = func(ctx context.Context) (any, error) { return c.Incidents(ctx, st) }
+		inc = func(ctx context.Context) (*incidentreport.Report, error) { return c.Incidents(ctx, st) }
 	}
 	p, err := New(ctx, Config{Store: st, Config: cfg, Runtimes: rts, MaxActive: c.MaxActive, Reserve: c.Reserve, QueueBound: c.QueueBound,
 		DispatchAttempts: c.DispatchAttempts, Lease: c.Lease, Grace: c.Grace, Logger: c.Logger, Failpoint: c.Failpoint,

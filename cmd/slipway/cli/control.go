@@ -47,7 +47,7 @@ Operators read the incidents its store shows at GET /v1/incidents (as slipway in
 			c.Logger = slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			// GET /v1/incidents: what slipway incidents --db reads, from
 			// the plane's own store.
-			c.Incidents = func(ctx context.Context, st *control.Store) (any, error) {
+			c.Incidents = func(ctx context.Context, st *control.Store) (*incidents.Report, error) {
 				return incidents.Collect(ctx, incidents.FromControl(st, nil))
 			}
 			err = control.Serve(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })

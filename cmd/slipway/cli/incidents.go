@@ -79,7 +79,7 @@ func printIncidents(g *globals, r *incidents.Report) {
 	w := g.stdout
 	for _, k := range r.Kinds {
 		if !k.Sourced {
-			fmt.Fprintf(w, "%s (not read): %s: no record of this kind was read (%s)\n", k.Kind, k.Title, unsourced(k.Kind))
+			fmt.Fprintf(w, "%s (not read): %s: no record of this kind was read (%s)\n", k.Kind, k.Title, unsourced(incidents.Kind(k.Kind)))
 			continue
 		}
 		fmt.Fprintf(w, "%s (%d): %s\n", k.Kind, len(k.Incidents), k.Title)

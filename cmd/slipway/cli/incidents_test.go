@@ -65,7 +65,7 @@ func report(t *testing.T, db, state string) (*incidents.Report, string) {
 func of(rep *incidents.Report, k incidents.Kind, id string) []incidents.Incident {
 	var out []incidents.Incident
 	for _, kr := range rep.Kinds {
-		if kr.Kind != k {
+		if kr.Kind != string(k) {
 			continue
 		}
 		for _, i := range kr.Incidents {
@@ -257,7 +257,7 @@ func TestIncidentCredentialExpires(t *testing.T) {
 		}
 		var fromCLI []incidents.Incident
 		for _, c := range rep.Kinds {
-			if c.Kind == incidents.CredentialExpiry {
+			if c.Kind == string(incidents.CredentialExpiry) {
 				fromCLI = c.Incidents
 			}
 		}

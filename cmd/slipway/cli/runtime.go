@@ -136,7 +136,7 @@ from there, verified before anything is written.`,
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // fault tests only
 			// GET /v1/incidents: what slipway incidents --state reads,
 			// from the runtime's own records.
-			c.Incidents = func(ctx context.Context, st runs.Store, records *reconcile.Records) (any, error) {
+			c.Incidents = func(ctx context.Context, st runs.Store, records *reconcile.Records) (*incidents.Report, error) {
 				var cr incidents.CleanupRecords
 				if records != nil {
 					cr = records

@@ -46,19 +46,19 @@ func FromCleanup(rs CleanupRecords) Source {
 }
 
 func cleanupIncident(r reconcile.Record) Incident {
-	i := Incident{Kind: CleanupUnknown, Run: r.RunID, State: "cleanup " + r.State, Reason: r.Kind, Owner: r.Owner,
+	i := Incident{Kind: string(CleanupUnknown), Run: r.RunID, State: "cleanup " + r.State, Reason: r.Kind, Owner: r.Owner,
 		Attempts: r.Attempts, At: r.First}
 	i.Detail = fmt.Sprintf("%s %s", r.Action, r.Resource)
-	i.add("cleanup record", "%d (%s of %s, pool %s)", r.ID, r.Kind, r.Resource, orDash(r.Pool))
-	i.add("lease seen", "%s", orDash(r.LeaseVersion))
-	i.add("first tried", "%s; last %s", r.First.UTC().Format(time.RFC3339), r.Updated.UTC().Format(time.RFC3339))
+	add(&i, "cleanup record", "%d (%s of %s, pool %s)", r.ID, r.Kind, r.Resource, orDash(r.Pool))
+	add(&i, "lease seen", "%s", orDash(r.LeaseVersion))
+	add(&i, "first tried", "%s; last %s", r.First.UTC().Format(time.RFC3339), r.Updated.UTC().Format(time.RFC3339))
 	if r.LastError != "" {
-		i.add("last error", "%s", r.LastError)
+		add(&i, "last error", "%s", r.LastError)
 	}
 	if r.State == reconcile.StateResolved {
 		i.Terminal = true
 		i.Owner = ""
-		i.add("outcome", "%s", orDash(r.Outcome))
+		add(&i, "outcome", "%s", orDash(r.Outcome))
 		return i
 	}
 	if !r.Deadline.IsZero() {

@@ -53,7 +53,7 @@ func TestFromCleanup(t *testing.T) {
 	}
 	var got []Incident
 	for _, k := range r.Kinds {
-		if k.Kind == CleanupUnknown {
+		if Kind(k.Kind) == CleanupUnknown {
 			if !k.Sourced {
 				t.Fatal("delete_times_out is not marked as read")
 			}

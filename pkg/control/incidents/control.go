@@ -88,12 +88,12 @@ func recentJobs(ctx context.Context, s *control.Store) ([]*controlapi.Job, error
 }
 
 func jobIncident(k Kind, j *controlapi.Job) Incident {
-	i := Incident{Kind: k, Job: j.ID, Run: j.RunID, State: string(j.State), Reason: j.Reason, Detail: j.Detail,
+	i := Incident{Kind: string(k), Job: j.ID, Run: j.RunID, State: string(j.State), Reason: j.Reason, Detail: j.Detail,
 		Terminal: j.State.Terminal(), Owner: j.Owner, Deadline: j.OwnerDeadline, Attempts: j.Attempt, At: j.CreatedAt}
 	if j.EndedAt != nil {
 		i.At = *j.EndedAt
 	}
-	i.add("tenant", "%s", j.Tenant)
+	add(&i, "tenant", "%s", j.Tenant)
 	return i
 }
 
@@ -111,16 +111,16 @@ func hung(j *controlapi.Job) bool {
 
 func agentHang(j *controlapi.Job) Incident {
 	i := jobIncident(AgentHang, j)
-	i.add("deadline", "%s (command timeout %s)", time.Duration(j.Limits.Deadline), time.Duration(j.Limits.CommandTimeout))
+	add(&i, "deadline", "%s (command timeout %s)", time.Duration(j.Limits.Deadline), time.Duration(j.Limits.CommandTimeout))
 	for n, r := range j.Results {
 		code := "none"
 		if r.ExitCode != nil {
 			code = fmt.Sprint(*r.ExitCode)
 		}
-		i.add(fmt.Sprintf("command %d", n+1), "%s: exit %s, timed out %v, stop %s, %.1fs", clip(strings.Join(r.Argv, " "), 60), code, r.TimedOut, orDash(r.Stop), r.Seconds)
+		add(&i, fmt.Sprintf("command %d", n+1), "%s: exit %s, timed out %v, stop %s, %.1fs", clip(strings.Join(r.Argv, " "), 60), code, r.TimedOut, orDash(r.Stop), r.Seconds)
 	}
-	i.add("stop outcome", "%s", orDash(j.StopOutcome))
-	i.add("output kept", "%d bytes (bound %d bytes, %d lines); dropped %d bytes, %d lines", len(j.Output), j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines,
+	add(&i, "stop outcome", "%s", orDash(j.StopOutcome))
+	add(&i, "output kept", "%d bytes (bound %d bytes, %d lines); dropped %d bytes, %d lines", len(j.Output), j.Limits.MaxOutputBytes, j.Limits.MaxOutputLines,
 		j.OutputDroppedBytes, j.OutputDroppedLines)
 	if i.Terminal {
 		i.Next = "none: ended " + string(j.State) + "; the bounded output: slipway job show " + j.ID
@@ -136,17 +136,17 @@ func crashed(j *controlapi.Job) bool {
 
 func workerCrash(j *controlapi.Job, byKey map[string][]*runmanifest.Manifest) Incident {
 	i := jobIncident(WorkerCrash, j)
-	i.add("request key", "%s", orDash(j.RequestKey))
-	i.add("sandbox", "%s (run %s on runtime %s, allocation attempt %d)", orDash(j.SandboxID), orDash(j.RunID), orDash(j.Runtime), j.Attempt)
-	i.add("adopted", "%v", j.Adopted)
-	i.add("replica", "%s", orDash(j.Replica))
+	add(&i, "request key", "%s", orDash(j.RequestKey))
+	add(&i, "sandbox", "%s (run %s on runtime %s, allocation attempt %d)", orDash(j.SandboxID), orDash(j.RunID), orDash(j.Runtime), j.Attempt)
+	add(&i, "adopted", "%v", j.Adopted)
+	add(&i, "replica", "%s", orDash(j.Replica))
 	if byKey != nil && j.RequestKey != "" {
 		ms := byKey[j.RequestKey]
 		var ids []string
 		for _, m := range ms {
 			ids = append(ids, fmt.Sprintf("%s (sandbox %s, %s)", m.RunID, m.SandboxID, m.Status))
 		}
-		i.add("runs of the request key", "%d: %s", len(ms), strings.Join(ids, ", "))
+		add(&i, "runs of the request key", "%d: %s", len(ms), strings.Join(ids, ", "))
 		if len(ms) > 1 {
 			i.Detail = fmt.Sprintf("DOUBLED: %d runs for request key %s; %s", len(ms), j.RequestKey, i.Detail)
 		}
@@ -177,10 +177,10 @@ func staleNotes(j *controlapi.Job) []string {
 
 func policyLag(j *controlapi.Job, notes []string) Incident {
 	i := jobIncident(PolicyLag, j)
-	i.add("config revision at submission", "%s", orDash(j.ConfigRevision))
-	i.add("dispatch failures", "%d", j.DispatchFailures)
+	add(&i, "config revision at submission", "%s", orDash(j.ConfigRevision))
+	add(&i, "dispatch failures", "%d", j.DispatchFailures)
 	for n, t := range notes {
-		i.add(fmt.Sprintf("refusal %d", n+1), "%s", clip(t, 300))
+		add(&i, fmt.Sprintf("refusal %d", n+1), "%s", clip(t, 300))
 	}
 	switch {
 	case j.State == controlapi.Succeeded:
@@ -194,13 +194,13 @@ func policyLag(j *controlapi.Job, notes []string) Incident {
 }
 
 func exportFailure(t control.ExportTrouble) Incident {
-	i := Incident{Kind: ExportFailure, Job: t.Job, Run: t.RunID, State: t.Outcome, Reason: "delivery_" + t.Outcome, Detail: t.Detail,
+	i := Incident{Kind: string(ExportFailure), Job: t.Job, Run: t.RunID, State: t.Outcome, Reason: "delivery_" + t.Outcome, Detail: t.Detail,
 		Attempts: t.Attempts, At: t.At}
-	i.add("source", "job %s, run %s, event %d (%s), digest %s", t.Job, orDash(t.RunID), t.Seq, orDash(string(t.Kind)), orDash(t.EventDigest))
-	i.add("job state", "%s (the result is retained in the control plane's store)", orDash(string(t.JobState)))
-	i.add("destination", "%s of tenant %s", t.Destination, orDash(t.Tenant))
+	add(&i, "source", "job %s, run %s, event %d (%s), digest %s", t.Job, orDash(t.RunID), t.Seq, orDash(string(t.Kind)), orDash(t.EventDigest))
+	add(&i, "job state", "%s (the result is retained in the control plane's store)", orDash(string(t.JobState)))
+	add(&i, "destination", "%s of tenant %s", t.Destination, orDash(t.Tenant))
 	if t.HTTPStatus != 0 {
-		i.add("last HTTP status", "%d", t.HTTPStatus)
+		add(&i, "last HTTP status", "%d", t.HTTPStatus)
 	}
 	if t.Outcome == controlapi.ReceiptFailed {
 		i.Terminal = true

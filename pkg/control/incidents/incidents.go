@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
+
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 )
 
 // Kind is one incident of the seed's table-top.
@@ -46,38 +47,16 @@ func (k Kind) Title() string {
 }
 
 // Incident is one job or run that shows an incident kind, with the
-// evidence of its durable records.
-type Incident struct {
-	Kind Kind   `json:"kind"`
-	Job  string `json:"job,omitempty"`
-	Run  string `json:"run,omitempty"`
-	// State is the job's state or the run's status; Reason the bounded
-	// word for it; Detail a sentence.
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
-	Detail string `json:"detail,omitempty"`
-	// Terminal says the outcome is confirmed; otherwise Owner must act by
-	// Deadline.
-	Terminal bool       `json:"terminal"`
-	Owner    string     `json:"owner,omitempty"`
-	Deadline *time.Time `json:"deadline,omitempty"`
-	Attempts int        `json:"attempts,omitempty"`
-	// Evidence is what the records say, in order.
-	Evidence []Fact `json:"evidence,omitempty"`
-	// Receipts are the receipts that bear on it (credentials, deliveries).
-	Receipts []string `json:"receipts,omitempty"`
-	// Next is the next action, and whose.
-	Next string    `json:"next,omitempty"`
-	At   time.Time `json:"at,omitzero"`
-}
+// evidence of its durable records; Fact is one named piece of evidence.
+// They are the contract's (incidentreport): a report is served and
+// printed as it is collected.
+type (
+	Incident = incidentreport.Incident
+	Fact     = incidentreport.Fact
+)
 
-// Fact is one named piece of evidence.
-type Fact struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
-func (i *Incident) add(name, format string, args ...any) {
+// add appends a piece of evidence to i.
+func add(i *Incident, name, format string, args ...any) {
 	i.Evidence = append(i.Evidence, Fact{Name: name, Value: fmt.Sprintf(format, args...)})
 }
 
@@ -109,21 +88,12 @@ type covering struct {
 
 func (c covering) Covers() []Kind { return c.kinds }
 
-// Report is every kind with the incidents found, in Kinds' order.
-type Report struct {
-	Kinds []KindReport `json:"kinds"`
-	// Open counts the incidents whose outcome is not confirmed.
-	Open int `json:"open"`
-}
-
-// KindReport is one kind's incidents, newest first.
-type KindReport struct {
-	Kind  Kind   `json:"kind"`
-	Title string `json:"title"`
-	// Sourced says a source that covers this kind was read.
-	Sourced   bool       `json:"sourced"`
-	Incidents []Incident `json:"incidents"`
-}
+// Report is every kind with the incidents found, in Kinds' order;
+// KindReport is one kind's incidents, newest first (incidentreport).
+type (
+	Report     = incidentreport.Report
+	KindReport = incidentreport.Kind
+)
 
 // Collect asks every source and groups what they found by kind. A source
 // that fails fails the report (a view that silently misses a record is
@@ -144,8 +114,8 @@ func Collect(ctx context.Context, sources ...Source) (*Report, error) {
 			continue
 		}
 		for _, i := range found {
-			by[i.Kind] = append(by[i.Kind], i)
-			sourced[i.Kind] = true
+			by[Kind(i.Kind)] = append(by[Kind(i.Kind)], i)
+			sourced[Kind(i.Kind)] = true
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -169,7 +139,7 @@ func Collect(ctx context.Context, sources ...Source) (*Report, error) {
 				r.Open++
 			}
 		}
-		r.Kinds = append(r.Kinds, KindReport{Kind: k, Title: k.Title(), Sourced: sourced[k], Incidents: is})
+		r.Kinds = append(r.Kinds, KindReport{Kind: string(k), Title: k.Title(), Sourced: sourced[k], Incidents: is})
 	}
 	return r, nil
 }

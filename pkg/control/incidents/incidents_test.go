@@ -62,7 +62,7 @@ func TestFromRuns(t *testing.T) {
 	}
 	got := map[string]incidents.Incident{}
 	for _, k := range rep.Kinds {
-		if k.Sourced != (k.Kind == incidents.CredentialExpiry || k.Kind == incidents.WorkerCrash) {
+		if k.Sourced != (incidents.Kind(k.Kind) == incidents.CredentialExpiry || incidents.Kind(k.Kind) == incidents.WorkerCrash) {
 			t.Errorf("kind %s sourced %v", k.Kind, k.Sourced)
 		}
 		for _, i := range k.Incidents {

@@ -87,11 +87,11 @@ func credential(m *runmanifest.Manifest, now time.Time) (Incident, bool) {
 	if len(expired) == 0 && renewals == 0 {
 		return Incident{}, false
 	}
-	i := Incident{Kind: CredentialExpiry, Run: m.RunID, State: string(m.Status), Terminal: m.Status.Final(), Receipts: receipts,
+	i := Incident{Kind: string(CredentialExpiry), Run: m.RunID, State: string(m.Status), Terminal: m.Status.Final(), Receipts: receipts,
 		Attempts: m.AllocationAttempt, At: m.Lifecycle.ClaimCreated}
-	i.add("secret version", "%s", m.SecretVersion)
-	i.add("sandbox", "%s (allocation attempt %d, tenant %s)", m.SandboxID, m.AllocationAttempt, orDash(m.Tenant))
-	i.add("renewals", "%d", renewals)
+	add(&i, "secret version", "%s", m.SecretVersion)
+	add(&i, "sandbox", "%s (allocation attempt %d, tenant %s)", m.SandboxID, m.AllocationAttempt, orDash(m.Tenant))
+	add(&i, "renewals", "%d", renewals)
 	if len(expired) > 0 {
 		last := expired[len(expired)-1]
 		i.Reason = "expired"
@@ -127,10 +127,10 @@ func receiptText(rc runmanifest.Receipt) string {
 
 // doubled is a request key with more than one run.
 func doubled(key string, ms []*runmanifest.Manifest) Incident {
-	i := Incident{Kind: WorkerCrash, Run: ms[0].RunID, State: "doubled", Reason: "request_key_doubled",
+	i := Incident{Kind: string(WorkerCrash), Run: ms[0].RunID, State: "doubled", Reason: "request_key_doubled",
 		Detail: fmt.Sprintf("DOUBLED: %d runs for request key %s", len(ms), key), Owner: "the runtime's operator", At: ms[0].Lifecycle.ClaimCreated}
 	for _, m := range ms {
-		i.add("run", "%s (sandbox %s, %s)", m.RunID, m.SandboxID, m.Status)
+		add(&i, "run", "%s (sandbox %s, %s)", m.RunID, m.SandboxID, m.Status)
 	}
 	i.Next = "find which run's commands ran (slipway runs show RUN) and end the other's sandbox"
 	return i

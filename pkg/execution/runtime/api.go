@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/apierror"
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
@@ -94,7 +95,7 @@ type serverOptions struct {
 	checks    []ReadyCheck
 
 	// incidents serves GET /v1/incidents (WithIncidents, incidents.go).
-	incidents func(ctx context.Context) (any, error)
+	incidents func(ctx context.Context) (*incidentreport.Report, error)
 }
 
 // WithCleanup serves GET /v1/cleanup from view: what cleanup remains and

@@ -3,20 +3,22 @@ package runtime
 import (
 	"context"
 	"net/http"
+
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 )
 
 // WithIncidents serves GET /v1/incidents from report: the incidents the
 // runtime's own records show (its run manifests and its cleanup
-// reconciler's records), a value that encodes as runtimeapi.Incidents.
+// reconciler's records), in the shape both servers serve.
 // The program composes it (pkg/control/incidents reads those records; the
 // runtime does not import it). Without it the route answers 404.
-func WithIncidents(report func(ctx context.Context) (any, error)) ServerOption {
+func WithIncidents(report func(ctx context.Context) (*incidentreport.Report, error)) ServerOption {
 	return func(o *serverOptions) { o.incidents = report }
 }
 
 // incidentRoutes adds GET /v1/incidents (the runtime's token), when the
 // program gave a report.
-func (s *Server) incidentRoutes(report func(ctx context.Context) (any, error)) {
+func (s *Server) incidentRoutes(report func(ctx context.Context) (*incidentreport.Report, error)) {
 	if report == nil {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/internal/startup"
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
@@ -119,7 +120,7 @@ type Config struct {
 	// (records nil when it runs no reconciler), a value that encodes as
 	// runtimeapi.Incidents. The program composes it (the CLI, with
 	// pkg/control/incidents), as it does the control plane's.
-	Incidents func(ctx context.Context, store runs.Store, records *reconcile.Records) (any, error)
+	Incidents func(ctx context.Context, store runs.Store, records *reconcile.Records) (*incidentreport.Report, error)
 
 	logger *slog.Logger // set by defaults, from Log and LogFormat
 	rawLog io.Writer    // Log before defaults wrapped it
@@ -296,7 +297,7 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 		sopts = append(sopts, runtime.WithCost(costReport(c, l)))
 	}
 	if inc := c.Incidents; inc != nil {
-		sopts = append(sopts, runtime.WithIncidents(func(ctx context.Context) (any, error) { return inc(ctx, store, records) }))
+		sopts = append(sopts, runtime.WithIncidents(func(ctx context.Context) (*incidentreport.Report, error) { return inc(ctx, store, records) }))
 	}
 	srv, err := runtime.NewServer(p.rt, p.syncer, h.backend(), c.Token, sopts...)
 	if err != nil {
