@@ -51,7 +51,7 @@ func TestInClusterSingle(t *testing.T) {
 	ctx := context.Background()
 	begin := time.Now()
 	host := registrytest.NewInProcess(t)
-	rel := snapshotRelease(t)
+	rel, how := snapshotRelease(t)
 	images, policy := publish(t, rel, host+"/slipway-dev")
 	released := time.Since(begin)
 
@@ -150,8 +150,8 @@ func TestInClusterSingle(t *testing.T) {
 			t.Fatalf("Service %s's /readyz: %s (%v)", svc, b, err)
 		}
 	}
-	t.Logf("release %s (built or reused, pushed), cluster and node up at %s, both planes Ready at %s",
-		released.Round(100*time.Millisecond), clusterUp.Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
+	t.Logf("release %s (%s, pushed), cluster and node up at %s, both planes Ready at %s",
+		released.Round(100*time.Millisecond), how, clusterUp.Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
 }
 
 // snapshotRelease is a snapshot release of this tree for the host's
@@ -160,8 +160,9 @@ func TestInClusterSingle(t *testing.T) {
 // are identical; the build takes minutes on 2 shared cores); a dirty
 // tree's is built for this test only. $SLIPWAY_RELEASE names a release
 // built earlier instead (make release SNAPSHOT=1 RELEASE_OUT=DIR), whose
-// version the test logs.
-func snapshotRelease(t *testing.T) string {
+// version the test logs. It returns the release's directory and how it
+// came to be (built, reused, given).
+func snapshotRelease(t *testing.T) (string, string) {
 	t.Helper()
 	if dir := os.Getenv("SLIPWAY_RELEASE"); dir != "" {
 		b, err := os.ReadFile(filepath.Join(dir, "checksums.txt"))
@@ -169,7 +170,7 @@ func snapshotRelease(t *testing.T) string {
 			t.Fatalf("SLIPWAY_RELEASE=%s is not a release: %v", dir, err)
 		}
 		t.Logf("the release of SLIPWAY_RELEASE=%s (checksums.txt: %d lines), not one of this tree", dir, strings.Count(string(b), "\n"))
-		return dir
+		return dir, "given by SLIPWAY_RELEASE"
 	}
 	commit, err := exec.Command("git", "-C", "..", "rev-parse", "HEAD").Output()
 	if err != nil {
@@ -194,7 +195,7 @@ func snapshotRelease(t *testing.T) string {
 	if len(status) > 0 {
 		out := filepath.Join(t.TempDir(), "release")
 		build(out)
-		return out
+		return out, "built, the tree being dirty"
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -203,7 +204,7 @@ func snapshotRelease(t *testing.T) string {
 	cache = filepath.Join(cache, "slipway", "incluster-release")
 	dir := filepath.Join(cache, strings.TrimSpace(string(commit))+"-"+strings.ReplaceAll(platform, "/", "-"))
 	if _, err := os.Stat(filepath.Join(dir, "checksums.txt")); err == nil {
-		return dir
+		return dir, "reused from " + dir
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		t.Fatal(err)
@@ -221,7 +222,7 @@ func snapshotRelease(t *testing.T) string {
 	if err := os.Rename(filepath.Join(tmp, "out"), dir); err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	return dir, "built and kept in " + dir
 }
 
 // publish pushes the release in dir to repository (signed with a key made
