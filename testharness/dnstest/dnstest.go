@@ -20,12 +20,12 @@ type Query struct {
 
 // Server is a running test DNS server.
 type Server struct {
-	// Addr is its UDP address, 127.0.0.1:port.
+	// Addr is its UDP address, 127.0.0.1:port (or where ListenFunc put it).
 	Addr string
 
 	pc      net.PacketConn
 	done    chan struct{}
-	answers map[string][]netip.Addr
+	lookup  LookupFunc
 	mu      sync.Mutex
 	queries []Query
 }
@@ -45,21 +45,37 @@ func Start(tb testing.TB, answers map[string][]string) *Server {
 
 // Listen is Start outside a test: the caller closes the server.
 func Listen(answers map[string][]string) (*Server, error) {
-	s := &Server{answers: map[string][]netip.Addr{}, done: make(chan struct{})}
+	table := map[string][]netip.Addr{}
 	for name, addrs := range answers {
 		for _, a := range addrs {
 			ip, err := netip.ParseAddr(a)
 			if err != nil {
 				return nil, fmt.Errorf("dnstest: answer for %s: %w", name, err)
 			}
-			s.answers[canonical(name)] = append(s.answers[canonical(name)], ip)
+			table[canonical(name)] = append(table[canonical(name)], ip)
 		}
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	return ListenFunc("127.0.0.1:0", func(name string) ([]netip.Addr, bool) {
+		addrs, ok := table[name]
+		return addrs, ok
+	})
+}
+
+// LookupFunc answers for one name (lower-case, without the final dot): its
+// addresses, and whether the name exists (false: NXDOMAIN). It is called
+// for every question, from one goroutine at a time.
+type LookupFunc func(name string) (addrs []netip.Addr, exists bool)
+
+// ListenFunc runs a server on the UDP address addr (say the bridge of a
+// test cluster's node, port 53, for its pods) answering each question
+// from lookup, whose answers may change while it runs (a cluster's
+// Services come and go). The caller closes the server.
+func ListenFunc(addr string, lookup LookupFunc) (*Server, error) {
+	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("dnstest: %w", err)
+		return nil, fmt.Errorf("dnstest: listen on %s: %w", addr, err)
 	}
-	s.pc, s.Addr = pc, pc.LocalAddr().String()
+	s := &Server{lookup: lookup, done: make(chan struct{}), pc: pc, Addr: pc.LocalAddr().String()}
 	go func() { defer close(s.done); s.serve() }()
 	return s, nil
 }
@@ -117,7 +133,7 @@ func (s *Server) answer(msg []byte) ([]byte, bool) {
 	s.mu.Lock()
 	s.queries = append(s.queries, Query{Name: name, Type: strings.TrimPrefix(q.Type.String(), "Type")})
 	s.mu.Unlock()
-	addrs, known := s.answers[name]
+	addrs, known := s.lookup(name)
 	rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired}
 	if !known {
 		rh.RCode = dnsmessage.RCodeNameError

@@ -3,7 +3,9 @@
 // name, and keeps every question it was asked, so that a test can count the
 // queries a component made (none, for a name it must not look up) with
 // nothing sent off the machine. Resolver is a Go resolver that asks it and
-// nothing else.
+// nothing else. ListenFunc answers from a function instead, on an address
+// the test names (kubetest serves its cluster's Service names that way, on
+// the node's bridge).
 //
 // It is not a general DNS server: no recursion, no zones, no TCP, no
 // record types other than A and AAAA (every other question gets an empty

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/netip"
+	"sync"
 
 	"github.com/slipway-dev/slipway/testharness/dnstest"
 )
@@ -29,4 +31,32 @@ func ExampleStart() {
 	// true
 	// A api.example.test
 	// A nothing.example.test
+}
+
+// A server answering from a function follows its answers as they change,
+// as a cluster's Service names follow its Services.
+func ExampleListenFunc() {
+	var mu sync.Mutex
+	services := map[string][]netip.Addr{}
+	dns, err := dnstest.ListenFunc("127.0.0.1:0", func(name string) ([]netip.Addr, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		addrs, ok := services[name]
+		return addrs, ok
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dns.Close()
+	const name = "echo.default.svc.cluster.local"
+	_, err = dns.Resolver().LookupNetIP(context.Background(), "ip4", name+".")
+	fmt.Println(err != nil)
+	mu.Lock()
+	services[name] = []netip.Addr{netip.MustParseAddr("10.0.0.12")}
+	mu.Unlock()
+	addrs, err := dns.Resolver().LookupNetIP(context.Background(), "ip4", name+".")
+	fmt.Println(addrs, err)
+	// Output:
+	// true
+	// [10.0.0.12] <nil>
 }

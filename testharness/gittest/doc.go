@@ -2,7 +2,8 @@
 // bare repositories made by the git CLI, served over smart HTTP on
 // 127.0.0.1 by git's own http-backend (through Go's net/http/cgi), so that
 // pushes and fetches cross the real protocol and git itself decides what it
-// accepts. It also runs the git CLI to read results back (git fsck, git log).
+// accepts (ListenAlso serves them on another address too, for a test
+// cluster's pods). It also runs the git CLI to read results back (git fsck, git log).
 //
 // It needs the git CLI (Debian package git) and is for tests only: it is
 // not how Slipway itself reads or writes a config repository (package

@@ -21,9 +21,10 @@ import (
 
 // Server serves the bare repositories under Root over smart HTTP.
 type Server struct {
-	Root string
-	url  string
-	srv  *http.Server
+	Root    string
+	url     string
+	urlAlso string // at ListenAlso's address, or ""
+	srv     *http.Server
 
 	mu       sync.Mutex
 	deny     map[string]bool // repo names refusing pushes (read-only)
@@ -33,10 +34,38 @@ type Server struct {
 	pushes   atomic.Int64
 }
 
+// Option configures NewServer.
+type Option func(*options) error
+
+type options struct {
+	also string
+}
+
+// ListenAlso makes the server listen on ip (an address of this machine
+// other than 127.0.0.1, say the bridge of kubetest's node, kubetest.PodGateway)
+// as well, on a port of its own: the config repository a cluster's pods
+// clone over the node's network, nothing leaving the machine. URLAlso
+// names its repositories there.
+func ListenAlso(ip string) Option {
+	return func(o *options) error {
+		if a := net.ParseIP(ip); a == nil || a.IsLoopback() || a.IsUnspecified() {
+			return fmt.Errorf("gittest: ListenAlso address %q: want one IP address of this machine, not loopback or unspecified", ip)
+		}
+		o.also = ip
+		return nil
+	}
+}
+
 // NewServer starts git http-backend for the repositories under a fresh
 // temporary root. It is stopped when the test ends.
-func NewServer(tb testing.TB) *Server {
+func NewServer(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
+	var o options
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	backend, err := backendPath()
 	if err != nil {
 		need.Missing(tb, "git http-backend not available: %v (apt-get install git)", err)
@@ -104,6 +133,14 @@ func NewServer(tb testing.TB) *Server {
 	})}
 	go s.srv.Serve(ln)
 	tb.Cleanup(func() { s.srv.Close() })
+	if o.also != "" {
+		ln, err := net.Listen("tcp", net.JoinHostPort(o.also, "0"))
+		if err != nil {
+			tb.Fatalf("gittest: listen on %s: %v", o.also, err)
+		}
+		s.urlAlso = "http://" + ln.Addr().String()
+		go s.srv.Serve(ln)
+	}
 	return s
 }
 
@@ -121,6 +158,15 @@ func backendPath() (string, error) {
 
 // URL returns the clone URL of repository name.
 func (s *Server) URL(name string) string { return s.url + "/" + name }
+
+// URLAlso returns the clone URL of repository name at ListenAlso's
+// address, as a cluster's pods reach it ("" without ListenAlso).
+func (s *Server) URLAlso(name string) string {
+	if s.urlAlso == "" {
+		return ""
+	}
+	return s.urlAlso + "/" + name
+}
 
 // Dir returns the path of repository name on disk.
 func (s *Server) Dir(name string) string { return filepath.Join(s.Root, name) }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/slipway-dev/slipway/testharness/dnstest"
 	"github.com/slipway-dev/slipway/testharness/need"
 )
 
@@ -42,7 +43,8 @@ type Cluster struct {
 	extra      []*proc // processes started later (controllers), killed first
 	node       *Node   // the node, if started: closed after extra, before the API server
 	opts       options
-	lock       *os.File // the machine's node lock, held from Start to Close WithServices
+	lock       *os.File        // the machine's node lock, held from Start to Close WithServices
+	dns        *dnstest.Server // ClusterDNS, WithServices
 }
 
 // NeedAPIServer leaves tb out under -short ("left out by -short: needs a real
@@ -164,6 +166,9 @@ func Start(ctx context.Context, dir string, opts ...Option) (*Cluster, error) {
 	}
 	if c.opts.services {
 		if err := c.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
+		if err := c.startDNS(); err != nil {
 			return nil, err
 		}
 	}
@@ -345,6 +350,10 @@ func (c *Cluster) Close() {
 	}
 	if c.node != nil {
 		c.node.Close()
+	}
+	if c.dns != nil {
+		_ = c.dns.Close()
+		c.dns = nil
 	}
 	if c.api != nil {
 		c.api.kill()

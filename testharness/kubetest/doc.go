@@ -50,8 +50,9 @@
 // PrepareNamespace writes by hand, and StartNode adds kube-proxy in
 // iptables mode, kept local (no localhost NodePorts, conntrack sysctls
 // untouched, health and metrics on 127.0.0.1, --cleanup at Close); pods
-// get a route to ServiceCIDR through the bridge and a resolv.conf with no
-// nameserver.
+// get a route to ServiceCIDR through the bridge, a resolv.conf with no
+// nameserver, and ClusterDNS (the kubelet's clusterDNS), which answers
+// the cluster's Service names from the API server, in place of CoreDNS.
 //
 // StopAPIServer kills the API server alone (etcd, the node and the
 // controllers keep running) and RestartAPIServer starts it again on the

@@ -116,14 +116,16 @@ func (n *Node) writeKubeletConfig(c *Cluster, host string) error {
 		return err
 	}
 	_, port, _ := net.SplitHostPort(addr)
-	resolv := "/etc/resolv.conf"
+	resolv, clusterDNS := "/etc/resolv.conf", ""
 	if c.opts.services {
 		// Pods get no nameserver of the host's: no pod query leaves the
-		// machine.
+		// machine. Those of dnsPolicy ClusterFirst (the default) ask
+		// ClusterDNS, which knows the cluster's Services.
 		resolv = filepath.Join(kd, "resolv.conf")
 		if err := os.WriteFile(resolv, []byte("options ndots:1\n"), 0o644); err != nil {
 			return err
 		}
+		clusterDNS = fmt.Sprintf("clusterDNS: [%q]\n", PodGateway)
 	}
 	// The kubelet trusts client certificates of the cluster's CA (the API
 	// server's is the admin's) and lets them do anything: it listens on
@@ -150,8 +152,8 @@ enforceNodeAllocatable: []
 failSwapOn: false
 serializeImagePulls: false
 registerNode: true
-clusterDomain: cluster.local
-resolvConf: %[7]q
+clusterDomain: %[8]s
+%[9]sresolvConf: %[7]q
 # The test node shares the host's disk with builds and caches: evict only
 # when it is nearly full (the defaults evict at 10 to 15 percent free, and a pod
 # evicted for that fails a test for a reason that is not the code's).
@@ -161,6 +163,6 @@ evictionHard:
   nodefs.inodesFree: 1%%
   imagefs.available: 1%%
   imagefs.inodesFree: 1%%
-`, port, certs.serveCert, certs.serveKey, c.pki.caCert, "unix://"+n.sock, filepath.Join(kd, "pods"), resolv)
+`, port, certs.serveCert, certs.serveKey, c.pki.caCert, "unix://"+n.sock, filepath.Join(kd, "pods"), resolv, ClusterDomain, clusterDNS)
 	return os.WriteFile(filepath.Join(kd, "config.yaml"), []byte(config), 0o644)
 }

@@ -39,9 +39,9 @@ var (
 // A cluster WithServices routes as a real one: kube-controller-manager
 // makes the default namespace's ServiceAccount and kube-root-ca.crt, turns
 // a Deployment of 2 replicas into 2 Ready pods and writes its Service's
-// EndpointSlice; kube-proxy routes a ClusterIP Service to both replicas
-// from another pod, and the in-cluster kubernetes Service to the API
-// server, which authenticates the pod's ServiceAccount token. Close
+// EndpointSlice; another pod finds the Service by its name (ClusterDNS)
+// and kube-proxy routes it to both replicas, and the in-cluster kubernetes
+// Service to the API server, which authenticates the pod's ServiceAccount token. Close
 // leaves no kube-proxy rule and no bridge behind.
 func TestServicesRoute(t *testing.T) {
 	kubetest.SkipUnlessNode(t, "kube-proxy", "kube-controller-manager", "iptables")
@@ -162,14 +162,16 @@ func TestServicesRoute(t *testing.T) {
 		return readyEndpoints == 2
 	})
 
-	// From another pod, the Service's cluster IP reaches both replicas.
-	runPod(t, c, n.Name(), "fetch", probe, "fetch", "http://"+clusterIP+"/", "2")
+	// From another pod, the Service's name (the cluster DNS answers with
+	// its cluster IP) reaches both replicas, as the control plane reaches
+	// slipway-runtime.slipway-system.svc.
+	runPod(t, c, n.Name(), "fetch", probe, "fetch", "http://echo.default.svc/", "2")
 	var answered []string
 	if out := podLog(t, c.Config(), "fetch"); json.Unmarshal([]byte(out), &answered) != nil {
 		t.Fatalf("pod fetch printed %q, not a JSON list of host names", out)
 	}
 	if !slices.Equal(answered, replicas) {
-		t.Fatalf("service echo at %s answered from %v, the Deployment's pods are %v", clusterIP, answered, replicas)
+		t.Fatalf("service echo (cluster IP %s) answered from %v, the Deployment's pods are %v", clusterIP, answered, replicas)
 	}
 
 	// The in-cluster kubernetes Service reaches the API server, which
