@@ -270,8 +270,13 @@ type Syncer struct {
 	at     time.Time // when cur was last confirmed current
 	err    error     // the last sync's error, if it failed
 	failed int       // syncs failed in a row
-	log    *lineLog
-	kick   chan struct{}
+	// the failure last logged and when: the same error is logged again
+	// only after SyncRepeatLog (a repository that stays away is one line a
+	// minute, not one per sync)
+	loggedErr string
+	loggedAt  time.Time
+	log       *lineLog
+	kick      chan struct{}
 }
 
 // NewSyncer follows branch of repo, every interval (default 2s).
@@ -325,20 +330,31 @@ func (s *Syncer) Sync(ctx context.Context) (*Desired, error) {
 		return d, err // the caller gave up (the runtime stops): not the repository's doing
 	}
 	s.failed++
-	if d == nil {
-		s.log.printf("config sync failed (branch %s): %v; no revision loaded yet: claims are refused (503)", s.branch, err)
-	} else {
-		s.log.printf("config sync failed (branch %s): %v; still serving revision %s, last confirmed current %s ago: claims are refused (503) once that is older than the maximum staleness",
-			s.branch, err, short(d.Revision), s.now().Sub(at).Round(time.Millisecond))
+	if now := s.now(); err.Error() != s.loggedErr || now.Sub(s.loggedAt) >= SyncRepeatLog {
+		s.loggedErr, s.loggedAt = err.Error(), now
+		again := ""
+		if s.failed > 1 {
+			again = fmt.Sprintf(" (%d syncs failed in a row)", s.failed)
+		}
+		if d == nil {
+			s.log.printf("config sync failed (branch %s)%s: %v; no revision loaded yet: claims are refused (503)", s.branch, again, err)
+		} else {
+			s.log.printf("config sync failed (branch %s)%s: %v; still serving revision %s, last confirmed current %s ago: claims are refused (503) once that is older than the maximum staleness",
+				s.branch, again, err, short(d.Revision), now.Sub(at).Round(time.Millisecond))
+		}
 	}
 	return d, err
 }
+
+// SyncRepeatLog is how often a sync failure that stays the same is logged
+// again.
+const SyncRepeatLog = time.Minute
 
 // recovered logs a sync that succeeded after failures. Under syncMu.
 func (s *Syncer) recovered(rev string) {
 	if s.failed > 0 {
 		s.log.logf(levelInfo, "config sync of branch %s succeeded again at revision %s after %d failed", s.branch, short(rev), s.failed)
-		s.failed = 0
+		s.failed, s.loggedErr = 0, ""
 	}
 }
 
