@@ -234,15 +234,11 @@ func (r *Runtime) Resume(ctx context.Context, runID, token string) (*runtimeapi.
 
 // resumeAs is Resume by the claim's holder, recording the restore as by.
 func (r *Runtime) resumeAs(ctx context.Context, runID, token, by string) (*runtimeapi.Grant, error) {
-	if _, _, err := r.checkpointer(); err != nil {
-		return nil, err
-	}
-	c, err := r.lookup(runID)
+	c, unlock, err := r.checkpointClaim(runID)
 	if err != nil {
 		return nil, err
 	}
-	c.op.Lock()
-	defer c.op.Unlock()
+	defer unlock()
 	c.mu.Lock()
 	err = c.check(token)
 	c.mu.Unlock()
@@ -250,6 +246,21 @@ func (r *Runtime) resumeAs(ctx context.Context, runID, token, by string) (*runti
 		return nil, err
 	}
 	return r.resume(ctx, c, checkpoint.Restored{By: by})
+}
+
+// checkpointClaim is run's claim under its op lock (unlock releases it),
+// once the runtime is known to keep checkpoints (ErrNoCheckpoints before
+// the claim is even looked up): what a suspend or resume starts with.
+func (r *Runtime) checkpointClaim(runID string) (*claim, func(), error) {
+	if _, _, err := r.checkpointer(); err != nil {
+		return nil, nil, err
+	}
+	c, err := r.lookup(runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.op.Lock()
+	return c, c.op.Unlock, nil
 }
 
 // resume is Resume under c.op, once the caller may resume c; rec is its

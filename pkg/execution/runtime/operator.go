@@ -47,15 +47,11 @@ func (r *Runtime) SuspendRun(ctx context.Context, runID string, a runtimeapi.Ope
 	if err := checkAction(a); err != nil {
 		return nil, err
 	}
-	if _, _, err := r.checkpointer(); err != nil {
-		return nil, err
-	}
-	c, err := r.lookup(runID)
+	c, unlock, err := r.checkpointClaim(runID)
 	if err != nil {
 		return nil, err
 	}
-	c.op.Lock()
-	defer c.op.Unlock()
+	defer unlock()
 	// Under c.op no move, release or resume changes the token.
 	c.mu.Lock()
 	token, suspended, released := c.token, c.suspended, c.released
@@ -80,19 +76,15 @@ func (r *Runtime) ResumeRun(ctx context.Context, runID string, a runtimeapi.Oper
 	if err := checkAction(a); err != nil {
 		return nil, err
 	}
-	if _, _, err := r.checkpointer(); err != nil {
-		return nil, err
-	}
-	c, err := r.lookup(runID)
+	c, unlock, err := r.checkpointClaim(runID)
 	if err != nil {
 		return nil, err
 	}
-	c.op.Lock()
-	defer c.op.Unlock()
+	defer unlock()
 	c.mu.Lock()
 	digest := c.checkpointID
 	c.mu.Unlock()
-	g, err := r.resume(ctx, c, checkpoint.Restored{By: "resume", Actor: strings.TrimSpace(a.Actor), Reason: strings.TrimSpace(a.Reason)})
+	g, err := r.resume(ctx, c, checkpoint.Restored{By: runtimeapi.RestoredByResume, Actor: strings.TrimSpace(a.Actor), Reason: strings.TrimSpace(a.Reason)})
 	if err != nil {
 		return nil, err
 	}
