@@ -256,5 +256,11 @@ func (b *Backend) DeleteObject(ctx context.Context, o sandbox.Object, force bool
 			return err
 		}
 	}
-	return b.untilGone(ctx, o.Kind, gvr, o.Name, uid)
+	if err := b.untilGone(ctx, o.Kind, gvr, o.Name, uid); err != nil {
+		return err
+	}
+	if o.Kind == sandbox.KindSandbox {
+		b.release(nil, &o) // a warm member's idle time ends here, however short
+	}
+	return nil
 }

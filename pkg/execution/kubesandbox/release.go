@@ -12,7 +12,8 @@ import (
 // Sandbox: the claim and the Sandbox as the cluster said they were when
 // they were read for the deletion (their creation times are the
 // cluster's), and Gone, when the API server was seen to have neither (nor
-// the Sandbox's pod) any more.
+// the Sandbox's pod) any more. A Sandbox deleted by itself (a warm pool's
+// member the reconciler removed) is a Release with a zero Claim.
 type Release struct {
 	Claim, Sandbox sandbox.Object
 	Gone           time.Time
@@ -21,7 +22,8 @@ type Release struct {
 // WithReleaseObserver calls observe with every claim the backend deletes
 // while it is bound to a Sandbox it controls, once all are gone: a
 // release (Delete), the cleanup of a Create that failed, and the
-// reconciler's deletions (DeleteObject). A deletion that fails (a
+// reconciler's deletions (DeleteObject), and with every Sandbox
+// DeleteObject removed by itself. A deletion that fails (a
 // finalizer that never clears) is not reported: the claim is still there.
 // observe is called on the deleting goroutine and must not block long.
 // Why: a claim made and released between two reads of the cluster's
@@ -33,12 +35,17 @@ func WithReleaseObserver(observe func(Release)) Option {
 	}
 }
 
-// release reports claim c's deletion with its Sandbox sb, gone now.
+// release reports claim c's deletion with its Sandbox sb, gone now (c
+// nil: sb was deleted by itself).
 func (b *Backend) release(c, sb *sandbox.Object) {
-	if b.o.released == nil || c == nil || sb == nil || c.Kind != sandbox.KindClaim || sb.Kind != sandbox.KindSandbox {
+	if b.o.released == nil || sb == nil || sb.Kind != sandbox.KindSandbox || (c != nil && c.Kind != sandbox.KindClaim) {
 		return
 	}
-	b.o.released(Release{Claim: *c, Sandbox: *sb, Gone: time.Now()})
+	r := Release{Sandbox: *sb, Gone: time.Now()}
+	if c != nil {
+		r.Claim = *c
+	}
+	b.o.released(r)
 }
 
 // claimObjectOf is what a claim says of itself as a sandbox.Object.

@@ -145,6 +145,32 @@ func TestReleaseObserver(t *testing.T) {
 		t.Errorf("releases %+v, want the proof claim's of sb-proof", rs)
 	}
 
+	// a Sandbox the reconciler deletes by itself (a warm pool's member):
+	// reported with no claim, so its idle time ends even if no sample of
+	// the cluster ever saw it
+	member, err := dyn.Resource(relSandboxesGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox", "metadata": map[string]any{"name": "sb-member",
+			"labels": map[string]any{kubeobjects.LabelPool: "agents"}},
+		"spec": map[string]any{"podTemplate": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "workspace", "image": "busybox"}}}}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, err = be.Objects(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.Kind == "Sandbox" && o.Name == "sb-member" {
+			if err := be.DeleteObject(ctx, o, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if rs := taken(); len(rs) != 1 || rs[0].Claim.Kind != "" || rs[0].Sandbox.Name != "sb-member" ||
+		!rs[0].Sandbox.Created.Equal(member.GetCreationTimestamp().Time) || rs[0].Gone.IsZero() {
+		t.Errorf("releases %+v, want sb-member's alone, created %s", rs, member.GetCreationTimestamp())
+	}
+
 	// a deletion a finalizer holds
 	boundClaim(t, dyn, ns, "r-held", "sb-held", false, []any{"test.slipway.dev/hold"})
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
