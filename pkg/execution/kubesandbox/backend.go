@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,6 +85,9 @@ type Backend struct {
 	claims    map[string]string // sandbox id -> claim name, as Create and List saw them
 	nodes     map[string]nodeInfo
 	followers map[string]*follower // sandbox id -> its egress log follower
+	warm      provenWarm           // warm members' runners proved (ProveWarm)
+	// pathProofs counts the runners proved on a claim's path (tests)
+	pathProofs atomic.Int64
 }
 
 var (
@@ -151,7 +155,7 @@ func New(cfg *rest.Config, namespace string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
 	return &Backend{cfg: cfg, dyn: dyn, namespace: namespace, o: o, claims: map[string]string{}, nodes: map[string]nodeInfo{},
-		followers: map[string]*follower{}}, nil
+		followers: map[string]*follower{}, warm: provenWarm{byName: map[string]warmProof{}}}, nil
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)

@@ -141,6 +141,44 @@ func TestClaimExecRelease(t *testing.T) {
 	if _, err := b.Create(ctx, sandbox.Spec{Pool: n.pool, Generation: g.ID, Owner: sandbox.OwnerWarm}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Errorf("a warm member by Create: %v", err)
 	}
+	// Warm members proved once, when Ready (ProveWarm): a claim bound to
+	// one takes its proof, checked against the claim's spec as a fresh one
+	// is; no exec on the claim's path.
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.ProveWarm(pctx)
+	allProved := func() {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); b.ProvedWarm() < 2; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d warm members proved after 2m, want 2", b.ProvedWarm())
+			}
+		}
+	}
+	allProved()
+	before := kubesandbox.PathProofs(b)
+	s2, err := b.Create(ctx, specOf(t, n, g, "r-proved"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Delete(ctx, s2.ID)
+	if got := kubesandbox.PathProofs(b) - before; got != 0 || s2.RunnerBinarySHA256 != runnerDigest(t, n) {
+		t.Errorf("a claim of a proved member: %d proofs on its path, runner %s", got, s2.RunnerBinarySHA256)
+	}
+	out.Reset()
+	if st, err := s2.Exec(ctx, runner.ExecRequest{Argv: []string{"sh", "-c", "echo $SLIPWAY_SANDBOX_ID"}}, &out, &out); err != nil || st.ExitCode != 0 || out.String() != s2.ID+"\n" {
+		t.Fatalf("exec in a proved member: %+v %v %q", st, err, out.String())
+	}
+	allProved()
+	wrong := specOf(t, n, g, "r-wrong-runner")
+	wrong.Runner.Digest = "sha256:" + strings.Repeat("0", 64)
+	before = kubesandbox.PathProofs(b)
+	if _, err := b.Create(ctx, wrong); !errors.Is(err, sandbox.ErrIdentity) || !strings.Contains(err.Error(), "the pinned runner image records") {
+		t.Errorf("a claim whose runner pin differs from the proved member's: %v", err)
+	}
+	if got := kubesandbox.PathProofs(b) - before; got != 0 {
+		t.Errorf("%d proofs on the path of a claim of a proved member", got)
+	}
 }
 
 // The runtime is killed (SIGKILL) while it holds a claim; a new backend

@@ -38,12 +38,15 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	name := boundName(c)
 	// The runner's identity (a pod exec: the slowest step) is asked beside
 	// the reads of the Sandbox and its pod, of the pod agent-sandbox names
-	// after its Sandbox; asked again should the Sandbox name another.
+	// after its Sandbox; asked again should the Sandbox name another. A
+	// warm member proved when it became Ready (ProveWarm) is not asked
+	// again while its pod and container are the ones proved.
 	type answer struct {
 		id  *runner.Identity
 		err error
 	}
 	ask := func(pod string) (*runner.Client, chan answer) {
+		b.pathProofs.Add(1)
 		rc := runner.NewClient(DialRunner(b.cfg, b.namespace, pod))
 		ch := make(chan answer, 1)
 		go func() {
@@ -52,18 +55,29 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 		}()
 		return rc, ch
 	}
-	rc, identity := ask(name)
+	var (
+		rc       *runner.Client
+		identity chan answer
+	)
+	if _, proved := b.warm.get(name); !proved {
+		rc, identity = ask(name)
+	}
+	wait := func() {
+		if identity != nil {
+			<-identity
+		}
+	}
 	sb, err := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		<-identity
+		wait()
 		return nil, fmt.Errorf("kube: Sandbox %s/%s of claim %s: %w", b.namespace, name, c.GetName(), err)
 	}
 	podName := sb.GetAnnotations()[annotationPodName]
 	if podName == "" {
 		podName = name
 	}
-	if podName != name {
-		<-identity
+	if podName != name && identity != nil {
+		wait()
 		rc, identity = ask(podName)
 	}
 	pod, err := b.dyn.Resource(podsGVR).Namespace(b.namespace).Get(ctx, podName, metav1.GetOptions{})
@@ -77,7 +91,22 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if err == nil {
 		pl, err = b.placement(ctx, sb, pod, created)
 	}
-	a := <-identity
+	var a answer
+	switch {
+	case identity != nil:
+		a = <-identity
+	case err != nil:
+	default:
+		if id, ok := b.provenFor(pod); ok {
+			rc, a = runner.NewClient(DialRunner(b.cfg, b.namespace, podName)), answer{id: id}
+		} else { // re-created or restarted since it was proved
+			var ch chan answer
+			rc, ch = ask(podName)
+			a = <-ch
+		}
+	}
+	// a claimed member is no longer warm: its proof is not taken again
+	b.warm.drop(podName)
 	if err != nil {
 		return nil, fmt.Errorf("kube: pod %s/%s of claim %s: %w", b.namespace, podName, c.GetName(), err)
 	}
@@ -87,18 +116,8 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if err != nil {
 		return nil, fmt.Errorf("kube: runner of pod %s/%s (claim %s): %w", b.namespace, podName, c.GetName(), err)
 	}
-	var why []string
-	if id.Generation != spec.Generation {
-		why = append(why, fmt.Sprintf("generation %q, want %s", id.Generation, spec.Generation))
-	}
-	if id.SandboxID != podName {
-		why = append(why, fmt.Sprintf("sandbox %q, want %s", id.SandboxID, podName))
-	}
-	if spec.Runner.Digest != "" && id.RunnerBinarySHA256 != spec.Runner.Digest {
-		why = append(why, fmt.Sprintf("binary %s, the pinned runner image records %s", id.RunnerBinarySHA256, spec.Runner.Digest))
-	}
-	if len(why) > 0 {
-		return nil, fmt.Errorf("%w: pod %s/%s (claim %s): %s", sandbox.ErrIdentity, b.namespace, podName, c.GetName(), strings.Join(why, "; "))
+	if err := identityCheck(id, spec.Generation, podName, spec.Runner.Digest); err != nil {
+		return nil, fmt.Errorf("%w: pod %s/%s (claim %s): %v", sandbox.ErrIdentity, b.namespace, podName, c.GetName(), err)
 	}
 	if err := b.followEgress(pod); err != nil {
 		return nil, err

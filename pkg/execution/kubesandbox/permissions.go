@@ -14,7 +14,7 @@ import "github.com/slipway-dev/slipway/pkg/kubeaccess"
 //     (the reconciler removes the warm pools of generations not kept warm);
 //   - Sandboxes and pods: get (placement, image and identity checks,
 //     credentials' running pod), list (Objects), delete (release without a
-//     garbage collector; the reconciler);
+//     garbage collector; the reconciler); Sandboxes: watch too (ProveWarm);
 //   - pods/exec: create (DialRunner, PutCredential, RemoveCredential; a
 //     WebSocket exec is authorised as create too);
 //   - pods/log: get (the egress proxy's log, WithEgressRecorder);
@@ -30,7 +30,7 @@ func Permissions(namespace string) []kubeaccess.Permission {
 	}
 	add(claimsGVR.Group, claimsGVR.Resource, "", "create", "delete", "get", "list", "watch")
 	add(warmPoolsGVR.Group, warmPoolsGVR.Resource, "", "delete", "get", "list")
-	add(sandboxesGVR.Group, sandboxesGVR.Resource, "", "delete", "get", "list")
+	add(sandboxesGVR.Group, sandboxesGVR.Resource, "", "delete", "get", "list", "watch")
 	add("", podsGVR.Resource, "", "delete", "get", "list")
 	add("", podsGVR.Resource, "exec", "create")
 	add("", podsGVR.Resource, "log", "get")

@@ -134,6 +134,7 @@ func (h *kubeHost) background(ctx context.Context, bg *sync.WaitGroup) {
 		every = 30 * time.Second
 	}
 	bg.Go(func() { observeCosts(ctx, h.be, h.costs, h.rel, every, h.c.Log) })
+	bg.Go(func() { h.be.ProveWarm(ctx) }) // every replica: each claims from its own proofs
 }
 
 // recover releases the claims of the runs an earlier runtime left open: the

@@ -1,0 +1,221 @@
+package kubesandbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+)
+
+// A warm member's runner is proved once, when the member is Ready (a pod
+// exec, the slowest step of a claim), instead of on the claim's path: a
+// claim bound to a member whose pod and workspace container are still the
+// ones proved (the same pod UID and container ID: not re-created, not
+// restarted) takes that proof, checked against the claim's spec exactly
+// as a fresh one is (claim.go, await). A member not proved yet, or
+// changed since, is proved on the claim's path as before. Nobody else
+// executes in an unclaimed member, so nothing it runs differs between the
+// proof and the claim.
+
+// warmProof is what a warm member's runner proved, and of which pod and
+// container.
+type warmProof struct {
+	podUID, containerID string
+	id                  runner.Identity
+}
+
+// provenWarm holds the proofs of warm members by pod name.
+type provenWarm struct {
+	mu     sync.Mutex
+	byName map[string]warmProof
+}
+
+func (p *provenWarm) get(pod string) (warmProof, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w, ok := p.byName[pod]
+	return w, ok
+}
+
+func (p *provenWarm) put(pod string, w warmProof) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.byName[pod] = w
+}
+
+func (p *provenWarm) drop(pod string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.byName, pod)
+}
+
+// workspaceContainerID is the container ID pod's status gives its
+// workspace container while it runs ("" when it does not).
+func workspaceContainerID(pod *unstructured.Unstructured) string {
+	sts, _, _ := unstructured.NestedSlice(pod.Object, "status", "containerStatuses")
+	for _, s := range sts {
+		m, _ := s.(map[string]any)
+		if m["name"] != kubeobjects.WorkspaceContainer {
+			continue
+		}
+		if _, running, _ := unstructured.NestedMap(m, "state", "running"); !running {
+			return ""
+		}
+		id, _ := m["containerID"].(string)
+		return id
+	}
+	return ""
+}
+
+// ProvedWarm is how many warm members' runners are proved now (ProveWarm),
+// not claimed yet.
+func (b *Backend) ProvedWarm() int {
+	b.warm.mu.Lock()
+	defer b.warm.mu.Unlock()
+	return len(b.warm.byName)
+}
+
+// provenFor is the proof of pod taken while it was the same pod with the
+// same workspace container, if there is one.
+func (b *Backend) provenFor(pod *unstructured.Unstructured) (*runner.Identity, bool) {
+	w, ok := b.warm.get(pod.GetName())
+	if !ok || w.podUID != string(pod.GetUID()) || w.containerID == "" || w.containerID != workspaceContainerID(pod) {
+		return nil, false
+	}
+	id := w.id
+	return &id, true
+}
+
+// ProveWarm proves the runner of each warm member of the namespace once it
+// is Ready (a pool's SandboxWarmPool controls it), until ctx ends, so that
+// a claim bound to it need not (see provenFor). It watches the Sandboxes;
+// a watch that ends is started again. At most four proofs run at once.
+func (b *Backend) ProveWarm(ctx context.Context) {
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	proving := map[string]bool{} // by Sandbox name; this goroutine's own
+	var mu sync.Mutex
+	consider := func(sb *unstructured.Unstructured) {
+		ref := metav1.GetControllerOf(sb)
+		if ref == nil || ref.Kind != "SandboxWarmPool" {
+			return
+		}
+		if ready, _, _ := readyCondition(sb); !ready {
+			return
+		}
+		podName := sb.GetAnnotations()[annotationPodName]
+		if podName == "" {
+			podName = sb.GetName()
+		}
+		mu.Lock()
+		if proving[podName] {
+			mu.Unlock()
+			return
+		}
+		proving[podName] = true
+		mu.Unlock()
+		wg.Go(func() {
+			defer func() { mu.Lock(); delete(proving, podName); mu.Unlock() }()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			b.proveMember(ctx, podName)
+		})
+	}
+	sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
+	for ctx.Err() == nil {
+		list, err := sandboxes.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		for i := range list.Items {
+			consider(&list.Items[i])
+		}
+		w, err := sandboxes.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+		if err != nil {
+			sleep(ctx, time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			sb, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				consider(sb)
+			case watch.Deleted:
+				name := sb.GetAnnotations()[annotationPodName]
+				if name == "" {
+					name = sb.GetName()
+				}
+				b.warm.drop(name)
+			}
+		}
+		w.Stop()
+	}
+}
+
+// proveMember asks the runner of warm member pod podName for its identity
+// unless it was proved for this very pod and container, and keeps it.
+func (b *Backend) proveMember(ctx context.Context, podName string) {
+	pod, err := b.dyn.Resource(podsGVR).Namespace(b.namespace).Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	cid := workspaceContainerID(pod)
+	if cid == "" {
+		return
+	}
+	if _, ok := b.provenFor(pod); ok {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	id, err := runner.NewClient(DialRunner(b.cfg, b.namespace, podName)).Identity(pctx)
+	if err != nil || id == nil {
+		return // proved on the claim's path, which says why
+	}
+	b.warm.put(podName, warmProof{podUID: string(pod.GetUID()), containerID: cid, id: *id})
+}
+
+// identityCheck says what of id differs from what a claim of spec on pod
+// podName expects (none: nil).
+func identityCheck(id *runner.Identity, generation, podName, runnerDigest string) error {
+	var why []string
+	if id.Generation != generation {
+		why = append(why, fmt.Sprintf("generation %q, want %s", id.Generation, generation))
+	}
+	if id.SandboxID != podName {
+		why = append(why, fmt.Sprintf("sandbox %q, want %s", id.SandboxID, podName))
+	}
+	if runnerDigest != "" && id.RunnerBinarySHA256 != runnerDigest {
+		why = append(why, fmt.Sprintf("binary %s, the pinned runner image records %s", id.RunnerBinarySHA256, runnerDigest))
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("%s", strings.Join(why, "; "))
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
