@@ -10,7 +10,9 @@
 // rollout's proof claim, which never counts as traffic). Create watches it
 // until it is bound and Ready (agent-sandbox hands it a ready warm member,
 // or cold-starts one where none is ready), checks the pod's images against
-// the pinned digests (status imageID) and the runner's identity, and
+// the pinned digests (status imageID) and the runner's identity (proved
+// once per warm member when it became Ready, by ProveWarm, while its pod
+// and workspace container are the same; else on the claim's path), and
 // records the placement for the run manifest: cluster, namespace, node,
 // node image, runtime class and launch type (warm or cold from
 // agent-sandbox's launch-type label; a cold start on a node that joined
@@ -22,9 +24,10 @@
 // collector) and returns once they are gone, WarmCounts reads the warm
 // pools' status. With WithReleaseObserver, every claim the backend deletes
 // while bound to its Sandbox (Delete, a failed Create's cleanup,
-// DeleteObject) is reported once it is gone, with the claim and Sandbox
-// as read for the deletion: the cost ledger's record of a claim too short
-// for its sampler to see.
+// DeleteObject), and every Sandbox DeleteObject removes by itself, is
+// reported once it is gone, with the claim and Sandbox as read for the
+// deletion: the cost ledger's record of what lived too short for its
+// sampler to see.
 //
 // DialRunner reaches a pod's runner through the API server's pod exec,
 // not the pod network: the workspace container's command (set by render)
