@@ -280,12 +280,17 @@ func (sh shell) start(args []string) (<-chan error, error) {
 	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
 	cmd := exec.Command(sh.bin, args...)
 	cmd.Dir = sh.dir
-	cmd.Stdout, cmd.Stderr = indent{os.Stdout}, indent{os.Stdout}
+	out := newIndent(os.Stdout)
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	driven := make(chan error, 1)
-	go func() { driven <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		out.Flush()
+		driven <- err
+	}()
 	return driven, nil
 }
 
