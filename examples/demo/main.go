@@ -131,7 +131,7 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	if err := generations(sh, work, here, host, tmpl); err != nil {
+	if err := generations(ctx, sh, work, here, host, tmpl); err != nil {
 		return err
 	}
 	fmt.Println("\ndemo: ok")
