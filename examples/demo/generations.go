@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,7 @@ import (
 // rollout to agent-tools, their diff, a second rollout back to minimal with
 // a rotated secret, so both sample templates pass a rollout's proofs, and a
 // rollback refused without --rollback.
-func generations(sh shell, work, here, host string, tmpl *built) error {
+func generations(ctx context.Context, sh shell, work, here, host string, tmpl *built) error {
 	rel, err := release(sh, work, host, filepath.Dir(filepath.Dir(here)))
 	if err != nil {
 		return err
@@ -78,7 +79,7 @@ func generations(sh shell, work, here, host string, tmpl *built) error {
 	if err := sh.run(0, "generation", "diff", g1, g2, "--repo", "config.git", "--pool", "agents"); err != nil {
 		return err
 	}
-	sum, err := rt.rollout(sh, g2)
+	sum, err := rt.rollout(ctx, sh, g2)
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,8 @@ func generations(sh shell, work, here, host string, tmpl *built) error {
 	fmt.Printf("  templates  agent-tools %s, minimal %s: built in bubblewrap, frozen, signed, SLSA + SBOM attested\n", short(tmpl.agentTools), short(tmpl.minimal))
 	fmt.Printf("  g1         %s (minimal): verified, promoted, active (the pool's first generation)\n", g1)
 	fmt.Printf("  g2         %s (agent-tools): rolled out in seven steps, six proofs passed, evidence signed\n", g2)
-	fmt.Printf("  drain      long task %s stayed on g1 until it ended; claim %s got g2\n", sum.longRun, sum.newRun)
+	fmt.Printf("  drain      run %s, open on g1 at the drain deadline: checkpointed (%s), resumed on g2, its %d files unchanged; claim %s got g2\n",
+		sum.movedRun, short("@"+sum.checkpoint), sum.files, sum.newRun)
 	fmt.Printf("  g3         %s (minimal, token #4): rolled out, proofs passed: both templates' tests passed in a sandbox\n", g3)
 	fmt.Printf("  egress     run %s reached the one approved server through its egress proxy, was refused another; both attempts recorded\n", egressRun)
 	fmt.Printf("  operator   runs show answers what produced a run; %d runs used a template containing %s\n", sum.runsWithPkg, sum.pkg)

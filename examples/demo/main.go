@@ -131,7 +131,7 @@ func run(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	if err := generations(sh, work, here, host, tmpl); err != nil {
+	if err := generations(ctx, sh, work, here, host, tmpl); err != nil {
 		return err
 	}
 	fmt.Println("\ndemo: ok")
@@ -204,8 +204,10 @@ func (s shell) run(wantCode int, args ...string) error {
 	fmt.Printf("$ slipway %s\n", strings.Join(args, " "))
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = indent{os.Stdout}, indent{os.Stdout}
+	out := newIndent(os.Stdout)
+	cmd.Stdout, cmd.Stderr = out, out
 	err := cmd.Run()
+	out.Flush()
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -220,12 +222,34 @@ func (s shell) run(wantCode int, args ...string) error {
 	return nil
 }
 
-type indent struct{ w io.Writer }
+// indent writes a command's output two spaces in, a whole line at a time:
+// the output comes through a pipe in pieces that may end mid-line, and a
+// line written in pieces would be cut, or split by another's output.
+// Flush writes what is left of an unfinished last line.
+type indent struct {
+	w    io.Writer
+	part []byte
+}
 
-func (i indent) Write(p []byte) (int, error) {
-	s := strings.TrimSuffix(string(p), "\n")
-	_, err := fmt.Fprintf(i.w, "  %s\n", strings.ReplaceAll(s, "\n", "\n  "))
+func newIndent(w io.Writer) *indent { return &indent{w: w} }
+
+func (i *indent) Write(p []byte) (int, error) {
+	i.part = append(i.part, p...)
+	n := bytes.LastIndexByte(i.part, '\n')
+	if n < 0 {
+		return len(p), nil
+	}
+	lines := string(i.part[:n])
+	i.part = append(i.part[:0], i.part[n+1:]...)
+	_, err := fmt.Fprintf(i.w, "  %s\n", strings.ReplaceAll(lines, "\n", "\n  "))
 	return len(p), err
+}
+
+func (i *indent) Flush() {
+	if len(i.part) > 0 {
+		fmt.Fprintf(i.w, "  %s\n", i.part)
+		i.part = i.part[:0]
+	}
 }
 
 func cat(path string) error {
@@ -233,8 +257,8 @@ func cat(path string) error {
 	if err != nil {
 		return err
 	}
-	_, err = indent{os.Stdout}.Write(b)
-	return err
+	fmt.Print(indentText(string(b)))
+	return nil
 }
 
 // pushSample pushes a small, deterministic image (one index per platform list).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,8 +20,8 @@ type runtimeProc struct {
 
 // startRuntime starts the runtime and waits for its first warm sandbox.
 func startRuntime(sh shell, work string) (*runtimeProc, error) {
-	section("runtime serve", "follows config.git, verifies g1 against its policy, keeps warm sandboxes (bubblewrap, no network)")
-	return serveRuntime(sh, work, "warm pools: ")
+	section("runtime serve", "follows config.git, verifies g1 against its policy, keeps warm sandboxes (bubblewrap, no network), signs its runs' checkpoints")
+	return serveRuntime(sh, work, "warm pools: ", "--checkpoint-key", filepath.Join("policies", "release.key"))
 }
 
 // serveRuntime starts `slipway runtime serve` with the extra arguments and
@@ -155,24 +156,26 @@ func (p *runtimeProc) releaseQuery(sh shell, rel *selfRelease, run string) error
 	return fmt.Errorf("runs query --package %s did not find run %s (its control plane %s holds it)", rel.cobra, run, rel.controlPlane)
 }
 
-// rollout rolls the pool out to g2 while a long task still runs on g1:
-// the drain waits for it, and the run's manifest and a package query
-// answer the operator's questions afterwards.
-func (p *runtimeProc) rollout(sh shell, g2 string) (*summary, error) {
+// rollout rolls the pool out to g2 while a run is open on g1: at the
+// drain deadline the rollout checkpoints the run and resumes it on g2,
+// where its owner finds it with every file as it was; question 6 and the
+// run's manifest answer the operator afterwards.
+func (p *runtimeProc) rollout(ctx context.Context, sh shell, g2 string) (*summary, error) {
 	sum := &summary{}
-	return sum, p.rolloutTo(sh, g2, sum)
+	return sum, p.rolloutTo(ctx, sh, g2, sum)
 }
 
 // summary is what the demo's last lines say.
 type summary struct {
-	longRun, newRun, pkg string
-	runsWithPkg          int
+	movedRun, checkpoint, newRun, pkg string
+	files, runsWithPkg                int
 }
 
-func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
-	section("long task", "a task on g1 that runs through the rollout (started in the background)")
-	long, longErr := p.background(sh, "echo long task started on $(cat /etc/hostname 2>/dev/null || echo g1); sleep 10; echo long task done", 2*time.Second)
-
+func (p *runtimeProc) rolloutTo(ctx context.Context, sh shell, g2 string, sum *summary) error {
+	open, err := p.openRunOnG1(ctx, sh)
+	if err != nil {
+		return err
+	}
 	section("rollout start", "to g2: compatibility, warm, prove (evidence signed), route, drain, remove, retain; one commit each")
 	drive := []string{"rollout", "start", "--repo", "config.git", "--pool", "agents", "--to", g2, "--runtime", p.server, "--token-file", p.token,
 		"--sign-key", filepath.Join("policies", "release.key"), "--wait"}
@@ -180,8 +183,7 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 	if err != nil {
 		return err
 	}
-	// Show the drain: routing moved, the long task keeps g1 draining.
-	if err := sh.showDrain(driven, long, longErr, "claims go to g2 now; g1 drains while its long task runs"); err != nil {
+	if err := sh.showCheckpointDrain(g2, open.grant.RunID); err != nil {
 		return err
 	}
 	section("claim", "a new claim during the drain gets g2, with the agent's tools on PATH")
@@ -190,11 +192,6 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 		return err
 	}
 	sum.newRun = nr.RunID
-	res, err := awaitLong(long, longErr)
-	if err != nil {
-		return err
-	}
-	sum.longRun = res.RunID
 	select {
 	case err := <-driven:
 		if err != nil {
@@ -203,13 +200,20 @@ func (p *runtimeProc) rolloutTo(sh shell, g2 string, sum *summary) error {
 	case <-time.After(90 * time.Second):
 		return fmt.Errorf("the rollout did not end")
 	}
-	section("rollout status", "succeeded: g2 active, g1 retained for its rollback and restore windows, evidence per check")
+	section("rollout status", "succeeded: step 5 checkpointed the open run and resumed it on g2; g1 retained for its rollback and restore windows")
 	if err := sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents"); err != nil {
 		return err
 	}
+	if err := showDrainCommit(sh.dir, open.grant.RunID); err != nil {
+		return err
+	}
+	if sum.checkpoint, err = open.resumedOnG2(ctx, sh, p, g2); err != nil {
+		return err
+	}
+	sum.movedRun, sum.files = open.grant.RunID, strings.Count(open.hashes, "\n")
 
-	section("operator", "which exact artifacts and policies produced the long task's run?")
-	if err := sh.run(0, "runs", "show", res.RunID, "--runtime", p.server, "--token-file", p.token); err != nil {
+	section("operator", "which exact artifacts and policies produced the moved run? (g2 now, and its checkpoint)")
+	if err := sh.run(0, "runs", "show", sum.movedRun, "--runtime", p.server, "--token-file", p.token); err != nil {
 		return err
 	}
 	pkg := busyboxPackage()
@@ -280,12 +284,17 @@ func (sh shell) start(args []string) (<-chan error, error) {
 	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
 	cmd := exec.Command(sh.bin, args...)
 	cmd.Dir = sh.dir
-	cmd.Stdout, cmd.Stderr = indent{os.Stdout}, indent{os.Stdout}
+	out := newIndent(os.Stdout)
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	driven := make(chan error, 1)
-	go func() { driven <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		out.Flush()
+		driven <- err
+	}()
 	return driven, nil
 }
 

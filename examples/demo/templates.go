@@ -173,8 +173,11 @@ func (s shell) capture(args ...string) ([]byte, error) {
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, indent{os.Stdout}
-	if err := cmd.Run(); err != nil {
+	errOut := newIndent(os.Stdout)
+	cmd.Stdout, cmd.Stderr = &out, errOut
+	err := cmd.Run()
+	errOut.Flush()
+	if err != nil {
 		return nil, fmt.Errorf("slipway %s: %w", strings.Join(args, " "), err)
 	}
 	return out.Bytes(), nil
