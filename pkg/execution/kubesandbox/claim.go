@@ -67,9 +67,22 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 			<-identity
 		}
 	}
+	// the pod agent-sandbox names after its Sandbox is read beside the
+	// Sandbox, and again should the Sandbox name another
+	type podRead struct {
+		pod *unstructured.Unstructured
+		err error
+	}
+	pods := b.dyn.Resource(podsGVR).Namespace(b.namespace)
+	early := make(chan podRead, 1)
+	go func() {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		early <- podRead{p, err}
+	}()
 	sb, err := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		wait()
+		<-early
 		return nil, fmt.Errorf("kube: Sandbox %s/%s of claim %s: %w", b.namespace, name, c.GetName(), err)
 	}
 	podName := sb.GetAnnotations()[annotationPodName]
@@ -80,7 +93,11 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 		wait()
 		rc, identity = ask(podName)
 	}
-	pod, err := b.dyn.Resource(podsGVR).Namespace(b.namespace).Get(ctx, podName, metav1.GetOptions{})
+	pr := <-early
+	pod, err := pr.pod, pr.err
+	if podName != name {
+		pod, err = pods.Get(ctx, podName, metav1.GetOptions{})
+	}
 	if err == nil {
 		err = checkImages(pod, spec.TemplateID)
 	}

@@ -97,7 +97,8 @@ func (b *Backend) provenFor(pod *unstructured.Unstructured) (*runner.Identity, b
 // ProveWarm proves the runner of each warm member of the namespace once it
 // is Ready (a pool's SandboxWarmPool controls it), until ctx ends, so that
 // a claim bound to it need not (see provenFor). It watches the Sandboxes;
-// a watch that ends is started again. At most four proofs run at once.
+// a watch that ends is started again, after a list of them all (at least
+// every minute). At most four proofs run at once.
 func (b *Backend) ProveWarm(ctx context.Context) {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -144,7 +145,10 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 		for i := range list.Items {
 			consider(&list.Items[i])
 		}
-		w, err := sandboxes.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+		// the watch ends every minute: the list that follows considers
+		// again the members a proof missed
+		timeout := int64(60)
+		w, err := sandboxes.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), TimeoutSeconds: &timeout})
 		if err != nil {
 			sleep(ctx, time.Second)
 			continue
@@ -183,13 +187,21 @@ func (b *Backend) proveMember(ctx context.Context, podName string) {
 	if _, ok := b.provenFor(pod); ok {
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	id, err := runner.NewClient(DialRunner(b.cfg, b.namespace, podName)).Identity(pctx)
-	if err != nil || id == nil {
-		return // proved on the claim's path, which says why
+	// an exec that fails (a busy node) is tried again a few times; a
+	// member never proved here is proved on its claim's path, which says
+	// why it cannot be
+	for try := 0; try < 5 && ctx.Err() == nil; try++ {
+		if try > 0 {
+			sleep(ctx, time.Duration(try)*500*time.Millisecond)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		id, err := runner.NewClient(DialRunner(b.cfg, b.namespace, podName)).Identity(pctx)
+		cancel()
+		if err == nil && id != nil {
+			b.warm.put(podName, warmProof{podUID: string(pod.GetUID()), containerID: cid, id: *id})
+			return
+		}
 	}
-	b.warm.put(podName, warmProof{podUID: string(pod.GetUID()), containerID: cid, id: *id})
 }
 
 // identityCheck says what of id differs from what a claim of spec on pod
