@@ -15,12 +15,16 @@ import (
 const maxRuns = 1000
 
 // RunLister lists the newest run manifests (runs.SQLite does, over a
-// runtime's state directory).
+// runtime's state directory, and runs.Postgres over the replicas' shared
+// database).
 type RunLister interface {
 	Latest(ctx context.Context, limit int) ([]*runmanifest.Manifest, error)
 }
 
-var _ RunLister = (*runs.SQLite)(nil)
+var (
+	_ RunLister = (*runs.SQLite)(nil)
+	_ RunLister = (*runs.Postgres)(nil)
+)
 
 // FromRuns reads a runtime's run manifests: runs whose credential expired
 // while they were open, runs whose credential was renewed before it

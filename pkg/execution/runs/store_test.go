@@ -751,3 +751,37 @@ func TestBuildersReadBack(t *testing.T) {
 		}
 	})
 }
+
+// TestLatest: the newest runs first, as many as asked, on either store
+// (a runtime on PostgreSQL serves its incidents from them too).
+func TestLatest(t *testing.T) {
+	forEachStore(t, func(t *testing.T, open opener) {
+		ctx := context.Background()
+		s := open(t)
+		for _, id := range []string{"r-1", "r-2", "r-3"} {
+			if err := s.Create(ctx, fullManifest(id)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, ok := s.(interface {
+			Latest(context.Context, int) ([]*runmanifest.Manifest, error)
+		})
+		if !ok {
+			t.Fatalf("%T lists no newest runs", s)
+		}
+		ms, err := l.Latest(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range ms {
+			got = append(got, m.RunID)
+		}
+		if !reflect.DeepEqual(got, []string{"r-3", "r-2"}) {
+			t.Errorf("Latest(2) = %v, want r-3, r-2", got)
+		}
+		if ms, err := l.Latest(ctx, 0); err != nil || len(ms) != 3 {
+			t.Errorf("Latest(0) = %d runs, %v; want all 3", len(ms), err)
+		}
+	})
+}

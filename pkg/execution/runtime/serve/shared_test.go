@@ -2,14 +2,20 @@ package serve_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/control/incidents"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
@@ -59,10 +65,49 @@ func TestSharedStoreLeavesOtherReplicasRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// two ended runs of one request key (a doubled sandbox): an incident
+	// the shared store's runs show
+	for _, id := range []string{"r-dup-1", "r-dup-2"} {
+		if err := store.Create(ctx, &runmanifest.Manifest{RunID: id, Pool: "agents", SandboxID: "sb-" + id, AllocationAttempt: 1,
+			Status: runmanifest.StatusReleased, RequestKey: "k-doubled"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	rt := startServed(ctx, t, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: c.Kubeconfig(), Namespace: ns,
 		Repo: configRepo(ctx, t), State: t.TempDir(), Verify: runtime.Verify{Skip: true}, DB: dsn,
-		LeaderElect: true, LeaderNamespace: ns, LeaseDuration: 6 * time.Second, SyncInterval: 300 * time.Millisecond})
+		LeaderElect: true, LeaderNamespace: ns, LeaseDuration: 6 * time.Second, SyncInterval: 300 * time.Millisecond,
+		// composed as the CLI composes it (runtime serve)
+		Incidents: func(ctx context.Context, st runs.Store, records *reconcile.Records) (*incidentreport.Report, error) {
+			var cr incidents.CleanupRecords
+			if records != nil {
+				cr = records
+			}
+			return incidents.Runtime(ctx, st, cr)
+		}})
 	time.Sleep(2 * time.Second) // a few warm syncs and a Lease
+	// a replica on PostgreSQL serves the incidents its shared runs show
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+rt.addr+"/v1/incidents", nil)
+	req.Header.Set("Authorization", "Bearer "+apiToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep incidentreport.Report
+	err = json.NewDecoder(resp.Body).Decode(&rep)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/incidents: %d %v", resp.StatusCode, err)
+	}
+	doubled := false
+	for _, k := range rep.Kinds {
+		for _, i := range k.Incidents {
+			doubled = doubled || (k.Sourced && i.Reason == "request_key_doubled" && strings.Contains(i.Detail, "k-doubled"))
+		}
+	}
+	if !doubled {
+		t.Errorf("the runtime on PostgreSQL reports no doubled request key: %+v", rep)
+	}
 	rt.stop(t)
 
 	if _, err := dyn.Resource(claimsGVR).Namespace(ns).Get(ctx, claim, metav1.GetOptions{}); err != nil {
