@@ -31,7 +31,7 @@ SLIPWAY_NPM_CACHE ?= $(HOME)/.cache/slipway-npm
 GITLAB_CI_LOCAL_VERSION := 4.75.1
 export GITLAB_CI_LOCAL := $(SLIPWAY_NPM_CACHE)/node_modules/gitlab-ci-local/dist/index.js
 
-.PHONY: all build release release-cache pin-argocd pin-deploy docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube bench lint fuzz clean
+.PHONY: all build release release-cache pin-argocd pin-deploy docs tools kube-bins gitlab-ci-local deps test test-short test-tekton test-argocd demo demo-kube skew bench lint fuzz clean
 
 all: build
 
@@ -155,6 +155,14 @@ test-argocd: deps build $(BIN)/kustomize
 
 demo: deps build
 	CONSOLE=$(CONSOLE) $(GO) run ./examples/demo
+
+# Version skew, one version in each direction: make demo's flow with the
+# previous version's runtime and runner under this control plane, then the
+# previous control plane in front of this runtime (tools/skew.sh; the
+# previous version is tools/previous-version's commit, built once into
+# ~/.cache/slipway/skew).
+skew: deps build
+	bash tools/skew.sh
 
 # Slipway's own release, built by Slipway (slipway release, pkg/release/selfrelease):
 # binaries for linux/amd64 and linux/arm64, checksums.txt and its signature, SBOMs,

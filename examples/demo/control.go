@@ -123,7 +123,7 @@ func serveControl(sh shell, db string, rt *runtimeProc, extra ...string) (string
 	args := append([]string{"control", "serve", "--repo", "config.git", "--db", db, "--listen", "127.0.0.1:0",
 		"--pool-runtime", "agents=" + rt.server + "," + rt.token}, extra...)
 	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
-	srv := exec.Command(sh.bin, args...)
+	srv := exec.Command(planeBin(sh, "SLIPWAY_CONTROL_BIN"), args...)
 	srv.Dir = sh.dir
 	stderr, err := srv.StderrPipe()
 	if err != nil {

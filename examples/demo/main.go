@@ -4,7 +4,10 @@
 // pinned by digest with a lock file, linted clean and re-pinned hermetically.
 //
 // It drives the real slipway binary ($SLIPWAY_BIN, default bin/slipway) so
-// that every step is a command a CI pipeline would run.
+// that every step is a command a CI pipeline would run. For a version-skew
+// run (tools/skew.sh), $SLIPWAY_RUNTIME_BIN and $SLIPWAY_CONTROL_BIN name
+// another build's binary for `runtime serve` and `control serve`, and
+// $SLIPWAY_DEMO_RELEASE another build's release (its runner).
 //
 // With -kubernetes (make demo-kube) it runs the Kubernetes part instead: a
 // real single-node cluster (package kubetest: etcd, kube-apiserver,
@@ -183,6 +186,7 @@ func setup(keep bool) (*demo, error) {
 	go srv.Serve(ln)
 	host := ln.Addr().String()
 	section("registry", "go-containerregistry in-process registry at http://%s", host)
+	skew(bin)
 	return &demo{bin: bin, here: here, work: work, host: host, sh: shell{bin: bin, dir: work}, close: func() {
 		srv.Close()
 		if keep {
@@ -191,6 +195,37 @@ func setup(keep bool) (*demo, error) {
 			os.RemoveAll(work)
 		}
 	}}, nil
+}
+
+// skew says which build serves which plane when a version-skew run gave
+// another build's binaries or release.
+func skew(bin string) {
+	rel := os.Getenv("SLIPWAY_DEMO_RELEASE")
+	if os.Getenv("SLIPWAY_RUNTIME_BIN") == "" && os.Getenv("SLIPWAY_CONTROL_BIN") == "" && rel == "" {
+		return
+	}
+	section("version skew", "the planes from two builds of Slipway")
+	for _, p := range []struct{ what, bin string }{
+		{"the CLI", bin}, {"runtime serve", planeBin(shell{bin: bin}, "SLIPWAY_RUNTIME_BIN")}, {"control serve", planeBin(shell{bin: bin}, "SLIPWAY_CONTROL_BIN")},
+	} {
+		v, err := exec.Command(p.bin, "version").Output()
+		if err != nil {
+			v = []byte(err.Error())
+		}
+		fmt.Printf("  %-14s %s", p.what, v)
+	}
+	if rel != "" {
+		fmt.Printf("  %-14s from the release in %s\n", "the runner", rel)
+	}
+}
+
+// planeBin is the binary that serves a plane: $env (another build's, for
+// a version-skew run) or the demo's.
+func planeBin(sh shell, env string) string {
+	if b := os.Getenv(env); b != "" {
+		return b
+	}
+	return sh.bin
 }
 
 func section(title, format string, args ...any) {

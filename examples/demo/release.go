@@ -99,8 +99,14 @@ func requiredVersion(gomod, module string) (string, error) {
 // platform ($SLIPWAY_DEMO_CACHE, default the user's cache folder), and
 // reused: two releases of one commit are identical, and the build is the
 // demo's slowest step when other builds share the machine. A dirty tree's
-// release is built into the work folder each time.
+// release is built into the work folder each time. $SLIPWAY_DEMO_RELEASE
+// names another release folder to use instead (another build's: a
+// version-skew run, tools/skew.sh).
 func releaseDir(rs shell, work, repoRoot string) (string, error) {
+	if dir := os.Getenv("SLIPWAY_DEMO_RELEASE"); dir != "" { // another build's (tools/skew.sh)
+		fmt.Printf("  the snapshot release given by $SLIPWAY_DEMO_RELEASE: %s\n", dir)
+		return dir, nil
+	}
 	commit, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
 	if err != nil {
 		return "", fmt.Errorf("git rev-parse HEAD in %s: %w", repoRoot, err)

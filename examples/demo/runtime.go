@@ -39,7 +39,7 @@ func serveRuntime(sh shell, work, ready string, extra ...string) (*runtimeProc, 
 	args := []string{"runtime", "serve", "--repo", "config.git", "--state", "state", "--listen", "127.0.0.1:0", "--token-file", token, "--sync-interval", "500ms"}
 	args = append(args, extra...)
 	fmt.Printf("$ slipway %s &\n", strings.Join(args, " "))
-	srv := exec.Command(sh.bin, args...)
+	srv := exec.Command(planeBin(sh, "SLIPWAY_RUNTIME_BIN"), args...)
 	srv.Dir = sh.dir
 	stderr, err := srv.StderrPipe()
 	if err != nil {
