@@ -132,7 +132,7 @@ func newCmdCheckpointDurable(g *globals) *cobra.Command {
 				if d.HeadEventSeqUnknown {
 					seq = "event sequence not known to the runtime (a rollout's drain took it)"
 				}
-				fmt.Fprintf(g.stdout, "head: %s (taken %s, %s; %d checkpoints)\n", d.Head, d.HeadCreated.Format("2006-01-02T15:04:05Z07:00"), seq, d.Checkpoints)
+				fmt.Fprintf(g.stdout, "head: %s (taken %s, %s; %s)\n", d.Head, d.HeadCreated.Format("2006-01-02T15:04:05Z07:00"), seq, plural(d.Checkpoints, "checkpoint", "checkpoints"))
 			}
 			if d.LastRestore == nil {
 				fmt.Fprintln(g.stdout, "restore proved: never")

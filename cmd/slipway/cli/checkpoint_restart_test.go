@@ -25,7 +25,8 @@ import (
 // checkpoint head; it resumes with every file as it was (hashes). It is
 // suspended again and the runtime stopped cleanly (SIGTERM, which finalises
 // open runs without sandboxes): the third runtime resumes it too, and its
-// release leaves no suspension record.
+// release leaves no suspension record. checkpoint durable counts the run's
+// checkpoints in words ("1 checkpoint", "2 checkpoints").
 func TestSuspendedRunSurvivesRestart(t *testing.T) {
 	start := time.Now()
 	repo, _ := runtimeConfigRepo(t)
@@ -91,6 +92,14 @@ func TestSuspendedRunSurvivesRestart(t *testing.T) {
 	if err != nil || !d.Suspended || d.Head != cp.Checkpoint || d.HeadEventSeq != 7 {
 		t.Fatalf("durable after the kill: %+v, %v", d, err)
 	}
+	durable := func(rt *runtimeProc, count string) {
+		t.Helper()
+		r := run(t, "", "checkpoint", "durable", g.RunID, "--runtime", rt.base, "--token-file", tokenFile)
+		if r.code != 0 || !strings.Contains(r.stdout, "head: sha256:") || !strings.Contains(r.stdout, "; "+count+")\n") || !strings.Contains(r.stdout, "suspended: yes") {
+			t.Errorf("checkpoint durable (exit %d), want %q:\n%s%s", r.code, count, r.stdout, r.stderr)
+		}
+	}
+	durable(rt2, "1 checkpoint")
 	var ae *runtimeapi.APIError
 	if _, err := rt2.client.Exec(ctx, g.RunID, runtimeapi.ExecBody{Token: g.Token, Argv: []string{"true"}}); !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Code != runtimeapi.CodeSuspended {
 		t.Errorf("exec in the suspended run: %v, want 409 %s", err, runtimeapi.CodeSuspended)
@@ -115,6 +124,7 @@ func TestSuspendedRunSurvivesRestart(t *testing.T) {
 	if _, err := rt2.client.Suspend(ctx, g.RunID, runtimeapi.CheckpointBody{Token: g2.Token}); err != nil {
 		t.Fatal(err)
 	}
+	durable(rt2, "2 checkpoints")
 	if err := rt2.stop(t, syscall.SIGTERM, 20*time.Second); err != nil {
 		t.Fatalf("the runtime did not stop cleanly: %v\n%s", err, rt2.text())
 	}

@@ -478,8 +478,8 @@ func printJob(w io.Writer, j *controlapi.Job, prof *controlapi.JobProfile, perr 
 		if h.TrimmedThrough > 0 {
 			trimmed = fmt.Sprintf(", retention deleted output through %d", h.TrimmedThrough)
 		}
-		fmt.Fprintf(w, "durable:  this record; its event stream through sequence %d (%s%s: slipway job logs resumes from any sequence); "+
-			"no workspace checkpoint (the workspace is deleted at release: nothing to restore, so no restore test)\n", h.Last, state, trimmed)
+		fmt.Fprintf(w, "durable:  this record; its event stream through sequence %d (%s%s: slipway job logs resumes from any sequence); ", h.Last, state, trimmed)
+		printJobCheckpoint(w, j) // control_checkpoint.go
 	}
 	switch {
 	case !j.Cost.Known:

@@ -22,8 +22,10 @@ import (
 // its workspace; the step is done and names the checkpoint, the run
 // manifest and question 6 name the same one as the head, and the
 // checkpoint, verified with the runtime's key and restored, holds the file
-// the job wrote. (TestControlCancel covers a runtime without checkpoints:
-// the step is unavailable and says why.)
+// the job wrote. The job's record carries the checkpoint and the run's
+// durable head as the runtime answered them (the API's job, and job show's
+// durable line). (TestControlCancel covers a runtime without checkpoints:
+// the step is unavailable, the job has no checkpoint, and both say so.)
 func TestControlCancelPublishesCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub, err := sign.GenerateKeys([]byte("ckpt-pw"))
@@ -38,7 +40,8 @@ func TestControlCancelPublishesCheckpoint(t *testing.T) {
 	w := newControlWorldWith(t, worldOptions{runtimeArgs: []string{"--checkpoint-key", keyFile}})
 	ctx := context.Background()
 	db := "sqlite:" + filepath.Join(w.dir, "control.db")
-	tok, _ := readToken(w.token(t, db, "acme"))
+	tokFile := w.token(t, db, "acme")
+	tok, _ := readToken(tokFile)
 	cp := w.startControl(t, db)
 	defer cp.kill9(t)
 	c, _ := controlapi.NewClient(cp.url, tok)
@@ -86,6 +89,32 @@ func TestControlCancelPublishesCheckpoint(t *testing.T) {
 	d, err := w.rt.client.Durable(ctx, running.RunID)
 	if err != nil || d.Head != step.Checkpoint {
 		t.Fatalf("durable after the cancel: %+v, %v", d, err)
+	}
+	// The job's record, as the API returns it, carries what the runtime
+	// answered: the checkpoint, the manifest's id, the run's head.
+	jc := got.Checkpoint
+	if jc == nil || jc.ID != step.Checkpoint || jc.RunID != running.RunID || jc.Runtime != running.Runtime || jc.SandboxID != running.SandboxID ||
+		jc.Generation != m.Generation || jc.EventSeq != d.HeadEventSeq || !jc.Created.Equal(d.HeadCreated) || jc.Manifest != m.WorkspaceCheckpointID ||
+		jc.Head != d.Head || !jc.HeadCreated.Equal(d.HeadCreated) || jc.HeadEventSeq != d.HeadEventSeq || jc.HeadEventSeqUnknown ||
+		jc.Checkpoints != d.Checkpoints || jc.Checkpoints != 1 || !jc.LastRestore.IsZero() || d.LastRestore != nil || jc.HeadError != "" ||
+		jc.ReadAt.Before(jc.Created) || jc.ReadAt.After(*got.EndedAt) {
+		t.Fatalf("the job's checkpoint record: %+v\nthe runtime's: step %+v, manifest %s, durable %+v", jc, step, m.WorkspaceCheckpointID, d)
+	}
+	r := run(t, "", "job", "show", j.ID, "--server", cp.url, "--token-file", tokFile)
+	for _, want := range []string{
+		"its workspace's checkpoint " + jc.ID + ",\n          published by cancellation step 6 (run " + running.RunID + ", sandbox " + running.SandboxID,
+		fmt.Sprintf("at event %d of the job)", jc.EventSeq),
+		"run manifest: workspace_checkpoint_id " + jc.ID + " (this checkpoint)",
+		"head:     " + jc.ID + " (this checkpoint)",
+		"1 checkpoint of run " + running.RunID + "; restore never proved",
+		"slipway checkpoint durable " + running.RunID,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("job show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r.code != 0 || strings.Contains(r.stdout, "no workspace checkpoint") {
+		t.Errorf("job show (exit %d) says no workspace checkpoint:\n%s", r.code, r.stdout)
 	}
 	// The checkpoint names the job's event sequence when it was taken: an
 	// event of the job, at or after the output the workspace's file was

@@ -522,8 +522,11 @@ func TestControlCancel(t *testing.T) {
 			if err != nil || m.Lifecycle.ResourcesReleased.IsZero() {
 				t.Fatalf("run %s after the cancel: %+v %v", running.RunID, m, err)
 			}
+			if got.Checkpoint != nil {
+				t.Errorf("a checkpoint in the job's record on a runtime without checkpoints: %+v", got.Checkpoint)
+			}
 			r := run(t, "", "job", "show", j.ID, "--server", cp.url, "--token-file", w.dir+"/acme-token")
-			if !strings.Contains(r.stdout, "delete_sandbox") || !strings.Contains(r.stdout, "canceled (canceled)") {
+			if !strings.Contains(r.stdout, "delete_sandbox") || !strings.Contains(r.stdout, "canceled (canceled)") || !strings.Contains(r.stdout, "no workspace checkpoint") {
 				t.Errorf("job show:\n%s", r.stdout)
 			}
 			cp.kill9(t)

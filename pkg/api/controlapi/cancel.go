@@ -43,6 +43,47 @@ type CancelStep struct {
 	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
+// JobCheckpoint is the workspace checkpoint cancellation step 6 published
+// for a job's run, every field read back from the runtime: its answer to
+// the checkpoint (POST /v1/claims/{run}/checkpoint), then, after the
+// run's release, its answer to question 6 for the run (GET
+// /v1/runs/{run}/durable) and the run manifest's workspace_checkpoint_id.
+// The control plane records them when step 6 is committed; a restore
+// proved later is the runtime's to answer (slipway checkpoint durable).
+type JobCheckpoint struct {
+	// ID is the checkpoint's digest as the runtime's checkpoint answer
+	// gave it; RunID, Runtime, Generation and SandboxID say of what.
+	ID         string `json:"id"`
+	RunID      string `json:"runId"`
+	Runtime    string `json:"runtime"`
+	Generation string `json:"generation"`
+	SandboxID  string `json:"sandboxId"`
+	// EventSeq is the job's event sequence the checkpoint's attestation
+	// names; Created when the runtime took it.
+	EventSeq int64     `json:"eventSeq"`
+	Created  time.Time `json:"created"`
+	// Manifest is the run manifest's workspace_checkpoint_id read after
+	// the release ("" when the manifest could not be read).
+	Manifest string `json:"manifest,omitempty"`
+	// Head is the run's durable head as the runtime answered question 6
+	// at ReadAt (the latest of its Checkpoints checkpoints, taken at
+	// HeadCreated and at HeadEventSeq of the job); LastRestore and
+	// LastRestoreBy the last verified restore of one of them then (zero:
+	// never proved). HeadError says why the answer could not be read
+	// (then the head fields are empty).
+	Head         string    `json:"head,omitempty"`
+	HeadCreated  time.Time `json:"headCreated,omitzero"`
+	HeadEventSeq int64     `json:"headEventSeq,omitempty"`
+	// HeadEventSeqUnknown: the head was taken without the job's event
+	// sequence (a rollout's drain); HeadEventSeq says nothing.
+	HeadEventSeqUnknown bool      `json:"headEventSeqUnknown,omitempty"`
+	Checkpoints         int       `json:"checkpoints,omitempty"`
+	LastRestore         time.Time `json:"lastRestore,omitzero"`
+	LastRestoreBy       string    `json:"lastRestoreBy,omitempty"`
+	ReadAt              time.Time `json:"readAt,omitzero"`
+	HeadError           string    `json:"headError,omitempty"`
+}
+
 // The cancellation steps, in order.
 const (
 	StepRequest             = "request"

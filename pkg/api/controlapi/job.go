@@ -181,6 +181,10 @@ type Job struct {
 	// Stream is the head of the job's event stream, filled by the server:
 	// the durable state a follower resumes from.
 	Stream *StreamHead `json:"stream,omitempty"`
+	// Checkpoint is the workspace checkpoint cancellation step 6
+	// published for the job's run (nil: none was), as the runtime
+	// answered it.
+	Checkpoint *JobCheckpoint `json:"checkpoint,omitempty"`
 }
 
 // Note is something that happened to a job that is not a state: a profile

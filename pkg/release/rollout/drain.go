@@ -39,12 +39,14 @@ func (d *Driver) drainCheckpoint(ctx context.Context, r *pool.Rollout) (*pool.Ro
 	r, err = d.advance(ctx, r, func(v *view, r *pool.Rollout, now time.Time) (string, string, string, error) {
 		var body []string
 		r.Draining = nil
+		checkpointed := len(res.Moved) // moved runs, and suspended ones a resume did not take
 		for _, m := range res.Moved {
 			body = append(body, fmt.Sprintf("Checkpointed: %s at %s, resumed on %s in sandbox %s (allocation attempt %d)", m.RunID, m.Checkpoint, m.To, m.SandboxID, m.AllocationAttempt))
 		}
 		for _, n := range res.NotMoved {
 			r.Draining = append(r.Draining, n.RunID)
 			if n.Suspended {
+				checkpointed++
 				body = append(body, fmt.Sprintf("Not moved: %s, suspended at %s: %s", n.RunID, n.Checkpoint, n.Reason))
 			} else {
 				body = append(body, fmt.Sprintf("Not moved: %s, still open on %s: %s", n.RunID, r.From, n.Reason))
@@ -55,7 +57,7 @@ func (d *Driver) drainCheckpoint(ctx context.Context, r *pool.Rollout) (*pool.Ro
 		}
 		r.PhaseDeadline = now.Add(deadline(v.pool, PhaseDrain)).Truncate(time.Second)
 		return "drain-checkpoint", fmt.Sprintf("drain deadline of %s in pool %s: checkpointed %s and resumed %d on %s", r.From, d.Pool,
-			plural(len(res.Moved)+len(res.NotMoved), "run"), len(res.Moved), r.To), strings.Join(body, "\n"), nil
+			plural(checkpointed, "run"), len(res.Moved), r.To), strings.Join(body, "\n"), nil
 	})
 	return r, nil, err
 }

@@ -25,7 +25,8 @@ import (
 // checkpoint, and question 6 answers that the restore was proved by the
 // drain, and that the checkpoint's job event sequence is not known (the
 // runtime took it on the rollout's order; only the control plane numbers
-// a job's events).
+// a job's events). Step 5's row (rollout status) says how many runs the
+// drain checkpointed and resumed on g2, and which.
 func TestDrainCheckpoint(t *testing.T) {
 	t.Parallel()
 	e := newEnvServe(t, func(s *pool.Spec) {
@@ -111,6 +112,11 @@ func TestDrainCheckpoint(t *testing.T) {
 	}
 	if !strings.Contains(gittest.Git(t, e.repo, "log", "--format=%(trailers:key=Slipway-Step,valueonly)", "main"), "drain-checkpoint") {
 		t.Errorf("no drain-checkpoint step in the log")
+	}
+	rec := e.history()[0]
+	if s := rec.Steps[4]; s.Phase != rollout.PhaseDrain || s.Result != rollout.StepPassed ||
+		s.Evidence != "0 runs open on "+e.g1.ID+"; drain deadline: 1 run checkpointed and resumed on "+g2.ID+" ("+grant.RunID+")" {
+		t.Errorf("step 5 of the rollout: %+v", s)
 	}
 	e.checkRouting()
 }

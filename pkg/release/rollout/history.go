@@ -228,6 +228,9 @@ func record(poolName, id string, entries []*gitops.LogEntry) (*Record, error) {
 		r.Steps[i] = Step{Number: i + 1, Phase: p, Result: StepNotReached}
 	}
 	cur := -1 // the step being worked on
+	// what a step's deadline did (step 5's drain-stop, drain-wait or
+	// drain-checkpoint), kept beside the note of the commit that passes it
+	deadlineDid := make([]string, len(Phases))
 	for _, e := range entries {
 		r.Commits = append(r.Commits, e.Commit)
 		at := e.Time.UTC()
@@ -243,6 +246,9 @@ func record(poolName, id string, entries []*gitops.LogEntry) (*Record, error) {
 			if cur >= 0 && cur < k {
 				s := &r.Steps[cur]
 				s.Result, s.Ended, s.Commit, s.Evidence = StepPassed, at, e.Commit, passedNote(e.Body)
+				if deadlineDid[cur] != "" {
+					s.Evidence += "; " + deadlineDid[cur]
+				}
 			}
 			cur = k
 			s := &r.Steps[k]
@@ -263,8 +269,9 @@ func record(poolName, id string, entries []*gitops.LogEntry) (*Record, error) {
 				s.Failures++
 				s.Result, s.Ended = StepRunning, time.Time{}
 			}
-		case step == "drain-stop" || step == "drain-wait":
-			r.Steps[cur].Evidence = e.Subject
+		case step == "drain-stop" || step == "drain-wait" || step == "drain-checkpoint":
+			deadlineDid[cur] = drainNote(step, e.Body, r.To)
+			r.Steps[cur].Evidence = deadlineDid[cur]
 		}
 	}
 	if state == nil {
@@ -289,6 +296,58 @@ func record(poolName, id string, entries []*gitops.LogEntry) (*Record, error) {
 	}
 	r.Seconds = end.Sub(r.Started).Seconds()
 	return r, nil
+}
+
+// drainNote is what step 5's drain deadline did, read from the body of
+// its commit (drain-stop, drain-wait or drain-checkpoint), which names
+// each run: how many runs it stopped, waited for, or checkpointed and
+// resumed on generation to (and those it did not move, and why not).
+func drainNote(step, body, to string) string {
+	lists := map[string][]string{}
+	for _, l := range strings.Split(body, "\n") {
+		label, rest, ok := strings.Cut(strings.TrimSpace(l), ": ")
+		if !ok {
+			continue
+		}
+		switch label {
+		case "Stopped", "Still running": // one line: the runs, comma separated
+			for _, id := range strings.Split(rest, ", ") {
+				if id = strings.TrimSpace(id); id != "" {
+					lists[label] = append(lists[label], id)
+				}
+			}
+		case "Checkpointed": // a line per run: "RUN at DIGEST, resumed on ..."
+			id, _, _ := strings.Cut(rest, " ")
+			lists[label] = append(lists[label], id)
+		case "Not moved": // "RUN, suspended at DIGEST: why" or "RUN, still open on GEN: why"
+			id, how, _ := strings.Cut(rest, ", ")
+			if strings.HasPrefix(how, "suspended at ") {
+				lists["suspended"] = append(lists["suspended"], id)
+			} else {
+				lists["open"] = append(lists["open"], id)
+			}
+		}
+	}
+	runs := func(ids []string) string {
+		if len(ids) == 0 {
+			return ""
+		}
+		return " (" + strings.Join(ids, ", ") + ")"
+	}
+	switch step {
+	case "drain-stop":
+		return "drain deadline: " + plural(len(lists["Stopped"]), "run") + " stopped" + runs(lists["Stopped"])
+	case "drain-wait":
+		return "drain deadline passed: waited for " + plural(len(lists["Still running"]), "run") + runs(lists["Still running"])
+	}
+	note := "drain deadline: " + plural(len(lists["Checkpointed"]), "run") + " checkpointed and resumed on " + to + runs(lists["Checkpointed"])
+	if n := lists["suspended"]; len(n) > 0 {
+		note += ", " + plural(len(n), "run") + " checkpointed but not resumed" + runs(n)
+	}
+	if n := lists["open"]; len(n) > 0 {
+		note += ", " + plural(len(n), "run") + " not checkpointed" + runs(n)
+	}
+	return note
 }
 
 // passedNote is what a step's result commit says proved it: the body's

@@ -564,14 +564,22 @@ func TestDrain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Step 5's row (rollout status) says what the deadline did.
+			step5 := e.history()[0].Steps[4]
 			switch mode {
 			case "wait":
 				if !strings.Contains(log, "drain deadline of "+e.g1.ID) || !strings.Contains(log, "Still running: "+grant.RunID) || m.Status != "released" {
 					t.Errorf("wait: manifest %s, log:\n%s", m.Status, log)
 				}
+				if step5.Evidence != "0 runs open on "+e.g1.ID+"; drain deadline passed: waited for 1 run ("+grant.RunID+")" {
+					t.Errorf("step 5 (wait): %+v", step5)
+				}
 			case "stop":
 				if !strings.Contains(log, "Stopped: "+grant.RunID) || m.Status != "released" || m.Lifecycle.ResourcesReleased.IsZero() {
 					t.Errorf("stop: manifest %s, log:\n%s", m.Status, log)
+				}
+				if step5.Evidence != "0 runs open on "+e.g1.ID+"; drain deadline: 1 run stopped ("+grant.RunID+")" {
+					t.Errorf("step 5 (stop): %+v", step5)
 				}
 			}
 			e.checkRouting()

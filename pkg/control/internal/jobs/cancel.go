@@ -43,16 +43,16 @@ func cancelQueued(j *controlapi.Job, now time.Time) {
 // and a deadline (the recoverer tries again).
 func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runID, grant string, signalled string) {
 	ctx = context.WithoutCancel(ctx)
-	step := func(f func(c *controlapi.Cancellation)) {
+	step := func(f func(j *controlapi.Job, c *controlapi.Cancellation)) {
 		_, _ = e.st.Update(ctx, id, func(j *controlapi.Job, l *lease) error {
 			if j.Cancellation == nil {
 				j.Cancellation = &controlapi.Cancellation{Fence: 1, RequestedAt: time.Now().UTC()}
 			}
-			f(j.Cancellation)
+			f(j, j.Cancellation)
 			return nil
 		})
 	}
-	step(func(c *controlapi.Cancellation) {
+	step(func(_ *controlapi.Job, c *controlapi.Cancellation) {
 		if !c.Settled(controlapi.StepStopCommands) {
 			addStep(c, controlapi.StepStopCommands, controlapi.StepDone, "no command starts after the request")
 		}
@@ -64,7 +64,8 @@ func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runI
 
 	var released, refused bool
 	var detail string
-	ckOutcome, ckDetail, ckDigest := controlapi.StepUnavailable, "", ""
+	ckOutcome, ckDetail := controlapi.StepUnavailable, ""
+	var ckpt *controlapi.JobCheckpoint
 	if runID == "" {
 		// canceled while claiming: find the claim its request key may
 		// have made, and adopt it to release it
@@ -79,9 +80,14 @@ func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runI
 	case rt.Client == nil:
 		detail = fmt.Sprintf("run %s: its runtime is not configured on this control plane", runID)
 	default:
-		ckOutcome, ckDetail, ckDigest = e.cancelCheckpoint(ctx, id, rt, runID, grant) // step 6, while the sandbox exists
+		var res *runtimeapi.CheckpointResult
+		ckOutcome, ckDetail, res = e.cancelCheckpoint(ctx, id, rt, runID, grant) // step 6, while the sandbox exists
 		rerr := rt.Client.Release(ctx, runID, runtimeapi.ReleaseBody{Token: grant})
 		m, merr := rt.Client.Run(ctx, runID)
+		if res != nil {
+			// what step 6 published, read back once the release is done
+			ckpt = jobCheckpoint(ctx, rt, res, m)
+		}
 		released = merr == nil && !m.Lifecycle.ResourcesReleased.IsZero()
 		// The claim's token must be refused now: an exec with it is 404
 		// (no such claim) or 409 (fenced).
@@ -97,7 +103,7 @@ func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runI
 			detail = fmt.Sprintf("run %s is not released (release: %v)", runID, rerr)
 		}
 	}
-	step(func(c *controlapi.Cancellation) {
+	step(func(j *controlapi.Job, c *controlapi.Cancellation) {
 		if released {
 			addStep(c, controlapi.StepEndWork, controlapi.StepDone, "the sandbox's processes are gone: "+detail)
 		} else {
@@ -111,7 +117,10 @@ func (e *Engine) completeCancel(ctx context.Context, id string, rt Runtime, runI
 				ckDetail = "no sandbox to checkpoint: " + detail
 			}
 			addStep(c, controlapi.StepCheckpoint, ckOutcome, ckDetail)
-			c.Steps[len(c.Steps)-1].Checkpoint = ckDigest
+			if ckpt != nil {
+				c.Steps[len(c.Steps)-1].Checkpoint = ckpt.ID
+				j.Checkpoint = ckpt
+			}
 		}
 		if !c.Settled(controlapi.StepCleanupHooks) {
 			addStep(c, controlapi.StepCleanupHooks, controlapi.StepNotApplicable, "no cleanup hooks are configured")
