@@ -50,12 +50,14 @@ func TestControlCancelPublishesCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The file is written once the command's output says started.
+	// The file is written once the command's output (stdout) says started.
 	errStarted := errors.New("started")
 	var startedSeq int64
 	fctx, fcancel := context.WithTimeout(ctx, 90*time.Second)
 	err = c.Follow(fctx, j.ID, controlapi.FollowOptions{}, func(e controlapi.Event) error {
-		if strings.Contains(string(e.Data), "started") {
+		// the command's own output: the status event that starts it
+		// carries its argv, which says "started" too
+		if e.Kind == controlapi.KindStdout && strings.Contains(string(e.Data), "started") {
 			startedSeq = e.Seq
 			return errStarted
 		}
