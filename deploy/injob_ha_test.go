@@ -1,0 +1,156 @@
+//go:build linux
+
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+)
+
+// haJobs is how many jobs are in flight when the pods are deleted.
+const haJobs = 10
+
+// The HA install with jobs in flight: overlays/ha (two replicas of each
+// plane) installed as TestInClusterJob installs overlays/single; 10 jobs
+// submitted to the control plane's Service (each sleeps 6 s, tenant acme
+// runs 4 at once, so some run and the rest wait); once one runs, one
+// control-plane pod and one runtime pod are deleted (as kubectl delete pod
+// does, with their grace period). No accepted job is lost (each is still
+// there and ends terminal, or visibly unknown with an owner and a
+// deadline) and none runs twice (the run store, read through the runtime's
+// Service, holds at most one run per job whose runner fetched the
+// command). It logs the time from the deletion to the next job admitted
+// (B15's figure, from one run).
+func TestInClusterHAJobs(t *testing.T) {
+	e, control, rt, gen := jobPlanes(t, "ha", 2)
+	ctx := context.Background()
+	var ids []string
+	for i := range haJobs {
+		j, _, err := control.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: fmt.Sprintf("ha-%d", i),
+			Commands: [][]string{{"sh", "-c", fmt.Sprintf("echo job %d from $(hostname); sleep 6; echo job %d done", i, i)}}})
+		if err != nil {
+			t.Fatalf("job %d: POST /v1/jobs to Service slipway-control: %v", i, err)
+		}
+		ids = append(ids, j.ID)
+	}
+	// Until one runs.
+	deadline := time.Now().Add(3 * time.Minute)
+	for running := false; !running; {
+		for _, id := range ids {
+			if j, err := control.Get(ctx, id); err == nil && j.State == controlapi.Running {
+				running = true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("none of %d jobs runs after 3m\n%s", haJobs, podsState(t, e.c, "slipway-runtime"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	before := states(ctx, control, ids)
+	var deleted []string
+	for _, app := range []string{"slipway-control", "slipway-runtime"} {
+		pods, err := e.cs.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
+		if err != nil || len(pods.Items) != 2 {
+			t.Fatalf("pods of %s: %v (%d)", app, err, len(pods.Items))
+		}
+		deleted = append(deleted, pods.Items[0].Name)
+	}
+	at := time.Now()
+	for _, p := range deleted {
+		if err := e.cs.CoreV1().Pods("slipway-system").Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("delete pod %s: %v", p, err)
+		}
+	}
+	t.Logf("deleted pods %v with the jobs %v", deleted, before)
+
+	// Every job ends terminal or unknown with an owner and a deadline: the
+	// control plane's Service answers from the replica left (a request
+	// that met the deleted one is asked again).
+	final := map[string]*controlapi.Job{}
+	deadline = time.Now().Add(4 * time.Minute)
+	for len(final) < len(ids) && time.Now().Before(deadline) {
+		for _, id := range ids {
+			if final[id] != nil {
+				continue
+			}
+			j, err := control.Get(ctx, id)
+			if err != nil {
+				continue
+			}
+			if j.State.Terminal() || (j.State == controlapi.Unknown && j.Owner != "" && j.OwnerDeadline != nil) {
+				final[id] = j
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	byState := map[string][]string{}
+	next := time.Duration(-1)
+	for _, id := range ids {
+		j := final[id]
+		if j == nil {
+			last, err := control.Get(ctx, id)
+			t.Errorf("job %s: neither terminal nor unknown with an owner after 4m: %+v (%v)", id, last, err)
+			continue
+		}
+		byState[string(j.State)] = append(byState[string(j.State)], id)
+		if j.AdmittedAt != nil && j.AdmittedAt.After(at) && (next < 0 || j.AdmittedAt.Sub(at) < next) {
+			next = j.AdmittedAt.Sub(at)
+		}
+	}
+
+	// None ran twice: per job, the runs of the generation whose runner
+	// fetched the job's command.
+	runIDs, err := rt.Query(ctx, runmanifest.Query{Generation: gen})
+	if err != nil {
+		t.Fatalf("GET /v1/runs?generation=%s from Service slipway-runtime: %v", gen, err)
+	}
+	ran := map[string][]string{}
+	for _, r := range runIDs {
+		m, err := rt.Run(ctx, r)
+		if err != nil {
+			t.Fatalf("run %s: %v", r, err)
+		}
+		if !m.Lifecycle.PayloadFetched.IsZero() {
+			ran[m.SessionID] = append(ran[m.SessionID], r)
+		}
+	}
+	for _, id := range ids {
+		if len(ran[id]) > 1 {
+			t.Errorf("job %s ran in %d runs: %v", id, len(ran[id]), ran[id])
+		}
+	}
+	var summary []string
+	for s, js := range byState {
+		summary = append(summary, fmt.Sprintf("%s %d", s, len(js)))
+	}
+	sort.Strings(summary)
+	b15 := "no job admitted after the deletion"
+	if next >= 0 {
+		b15 = next.Round(10 * time.Millisecond).String()
+	}
+	t.Logf("%d jobs: %s; %d runs of %s, %d jobs with a run that fetched its command; deletion to the next admitted job: %s; %s",
+		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, strings.Join(e.timings, ", "))
+}
+
+// states is each job's state, as the control plane says now.
+func states(ctx context.Context, c *controlapi.Client, ids []string) map[string]int {
+	out := map[string]int{}
+	for _, id := range ids {
+		j, err := c.Get(ctx, id)
+		if err != nil {
+			out["error"]++
+			continue
+		}
+		out[string(j.State)]++
+	}
+	return out
+}
