@@ -101,6 +101,9 @@ func TestInClusterHAJobs(t *testing.T) {
 			t.Errorf("job %s: neither terminal nor unknown with an owner after 4m: %+v (%v)", id, last, err)
 			continue
 		}
+		if j.State == controlapi.Unknown {
+			j = afterOwnerDeadline(t, ctx, control, j)
+		}
 		byState[string(j.State)] = append(byState[string(j.State)], id)
 		if j.AdmittedAt != nil && j.AdmittedAt.After(at) && (next < 0 || j.AdmittedAt.Sub(at) < next) {
 			next = j.AdmittedAt.Sub(at)
@@ -139,6 +142,29 @@ func TestInClusterHAJobs(t *testing.T) {
 	}
 	t.Logf("%d jobs: %s; %d runs of %s, %d jobs with a run that fetched its command; deletion to the next admitted job: %s; %s",
 		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, strings.Join(e.timings, ", "))
+}
+
+// afterOwnerDeadline follows unknown job j until it leaves unknown, or
+// until a minute past its owner's deadline (at most 3 minutes), logs what
+// it became and returns it: still unknown is what the control plane shows
+// when nobody confirmed the outcome, owner and deadline in view.
+func afterOwnerDeadline(t *testing.T, ctx context.Context, control *controlapi.Client, j *controlapi.Job) *controlapi.Job {
+	t.Helper()
+	first := *j
+	until := j.OwnerDeadline.Add(time.Minute)
+	if limit := time.Now().Add(3 * time.Minute); until.After(limit) {
+		until = limit
+	}
+	for j.State == controlapi.Unknown && time.Now().Before(until) {
+		time.Sleep(time.Second)
+		if n, err := control.Get(ctx, j.ID); err == nil {
+			j = n
+		}
+	}
+	t.Logf("job %s was unknown (%s: %s), owner %s, deadline %s; %s after the deadline it is %s (%s: %s), attempt %d, run %s",
+		j.ID, first.Reason, first.Detail, first.Owner, first.OwnerDeadline.Format(time.RFC3339), time.Since(*first.OwnerDeadline).Round(time.Second),
+		j.State, j.Reason, j.Detail, j.Attempt, j.RunID)
+	return j
 }
 
 // states is each job's state, as the control plane says now.
