@@ -26,7 +26,8 @@ const haJobs = 10
 // plane) installed as TestInClusterJob installs overlays/single; 10 jobs
 // submitted to the control plane's Service (each sleeps 6 s, tenant acme
 // runs 4 at once, so some run and the rest wait); once one runs, one
-// control-plane pod and one runtime pod are deleted (as kubectl delete pod
+// control-plane pod and one runtime pod are deleted (of each plane, the
+// replica whose log names a running job's run, if one does) (as kubectl delete pod
 // does, with their grace period). No accepted job is lost (each is still
 // there and ends terminal, or visibly unknown with an owner and a
 // deadline) and none runs twice (the run store, read through the runtime's
@@ -47,10 +48,11 @@ func TestInClusterHAJobs(t *testing.T) {
 	}
 	// Until one runs.
 	deadline := time.Now().Add(3 * time.Minute)
-	for running := false; !running; {
+	var running []string // the runs of the jobs running
+	for len(running) == 0 {
 		for _, id := range ids {
 			if j, err := control.Get(ctx, id); err == nil && j.State == controlapi.Running {
-				running = true
+				running = append(running, j.RunID)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -65,7 +67,22 @@ func TestInClusterHAJobs(t *testing.T) {
 		if err != nil || len(pods.Items) != 2 {
 			t.Fatalf("pods of %s: %v (%d)", app, err, len(pods.Items))
 		}
-		deleted = append(deleted, pods.Items[0].Name)
+		// The replica whose log names a running job's run (its work is
+		// in flight), or else the first.
+		pick, why := pods.Items[0].Name, "the first listed"
+		for _, p := range pods.Items {
+			b, err := e.cs.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err != nil {
+				continue
+			}
+			for _, r := range running {
+				if strings.Contains(string(b), r) {
+					pick, why = p.Name, "its log names running run "+r
+				}
+			}
+		}
+		deleted = append(deleted, pick)
+		t.Logf("deleting %s pod %s: %s", app, pick, why)
 	}
 	// The deleted pods' logs, read until they end: what they said while
 	// they went is the detail a job's error id points at.
