@@ -24,15 +24,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/yaml"
+
+	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/pkg/release/selfrelease"
 	"github.com/slipway-dev/slipway/pkg/release/sign"
-	"github.com/slipway-dev/slipway/testharness/gittest"
 	"github.com/slipway-dev/slipway/testharness/kubetest"
-	"github.com/slipway-dev/slipway/testharness/need"
-	"github.com/slipway-dev/slipway/testharness/pgtest"
-	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
 // The install in a cluster: overlays/single applied, as kubectl apply -k
@@ -45,103 +42,14 @@ import (
 // its cluster, config repository and every verb of its Role), and their
 // /readyz, read through the API server's service proxy, says so.
 func TestInClusterSingle(t *testing.T) {
-	kubetest.SkipUnlessNode(t, "kube-proxy", "kube-controller-manager", "iptables")
-	_, err := pgtest.BinDir()
-	need.Err(t, err)
+	e := startInCluster(t, false)
 	ctx := context.Background()
-	begin := time.Now()
-	host := registrytest.NewInProcess(t)
-	rel, how := snapshotRelease(t)
-	images, policy := publish(t, rel, host+"/slipway-dev")
-	released := time.Since(begin)
-
-	c, err := kubetest.Start(ctx, t.TempDir(), kubetest.WithServices())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	defer func() {
-		if t.Failed() {
-			for _, p := range []string{"kube-controller-manager", "kubelet"} {
-				t.Logf("%s log ends:\n%s", p, c.Log(p))
-			}
-		}
-	}()
-	// The server's directory must be enterable by the user postgres runs
-	// as (a test's temporary directory is not).
-	pgDir, err := os.MkdirTemp("", "incluster-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(pgDir)
-	pg, err := pgtest.Start(ctx, pgDir, pgtest.ListenAlso(kubetest.PodGateway, kubetest.PodCIDR))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
-	if err := pg.CreateDatabase(ctx, "slipway"); err != nil {
-		t.Fatal(err)
-	}
-	git := gittest.NewServer(t, gittest.ListenAlso(kubetest.PodGateway))
 	// The runtime verifies what it runs against the repository's policy:
 	// the release's own (its key, its builder, its images).
-	git.Seed(t, "config.git", "main", map[string]string{"policies/verification.yaml": string(policy)})
-	n, err := c.StartNode(ctx, host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.StartScheduler(ctx); err != nil { // a Deployment's pods name no node
-		t.Fatal(err)
-	}
-	clusterUp := time.Since(begin)
-
-	dyn, err := c.Dynamic()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := install(t, images["slipway"], map[string]string{"repo": git.URLAlso("config.git"), "branch": "main", "pool": "default"})
-	// The Secrets the install reads (docs/install-kubernetes.md): created
-	// by the operator, never in the manifests.
-	secrets := map[string]map[string]string{
-		"slipway-db":            {"dsn": pg.DSNAlso("slipway")},
-		"slipway-runtime-token": {"token": "incluster-runtime-token-0123456789"},
-		"slipway-git":           {"token": ""},
-	}
-	var ordered []*unstructured.Unstructured
-	for _, o := range objs { // namespaces first, as kubectl apply orders them
-		if o.GetKind() == "Namespace" {
-			ordered = append(ordered, o)
-		}
-	}
-	for name, data := range secrets {
-		sd := map[string]any{}
-		for k, v := range data {
-			sd[k] = v
-		}
-		ordered = append(ordered, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "Secret",
-			"metadata":   map[string]any{"name": name, "namespace": "slipway-system"},
-			"stringData": sd,
-		}})
-	}
-	for _, o := range objs {
-		if o.GetKind() != "Namespace" {
-			ordered = append(ordered, o)
-		}
-	}
-	apply(t, c.Config(), dyn, ordered)
-
-	deployments := []string{"slipway-control", "slipway-runtime"}
-	for _, d := range deployments {
-		waitReady(t, c, dyn, n.Name(), d)
-	}
-	ready := time.Since(begin)
-	cs, err := kubernetes.NewForConfig(c.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, svc := range []string{"slipway-control:http", "slipway-runtime:http"} {
-		b, err := cs.CoreV1().Services("slipway-system").ProxyGet("http", strings.TrimSuffix(svc, ":http"), "http", "/readyz", nil).DoRaw(ctx)
+	e.git.Seed(t, "config.git", "main", map[string]string{"policies/verification.yaml": string(e.policy)})
+	e.installPlanes(t, "single", 1, map[string]string{"repo": e.git.URLAlso("config.git"), "branch": "main", "pool": "default"})
+	for _, svc := range []string{"slipway-control", "slipway-runtime"} {
+		b, err := e.cs.CoreV1().Services("slipway-system").ProxyGet("http", svc, "http", "/readyz", nil).DoRaw(ctx)
 		if err != nil {
 			t.Fatalf("GET /readyz of Service %s through the API server: %v: %s", svc, err, b)
 		}
@@ -150,8 +58,7 @@ func TestInClusterSingle(t *testing.T) {
 			t.Fatalf("Service %s's /readyz: %s (%v)", svc, b, err)
 		}
 	}
-	t.Logf("release %s (%s, pushed), cluster and node up at %s, both planes Ready at %s",
-		released.Round(100*time.Millisecond), how, clusterUp.Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
+	t.Logf("%s", strings.Join(e.timings, ", "))
 }
 
 // snapshotRelease is a snapshot release of this tree for the host's
@@ -227,8 +134,9 @@ func snapshotRelease(t *testing.T) (string, string) {
 
 // publish pushes the release in dir to repository (signed with a key made
 // for the test) and returns each program's image by digest, as the
-// registry holds it, and the verification policy of what it pushed.
-func publish(t *testing.T, dir, repository string) (map[string]string, []byte) {
+// registry holds it, the verification policy of what it pushed and the
+// key that signed it.
+func publish(t *testing.T, dir, repository string) (map[string]string, []byte, signature.SignerVerifier) {
 	t.Helper()
 	priv, pub, err := sign.GenerateKeys([]byte("test"))
 	if err != nil {
@@ -254,44 +162,7 @@ func publish(t *testing.T, dir, repository string) (map[string]string, []byte) {
 			t.Fatalf("the release pushed no %s image: %v", p, out)
 		}
 	}
-	return out, selfrelease.Policy(pub, repository, selfrelease.Programs)
-}
-
-// install is overlays/single as kustomize builds it, with the slipway
-// image set to image (by digest) and the settings ConfigMap's data set,
-// as an overlay of the operator's own would (kustomize edit set image;
-// configMapGenerator behavior: merge).
-func install(t *testing.T, image string, settings map[string]string) []*unstructured.Unstructured {
-	t.Helper()
-	var out []*unstructured.Unstructured
-	for _, r := range build(t, "single").Resources() {
-		b, err := r.AsYAML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(b, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		switch {
-		case u.GetKind() == "ConfigMap" && strings.HasPrefix(u.GetName(), "slipway-settings-"):
-			data := map[string]any{}
-			for k, v := range settings {
-				data[k] = v
-			}
-			u.Object["data"] = data
-		case u.GetKind() == "Deployment":
-			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
-			for i := range cs {
-				cs[i].(map[string]any)["image"] = image
-			}
-			if err := unstructured.SetNestedSlice(u.Object, cs, "spec", "template", "spec", "containers"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		out = append(out, u)
-	}
-	return out
+	return out, selfrelease.Policy(pub, repository, selfrelease.Programs), sv
 }
 
 // apply server-side applies objs in order, as kubectl apply does.
@@ -321,20 +192,20 @@ func apply(t *testing.T, cfg *rest.Config, dyn dynamic.Interface, objs []*unstru
 var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 
 // waitReady waits (at most 3 minutes: a loaded machine) until Deployment
-// name has its one replica Ready on node; when it does not, it shows the
+// name has replicas Ready pods on node; when it does not, it shows the
 // pods' state and the containers' logs.
-func waitReady(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface, node, name string) {
+func waitReady(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface, node, name string, replicas int64) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		d, err := dyn.Resource(deploymentsGVR).Namespace("slipway-system").Get(context.Background(), name, metav1.GetOptions{})
 		if err == nil {
-			if r, _, _ := unstructured.NestedInt64(d.Object, "status", "readyReplicas"); r == 1 {
+			if r, _, _ := unstructured.NestedInt64(d.Object, "status", "readyReplicas"); r == replicas {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Deployment %s has no Ready replica after 3m on node %s:\n%s", name, node, podsState(t, c, name))
+			t.Fatalf("Deployment %s has not %d Ready replicas after 3m on node %s:\n%s", name, replicas, node, podsState(t, c, name))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

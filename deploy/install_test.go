@@ -198,7 +198,8 @@ var (
 	slipwayImage = regexp.MustCompile(`^ghcr\.io/slipway-dev/slipway(:[\w.-]+)?@`)
 )
 
-// Every image is pinned by digest; slipway's is the images entry's.
+// Every image is pinned by digest; slipway's is the images entry's, and
+// each container's $SLIPWAY_IMAGE (what it reports in served_by) is it.
 func TestImagesByDigest(t *testing.T) {
 	for name := range overlays {
 		for dn, d := range objects[appsv1.Deployment](t, build(t, name), "Deployment") {
@@ -209,6 +210,16 @@ func TestImagesByDigest(t *testing.T) {
 				}
 				if !slipwayImage.MatchString(c.Image) {
 					t.Errorf("%s: Deployment %s container %s: image %q is not Slipway's release", name, dn, c.Name, c.Image)
+				}
+				// the image the process names in served_by is the one it runs
+				declared := "(none)"
+				for _, e := range c.Env {
+					if e.Name == "SLIPWAY_IMAGE" {
+						declared = e.Value
+					}
+				}
+				if declared != c.Image {
+					t.Errorf("%s: Deployment %s container %s: $SLIPWAY_IMAGE is %q, its image %q", name, dn, c.Name, declared, c.Image)
 				}
 			}
 		}

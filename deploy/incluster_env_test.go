@@ -1,0 +1,288 @@
+//go:build linux
+
+package deploy_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/slipway-dev/slipway/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/need"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
+)
+
+// inCluster is what an in-cluster test of the install stands on: a real
+// node that routes Services, a registry on the node's bridge holding a
+// snapshot release of this tree (pushed, signed, by digest), the host's
+// PostgreSQL and a git server, both reachable from pods.
+type inCluster struct {
+	begin   time.Time
+	c       *kubetest.Cluster
+	node    string
+	dyn     dynamic.Interface
+	cs      kubernetes.Interface
+	host    string            // the registry, host:port on the bridge
+	rel     string            // the release's directory
+	images  map[string]string // program: reference by digest, as pushed
+	policy  []byte            // the release's verification policy
+	signer  signature.SignerVerifier
+	pg      *pgtest.Server
+	git     *gittest.Server
+	timings []string
+}
+
+// startInCluster starts the cluster (with agent-sandbox's controller when
+// sandboxes), the registry, the release, PostgreSQL (database slipway) and
+// the git server; everything stops when the test ends.
+func startInCluster(t *testing.T, sandboxes bool) *inCluster {
+	t.Helper()
+	extra := []string{"kube-proxy", "kube-controller-manager", "iptables"}
+	if sandboxes {
+		extra = append(extra, "kube-scheduler", "agent-sandbox-controller")
+	}
+	kubetest.SkipUnlessNode(t, extra...)
+	_, err := pgtest.BinDir()
+	need.Err(t, err)
+	ctx := context.Background()
+	e := &inCluster{begin: time.Now()}
+	e.c, err = kubetest.Start(ctx, t.TempDir(), kubetest.WithServices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.c.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range []string{"kube-controller-manager", "kubelet", "agent-sandbox-controller"} {
+				t.Logf("%s log ends:\n%s", p, tail(e.c.Log(p), 60))
+			}
+		}
+	})
+	// The registry is on the bridge: the node pulls from it and the
+	// runtime's pod verifies the images it grants against it.
+	e.host = bridgeRegistry(t)
+	rel, how := snapshotRelease(t)
+	e.rel = rel
+	e.images, e.policy, e.signer = publish(t, rel, e.host+"/slipway-dev")
+	e.mark("release " + how + ", pushed")
+	// The server's directory must be enterable by the user postgres runs
+	// as (a test's temporary directory is not).
+	pgDir, err := os.MkdirTemp("", "incluster-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(pgDir) })
+	e.pg, err = pgtest.Start(ctx, pgDir, pgtest.ListenAlso(kubetest.PodGateway, kubetest.PodCIDR))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.pg.Close)
+	if err := e.pg.CreateDatabase(ctx, "slipway"); err != nil {
+		t.Fatal(err)
+	}
+	e.git = gittest.NewServer(t, gittest.ListenAlso(kubetest.PodGateway))
+	n, err := e.c.StartNode(ctx, e.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.node = n.Name()
+	if err := e.c.StartScheduler(ctx); err != nil { // a Deployment's pods name no node
+		t.Fatal(err)
+	}
+	if sandboxes {
+		if err := e.c.StartSandboxController(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.dyn, err = e.c.Dynamic(); err != nil {
+		t.Fatal(err)
+	}
+	if e.cs, err = kubernetes.NewForConfig(e.c.Config()); err != nil {
+		t.Fatal(err)
+	}
+	e.mark("cluster and node up")
+	return e
+}
+
+// mark notes how long the test took to get to what.
+func (e *inCluster) mark(what string) {
+	e.timings = append(e.timings, what+" at "+time.Since(e.begin).Round(100*time.Millisecond).String())
+}
+
+// runtimeToken is the runtime's API token in Secret slipway-runtime-token.
+const runtimeToken = "incluster-runtime-token-0123456789"
+
+// installPlanes applies overlay (the release's image pinned, settings in
+// the settings ConfigMap) with the Secrets it reads, and waits until both
+// Deployments have replicas Ready pods.
+func (e *inCluster) installPlanes(t *testing.T, overlay string, replicas int64, settings map[string]string) {
+	t.Helper()
+	objs := install(t, overlay, e.images["slipway"], settings)
+	// The Secrets the install reads (docs/install-kubernetes.md): created
+	// by the operator, never in the manifests.
+	secrets := map[string]map[string]string{
+		"slipway-db":            {"dsn": e.pg.DSNAlso("slipway")},
+		"slipway-runtime-token": {"token": runtimeToken},
+		"slipway-git":           {"token": ""},
+	}
+	var ordered []*unstructured.Unstructured
+	for _, o := range objs { // namespaces first, as kubectl apply orders them
+		if o.GetKind() == "Namespace" {
+			ordered = append(ordered, o)
+		}
+	}
+	for name, data := range secrets {
+		sd := map[string]any{}
+		for k, v := range data {
+			sd[k] = v
+		}
+		ordered = append(ordered, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Secret",
+			"metadata":   map[string]any{"name": name, "namespace": "slipway-system"},
+			"stringData": sd,
+		}})
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Namespace" {
+			ordered = append(ordered, o)
+		}
+	}
+	apply(t, e.c.Config(), e.dyn, ordered)
+	for _, d := range []string{"slipway-control", "slipway-runtime"} {
+		waitReady(t, e.c, e.dyn, e.node, d, replicas)
+	}
+	e.mark("both planes Ready (" + overlay + ")")
+}
+
+// install is overlay as kustomize builds it once the base's images entry
+// pins image (by digest), as make pin-deploy writes it, with the settings
+// ConfigMap's data set, as an overlay of the operator's own would
+// (configMapGenerator behavior: merge).
+func install(t *testing.T, overlay, image string, settings map[string]string) []*unstructured.Unstructured {
+	t.Helper()
+	name, digest, ok := strings.Cut(image, "@")
+	if !ok {
+		t.Fatalf("image %q is not by digest", image)
+	}
+	mem := filesys.MakeFsInMemory()
+	for _, root := range []string{"base", "overlays"} {
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if p == filepath.Join("base", "kustomization.yaml") {
+				s := string(b)
+				for _, r := range [][2]string{
+					{"newName: ghcr.io/slipway-dev/slipway\n", "newName: " + name + "\n"},
+					{"    newTag: v0.0.0-unreleased\n", ""},
+					{"digest: sha256:0000000000000000000000000000000000000000000000000000000000000000", "digest: " + digest},
+				} {
+					if !strings.Contains(s, r[0]) {
+						t.Fatalf("base/kustomization.yaml has no %q to pin", r[0])
+					}
+					s = strings.Replace(s, r[0], r[1], 1)
+				}
+				b = []byte(s)
+			}
+			return mem.WriteFile(filepath.Join("/deploy", p), b)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, "/deploy/overlays/"+overlay)
+	if err != nil {
+		t.Fatalf("kustomize build overlays/%s with the release's image: %v", overlay, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, r := range rm.Resources() {
+		b, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(b, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if u.GetKind() == "ConfigMap" && strings.HasPrefix(u.GetName(), "slipway-settings-") {
+			data := map[string]any{}
+			for k, v := range settings {
+				data[k] = v
+			}
+			u.Object["data"] = data
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// bridgeRegistry starts go-containerregistry's in-process registry on the
+// node's bridge (kubetest.PodGateway, an RFC 1918 address, so clients
+// speak plain HTTP to it as to 127.0.0.1) and returns its host:port.
+func bridgeRegistry(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", kubetest.PodGateway+":0")
+	if err != nil {
+		t.Fatalf("a registry on the bridge: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return l.Addr().String()
+}
+
+// releaseSums are the sha256 sums (hex) of the release's files, by name,
+// from its checksums.txt.
+func releaseSums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 {
+			out[strings.TrimPrefix(f[1], "*")] = f[0]
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	ls := strings.Split(s, "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
+}
