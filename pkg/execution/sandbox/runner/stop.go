@@ -27,7 +27,7 @@ const (
 )
 
 // StopWorkload sends SIGSTOP to every process that procDir (the
-// sandbox's /proc) lists, but for the caller, those skip names (given the
+// sandbox's /proc) lists, but for the caller, pid 1, those skip names (given the
 // pid and the executable's path: in a pod, the runner's own processes,
 // which serve the protocol, bridge connections and copy the workspace;
 // see RunnerExe) and those already stopped or exited; and waits until each is stopped. It lists again until a round
@@ -40,7 +40,10 @@ const (
 func StopWorkload(procDir string, skip func(pid int, exe string) bool) (*Stopped, error) {
 	self := os.Getpid()
 	s := &Stopped{}
-	done := map[int]bool{self: true}
+	// Pid 1 is the namespace's init (in a pod, the runner serving the
+	// protocol, which makes itself non-dumpable): a SIGSTOP sent to it from
+	// inside its namespace is ignored.
+	done := map[int]bool{self: true, 1: true}
 	fail := func(err error) (*Stopped, error) {
 		_ = s.Continue()
 		return nil, err
