@@ -31,9 +31,14 @@ import (
 // any restore, on any node.
 var _ sandbox.WorkspaceStreamer = (*Backend)(nil)
 
-// thawTimeout bounds how long a thaw waits for the pod to say its
-// workload goes on.
-const thawTimeout = 30 * time.Second
+// stopTimeout bounds how long Freeze waits for the pod to say its
+// workload is stopped (the runner gives up sooner on a process that does
+// not stop); thawTimeout how long a thaw waits for it to say the workload
+// goes on.
+const (
+	stopTimeout = 3 * time.Minute
+	thawTimeout = 30 * time.Second
+)
 
 // Freeze holds the workload of pod id still for a checkpoint's copy: a pod
 // exec of `slipway-runner workspace stop` sends SIGSTOP to every process
@@ -87,10 +92,14 @@ func (b *Backend) Freeze(ctx context.Context, id string) (func() error, error) {
 		return nil, fmt.Errorf("kube: stop the workload of pod %s/%s: %w", b.namespace, id, err)
 	}
 	var l line
+	t := time.NewTimer(stopTimeout)
+	defer t.Stop()
 	select {
 	case l = <-first:
 	case <-ctx.Done():
 		return fail(ctx.Err())
+	case <-t.C:
+		return fail(fmt.Errorf("no answer in %s", stopTimeout))
 	}
 	if l.err != nil || !strings.HasPrefix(l.s, "stopped ") {
 		err := l.err

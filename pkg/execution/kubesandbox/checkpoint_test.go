@@ -314,10 +314,13 @@ func suspendResume(t *testing.T, n *node, k *kubeCkpt, gr *runtimeapi.Grant, bet
 	ctx := context.Background()
 	k.sh(t, gr, fillPodWorkspace+"; rm delete-me.txt; echo more >> src/pkg/main.go")
 	want := k.sh(t, gr, listPodWorkspace)
+	start := time.Now()
 	cp, err := k.rt.Suspend(ctx, gr.RunID, runtime.CheckpointRequest{Token: gr.Token, EventSeq: 7})
 	if err != nil {
 		t.Fatalf("suspend: %v; log:\n%s", err, k.log.String())
 	}
+	t.Logf("suspend took %s (workload stopped %s for the copy, %d tar entries, %d bytes)", time.Since(start).Round(time.Millisecond),
+		cp.Frozen.Round(time.Millisecond), cp.Predicate.Entries, cp.Predicate.Bytes)
 	gone(t, n, claimsGVR, kubesandbox.ClaimName(gr.RunID))
 	gone(t, n, sandboxesGVR, gr.SandboxID)
 	gone(t, n, podsGVR, gr.SandboxID)
@@ -333,10 +336,12 @@ func suspendResume(t *testing.T, n *node, k *kubeCkpt, gr *runtimeapi.Grant, bet
 	if between != nil {
 		between()
 	}
+	start = time.Now()
 	resumed, err := k.rt.Resume(ctx, gr.RunID, gr.Token)
 	if err != nil {
 		t.Fatalf("resume: %v; log:\n%s", err, k.log.String())
 	}
+	t.Logf("resume took %s (a warm claim, verify, restore through pod exec)", time.Since(start).Round(time.Millisecond))
 	if resumed.SandboxID == gr.SandboxID || resumed.AllocationAttempt != gr.AllocationAttempt+1 || resumed.Token == gr.Token {
 		t.Fatalf("resumed grant %+v (was %+v)", resumed, gr)
 	}

@@ -151,7 +151,10 @@ func (a streamAccess) restore(ctx context.Context, cps *Checkpoints, digest stri
 	return nil, nil
 }
 
-// stage makes a fresh staging directory for run; done removes it.
+// stage makes a fresh staging directory for run (mode 0700, in a folder
+// of mode 0700: a copy may hold a setuid file of the sandbox's, owned by
+// the runtime's user, which no other user of the host may reach); done
+// removes it.
 func (a streamAccess) stage(run string) (string, func(), error) {
 	if err := os.MkdirAll(a.staging, 0o700); err != nil {
 		return "", nil, fmt.Errorf("checkpoint: staging: %w", err)
