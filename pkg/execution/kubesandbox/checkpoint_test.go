@@ -216,7 +216,7 @@ func TestCheckpointOnKube(t *testing.T) {
 		looped <- err
 	}()
 	counter := func() string { return strings.TrimSpace(k.sh(t, gr, "cat "+counterFile+" 2>/dev/null || echo none")) }
-	for deadline := time.Now().Add(time.Minute); counter() == "none"; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); counter() == "none"; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the loop never wrote its counter")
 		}
@@ -233,7 +233,7 @@ func TestCheckpointOnKube(t *testing.T) {
 	if err := thaw(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); counter() == held; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); counter() == held; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the counter stayed at %s after the thaw", held)
 		}
