@@ -110,10 +110,11 @@ func (a streamAccess) copyOut(ctx context.Context, id, dir string) error {
 	}()
 	_, err := rootfs.ExtractTar(ctx, pr, dir, rootfs.WithoutOwnership())
 	_ = pr.CloseWithError(errors.New("the copy stopped reading"))
-	if werr := <-wrote; werr != nil {
-		return werr
+	werr := <-wrote
+	if err != nil {
+		return err // the copy's refusal (it holds the sandbox's error when the stream broke)
 	}
-	return err
+	return werr // the sandbox failed after the end of its tar
 }
 
 func (a streamAccess) restore(ctx context.Context, cps *Checkpoints, digest string, exp checkpoint.Expect, id string) (*checkpoint.Base, error) {
