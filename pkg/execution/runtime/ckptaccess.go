@@ -65,9 +65,11 @@ func (a dirAccess) restore(ctx context.Context, cps *Checkpoints, digest string,
 // no devices, bounded) into a staging directory, lets the workload go on,
 // and checkpoints that copy; a restore verifies the checkpoint, unpacks it
 // into a staging directory (checkpoint.Restore) and streams a tar built
-// from that tree into the sandbox. Each checkpoint is whole: a new copy is
-// a new tree to compare, so no Base carries over (an unchanged workspace
-// still gives the same layer, stored once).
+// from that tree into the sandbox. Each checkpoint is whole (an unchanged
+// workspace still gives the same layer, stored once): rootfs.Diff tells
+// an unchanged file by its inode and ctime, which a new copy never keeps,
+// and telling it by size and mtime instead would miss a rewrite that set
+// its mtime back; an incremental form needs content hashes in the tree.
 type streamAccess struct {
 	b       sandbox.WorkspaceStreamer
 	staging string
