@@ -20,6 +20,9 @@
 //	                                      (an allow-list pool's egress proxy in a pod: one JSON line per attempt on stdout)
 //	slipway-runner seed SRC DST           (copies the template's workspace SRC into the pod's workspace emptyDir DST:
 //	                                      a Kubernetes init container of the template's image)
+//	slipway-runner workspace tar DIR      (the workspace as a tar stream on stdout: a checkpoint's copy, through pod exec)
+//	slipway-runner workspace restore DIR  (empties DIR and unpacks the tar stream on stdin: a resume, through pod exec)
+//	slipway-runner workspace stop         (stops the workload's processes until stdin ends: a checkpoint's consistent copy)
 //	slipway-runner version                (JSON: binary sha256, protocol, release version, commit, dirty, Go version)
 //	slipway-runner install DIR [--refresh RDIR]
 //	                                      (copies itself to DIR/slipway-runner: a Kubernetes init container;
@@ -62,7 +65,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: slipway-runner serve|connect|credential|egress|seed|version|install|probe [flags]")
+		return fmt.Errorf("usage: slipway-runner serve|connect|credential|egress|seed|workspace|version|install|probe [flags]")
 	}
 	if args[0] == "connect" { // before hashing itself: it runs for every call through pod exec
 		if len(args) != 2 {
@@ -89,6 +92,9 @@ func run(args []string) error {
 	if args[0] == "seed" {
 		return seed(args[1:], os.Stdout)
 	}
+	if args[0] == "workspace" {
+		return workspace(args[1:], os.Stdin, os.Stdout, os.Stderr)
+	}
 	digest, err := runner.SelfDigest()
 	if err != nil {
 		return err
@@ -105,7 +111,7 @@ func run(args []string) error {
 		return install(args[1:], digest)
 	case "serve":
 	default:
-		return fmt.Errorf("unknown command %q: want serve, connect, credential, egress, seed, version, install or probe", args[0])
+		return fmt.Errorf("unknown command %q: want serve, connect, credential, egress, seed, workspace, version, install or probe", args[0])
 	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fd := fs.Int("listen-fd", 0, "file descriptor of the listening unix socket")

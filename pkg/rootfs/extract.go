@@ -41,19 +41,9 @@ func Extract(ctx context.Context, img v1.Image, dir string, opts ...ExtractOptio
 
 // ExtractLayers is Extract for a list of layers, bottom first.
 func ExtractLayers(ctx context.Context, layers []v1.Layer, dir string, opts ...ExtractOption) (*ExtractReport, error) {
-	o, err := newExtractOptions(opts)
+	x, err := newExtractor(dir, opts)
 	if err != nil {
 		return nil, err
-	}
-	root, err := openTarget(dir)
-	if err != nil {
-		return nil, err
-	}
-	x := &extractor{
-		opts:  o,
-		dirs:  dirCache{root: root, fd: -1},
-		metas: map[string]dirMeta{},
-		buf:   make([]byte, 256<<10),
 	}
 	defer x.close()
 	for i, l := range layers {
@@ -66,6 +56,43 @@ func ExtractLayers(ctx context.Context, layers []v1.Layer, dir string, opts ...E
 		return &x.report, err
 	}
 	return &x.report, nil
+}
+
+// ExtractTar is Extract for one uncompressed tar stream read from r, with
+// the same checks and limits (a stream that is no image's layer: one
+// copied out of a sandbox, which the caller does not trust). An error
+// names the entry at fault (its EntryError has a zero Digest).
+func ExtractTar(ctx context.Context, r io.Reader, dir string, opts ...ExtractOption) (*ExtractReport, error) {
+	x, err := newExtractor(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer x.close()
+	if err := x.applyStream(ctx, 0, r, func() v1.Hash { return v1.Hash{} }); err != nil {
+		return &x.report, err
+	}
+	x.report.Layers++
+	if err := x.finishDirs(); err != nil {
+		return &x.report, err
+	}
+	return &x.report, nil
+}
+
+func newExtractor(dir string, opts []ExtractOption) (*extractor, error) {
+	o, err := newExtractOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	root, err := openTarget(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &extractor{
+		opts:  o,
+		dirs:  dirCache{root: root, fd: -1},
+		metas: map[string]dirMeta{},
+		buf:   make([]byte, 256<<10),
+	}, nil
 }
 
 // dirMeta is what a directory gets once every layer is applied: children
@@ -91,15 +118,24 @@ func (x *extractor) close() {
 }
 
 func (x *extractor) applyLayer(ctx context.Context, i int, l v1.Layer) error {
-	fail := func(name string, err error) error {
+	digest := func() v1.Hash {
 		d, _ := l.Digest() // only on failure: it may cost a pass over the layer
-		return &EntryError{Layer: i, Digest: d, Name: name, Err: err}
+		return d
 	}
 	rc, err := l.Uncompressed()
 	if err != nil {
-		return fail("", fmt.Errorf("open layer: %w", err))
+		return &EntryError{Layer: i, Digest: digest(), Err: fmt.Errorf("open layer: %w", err)}
 	}
 	defer rc.Close()
+	return x.applyStream(ctx, i, rc, digest)
+}
+
+// applyStream applies the uncompressed tar stream rc as layer i; digest
+// names the layer in an error (a zero hash for a stream that is no layer).
+func (x *extractor) applyStream(ctx context.Context, i int, rc io.Reader, digest func() v1.Hash) error {
+	fail := func(name string, err error) error {
+		return &EntryError{Layer: i, Digest: digest(), Name: name, Err: err}
+	}
 	x.written = map[string]bool{}
 	tr := tar.NewReader(rc)
 	prev := ""

@@ -2,6 +2,7 @@ package rootfs_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -140,4 +141,42 @@ func TestExtractCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
+}
+
+// TestExtractTarRefuses: a plain tar stream (one copied out of a sandbox)
+// gets the checks of a layer: an escape, a write through a symlink and a
+// device node are refused, naming the entry, with nothing written outside
+// the target; a sound stream is extracted.
+func TestExtractTarRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ents  func(j jail) []ent
+		entry string
+		want  error
+	}{
+		{"dot-dot", func(jail) []ent { return []ent{file("../x", "x")} }, "../x", rootfs.ErrUnsafeEntry},
+		{"through symlink", func(j jail) []ent { return []ent{symlink("out", j.parent), file("out/x", "x")} }, "out/x", rootfs.ErrUnsafeEntry},
+		{"device", func(jail) []ent {
+			return []ent{{name: "dev", typ: tar.TypeChar, mode: 0o666}}
+		}, "dev", rootfs.ErrUnsafeEntry},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newJail(t)
+			_, err := rootfs.ExtractTar(context.Background(), bytes.NewReader(tarBytes(t, tc.ents(j)...)), j.dir, rootfs.WithoutOwnership())
+			var ee *rootfs.EntryError
+			if !errors.Is(err, tc.want) || !errors.As(err, &ee) || ee.Name != tc.entry {
+				t.Fatalf("err = %v, want %v naming %q", err, tc.want, tc.entry)
+			}
+			j.check(t)
+		})
+	}
+	j := newJail(t)
+	rep, err := rootfs.ExtractTar(context.Background(), bytes.NewReader(tarBytes(t, dir("d/"), file("d/f", "hello"), symlink("l", "d/f"))), j.dir)
+	if err != nil || rep.Files != 1 || rep.Symlinks != 1 || rep.Bytes != 5 {
+		t.Fatalf("sound stream: %+v %v", rep, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(j.dir, "d", "f")); err != nil || string(b) != "hello" {
+		t.Fatalf("d/f: %q %v", b, err)
+	}
+	j.check(t)
 }

@@ -29,6 +29,12 @@ type Source struct {
 	// copy is taken, before it stores or signs anything. Nil means the
 	// caller already holds Dir still.
 	Freeze func(ctx context.Context) (thaw func() error, err error)
+	// Taken, when set, is when the caller froze the sandbox to copy Dir
+	// out of it (a workspace copied out of a pod: Dir is the runtime's
+	// own copy, and Freeze is nil), the predicate's Created; Frozen is how
+	// long the sandbox was held for that copy.
+	Taken  time.Time
+	Frozen time.Duration
 }
 
 // Base is what makes the next checkpoint of the same workspace
@@ -164,6 +170,9 @@ func Create(ctx context.Context, st *Store, src Source, meta Meta, opts ...Optio
 	layer, rep, tree, err := copyWorkspace(ctx, src.Dir, base, tmp, o.level)
 	thawErr := thaw()
 	frozen := time.Since(start)
+	if !src.Taken.IsZero() {
+		created, frozen = src.Taken.UTC(), src.Frozen
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint: copy workspace of sandbox %s: %w", meta.SandboxID, err)
 	}

@@ -16,7 +16,10 @@
 //
 // Create freezes the sandbox (Source.Freeze: the local backend's cgroup
 // freezer) for exactly as long as it takes to copy the workspace, thaws
-// it, then stores and signs. Restore refuses (ErrRefused, saying why) a
+// it, then stores and signs. A workspace that the host cannot reach (a
+// pod's, on Kubernetes) is copied out by the runtime first, its workload
+// held still meanwhile, and Create takes that copy (Source.Taken and
+// Frozen say when and for how long the sandbox was held). Restore refuses (ErrRefused, saying why) a
 // checkpoint whose attestation does not verify with the given key, does
 // not name it, disagrees with its config, or whose tenant, run or
 // generation is not what the target expects; only then does it check each

@@ -57,6 +57,14 @@
 // passes every attempt on, the last ones before Delete returns, as the
 // local backend does with its host-side proxy.
 //
+// Backend implements sandbox.WorkspaceStreamer, the checkpoints' form for
+// a workspace in a pod (delete and restore; checkpoint.go says why not
+// agent-sandbox's suspended mode): Freeze stops the workspace
+// container's workload with SIGSTOP through a pod exec of
+// `slipway-runner workspace stop` and lets it go on when that exec's
+// stdin ends; WorkspaceTar and RestoreTar are pod execs of `workspace tar`
+// and `workspace restore` on kubeobjects.WorkspaceVolumeDir.
+//
 // It is not the runtime (which grants claims and records manifests on any
 // backend), and it applies nothing: render and kubeapply (or Argo CD) put
 // the templates and warm pools in the cluster.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -66,15 +67,20 @@ type CheckpointRequest struct {
 	EventSeqUnknown bool
 }
 
-func (r *Runtime) checkpointer() (sandbox.Checkpointer, *Checkpoints, error) {
+// checkpointer is how this runtime's backend gives a workspace to a
+// checkpoint: a host directory (sandbox.Checkpointer) or a tar stream
+// (sandbox.WorkspaceStreamer: delete and restore on Kubernetes).
+func (r *Runtime) checkpointer() (workspaceAccess, *Checkpoints, error) {
 	if r.o.checkpoints == nil {
 		return nil, nil, fmt.Errorf("%w: no checkpoint store or key (WithCheckpoints)", ErrNoCheckpoints)
 	}
-	cp, ok := r.warm.backend.(sandbox.Checkpointer)
-	if !ok {
-		return nil, nil, fmt.Errorf("%w: the %T backend cannot freeze a sandbox", ErrNoCheckpoints, r.warm.backend)
+	switch b := r.warm.backend.(type) {
+	case sandbox.Checkpointer:
+		return dirAccess{b}, r.o.checkpoints, nil
+	case sandbox.WorkspaceStreamer:
+		return streamAccess{b: b, staging: filepath.Join(r.o.checkpoints.Store.Dir(), StagingDir)}, r.o.checkpoints, nil
 	}
-	return cp, r.o.checkpoints, nil
+	return nil, nil, fmt.Errorf("%w: the %T backend cannot freeze a sandbox", ErrNoCheckpoints, r.warm.backend)
 }
 
 // Checkpoint freezes the run's sandbox, writes its workspace as a signed
@@ -113,17 +119,12 @@ func (r *Runtime) checkpoint(ctx context.Context, c *claim, req CheckpointReques
 	if s == nil {
 		return nil, fmt.Errorf("%w: run %s has no sandbox", sandbox.ErrNotRunning, c.runID)
 	}
-	dir, err := b.WorkspaceDir(ctx, s.ID)
-	if err != nil {
-		return nil, err
-	}
 	meta := checkpoint.Meta{Tenant: c.tenant, Pool: c.pool, RunID: c.runID, SandboxID: s.ID,
 		Generation: c.gen.ID, TemplateID: s.TemplateID, EventSeq: req.EventSeq, EventSeqUnknown: req.EventSeqUnknown}
 	if meta.EventSeqUnknown {
 		meta.EventSeq = 0
 	}
-	src := checkpoint.Source{Dir: dir, Freeze: func(ctx context.Context) (func() error, error) { return b.Freeze(ctx, s.ID) }}
-	cp, next, err := checkpoint.Create(ctx, cps.Store, src, meta, checkpoint.WithSigner(cps.Signer), checkpoint.WithBase(base))
+	cp, next, err := b.take(ctx, cps, s.ID, meta, base)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: checkpoint run %s: %w", c.runID, err)
 	}
@@ -314,15 +315,7 @@ func (r *Runtime) resume(ctx context.Context, c *claim, rec checkpoint.Restored)
 		_ = r.warm.Release(bg, s.ID)
 		return nil, fmt.Errorf("runtime: resume run %s: %w", runID, err)
 	}
-	if err := b.ClearWorkspace(ctx, s.ID); err != nil {
-		return fail(err)
-	}
-	dir, err := b.WorkspaceDir(ctx, s.ID)
-	if err != nil {
-		return fail(err)
-	}
-	_, base, _, err := checkpoint.Restore(ctx, cps.Store, digest, cps.Verifier,
-		checkpoint.Expect{Tenant: c.tenant, Generations: gens, RunID: runID}, dir)
+	base, err := b.restore(ctx, cps, digest, checkpoint.Expect{Tenant: c.tenant, Generations: gens, RunID: runID}, s.ID)
 	if err != nil {
 		return fail(err)
 	}
