@@ -54,7 +54,7 @@ type inCluster struct {
 // startInCluster starts the cluster (with agent-sandbox's controller when
 // sandboxes), the registry, the release, PostgreSQL (database slipway) and
 // the git server; everything stops when the test ends.
-func startInCluster(t *testing.T, sandboxes bool) *inCluster {
+func startInCluster(t testing.TB, sandboxes bool) *inCluster {
 	t.Helper()
 	extra := []string{"kube-proxy", "kube-controller-manager", "iptables"}
 	if sandboxes {
@@ -134,7 +134,7 @@ const runtimeToken = "incluster-runtime-token-0123456789"
 // installPlanes applies overlay (the release's image pinned, settings in
 // the settings ConfigMap) with the Secrets it reads, and waits until both
 // Deployments have replicas Ready pods.
-func (e *inCluster) installPlanes(t *testing.T, overlay string, replicas int64, settings map[string]string) {
+func (e *inCluster) installPlanes(t testing.TB, overlay string, replicas int64, settings map[string]string) {
 	t.Helper()
 	objs := install(t, overlay, e.images["slipway"], settings)
 	// The Secrets the install reads (docs/install-kubernetes.md): created
@@ -177,7 +177,7 @@ func (e *inCluster) installPlanes(t *testing.T, overlay string, replicas int64, 
 // pins image (by digest), as make pin-deploy writes it, with the settings
 // ConfigMap's data set, as an overlay of the operator's own would
 // (configMapGenerator behavior: merge).
-func install(t *testing.T, overlay, image string, settings map[string]string) []*unstructured.Unstructured {
+func install(t testing.TB, overlay, image string, settings map[string]string) []*unstructured.Unstructured {
 	t.Helper()
 	name, digest, ok := strings.Cut(image, "@")
 	if !ok {
@@ -242,7 +242,7 @@ func install(t *testing.T, overlay, image string, settings map[string]string) []
 // bridgeRegistry starts go-containerregistry's in-process registry on the
 // node's bridge (kubetest.PodGateway, an RFC 1918 address, so clients
 // speak plain HTTP to it as to 127.0.0.1) and returns its host:port.
-func bridgeRegistry(t *testing.T) string {
+func bridgeRegistry(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", kubetest.PodGateway+":0")
 	if err != nil {
@@ -258,7 +258,7 @@ func bridgeRegistry(t *testing.T) string {
 
 // releaseSums are the sha256 sums (hex) of the release's files, by name,
 // from its checksums.txt.
-func releaseSums(t *testing.T, dir string) map[string]string {
+func releaseSums(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, "checksums.txt"))
 	if err != nil {

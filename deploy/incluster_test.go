@@ -69,7 +69,7 @@ func TestInClusterSingle(t *testing.T) {
 // built earlier instead (make release SNAPSHOT=1 RELEASE_OUT=DIR), whose
 // version the test logs. It returns the release's directory and how it
 // came to be (built, reused, given).
-func snapshotRelease(t *testing.T) (string, string) {
+func snapshotRelease(t testing.TB) (string, string) {
 	t.Helper()
 	if dir := os.Getenv("SLIPWAY_RELEASE"); dir != "" {
 		b, err := os.ReadFile(filepath.Join(dir, "checksums.txt"))
@@ -136,7 +136,7 @@ func snapshotRelease(t *testing.T) (string, string) {
 // for the test) and returns each program's image by digest, as the
 // registry holds it, the verification policy of what it pushed and the
 // key that signed it.
-func publish(t *testing.T, dir, repository string) (map[string]string, []byte, signature.SignerVerifier) {
+func publish(t testing.TB, dir, repository string) (map[string]string, []byte, signature.SignerVerifier) {
 	t.Helper()
 	priv, pub, err := sign.GenerateKeys([]byte("test"))
 	if err != nil {
@@ -166,7 +166,7 @@ func publish(t *testing.T, dir, repository string) (map[string]string, []byte, s
 }
 
 // apply server-side applies objs in order, as kubectl apply does.
-func apply(t *testing.T, cfg *rest.Config, dyn dynamic.Interface, objs []*unstructured.Unstructured) {
+func apply(t testing.TB, cfg *rest.Config, dyn dynamic.Interface, objs []*unstructured.Unstructured) {
 	t.Helper()
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -194,7 +194,7 @@ var deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", R
 // waitReady waits (at most 3 minutes: a loaded machine) until Deployment
 // name has replicas Ready pods on node; when it does not, it shows the
 // pods' state and the containers' logs.
-func waitReady(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface, node, name string, replicas int64) {
+func waitReady(t testing.TB, c *kubetest.Cluster, dyn dynamic.Interface, node, name string, replicas int64) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -212,7 +212,7 @@ func waitReady(t *testing.T, c *kubetest.Cluster, dyn dynamic.Interface, node, n
 }
 
 // podsState is the status and log of app name's pods, for a failure.
-func podsState(t *testing.T, c *kubetest.Cluster, name string) string {
+func podsState(t testing.TB, c *kubetest.Cluster, name string) string {
 	cs, err := kubernetes.NewForConfig(c.Config())
 	if err != nil {
 		return err.Error()

@@ -34,11 +34,26 @@ const haJobs = 10
 // Service, holds at most one run per job whose runner fetched the
 // command). It logs the time from the deletion to the next job admitted
 // (B15's figure, from one run).
-func TestInClusterHAJobs(t *testing.T) {
+func TestInClusterHAJobs(t *testing.T) { haDeletion(t, haJobs) }
+
+// haResult is what deleting a pod of each plane with jobs in flight came
+// to.
+type haResult struct {
+	jobs, lost, twice int
+	byState           map[string]int
+	// next is the time from the deletion to the next job admitted (-1:
+	// none was).
+	next time.Duration
+}
+
+// haDeletion is TestInClusterHAJobs with jobs jobs in flight (B15 runs
+// it with 50): it fails tb on a job lost or run twice, and returns what
+// happened.
+func haDeletion(t testing.TB, jobs int) haResult {
 	e, control, rt, gen := jobPlanes(t, "ha", 2)
 	ctx := context.Background()
 	var ids []string
-	for i := range haJobs {
+	for i := range jobs {
 		j, _, err := control.Submit(ctx, controlapi.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: fmt.Sprintf("ha-%d", i),
 			Commands: [][]string{{"sh", "-c", fmt.Sprintf("echo job %d from $(hostname); sleep 6; echo job %d done", i, i)}}})
 		if err != nil {
@@ -56,7 +71,7 @@ func TestInClusterHAJobs(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("none of %d jobs runs after 3m\n%s", haJobs, podsState(t, e.c, "slipway-runtime"))
+			t.Fatalf("none of %d jobs runs after 3m\n%s", jobs, podsState(t, e.c, "slipway-runtime"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -139,9 +154,11 @@ func TestInClusterHAJobs(t *testing.T) {
 	}
 	byState := map[string][]string{}
 	next := time.Duration(-1)
+	res := haResult{jobs: len(ids), byState: map[string]int{}}
 	for _, id := range ids {
 		j := final[id]
 		if j == nil {
+			res.lost++
 			last, err := control.Get(ctx, id)
 			t.Errorf("job %s: neither terminal nor unknown with an owner after 4m: %+v (%v)", id, last, err)
 			continue
@@ -173,12 +190,14 @@ func TestInClusterHAJobs(t *testing.T) {
 	}
 	for _, id := range ids {
 		if len(ran[id]) > 1 {
+			res.twice++
 			t.Errorf("job %s ran in %d runs: %v", id, len(ran[id]), ran[id])
 		}
 	}
 	var summary []string
 	for s, js := range byState {
 		summary = append(summary, fmt.Sprintf("%s %d", s, len(js)))
+		res.byState[s] = len(js)
 	}
 	sort.Strings(summary)
 	b15 := "no job admitted after the deletion"
@@ -187,13 +206,15 @@ func TestInClusterHAJobs(t *testing.T) {
 	}
 	t.Logf("%d jobs: %s; %d runs of %s, %d jobs with a run that fetched its command; deletion to the next admitted job: %s; %s",
 		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, strings.Join(e.timings, ", "))
+	res.next = next
+	return res
 }
 
 // afterOwnerDeadline follows unknown job j until it leaves unknown, or
 // until a minute past its owner's deadline when that is within 2 minutes,
 // logs what it became and returns it: still unknown is what the control plane shows
 // when nobody confirmed the outcome, owner and deadline in view.
-func afterOwnerDeadline(t *testing.T, ctx context.Context, control *controlapi.Client, j *controlapi.Job) *controlapi.Job {
+func afterOwnerDeadline(t testing.TB, ctx context.Context, control *controlapi.Client, j *controlapi.Job) *controlapi.Job {
 	t.Helper()
 	first := *j
 	until := j.OwnerDeadline.Add(time.Minute)

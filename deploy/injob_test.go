@@ -99,7 +99,7 @@ func TestInClusterJob(t *testing.T) {
 // overlay installed with replicas each, pool agents applied and warm, and
 // clients of the control plane's Service (as tenant acme) and of the
 // runtime's; it returns them and the active generation.
-func jobPlanes(t *testing.T, overlay string, replicas int64) (*inCluster, *controlapi.Client, *runtimeapi.Client, string) {
+func jobPlanes(t testing.TB, overlay string, replicas int64) (*inCluster, *controlapi.Client, *runtimeapi.Client, string) {
 	t.Helper()
 	e := startInCluster(t, true)
 	repo, gen := seedJobConfig(t, e)
@@ -123,7 +123,7 @@ func jobPlanes(t *testing.T, overlay string, replicas int64) (*inCluster, *contr
 // and measured the release's slipway binary; the runner's image is the
 // release's slipway-runner and the runner binary the runtime measured in
 // the sandbox is the release's.
-func checkServedBy(t *testing.T, e *inCluster, m *runmanifest.Manifest) {
+func checkServedBy(t testing.TB, e *inCluster, m *runmanifest.Manifest) {
 	t.Helper()
 	sums := releaseSums(t, e.rel)
 	slipwayBin := "sha256:" + sums["slipway-linux-"+goruntime.GOARCH]
@@ -171,7 +171,7 @@ func digestPart(ref string) string {
 // release's with a rule for templates; tenant acme, profile standard and
 // prices beside them. It returns the repository's folder and the
 // generation's id.
-func seedJobConfig(t *testing.T, e *inCluster) (string, string) {
+func seedJobConfig(t testing.TB, e *inCluster) (string, string) {
 	t.Helper()
 	work := t.TempDir()
 	tmpl := signedTemplate(t, e)
@@ -251,7 +251,7 @@ pools:
 // signedTemplate pushes a busybox template (its own command blocks, as a
 // pod's must; labelled as template build labels one) to the registry and
 // signs it with the release's key.
-func signedTemplate(t *testing.T, e *inCluster) string {
+func signedTemplate(t testing.TB, e *inCluster) string {
 	t.Helper()
 	ctx := context.Background()
 	base := filepath.Join(t.TempDir(), "rootfs")
@@ -284,7 +284,7 @@ func signedTemplate(t *testing.T, e *inCluster) string {
 
 // slipway runs the release's own CLI (for this machine's platform) in a
 // folder of its own and returns its standard output.
-func (e *inCluster) slipway(t *testing.T, args ...string) string {
+func (e *inCluster) slipway(t testing.TB, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(e.rel, "slipway-linux-"+goruntime.GOARCH), args...)
 	cmd.Dir = t.TempDir()
@@ -299,7 +299,7 @@ func (e *inCluster) slipway(t *testing.T, args ...string) string {
 
 // serviceURL is http://<cluster IP>:<port> of Service name in
 // slipway-system, its port named http.
-func (e *inCluster) serviceURL(t *testing.T, svc string) string {
+func (e *inCluster) serviceURL(t testing.TB, svc string) string {
 	t.Helper()
 	s, err := e.cs.CoreV1().Services("slipway-system").Get(context.Background(), svc, metav1.GetOptions{})
 	if err != nil {

@@ -29,7 +29,7 @@ import (
 var overlays = map[string]int32{"single": 1, "ha": 2}
 
 // build runs kustomize build on overlays/name, as kubectl apply -k does.
-func build(t *testing.T, name string) resmap.ResMap {
+func build(t testing.TB, name string) resmap.ResMap {
 	t.Helper()
 	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), "overlays/"+name)
 	if err != nil {
@@ -39,7 +39,7 @@ func build(t *testing.T, name string) resmap.ResMap {
 }
 
 // objects decodes every object of kind in rm into a T.
-func objects[T any](t *testing.T, rm resmap.ResMap, kind string) map[string]*T {
+func objects[T any](t testing.TB, rm resmap.ResMap, kind string) map[string]*T {
 	t.Helper()
 	out := map[string]*T{}
 	for _, r := range rm.Resources() {
@@ -112,7 +112,7 @@ func TestOverlaysBuild(t *testing.T) {
 
 // checkProbes: liveness on /healthz, readiness on /readyz, both on the
 // container's API port.
-func checkProbes(t *testing.T, dep string, spec corev1.PodSpec) {
+func checkProbes(t testing.TB, dep string, spec corev1.PodSpec) {
 	t.Helper()
 	for _, c := range spec.Containers {
 		for probe, want := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
@@ -128,7 +128,7 @@ func checkProbes(t *testing.T, dep string, spec corev1.PodSpec) {
 
 // checkSettings: the ConfigMap references resolve to the generated
 // ConfigMap (its name with kustomize's hash), which holds the key.
-func checkSettings(t *testing.T, rm resmap.ResMap, dep string, spec corev1.PodSpec) {
+func checkSettings(t testing.TB, rm resmap.ResMap, dep string, spec corev1.PodSpec) {
 	t.Helper()
 	cms := objects[corev1.ConfigMap](t, rm, "ConfigMap")
 	for _, c := range spec.Containers {

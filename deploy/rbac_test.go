@@ -41,7 +41,7 @@ func wantPermissions() []kubeaccess.Permission {
 
 // granted expands rules (of a Role in ns, or a ClusterRole when ns is "")
 // into the permissions they grant; a wildcard is refused.
-func granted(t *testing.T, ns string, rules []rbacv1.PolicyRule) []kubeaccess.Permission {
+func granted(t testing.TB, ns string, rules []rbacv1.PolicyRule) []kubeaccess.Permission {
 	t.Helper()
 	var out []kubeaccess.Permission
 	for _, r := range rules {
