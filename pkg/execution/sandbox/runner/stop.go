@@ -65,7 +65,11 @@ func StopWorkload(procDir string, skip func(pid int, exe string) bool) (*Stopped
 			if st := procState(procDir, pid); st == "" || strings.ContainsAny(st, "TtZX") {
 				continue // gone, stopped by someone else (not ours to continue), or a zombie
 			}
-			if err := unix.Kill(pid, unix.SIGSTOP); errors.Is(err, unix.ESRCH) {
+			err := unix.Kill(pid, unix.SIGSTOP)
+			if errors.Is(err, unix.EPERM) {
+				err = stopWhenOurs(procDir, pid, skip)
+			}
+			if errors.Is(err, unix.ESRCH) || errors.Is(err, errSkipped) {
 				continue
 			} else if err != nil {
 				return fail(fmt.Errorf("runner: stop pid %d: %w", pid, err))
@@ -83,6 +87,36 @@ func StopWorkload(procDir string, skip func(pid int, exe string) bool) (*Stopped
 		}
 		if round == stopRounds {
 			return fail(fmt.Errorf("runner: processes keep starting while the workload is stopped (%d new after %d rounds)", len(now), round))
+		}
+	}
+}
+
+// errSkipped: the process became one StopWorkload leaves alone.
+var errSkipped = errors.New("skipped")
+
+// permWait bounds how long StopWorkload waits for a process it may not
+// signal to become one it may (or one it skips).
+const permWait = 2 * time.Second
+
+// stopWhenOurs stops pid, which could not be signalled: a process another
+// exec into the container is starting runs as runc's init, root and not
+// dumpable, for a moment before it becomes the program exec'd (often the
+// runner, which is skipped). It looks again until pid is gone, skipped or
+// stopped, at most permWait; a process still not ours to signal then (of
+// another user) is the EPERM returned.
+func stopWhenOurs(procDir string, pid int, skip func(pid int, exe string) bool) error {
+	deadline := time.Now().Add(permWait)
+	for {
+		time.Sleep(10 * time.Millisecond)
+		if exe, _ := os.Readlink(fmt.Sprintf("%s/%d/exe", procDir, pid)); skip(pid, exe) {
+			return errSkipped
+		}
+		if st := procState(procDir, pid); st == "" || strings.ContainsAny(st, "TtZX") {
+			return errSkipped
+		}
+		err := unix.Kill(pid, unix.SIGSTOP)
+		if !errors.Is(err, unix.EPERM) || time.Now().After(deadline) {
+			return err
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
+	"github.com/slipway-dev/slipway/testharness/need"
 )
 
 // A workspace goes out as a tar stream and comes back: files, modes,
@@ -176,5 +178,65 @@ func mustWrite(t *testing.T, p, body string, mode os.FileMode) {
 	}
 	if err := os.Chmod(p, mode); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A process StopWorkload may not signal (another user's: caused for real,
+// the test binary run again as nobody beside a root sleep) is looked at
+// again for a while, in case it is an exec's init becoming the program
+// (runc's init is root for a moment), then reported by pid with EPERM;
+// nothing is left stopped.
+func TestStopWorkloadNotOurs(t *testing.T) {
+	if target := os.Getenv("STOP_NOT_OURS_PID"); target != "" {
+		pid, _ := strconv.Atoi(target)
+		_, err := runner.StopWorkload("/proc", func(p int, _ string) bool { return p != pid })
+		fmt.Println("result:", err)
+		return
+	}
+	need.Root(t, "to run a process as another user")
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleep.Process.Kill(); _ = sleep.Wait() }()
+	// the test binary where nobody may run it
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "stop-not-ours-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "runner.test")
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-test.run=^TestStopWorkloadNotOurs$")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), fmt.Sprintf("STOP_NOT_OURS_PID=%d", sleep.Process.Pid))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("result: runner: stop pid %d: operation not permitted", sleep.Process.Pid)
+	if !strings.Contains(string(out), want) {
+		t.Fatalf("as nobody: %s\nwant %q", out, want)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("gave up after %s, want a look again for 2 s", took)
+	}
+	if st := stateOf(t, sleep.Process.Pid); st == "T" {
+		t.Error("the sleep is left stopped")
 	}
 }
