@@ -199,7 +199,7 @@ name: acme
 pools: [agents]
 profiles: [standard]
 concurrency: 4
-queueBound: 20
+queueBound: 60
 budget:
   amount: 100
   period: day
