@@ -4,7 +4,8 @@
 //
 // A checkpoint is an OCI image manifest of its own artifact type
 // (ArtifactType) whose config (ConfigMediaType) is its Predicate and whose
-// layers are the workspace: the first checkpoint of a workspace one layer
+// layers (uncompressed tars, LayerMediaType, hashed once as they are
+// written and linked into the store, not copied) are the workspace: the first checkpoint of a workspace one layer
 // of all of it, each later one its parent's layers plus one layer of what
 // changed since (rootfs.Diff: added and changed files, deleted ones as
 // whiteouts), so an unchanged workspace costs no new layer and layers are

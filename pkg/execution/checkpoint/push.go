@@ -202,8 +202,8 @@ func Pull(ctx context.Context, st *Store, ref name.Digest, v signature.Verifier,
 		if l.Digest.Algorithm != "sha256" {
 			return nil, fmt.Errorf("%w: %s: layer %d has digest %s, want sha256", ErrRefused, ref, i, l.Digest)
 		}
-		if l.MediaType != types.OCILayer {
-			return nil, fmt.Errorf("%w: %s: layer %d has media type %q, want %q", ErrRefused, ref, i, l.MediaType, types.OCILayer)
+		if err := layerType(l.MediaType); err != nil {
+			return nil, fmt.Errorf("%w: %s: layer %d: %v", ErrRefused, ref, i, err)
 		}
 		if st.hasBlob(l.Digest) {
 			continue

@@ -124,7 +124,7 @@ func BenchmarkB14CheckpointSuspendResume(b *testing.B) {
 			Ratio:    fullPerGB / floorPerGB,
 			Target:   "0 lost; resume p50 < 1 s; incremental < 0.25 s; full < 1 s/GB",
 			Met:      met,
-			Settings: "Slipway: gzip level 1, pgzip; floor: GNU tar, crane.Append (gzip default), OCI layout; resume includes a new sandbox and one command",
+			Settings: "Slipway: uncompressed tar layers (one sha256, linked into the store); floor: GNU tar, crane.Append (gzip default), OCI layout; resume includes a new sandbox and one command",
 		}))
 	}
 }
