@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/pgzip"
 	"golang.org/x/sys/unix"
@@ -68,18 +69,26 @@ func syncfs(dir string) {
 
 // BenchmarkLayer freezes a generated tree into one layer (walk, tar, pgzip,
 // both digests, file), at the package's level and, for comparison, at
-// gzip.BestSpeed. MB/s is of file content.
+// gzip.BestSpeed and uncompressed (walk, tar, one digest, file). MB/s is of
+// file content.
 func BenchmarkLayer(b *testing.B) {
 	dir, size := benchTree(b)
-	for _, level := range []int{compressionLevel, 1} {
-		b.Run(fmt.Sprintf("level=%d", level), func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opt  LayerOption
+	}{
+		{fmt.Sprintf("level=%d", compressionLevel), withCompressionLevel(compressionLevel)},
+		{"level=1", withCompressionLevel(1)},
+		{"uncompressed", WithMediaType(types.OCIUncompressedLayer)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(size)
 			var rep *DiffReport
 			for b.Loop() {
 				b.StopTimer()
 				syncfs(dir)
 				b.StartTimer()
-				l, r, err := Layer(context.Background(), dir, withCompressionLevel(level), WithTempDir(b.TempDir()))
+				l, r, err := Layer(context.Background(), dir, c.opt, WithTempDir(b.TempDir()))
 				if err != nil {
 					b.Fatal(err)
 				}

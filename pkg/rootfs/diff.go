@@ -31,7 +31,14 @@ type DiffReport struct {
 	UncompressedSize int64 // bytes of the tar stream
 	Digest           v1.Hash
 	DiffID           v1.Hash
-	Size             int64 // compressed bytes
+	Size             int64 // compressed bytes (the tar's, for an uncompressed layer)
+
+	// Tree is dir as Diff found it before it read any file: the snapshot
+	// for the next Diff, as Snapshot would take it but without a second
+	// walk. Taken before the content was read, it sees a file changed
+	// while the layer was written as changed again next time, where a
+	// Snapshot taken after would record the change as already written.
+	Tree *Tree
 }
 
 // change is the reason an entry goes into the layer.
@@ -44,7 +51,8 @@ const (
 	deleted
 )
 
-// Diff writes the change of dir since snap as one gzip-compressed layer:
+// Diff writes the change of dir since snap as one gzip-compressed layer
+// (or an uncompressed one: WithMediaType):
 // added and changed entries, deleted ones as whiteouts, every parent
 // directory of those, sorted by path. The bytes depend only on the tree and
 // the options (see WithEpoch, WithOwner), never on the host or GOMAXPROCS.
@@ -84,6 +92,8 @@ func Diff(ctx context.Context, snap *Tree, dir string, opts ...LayerOption) (v1.
 		return nil, nil, err
 	}
 	rep.UncompressedSize, rep.Digest, rep.DiffID, rep.Size = w.usize.n, l.digest, l.diffID, l.size
+	settle(cur)
+	rep.Tree = &Tree{entries: cur}
 	return l, rep, nil
 }
 

@@ -2,8 +2,11 @@ package rootfs_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -11,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/slipway-dev/slipway/pkg/rootfs"
 )
@@ -184,5 +189,81 @@ func TestFileLayerClose(t *testing.T) {
 	}
 	if _, err := l.Compressed(); err == nil {
 		t.Error("Compressed after Close: want an error")
+	}
+}
+
+// An uncompressed layer is the same tar as the gzip one, stored as it is:
+// one sha256 for its digest and diff id, the file's own bytes and size;
+// it extracts to the tree, and its report's Tree is the snapshot for the
+// next Diff.
+func TestUncompressedLayer(t *testing.T) {
+	ctx := context.Background()
+	src := t.TempDir()
+	p := func(s string) string { return filepath.Join(src, s) }
+	must(t, os.MkdirAll(p("a/b"), 0o755))
+	must(t, os.WriteFile(p("a/b/f"), []byte("content of f"), 0o644))
+	must(t, os.WriteFile(p("big"), bytes.Repeat([]byte("0123456789abcdef"), 1<<16), 0o600))
+	must(t, os.Link(p("big"), p("a/big-too")))
+	must(t, os.Symlink("a/b/f", p("link")))
+
+	tmp := t.TempDir()
+	l, rep, err := rootfs.Layer(ctx, src, rootfs.WithEpoch(epoch), rootfs.WithTempDir(tmp), rootfs.WithMediaType(types.OCIUncompressedLayer))
+	must(t, err)
+	defer l.(io.Closer).Close()
+	gz, gzRep, err := rootfs.Layer(ctx, src, rootfs.WithEpoch(epoch), rootfs.WithTempDir(tmp))
+	must(t, err)
+	defer gz.(io.Closer).Close()
+
+	if rep.DiffID != gzRep.DiffID {
+		t.Errorf("diff id %s, the gzip layer's %s: want the same tar", rep.DiffID, gzRep.DiffID)
+	}
+	if rep.Digest != rep.DiffID || rep.Size != rep.UncompressedSize {
+		t.Errorf("report %+v: want digest = diff id and size = uncompressed size", rep)
+	}
+	raw, err := os.ReadFile(l.(*rootfs.FileLayer).Path())
+	must(t, err)
+	if got := "sha256:" + fmt.Sprintf("%x", sha256.Sum256(raw)); got != rep.Digest.String() || int64(len(raw)) != rep.Size {
+		t.Errorf("the file hashes to %s (%d bytes), the report says %s (%d bytes)", got, len(raw), rep.Digest, rep.Size)
+	}
+	if mt, _ := l.MediaType(); mt != types.OCIUncompressedLayer {
+		t.Errorf("media type %s", mt)
+	}
+	for _, open := range []func() (io.ReadCloser, error){l.Compressed, l.Uncompressed} {
+		rc, err := open()
+		must(t, err)
+		b, err := io.ReadAll(rc)
+		must(t, err)
+		must(t, rc.Close())
+		if !bytes.Equal(b, raw) {
+			t.Error("Compressed or Uncompressed is not the stored tar")
+		}
+	}
+	fresh := t.TempDir()
+	_, err = rootfs.ExtractLayers(ctx, []v1.Layer{l}, fresh)
+	must(t, err)
+	if d := diffDescriptions(describe(t, src, clamp), describe(t, fresh, clamp)); d != "" {
+		t.Errorf("the extracted layer differs from the tree:\n%s", d)
+	}
+
+	// The report's Tree: nothing changed since, an empty layer; a change, caught.
+	same, sameRep, err := rootfs.Diff(ctx, rep.Tree, src, rootfs.WithTempDir(tmp), rootfs.WithMediaType(types.OCIUncompressedLayer))
+	must(t, err)
+	must(t, same.(io.Closer).Close())
+	if sameRep.Entries != 0 {
+		t.Errorf("unchanged tree since the report's Tree gave %d entries", sameRep.Entries)
+	}
+	must(t, os.WriteFile(p("a/b/f"), []byte("content of F"), 0o644))
+	next, nextRep, err := rootfs.Diff(ctx, rep.Tree, src, rootfs.WithTempDir(tmp), rootfs.WithMediaType(types.OCIUncompressedLayer))
+	must(t, err)
+	defer next.(io.Closer).Close()
+	var names []string
+	for _, h := range tarHeaders(t, next) {
+		names = append(names, h.Name)
+	}
+	if want := []string{"a/", "a/b/", "a/b/f"}; !equal(names, want) || nextRep.Changed != 1 {
+		t.Errorf("after a change of a/b/f: entries %v (report %+v), want %v, one changed", names, nextRep, want)
+	}
+	if _, _, err := rootfs.Layer(ctx, src, rootfs.WithMediaType(types.DockerUncompressedLayer)); !errors.Is(err, rootfs.ErrOption) {
+		t.Errorf("a media type rootfs does not write: err %v, want ErrOption", err)
 	}
 }

@@ -28,9 +28,11 @@
 // # Snapshot and Diff
 //
 // Snapshot records the metadata of a tree; Diff writes what changed since as
-// one gzip layer: added and changed entries, whiteouts for deleted ones, and
-// their parent directories, sorted by path. See Tree for how a change is told
-// without reading content. Layer does the same for a whole directory.
+// one gzip layer (or an uncompressed one, WithMediaType): added and changed
+// entries, whiteouts for deleted ones, and their parent directories, sorted
+// by path. See Tree for how a change is told without reading content. Layer
+// does the same for a whole directory. Diff's report carries the tree as it
+// found it, the snapshot for the next Diff without a second walk.
 //
 // A layer's bytes depend only on the tree and the options: entries sorted,
 // times in whole seconds and clamped by WithEpoch (the caller reads
@@ -38,7 +40,8 @@
 // change times, no user or group names, USTAR headers unless a name or number
 // needs PAX, and pgzip with a fixed level and block size, whose output does
 // not depend on how many cores compress it. The layer is compressed once into
-// a temporary file while both digests are computed; the returned *FileLayer
+// a temporary file while both digests are computed (an uncompressed layer
+// has one, taken as the tar is written); the returned *FileLayer
 // serves it and Close removes the file. Changing the compressor, its level,
 // its block size or the klauspost/compress version changes every digest.
 //

@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"archive/tar"
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -19,15 +20,17 @@ import (
 )
 
 // FileLayer is the v1.Layer that Diff and Layer return: a gzip-compressed
-// tar in a file, compressed once, with its digest, diff id and size computed
-// while it was written. Close removes the file; a layer is unusable after it.
-// Callers holding it as a v1.Layer reach Close through io.Closer.
+// tar in a file (or the tar itself, for types.OCIUncompressedLayer), written
+// once, with its digest, diff id and size computed while it was written.
+// Close removes the file; a layer is unusable after it. Callers holding it
+// as a v1.Layer reach Close through io.Closer.
 type FileLayer struct {
-	path      string
-	digest    v1.Hash
-	diffID    v1.Hash
-	size      int64
-	mediaType types.MediaType
+	path       string
+	digest     v1.Hash
+	diffID     v1.Hash
+	size       int64
+	mediaType  types.MediaType
+	compressed bool
 }
 
 var (
@@ -35,22 +38,23 @@ var (
 	_ io.Closer = (*FileLayer)(nil)
 )
 
-// Path is the file holding the compressed layer.
+// Path is the file holding the layer's bytes (compressed, when it is).
 func (l *FileLayer) Path() string { return l.path }
 
-// Digest is the sha256 of the compressed bytes.
+// Digest is the sha256 of the layer's bytes (compressed, when it is).
 func (l *FileLayer) Digest() (v1.Hash, error) { return l.digest, nil }
 
 // DiffID is the sha256 of the uncompressed tar.
 func (l *FileLayer) DiffID() (v1.Hash, error) { return l.diffID, nil }
 
-// Size is the length of the compressed bytes.
+// Size is the length of the layer's bytes (compressed, when it is).
 func (l *FileLayer) Size() (int64, error) { return l.size, nil }
 
 // MediaType is the layer's media type.
 func (l *FileLayer) MediaType() (types.MediaType, error) { return l.mediaType, nil }
 
-// Compressed opens the compressed bytes.
+// Compressed opens the layer's bytes as stored: the tar itself for an
+// uncompressed layer.
 func (l *FileLayer) Compressed() (io.ReadCloser, error) {
 	f, err := os.Open(l.path)
 	if err != nil {
@@ -62,8 +66,8 @@ func (l *FileLayer) Compressed() (io.ReadCloser, error) {
 // Uncompressed opens the tar stream.
 func (l *FileLayer) Uncompressed() (io.ReadCloser, error) {
 	f, err := l.Compressed()
-	if err != nil {
-		return nil, err
+	if err != nil || !l.compressed {
+		return f, err
 	}
 	zr, err := gzip.NewReader(f)
 	if err != nil {
@@ -91,10 +95,12 @@ func (r *gunzipReader) Close() error {
 }
 
 // layerWriter is the single pass from tar entries to a compressed file:
-// tar -> (sha256, count) -> pgzip -> (sha256, count) -> file.
+// tar -> (sha256, count) -> pgzip -> (sha256, count) -> file; or, for an
+// uncompressed layer, tar -> (sha256, count, buffered file).
 type layerWriter struct {
 	f      *os.File
-	zw     *pgzip.Writer
+	bw     *bufio.Writer // uncompressed only
+	zw     *pgzip.Writer // compressed only
 	tw     *tar.Writer
 	uhash  *asyncHash
 	chash  hash.Hash
@@ -102,6 +108,10 @@ type layerWriter struct {
 	csize  countWriter
 	closed bool
 }
+
+// fileBuffer gathers an uncompressed layer's tar headers and small files
+// into writes of this size; a larger write goes straight to the file.
+const fileBuffer = 256 << 10
 
 type countWriter struct{ n int64 }
 
@@ -113,6 +123,15 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 // the previous block's tail as its dictionary. How many blocks it compresses
 // at once (WithCompressionConcurrency, or GOMAXPROCS) changes the speed, not the output.
 func newLayerWriter(o *layerOptions) (*layerWriter, error) {
+	if !o.compressed() {
+		f, err := os.CreateTemp(o.tempDir, "rootfs-layer-*.tar")
+		if err != nil {
+			return nil, fmt.Errorf("create layer file: %w", err)
+		}
+		w := &layerWriter{f: f, bw: bufio.NewWriterSize(f, fileBuffer), uhash: newAsyncHash(sha256.New())}
+		w.tw = tar.NewWriter(io.MultiWriter(w.bw, w.uhash, &w.usize))
+		return w, nil
+	}
 	f, err := os.CreateTemp(o.tempDir, "rootfs-layer-*.tar.gz")
 	if err != nil {
 		return nil, fmt.Errorf("create layer file: %w", err)
@@ -138,24 +157,29 @@ func newLayerWriter(o *layerOptions) (*layerWriter, error) {
 // finish closes the streams and returns the layer.
 func (w *layerWriter) finish(mt types.MediaType) (*FileLayer, error) {
 	err := w.tw.Close()
-	if err == nil {
+	if err == nil && w.zw != nil {
 		err = w.zw.Close()
+	}
+	if err == nil && w.bw != nil {
+		err = w.bw.Flush()
 	}
 	if err == nil {
 		err = w.f.Close()
 	}
 	w.closed = true
+	diffID := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(w.uhash.Sum())}
 	if err != nil {
+		_ = w.f.Close()
 		_ = os.Remove(w.f.Name())
 		return nil, fmt.Errorf("write layer: %w", err)
 	}
-	return &FileLayer{
-		path:      w.f.Name(),
-		digest:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(w.chash.Sum(nil))},
-		diffID:    v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(w.uhash.Sum())},
-		size:      w.csize.n,
-		mediaType: mt,
-	}, nil
+	l := &FileLayer{path: w.f.Name(), digest: diffID, diffID: diffID, size: w.usize.n, mediaType: mt}
+	if w.zw != nil {
+		l.compressed = true
+		l.digest = v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(w.chash.Sum(nil))}
+		l.size = w.csize.n
+	}
+	return l, nil
 }
 
 // abort discards a layer that will not be finished.

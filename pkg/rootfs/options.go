@@ -154,15 +154,23 @@ func WithTempDir(dir string) LayerOption {
 // WithMediaType sets the layer's media type (default types.DockerLayer, as
 // go-containerregistry's tarball package). Both gzip media types describe the
 // same bytes, so the digest does not change with it.
+// types.OCIUncompressedLayer writes the tar as it is, with no compression
+// (the compression options do not apply): its digest and diff id are the
+// same sha256, taken once as the tar is written. It costs the bytes the
+// tree holds and no compressor's time, for a layer that is written often
+// and kept close (a workspace checkpoint).
 func WithMediaType(mt types.MediaType) LayerOption {
 	return func(o *layerOptions) error {
-		if mt != types.DockerLayer && mt != types.OCILayer {
-			return fmt.Errorf("%w: media type %q is not a gzip layer type", ErrOption, mt)
+		if mt != types.DockerLayer && mt != types.OCILayer && mt != types.OCIUncompressedLayer {
+			return fmt.Errorf("%w: media type %q is neither a gzip layer type nor %q", ErrOption, mt, types.OCIUncompressedLayer)
 		}
 		o.mediaType = mt
 		return nil
 	}
 }
+
+// compressed says whether the layer is gzip-compressed.
+func (o *layerOptions) compressed() bool { return o.mediaType != types.OCIUncompressedLayer }
 
 // withCompressionLevel is a test hook for benchmarks comparing levels.
 func withCompressionLevel(level int) LayerOption { return WithCompressionLevel(level) }

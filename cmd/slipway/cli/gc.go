@@ -40,6 +40,10 @@ With --runtime, gc also sweeps that runtime's checkpoints: one is a candidate on
 pool's restore window has closed on it (by the runtime's clock) and it is not the head of a
 run still open, suspended or not; a checkpoint of a pool the runtime does not know is kept.
 With --delete each goes with its attestation and the layers no remaining checkpoint uses.
+A runtime that publishes its checkpoints (runtime serve --checkpoint-repository) sweeps that
+repository first by the same rule: each checkpoint there goes with its signature and
+attestation (the registry's own garbage collection removes the layers); one whose signature
+does not verify with the runtime's key is left alone and listed.
 Exit 0 done, 1 refused, 2 usage or I/O.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -124,6 +128,16 @@ func printGC(g *globals, out gcReport, del bool) {
 		fmt.Fprintf(g.stdout, "kept %d checkpoints (inside their pool's restore window, a run's head, or of a pool the runtime does not know)\n", sw.Kept)
 		if sw.Blobs > 0 {
 			fmt.Fprintf(g.stdout, "%s %d blobs no remaining checkpoint uses (%d bytes)\n", verb, sw.Blobs, sw.Bytes)
+		}
+		if sw.Repository != "" {
+			for _, d := range sw.Published {
+				fmt.Fprintf(g.stdout, "%s published checkpoint %s of run %s (pool %s, taken %s, restore window closed %s) with its signature and attestation\n",
+					verb, d.Checkpoint, d.RunID, d.Pool, d.Created.Format(at), d.WindowClosed.Format(at))
+			}
+			fmt.Fprintf(g.stdout, "kept %d published checkpoints in %s\n", sw.PublishedKept, sw.Repository)
+			for _, u := range sw.Unjudged {
+				fmt.Fprintf(g.stdout, "left %s alone: %s\n", u.Checkpoint, u.Why)
+			}
 		}
 	}
 }

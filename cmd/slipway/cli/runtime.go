@@ -93,7 +93,8 @@ local backend: the sandbox is frozen (cgroup freezer) for the copy of its worksp
 an OCI artifact in DIR/` + serve.CheckpointDir + ` with an attestation signed by the key, and a resume verifies it before
 it restores. With --checkpoint-repository each checkpoint is also pushed there by digest, signed and
 attested with the key (cosign's .sig and .att tags), and a resume whose checkpoint DIR lacks pulls it
-from there, verified before anything is written.`,
+from there, verified before anything is written. The runtime's checkpoint sweep deletes them there
+too once their pool's restore window closes, never a run's head (slipway gc --runtime).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Repo == "" || c.State == "" || c.Listen == "" {

@@ -15,12 +15,27 @@ type SweepBody struct {
 
 // SweptCheckpoint is one checkpoint a sweep deleted, or would.
 type SweptCheckpoint struct {
+	// Checkpoint is its digest; in SweepResult.Published, its reference
+	// in the repository, by digest.
 	Checkpoint string    `json:"checkpoint"`
 	RunID      string    `json:"runId"`
 	Pool       string    `json:"pool"`
 	Created    time.Time `json:"created"`
 	// WindowClosed is when its pool's restore window closed on it.
 	WindowClosed time.Time `json:"windowClosed"`
+	// Signature and Attestation are the manifests of its .sig and .att
+	// tags the registry deleted with it, by digest (Published only; ""
+	// in a dry run or when it had none).
+	Signature   string `json:"signature,omitempty"`
+	Attestation string `json:"attestation,omitempty"`
+}
+
+// Unjudged is a checkpoint a sweep found in the checkpoint repository and
+// left alone, with why (its signature or attestation does not verify with
+// the runtime's key: another runtime's, or damaged).
+type Unjudged struct {
+	Checkpoint string `json:"checkpoint"`
+	Why        string `json:"why"`
 }
 
 // SweepResult is what a sweep of a runtime's checkpoints found and did.
@@ -39,6 +54,18 @@ type SweepResult struct {
 	// (or that would be).
 	Blobs int   `json:"blobs"`
 	Bytes int64 `json:"bytes"`
+
+	// Repository is the registry repository the runtime publishes its
+	// checkpoints to ("" without one). The sweep judged the checkpoints
+	// there the same way and deleted them first, each with its signature
+	// and attestation: Published lists them (with DryRun: would),
+	// PublishedKept counts those left, Unjudged those not verified as the
+	// runtime's. The registry removes their layers by its own garbage
+	// collection.
+	Repository    string            `json:"repository,omitempty"`
+	Published     []SweptCheckpoint `json:"published,omitempty"`
+	PublishedKept int               `json:"publishedKept,omitempty"`
+	Unjudged      []Unjudged        `json:"unjudged,omitempty"`
 }
 
 // SweepCheckpoints deletes (with b.DryRun, lists) the runtime's

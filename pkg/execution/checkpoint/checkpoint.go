@@ -27,6 +27,12 @@ const (
 	AnnotationSubject = "dev.slipway.checkpoint.subject"
 	// AnnotationRun names, on a checkpoint's descriptor, its run.
 	AnnotationRun = "dev.slipway.checkpoint.run"
+	// LayerMediaType is the media type of the layers Create writes: the
+	// tar as it is, uncompressed. A checkpoint is taken while its sandbox
+	// is frozen and is read back by the next resume; gzip took most of the
+	// copy's time (B14). Restore and Pull take gzip layers
+	// (types.OCILayer) as well.
+	LayerMediaType = types.OCIUncompressedLayer
 	// DefaultMaxLayers bounds a checkpoint's chain of diff layers: a
 	// checkpoint that would have more is written whole.
 	DefaultMaxLayers = 32

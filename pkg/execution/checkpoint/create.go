@@ -59,13 +59,12 @@ type options struct {
 	base      *Base
 	maxLayers int
 	now       func() time.Time
-	level     int
 	remote    []remote.Option // Push and Pull: reaching the registry
 	sign      []sign.Option   // Push and Pull: the signatures' registry options
 }
 
 func makeOptions(opts []Option) (*options, error) {
-	o := &options{maxLayers: DefaultMaxLayers, now: time.Now, level: 1}
+	o := &options{maxLayers: DefaultMaxLayers, now: time.Now}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
 			return nil, err
@@ -167,7 +166,7 @@ func Create(ctx context.Context, st *Store, src Source, meta Meta, opts ...Optio
 		}
 	}
 	created := o.now().UTC()
-	layer, rep, tree, err := copyWorkspace(ctx, src.Dir, base, tmp, o.level)
+	layer, rep, err := copyWorkspace(ctx, src.Dir, base, tmp)
 	thawErr := thaw()
 	frozen := time.Since(start)
 	if !src.Taken.IsZero() {
@@ -189,13 +188,9 @@ func Create(ctx context.Context, st *Store, src Source, meta Meta, opts ...Optio
 	}
 	var written int64
 	if base == nil || rep.Entries > 0 {
-		d := v1.Descriptor{MediaType: types.OCILayer, Digest: rep.Digest, Size: rep.Size}
+		d := v1.Descriptor{MediaType: LayerMediaType, Digest: rep.Digest, Size: rep.Size}
 		if !st.hasBlob(d.Digest) {
-			rc, err := layer.Compressed()
-			if err != nil {
-				return nil, nil, fmt.Errorf("checkpoint: read layer: %w", err)
-			}
-			if err := st.lp.WriteBlob(d.Digest, rc); err != nil {
+			if err := st.keepLayer(layer, d.Digest); err != nil {
 				return nil, nil, fmt.Errorf("checkpoint: store layer %s: %w", d.Digest, err)
 			}
 			written += d.Size
@@ -210,13 +205,14 @@ func Create(ctx context.Context, st *Store, src Source, meta Meta, opts ...Optio
 	cp.Written += written
 	cp.Frozen = frozen
 	h, _ := v1.NewHash(cp.Digest)
-	return cp, &Base{digest: h, dir: src.Dir, layers: len(descs), tree: tree}, nil
+	return cp, &Base{digest: h, dir: src.Dir, layers: len(descs), tree: rep.Tree}, nil
 }
 
-// copyWorkspace writes dir (or its change since base) as a layer and
-// records the tree for the next one; the caller holds dir still.
-func copyWorkspace(ctx context.Context, dir string, base *Base, tmp string, level int) (v1.Layer, *rootfs.DiffReport, *rootfs.Tree, error) {
-	lo := []rootfs.LayerOption{rootfs.WithTempDir(tmp), rootfs.WithMediaType(types.OCILayer), rootfs.WithCompressionLevel(level)}
+// copyWorkspace writes dir (or its change since base) as an uncompressed
+// layer in tmp, hashed once as it is written; its report's Tree is dir as
+// the copy found it, for the next one. The caller holds dir still.
+func copyWorkspace(ctx context.Context, dir string, base *Base, tmp string) (v1.Layer, *rootfs.DiffReport, error) {
+	lo := []rootfs.LayerOption{rootfs.WithTempDir(tmp), rootfs.WithMediaType(LayerMediaType)}
 	var (
 		l   v1.Layer
 		rep *rootfs.DiffReport
@@ -228,14 +224,9 @@ func copyWorkspace(ctx context.Context, dir string, base *Base, tmp string, leve
 		l, rep, err = rootfs.Layer(ctx, dir, lo...)
 	}
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	tree, err := rootfs.Snapshot(dir)
-	if err != nil {
-		closeLayer(l)
-		return nil, nil, nil, err
-	}
-	return l, rep, tree, nil
+	return l, rep, nil
 }
 
 func closeLayer(l v1.Layer) {

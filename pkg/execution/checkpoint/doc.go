@@ -4,7 +4,8 @@
 //
 // A checkpoint is an OCI image manifest of its own artifact type
 // (ArtifactType) whose config (ConfigMediaType) is its Predicate and whose
-// layers are the workspace: the first checkpoint of a workspace one layer
+// layers (uncompressed tars, LayerMediaType, hashed once as they are
+// written and linked into the store, not copied) are the workspace: the first checkpoint of a workspace one layer
 // of all of it, each later one its parent's layers plus one layer of what
 // changed since (rootfs.Diff: added and changed files, deleted ones as
 // whiteouts), so an unchanged workspace costs no new layer and layers are
@@ -39,7 +40,11 @@
 // nor one the caller keeps, and only the blobs no remaining checkpoint
 // uses; CollectClosed says the window per checkpoint (the runtime's
 // sweeper: each pool's restoreWindow; slipway gc --runtime reaches the
-// same sweep through the runtime's API).
+// same sweep through the runtime's API). CollectPublished does the same in
+// a registry repository: each checkpoint whose window has closed goes with
+// its signature and attestation, found by its cosign tags (or the local
+// store's list, for one pushed but never signed), and one that does not
+// verify with the runtime's key is left alone.
 //
 // Push copies a checkpoint to a registry by digest (layers, config and
 // manifest byte for byte), then signs it and attaches its attestation with

@@ -149,61 +149,22 @@ func Pull(ctx context.Context, st *Store, ref name.Digest, v signature.Verifier,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInput, ref, err)
 	}
-	so := append(o.sign, sign.WithOfflineNoTlog())
-	if _, err := sign.Verify(ctx, ref, v, so...); err != nil {
-		return nil, fmt.Errorf("%w: %s: its signature does not verify: %v", ErrRefused, ref, err)
-	}
-	av, err := sign.VerifyAttestations(ctx, ref, v, so...)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: its attestations do not verify: %v", ErrRefused, ref, err)
-	}
-	atts := av.Predicate(PredicateType)
-	if len(atts) == 0 {
-		return nil, fmt.Errorf("%w: %s has no verified attestation of %s", ErrRefused, ref, PredicateType)
-	}
-	ro := append([]remote.Option{remote.WithContext(ctx)}, o.remote...)
-	desc, err := remote.Get(ref, ro...)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: pull %s: %w", ref, err)
-	}
-	raw := desc.Manifest
-	if got := sha(raw); got != h.Hex {
-		return nil, fmt.Errorf("%w: %s: the registry's manifest hashes to sha256:%s", ErrRefused, ref, got)
-	}
-	var m v1.Manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("%w: manifest %s: %v", ErrRefused, ref, err)
-	}
-	if m.ArtifactType != ArtifactType || m.Config.MediaType != ConfigMediaType {
-		return nil, fmt.Errorf("%w: %s is not a checkpoint (artifact type %q, config %q)", ErrRefused, ref, m.ArtifactType, m.Config.MediaType)
-	}
-	cfg, err := fetchBlob(ref.Context(), m.Config, ro)
+	pub, err := readPublished(ctx, ref, h, v, o)
 	if err != nil {
 		return nil, err
 	}
-	var pred *Predicate
-	var env []byte
-	var why []string
-	for i, a := range atts {
-		if pred, err = checkEnvelope(ctx, a.Envelope, h, cfg, v); err == nil {
-			env = a.Envelope
-			break
-		}
-		why = append(why, fmt.Sprintf("attestation %d: %v", i+1, err))
-	}
-	if pred == nil {
-		return nil, fmt.Errorf("%w: %s: no attestation holds: %s", ErrRefused, ref, strings.Join(why, "; "))
-	}
+	raw, m, cfg, env, pred := pub.raw, pub.m, pub.cfg, pub.env, pub.pred
 	if err := exp.check(h, pred, len(m.Layers)); err != nil {
 		return nil, err
 	}
+	ro := append([]remote.Option{remote.WithContext(ctx)}, o.remote...)
 	// Verified: only now is anything written.
 	for i, l := range m.Layers {
 		if l.Digest.Algorithm != "sha256" {
 			return nil, fmt.Errorf("%w: %s: layer %d has digest %s, want sha256", ErrRefused, ref, i, l.Digest)
 		}
-		if l.MediaType != types.OCILayer {
-			return nil, fmt.Errorf("%w: %s: layer %d has media type %q, want %q", ErrRefused, ref, i, l.MediaType, types.OCILayer)
+		if err := layerType(l.MediaType); err != nil {
+			return nil, fmt.Errorf("%w: %s: layer %d: %v", ErrRefused, ref, i, err)
 		}
 		if st.hasBlob(l.Digest) {
 			continue
@@ -229,6 +190,63 @@ func Pull(ctx context.Context, st *Store, ref name.Digest, v signature.Verifier,
 		return nil, err
 	}
 	return &Checkpoint{Digest: h.String(), Predicate: *pred}, nil
+}
+
+// published is a checkpoint read from a registry and verified.
+type published struct {
+	raw  []byte      // the manifest, as the registry holds it
+	m    v1.Manifest // raw, parsed
+	cfg  []byte      // the config blob
+	env  []byte      // the signed attestation that holds
+	pred *Predicate  // what it and the config say
+}
+
+// readPublished reads the checkpoint ref (whose digest is h) from its
+// registry and verifies it without writing anything: the registry's
+// signature of ref and an attestation of PredicateType verify with v and
+// name ref, the manifest is a checkpoint hashing to h, and the
+// attestation's predicate is its config. Any failure is ErrRefused, saying
+// why, except the registry's own errors.
+func readPublished(ctx context.Context, ref name.Digest, h v1.Hash, v signature.Verifier, o *options) (*published, error) {
+	so := append(o.sign, sign.WithOfflineNoTlog())
+	if _, err := sign.Verify(ctx, ref, v, so...); err != nil {
+		return nil, fmt.Errorf("%w: %s: its signature does not verify: %v", ErrRefused, ref, err)
+	}
+	av, err := sign.VerifyAttestations(ctx, ref, v, so...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: its attestations do not verify: %v", ErrRefused, ref, err)
+	}
+	atts := av.Predicate(PredicateType)
+	if len(atts) == 0 {
+		return nil, fmt.Errorf("%w: %s has no verified attestation of %s", ErrRefused, ref, PredicateType)
+	}
+	ro := append([]remote.Option{remote.WithContext(ctx)}, o.remote...)
+	desc, err := remote.Get(ref, ro...)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read %s: %w", ref, err)
+	}
+	p := &published{raw: desc.Manifest}
+	if got := sha(p.raw); got != h.Hex {
+		return nil, fmt.Errorf("%w: %s: the registry's manifest hashes to sha256:%s", ErrRefused, ref, got)
+	}
+	if err := json.Unmarshal(p.raw, &p.m); err != nil {
+		return nil, fmt.Errorf("%w: manifest %s: %v", ErrRefused, ref, err)
+	}
+	if p.m.ArtifactType != ArtifactType || p.m.Config.MediaType != ConfigMediaType {
+		return nil, fmt.Errorf("%w: %s is not a checkpoint (artifact type %q, config %q)", ErrRefused, ref, p.m.ArtifactType, p.m.Config.MediaType)
+	}
+	if p.cfg, err = fetchBlob(ref.Context(), p.m.Config, ro); err != nil {
+		return nil, err
+	}
+	var why []string
+	for i, a := range atts {
+		if p.pred, err = checkEnvelope(ctx, a.Envelope, h, p.cfg, v); err == nil {
+			p.env = a.Envelope
+			return p, nil
+		}
+		why = append(why, fmt.Sprintf("attestation %d: %v", i+1, err))
+	}
+	return nil, fmt.Errorf("%w: %s: no attestation holds: %s", ErrRefused, ref, strings.Join(why, "; "))
 }
 
 // Has says whether the store holds the manifest of the checkpoint digest

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Store is where checkpoints live: an OCI image layout on the local disk
@@ -67,6 +69,28 @@ func (s *Store) writeBlob(data []byte) (v1.Hash, error) {
 		return v1.Hash{}, fmt.Errorf("checkpoint: write blob %s: %w", h, err)
 	}
 	return h, nil
+}
+
+// keepLayer stores the layer l, whose digest is h: its file is linked into
+// the store when it has one on the store's filesystem (Create's layers are
+// written under the store's tmp), so its bytes are written once; else
+// they are copied.
+func (s *Store) keepLayer(l v1.Layer, h v1.Hash) error {
+	if f, ok := l.(interface{ Path() string }); ok {
+		dir := filepath.Join(s.dir, "blobs", h.Algorithm)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		err := os.Link(f.Path(), filepath.Join(dir, h.Hex))
+		if err == nil || errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+	}
+	rc, err := l.Compressed()
+	if err != nil {
+		return fmt.Errorf("read layer: %w", err)
+	}
+	return s.lp.WriteBlob(h, rc)
 }
 
 // hasBlob says whether the blob h is in the store.
@@ -175,7 +199,10 @@ func (s *Store) envelopes(digest v1.Hash) ([][]byte, error) {
 
 // layers returns the checkpoint's layers, bottom first, each checked
 // against its digest: a blob changed on disk is refused before anything is
-// written from it.
+// written from it. An uncompressed layer is read as the tar it is, whatever
+// its first bytes look like (go-containerregistry guesses compression from
+// them, and a tar written by GNU tar begins with its first name's raw
+// bytes); a layer of a media type a checkpoint does not have is refused.
 func (s *Store) layers(digest v1.Hash, m *v1.Manifest) ([]v1.Layer, error) {
 	img, err := s.lp.Image(digest)
 	if err != nil {
@@ -186,6 +213,9 @@ func (s *Store) layers(digest v1.Hash, m *v1.Manifest) ([]v1.Layer, error) {
 		return nil, fmt.Errorf("checkpoint: layers of %s: %w", digest, err)
 	}
 	for i, d := range m.Layers {
+		if err := layerType(d.MediaType); err != nil {
+			return nil, fmt.Errorf("%w: layer %d of %s: %v", ErrRefused, i, digest, err)
+		}
 		f, err := os.Open(filepath.Join(s.dir, "blobs", d.Digest.Algorithm, d.Digest.Hex))
 		if err != nil {
 			return nil, fmt.Errorf("%w: layer %d (%s) of %s is missing from the store", ErrRefused, i, d.Digest, digest)
@@ -198,9 +228,29 @@ func (s *Store) layers(digest v1.Hash, m *v1.Manifest) ([]v1.Layer, error) {
 		if h != d.Digest || n != d.Size {
 			return nil, fmt.Errorf("%w: layer %d of %s: the stored blob hashes to %s (%d bytes), the manifest says %s (%d bytes)", ErrRefused, i, digest, h, n, d.Digest, d.Size)
 		}
+		if d.MediaType == types.OCIUncompressedLayer {
+			ls[i] = tarLayer{ls[i]}
+		}
 	}
 	return ls, nil
 }
+
+// layerType says whether mt is a media type a checkpoint's layer has:
+// LayerMediaType, or gzip (types.OCILayer) as checkpoints were first
+// written.
+func layerType(mt types.MediaType) error {
+	if mt != LayerMediaType && mt != types.OCILayer {
+		return fmt.Errorf("media type %q, want %q or %q", mt, LayerMediaType, types.OCILayer)
+	}
+	return nil
+}
+
+// tarLayer is an uncompressed layer read as stored: go-containerregistry
+// guesses a layer's compression from its first bytes, which in a tar are
+// the first entry's name, the workspace's to choose.
+type tarLayer struct{ v1.Layer }
+
+func (l tarLayer) Uncompressed() (io.ReadCloser, error) { return l.Compressed() }
 
 // OfRun lists the checkpoints of runID in the store, oldest first.
 func (s *Store) OfRun(runID string) ([]Checkpoint, error) {

@@ -15,9 +15,9 @@ import (
 var ErrNoDesired = errors.New("runtime: no desired state yet")
 
 // SweepReport is SweepCheckpoints at the runtime's time, saying for each
-// checkpoint deleted (or, with dryRun, that would be) its run, its pool,
-// when it was taken and when its pool's restore window closed on it
-// (`slipway gc --runtime`).
+// checkpoint deleted (or, with dryRun, that would be), in the store and in
+// the checkpoint repository, its run, its pool, when it was taken and when
+// its pool's restore window closed on it (`slipway gc --runtime`).
 func (r *Runtime) SweepReport(ctx context.Context, dryRun bool) (*runtimeapi.SweepResult, error) {
 	if r.o.checkpoints == nil {
 		return nil, fmt.Errorf("%w: no checkpoint store or key (WithCheckpoints)", ErrNoCheckpoints)
@@ -43,6 +43,17 @@ func (r *Runtime) SweepReport(ctx context.Context, dryRun bool) (*runtimeapi.Swe
 		p := of[d]
 		res.Deleted = append(res.Deleted, runtimeapi.SweptCheckpoint{Checkpoint: d, RunID: p.RunID, Pool: p.Pool,
 			Created: p.Created, WindowClosed: p.Created.Add(windows[p.Pool])})
+	}
+	if pub := got.Published; pub != nil {
+		res.Repository, res.PublishedKept, res.Published = pub.Repository, pub.Kept, []runtimeapi.SweptCheckpoint{}
+		for _, u := range pub.Deleted {
+			p := u.Predicate
+			res.Published = append(res.Published, runtimeapi.SweptCheckpoint{Checkpoint: u.Ref, RunID: p.RunID, Pool: p.Pool,
+				Created: p.Created, WindowClosed: p.Created.Add(windows[p.Pool]), Signature: u.Signature, Attestation: u.Attestation})
+		}
+		for _, u := range pub.Unjudged {
+			res.Unjudged = append(res.Unjudged, runtimeapi.Unjudged{Checkpoint: u.Ref, Why: u.Why})
+		}
 	}
 	return res, nil
 }

@@ -27,10 +27,15 @@ func sweepCheckpoints(ctx context.Context, c Config, p *parts) {
 		case <-t.C:
 		}
 		got, err := p.rt.SweepCheckpoints(ctx, time.Now(), false)
-		switch {
-		case err != nil:
+		if err != nil {
 			fmt.Fprintf(c.Log, "checkpoint sweep: %v\n", err)
-		case len(got.Deleted) > 0:
+			continue
+		}
+		if pub := got.Published; pub != nil && len(pub.Deleted) > 0 {
+			fmt.Fprintf(c.Log, "checkpoint sweep: deleted %d checkpoints past their restore window from %s with their signatures and attestations, kept %d, left %d not verified with this runtime's key\n",
+				len(pub.Deleted), pub.Repository, pub.Kept, len(pub.Unjudged))
+		}
+		if len(got.Deleted) > 0 {
 			fmt.Fprintf(c.Log, "checkpoint sweep: deleted %d checkpoints past their restore window (%d blobs, %d bytes), kept %d\n",
 				len(got.Deleted), got.Blobs, got.Bytes, got.Kept)
 		}
