@@ -2,6 +2,8 @@ package serve_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
@@ -59,11 +62,28 @@ func TestSharedStoreLeavesOtherReplicasRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	state := t.TempDir()
 	rt := startServed(ctx, t, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: c.Kubeconfig(), Namespace: ns,
-		Repo: configRepo(ctx, t), State: t.TempDir(), Verify: runtime.Verify{Skip: true}, DB: dsn,
+		Repo: configRepo(ctx, t), State: state, Verify: runtime.Verify{Skip: true}, DB: dsn,
 		LeaderElect: true, LeaderNamespace: ns, LeaseDuration: 6 * time.Second, SyncInterval: 300 * time.Millisecond})
 	time.Sleep(2 * time.Second) // a few warm syncs and a Lease
+	// the Lease's holder samples the cluster into the ledger in the shared
+	// database (schema slipway_cost), not into a file of its own
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rc, err := ledgerRun(ctx, dsn, "r-serving")
+		if err == nil && rc.Open && rc.Attempts == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other replica's run in the shared cost ledger: %+v, %v\n%s", rc, err, rt.log.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	rt.stop(t)
+	if _, err := os.Stat(filepath.Join(state, cost.StateFile)); err == nil {
+		t.Errorf("a ledger file in the state directory beside the shared database's")
+	}
 
 	if _, err := dyn.Resource(claimsGVR).Namespace(ns).Get(ctx, claim, metav1.GetOptions{}); err != nil {
 		t.Errorf("the other replica's SandboxClaim after this one started and stopped: %v\n%s", err, rt.log.String())
@@ -77,4 +97,14 @@ func TestSharedStoreLeavesOtherReplicasRuns(t *testing.T) {
 			t.Errorf("the other replica's run %s is %s after this one started and stopped, want still granted\n%s", id, m.Status, rt.log.String())
 		}
 	}
+}
+
+// ledgerRun is run's cost from the ledger in the PostgreSQL database dsn.
+func ledgerRun(ctx context.Context, dsn, run string) (*cost.RunCost, error) {
+	recs, err := cost.OpenPostgres(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer recs.Close()
+	return recs.Run(ctx, run, nil, nil, time.Time{})
 }
