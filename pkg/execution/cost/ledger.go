@@ -453,12 +453,17 @@ func (l *Ledger) Close() error {
 
 // LeaveAll records that every sandbox with an open interval is gone at at
 // (a runtime that deleted all its sandboxes when it stopped), and waits
-// for the commit.
+// for the commit. In PostgreSQL: every sandbox whose open interval this
+// writer keeps, never another's.
 func (l *Ledger) LeaveAll(ctx context.Context, at time.Time) error {
 	if err := l.Flush(ctx); err != nil {
 		return err
 	}
-	if _, err := l.w.ExecContext(ctx, l.q(`UPDATE intervals SET end_ns = greatest(start_ns, ?) WHERE end_ns IS NULL`), at.UnixNano()); err != nil {
+	query, args := `UPDATE intervals SET end_ns = greatest(start_ns, ?) WHERE end_ns IS NULL`, []any{at.UnixNano()}
+	if l.pg {
+		query, args = query+` AND writer = ?`, append(args, l.writer)
+	}
+	if _, err := l.w.ExecContext(ctx, l.q(query), args...); err != nil {
 		return fmt.Errorf("cost: ledger %s: %w", l.path, err)
 	}
 	return nil

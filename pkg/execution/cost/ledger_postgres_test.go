@@ -177,6 +177,18 @@ func TestPostgresReplicas(t *testing.T) {
 	if k, err := n.recoverDead(ctx, false); err != nil || k != 0 {
 		t.Errorf("a second sweep closed %d (%v)", k, err)
 	}
+
+	// LeaveAll ends the writer's own intervals only: a replica that
+	// stops says nothing of another's
+	d := pgLedger(t, dsn, "rt-d", c)
+	defer d.Close()
+	d.Observe(Entry{SandboxID: "w4", Pool: "agents", Generation: "g-1", State: WarmIdle, At: sec(150)})
+	if err := d.LeaveAll(ctx, sec(210)); err != nil {
+		t.Fatal(err)
+	}
+	if owners := writersOf(t, recs); len(owners) != 1 || owners["w1"] != "rt-c" {
+		t.Errorf("open intervals after rt-d's LeaveAll: %v, want rt-c's w1 only", owners)
+	}
 }
 
 // kill cuts l's connections, as the kill of its process does, then waits
