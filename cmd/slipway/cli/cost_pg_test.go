@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the driver named "pgx", to read a writer's alive mark
 
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/testharness/pgtest"
@@ -15,7 +19,7 @@ import (
 // PostgreSQL. Replica a (the sampler) is killed: its Ledger is abandoned,
 // never closed, and stops marking itself alive; replica b lives and marks
 // itself alive every 100 ms. A third opens the ledger once a's mark is
-// older than its DeadAfter: a's intervals end at an unknown time, b's stay
+// older than its DeadAfter (3 s): a's intervals end at an unknown time, b's stay
 // open. `slipway cost --db` reads it, pool and runs, as --state reads a
 // file; bad input is refused before anything is read.
 func TestCostFromSharedDatabase(t *testing.T) {
@@ -43,9 +47,20 @@ func TestCostFromSharedDatabase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(3 * time.Second) // a's last mark is 3 s old, b's 100 ms
+	// a's last mark (its last commit) ages past the new replica's
+	// DeadAfter; b's is renewed every 100 ms
+	raw, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	poll(t, 60*time.Second, "a's alive mark 4 s old", func() (bool, string) {
+		var age float64
+		err := raw.QueryRowContext(ctx, `SELECT ($1 - alive_ns) / 1e9 FROM `+cost.Schema+`.writers WHERE writer = 'rt-a'`, time.Now().UnixNano()).Scan(&age)
+		return err == nil && age > 4, fmt.Sprintf("%.1f s, %v", age, err)
+	})
 
-	c, err := cost.OpenLedgerPostgres(ctx, dsn, cost.Writer("rt-c"), cost.DeadAfter(2*time.Second))
+	c, err := cost.OpenLedgerPostgres(ctx, dsn, cost.Writer("rt-c"), cost.DeadAfter(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -163,7 +163,8 @@ func TestPostgresReplicas(t *testing.T) {
 	// next alive tick, never its own w1
 	kill(b)
 	c.set(sec(200))
-	flush(t, n)
+	n.Observe(w1) // the cluster says it again: a commit, which marks n alive at 200 s
+	flush(t, n)   // (a Flush with nothing queued waits for no commit)
 	if k, err := n.recoverDead(ctx, false); err != nil || k != 1 {
 		t.Fatalf("the live replica's sweep closed %d intervals (%v), want b's 1", k, err)
 	}
