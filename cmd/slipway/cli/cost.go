@@ -25,15 +25,18 @@ func NewCmdCost(g *globals) *cobra.Command {
 		state, run   string
 		since, until string
 		pricesFile   string
+		db           dbFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "cost --state DIR (--pool P [--since T] [--until T] | --run R) [--repo URL | --prices FILE]",
+		Use:   "cost (--state DIR | --db postgres://...) (--pool P [--since T] [--until T] | --run R) [--repo URL | --prices FILE]",
 		Short: "Resource time and cost per pool and state, or one run's cost terms, from the runtime's ledger",
 		Long: `cost reads the ledger a runtime keeps in its state directory (` + cost.StateFile + `; on the
 local backend from its own events, on Kubernetes from the cluster's timestamps): the time each
 sandbox spent warm idle (a warm member ready and unclaimed), active (held by a run), in a proof
 claim, retained (a Sandbox scaled to zero, Kubernetes), and the bytes its workspace kept on disk,
-sampled (local backend).
+sampled (local backend). Runtime replicas on Kubernetes started with --db keep one ledger in
+that PostgreSQL database (schema ` + cost.Schema + `, shared): read it with --db or --db-file;
+the reports are the same.
 
 With --pool: each state's time within [--since, --until) and its cost, storage in GiB-hours,
 warm hits and cold starts, the warm-hit fraction and the unused warm minutes. --since and
@@ -48,9 +51,17 @@ backend: its runtime deletes a sandbox when its claim ends.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			dsn, err := db.resolveOptional()
+			if err != nil {
+				return err
+			}
 			switch {
-			case state == "":
-				return usage(errors.New("--state DIR is required"))
+			case state != "" && dsn != "":
+				return usage(errors.New("--state and --db name two places: give one"))
+			case state == "" && dsn == "":
+				return usage(errors.New("--state DIR or --db is required"))
+			case dsn != "" && !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://"):
+				return usage(errors.New("--db: want the runtimes' postgres:// database (a runtime on SQLite keeps its ledger in --state)"))
 			case (rf.pool == "") == (run == ""):
 				return usage(errors.New("give --pool P or --run R"))
 			case rf.repo != "" && pricesFile != "":
@@ -60,14 +71,19 @@ backend: its runtime deletes a sandbox when its claim ends.`,
 			if err != nil {
 				return err
 			}
-			recs, err := cost.Open(ctx, filepath.Join(state, cost.StateFile))
+			var recs *cost.Records
+			if dsn != "" {
+				recs, err = cost.OpenPostgres(ctx, dsn)
+			} else {
+				recs, err = cost.Open(ctx, filepath.Join(state, cost.StateFile))
+			}
 			if err != nil {
 				return usage(err)
 			}
 			defer recs.Close()
 			now := time.Now()
 			if run != "" {
-				m, err := runManifest(cmd, state, run)
+				m, err := runManifest(cmd, state, dsn, run)
 				if err != nil {
 					return err
 				}
@@ -106,6 +122,7 @@ backend: its runtime deletes a sandbox when its claim ends.`,
 	cmd.Flags().StringVar(&since, "since", "24h", "the window's start: an RFC 3339 time, or a duration back from now")
 	cmd.Flags().StringVar(&until, "until", "0s", "the window's end: an RFC 3339 time, or a duration back from now")
 	cmd.Flags().StringVar(&pricesFile, "prices", "", "a pricing.yaml file (instead of --repo's)")
+	db.add(cmd.Flags(), "the runtimes' shared database")
 	return cmd
 }
 
@@ -138,14 +155,20 @@ func loadPrices(cmd *cobra.Command, rf repoFlags, file string) (*tenancy.Pricing
 	return nil, nil
 }
 
-// runManifest reads run's manifest from the state directory's store, nil
-// when there is none there.
-func runManifest(cmd *cobra.Command, state, run string) (*runmanifest.Manifest, error) {
-	file := filepath.Join(state, runs.StateFile)
-	if _, err := os.Stat(file); err != nil {
-		return nil, nil
+// runManifest reads run's manifest from the state directory's store, or
+// the shared database's (dsn), nil when there is none there.
+func runManifest(cmd *cobra.Command, state, dsn, run string) (*runmanifest.Manifest, error) {
+	var s runs.Store
+	var err error
+	if dsn != "" {
+		s, err = runs.OpenPostgres(cmd.Context(), dsn)
+	} else {
+		file := filepath.Join(state, runs.StateFile)
+		if _, err := os.Stat(file); err != nil {
+			return nil, nil
+		}
+		s, err = runs.OpenSQLite(cmd.Context(), file)
 	}
-	s, err := runs.OpenSQLite(cmd.Context(), file)
 	if err != nil {
 		return nil, usage(err)
 	}

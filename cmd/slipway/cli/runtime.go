@@ -76,10 +76,11 @@ named for its run, commands reach the runner through the API server's pod exec, 
 deletes the claim. It serves the same API. The reconciler sweeps the namespace's objects with the
 cluster as the authority (claims with no live lease or of ended runs, warm pools of removed
 generations, Sandboxes and pods whose controller is gone, pods stuck terminating, run Secrets),
-each delete fenced by the resourceVersion it read; the cost ledger (DIR/cost.db, slipway cost) is
-kept from the cluster's own timestamps: each claim this runtime deletes (a release, the reconciler)
-is recorded as it goes, however short it lived; warm idle and retained Sandboxes, and other
-replicas' claims, are read every --storage-sample-interval.
+each delete fenced by the resourceVersion it read; the cost ledger (DIR/cost.db, or with --db one
+ledger the replicas share in that database; slipway cost) is kept from the cluster's own
+timestamps: each claim this runtime deletes (a release, the reconciler) is recorded as it goes,
+however short it lived; warm idle and retained Sandboxes, and other replicas' claims, are read
+every --storage-sample-interval (by the Lease's holder with --leader-elect).
 
 The Kubernetes backend asks the API server at start whether its service account holds every verb
 it uses (SelfSubjectAccessReviews): a missing one is named in the log, with its resource and
@@ -168,7 +169,7 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 	cmd.Flags().DurationVar(&c.StorageEvery, "storage-sample-interval", 30*time.Second, "how often the cost ledger samples each sandbox's workspace bytes (local backend) or reads the cluster's objects (kubernetes)")
 	cmd.Flags().StringVar(&c.LogFormat, "log-format", serve.LogJSON, "format of the log on standard error: json (one object a line; the lines about a run carry run_id, session_id, allocation_attempt, sandbox_id and trace_id) or text")
 	cmd.Flags().StringVar(&c.Backend, "backend", serve.BackendLocal, "where sandboxes run: local (bubblewrap on this host) or kubernetes (agent-sandbox)")
-	db.add(cmd.Flags(), "the run manifests' and cleanup records' database (default: SQLite in --state; postgres://… for runtimes that share one)")
+	db.add(cmd.Flags(), "the run manifests', cleanup records' and (Kubernetes) cost ledger's database (default: SQLite in --state; postgres://… for runtimes that share one)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
 	cmd.Flags().BoolVar(&c.LeaderElect, "leader-elect", false, "with several replicas on one cluster: run the reconciler, the cost ledger's sampling and the cluster's pool counts on /metrics only on the replica holding a Lease (every replica serves claims)")

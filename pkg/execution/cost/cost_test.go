@@ -60,6 +60,15 @@ func fixture(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fixtureEvents(l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// fixtureEvents records fixture's events in l.
+func fixtureEvents(l *Ledger) {
 	l.Enter(Entry{SandboxID: "w1", Pool: "agents", Generation: "g-1", State: WarmIdle, At: min_(0)})
 	l.Enter(Entry{SandboxID: "w2", Pool: "agents", Generation: "g-1", State: WarmIdle, At: min_(0)})
 	l.Enter(Entry{SandboxID: "o1", Pool: "other", Generation: "g-9", State: WarmIdle, At: min_(0)})
@@ -71,10 +80,6 @@ func fixture(t *testing.T) string {
 	l.Leave("o1", min_(60))
 	l.Sample([]Usage{{SandboxID: "w1", Pool: "agents", Generation: "g-1", Bytes: 1 << 30}}, min_(60), 30*time.Minute)
 	l.Leave("w1", min_(90))
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // TestPoolArithmetic checks a pool's report against figures worked out by

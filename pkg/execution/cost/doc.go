@@ -25,6 +25,16 @@
 // deletion): repeat-safe, and an interval a stopped runtime left open is
 // reopened when the cluster says it never ended, not counted twice.
 //
+// Runtime replicas on one cluster share one ledger in PostgreSQL
+// (OpenLedgerPostgres, schema Schema): the replica holding the Lease
+// observes the cluster into it, each records the claims it deletes, and
+// OpenPostgres reads it, the reports the file's. A replica may die while
+// others live, so each open interval names its writer and each writer has
+// its own alive mark: a writer ends, at start and on every alive tick,
+// only the open intervals of writers whose mark is older than DeadAfter,
+// as ending at an unknown time bounded by that mark; a live writer's stay
+// open. One advisory lock serialises the writers' transactions.
+//
 // Totals gives the time per pool and state since the Ledger was opened,
 // from memory, for the runtime's sandbox_state_seconds metric.
 //

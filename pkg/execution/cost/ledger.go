@@ -110,7 +110,8 @@ var schema = []string{
 }
 
 // Ledger records the time every sandbox of a runtime spends in each state,
-// and samples of the bytes each keeps on disk, in one SQLite file.
+// and samples of the bytes each keeps on disk, in one SQLite file, or in
+// PostgreSQL where runtime replicas share it (OpenLedgerPostgres).
 //
 // Recording never waits for the disk: Enter, Leave and Sample queue the
 // event and return, and one writer commits what is queued in a
@@ -123,7 +124,10 @@ var schema = []string{
 // an unknown time between that mark and now, flagged, never silently.
 type Ledger struct {
 	w          *sql.DB
-	path       string
+	path       string // what an error names: the file, or host:port/database
+	pg         bool   // PostgreSQL: several writers share the tables
+	writer     string // PostgreSQL: this writer's identity
+	deadAfter  time.Duration
 	aliveEvery time.Duration
 	now        func() time.Time
 	recovered  int
@@ -168,6 +172,17 @@ type Option func(*Ledger)
 // falls short of its real end by at most this much.
 func AliveEvery(d time.Duration) Option { return func(l *Ledger) { l.aliveEvery = d } }
 
+// Writer names this writer of a ledger in PostgreSQL (default: the host's
+// name, a pod's, and the time it opened the ledger): each open interval
+// carries the name of the writer that keeps it, and each writer its own
+// alive mark. Two writers must never share a name.
+func Writer(id string) Option { return func(l *Ledger) { l.writer = id } }
+
+// DeadAfter sets how old a writer's alive mark must be before another
+// writer of the same ledger in PostgreSQL takes it for dead and closes its
+// open intervals (default 6 times AliveEvery).
+func DeadAfter(d time.Duration) Option { return func(l *Ledger) { l.deadAfter = d } }
+
 // withClock is for tests.
 func withClock(now func() time.Time) Option { return func(l *Ledger) { l.now = now } }
 
@@ -196,24 +211,46 @@ func OpenLedger(ctx context.Context, path string, opts ...Option) (*Ledger, erro
 		return nil, fmt.Errorf("cost: open %s: %w", path, err)
 	}
 	w.SetMaxOpenConns(1)
-	l := &Ledger{w: w, path: path, aliveEvery: 5 * time.Second, now: time.Now, wake: make(chan struct{}, 1),
+	l := newLedger(w, path, false, opts)
+	if err := migrate(ctx, w, path); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return l.start(ctx)
+}
+
+func newLedger(w *sql.DB, path string, pg bool, opts []Option) *Ledger {
+	l := &Ledger{w: w, path: path, pg: pg, aliveEvery: 5 * time.Second, now: time.Now, wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{}), live: map[string]liveInterval{}, closed: map[poolState]float64{}}
 	l.flushed = sync.NewCond(&l.mu)
 	for _, o := range opts {
 		o(l)
 	}
 	l.opened = l.now()
-	if err := migrate(ctx, w, path); err != nil {
-		w.Close()
-		return nil, err
+	if l.deadAfter <= 0 {
+		l.deadAfter = 6 * l.aliveEvery
 	}
-	if l.recovered, err = l.recover(ctx); err != nil {
-		w.Close()
+	return l
+}
+
+// start recovers what killed writers left open and starts the writer.
+func (l *Ledger) start(ctx context.Context) (*Ledger, error) {
+	var err error
+	if l.pg {
+		l.recovered, err = l.recoverDead(ctx, true)
+	} else {
+		l.recovered, err = l.recover(ctx)
+	}
+	if err != nil {
+		l.w.Close()
 		return nil, err
 	}
 	go l.run()
 	return l, nil
 }
+
+// q is query in the ledger's dialect.
+func (l *Ledger) q(query string) string { return sqlIn(l.pg, query) }
 
 func migrate(ctx context.Context, w *sql.DB, path string) error {
 	tx, err := w.BeginTx(ctx, nil)
@@ -268,22 +305,29 @@ func (l *Ledger) recover(ctx context.Context) (int, error) {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO starts (at_ns, recovered) VALUES (?, ?)`, now, n); err != nil {
 		return 0, fmt.Errorf("cost: recover %s: %w", l.path, err)
 	}
-	if err := markAlive(ctx, tx, now); err != nil {
+	if err := l.markAlive(ctx, tx, now); err != nil {
 		return 0, fmt.Errorf("cost: recover %s: %w", l.path, err)
 	}
 	return int(n), tx.Commit()
 }
 
-func markAlive(ctx context.Context, tx *sql.Tx, at int64) error {
+// markAlive records that the writer was alive at at: the ledger's one mark
+// in SQLite, this writer's own in PostgreSQL.
+func (l *Ledger) markAlive(ctx context.Context, tx *sql.Tx, at int64) error {
+	if l.pg {
+		_, err := tx.ExecContext(ctx, `INSERT INTO writers (writer, started_ns, alive_ns) VALUES ($1, $2, $2)
+			ON CONFLICT (writer) DO UPDATE SET alive_ns = greatest(writers.alive_ns, excluded.alive_ns)`, l.writer, at)
+		return err
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO alive (id, at_ns) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET at_ns = max(at_ns, excluded.at_ns)`, at)
 	return err
 }
 
 // Recovered is how many intervals OpenLedger found open and closed as
-// ending at an unknown time.
+// ending at an unknown time (in PostgreSQL: those of writers dead by then).
 func (l *Ledger) Recovered() int { return l.recovered }
 
-// Path is the ledger's file.
+// Path is the ledger's file (in PostgreSQL: host:port/database).
 func (l *Ledger) Path() string { return l.path }
 
 // Enter records that e.SandboxID is in e.State from e.At on; the state it
@@ -302,47 +346,6 @@ func (l *Ledger) Enter(e Entry) {
 	}
 	l.tally(e.SandboxID, &poolState{e.Pool, e.State}, e.At)
 	l.push(event{entry: &e, at: e.At})
-}
-
-// tally ends sandbox id's live interval at at and starts next (nil: none).
-func (l *Ledger) tally(id string, next *poolState, at time.Time) {
-	l.tmu.Lock()
-	defer l.tmu.Unlock()
-	if prev, ok := l.live[id]; ok {
-		l.closed[prev.poolState] += max(at.Sub(prev.start).Seconds(), 0)
-		delete(l.live, id)
-	}
-	if next != nil {
-		l.live[id] = liveInterval{*next, at}
-	}
-}
-
-// StateSeconds is the time a pool's sandboxes spent in one state.
-type StateSeconds struct {
-	Pool    string
-	State   State
-	Seconds float64
-}
-
-// Totals returns the time per pool and state recorded since the Ledger
-// was opened, open intervals counted to now: a counter for metrics (the
-// ledger's file holds the history).
-func (l *Ledger) Totals() []StateSeconds {
-	now := l.now()
-	l.tmu.Lock()
-	sum := make(map[poolState]float64, len(l.closed))
-	for k, v := range l.closed {
-		sum[k] = v
-	}
-	for _, iv := range l.live {
-		sum[iv.poolState] += max(now.Sub(iv.start).Seconds(), 0)
-	}
-	l.tmu.Unlock()
-	out := make([]StateSeconds, 0, len(sum))
-	for k, v := range sum {
-		out = append(out, StateSeconds{Pool: k.pool, State: k.state, Seconds: v})
-	}
-	return out
 }
 
 // Observe records that e.SandboxID is in e.State since e.At as an
@@ -450,12 +453,17 @@ func (l *Ledger) Close() error {
 
 // LeaveAll records that every sandbox with an open interval is gone at at
 // (a runtime that deleted all its sandboxes when it stopped), and waits
-// for the commit.
+// for the commit. In PostgreSQL: every sandbox whose open interval this
+// writer keeps, never another's.
 func (l *Ledger) LeaveAll(ctx context.Context, at time.Time) error {
 	if err := l.Flush(ctx); err != nil {
 		return err
 	}
-	if _, err := l.w.ExecContext(ctx, `UPDATE intervals SET end_ns = max(start_ns, ?) WHERE end_ns IS NULL`, at.UnixNano()); err != nil {
+	query, args := `UPDATE intervals SET end_ns = greatest(start_ns, ?) WHERE end_ns IS NULL`, []any{at.UnixNano()}
+	if l.pg {
+		query, args = query+` AND writer = ?`, append(args, l.writer)
+	}
+	if _, err := l.w.ExecContext(ctx, l.q(query), args...); err != nil {
 		return fmt.Errorf("cost: ledger %s: %w", l.path, err)
 	}
 	return nil
@@ -470,6 +478,11 @@ func (l *Ledger) run() {
 		select {
 		case <-l.wake:
 		case <-alive.C:
+			if l.pg { // a writer that died while this one lives: its intervals end
+				// (an error is tried again next tick; a failing database
+				// fails the commit below too, which Flush reports)
+				_, _ = l.recoverDead(context.Background(), false)
+			}
 		case <-l.stop:
 			stopping = true
 		}
@@ -501,31 +514,49 @@ func (l *Ledger) commit(batch []event, dropped int) error {
 		return fmt.Errorf("cost: ledger %s: %w", l.path, err)
 	}
 	defer tx.Rollback()
+	if err := l.lock(ctx, tx); err != nil {
+		return fmt.Errorf("cost: ledger %s: %w", l.path, err)
+	}
 	for _, e := range batch {
-		if err := apply(ctx, tx, e); err != nil {
+		if err := l.apply(ctx, tx, e); err != nil {
 			return fmt.Errorf("cost: ledger %s: %w", l.path, err)
 		}
 	}
 	now := l.now().UnixNano()
 	if dropped > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO gaps (at_ns, events) VALUES (?, ?)`, now, dropped); err != nil {
+		if err := l.gap(ctx, tx, now, dropped); err != nil {
 			return fmt.Errorf("cost: ledger %s: %w", l.path, err)
 		}
 	}
-	if err := markAlive(ctx, tx, now); err != nil {
+	if err := l.markAlive(ctx, tx, now); err != nil {
 		return fmt.Errorf("cost: ledger %s: %w", l.path, err)
 	}
 	return tx.Commit()
 }
 
-func apply(ctx context.Context, tx *sql.Tx, e event) error {
+// gap records that events were dropped at at.
+func (l *Ledger) gap(ctx context.Context, tx *sql.Tx, at int64, events int) error {
+	if l.pg {
+		_, err := tx.ExecContext(ctx, `INSERT INTO gaps (at_ns, events, writer) VALUES ($1, $2, $3)`, at, events, l.writer)
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO gaps (at_ns, events) VALUES (?, ?)`, at, events)
+	return err
+}
+
+func (l *Ledger) apply(ctx context.Context, tx *sql.Tx, e event) error {
 	at := e.at.UnixNano()
 	switch {
 	case e.entry != nil:
 		en := e.entry
 		if e.seen {
-			res, err := tx.ExecContext(ctx, `UPDATE intervals SET end_ns = NULL, end_unknown = 0, end_max_ns = NULL
-				WHERE id = (SELECT max(id) FROM intervals WHERE sandbox_id = ?) AND state = ? AND start_ns = ?`, en.SandboxID, string(en.State), at)
+			// in PostgreSQL the interval is this writer's to keep from now on
+			set, args := ``, []any{en.SandboxID, string(en.State), at}
+			if l.pg {
+				set, args = `, writer = ?`, append([]any{l.writer}, args...)
+			}
+			res, err := tx.ExecContext(ctx, l.q(`UPDATE intervals SET end_ns = NULL, end_unknown = 0, end_max_ns = NULL`+set+`
+				WHERE id = (SELECT max(id) FROM intervals WHERE sandbox_id = ?) AND state = ? AND start_ns = ?`), args...)
 			if err != nil {
 				return err
 			}
@@ -533,18 +564,21 @@ func apply(ctx context.Context, tx *sql.Tx, e event) error {
 				return nil
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE intervals SET end_ns = max(start_ns, ?) WHERE sandbox_id = ? AND end_ns IS NULL`, at, en.SandboxID); err != nil {
+		if _, err := tx.ExecContext(ctx, l.q(`UPDATE intervals SET end_ns = greatest(start_ns, ?) WHERE sandbox_id = ? AND end_ns IS NULL`), at, en.SandboxID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO intervals (pool, generation, sandbox_id, state, run_id, start_ns) VALUES (?, ?, ?, ?, ?, ?)`,
-			en.Pool, en.Generation, en.SandboxID, string(en.State), en.RunID, at)
+		cols, vals, args := `pool, generation, sandbox_id, state, run_id, start_ns`, `?, ?, ?, ?, ?, ?`, []any{en.Pool, en.Generation, en.SandboxID, string(en.State), en.RunID, at}
+		if l.pg {
+			cols, vals, args = cols+`, writer`, vals+`, ?`, append(args, l.writer)
+		}
+		_, err := tx.ExecContext(ctx, l.q(`INSERT INTO intervals (`+cols+`) VALUES (`+vals+`)`), args...)
 		return err
 	case e.leave != "":
-		_, err := tx.ExecContext(ctx, `UPDATE intervals SET end_ns = max(start_ns, ?) WHERE sandbox_id = ? AND end_ns IS NULL`, at, e.leave)
+		_, err := tx.ExecContext(ctx, l.q(`UPDATE intervals SET end_ns = greatest(start_ns, ?) WHERE sandbox_id = ? AND end_ns IS NULL`), at, e.leave)
 		return err
 	default:
 		for _, u := range e.usage {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO storage_samples (pool, generation, sandbox_id, at_ns, period_ns, bytes) VALUES (?, ?, ?, ?, ?, ?)`,
+			if _, err := tx.ExecContext(ctx, l.q(`INSERT INTO storage_samples (pool, generation, sandbox_id, at_ns, period_ns, bytes) VALUES (?, ?, ?, ?, ?, ?)`),
 				u.Pool, u.Generation, u.SandboxID, at, int64(e.period), max(u.Bytes, 0)); err != nil {
 				return err
 			}

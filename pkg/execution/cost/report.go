@@ -15,11 +15,17 @@ import (
 // has no interval of.
 var ErrNotFound = errors.New("cost: not found")
 
-// Records reads a ledger, while its runtime writes it or after.
+// Records reads a ledger, while its runtime writes it or after: a file
+// (Open) or PostgreSQL (OpenPostgres), the reports the same.
 type Records struct {
-	db   *sql.DB
-	path string
+	db     *sql.DB
+	path   string // what an error names: the file, or host:port/database
+	pg     bool   // PostgreSQL: placeholders are $n
+	shared bool   // db is a Ledger's: Close leaves it open
 }
+
+// q is query in the ledger's dialect.
+func (r *Records) q(query string) string { return sqlIn(r.pg, query) }
 
 // Open opens the ledger at path for reading; ErrNotFound when there is no
 // such file (a runtime writes it into its state directory as StateFile).
@@ -42,8 +48,13 @@ func Open(ctx context.Context, path string) (*Records, error) {
 	return &Records{db: db, path: path}, nil
 }
 
-// Close closes the file.
-func (r *Records) Close() error { return r.db.Close() }
+// Close closes the file or the connections.
+func (r *Records) Close() error {
+	if r.shared {
+		return nil
+	}
+	return r.db.Close()
+}
 
 // Window is the time a report covers: [Since, Until).
 type Window struct {
@@ -142,8 +153,8 @@ func (r *Records) Pool(ctx context.Context, pool string, w Window, prices *tenan
 		return nil, fmt.Errorf("%w: window %s to %s is empty", ErrInvalid, w.Since.Format(time.RFC3339), w.Until.Format(time.RFC3339))
 	}
 	lo, hi := w.Since.UnixNano(), w.Until.UnixNano()
-	rows, err := r.db.QueryContext(ctx, `SELECT sandbox_id, state, run_id, start_ns, coalesce(end_ns, 0), end_unknown, coalesce(end_max_ns, 0)
-		FROM intervals WHERE pool = ? AND start_ns < ? AND (end_ns IS NULL OR end_ns >= ? OR end_max_ns > ?) ORDER BY start_ns, id`, pool, hi, lo, lo)
+	rows, err := r.db.QueryContext(ctx, r.q(`SELECT sandbox_id, state, run_id, start_ns, coalesce(end_ns, 0), end_unknown, coalesce(end_max_ns, 0)
+		FROM intervals WHERE pool = ? AND start_ns < ? AND (end_ns IS NULL OR end_ns >= ? OR end_max_ns > ?) ORDER BY start_ns, id`), pool, hi, lo, lo)
 	if err != nil {
 		return nil, fmt.Errorf("cost: %s: %w", r.path, err)
 	}
@@ -260,7 +271,7 @@ func (r *Records) Pool(ctx context.Context, pool string, w Window, prices *tenan
 	case rep.Storage.Samples > 0:
 		rep.Unknown = append(rep.Unknown, fmt.Sprintf("storage: %.6f GiB-hours at no known price (%s)", rep.Storage.GiBHours, whyNoPrice(prices, pool, priced)))
 	}
-	if err := r.db.QueryRowContext(ctx, `SELECT coalesce(sum(events), 0) FROM gaps WHERE at_ns >= ? AND at_ns < ?`, lo, hi).Scan(&rep.Gaps); err != nil {
+	if err := r.db.QueryRowContext(ctx, r.q(`SELECT coalesce(sum(events), 0) FROM gaps WHERE at_ns >= ? AND at_ns < ?`), lo, hi).Scan(&rep.Gaps); err != nil {
 		return nil, fmt.Errorf("cost: %s: %w", r.path, err)
 	}
 	if rep.Gaps > 0 {
@@ -277,8 +288,8 @@ const storageCovers = "each sandbox's workspace, sampled; template and runner ca
 func (r *Records) storage(ctx context.Context, pool string, lo, hi int64, ended map[string]int64, rep *PoolReport) error {
 	rep.Storage.Covers = storageCovers
 	// a sample stands for at most maxPeriod: one taken before lo may reach in
-	rows, err := r.db.QueryContext(ctx, `SELECT sandbox_id, at_ns, period_ns, bytes FROM storage_samples
-		WHERE pool = ? AND at_ns >= ? AND at_ns < ? AND at_ns + period_ns > ? ORDER BY at_ns`, pool, lo-int64(maxPeriod), hi, lo)
+	rows, err := r.db.QueryContext(ctx, r.q(`SELECT sandbox_id, at_ns, period_ns, bytes FROM storage_samples
+		WHERE pool = ? AND at_ns >= ? AND at_ns < ? AND at_ns + period_ns > ? ORDER BY at_ns`), pool, lo-int64(maxPeriod), hi, lo)
 	if err != nil {
 		return fmt.Errorf("cost: %s: %w", r.path, err)
 	}

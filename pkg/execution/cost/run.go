@@ -68,8 +68,8 @@ func (r *Records) Run(ctx context.Context, runID string, prices *tenancy.Pricing
 	if now.IsZero() {
 		now = time.Now()
 	}
-	rows, err := r.db.QueryContext(ctx, `SELECT pool, sandbox_id, start_ns, coalesce(end_ns, 0), end_unknown, coalesce(end_max_ns, 0)
-		FROM intervals WHERE run_id = ? AND state = ? ORDER BY start_ns, id`, runID, string(Active))
+	rows, err := r.db.QueryContext(ctx, r.q(`SELECT pool, sandbox_id, start_ns, coalesce(end_ns, 0), end_unknown, coalesce(end_max_ns, 0)
+		FROM intervals WHERE run_id = ? AND state = ? ORDER BY start_ns, id`), runID, string(Active))
 	if err != nil {
 		return nil, fmt.Errorf("cost: %s: %w", r.path, err)
 	}
@@ -134,7 +134,7 @@ func (r *Records) Run(ctx context.Context, runID string, prices *tenancy.Pricing
 	first := hs[0]
 	var idle float64
 	var wasWarm bool
-	if err := r.db.QueryRowContext(ctx, `SELECT count(*) > 0, coalesce(sum(coalesce(end_ns, ?) - start_ns), 0) FROM intervals WHERE sandbox_id = ? AND state = ? AND start_ns <= ?`,
+	if err := r.db.QueryRowContext(ctx, r.q(`SELECT count(*) > 0, coalesce(sum(coalesce(end_ns, ?) - start_ns), 0) FROM intervals WHERE sandbox_id = ? AND state = ? AND start_ns <= ?`),
 		first.start, first.sandbox, string(WarmIdle), first.start).Scan(&wasWarm, &idle); err != nil {
 		return nil, fmt.Errorf("cost: %s: %w", r.path, err)
 	}
@@ -152,7 +152,7 @@ func (r *Records) Run(ctx context.Context, runID string, prices *tenancy.Pricing
 	var gibHours float64
 	var samples int
 	for _, h := range hs {
-		srows, err := r.db.QueryContext(ctx, `SELECT at_ns, period_ns, bytes FROM storage_samples WHERE sandbox_id = ? AND at_ns + period_ns > ? AND at_ns < ?`, h.sandbox, h.start, ends[h.sandbox])
+		srows, err := r.db.QueryContext(ctx, r.q(`SELECT at_ns, period_ns, bytes FROM storage_samples WHERE sandbox_id = ? AND at_ns + period_ns > ? AND at_ns < ?`), h.sandbox, h.start, ends[h.sandbox])
 		if err != nil {
 			return nil, fmt.Errorf("cost: %s: %w", r.path, err)
 		}

@@ -3,7 +3,6 @@ package serve
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
@@ -17,11 +16,7 @@ import (
 // queued before the request are, priced by pricing.yaml at the head of
 // the config repository (a price it has not is unknown, never zero).
 func costReport(c Config, ledger *cost.Ledger) runtime.CostReport {
-	path := filepath.Join(c.State, cost.StateFile)
 	return func(ctx context.Context, pool string, since, until time.Time) (any, error) {
-		if err := ledger.Flush(ctx); err != nil {
-			return nil, err
-		}
 		var prices *tenancy.Pricing
 		if c.Repo != "" {
 			repo, err := gitops.Open(ctx, c.Repo)
@@ -34,7 +29,7 @@ func costReport(c Config, ledger *cost.Ledger) runtime.CostReport {
 			}
 			prices = tc.Prices()
 		}
-		recs, err := cost.Open(ctx, path)
+		recs, err := ledger.Records(ctx) // once what was queued before is committed
 		if err != nil {
 			return nil, err
 		}

@@ -41,28 +41,20 @@ func RunKubernetes(ctx context.Context, c Config, ready func(addr string)) error
 	if err := os.MkdirAll(c.State, 0o700); err != nil {
 		return err
 	}
-	// The cost ledger, from the cluster's own timestamps: intervals a
-	// stopped runtime left open end as unknown, and are reopened when the
-	// cluster says they never ended (cost.Ledger.Observe).
-	ledger, err := cost.OpenLedger(ctx, filepath.Join(c.State, cost.StateFile))
-	if err != nil {
-		return err
-	}
 	// Every claim this runtime deletes (a release, the reconciler) is
 	// recorded as it goes, however short it lived; the sampler covers the
-	// rest (warm idle, retained, other replicas' claims).
-	rel := newReleases(ledger)
+	// rest (warm idle, retained, other replicas' claims). The ledger is
+	// opened once the database answers (open).
+	rel := newReleases(nil)
 	cfg, ns, err := kubeConfig(c)
 	if err != nil {
-		ledger.Close()
 		return err
 	}
 	be, err := kubesandbox.New(cfg, ns, kubesandbox.WithEgressRecorder(record), kubesandbox.WithReleaseObserver(rel.observe))
 	if err != nil {
-		ledger.Close()
 		return err
 	}
-	h := &kubeHost{c: c, be: be, costs: ledger, rel: rel}
+	h := &kubeHost{c: c, be: be, rel: rel}
 	defer h.close()
 	perms := be.Permissions()
 	if c.LeaderElect {
@@ -103,6 +95,32 @@ var _ host = (*kubeHost)(nil)
 
 func (h *kubeHost) backend() sandbox.Backend { return h.be }
 
+// open opens the cost ledger, kept from the cluster's own timestamps:
+// intervals a stopped runtime left open end as unknown, and are reopened
+// when the cluster says they never ended (cost.Ledger.Observe). With
+// Config.DB it is in that PostgreSQL database, shared by the replicas:
+// the Lease's holder samples the cluster into it, each replica records
+// the claims it deletes, and a replica ends at start (and while it runs)
+// only the open intervals of replicas that stopped marking themselves
+// alive, never a live one's (cost.OpenLedgerPostgres). Without it, a file
+// in the state directory.
+func (h *kubeHost) open(ctx context.Context) error {
+	var err error
+	if h.c.DB != "" {
+		h.costs, err = cost.OpenLedgerPostgres(ctx, h.c.DB)
+	} else {
+		h.costs, err = cost.OpenLedger(ctx, filepath.Join(h.c.State, cost.StateFile))
+	}
+	if err != nil {
+		return err
+	}
+	if n := h.costs.Recovered(); n > 0 {
+		fmt.Fprintf(h.c.Log, "cost ledger: %d intervals of a stopped runtime ended at an unknown time\n", n)
+	}
+	h.rel.ledger = h.costs // before any claim is served or deleted
+	return nil
+}
+
 // ledger is kept from the cluster's objects (background), not by the
 // runtime's warm pools: the cluster keeps those.
 func (h *kubeHost) ledger() *cost.Ledger     { return h.costs }
@@ -134,7 +152,12 @@ func (h *kubeHost) background(ctx context.Context, bg *sync.WaitGroup) {
 		every = 30 * time.Second
 	}
 	bg.Go(func() { observeCosts(ctx, h.be, h.costs, h.rel, every, h.c.Log) })
-	bg.Go(func() { h.be.ProveWarm(ctx) }) // every replica: each claims from its own proofs
+}
+
+// everyReplica proves the warm members' runners when they are Ready: each
+// replica claims from its own proofs (with --leader-elect too).
+func (h *kubeHost) everyReplica(ctx context.Context, bg *sync.WaitGroup) {
+	bg.Go(func() { h.be.ProveWarm(ctx) })
 }
 
 // recover releases the claims of the runs an earlier runtime left open: the
@@ -152,7 +175,11 @@ func (h *kubeHost) stop(ctx context.Context, store runs.Store, mine func(runID s
 	_, _ = releaseClaims(ctx, store, h.be, mine)
 }
 
-func (h *kubeHost) close() { h.costs.Close() }
+func (h *kubeHost) close() {
+	if h.costs != nil {
+		h.costs.Close()
+	}
+}
 
 // kubeConfig is the cluster of c and the namespace of its claims.
 func kubeConfig(c Config) (*rest.Config, string, error) {

@@ -79,9 +79,14 @@ func newLocalHost(ctx context.Context, c Config, rtOf *atomic.Pointer[runtime.Ru
 }
 
 func (h *localHost) backend() sandbox.Backend { return h.be }
-func (h *localHost) ledger() *cost.Ledger     { return h.costs }
-func (h *localHost) warmLedger() *cost.Ledger { return h.costs }
-func (h *localHost) reconciles() bool         { return true }
+
+// open: the local ledger is a file of the host, opened with it (a local
+// runtime is one host: its ledger stays in its state directory with --db
+// too).
+func (h *localHost) open(context.Context) error { return nil }
+func (h *localHost) ledger() *cost.Ledger       { return h.costs }
+func (h *localHost) warmLedger() *cost.Ledger   { return h.costs }
+func (h *localHost) reconciles() bool           { return true }
 
 // serverOptions: none; elector: none, the local backend is one host.
 func (h *localHost) serverOptions() []runtime.ServerOption { return nil }
@@ -101,6 +106,9 @@ func (h *localHost) checkTemplates(ctx context.Context, d *runtime.Desired, art 
 }
 
 // background samples the workspaces' storage for the cost ledger.
+// everyReplica: none, the local backend is one host.
+func (h *localHost) everyReplica(context.Context, *sync.WaitGroup) {}
+
 func (h *localHost) background(ctx context.Context, bg *sync.WaitGroup) {
 	every := h.c.StorageEvery
 	if every <= 0 {

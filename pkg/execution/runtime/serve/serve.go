@@ -20,7 +20,6 @@ import (
 
 	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
-	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/execution/checkpoint"
 	"github.com/slipway-dev/slipway/pkg/execution/cost"
@@ -51,7 +50,8 @@ type Config struct {
 	State string
 	// DB is where run manifests are kept: "" for SQLite in State (the
 	// embedded default), or a postgres://… DSN for a database several
-	// runtimes share.
+	// runtimes share, with the cleanup records and, on Kubernetes, the
+	// cost ledger.
 	DB string
 	// Listen is the API's address; Token its bearer token.
 	Listen, Token string
@@ -138,6 +138,10 @@ const CheckpointDir = "checkpoints"
 type host interface {
 	// backend is where sandboxes are made.
 	backend() sandbox.Backend
+	// open opens what the backend keeps in the database, once the run
+	// store's database answers (the cost ledger, with Config.DB on
+	// Kubernetes).
+	open(ctx context.Context) error
 	// recover deals with what an earlier run of the runtime left, before
 	// its open runs are finalised.
 	recover(ctx context.Context, store runs.Store)
@@ -153,6 +157,9 @@ type host interface {
 	reconciles() bool
 	// background starts the backend's own periodic work on bg.
 	background(ctx context.Context, bg *sync.WaitGroup)
+	// everyReplica starts on bg the backend's work each replica does for
+	// itself, Lease or not.
+	everyReplica(ctx context.Context, bg *sync.WaitGroup)
 	// serverOptions are the backend's additions to the API (readiness
 	// checks).
 	serverOptions() []runtime.ServerOption
@@ -251,6 +258,9 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 		return err
 	}
 	defer store.Close()
+	if err := h.open(ctx); err != nil {
+		return err
+	}
 	// Replicas that share one run store (--db with --leader-elect) cannot
 	// tell the open runs of a replica that died from those of one that
 	// serves: a replica never ends the runs it does not hold, at start or
@@ -438,6 +448,7 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 	defer func() { cancel(); bg.Wait() }()
 	bg.Go(func() { p.syncer.Run(ctx) })
 	bg.Go(func() { warmLoop(ctx, c.Log, p) })
+	h.everyReplica(ctx, &bg)
 	// the periodic work: on every replica, or on the Lease's holder only
 	periodic := func(ctx context.Context, bg *sync.WaitGroup) {
 		if rec != nil {
@@ -536,65 +547,3 @@ func (c brokerCredentials) Live() []reconcile.Credential {
 }
 
 func (c brokerCredentials) Revoke(fp string) { c.b.Revoke(fp) }
-
-// errSandboxExists keeps a run open in finishOrphans.
-var errSandboxExists = errors.New("its sandbox still exists")
-
-// finishOrphans finalises the open runs (granted or running) whose sandbox
-// be no longer has: no claim can end them any more. Each is marked failed,
-// with its resources released at released (unless it recorded that time
-// already); everything else it recorded stays. A run whose sandbox still
-// exists, running or dead, is left open, and so is one suspended says is
-// suspended (it has no sandbox by design: a restart resumes it). It
-// returns how many it finalised.
-func finishOrphans(ctx context.Context, store runs.Store, be sandbox.Backend, released time.Time, keep func(runID string) bool) (int, error) {
-	open, err := store.Open(ctx)
-	if err != nil || len(open) == 0 {
-		return 0, err
-	}
-	all, err := be.List(ctx, sandbox.Filter{})
-	if err != nil {
-		return 0, err
-	}
-	exists := make(map[string]bool, len(all))
-	for _, s := range all {
-		exists[s.ID] = true
-	}
-	n := 0
-	var errs []error
-	for _, id := range open {
-		if keep(id) {
-			continue
-		}
-		err := store.Update(ctx, id, func(m *runmanifest.Manifest) error {
-			if exists[m.SandboxID] {
-				return errSandboxExists
-			}
-			m.Status = runmanifest.StatusFailed
-			if m.Lifecycle.ResourcesReleased.IsZero() {
-				m.Lifecycle.ResourcesReleased = released
-			}
-			return nil
-		})
-		switch {
-		case err == nil:
-			n++
-		case errors.Is(err, errSandboxExists), errors.Is(err, runs.ErrCompleted):
-		default:
-			errs = append(errs, err)
-		}
-	}
-	return n, errors.Join(errs...)
-}
-
-// openRuns opens the run store c names: PostgreSQL for a DSN, else SQLite
-// in the state directory.
-func openRuns(ctx context.Context, c Config) (runs.Store, error) {
-	switch {
-	case c.DB == "":
-		return runs.OpenSQLite(ctx, filepath.Join(c.State, runs.StateFile))
-	case strings.HasPrefix(c.DB, "postgres://"), strings.HasPrefix(c.DB, "postgresql://"):
-		return runs.OpenPostgres(ctx, c.DB)
-	}
-	return nil, fmt.Errorf("%w: runtime: the run store's database: want a postgres:// DSN (or none: SQLite in the state directory)", runs.ErrInvalid)
-}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/control/incidents"
+	"github.com/slipway-dev/slipway/pkg/execution/cost"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/reconcile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
@@ -74,8 +77,9 @@ func TestSharedStoreLeavesOtherReplicasRuns(t *testing.T) {
 		}
 	}
 
+	state := t.TempDir()
 	rt := startServed(ctx, t, serve.Config{Backend: serve.BackendKubernetes, Kubeconfig: c.Kubeconfig(), Namespace: ns,
-		Repo: configRepo(ctx, t), State: t.TempDir(), Verify: runtime.Verify{Skip: true}, DB: dsn,
+		Repo: configRepo(ctx, t), State: state, Verify: runtime.Verify{Skip: true}, DB: dsn,
 		LeaderElect: true, LeaderNamespace: ns, LeaseDuration: 6 * time.Second, SyncInterval: 300 * time.Millisecond,
 		// composed as the CLI composes it (runtime serve)
 		Incidents: func(ctx context.Context, st runs.Store, records *reconcile.Records) (*incidentreport.Report, error) {
@@ -108,7 +112,23 @@ func TestSharedStoreLeavesOtherReplicasRuns(t *testing.T) {
 	if !doubled {
 		t.Errorf("the runtime on PostgreSQL reports no doubled request key: %+v", rep)
 	}
+	// the Lease's holder samples the cluster into the ledger in the shared
+	// database (schema slipway_cost), not into a file of its own
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		rc, err := ledgerRun(ctx, dsn, "r-serving")
+		if err == nil && rc.Open && rc.Attempts == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other replica's run in the shared cost ledger: %+v, %v\n%s", rc, err, rt.log.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	rt.stop(t)
+	if _, err := os.Stat(filepath.Join(state, cost.StateFile)); err == nil {
+		t.Errorf("a ledger file in the state directory beside the shared database's")
+	}
 
 	if _, err := dyn.Resource(claimsGVR).Namespace(ns).Get(ctx, claim, metav1.GetOptions{}); err != nil {
 		t.Errorf("the other replica's SandboxClaim after this one started and stopped: %v\n%s", err, rt.log.String())
@@ -122,4 +142,14 @@ func TestSharedStoreLeavesOtherReplicasRuns(t *testing.T) {
 			t.Errorf("the other replica's run %s is %s after this one started and stopped, want still granted\n%s", id, m.Status, rt.log.String())
 		}
 	}
+}
+
+// ledgerRun is run's cost from the ledger in the PostgreSQL database dsn.
+func ledgerRun(ctx context.Context, dsn, run string) (*cost.RunCost, error) {
+	recs, err := cost.OpenPostgres(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer recs.Close()
+	return recs.Run(ctx, run, nil, nil, time.Time{})
 }

@@ -1,0 +1,26 @@
+package cost
+
+import (
+	"fmt"
+	"strings"
+)
+
+// sqlIn is query in a store's dialect. The ledger's SQL is written once:
+// greatest( and least( for the larger and smaller of two values (SQLite's
+// two-argument max and min), ? for placeholders (PostgreSQL's $n).
+func sqlIn(pg bool, query string) string {
+	if !pg {
+		return strings.NewReplacer("greatest(", "max(", "least(", "min(").Replace(query)
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
