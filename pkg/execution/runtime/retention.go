@@ -60,5 +60,12 @@ func (r *Runtime) sweepCheckpoints(ctx context.Context, now time.Time, dryRun bo
 		return ok && p.Created.Before(now.Add(-w))
 	}
 	got, err := r.o.checkpoints.Store.CollectClosed(closed, keep, dryRun)
+	if err != nil || dryRun {
+		return got, windows, err
+	}
+	n, err := r.sweepStaging()
+	if n > 0 {
+		r.logf("runtime: sweep removed %d staging copies of workspaces of runs this runtime no longer holds", n)
+	}
 	return got, windows, err
 }
