@@ -25,6 +25,12 @@
 // kept when running as root. Extended attributes, file capabilities included,
 // are not applied. The target's own mode and owner stay the caller's.
 //
+// SyncTar is ExtractTar into a directory that holds an earlier copy of the
+// same source: it touches only what differs, telling a changed file by its
+// bytes, so that a file left as it was keeps its inode and ctime and Diff
+// sees it unchanged (incremental checkpoints of a workspace streamed out
+// of a pod).
+//
 // # Snapshot and Diff
 //
 // Snapshot records the metadata of a tree; Diff writes what changed since as

@@ -110,6 +110,7 @@ type extractor struct {
 	written map[string]bool // paths written by the current layer, and their parents
 	buf     []byte
 	report  ExtractReport
+	sync    *syncState // SyncTar's, nil for Extract
 }
 
 func (x *extractor) close() {
@@ -208,6 +209,11 @@ func (x *extractor) apply(ctx context.Context, tr *tar.Reader, hdr *tar.Header) 
 		}
 		return nil // the target's own mode and owner are the caller's
 	}
+	if x.sync != nil {
+		if err := refuseWhiteout(name); err != nil {
+			return err
+		}
+	}
 	if base := path.Base(name); strings.HasPrefix(base, whiteoutPrefix) {
 		return x.whiteout(path.Dir(name), base)
 	}
@@ -271,11 +277,16 @@ func (x *extractor) makeEntry(ctx context.Context, tr *tar.Reader, hdr *tar.Head
 	if hdr.Typeflag == tar.TypeSymlink && len(hdr.Linkname) > x.opts.maxName {
 		return fmt.Errorf("%w: link target of %d bytes exceeds %d (max name length)", ErrLimit, len(hdr.Linkname), x.opts.maxName)
 	}
+	mode := uint32(hdr.Mode) & 0o7777
+	if x.sync != nil {
+		if done, err := x.syncEntry(ctx, tr, hdr, pfd, base, name, mode); err != nil || done {
+			return err
+		}
+	}
 	kept, err := x.clearExisting(pfd, base, hdr.Typeflag == tar.TypeDir)
 	if err != nil {
 		return err
 	}
-	mode := uint32(hdr.Mode) & 0o7777
 	mtime := hdr.ModTime.UnixNano()
 	switch hdr.Typeflag {
 	case tar.TypeDir:
@@ -396,6 +407,11 @@ func (x *extractor) hardlink(pfd int, name, linkname string) error {
 		return unsafe("hardlink target %q does not exist", linkname)
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		return unsafe("hardlink target %q is not a regular file", linkname)
+	}
+	if x.sync != nil {
+		if done, err := x.syncLink(pfd, base, st); err != nil || done {
+			return err
+		}
 	}
 	if _, err := x.clearExisting(pfd, base, false); err != nil {
 		return err

@@ -100,11 +100,21 @@ func (x *extractor) finishDir(name string, m dirMeta) error {
 		return fmt.Errorf("open directory: %w", err)
 	}
 	defer unix.Close(fd)
-	if err := unix.Fchmod(fd, m.mode); err != nil {
-		return fmt.Errorf("chmod directory: %w", err)
+	// What is already so is left: a chmod or utimes, even to the same
+	// value, moves the ctime, and a synced tree (SyncTar) keeps it.
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("stat directory: %w", err)
 	}
-	if err := utimesAt(fd, ".", m.mtimeNs); err != nil {
-		return fmt.Errorf("set directory times: %w", err)
+	if st.Mode&0o7777 != m.mode {
+		if err := unix.Fchmod(fd, m.mode); err != nil {
+			return fmt.Errorf("chmod directory: %w", err)
+		}
+	}
+	if st.Mtim.Nano() != m.mtimeNs {
+		if err := utimesAt(fd, ".", m.mtimeNs); err != nil {
+			return fmt.Errorf("set directory times: %w", err)
+		}
 	}
 	return nil
 }

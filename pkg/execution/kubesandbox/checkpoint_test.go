@@ -193,7 +193,8 @@ const mountedSecret = "from-the-secret-store-3f9a7c"
 // the run manifest its id; the credential the broker put in the pod and
 // the Secret mounted there are in no file of it (the template scanner and
 // a byte search), even with a symbolic link to the credential in the
-// workspace (copied as a link).
+// workspace (copied as a link). A second checkpoint is incremental: one
+// new layer with what changed, found by its bytes.
 func TestCheckpointOnKube(t *testing.T) {
 	n, g := secretNode(t, "ckpt")
 	k := newKubeCkpt(t, n, n.desire(t, 1), true)
@@ -259,8 +260,12 @@ func TestCheckpointOnKube(t *testing.T) {
 	if m, err := k.store.Get(ctx, gr.RunID); err != nil || m.WorkspaceCheckpointID != cp.Digest {
 		t.Fatalf("manifest workspace_checkpoint_id %q %v, want %s", m.WorkspaceCheckpointID, err, cp.Digest)
 	}
-	if left, _ := os.ReadDir(filepath.Join(k.cps.Store.Dir(), runtime.StagingDir)); len(left) != 0 {
-		t.Errorf("staging copies left behind: %v", left)
+	staging := filepath.Join(k.cps.Store.Dir(), runtime.StagingDir)
+	if left, _ := os.ReadDir(staging); len(left) != 1 || left[0].Name() != gr.RunID {
+		t.Errorf("the staging folder holds %v, want only the run's kept copy", left)
+	}
+	if fi, err := os.Stat(filepath.Join(staging, gr.RunID)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the run's kept copy: %v %v, want mode 0700", fi, err)
 	}
 	// The pod goes on after it.
 	k.sh(t, gr, "echo after > "+kubeobjects.WorkspaceVolumeDir+"/after.txt")
@@ -284,8 +289,39 @@ func TestCheckpointOnKube(t *testing.T) {
 			t.Fatalf("a secret of the pod is in the checkpoint, in %s", hit)
 		}
 	}
+
+	// A second checkpoint is incremental on the runtime's kept copy of
+	// the workspace: a file rewritten with the same size and its mtime
+	// set back (found by its bytes) and the file added since make the one
+	// new layer; the checkpoint holds every file as the pod does.
+	k.sh(t, gr, `set -e; cd `+kubeobjects.WorkspaceVolumeDir+`; touch -r data/blob.bin ref; `+
+		`head -c 300000 /dev/urandom > data/blob.bin; touch -r ref data/blob.bin; rm ref`)
+	want = k.sh(t, gr, listPodWorkspace)
+	cp2, err := k.rt.Checkpoint(ctx, gr.RunID, runtime.CheckpointRequest{Token: gr.Token, EventSeq: 43})
+	if err != nil {
+		t.Fatalf("second checkpoint: %v; log:\n%s", err, k.log.String())
+	}
+	p = cp2.Predicate
+	t.Logf("second checkpoint: %d of %d layers new, %d tar entries, %d bytes, workload stopped %s", p.Layers-p.Reused, p.Layers,
+		p.Entries, p.Bytes, cp2.Frozen.Round(time.Millisecond))
+	if p.Parent != cp.Digest || p.Layers != 2 || p.Reused != 1 || p.Entries > 4 || p.Bytes >= cp.Predicate.Bytes {
+		t.Fatalf("second checkpoint %+v: want one new layer on %s with data/blob.bin and after.txt", p, cp.Digest)
+	}
+	if !strings.Contains(k.log.String(), "1 of 2 layers new") {
+		t.Errorf("the runtime's log does not say the second checkpoint reused a layer:\n%s", k.log.String())
+	}
+	dir = filepath.Join(t.TempDir(), "look2")
+	if _, _, _, err := checkpoint.Restore(ctx, k.cps.Store, cp2.Digest, k.cps.Verifier, checkpoint.Expect{Tenant: "acme", Generations: []string{g.ID}}, dir); err != nil {
+		t.Fatal(err)
+	}
+	if got := hostListing(t, dir); got != want {
+		t.Fatalf("the second checkpoint holds:\n%s\nthe pod held:\n%s", got, want)
+	}
 	if err := k.rt.Release(ctx, gr.RunID, gr.Token, nil); err != nil {
 		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(staging); len(left) != 0 {
+		t.Errorf("the staging folder holds %v after the release", left)
 	}
 }
 
@@ -362,7 +398,9 @@ func suspendResume(t *testing.T, n *node, k *kubeCkpt, gr *runtimeapi.Grant, bet
 // checkpoints the workspace and deletes the claim, its Sandbox and its pod
 // (the warm pool's capacity is free), the run stays open with its owner;
 // the resume claims a new sandbox of the same generation and writes the
-// workspace back, every file's hash, mode and link as before.
+// workspace back, every file's hash, mode and link as before. A second
+// suspend after one file changed is incremental (one new layer) and
+// resumes as the pod held it.
 func TestSuspendResumeOnKube(t *testing.T) {
 	n := startNode(t, "susp")
 	g := n.generation(t, nil)
@@ -375,6 +413,31 @@ func TestSuspendResumeOnKube(t *testing.T) {
 	cp, resumed := suspendResume(t, n, k, gr, nil)
 	if cp.Predicate.Generation != g.ID || resumed.Generation != g.ID {
 		t.Fatalf("checkpoint of %s resumed on %s, want %s", cp.Predicate.Generation, resumed.Generation, g.ID)
+	}
+	// The resume's restored copy is the runtime's kept one: the next
+	// suspend, after one file changed, writes one new layer, and the next
+	// resume brings every file back.
+	k.sh(t, resumed, `set -e; cd `+kubeobjects.WorkspaceVolumeDir+`; echo changed >> src/pkg/main.go`)
+	want := k.sh(t, resumed, listPodWorkspace)
+	cp2, err := k.rt.Suspend(ctx, gr.RunID, runtime.CheckpointRequest{Token: resumed.Token, EventSeq: 8})
+	if err != nil {
+		t.Fatalf("second suspend: %v; log:\n%s", err, k.log.String())
+	}
+	p := cp2.Predicate
+	t.Logf("second suspend: %d of %d layers new, %d tar entries, %d bytes", p.Layers-p.Reused, p.Layers, p.Entries, p.Bytes)
+	// The new layer holds src/pkg/main.go and directories only, no
+	// 300 kB blob: the pod's restore (runner.RestoreWorkspace keeps
+	// permission bits only) left the workspace's four directories without
+	// the setgid bit the emptyDir's fsGroup gave them and the checkpoint
+	// holds, so they are changed too (headers, no content).
+	if p.Parent != cp.Digest || p.Layers != 2 || p.Reused != 1 || p.Entries > 6 || p.Bytes > 8<<10 {
+		t.Fatalf("suspend after one file changed %+v: want one new layer on %s of a few kB", p, cp.Digest)
+	}
+	if resumed, err = k.rt.Resume(ctx, gr.RunID, resumed.Token); err != nil {
+		t.Fatalf("second resume: %v; log:\n%s", err, k.log.String())
+	}
+	if got := k.sh(t, resumed, listPodWorkspace); got != want {
+		t.Fatalf("the workspace after the second resume:\n%s\nwant:\n%s", got, want)
 	}
 	if err := k.rt.Release(ctx, gr.RunID, resumed.Token, nil); err != nil {
 		t.Fatal(err)

@@ -193,6 +193,7 @@ func (r *Runtime) suspend(ctx context.Context, c *claim, req CheckpointRequest, 
 		return nil, fmt.Errorf("runtime: suspend run %s: delete sandbox %s: %w", runID, old.ID, err)
 	}
 	r.flushEgress(bg, runID, old.ID)
+	r.dropStaging(runID) // a resume makes it again from the checkpoint
 	r.logf("runtime: run %s suspended (by %s): sandbox %s deleted, checkpoint %s", runID, rec.By, old.ID, cp.Digest)
 	if err := r.store.Update(bg, runID, func(m *runmanifest.Manifest) error {
 		markRevoked(m, oldCredential, revoked)

@@ -63,7 +63,10 @@ func (s *streamed) RestoreTar(ctx context.Context, id string, r io.Reader) error
 
 // The stream form of checkpoints on one host: a suspend copies the
 // workspace out as a tar (whole: no layer reused), leaves no staging copy,
-// and a resume restores every file as it was; a sandbox whose tar tries to
+// and a resume restores every file as it was; the next checkpoints are
+// incremental on the run's kept copy (one rewritten file, its mtime set
+// back, is one new layer; an unchanged workspace none), and restore as
+// they were; a sandbox whose tar tries to
 // write outside the copy fails the checkpoint with rootfs's refusal,
 // nothing is written beside the staging folder, and the sandbox goes on
 // running, thawed.
@@ -128,6 +131,57 @@ func TestStreamCheckpointOnOneHost(t *testing.T) {
 		t.Fatalf("workspace after resume:\n%s\nwant:\n%s", got, want)
 	}
 
+	// The run's kept copy, made from the restored checkpoint, makes the
+	// next checkpoint incremental: a file rewritten with the same size
+	// and its mtime set back is the one change found (by its bytes), and
+	// goes into the one new layer.
+	kept := filepath.Join(staging, gr.RunID)
+	if fi, err := os.Stat(kept); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the run's kept copy: %v %v, want a directory of mode 0700", fi, err)
+	}
+	execOut(t, rt, resumed, `set -e; touch -r data/blob.bin ref; head -c 300000 /dev/urandom > data/blob.bin; touch -r ref data/blob.bin; rm ref`)
+	want = execOut(t, rt, resumed, hashWorkspace)
+	cp2, err := rt.Checkpoint(ctx, gr.RunID, runtime.CheckpointRequest{Token: resumed.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after one file changed: %d of %d layers new, %d tar entries, %d bytes", cp2.Predicate.Layers-cp2.Predicate.Reused,
+		cp2.Predicate.Layers, cp2.Predicate.Entries, cp2.Predicate.Bytes)
+	if p := cp2.Predicate; p.Parent != cp.Digest || p.Layers != 2 || p.Reused != 1 || p.Entries > 3 || p.Bytes >= cp.Predicate.Bytes {
+		t.Fatalf("checkpoint after one file changed: %+v; want one new layer on %s holding data/ and data/blob.bin", p, cp.Digest)
+	}
+	// Nothing changed since: no new layer.
+	cp3, err := rt.Suspend(ctx, gr.RunID, runtime.CheckpointRequest{Token: resumed.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cp3.Predicate; p.Parent != cp2.Digest || p.Layers != 2 || p.Reused != 2 || p.Entries != 0 {
+		t.Fatalf("checkpoint of an unchanged workspace: %+v, want both layers of %s reused", p, cp2.Digest)
+	}
+	if _, err := os.Stat(kept); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a suspended run's kept copy: %v, want it removed", err)
+	}
+	if resumed, err = rt.Resume(ctx, gr.RunID, resumed.Token); err != nil {
+		t.Fatal(err)
+	}
+	if got := execOut(t, rt, resumed, hashWorkspace); got != want {
+		t.Fatalf("workspace after the incremental checkpoints' resume:\n%s\nwant:\n%s", got, want)
+	}
+	// The sweeper removes the copy of a run this runtime does not hold,
+	// never a held run's.
+	if err := os.MkdirAll(filepath.Join(staging, "run-of-a-crash", "workspace"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.SweepCheckpoints(ctx, time.Now(), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(staging, "run-of-a-crash")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the sweeper left a copy of a run not held: %v", err)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Fatalf("the sweeper removed a held run's kept copy: %v", err)
+	}
+
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	_ = tw.WriteHeader(&tar.Header{Name: "../../../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
@@ -151,5 +205,8 @@ func TestStreamCheckpointOnOneHost(t *testing.T) {
 	execOut(t, rt, resumed, "true")
 	if err := rt.Release(ctx, gr.RunID, resumed.Token, nil); err != nil {
 		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(staging); len(ents) != 0 {
+		t.Fatalf("the staging folder holds %v after the release", ents)
 	}
 }

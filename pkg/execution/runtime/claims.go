@@ -653,6 +653,7 @@ func (r *Runtime) ReleaseAfter(ctx context.Context, runID, token string, exitCod
 		return err
 	}
 	close(c.done)
+	r.dropStaging(runID)
 	r.mu.Lock()
 	delete(r.claims, runID)
 	r.forgetKey(c)

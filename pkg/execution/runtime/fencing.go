@@ -59,6 +59,7 @@ func (r *Runtime) abandon(ctx context.Context, c *claim) {
 	_ = r.finalUpdate(ctx, c.runID, s, func(m *runmanifest.Manifest) {
 		m.Status, m.Lifecycle.ResourcesReleased = runmanifest.StatusReleased, r.now()
 	})
+	r.dropStaging(c.runID)
 }
 
 // Grant returns the claim's current grant: after a move, its new sandbox,

@@ -92,8 +92,12 @@ func (r *Runtime) sweepCheckpoints(ctx context.Context, now time.Time, dryRun bo
 		}
 		out.Published = pub
 	}
-	if out.Collected, err = cps.Store.CollectClosed(closed, keep, dryRun); err != nil {
-		return nil, nil, err
+	if out.Collected, err = cps.Store.CollectClosed(closed, keep, dryRun); err != nil || dryRun {
+		return out, windows, err
 	}
-	return out, windows, nil
+	n, err := r.sweepStaging()
+	if n > 0 {
+		r.logf("runtime: sweep removed %d staging copies of workspaces of runs this runtime no longer holds", n)
+	}
+	return out, windows, err
 }

@@ -60,6 +60,7 @@ func (r *Runtime) Stop(ctx context.Context, pool, gen string) ([]string, error) 
 			continue
 		}
 		close(c.done)
+		r.dropStaging(c.runID)
 		c.op.Unlock()
 		r.mu.Lock()
 		delete(r.claims, c.runID)
