@@ -179,7 +179,11 @@ func RestoreWorkspace(dir string, r io.Reader) (*RestoreReport, error) {
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			err = os.Mkdir(p, 0o700)
-			dirs = append(dirs, dirMeta{p, perm, hdr.ModTime})
+			// a folder keeps its setgid and sticky bits (an emptyDir of a
+			// pod with an fsGroup is 2775); a file never gets setuid or
+			// setgid from a checkpoint
+			dm := perm | hdr.FileInfo().Mode()&(os.ModeSetgid|os.ModeSticky)
+			dirs = append(dirs, dirMeta{p, dm, hdr.ModTime})
 			rep.Dirs++
 		case tar.TypeReg:
 			err = writeRestored(p, tr, hdr.Size, perm)

@@ -26,6 +26,13 @@ func TestWorkspaceTarRoundTrip(t *testing.T) {
 	src := t.TempDir()
 	mustWrite(t, filepath.Join(src, "a", "b", "f.txt"), "hello\n", 0o640)
 	mustWrite(t, filepath.Join(src, "x.sh"), "#!/bin/sh\n", 0o755)
+	// a folder with setgid (an fsGroup's emptyDir) and a file with setuid
+	if err := os.Chmod(filepath.Join(src, "a"), 0o755|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(src, "x.sh"), 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink("/etc/passwd", filepath.Join(src, "out")); err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +60,11 @@ func TestWorkspaceTarRoundTrip(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dst, "a", "b", "f.txt")); err != nil || string(b) != "hello\n" {
 		t.Fatalf("a/b/f.txt: %q %v", b, err)
 	}
-	if fi, err := os.Stat(filepath.Join(dst, "x.sh")); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Fatalf("x.sh: %v %v", fi, err)
+	if fi, err := os.Stat(filepath.Join(dst, "x.sh")); err != nil || fi.Mode()&^os.ModeType != 0o755 {
+		t.Fatalf("x.sh: %v %v, want 0755 without setuid", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "a")); err != nil || fi.Mode()&^os.ModeType != 0o755|os.ModeSetgid {
+		t.Fatalf("a: %v %v, want 0755 with setgid", fi.Mode(), err)
 	}
 	if l, err := os.Readlink(filepath.Join(dst, "out")); err != nil || l != "/etc/passwd" {
 		t.Fatalf("out: %q %v", l, err)
