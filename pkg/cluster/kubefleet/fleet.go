@@ -75,7 +75,10 @@ type Fleet struct {
 	pollEvery time.Duration
 }
 
-var _ rollout.Fleet = (*Fleet)(nil)
+var (
+	_ rollout.Fleet        = (*Fleet)(nil)
+	_ rollout.Checkpointer = (*Fleet)(nil)
+)
 
 // Option configures New.
 type Option func(*Fleet) error
@@ -227,6 +230,28 @@ func (f *Fleet) Prove(ctx context.Context, pool string, req runtimeapi.ProofRequ
 		return nil, fmt.Errorf("%w: pool %s: proofs run through the runtime on the Kubernetes backend, and none was given", ErrNoProver, pool)
 	}
 	return f.prover.Prove(ctx, pool, req)
+}
+
+// Mover moves a generation's open runs through checkpoints onto the
+// pool's active generation (the runtime on the Kubernetes backend with
+// --checkpoint-key does: runtimeapi.Client).
+type Mover interface {
+	CheckpointGeneration(ctx context.Context, pool, generation string) (*runtimeapi.CheckpointGenerationResult, error)
+}
+
+// CheckpointGeneration is the drain deadline with onDrainDeadline:
+// checkpoint on a cluster: the runs are the runtime's (it holds their
+// claims), so the fleet's Prover, when it is that runtime (a Mover), moves
+// them; none is an error that names what is missing.
+func (f *Fleet) CheckpointGeneration(ctx context.Context, pool, generation string) (*runtimeapi.CheckpointGenerationResult, error) {
+	if err := f.check(pool); err != nil {
+		return nil, err
+	}
+	m, ok := f.prover.(Mover)
+	if !ok {
+		return nil, fmt.Errorf("%w: pool %s: runs are checkpointed by the runtime on the Kubernetes backend that holds them (rollout --prover URL, a runtime serving with --checkpoint-key), and none was given", ErrNoProver, pool)
+	}
+	return m.CheckpointGeneration(ctx, pool, generation)
 }
 
 func (f *Fleet) check(pool string) error {

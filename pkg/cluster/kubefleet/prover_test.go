@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sigstore/sigstore/pkg/signature"
+
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
+	"github.com/slipway-dev/slipway/pkg/release/sign"
 )
 
 const runtimeToken = "kubefleet-test-runtime-token-0123456789"
@@ -26,7 +29,8 @@ type runtimeProver struct {
 }
 
 // startRuntime runs the runtime on w's cluster, following w's config
-// repository, until the test ends.
+// repository, until the test ends. It keeps its runs' checkpoints, signed
+// with a key of the test's (a drain may move runs).
 func startRuntime(t testing.TB, w *world) *runtimeProver {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
@@ -34,7 +38,7 @@ func startRuntime(t testing.TB, w *world) *runtimeProver {
 	done := make(chan error, 1)
 	go func() {
 		done <- serve.Run(ctx, serve.Config{Repo: w.dir, State: t.TempDir(), Listen: "127.0.0.1:0", Token: runtimeToken,
-			SyncInterval: 200 * time.Millisecond, Verify: runtime.Verify{Skip: true},
+			SyncInterval: 200 * time.Millisecond, Verify: runtime.Verify{Skip: true}, CheckpointSigner: testSigner(t),
 			Backend: serve.BackendKubernetes, Kubeconfig: w.c.Kubeconfig(), Namespace: w.ns}, func(a string) { addr <- a })
 	}()
 	t.Cleanup(func() {
@@ -68,4 +72,32 @@ func (p *runtimeProver) Prove(ctx context.Context, pool string, req runtimeapi.P
 		after()
 	}
 	return res, err
+}
+
+// CheckpointGeneration moves the runs of gen through the runtime's
+// checkpoints (the fleet's Mover).
+func (p *runtimeProver) CheckpointGeneration(ctx context.Context, pool, gen string) (*runtimeapi.CheckpointGenerationResult, error) {
+	return p.c.CheckpointGeneration(ctx, pool, gen)
+}
+
+var signer struct {
+	once sync.Once
+	sv   signature.SignerVerifier
+	err  error
+}
+
+// testSigner is a signing key made once for the package's tests.
+func testSigner(t testing.TB) signature.SignerVerifier {
+	t.Helper()
+	signer.once.Do(func() {
+		priv, _, err := sign.GenerateKeys([]byte("pw"))
+		if err == nil {
+			signer.sv, err = sign.LoadSigner(priv, []byte("pw"))
+		}
+		signer.err = err
+	})
+	if signer.err != nil {
+		t.Fatalf("the test's signing key: %v", signer.err)
+	}
+	return signer.sv
 }
