@@ -31,7 +31,7 @@ type kubeFleetFlags struct {
 func (f *kubeFleetFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "drive the rollout on the Kubernetes cluster of this kubeconfig file (agent-sandbox v0.5.6) instead of a runtime (--runtime)")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "", "namespace of the pool's SandboxTemplates and warm pools (default: the kubeconfig context's)")
-	cmd.Flags().StringVar(&f.prover, "prover", "", "with --kubeconfig: the API (http://host:port, token from --token-file) of the runtime on the cluster (slipway runtime serve --backend kubernetes) that runs the proof checks")
+	cmd.Flags().StringVar(&f.prover, "prover", "", "with --kubeconfig: the API (http://host:port, token from --token-file) of the runtime on the cluster (slipway runtime serve --backend kubernetes) that runs the proof checks and, with onDrainDeadline: checkpoint, moves the old generation's runs at the drain deadline")
 	cmd.Flags().StringVar(&f.argoApp, "argocd-application", "", "with --kubeconfig: Argo CD applies the pool (this Application, NAMESPACE/NAME, with Slipway's plugin): a step is served once the Application reports its commit or a later one as synced and healthy; Slipway applies nothing itself")
 	f.vf.add(cmd)
 }
