@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -90,7 +89,8 @@ func SyncTar(ctx context.Context, r io.Reader, dir string, opts ...ExtractOption
 		return fail(fmt.Errorf("open %s: %w", dir, err))
 	}
 	x.dirs.invalidate()
-	if err := x.prune(fd, "."); err != nil {
+	// every entry the stream did not name goes, counted
+	if err := x.removeUnwritten(fd, ".", &x.sync.report.Removed); err != nil {
 		return fail(&EntryError{Name: "", Err: fmt.Errorf("remove what the stream no longer holds: %w", err)})
 	}
 	if err := x.finishDirs(); err != nil {
@@ -111,27 +111,6 @@ func openSyncTarget(dir string) (int, error) {
 		return -1, fmt.Errorf("%w: open %s: %w", ErrTarget, dir, err)
 	}
 	return fd, nil
-}
-
-// prune removes from directory fd (named name, opened O_RDONLY, closed
-// here) every entry the stream did not name, and descends into those it
-// named as directories.
-func (x *extractor) prune(fd int, name string) error {
-	return forEachName(fd, func(n string) error {
-		p := path.Join(name, n)
-		if !x.written[p] {
-			x.sync.report.Removed++
-			return removeAllAt(fd, n)
-		}
-		child, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("open %q: %w", p, err)
-		}
-		return x.prune(child, p)
-	})
 }
 
 // syncEntry leaves what stands at base when it already is the entry; it

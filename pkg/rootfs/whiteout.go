@@ -42,7 +42,7 @@ func (x *extractor) whiteout(dir, base string) error {
 		if err != nil {
 			return fmt.Errorf("open %q: %w", dir, err)
 		}
-		return x.clearLower(fd, dir)
+		return x.removeUnwritten(fd, dir, nil) // what lower layers left
 	}
 	if x.written[path.Join(dir, target)] {
 		return nil
@@ -50,13 +50,17 @@ func (x *extractor) whiteout(dir, base string) error {
 	return removeAllAt(pfd, target)
 }
 
-// clearLower removes from directory fd (named dir, opened O_RDONLY, closed
-// here) everything the current layer did not write, descending into the
-// directories it did write.
-func (x *extractor) clearLower(fd int, dir string) error {
+// removeUnwritten removes from directory fd (named dir, opened O_RDONLY,
+// closed here) everything the extractor did not write (this layer, or the
+// synced stream), descending into the directories it did write; removed,
+// when not nil, counts the entries removed at any depth.
+func (x *extractor) removeUnwritten(fd int, dir string, removed *int) error {
 	return forEachName(fd, func(n string) error {
 		p := path.Join(dir, n)
 		if !x.written[p] {
+			if removed != nil {
+				*removed++
+			}
 			return removeAllAt(fd, n)
 		}
 		child, err := unix.Openat(fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -66,7 +70,7 @@ func (x *extractor) clearLower(fd int, dir string) error {
 		if err != nil {
 			return fmt.Errorf("open %q: %w", p, err)
 		}
-		return x.clearLower(child, p)
+		return x.removeUnwritten(child, p, removed)
 	})
 }
 
