@@ -1,8 +1,9 @@
 package cost
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/slipway-dev/slipway/internal/sqlarg"
 )
 
 // sqlIn is query in a store's dialect. The ledger's SQL is written once:
@@ -12,15 +13,5 @@ func sqlIn(pg bool, query string) string {
 	if !pg {
 		return strings.NewReplacer("greatest(", "max(", "least(", "min(").Replace(query)
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return sqlarg.Dollar(query)
 }

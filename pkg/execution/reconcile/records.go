@@ -10,6 +10,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go driver named "sqlite"
+
+	"github.com/slipway-dev/slipway/internal/sqlarg"
 )
 
 // RecordsFile is the reconciler's records in a runtime's state directory,
@@ -75,17 +77,7 @@ func (s *Records) q(query string) string {
 	if !s.pg {
 		return query
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "$%d", n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return sqlarg.Dollar(query)
 }
 
 var recordsSchema = []string{
