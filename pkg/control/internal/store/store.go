@@ -274,6 +274,28 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	stmts = append(stmts, eventSchema(d)...)    // events_store.go
 	stmts = append(stmts, deliverySchema(d)...) // delivery_store.go
+	if s.d.name == "postgres" {
+		// Replicas that start at once create the schema once: under the
+		// admitters' advisory lock, in one transaction (PostgreSQL's DDL
+		// is transactional). Without it, two CREATE TABLE IF NOT EXISTS
+		// of the same new table race on the catalog (pg_type's unique
+		// index) and one replica's start fails.
+		err := s.txAlone(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
+				return err
+			}
+			for _, st := range stmts {
+				if _, err := tx.ExecContext(ctx, st); err != nil {
+					return err
+				}
+			}
+			return s.migrateEventRows(ctx, tx) // events_segments.go
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		return nil
+	}
 	for _, st := range stmts {
 		if _, err := s.w.ExecContext(ctx, st); err != nil {
 			return fmt.Errorf("migrate: %w", Unavailable(err))
