@@ -161,7 +161,7 @@ require (
 	k8s.io/apiserver v0.31.0 // indirect
 	k8s.io/cli-runtime v0.31.0 // indirect
 	k8s.io/client-go v0.37.2 // indirect
-	k8s.io/component-base v0.31.0 // indirect
+	k8s.io/component-base v0.37.2 // indirect
 	k8s.io/component-helpers v0.31.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-aggregator v0.31.2 // indirect
