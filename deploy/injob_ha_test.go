@@ -149,9 +149,13 @@ func haDeletion(t testing.TB, jobs int) haResult {
 		case <-time.After(30 * time.Second):
 		}
 	}
-	for i, p := range deleted {
-		t.Logf("pod %s's log, its last minute:\n%s", p, tail(logs[i].String(), 40))
-	}
+	// The deleted pods' logs come last, after what failed: a long log
+	// printed first pushes the failure out of a truncated CI excerpt.
+	defer func() {
+		for i, p := range deleted {
+			t.Logf("pod %s's log, its last minute (lines cut at 600 characters):\n%s", p, clip(tail(logs[i].String(), 40), 600))
+		}
+	}()
 	byState := map[string][]string{}
 	next := time.Duration(-1)
 	res := haResult{jobs: len(ids), byState: map[string]int{}}
@@ -265,4 +269,15 @@ func states(ctx context.Context, c *controlapi.Client, ids []string) map[string]
 		out[string(j.State)]++
 	}
 	return out
+}
+
+// clip cuts each line of s to n bytes.
+func clip(s string, n int) string {
+	ls := strings.Split(s, "\n")
+	for i, l := range ls {
+		if len(l) > n {
+			ls[i] = l[:n] + " […]"
+		}
+	}
+	return strings.Join(ls, "\n")
 }
