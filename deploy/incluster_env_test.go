@@ -12,10 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -72,6 +75,7 @@ func startInCluster(t testing.TB, sandboxes bool) *inCluster {
 	t.Cleanup(e.c.Close)
 	t.Cleanup(func() {
 		if t.Failed() {
+			nodePressure(t, e.c)
 			for _, p := range []string{"kube-controller-manager", "kubelet", "agent-sandbox-controller"} {
 				t.Logf("%s log ends:\n%s", p, tail(e.c.Log(p), 60))
 			}
@@ -285,4 +289,30 @@ func tail(s string, n int) string {
 		ls = ls[len(ls)-n:]
 	}
 	return strings.Join(ls, "\n")
+}
+
+// nodePressure says, first, whether the node was under pressure when a test
+// failed (DiskPressure: the kubelet evicts pods and admits none, and jobs
+// are lost for the host's reason, not the code's) and what the disk had.
+func nodePressure(t testing.TB, c *kubetest.Cluster) {
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return
+	}
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, n := range nodes.Items {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type != corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				t.Errorf("node %s has %s since %s (%s): pods evicted or refused; the failure may be the host's, not the code's",
+					n.Name, cond.Type, cond.LastTransitionTime.UTC().Format(time.RFC3339), cond.Message)
+			}
+		}
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(os.TempDir(), &st) == nil {
+		t.Logf("the host's %s has %d MiB available", os.TempDir(), st.Bavail*uint64(st.Bsize)>>20)
+	}
 }
