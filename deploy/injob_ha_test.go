@@ -34,7 +34,23 @@ const haJobs = 10
 // Service, holds at most one run per job whose runner fetched the
 // command). It logs the time from the deletion to the next job admitted
 // (B15's figure, from one run).
-func TestInClusterHAJobs(t *testing.T) { haDeletion(t, haJobs) }
+func TestInClusterHAJobs(t *testing.T) { haDeletion(t, haJobs, onePodOfEach) }
+
+// Both runtime replicas restart at once (a node drained, a rollout
+// restart with maxUnavailable 2, an OOM of both) with jobs in flight:
+// TestInClusterHAJobs's flow with both runtime pods deleted together and
+// the control plane left alone. No accepted job is lost, none runs twice,
+// and the jobs still queued run once the new runtime pods are Ready (it
+// logs the time from the deletion to the next job running).
+func TestInClusterBothRuntimesRestart(t *testing.T) {
+	r := haDeletion(t, haJobs, map[string]int{"slipway-runtime": 2})
+	if r.nextRunning < 0 {
+		t.Errorf("no job ran after both runtime pods were deleted: %v", r.byState)
+	}
+}
+
+// onePodOfEach deletes one pod of each plane (B15).
+var onePodOfEach = map[string]int{"slipway-control": 1, "slipway-runtime": 1}
 
 // haResult is what deleting a pod of each plane with jobs in flight came
 // to.
@@ -42,14 +58,16 @@ type haResult struct {
 	jobs, lost, twice int
 	byState           map[string]int
 	// next is the time from the deletion to the next job admitted (-1:
-	// none was).
-	next time.Duration
+	// none was); nextRunning to the next job that started running.
+	next, nextRunning time.Duration
 }
 
 // haDeletion is TestInClusterHAJobs with jobs jobs in flight (B15 runs
-// it with 50): it fails tb on a job lost or run twice, and returns what
+// it with 50) and kill[app] pods of each plane deleted at once (1: the
+// replica whose log names a running job's run, or else the first; 2:
+// both): it fails tb on a job lost or run twice, and returns what
 // happened.
-func haDeletion(t testing.TB, jobs int) haResult {
+func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 	e, control, rt, gen := jobPlanes(t, "ha", 2)
 	ctx := context.Background()
 	var ids []string
@@ -78,6 +96,9 @@ func haDeletion(t testing.TB, jobs int) haResult {
 	before := states(ctx, control, ids)
 	var deleted []string
 	for _, app := range []string{"slipway-control", "slipway-runtime"} {
+		if kill[app] == 0 {
+			continue
+		}
 		pods, err := e.cs.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
 		if err != nil || len(pods.Items) != 2 {
 			t.Fatalf("pods of %s: %v (%d)", app, err, len(pods.Items))
@@ -95,6 +116,13 @@ func haDeletion(t testing.TB, jobs int) haResult {
 					pick, why = p.Name, "its log names running run "+r
 				}
 			}
+		}
+		if kill[app] >= len(pods.Items) {
+			for _, p := range pods.Items {
+				deleted = append(deleted, p.Name)
+				t.Logf("deleting %s pod %s: every replica at once", app, p.Name)
+			}
+			continue
 		}
 		deleted = append(deleted, pick)
 		t.Logf("deleting %s pod %s: %s", app, pick, why)
@@ -158,7 +186,7 @@ func haDeletion(t testing.TB, jobs int) haResult {
 	}()
 	byState := map[string][]string{}
 	next := time.Duration(-1)
-	res := haResult{jobs: len(ids), byState: map[string]int{}}
+	res := haResult{jobs: len(ids), byState: map[string]int{}, nextRunning: -1}
 	for _, id := range ids {
 		j := final[id]
 		if j == nil {
@@ -173,6 +201,9 @@ func haDeletion(t testing.TB, jobs int) haResult {
 		byState[string(j.State)] = append(byState[string(j.State)], id)
 		if j.AdmittedAt != nil && j.AdmittedAt.After(at) && (next < 0 || j.AdmittedAt.Sub(at) < next) {
 			next = j.AdmittedAt.Sub(at)
+		}
+		if j.StartedAt != nil && j.StartedAt.After(at) && (res.nextRunning < 0 || j.StartedAt.Sub(at) < res.nextRunning) {
+			res.nextRunning = j.StartedAt.Sub(at)
 		}
 	}
 
@@ -204,12 +235,15 @@ func haDeletion(t testing.TB, jobs int) haResult {
 		res.byState[s] = len(js)
 	}
 	sort.Strings(summary)
-	b15 := "no job admitted after the deletion"
+	b15, started := "no job admitted after the deletion", "no job started after the deletion"
 	if next >= 0 {
 		b15 = next.Round(10 * time.Millisecond).String()
 	}
-	t.Logf("%d jobs: %s; %d runs of %s, %d jobs with a run that fetched its command; deletion to the next admitted job: %s; %s",
-		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, strings.Join(e.timings, ", "))
+	if res.nextRunning >= 0 {
+		started = res.nextRunning.Round(10 * time.Millisecond).String()
+	}
+	t.Logf("%d jobs: %s; %d runs of %s, %d jobs with a run that fetched its command; deletion to the next admitted job: %s, to the next running: %s; %s",
+		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, started, strings.Join(e.timings, ", "))
 	res.next = next
 	return res
 }
