@@ -37,11 +37,13 @@ Operators read the incidents its store shows at GET /v1/incidents (as slipway in
 			if c.ConfigRepo == "" || c.Listen == "" {
 				return usage(errors.New("--repo and --listen are required"))
 			}
-			dsn, err := db.resolve()
-			if err != nil {
+			var err error
+			if c.DB, c.DBFile, err = db.source(); err != nil {
 				return err
 			}
-			c.DB = dsn
+			if c.Mounts, err = secretMounts(); err != nil {
+				return err
+			}
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // crash tests only
 			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			c.Logger = slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -101,11 +101,14 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 			if c.Repo == "" || c.State == "" || c.Listen == "" {
 				return usage(errors.New("--repo, --state and --listen are required"))
 			}
-			tok, err := readToken(tokenFile)
-			if err != nil {
+			if tokenFile == "" {
+				return usage(errors.New("--token-file is required"))
+			}
+			var err error
+			c.TokenFile = tokenFile // read by serve, again until it exists (a Secret created after the pod)
+			if c.Mounts, err = secretMounts(); err != nil {
 				return err
 			}
-			c.Token = tok
 			if c.Verify.Policy, err = vf.load(); err != nil {
 				return err
 			}
@@ -123,8 +126,10 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 				cmd.Flags().Changed("leader-election-lease") || cmd.Flags().Changed("leader-election-lease-duration")) {
 				return usage(errors.New("--leader-elect and its --leader-election-* flags are for --backend kubernetes (the local backend is one host)"))
 			}
-			if c.DB, err = db.resolveOptional(); err != nil {
-				return err
+			if db.dsn != "" || db.file != "" || os.Getenv(envDB) != "" {
+				if c.DB, c.DBFile, err = db.source(); err != nil {
+					return err
+				}
 			}
 			if c.CheckpointRepository != "" && ckptKey == "" {
 				return usage(errors.New("--checkpoint-repository needs --checkpoint-key (the key signs what is pushed)"))
