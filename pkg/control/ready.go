@@ -35,7 +35,7 @@ func (p *Plane) Ready(ctx context.Context) controlapi.Readiness {
 	}
 	if es, ok := p.c.Config.(errSource); ok {
 		if err := es.Err(); err != nil {
-			out.Failing = append(out.Failing, controlapi.ReadyPart{Part: "config repository", Reason: p.tell("config repository", "cannot be read (serving the last good configuration)", err)})
+			out.Failing = append(out.Failing, controlapi.ReadyPart{Part: "config repository", Reason: p.tell("config repository", configWhat, err)})
 		} else {
 			p.ready.Clear("config repository")
 		}
@@ -43,6 +43,9 @@ func (p *Plane) Ready(ctx context.Context) controlapi.Readiness {
 	out.Ready = len(out.Failing) == 0
 	return out
 }
+
+// configWhat is what a failing config repository is, for readiness.
+const configWhat = "cannot be read (serving the last good configuration)"
 
 // tell logs err once per distinct error of part and returns the reason
 // an answer may carry.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/apierror"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
@@ -275,6 +276,9 @@ type Syncer struct {
 	// minute, not one per sync)
 	loggedErr string
 	loggedAt  time.Time
+	idMu      sync.Mutex // guards the two below, read by the API
+	loggedID  string     // the error id of the last error logged, which /readyz's answer names
+	idMsg     string     // that error's text
 	log       *lineLog
 	kick      chan struct{}
 }
@@ -331,19 +335,41 @@ func (s *Syncer) Sync(ctx context.Context) (*Desired, error) {
 	}
 	s.failed++
 	if now := s.now(); err.Error() != s.loggedErr || now.Sub(s.loggedAt) >= SyncRepeatLog {
+		if err.Error() != s.loggedErr {
+			s.idMu.Lock()
+			s.loggedID, s.idMsg = apierror.NewID(), err.Error()
+			s.idMu.Unlock()
+		}
 		s.loggedErr, s.loggedAt = err.Error(), now
+		s.idMu.Lock()
+		id := s.loggedID
+		s.idMu.Unlock()
 		again := ""
 		if s.failed > 1 {
 			again = fmt.Sprintf(" (%d syncs failed in a row)", s.failed)
 		}
 		if d == nil {
-			s.log.printf("config sync failed (branch %s)%s: %v; no revision loaded yet: claims are refused (503)", s.branch, again, err)
+			s.log.printf("config sync failed (branch %s)%s: error %s: %v; no revision loaded yet: claims are refused (503)", s.branch, again, id, err)
 		} else {
-			s.log.printf("config sync failed (branch %s)%s: %v; still serving revision %s, last confirmed current %s ago: claims are refused (503) once that is older than the maximum staleness",
-				s.branch, again, err, short(d.Revision), now.Sub(at).Round(time.Millisecond))
+			s.log.printf("config sync failed (branch %s)%s: error %s: %v; still serving revision %s, last confirmed current %s ago: claims are refused (503) once that is older than the maximum staleness",
+				s.branch, again, id, err, short(d.Revision), now.Sub(at).Round(time.Millisecond))
 		}
 	}
 	return d, err
+}
+
+// errID is the error id the log line of the last sync's error carries,
+// when msg is that error's text; "" when the syncer has not logged it.
+func (s *Syncer) errID(msg string) string {
+	if s == nil {
+		return ""
+	}
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	if s.loggedID == "" || s.idMsg != msg {
+		return ""
+	}
+	return s.loggedID
 }
 
 // SyncRepeatLog is how often a sync failure that stays the same is logged
