@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
@@ -51,7 +52,7 @@ const configWhat = "cannot be read (serving the last good configuration)"
 // an answer may carry.
 func (p *Plane) tell(part, what string, err error) string {
 	id := p.ready.Tell(part, err, func(id string) {
-		p.c.Logger.Error("not ready: "+part+" "+what, "error_id", id, "err", err)
+		p.c.Logger.Error("not ready: "+part+" "+what, "error_id", id, "err", startup.OneLine(err))
 	})
 	return part + " " + what + " (error id " + id + "; the control plane's log has the detail)"
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/internal/secretfile"
+	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/testharness/gittest"
 	"github.com/slipway-dev/slipway/testharness/need"
 	"github.com/slipway-dev/slipway/testharness/pgtest"
@@ -210,6 +211,14 @@ func TestServeWaitsForItsSecretFiles(t *testing.T) {
 	}
 	git.Seed(t, "config.git", "main", files)
 	dir := t.TempDir()
+	// the repository takes a token, from a file read before each fetch
+	gitFile := filepath.Join(dir, "git-token")
+	if err := os.WriteFile(gitFile, []byte("git-right-token-0123"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	git.RequireToken("git-right-token-0123")
+	t.Setenv(gitops.EnvToken, "")
+	t.Setenv(gitops.EnvTokenFile, gitFile)
 	dbDir, tokDir := filepath.Join(dir, "db"), filepath.Join(dir, "runtime-token")
 	for _, d := range []string{dbDir, tokDir} {
 		if err := os.Mkdir(d, 0o700); err != nil {
@@ -249,7 +258,10 @@ func TestServeWaitsForItsSecretFiles(t *testing.T) {
 				}
 				_ = json.NewDecoder(resp.Body).Decode(&rd)
 				resp.Body.Close()
-				if resp.StatusCode == 503 && len(rd.Failing) == 1 && rd.Failing[0].Part == part {
+				if part == "" && resp.StatusCode == 200 {
+					return
+				}
+				if part != "" && resp.StatusCode == 503 && len(rd.Failing) == 1 && rd.Failing[0].Part == part {
 					if r := rd.Failing[0].Reason; !strings.Contains(r, "error id e-") || strings.Contains(r, dir) || strings.Contains(r, "slipway-db") {
 						t.Fatalf("readyz while waiting for the %s: %q (want the part and an error id, no path)", part, r)
 					}
@@ -286,10 +298,24 @@ func TestServeWaitsForItsSecretFiles(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("not ready 60 s after the DSN was fixed:\n%s", log.String())
 	}
+	waitFor("")
+	// the repository refuses the token now in the file: not ready, one
+	// line naming the repository and the refusal, however many refreshes
+	// fail; ready again once the file holds the right one
+	if err := os.WriteFile(gitFile, []byte("git-wrong-token-4567"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("config repository")
+	time.Sleep(12 * time.Second) // two refreshes or more
+	if err := os.WriteFile(gitFile, []byte("git-right-token-0123"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("")
 	for _, c := range []struct{ prefix, want string }{
 		{"not ready: runtime token file", "file " + tokFile + " (Secret slipway-runtime-token, key token) does not exist"},
 		{"not ready: database DSN file", "file " + dsnFile + " (Secret slipway-db, key dsn) does not exist"},
 		{"not ready: database does not answer", "127.0.0.1:1"},
+		{"not ready: config repository", git.URL("config.git") + ": fetch main: authentication required"},
 	} {
 		ls := log.lines(c.prefix)
 		if len(ls) != 1 {
@@ -300,7 +326,16 @@ func TestServeWaitsForItsSecretFiles(t *testing.T) {
 			t.Errorf("log line %q: err %q, want %q in it", c.prefix, e, c.want)
 		}
 	}
-	for _, secret := range []string{"rt-secret-0123456789", "pw-never-shown"} {
+	refusals := 0
+	for line := range strings.SplitSeq(log.String(), "\n") {
+		if strings.Contains(line, "authentication required") {
+			refusals++
+		}
+	}
+	if refusals != 1 {
+		t.Errorf("lines naming the refusal: %d, want 1:\n%s", refusals, log.String())
+	}
+	for _, secret := range []string{"rt-secret-0123456789", "pw-never-shown", "git-right-token", "git-wrong-token"} {
 		if strings.Contains(log.String(), secret) {
 			t.Errorf("the log shows a secret value %q:\n%s", secret, log.String())
 		}
