@@ -176,17 +176,19 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 				return "", err
 			}
 			if strings.Contains(s, "\n") {
-				return "", fmt.Errorf("file %s: want one line, a DSN", c.DBFile)
+				return "", fmt.Errorf("%w: file %s: want one line, a DSN", ErrBadDSN, c.DBFile)
 			}
 			if err := CheckDSN(s); err != nil {
 				return "", fmt.Errorf("file %s: %w", c.DBFile, err)
 			}
 			return s, nil
 		}
-		if _, err := startup.Wait(ctx, gate, "database DSN file", "is missing", startup.DefaultBackoff, func(context.Context) (string, error) {
+		// A DSN that is not one is waited for too: its Secret can be
+		// fixed, and a process that exits on it would crash-loop.
+		if _, err := startup.Wait(ctx, gate, "database DSN file", "is missing or not a DSN", startup.DefaultBackoff, func(context.Context) (string, error) {
 			s, err := dsn()
-			if err != nil && !errors.Is(err, secretfile.ErrMissing) {
-				return "", startup.Permanent(err) // a DSN no retry fixes
+			if err != nil && !errors.Is(err, secretfile.ErrMissing) && !errors.Is(err, ErrBadDSN) {
+				return "", startup.Permanent(err) // a file that cannot be read
 			}
 			return s, err
 		}); err != nil {
@@ -199,8 +201,8 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 			return nil, err
 		}
 		st, err := Open(ctx, db)
-		if err != nil && (errors.Is(err, ErrBadDSN) || strings.HasPrefix(db, "sqlite:")) {
-			return nil, startup.Permanent(err) // a name no retry fixes, or a local file
+		if err != nil && ((errors.Is(err, ErrBadDSN) && c.DBFile == "") || strings.HasPrefix(db, "sqlite:")) {
+			return nil, startup.Permanent(err) // a name no retry fixes (but a fix of its file), or a local file
 		}
 		return st, err
 	})

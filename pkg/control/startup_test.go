@@ -281,6 +281,16 @@ func TestServeWaitsForItsSecretFiles(t *testing.T) {
 	}
 	waitFor("database DSN file")
 	time.Sleep(2 * time.Second)
+	// not a DSN it can use: waited for as well (its Secret can be fixed)
+	if err := os.WriteFile(dsnFile, []byte("mysql://slipway:pw-never-shown@db/x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(log.String(), "a postgres://"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line about the DSN that is not one:\n%s", log.String())
+		}
+	}
+	waitFor("database DSN file")
 	// a PostgreSQL that does not answer (nothing listens on port 1), with
 	// a password that must never show
 	if err := os.WriteFile(dsnFile, []byte("postgres://slipway:pw-never-shown@127.0.0.1:1/slipway\n"), 0o600); err != nil {
@@ -314,10 +324,16 @@ func TestServeWaitsForItsSecretFiles(t *testing.T) {
 	for _, c := range []struct{ prefix, want string }{
 		{"not ready: runtime token file", "file " + tokFile + " (Secret slipway-runtime-token, key token) does not exist"},
 		{"not ready: database DSN file", "file " + dsnFile + " (Secret slipway-db, key dsn) does not exist"},
+		{"not ready: database DSN file", "file " + dsnFile + ": control: bad database name \"mysql://…@db/x\": want sqlite:PATH or a postgres:// URL"},
 		{"not ready: database does not answer", "127.0.0.1:1"},
 		{"not ready: config repository", git.URL("config.git") + ": fetch main: authentication required"},
 	} {
-		ls := log.lines(c.prefix)
+		var ls []map[string]any
+		for _, l := range log.lines(c.prefix) {
+			if e, _ := l["err"].(string); strings.Contains(e, c.want) {
+				ls = append(ls, l)
+			}
+		}
 		if len(ls) != 1 {
 			t.Errorf("log lines %q: %d, want 1:\n%s", c.prefix, len(ls), log.String())
 			continue

@@ -263,8 +263,8 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	store, err := startup.Wait(ctx, gate, "database", "does not answer", startup.DefaultBackoff, func(ctx context.Context) (runs.Store, error) {
 		if c.DBFile != "" { // again: a DSN fixed in its Secret is taken at the next try
 			dsn, err := readDSN(c)
-			if err != nil && !errors.Is(err, secretfile.ErrMissing) {
-				return nil, startup.Permanent(err)
+			if err != nil && !errors.Is(err, secretfile.ErrMissing) && !errors.Is(err, runs.ErrInvalid) {
+				return nil, startup.Permanent(err) // a file that cannot be read
 			}
 			if err != nil {
 				return nil, err
@@ -272,8 +272,8 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 			c.DB = dsn
 		}
 		st, err := openRuns(ctx, c)
-		if err != nil && (c.DB == "" || errors.Is(err, runs.ErrInvalid)) {
-			return nil, startup.Permanent(err) // a local file, or a name no retry fixes
+		if err != nil && (c.DB == "" || (errors.Is(err, runs.ErrInvalid) && c.DBFile == "")) {
+			return nil, startup.Permanent(err) // a local file, or a name no retry fixes (but a fix of its file)
 		}
 		return st, err
 	})
@@ -378,10 +378,12 @@ func secretFiles(ctx context.Context, c Config, gate *startup.Gate) (Config, err
 		c.Token = tok
 	}
 	if c.DBFile != "" {
-		dsn, err := startup.Wait(ctx, gate, "database DSN file", "is missing", startup.DefaultBackoff, func(context.Context) (string, error) {
+		// A DSN that is not one is waited for too: its Secret can be
+		// fixed, and a process that exits on it would crash-loop.
+		dsn, err := startup.Wait(ctx, gate, "database DSN file", "is missing or not a DSN", startup.DefaultBackoff, func(context.Context) (string, error) {
 			dsn, err := readDSN(c)
-			if err != nil && !errors.Is(err, secretfile.ErrMissing) {
-				return "", startup.Permanent(err) // a DSN no retry fixes
+			if err != nil && !errors.Is(err, secretfile.ErrMissing) && !errors.Is(err, runs.ErrInvalid) {
+				return "", startup.Permanent(err) // a file that cannot be read
 			}
 			return dsn, err
 		})

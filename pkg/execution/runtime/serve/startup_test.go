@@ -219,6 +219,16 @@ func TestServeWaitsForItsSecretFiles(t *testing.T) {
 	}
 	waitFor("database DSN file")
 	time.Sleep(2 * time.Second)
+	// not a DSN it can use: waited for as well (its Secret can be fixed)
+	if err := os.WriteFile(dsnFile, []byte("mysql://slipway:pw-never-shown@db/runs\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(log.String(), "a postgres://"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line about the DSN that is not one:\n%s", log.String())
+		}
+	}
+	waitFor("database DSN file")
 	if err := os.WriteFile(dsnFile, []byte("postgres://slipway:pw-never-shown@127.0.0.1:1/runs?sslmode=disable\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +260,7 @@ func TestServeWaitsForItsSecretFiles(t *testing.T) {
 	for _, want := range []string{
 		"file " + tokFile + " (Secret slipway-runtime-token, key token) does not exist",
 		"file " + dsnFile + " (Secret slipway-db, key dsn) does not exist",
+		"file " + dsnFile + ": want one line, a postgres:// DSN",
 		"127.0.0.1:1",
 	} {
 		n := 0
