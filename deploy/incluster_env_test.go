@@ -140,14 +140,25 @@ const runtimeToken = "incluster-runtime-token-0123456789"
 // Deployments have replicas Ready pods.
 func (e *inCluster) installPlanes(t testing.TB, overlay string, replicas int64, settings map[string]string) {
 	t.Helper()
-	objs := install(t, overlay, e.images["slipway"], settings)
 	// The Secrets the install reads (docs/install-kubernetes.md): created
 	// by the operator, never in the manifests.
-	secrets := map[string]map[string]string{
+	e.applyPlanes(t, overlay, settings, map[string]map[string]string{
 		"slipway-db":            {"dsn": e.pg.DSNAlso("slipway")},
 		"slipway-runtime-token": {"token": runtimeToken},
 		"slipway-git":           {"token": ""},
+	})
+	for _, d := range []string{"slipway-control", "slipway-runtime"} {
+		waitReady(t, e.c, e.dyn, e.node, d, replicas)
 	}
+	e.mark("both planes Ready (" + overlay + ")")
+}
+
+// applyPlanes applies overlay (the release's image pinned, settings in
+// the settings ConfigMap) with secrets (name: key: value), as kubectl
+// apply orders them, and does not wait.
+func (e *inCluster) applyPlanes(t testing.TB, overlay string, settings map[string]string, secrets map[string]map[string]string) {
+	t.Helper()
+	objs := install(t, overlay, e.images["slipway"], settings)
 	var ordered []*unstructured.Unstructured
 	for _, o := range objs { // namespaces first, as kubectl apply orders them
 		if o.GetKind() == "Namespace" {
@@ -171,10 +182,6 @@ func (e *inCluster) installPlanes(t testing.TB, overlay string, replicas int64, 
 		}
 	}
 	apply(t, e.c.Config(), e.dyn, ordered)
-	for _, d := range []string{"slipway-control", "slipway-runtime"} {
-		waitReady(t, e.c, e.dyn, e.node, d, replicas)
-	}
-	e.mark("both planes Ready (" + overlay + ")")
 }
 
 // install is overlay as kustomize builds it once the base's images entry

@@ -95,17 +95,26 @@ an OCI artifact in DIR/` + serve.CheckpointDir + ` with an attestation signed by
 it restores. With --checkpoint-repository each checkpoint is also pushed there by digest, signed and
 attested with the key (cosign's .sig and .att tags), and a resume whose checkpoint DIR lacks pulls it
 from there, verified before anything is written. The runtime's checkpoint sweep deletes them there
-too once their pool's restore window closes, never a run's head (slipway gc --runtime).`,
+too once their pool's restore window closes, never a run's head (slipway gc --runtime).
+
+The files of its secrets (--token-file, --db-file) may come after it starts (a Secret created after
+the pod): it serves /healthz, stays not ready on /readyz and logs one line per distinct error naming
+the file, and the Secret and key it is mounted from when $SLIPWAY_SECRET_MOUNTS says
+(DIR=SECRET,...), until they are there; the DSN file is read again on each try to reach the
+database. The config repository's token may be a file, $SLIPWAY_GIT_TOKEN_FILE, read before each fetch.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Repo == "" || c.State == "" || c.Listen == "" {
 				return usage(errors.New("--repo, --state and --listen are required"))
 			}
-			tok, err := readToken(tokenFile)
-			if err != nil {
+			if tokenFile == "" {
+				return usage(errors.New("--token-file is required"))
+			}
+			var err error
+			c.TokenFile = tokenFile // read by serve, again until it exists (a Secret created after the pod)
+			if c.Mounts, err = secretMounts(); err != nil {
 				return err
 			}
-			c.Token = tok
 			if c.Verify.Policy, err = vf.load(); err != nil {
 				return err
 			}
@@ -123,8 +132,10 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 				cmd.Flags().Changed("leader-election-lease") || cmd.Flags().Changed("leader-election-lease-duration")) {
 				return usage(errors.New("--leader-elect and its --leader-election-* flags are for --backend kubernetes (the local backend is one host)"))
 			}
-			if c.DB, err = db.resolveOptional(); err != nil {
-				return err
+			if db.dsn != "" || db.file != "" || os.Getenv(envDB) != "" {
+				if c.DB, c.DBFile, err = db.source(); err != nil {
+					return err
+				}
 			}
 			if c.CheckpointRepository != "" && ckptKey == "" {
 				return usage(errors.New("--checkpoint-repository needs --checkpoint-key (the key signs what is pushed)"))
