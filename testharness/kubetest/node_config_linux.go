@@ -151,6 +151,10 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 serializeImagePulls: false
+# a pod's Secret and ConfigMap volumes are rewritten at its periodic sync:
+# every 10 s rather than every minute, so a test that creates or fixes a
+# Secret sees it in the pod within seconds, as a patient operator would
+syncFrequency: 10s
 registerNode: true
 clusterDomain: %[8]s
 %[9]sresolvConf: %[7]q
