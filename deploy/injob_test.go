@@ -102,6 +102,14 @@ func TestInClusterJob(t *testing.T) {
 func jobPlanes(t testing.TB, overlay string, replicas int64) (*inCluster, *controlapi.Client, *runtimeapi.Client, string) {
 	t.Helper()
 	e := startInCluster(t, true)
+	control, rt, gen := e.jobPlanes(t, overlay, replicas)
+	return e, control, rt, gen
+}
+
+// jobPlanes is jobPlanes on e as it stands: e's release, its images and
+// its deploy folder.
+func (e *inCluster) jobPlanes(t testing.TB, overlay string, replicas int64) (*controlapi.Client, *runtimeapi.Client, string) {
+	t.Helper()
 	repo, gen := seedJobConfig(t, e)
 	e.installPlanes(t, overlay, replicas, map[string]string{"repo": e.git.URLAlso("config.git"), "branch": "main", "pool": "agents"})
 	e.slipway(t, "apply", "--repo", repo, "--pool", "agents", "--kubeconfig", e.c.Kubeconfig(), "--wait", "--timeout", "3m")
@@ -115,7 +123,7 @@ func jobPlanes(t testing.TB, overlay string, replicas int64) (*inCluster, *contr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, control, rt, gen
+	return control, rt, gen
 }
 
 // checkServedBy holds m's served_by to the release: the control plane and
