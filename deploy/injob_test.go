@@ -111,7 +111,7 @@ func jobPlanes(t testing.TB, overlay string, replicas int64) (*inCluster, *contr
 func (e *inCluster) jobPlanes(t testing.TB, overlay string, replicas int64) (*controlapi.Client, *runtimeapi.Client, string) {
 	t.Helper()
 	repo, gen := seedJobConfig(t, e)
-	e.installPlanes(t, overlay, replicas, map[string]string{"repo": e.git.URLAlso("config.git"), "branch": "main", "pool": "agents"})
+	e.installPlanes(t, overlay, replicas, e.jobSettings())
 	e.slipway(t, "apply", "--repo", repo, "--pool", "agents", "--kubeconfig", e.c.Kubeconfig(), "--wait", "--timeout", "3m")
 	e.mark("pool agents warm")
 	token := strings.TrimSpace(e.slipway(t, "tenant", "token", "create", "acme", "--db", e.pg.DSN("slipway")))
@@ -124,6 +124,12 @@ func (e *inCluster) jobPlanes(t testing.TB, overlay string, replicas int64) (*co
 		t.Fatal(err)
 	}
 	return control, rt, gen
+}
+
+// jobSettings are the settings ConfigMap's data of jobPlanes' install:
+// config repository config.git's main branch, pool agents.
+func (e *inCluster) jobSettings() map[string]string {
+	return map[string]string{"repo": e.git.URLAlso("config.git"), "branch": "main", "pool": "agents"}
 }
 
 // checkServedBy holds m's served_by to the release: the control plane and

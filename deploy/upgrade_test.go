@@ -1,0 +1,445 @@
+//go:build linux
+
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/slipway-dev/slipway/pkg/api/controlapi"
+	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+)
+
+// Upgrading the installed planes with jobs in flight (issue 36, item 4):
+// the previous version (tools/previous-version's commit) installed as an
+// operator who installed it then would have (its own overlays/ha, its
+// snapshot release's images by digest, its CLI setting up the config
+// repository, pool agents and tenant acme as TestInClusterJob's are set
+// up; both releases signed by one test key, which the policy trusts);
+// jobs of a few seconds submitted to the control plane's Service
+// continuously; this tree's overlays/ha applied with this tree's images
+// while they run (as kubectl apply -k applies it), both Deployments'
+// rollouts awaited, and jobs submitted for a while after. No accepted job
+// is lost (each ends terminal, or visibly unknown with an owner and a
+// deadline) and none runs twice (the run store holds at most one run per
+// job whose runner fetched its command); every job that ended before the
+// upgrade began, and every one submitted after both rollouts completed,
+// succeeded, and its run manifest names the planes that served it: the
+// previous release's binaries before, this release's image and binaries
+// after. It logs how many jobs ended which way in each phase and how long
+// the rollout took.
+func TestInClusterUpgrade(t *testing.T) {
+	e := startInCluster(t, true)
+	ctx := context.Background()
+	next := upgradeRelease{dir: e.rel, images: e.images}
+	prevDir, how, commit := previousRelease(t)
+	prev := upgradeRelease{dir: prevDir, images: publishSigned(t, prevDir, e.host+"/slipway-dev", e.signer)}
+	e.mark("previous release (" + commit[:12] + ") " + how + ", pushed")
+	if prev.images["slipway"] == next.images["slipway"] {
+		t.Fatalf("the previous release's slipway image is this tree's (%s): nothing to upgrade", next.images["slipway"])
+	}
+
+	// The operator's install of the previous version.
+	e.deploy, e.rel, e.images = previousDeploy(t, commit), prev.dir, prev.images
+	control, rt, gen := e.jobPlanes(t, "ha", 2)
+	checkPlanesRun(t, e, prev.images["slipway"])
+
+	sub := startSubmitting(ctx, control, time.Second)
+	defer sub.stop()
+	// Some jobs run wholly on the previous version first.
+	deadline := time.Now().Add(3 * time.Minute)
+	for sub.succeeded(ctx, control) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than 3 jobs succeeded on the previous version after 3m (%s)\n%s", sub.summary(),
+				podsState(t, e.c, "slipway-runtime"))
+		}
+		time.Sleep(time.Second)
+	}
+
+	// The upgrade: this tree's overlays/ha, this tree's images.
+	e.deploy, e.rel, e.images = ".", next.dir, next.images
+	applyAt := time.Now()
+	e.applyPlanes(t, "ha", e.jobSettings())
+	for _, d := range []string{"slipway-control", "slipway-runtime"} {
+		waitRolledOut(t, e, d, 2)
+	}
+	rolledAt := time.Now()
+	checkPlanesRun(t, e, next.images["slipway"])
+	e.mark(fmt.Sprintf("both planes rolled out in %s", rolledAt.Sub(applyAt).Round(100*time.Millisecond)))
+	time.Sleep(20 * time.Second)
+	sub.stop()
+	accepted, refused := sub.results()
+	if len(refused) > 0 {
+		t.Logf("%d submissions never accepted (asked again with the same key for 30 s): %v", len(refused), refused)
+	}
+
+	final := awaitEnds(t, ctx, control, accepted, 4*time.Minute)
+	// Runs per job, from the run store through the runtime's Service.
+	runIDs, err := rt.Query(ctx, runmanifest.Query{Generation: gen})
+	if err != nil {
+		t.Fatalf("GET /v1/runs?generation=%s from Service slipway-runtime: %v", gen, err)
+	}
+	ran := map[string][]string{}
+	manifests := map[string]*runmanifest.Manifest{}
+	for _, r := range runIDs {
+		m, err := rt.Run(ctx, r)
+		if err != nil {
+			t.Fatalf("run %s: %v", r, err)
+		}
+		manifests[r] = m
+		if !m.Lifecycle.PayloadFetched.IsZero() {
+			ran[m.SessionID] = append(ran[m.SessionID], r)
+		}
+	}
+	phases := map[string]map[string]int{}
+	lost, twice := 0, 0
+	for _, s := range accepted {
+		j := final[s.id]
+		if j == nil {
+			lost++
+			last, err := control.Get(ctx, s.id)
+			t.Errorf("job %s (%s): neither terminal nor unknown with an owner after 4m: %+v (%v)", s.id, s.key, last, err)
+			continue
+		}
+		if len(ran[s.id]) > 1 {
+			twice++
+			t.Errorf("job %s ran in %d runs: %v", s.id, len(ran[s.id]), ran[s.id])
+		}
+		phase := "during"
+		switch {
+		case j.EndedAt != nil && j.EndedAt.Before(applyAt):
+			phase = "before"
+		case s.at.After(rolledAt):
+			phase = "after"
+		}
+		if phases[phase] == nil {
+			phases[phase] = map[string]int{}
+		}
+		phases[phase][string(j.State)]++
+		m := manifests[j.RunID]
+		switch phase {
+		case "before", "after":
+			rel, which := prev, "previous"
+			if phase == "after" {
+				rel, which = next, "this"
+			}
+			if j.State != controlapi.Succeeded || m == nil {
+				t.Errorf("job %s, %s the upgrade: %s (%s: %s), run %q (manifest found: %v)", j.ID, map[string]string{"before": "ended before", "after": "submitted after"}[phase],
+					j.State, j.Reason, j.Detail, j.RunID, m != nil)
+				continue
+			}
+			checkPlanesOf(t, j.ID+" ("+phase+")", which, rel, prev, m, phase == "after")
+		default:
+			if m != nil {
+				t.Logf("job %s (during): %s, control plane %s, runtime %s", j.ID, j.State, servedBy(t, m.ServedBy.ControlPlane, prev, next), servedBy(t, m.ServedBy.Runtime, prev, next))
+			} else {
+				t.Logf("job %s (during): %s (%s: %s), no run", j.ID, j.State, j.Reason, j.Detail)
+			}
+		}
+	}
+	if phases["before"] == nil || phases["after"] == nil {
+		t.Errorf("jobs by phase %v: want some that ended before the upgrade and some submitted after it", phases)
+	}
+	t.Logf("upgrade %s -> %s: rollout of both planes %s; %d jobs accepted, %d refused, %d lost, %d run twice; by phase %v; %d runs of %s; %s",
+		prev.version(t), next.version(t), rolledAt.Sub(applyAt).Round(100*time.Millisecond), len(accepted), len(refused), lost, twice,
+		phases, len(runIDs), gen, strings.Join(e.timings, ", "))
+}
+
+// upgradeRelease is one of the two releases: its folder and its images by
+// digest as pushed.
+type upgradeRelease struct {
+	dir    string
+	images map[string]string
+}
+
+// version is what the release's CLI says it is.
+func (r upgradeRelease) version(t testing.TB) string {
+	out, err := exec.Command(filepath.Join(r.dir, "slipway-linux-"+goruntime.GOARCH), "version").Output()
+	if err != nil {
+		t.Fatalf("slipway version of %s: %v", r.dir, err)
+	}
+	return strings.Fields(string(out) + " ?")[0]
+}
+
+// previousDeploy is the deploy folder (base and overlays) of commit, as
+// git archive writes it.
+func previousDeploy(t testing.TB, commit string) string {
+	t.Helper()
+	dir := t.TempDir()
+	tar := filepath.Join(dir, "deploy.tar")
+	for _, c := range []*exec.Cmd{
+		exec.Command("git", "-C", "..", "archive", "--output", tar, commit, "deploy/base", "deploy/overlays"),
+		exec.Command("tar", "-xf", tar, "-C", dir),
+	} {
+		if b, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(c.Args, " "), err, b)
+		}
+	}
+	return filepath.Join(dir, "deploy")
+}
+
+// waitRolledOut waits (at most 4 minutes) until Deployment name's rollout
+// is complete as kubectl rollout status tells it: the controller saw the
+// latest spec, and replicas pods are updated, available, and the only
+// ones.
+func waitRolledOut(t testing.TB, e *inCluster, name string, replicas int64) {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	var last string
+	for {
+		d, err := e.dyn.Resource(deploymentsGVR).Namespace("slipway-system").Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			st := func(f string) int64 { v, _, _ := unstructured.NestedInt64(d.Object, "status", f); return v }
+			last = fmt.Sprintf("generation %d observed %d, replicas %d updated %d available %d", d.GetGeneration(),
+				st("observedGeneration"), st("replicas"), st("updatedReplicas"), st("availableReplicas"))
+			if st("observedGeneration") >= d.GetGeneration() && st("updatedReplicas") == replicas &&
+				st("replicas") == replicas && st("availableReplicas") == replicas {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Deployment %s has not rolled out after 4m (%s; %v):\n%s", name, last, err, podsState(t, e.c, name))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkPlanesRun checks, from the pods the cluster runs, that both planes'
+// pods that are not going away run image and are Ready.
+func checkPlanesRun(t testing.TB, e *inCluster, image string) {
+	t.Helper()
+	for _, app := range []string{"slipway-control", "slipway-runtime"} {
+		pods, err := e.cs.CoreV1().Pods("slipway-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			n++
+			for _, c := range p.Spec.Containers {
+				if c.Image != image {
+					t.Errorf("pod %s's container %s runs %s, want %s", p.Name, c.Name, c.Image, image)
+				}
+			}
+		}
+		if n != 2 {
+			t.Errorf("%s has %d pods not going away, want 2", app, n)
+		}
+	}
+}
+
+// checkPlanesOf holds run manifest m's served_by to release rel: the
+// control plane and the runtime measured rel's slipway binary and, when
+// named, name its image by digest (withImage: they must: this tree's
+// install sets $SLIPWAY_IMAGE; the previous version's may not); the
+// runner's image is runner's slipway-runner (the generation's pin) and the
+// runner binary the runtime measured in the sandbox is runner's.
+func checkPlanesOf(t testing.TB, job, which string, rel, runner upgradeRelease, m *runmanifest.Manifest, withImage bool) {
+	t.Helper()
+	if got, w := m.RunnerImageDigest, digestPart(runner.images["slipway-runner"]); got != w {
+		t.Errorf("job %s, run %s: runner_image_digest = %q, the generation pins %s", job, m.RunID, got, runner.images["slipway-runner"])
+	}
+	runnerBin := "sha256:" + releaseSums(t, runner.dir)["slipway-runner-linux-"+goruntime.GOARCH]
+	if r := m.ServedBy.Runner; r == nil || r.BinarySHA256 != runnerBin {
+		t.Errorf("job %s, run %s: served_by.runner = %+v, the pinned runner's binary is %s", job, m.RunID, r, runnerBin)
+	}
+	sums := releaseSums(t, rel.dir)
+	slipwayBin := "sha256:" + sums["slipway-linux-"+goruntime.GOARCH]
+	want := digestPart(rel.images["slipway"])
+	for _, p := range []struct {
+		what string
+		got  *runmanifest.Process
+	}{{"control_plane", m.ServedBy.ControlPlane}, {"runtime", m.ServedBy.Runtime}} {
+		switch {
+		case p.got == nil:
+			t.Errorf("job %s, run %s: served_by.%s: none", job, m.RunID, p.what)
+		case p.got.BinarySHA256 != slipwayBin:
+			t.Errorf("job %s, run %s: served_by.%s.binary_sha256 = %q, %s release's slipway is %s", job, m.RunID, p.what, p.got.BinarySHA256, which, slipwayBin)
+		case p.got.Image == "" && withImage, p.got.Image != "" && digestPart(p.got.Image) != want:
+			t.Errorf("job %s, run %s: served_by.%s.image = %q, %s release pushed slipway as %s", job, m.RunID, p.what, p.got.Image, which, rel.images["slipway"])
+		}
+	}
+}
+
+// servedBy says which release p is (by its binary), for the log.
+func servedBy(t testing.TB, p *runmanifest.Process, prev, next upgradeRelease) string {
+	if p == nil {
+		return "none"
+	}
+	for _, r := range []struct {
+		name string
+		rel  upgradeRelease
+	}{{"previous", prev}, {"this", next}} {
+		if p.BinarySHA256 == "sha256:"+releaseSums(t, r.rel.dir)["slipway-linux-"+goruntime.GOARCH] {
+			return r.name + " release's"
+		}
+	}
+	return "an unknown binary " + p.BinarySHA256
+}
+
+// submission is one job submitted: its idempotency key, and once accepted
+// its id and when it was.
+type submission struct {
+	key string
+	id  string
+	at  time.Time
+	err error
+}
+
+// submitter submits a job every period until stopped: each job echoes,
+// sleeps 3 s and echoes again. A submission that fails is asked again with
+// the same idempotency key (a request the server took but whose answer was
+// lost is then answered with the job it made) for up to 30 s.
+type submitter struct {
+	mu   sync.Mutex
+	subs []*submission
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func startSubmitting(ctx context.Context, c *controlapi.Client, period time.Duration) *submitter {
+	s := &submitter{quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			sub := &submission{key: fmt.Sprintf("upgrade-%d", i)}
+			s.mu.Lock()
+			s.subs = append(s.subs, sub)
+			s.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				spec := controlapi.Spec{Pool: "agents", Profile: "standard", IdempotencyKey: sub.key,
+					Commands: [][]string{{"sh", "-c", fmt.Sprintf("echo job %d from $(hostname); sleep 3; echo job %d done", i, i)}}}
+				until := time.Now().Add(30 * time.Second)
+				for {
+					rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					j, _, err := c.Submit(rctx, spec)
+					cancel()
+					s.mu.Lock()
+					if err == nil {
+						sub.id, sub.at, sub.err = j.ID, time.Now(), nil
+					} else {
+						sub.err = err
+					}
+					s.mu.Unlock()
+					if err == nil || time.Now().After(until) {
+						return
+					}
+					time.Sleep(time.Second)
+				}
+			}()
+			select {
+			case <-s.quit:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the submissions and waits for those under way.
+func (s *submitter) stop() {
+	s.once.Do(func() { close(s.quit) })
+	<-s.done
+}
+
+// succeeded is how many accepted jobs have succeeded so far.
+func (s *submitter) succeeded(ctx context.Context, c *controlapi.Client) int {
+	n := 0
+	for _, sub := range s.snapshot() {
+		if sub.id == "" {
+			continue
+		}
+		if j, err := c.Get(ctx, sub.id); err == nil && j.State == controlapi.Succeeded {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *submitter) snapshot() []submission {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]submission, len(s.subs))
+	for i, sub := range s.subs {
+		out[i] = *sub
+	}
+	return out
+}
+
+// results are the accepted submissions and the keys of the others with
+// their last error.
+func (s *submitter) results() ([]submission, []string) {
+	var acc []submission
+	var ref []string
+	for _, sub := range s.snapshot() {
+		if sub.id != "" {
+			acc = append(acc, sub)
+		} else {
+			ref = append(ref, fmt.Sprintf("%s: %v", sub.key, sub.err))
+		}
+	}
+	return acc, ref
+}
+
+func (s *submitter) summary() string {
+	acc, ref := s.results()
+	return fmt.Sprintf("%d accepted, %d not", len(acc), len(ref))
+}
+
+// awaitEnds follows the accepted jobs until each is terminal or unknown
+// with an owner and a deadline (an unknown one then past its owner's
+// deadline, afterOwnerDeadline), for at most wait; a job missing from the
+// answer never ended that way.
+func awaitEnds(t testing.TB, ctx context.Context, c *controlapi.Client, subs []submission, wait time.Duration) map[string]*controlapi.Job {
+	t.Helper()
+	final := map[string]*controlapi.Job{}
+	deadline := time.Now().Add(wait)
+	for len(final) < len(subs) && time.Now().Before(deadline) {
+		for _, s := range subs {
+			if final[s.id] != nil {
+				continue
+			}
+			j, err := c.Get(ctx, s.id)
+			if err != nil {
+				continue
+			}
+			if j.State.Terminal() || (j.State == controlapi.Unknown && j.Owner != "" && j.OwnerDeadline != nil) {
+				final[s.id] = j
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	var unknown []string
+	for id, j := range final {
+		if j.State == controlapi.Unknown {
+			unknown = append(unknown, id)
+		}
+	}
+	sort.Strings(unknown)
+	for _, id := range unknown {
+		final[id] = afterOwnerDeadline(t, ctx, c, final[id])
+	}
+	return final
+}
