@@ -5,6 +5,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/testharness/gittest"
 )
 
 // Upgrading the installed planes with jobs in flight (issue 36, item 4):
@@ -54,6 +56,10 @@ func TestInClusterUpgrade(t *testing.T) {
 	e.deploy, e.rel, e.images = previousDeploy(t, commit), prev.dir, prev.images
 	control, rt, gen := e.jobPlanes(t, "ha", 2)
 	checkPlanesRun(t, e, prev.images["slipway"])
+	// The proofs this node can run, for the pool's rollout to the new
+	// generation later: all but network (its CNI bridge enforces no
+	// NetworkPolicy), as make demo-kube's.
+	e.slipway(t, "pool", "set", "--repo", e.git.Dir("config.git"), "--pool", "agents", "proofs="+strings.Join(nodeProofs, ","))
 
 	sub := startSubmitting(ctx, control, time.Second)
 	defer sub.stop()
@@ -77,6 +83,14 @@ func TestInClusterUpgrade(t *testing.T) {
 	rolledAt := time.Now()
 	checkPlanesRun(t, e, next.images["slipway"])
 	e.mark(fmt.Sprintf("both planes rolled out in %s", rolledAt.Sub(applyAt).Round(100*time.Millisecond)))
+	// This tree's planes with the previous runner (the pool's generation)
+	// for a while, then the pool rolled to a generation that pins this
+	// release's control plane and runner, and jobs for a while after.
+	time.Sleep(15 * time.Second)
+	poolAt := time.Now()
+	gen2 := e.rollPool(t, gen, next)
+	poolDone := time.Now()
+	e.mark(fmt.Sprintf("pool rolled to %s in %s", gen2, poolDone.Sub(poolAt).Round(100*time.Millisecond)))
 	time.Sleep(20 * time.Second)
 	sub.stop()
 	accepted, refused := sub.results()
@@ -86,10 +100,15 @@ func TestInClusterUpgrade(t *testing.T) {
 
 	final := awaitEnds(t, ctx, control, accepted, 4*time.Minute)
 	// Runs per job, from the run store through the runtime's Service.
-	runIDs, err := rt.Query(ctx, runmanifest.Query{Generation: gen})
-	if err != nil {
-		t.Fatalf("GET /v1/runs?generation=%s from Service slipway-runtime: %v", gen, err)
+	var runIDs []string
+	for _, g := range []string{gen, gen2} {
+		ids, err := rt.Query(ctx, runmanifest.Query{Generation: g})
+		if err != nil {
+			t.Fatalf("GET /v1/runs?generation=%s from Service slipway-runtime: %v", g, err)
+		}
+		runIDs = append(runIDs, ids...)
 	}
+	runnerOf := map[string]upgradeRelease{gen: prev, gen2: next}
 	ran := map[string][]string{}
 	manifests := map[string]*runmanifest.Manifest{}
 	for _, r := range runIDs {
@@ -116,11 +135,16 @@ func TestInClusterUpgrade(t *testing.T) {
 			twice++
 			t.Errorf("job %s ran in %d runs: %v", s.id, len(ran[s.id]), ran[s.id])
 		}
+		// before: ended before the planes' upgrade began; planes: submitted
+		// once both planes had rolled out, before the pool's rollout; after:
+		// submitted once the pool's rollout had succeeded; during: the rest.
 		phase := "during"
 		switch {
 		case j.EndedAt != nil && j.EndedAt.Before(applyAt):
 			phase = "before"
-		case s.at.After(rolledAt):
+		case s.at.After(rolledAt) && s.at.Before(poolAt):
+			phase = "planes"
+		case s.at.After(poolDone):
 			phase = "after"
 		}
 		if phases[phase] == nil {
@@ -128,32 +152,51 @@ func TestInClusterUpgrade(t *testing.T) {
 		}
 		phases[phase][string(j.State)]++
 		m := manifests[j.RunID]
-		switch phase {
-		case "before", "after":
-			rel, which := prev, "previous"
-			if phase == "after" {
-				rel, which = next, "this"
-			}
-			if j.State != controlapi.Succeeded || m == nil {
-				t.Errorf("job %s, %s the upgrade: %s (%s: %s), run %q (manifest found: %v)", j.ID, map[string]string{"before": "ended before", "after": "submitted after"}[phase],
-					j.State, j.Reason, j.Detail, j.RunID, m != nil)
-				continue
-			}
-			checkPlanesOf(t, j.ID+" ("+phase+")", which, rel, prev, m, phase == "after")
-		default:
+		if phase == "during" {
 			if m != nil {
-				t.Logf("job %s (during): %s, control plane %s, runtime %s", j.ID, j.State, servedBy(t, m.ServedBy.ControlPlane, prev, next), servedBy(t, m.ServedBy.Runtime, prev, next))
+				t.Logf("job %s (during): %s, control plane %s, runtime %s, generation %s", j.ID, j.State,
+					servedBy(t, m.ServedBy.ControlPlane, prev, next), servedBy(t, m.ServedBy.Runtime, prev, next), m.Generation)
 			} else {
 				t.Logf("job %s (during): %s (%s: %s), no run", j.ID, j.State, j.Reason, j.Detail)
 			}
 		}
+		if phase != "during" && (j.State != controlapi.Succeeded || m == nil) {
+			t.Errorf("job %s (%s the upgrade): %s (%s: %s), run %q (manifest found: %v)", j.ID, phase, j.State, j.Reason, j.Detail, j.RunID, m != nil)
+			continue
+		}
+		if j.State != controlapi.Succeeded || m == nil {
+			continue
+		}
+		// Every job that succeeded ran the runner its generation pins.
+		runner, ok := runnerOf[m.Generation]
+		if !ok {
+			t.Errorf("job %s ran on generation %q, neither %s nor %s", j.ID, m.Generation, gen, gen2)
+			continue
+		}
+		checkRunner(t, j.ID, runner, m)
+		switch phase {
+		case "before":
+			checkPlanesOf(t, j.ID+" (before)", "the previous", prev, m, false)
+		case "planes":
+			checkPlanesOf(t, j.ID+" (planes)", "this", next, m, true)
+		case "after":
+			checkPlanesOf(t, j.ID+" (after)", "this", next, m, true)
+			if m.Generation != gen2 {
+				t.Errorf("job %s, submitted after the pool's rollout to %s succeeded, ran on %s", j.ID, gen2, m.Generation)
+			}
+			if mm := m.Mismatches(); len(mm) > 0 {
+				t.Errorf("job %s (after): served_by differs from %s's pins: %v", j.ID, gen2, mm)
+			}
+		}
 	}
-	if phases["before"] == nil || phases["after"] == nil {
-		t.Errorf("jobs by phase %v: want some that ended before the upgrade and some submitted after it", phases)
+	for _, p := range []string{"before", "planes", "after"} {
+		if phases[p] == nil {
+			t.Errorf("jobs by phase %v: none %s", phases, p)
+		}
 	}
-	t.Logf("upgrade %s -> %s: rollout of both planes %s; %d jobs accepted, %d refused, %d lost, %d run twice; by phase %v; %d runs of %s; %s",
-		prev.version(t), next.version(t), rolledAt.Sub(applyAt).Round(100*time.Millisecond), len(accepted), len(refused), lost, twice,
-		phases, len(runIDs), gen, strings.Join(e.timings, ", "))
+	t.Logf("upgrade %s -> %s: rollout of both planes %s, pool %s -> %s %s; %d jobs accepted, %d refused, %d lost, %d run twice; by phase %v; %d runs; %s",
+		prev.version(t), next.version(t), rolledAt.Sub(applyAt).Round(100*time.Millisecond), gen, gen2, poolDone.Sub(poolAt).Round(100*time.Millisecond),
+		len(accepted), len(refused), lost, twice, phases, len(runIDs), strings.Join(e.timings, ", "))
 }
 
 // upgradeRelease is one of the two releases: its folder and its images by
@@ -169,7 +212,10 @@ func (r upgradeRelease) version(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("slipway version of %s: %v", r.dir, err)
 	}
-	return strings.Fields(string(out) + " ?")[0]
+	if f := strings.Fields(string(out)); len(f) > 1 {
+		return f[1]
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // previousDeploy is the deploy folder (base and overlays) of commit, as
@@ -245,18 +291,9 @@ func checkPlanesRun(t testing.TB, e *inCluster, image string) {
 // checkPlanesOf holds run manifest m's served_by to release rel: the
 // control plane and the runtime measured rel's slipway binary and, when
 // named, name its image by digest (withImage: they must: this tree's
-// install sets $SLIPWAY_IMAGE; the previous version's may not); the
-// runner's image is runner's slipway-runner (the generation's pin) and the
-// runner binary the runtime measured in the sandbox is runner's.
-func checkPlanesOf(t testing.TB, job, which string, rel, runner upgradeRelease, m *runmanifest.Manifest, withImage bool) {
+// install sets $SLIPWAY_IMAGE; the previous version's may not).
+func checkPlanesOf(t testing.TB, job, which string, rel upgradeRelease, m *runmanifest.Manifest, withImage bool) {
 	t.Helper()
-	if got, w := m.RunnerImageDigest, digestPart(runner.images["slipway-runner"]); got != w {
-		t.Errorf("job %s, run %s: runner_image_digest = %q, the generation pins %s", job, m.RunID, got, runner.images["slipway-runner"])
-	}
-	runnerBin := "sha256:" + releaseSums(t, runner.dir)["slipway-runner-linux-"+goruntime.GOARCH]
-	if r := m.ServedBy.Runner; r == nil || r.BinarySHA256 != runnerBin {
-		t.Errorf("job %s, run %s: served_by.runner = %+v, the pinned runner's binary is %s", job, m.RunID, r, runnerBin)
-	}
 	sums := releaseSums(t, rel.dir)
 	slipwayBin := "sha256:" + sums["slipway-linux-"+goruntime.GOARCH]
 	want := digestPart(rel.images["slipway"])
@@ -273,6 +310,59 @@ func checkPlanesOf(t testing.TB, job, which string, rel, runner upgradeRelease, 
 			t.Errorf("job %s, run %s: served_by.%s.image = %q, %s release pushed slipway as %s", job, m.RunID, p.what, p.got.Image, which, rel.images["slipway"])
 		}
 	}
+}
+
+// checkRunner holds run manifest m's runner to release runner's: the
+// runner's image is its slipway-runner (the generation's pin) and the
+// runner binary the runtime measured in the sandbox is its.
+func checkRunner(t testing.TB, job string, runner upgradeRelease, m *runmanifest.Manifest) {
+	t.Helper()
+	if got, w := m.RunnerImageDigest, digestPart(runner.images["slipway-runner"]); got != w {
+		t.Errorf("job %s, run %s on %s: runner_image_digest = %q, the generation pins %s", job, m.RunID, m.Generation, got, runner.images["slipway-runner"])
+	}
+	runnerBin := "sha256:" + releaseSums(t, runner.dir)["slipway-runner-linux-"+goruntime.GOARCH]
+	if r := m.ServedBy.Runner; r == nil || r.BinarySHA256 != runnerBin {
+		t.Errorf("job %s, run %s on %s: served_by.runner = %+v, the pinned runner's binary is %s", job, m.RunID, m.Generation, r, runnerBin)
+	}
+}
+
+// nodeProofs are the proofs a rollout on the test node runs: all but
+// network.
+var nodeProofs = []string{"allocate", "identity", "template-tests", "workspace-writable", "cleanup"}
+
+// rollPool rolls pool agents from generation from to one that pins rel's
+// slipway image as control plane and its slipway-runner (the template and
+// protocols kept), as an operator does once the planes run rel, with
+// rel's CLI: generation create --from, promote, rollout start --kubeconfig
+// --prover (the runtime's Service) --wait. It returns the new
+// generation's id.
+func (e *inCluster) rollPool(t testing.TB, from string, rel upgradeRelease) string {
+	t.Helper()
+	repo := e.git.Dir("config.git")
+	work := t.TempDir()
+	files := map[string]string{
+		"g1.yaml":     "pools/agents/generations/" + from + ".yaml",
+		"policy.yaml": "policies/verification.yaml",
+		"token":       "",
+	}
+	for name, path := range files {
+		body := runtimeToken
+		if path != "" {
+			body = gittest.Git(t, repo, "show", "main:"+path)
+		}
+		if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g2 := filepath.Join(work, "g2.yaml")
+	id := strings.TrimSpace(e.slipway(t, "generation", "create", "--pool", "agents", "--policy", filepath.Join(work, "policy.yaml"),
+		"--from", filepath.Join(work, "g1.yaml"), "--out-file", g2,
+		"--pin", "controlPlane="+rel.images["slipway"], "--pin", "runner="+rel.images["slipway-runner"]))
+	e.slipway(t, "promote", "--repo", repo, "--pool", "agents", "--generation", g2)
+	e.slipway(t, "rollout", "start", "--repo", repo, "--pool", "agents", "--to", id, "--wait", "--unsigned-evidence",
+		"--kubeconfig", e.c.Kubeconfig(), "--namespace", "slipway-sandboxes",
+		"--prover", e.serviceURL(t, "slipway-runtime"), "--token-file", filepath.Join(work, "token"))
+	return id
 }
 
 // servedBy says which release p is (by its binary), for the log.
