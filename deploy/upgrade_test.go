@@ -28,19 +28,22 @@ import (
 // operator who installed it then would have (its own overlays/ha, its
 // snapshot release's images by digest, its CLI setting up the config
 // repository, pool agents and tenant acme as TestInClusterJob's are set
-// up; both releases signed by one test key, which the policy trusts);
-// jobs of a few seconds submitted to the control plane's Service
-// continuously; this tree's overlays/ha applied with this tree's images
-// while they run (as kubectl apply -k applies it), both Deployments'
-// rollouts awaited, and jobs submitted for a while after. No accepted job
-// is lost (each ends terminal, or visibly unknown with an owner and a
-// deadline) and none runs twice (the run store holds at most one run per
-// job whose runner fetched its command); every job that ended before the
-// upgrade began, and every one submitted after both rollouts completed,
-// succeeded, and its run manifest names the planes that served it: the
-// previous release's binaries before, this release's image and binaries
-// after. It logs how many jobs ended which way in each phase and how long
-// the rollout took.
+// up; both releases signed by one test key, which the policy trusts); a
+// job of 3 seconds submitted to the control plane's Service every 2
+// seconds throughout; this tree's overlays/ha applied with this tree's
+// images (as kubectl apply -k applies it) and both Deployments' rollouts
+// awaited; then pool agents rolled (rollout start --kubeconfig --prover,
+// this release's CLI) to a generation pinning this release's control
+// plane and runner. No accepted job is lost (each ends terminal, or
+// visibly unknown with an owner and a deadline) and none runs twice (the
+// run store holds at most one run per job whose runner fetched its
+// command). Every job that ended before the upgrade began, every one
+// submitted between the planes' rollout and the pool's, and every one
+// submitted after the pool's succeeded, and its run manifest names the
+// planes that served it (the previous release's binaries before, this
+// release's image and binaries between and after); every job that
+// succeeded ran the runner its generation pins. It logs how many jobs
+// ended which way in each phase and how long each rollout took.
 func TestInClusterUpgrade(t *testing.T) {
 	e := startInCluster(t, true)
 	ctx := context.Background()
@@ -61,7 +64,7 @@ func TestInClusterUpgrade(t *testing.T) {
 	// NetworkPolicy), as make demo-kube's.
 	e.slipway(t, "pool", "set", "--repo", e.git.Dir("config.git"), "--pool", "agents", "proofs="+strings.Join(nodeProofs, ","))
 
-	sub := startSubmitting(ctx, control, time.Second)
+	sub := startSubmitting(ctx, control, 2*time.Second)
 	defer sub.stop()
 	// Some jobs run wholly on the previous version first.
 	deadline := time.Now().Add(3 * time.Minute)
