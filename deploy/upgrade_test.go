@@ -160,7 +160,8 @@ func TestInClusterUpgrade(t *testing.T) {
 				t.Logf("job %s (during): %s, control plane %s, runtime %s, generation %s", j.ID, j.State,
 					servedBy(t, m.ServedBy.ControlPlane, prev, next), servedBy(t, m.ServedBy.Runtime, prev, next), m.Generation)
 			} else {
-				t.Logf("job %s (during): %s (%s: %s), no run", j.ID, j.State, j.Reason, j.Detail)
+				t.Logf("job %s (during): %s (%s: %s), no run; attempt %d, accepted %s, admitted %s, ended %s (times from the planes' upgrade)",
+					j.ID, j.State, j.Reason, j.Detail, j.Attempt, s.at.Sub(applyAt).Round(100*time.Millisecond), since(j.AdmittedAt, applyAt), since(j.EndedAt, applyAt))
 			}
 		}
 		if phase != "during" && (j.State != controlapi.Succeeded || m == nil) {
@@ -200,6 +201,14 @@ func TestInClusterUpgrade(t *testing.T) {
 	t.Logf("upgrade %s -> %s: rollout of both planes %s, pool %s -> %s %s; %d jobs accepted, %d refused, %d lost, %d run twice; by phase %v; %d runs; %s",
 		prev.version(t), next.version(t), rolledAt.Sub(applyAt).Round(100*time.Millisecond), gen, gen2, poolDone.Sub(poolAt).Round(100*time.Millisecond),
 		len(accepted), len(refused), lost, twice, phases, len(runIDs), strings.Join(e.timings, ", "))
+}
+
+// since is how long after at t was, or "never".
+func since(t *time.Time, at time.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return t.Sub(at).Round(100 * time.Millisecond).String()
 }
 
 // upgradeRelease is one of the two releases: its folder and its images by
