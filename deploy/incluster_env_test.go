@@ -53,8 +53,12 @@ type inCluster struct {
 	git    *gittest.Server
 	// deploy is the folder of the install's base and overlays: this
 	// tree's ("."), or an earlier version's (upgradeFrom).
-	deploy  string
-	timings []string
+	deploy string
+	// warmSize, when set, is pool agents' warm size before seedJobConfig
+	// promotes its generation (the generation keeps the pool's at its
+	// promotion); else the pool's default.
+	warmSize int
+	timings  []string
 }
 
 // startInCluster starts the cluster (with agent-sandbox's controller when

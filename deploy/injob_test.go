@@ -258,6 +258,9 @@ pools:
 	id := strings.TrimSpace(e.slipway(t, "generation", "create", "--pool", "agents", "--policy", polFile, "--out-file", gen,
 		"--pin", "controlPlane="+e.images["slipway"], "--pin", "runner="+e.images["slipway-runner"],
 		"--pin", "workspaceTemplate="+tmpl, "--control-plane-protocol", "1-2", "--runner-protocol", "1"))
+	if e.warmSize > 0 {
+		e.slipway(t, "pool", "set", "--repo", repo, "--pool", "agents", fmt.Sprintf("warmSize=%d", e.warmSize))
+	}
 	e.slipway(t, "promote", "--repo", repo, "--pool", "agents", "--generation", gen, "--activate")
 	return repo, id
 }
