@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -87,7 +88,17 @@ it uses (SelfSubjectAccessReviews): a missing one is named in the log, with its 
 namespace, and GET /readyz fails naming it until the Role grants it. With --leader-elect, several
 replicas serve claims on one cluster while the reconciler and the cost ledger's sampling run on the
 one holding the Lease --leader-election-lease; a killed leader's work moves to another replica
-within --leader-election-lease-duration.
+within --leader-election-lease-duration. Replicas that share --db with --leader-elect record
+--advertise (this replica's address, e.g. its pod's $(POD_IP):7070) in the run manifests of the
+claims they grant, and pass a request about a claim another replica holds (exec, release, identity,
+checkpoint) on to it, with the same token, instead of answering 404.
+
+On SIGTERM or SIGINT the runtime drains: at once it refuses new claims (503 with Retry-After, code
+draining: nothing is recorded, so the same request key is granted by another replica) and
+GET /readyz fails, and it gives its Lease up; the claims it holds go on (their commands run,
+their execs, releases and heartbeats are served) until each is released or --drain-timeout has
+passed; then the API shuts down once the requests under way are answered. Set --drain-timeout to
+the pod's grace period less a margin.
 
 With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
 local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is
@@ -125,6 +136,17 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 			}
 			if c.DB, err = db.resolveOptional(); err != nil {
 				return err
+			}
+			if c.DrainTimeout < 0 {
+				return usage(fmt.Errorf("--drain-timeout %s: want 0 or more", c.DrainTimeout))
+			}
+			if c.Advertise != "" {
+				if _, port, err := net.SplitHostPort(c.Advertise); err != nil || port == "" {
+					return usage(fmt.Errorf("--advertise %q: want host:port (e.g. $(POD_IP):7070)", c.Advertise))
+				}
+				if c.DB == "" || !c.LeaderElect {
+					return usage(errors.New("--advertise is for replicas that share a run store: it needs --db (or --db-file) and --leader-elect"))
+				}
 			}
 			if c.CheckpointRepository != "" && ckptKey == "" {
 				return usage(errors.New("--checkpoint-repository needs --checkpoint-key (the key signs what is pushed)"))
@@ -172,6 +194,8 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 	db.add(cmd.Flags(), "the run manifests', cleanup records' and (Kubernetes) cost ledger's database (default: SQLite in --state; postgres://… for runtimes that share one)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
+	cmd.Flags().DurationVar(&c.DrainTimeout, "drain-timeout", 25*time.Second, "on SIGTERM, how long the claims this runtime holds may go on (new claims are refused at once) before it stops; the pod's grace period less a margin (0: only the requests under way are answered)")
+	cmd.Flags().StringVar(&c.Advertise, "advertise", "", "host:port other replicas reach this one's API at (with --db and --leader-elect; e.g. $(POD_IP):7070): recorded for the claims it grants, so a replica asked about one passes the request on to it")
 	cmd.Flags().BoolVar(&c.LeaderElect, "leader-elect", false, "with several replicas on one cluster: run the reconciler, the cost ledger's sampling and the cluster's pool counts on /metrics only on the replica holding a Lease (every replica serves claims)")
 	cmd.Flags().StringVar(&c.LeaderNamespace, "leader-election-namespace", "", "namespace of the Lease (default: in a pod, its own; else --namespace's)")
 	cmd.Flags().StringVar(&c.LeaderLease, "leader-election-lease", serve.DefaultLeaderLease, "name of the Lease")

@@ -105,6 +105,23 @@ type Config struct {
 	// reads the standard OTEL_EXPORTER_OTLP_* environment); they are kept
 	// in a ring for GET /v1/traces/{id} either way.
 	OTLP bool
+	// DrainTimeout is how long a runtime told to stop (ctx ended) drains
+	// before it stops: it takes no new claims at once (503 with
+	// Retry-After; /readyz fails, so its endpoint leaves a Service), gives
+	// its Lease up, and keeps serving the claims it holds (their commands,
+	// execs, releases, heartbeats) until each is released or DrainTimeout
+	// has passed; then the API shuts down gracefully and what is still
+	// open ends as before. 0: it does not wait for its claims, only for the
+	// requests under way (at most 5 s). Set it to the pod's grace period
+	// less a margin.
+	DrainTimeout time.Duration
+	// Advertise is the address (host:port) other replicas reach this one's
+	// API at, recorded in the run manifests of the claims it grants
+	// (served_by.runtime.address) when replicas share a run store (DB with
+	// LeaderElect): a replica asked about a claim it does not hold passes
+	// the request on to the one that does, with the same authentication.
+	// "": none recorded, nothing passed on.
+	Advertise string
 	// LeaderElect (Kubernetes backend only) runs the periodic work (the
 	// reconciler's sweep, the cost ledger's sampling) on the one replica
 	// holding the Lease LeaderLease (default DefaultLeaderLease) in
@@ -374,6 +391,9 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 	if err != nil {
 		return nil, err
 	}
+	if c.DB != "" && c.LeaderElect && c.Advertise != "" { // replicas on one run store reach each other there
+		ckopts = append(ckopts, runtime.WithAddress(c.Advertise))
+	}
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness,
 		append([]runtime.RuntimeOption{runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal),
 			runtime.WithTracing(tracing), runtime.WithLogger(c.logger)}, ckopts...)...)
@@ -476,12 +496,21 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 		ready(g.addr)
 	}
 	var err error
+	stopping := ctx
 	select {
 	case <-ctx.Done():
 	case err = <-g.served: // the listener failed
+		stopping = nil
 	}
+	// Drain: no new claims; the periodic work stops (the Lease is given up
+	// once it returned), and so do the warm loop and the syncer; the claims
+	// held go on to their release or the drain deadline.
+	deadline := time.Now().Add(c.DrainTimeout)
 	cancel()
-	sctx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
+	if stopping != nil {
+		drain(c, p.rt, deadline)
+	}
+	sctx, c2 := context.WithTimeout(context.Background(), max(5*time.Second, time.Until(deadline)))
 	defer c2()
 	_ = g.hs.Shutdown(sctx) // waits for the handlers still running
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -547,3 +576,26 @@ func (c brokerCredentials) Live() []reconcile.Credential {
 }
 
 func (c brokerCredentials) Revoke(fp string) { c.b.Revoke(fp) }
+
+// drain refuses new claims on rt and waits until the claims it holds are
+// released or deadline passes, saying which in the log.
+func drain(c Config, rt *runtime.Runtime, deadline time.Time) {
+	rt.Drain()
+	start := time.Now()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		n := rt.OpenClaims()
+		if n == 0 {
+			fmt.Fprintf(c.Log, "drained: no claim open after %.1fs\n", time.Since(start).Seconds())
+			return
+		}
+		if !time.Now().Before(deadline) {
+			if c.DrainTimeout > 0 {
+				fmt.Fprintf(c.Log, "drain deadline (%s): %d claims still open\n", c.DrainTimeout, n)
+			}
+			return
+		}
+		<-t.C
+	}
+}
