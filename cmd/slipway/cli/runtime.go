@@ -95,10 +95,10 @@ checkpoint) on to it, with the same token, instead of answering 404.
 
 On SIGTERM or SIGINT the runtime drains: at once it refuses new claims (503 with Retry-After, code
 draining: nothing is recorded, so the same request key is granted by another replica) and
-GET /readyz fails, and it gives its Lease up; the claims it holds go on (their commands run,
-their execs, releases and heartbeats are served) until each is released or --drain-timeout has
-passed; then the API shuts down once the requests under way are answered. Set --drain-timeout to
-the pod's grace period less a margin.
+GET /readyz fails, and it gives its Lease up; the requests under way are answered (a command
+running runs to its end) within --drain-timeout. Replicas that share --db with --leader-elect also
+serve the claims they hold (their next commands, releases, heartbeats) until each is released or
+--drain-timeout has passed. Set --drain-timeout to the pod's grace period less a margin.
 
 With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
 local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is
@@ -194,7 +194,7 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 	db.add(cmd.Flags(), "the run manifests', cleanup records' and (Kubernetes) cost ledger's database (default: SQLite in --state; postgres://… for runtimes that share one)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
-	cmd.Flags().DurationVar(&c.DrainTimeout, "drain-timeout", 25*time.Second, "on SIGTERM, how long the claims this runtime holds may go on (new claims are refused at once) before it stops; the pod's grace period less a margin (0: only the requests under way are answered)")
+	cmd.Flags().DurationVar(&c.DrainTimeout, "drain-timeout", 25*time.Second, "on SIGTERM, how long the requests under way (and, with --db and --leader-elect, the claims this replica holds) may go on before it stops; new claims are refused at once. The pod's grace period less a margin (at least 5 s is given to the requests under way)")
 	cmd.Flags().StringVar(&c.Advertise, "advertise", "", "host:port other replicas reach this one's API at (with --db and --leader-elect; e.g. $(POD_IP):7070): recorded for the claims it grants, so a replica asked about one passes the request on to it")
 	cmd.Flags().BoolVar(&c.LeaderElect, "leader-elect", false, "with several replicas on one cluster: run the reconciler, the cost ledger's sampling and the cluster's pool counts on /metrics only on the replica holding a Lease (every replica serves claims)")
 	cmd.Flags().StringVar(&c.LeaderNamespace, "leader-election-namespace", "", "namespace of the Lease (default: in a pod, its own; else --namespace's)")

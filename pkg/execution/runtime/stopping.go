@@ -34,11 +34,20 @@ func (r *Runtime) Drain() {
 func (r *Runtime) Draining() bool { return r.draining.Load() }
 
 // OpenClaims is how many claims the runtime holds open (granted, not yet
-// released), and proof claims under way.
+// released) that are not suspended (a suspended run has no sandbox: no
+// command of it can run), and proof claims under way.
 func (r *Runtime) OpenClaims() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.claims) + len(r.proofs)
+	n := len(r.proofs)
+	for _, c := range r.claims {
+		c.mu.Lock()
+		if !c.suspended {
+			n++
+		}
+		c.mu.Unlock()
+	}
+	return n
 }
 
 // refuseDraining answers a claim refused with ErrDraining: 503, Retry-After,

@@ -108,12 +108,14 @@ type Config struct {
 	// DrainTimeout is how long a runtime told to stop (ctx ended) drains
 	// before it stops: it takes no new claims at once (503 with
 	// Retry-After; /readyz fails, so its endpoint leaves a Service), gives
-	// its Lease up, and keeps serving the claims it holds (their commands,
-	// execs, releases, heartbeats) until each is released or DrainTimeout
-	// has passed; then the API shuts down gracefully and what is still
-	// open ends as before. 0: it does not wait for its claims, only for the
-	// requests under way (at most 5 s). Set it to the pod's grace period
-	// less a margin.
+	// its Lease up, and answers the requests under way (a command running
+	// runs to its end) within DrainTimeout (at least 5 s); then what is
+	// still open ends as before. Replicas that share a run store (DB with
+	// LeaderElect) also keep serving the claims they hold (the next
+	// commands, releases, heartbeats: the others pass them on) until each
+	// is released or DrainTimeout has passed; a runtime alone on its store
+	// does not wait for its claims, whose sandboxes go with it. Set it to
+	// the pod's grace period less a margin.
 	DrainTimeout time.Duration
 	// Advertise is the address (host:port) other replicas reach this one's
 	// API at, recorded in the run manifests of the claims it grants
@@ -508,7 +510,10 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 	deadline := time.Now().Add(c.DrainTimeout)
 	cancel()
 	if stopping != nil {
-		drain(c, p.rt, deadline)
+		p.rt.Drain()
+		if c.DB != "" && c.LeaderElect { // the others pass this one's claims on to it
+			drainClaims(c, p.rt, deadline)
+		}
 	}
 	sctx, c2 := context.WithTimeout(context.Background(), max(5*time.Second, time.Until(deadline)))
 	defer c2()
@@ -577,10 +582,9 @@ func (c brokerCredentials) Live() []reconcile.Credential {
 
 func (c brokerCredentials) Revoke(fp string) { c.b.Revoke(fp) }
 
-// drain refuses new claims on rt and waits until the claims it holds are
-// released or deadline passes, saying which in the log.
-func drain(c Config, rt *runtime.Runtime, deadline time.Time) {
-	rt.Drain()
+// drainClaims waits until the claims rt holds are released or deadline
+// passes, saying which in the log.
+func drainClaims(c Config, rt *runtime.Runtime, deadline time.Time) {
 	start := time.Now()
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -591,9 +595,7 @@ func drain(c Config, rt *runtime.Runtime, deadline time.Time) {
 			return
 		}
 		if !time.Now().Before(deadline) {
-			if c.DrainTimeout > 0 {
-				fmt.Fprintf(c.Log, "drain deadline (%s): %d claims still open\n", c.DrainTimeout, n)
-			}
+			fmt.Fprintf(c.Log, "drain deadline (%s): %d claims still open\n", c.DrainTimeout, n)
 			return
 		}
 		<-t.C
