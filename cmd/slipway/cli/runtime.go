@@ -137,16 +137,8 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 			if c.DB, err = db.resolveOptional(); err != nil {
 				return err
 			}
-			if c.DrainTimeout < 0 {
-				return usage(fmt.Errorf("--drain-timeout %s: want 0 or more", c.DrainTimeout))
-			}
-			if c.Advertise != "" {
-				if _, port, err := net.SplitHostPort(c.Advertise); err != nil || port == "" {
-					return usage(fmt.Errorf("--advertise %q: want host:port (e.g. $(POD_IP):7070)", c.Advertise))
-				}
-				if c.DB == "" || !c.LeaderElect {
-					return usage(errors.New("--advertise is for replicas that share a run store: it needs --db (or --db-file) and --leader-elect"))
-				}
+			if err := checkDrainFlags(c); err != nil {
+				return usage(err)
 			}
 			if c.CheckpointRepository != "" && ckptKey == "" {
 				return usage(errors.New("--checkpoint-repository needs --checkpoint-key (the key signs what is pushed)"))
@@ -203,6 +195,24 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 	vf.add(cmd)
 	cmd.Flags().Lookup("policy").Usage = "VerificationPolicy for when the config repository holds none"
 	return cmd
+}
+
+// checkDrainFlags refuses a --drain-timeout below 0, and an --advertise
+// that is not host:port or that no shared run store needs.
+func checkDrainFlags(c serve.Config) error {
+	if c.DrainTimeout < 0 {
+		return fmt.Errorf("--drain-timeout %s: want 0 or more", c.DrainTimeout)
+	}
+	if c.Advertise == "" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(c.Advertise); err != nil || port == "" {
+		return fmt.Errorf("--advertise %q: want host:port (e.g. $(POD_IP):7070)", c.Advertise)
+	}
+	if c.DB == "" || !c.LeaderElect {
+		return errors.New("--advertise is for replicas that share a run store: it needs --db (or --db-file) and --leader-elect")
+	}
+	return nil
 }
 
 // NewCmdClaim runs a command in a fresh claim.
