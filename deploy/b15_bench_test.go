@@ -31,7 +31,7 @@ func BenchmarkB15(b *testing.B) {
 	}
 	for b.Loop() {
 		sampler := benchtable.Start()
-		r := haDeletion(b, jobs)
+		r := haDeletion(b, jobs, onePodOfEach)
 		within := leader.DefaultLeaseDuration + 5*time.Second
 		next := "no job admitted after the deletion"
 		if r.next >= 0 {

@@ -12,10 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -36,18 +39,21 @@ import (
 // snapshot release of this tree (pushed, signed, by digest), the host's
 // PostgreSQL and a git server, both reachable from pods.
 type inCluster struct {
-	begin   time.Time
-	c       *kubetest.Cluster
-	node    string
-	dyn     dynamic.Interface
-	cs      kubernetes.Interface
-	host    string            // the registry, host:port on the bridge
-	rel     string            // the release's directory
-	images  map[string]string // program: reference by digest, as pushed
-	policy  []byte            // the release's verification policy
-	signer  signature.SignerVerifier
-	pg      *pgtest.Server
-	git     *gittest.Server
+	begin  time.Time
+	c      *kubetest.Cluster
+	node   string
+	dyn    dynamic.Interface
+	cs     kubernetes.Interface
+	host   string            // the registry, host:port on the bridge
+	rel    string            // the release's directory
+	images map[string]string // program: reference by digest, as pushed
+	policy []byte            // the release's verification policy
+	signer signature.SignerVerifier
+	pg     *pgtest.Server
+	git    *gittest.Server
+	// deploy is the folder of the install's base and overlays: this
+	// tree's ("."), or an earlier version's (upgradeFrom).
+	deploy  string
 	timings []string
 }
 
@@ -64,7 +70,7 @@ func startInCluster(t testing.TB, sandboxes bool) *inCluster {
 	_, err := pgtest.BinDir()
 	need.Err(t, err)
 	ctx := context.Background()
-	e := &inCluster{begin: time.Now()}
+	e := &inCluster{begin: time.Now(), deploy: "."}
 	e.c, err = kubetest.Start(ctx, t.TempDir(), kubetest.WithServices())
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +78,7 @@ func startInCluster(t testing.TB, sandboxes bool) *inCluster {
 	t.Cleanup(e.c.Close)
 	t.Cleanup(func() {
 		if t.Failed() {
+			nodePressure(t, e.c)
 			for _, p := range []string{"kube-controller-manager", "kubelet", "agent-sandbox-controller"} {
 				t.Logf("%s log ends:\n%s", p, tail(e.c.Log(p), 60))
 			}
@@ -131,19 +138,34 @@ func (e *inCluster) mark(what string) {
 // runtimeToken is the runtime's API token in Secret slipway-runtime-token.
 const runtimeToken = "incluster-runtime-token-0123456789"
 
-// installPlanes applies overlay (the release's image pinned, settings in
-// the settings ConfigMap) with the Secrets it reads, and waits until both
+// installPlanes applies overlay (applyPlanes) and waits until both
 // Deployments have replicas Ready pods.
 func (e *inCluster) installPlanes(t testing.TB, overlay string, replicas int64, settings map[string]string) {
 	t.Helper()
-	objs := install(t, overlay, e.images["slipway"], settings)
-	// The Secrets the install reads (docs/install-kubernetes.md): created
-	// by the operator, never in the manifests.
-	secrets := map[string]map[string]string{
+	e.applyPlanes(t, overlay, settings, e.planeSecrets())
+	for _, d := range []string{"slipway-control", "slipway-runtime"} {
+		waitReady(t, e.c, e.dyn, e.node, d, replicas)
+	}
+	e.mark("both planes Ready (" + overlay + ")")
+}
+
+// planeSecrets are the Secrets the install reads (name: key: value;
+// docs/install-kubernetes.md): created by the operator, never in the
+// manifests.
+func (e *inCluster) planeSecrets() map[string]map[string]string {
+	return map[string]map[string]string{
 		"slipway-db":            {"dsn": e.pg.DSNAlso("slipway")},
 		"slipway-runtime-token": {"token": runtimeToken},
 		"slipway-git":           {"token": ""},
 	}
+}
+
+// applyPlanes applies overlay of e.deploy (the release's image pinned,
+// settings in the settings ConfigMap) with secrets (name: key: value), as
+// kubectl apply orders them, and does not wait.
+func (e *inCluster) applyPlanes(t testing.TB, overlay string, settings map[string]string, secrets map[string]map[string]string) {
+	t.Helper()
+	objs := install(t, e.deploy, overlay, e.images["slipway"], settings)
 	var ordered []*unstructured.Unstructured
 	for _, o := range objs { // namespaces first, as kubectl apply orders them
 		if o.GetKind() == "Namespace" {
@@ -167,29 +189,30 @@ func (e *inCluster) installPlanes(t testing.TB, overlay string, replicas int64, 
 		}
 	}
 	apply(t, e.c.Config(), e.dyn, ordered)
-	for _, d := range []string{"slipway-control", "slipway-runtime"} {
-		waitReady(t, e.c, e.dyn, e.node, d, replicas)
-	}
-	e.mark("both planes Ready (" + overlay + ")")
 }
 
-// install is overlay as kustomize builds it once the base's images entry
-// pins image (by digest), as make pin-deploy writes it, with the settings
-// ConfigMap's data set, as an overlay of the operator's own would
-// (configMapGenerator behavior: merge).
-func install(t testing.TB, overlay, image string, settings map[string]string) []*unstructured.Unstructured {
+// install is overlay as kustomize builds it from the base and overlays in
+// folder root once the base's images entry pins image (by digest), as make
+// pin-deploy writes it, with the settings ConfigMap's data set, as an
+// overlay of the operator's own would (configMapGenerator behavior:
+// merge).
+func install(t testing.TB, root, overlay, image string, settings map[string]string) []*unstructured.Unstructured {
 	t.Helper()
 	name, digest, ok := strings.Cut(image, "@")
 	if !ok {
 		t.Fatalf("image %q is not by digest", image)
 	}
 	mem := filesys.MakeFsInMemory()
-	for _, root := range []string{"base", "overlays"} {
-		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+	for _, top := range []string{"base", "overlays"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
 			}
-			b, err := os.ReadFile(p)
+			p, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			b, err := os.ReadFile(path)
 			if err != nil {
 				return err
 			}
@@ -201,7 +224,7 @@ func install(t testing.TB, overlay, image string, settings map[string]string) []
 					{"digest: sha256:0000000000000000000000000000000000000000000000000000000000000000", "digest: " + digest},
 				} {
 					if !strings.Contains(s, r[0]) {
-						t.Fatalf("base/kustomization.yaml has no %q to pin", r[0])
+						t.Fatalf("%s has no %q to pin", path, r[0])
 					}
 					s = strings.Replace(s, r[0], r[1], 1)
 				}
@@ -285,4 +308,30 @@ func tail(s string, n int) string {
 		ls = ls[len(ls)-n:]
 	}
 	return strings.Join(ls, "\n")
+}
+
+// nodePressure says, first, whether the node was under pressure when a test
+// failed (DiskPressure: the kubelet evicts pods and admits none, and jobs
+// are lost for the host's reason, not the code's) and what the disk had.
+func nodePressure(t testing.TB, c *kubetest.Cluster) {
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return
+	}
+	nodes, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, n := range nodes.Items {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type != corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				t.Errorf("node %s has %s since %s (%s): pods evicted or refused; the failure may be the host's, not the code's",
+					n.Name, cond.Type, cond.LastTransitionTime.UTC().Format(time.RFC3339), cond.Message)
+			}
+		}
+	}
+	var st syscall.Statfs_t
+	if syscall.Statfs(os.TempDir(), &st) == nil {
+		t.Logf("the host's %s has %d MiB available", os.TempDir(), st.Bavail*uint64(st.Bsize)>>20)
+	}
 }

@@ -87,29 +87,90 @@ func snapshotRelease(t testing.TB) (string, string) {
 	if err != nil {
 		t.Fatalf("git status: %v", err)
 	}
-	platform := "linux/" + runtime.GOARCH
-	build := func(out string) {
-		bin := filepath.Join(t.TempDir(), "slipway")
-		if b, err := exec.Command("go", "build", "-o", bin, "../cmd/slipway").CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/slipway: %v\n%s", err, b)
-		}
-		cmd := exec.Command(bin, "release", "--snapshot", "--platform", platform, "--out", out)
-		cmd.Dir = ".."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("slipway release --snapshot: %v\n%s", err, b)
-		}
-	}
 	if len(status) > 0 {
 		out := filepath.Join(t.TempDir(), "release")
-		build(out)
+		buildRelease(t, "..", out)
 		return out, "built, the tree being dirty"
 	}
+	return keptRelease(t, "incluster-release", strings.TrimSpace(string(commit)), func(out string) { buildRelease(t, "..", out) })
+}
+
+// previousRelease is a snapshot release of the previous version
+// (tools/previous-version's commit: the build make skew puts beside this
+// tree's), built by that commit's own slipway from a clone of this
+// repository checked out at it, and kept in the user's cache folder by
+// commit as snapshotRelease keeps this tree's (in a folder of its own, so
+// a release of this tree never replaces it). It returns the release's
+// directory, how it came to be and the commit.
+func previousRelease(t testing.TB) (string, string, string) {
+	t.Helper()
+	commit := previousVersion(t)
+	dir, how := keptRelease(t, "incluster-release-previous", commit, func(out string) {
+		src := filepath.Join(t.TempDir(), "src")
+		for _, args := range [][]string{
+			{"clone", "-q", "--shared", "--no-checkout", "..", src},
+			{"-C", src, "checkout", "-q", "--detach", commit},
+		} {
+			if b, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+				t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, b)
+			}
+		}
+		buildRelease(t, src, out)
+	})
+	return dir, how, commit
+}
+
+// previousVersion is the commit tools/previous-version names, which this
+// clone must hold.
+func previousVersion(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile("../tools/previous-version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var commit string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			commit = l
+			break
+		}
+	}
+	if err := exec.Command("git", "-C", "..", "cat-file", "-e", commit+"^{commit}").Run(); commit == "" || err != nil {
+		t.Fatalf("tools/previous-version names %q, which this clone does not have (a shallow clone? fetch its history): %v", commit, err)
+	}
+	return commit
+}
+
+// buildRelease builds src's slipway (go build ./cmd/slipway, in src) and
+// has it write its snapshot release for the host's platform to out.
+func buildRelease(t testing.TB, src, out string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "slipway")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/slipway")
+	build.Dir = src
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/slipway in %s: %v\n%s", src, err, b)
+	}
+	cmd := exec.Command(bin, "release", "--snapshot", "--platform", "linux/"+runtime.GOARCH, "--out", out)
+	cmd.Dir = src
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("slipway release --snapshot in %s: %v\n%s", src, err, b)
+	}
+}
+
+// keptRelease is commit's release for the host's platform in folder kind
+// of the user's cache: reused when there, else made by build (into a
+// temporary folder beside it, renamed when whole) and kept in place of the
+// folder's other commits' releases. It returns the release's directory and
+// how it came to be.
+func keptRelease(t testing.TB, kind, commit string, build func(out string)) (string, string) {
+	t.Helper()
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache = filepath.Join(cache, "slipway", "incluster-release")
-	dir := filepath.Join(cache, strings.TrimSpace(string(commit))+"-"+strings.ReplaceAll(platform, "/", "-"))
+	cache = filepath.Join(cache, "slipway", kind)
+	dir := filepath.Join(cache, commit+"-linux-"+runtime.GOARCH)
 	if _, err := os.Stat(filepath.Join(dir, "checksums.txt")); err == nil {
 		return dir, "reused from " + dir
 	}
@@ -146,9 +207,16 @@ func publish(t testing.TB, dir, repository string) (map[string]string, []byte, s
 	if err != nil {
 		t.Fatal(err)
 	}
+	return publishSigned(t, dir, repository, sv), selfrelease.Policy(pub, repository, selfrelease.Programs), sv
+}
+
+// publishSigned pushes the release in dir to repository, signed with sv,
+// and returns each program's image by digest, as the registry holds it.
+func publishSigned(t testing.TB, dir, repository string, sv signature.SignerVerifier) map[string]string {
+	t.Helper()
 	res, err := selfrelease.Publish(context.Background(), dir, selfrelease.PublishOptions{Repository: repository, Signer: sv})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("publish the release in %s: %v", dir, err)
 	}
 	out := map[string]string{}
 	for _, im := range res.Images {
@@ -159,10 +227,10 @@ func publish(t testing.TB, dir, repository string) (map[string]string, []byte, s
 	}
 	for _, p := range []string{"slipway", "slipway-runner"} {
 		if out[p] == "" {
-			t.Fatalf("the release pushed no %s image: %v", p, out)
+			t.Fatalf("the release in %s pushed no %s image: %v", dir, p, out)
 		}
 	}
-	return out, selfrelease.Policy(pub, repository, selfrelease.Programs), sv
+	return out
 }
 
 // apply server-side applies objs in order, as kubectl apply does.

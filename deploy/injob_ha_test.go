@@ -40,11 +40,27 @@ const haJobs = 10
 // claim_released): 3 runs out of 3 held that before it was required
 // (docs/install-kubernetes.md).
 func TestInClusterHAJobs(t *testing.T) {
-	res := haDeletion(t, haJobs)
+	res := haDeletion(t, haJobs, onePodOfEach)
 	for _, u := range res.runtimeUnknown {
 		t.Errorf("a job ended unknown for the runtime pod's deletion, which drains: %s", u)
 	}
 }
+
+// Both runtime replicas restart at once (a node drained, a rollout
+// restart with maxUnavailable 2, an OOM of both) with jobs in flight:
+// TestInClusterHAJobs's flow with both runtime pods deleted together and
+// the control plane left alone. No accepted job is lost, none runs twice,
+// and the jobs still queued run once the new runtime pods are Ready (it
+// logs the time from the deletion to the next job running).
+func TestInClusterBothRuntimesRestart(t *testing.T) {
+	r := haDeletion(t, haJobs, map[string]int{"slipway-runtime": 2})
+	if r.nextRunning < 0 {
+		t.Errorf("no job ran after both runtime pods were deleted: %v", r.byState)
+	}
+}
+
+// onePodOfEach deletes one pod of each plane (B15).
+var onePodOfEach = map[string]int{"slipway-control": 1, "slipway-runtime": 1}
 
 // haResult is what deleting a pod of each plane with jobs in flight came
 // to.
@@ -52,17 +68,19 @@ type haResult struct {
 	jobs, lost, twice int
 	byState           map[string]int
 	// next is the time from the deletion to the next job admitted (-1:
-	// none was).
-	next time.Duration
+	// none was); nextRunning to the next job that started running.
+	next, nextRunning time.Duration
 	// runtimeUnknown are the jobs left unknown for a runtime's reason
 	// (exec_unconfirmed, claim_released): id, reason and detail.
 	runtimeUnknown []string
 }
 
 // haDeletion is TestInClusterHAJobs with jobs jobs in flight (B15 runs
-// it with 50): it fails tb on a job lost or run twice, and returns what
+// it with 50) and kill[app] pods of each plane deleted at once (1: the
+// replica whose log names a running job's run, or else the first; 2:
+// both): it fails tb on a job lost or run twice, and returns what
 // happened.
-func haDeletion(t testing.TB, jobs int) haResult {
+func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 	e, control, rt, gen := jobPlanes(t, "ha", 2)
 	ctx := context.Background()
 	var ids []string
@@ -91,6 +109,9 @@ func haDeletion(t testing.TB, jobs int) haResult {
 	before := states(ctx, control, ids)
 	var deleted []string
 	for _, app := range []string{"slipway-control", "slipway-runtime"} {
+		if kill[app] == 0 {
+			continue
+		}
 		pods, err := e.cs.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
 		if err != nil || len(pods.Items) != 2 {
 			t.Fatalf("pods of %s: %v (%d)", app, err, len(pods.Items))
@@ -108,6 +129,13 @@ func haDeletion(t testing.TB, jobs int) haResult {
 					pick, why = p.Name, "its log names running run "+r
 				}
 			}
+		}
+		if kill[app] >= len(pods.Items) {
+			for _, p := range pods.Items {
+				deleted = append(deleted, p.Name)
+				t.Logf("deleting %s pod %s: every replica at once", app, p.Name)
+			}
+			continue
 		}
 		deleted = append(deleted, pick)
 		t.Logf("deleting %s pod %s: %s", app, pick, why)
@@ -162,12 +190,16 @@ func haDeletion(t testing.TB, jobs int) haResult {
 		case <-time.After(30 * time.Second):
 		}
 	}
-	for i, p := range deleted {
-		t.Logf("pod %s's log, its last minute:\n%s", p, tail(logs[i].String(), 40))
-	}
+	// The deleted pods' logs come last, after what failed: a long log
+	// printed first pushes the failure out of a truncated CI excerpt.
+	defer func() {
+		for i, p := range deleted {
+			t.Logf("pod %s's log, its last minute (lines cut at 600 characters):\n%s", p, clip(tail(logs[i].String(), 40), 600))
+		}
+	}()
 	byState := map[string][]string{}
 	next := time.Duration(-1)
-	res := haResult{jobs: len(ids), byState: map[string]int{}}
+	res := haResult{jobs: len(ids), byState: map[string]int{}, nextRunning: -1}
 	for _, id := range ids {
 		j := final[id]
 		if j == nil {
@@ -185,6 +217,9 @@ func haDeletion(t testing.TB, jobs int) haResult {
 		byState[string(j.State)] = append(byState[string(j.State)], id)
 		if j.AdmittedAt != nil && j.AdmittedAt.After(at) && (next < 0 || j.AdmittedAt.Sub(at) < next) {
 			next = j.AdmittedAt.Sub(at)
+		}
+		if j.StartedAt != nil && j.StartedAt.After(at) && (res.nextRunning < 0 || j.StartedAt.Sub(at) < res.nextRunning) {
+			res.nextRunning = j.StartedAt.Sub(at)
 		}
 	}
 
@@ -216,12 +251,15 @@ func haDeletion(t testing.TB, jobs int) haResult {
 		res.byState[s] = len(js)
 	}
 	sort.Strings(summary)
-	b15 := "no job admitted after the deletion"
+	b15, started := "no job admitted after the deletion", "no job started after the deletion"
 	if next >= 0 {
 		b15 = next.Round(10 * time.Millisecond).String()
 	}
-	t.Logf("%d jobs: %s; %d runs of %s, %d jobs with a run that fetched its command; deletion to the next admitted job: %s; %s",
-		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, strings.Join(e.timings, ", "))
+	if res.nextRunning >= 0 {
+		started = res.nextRunning.Round(10 * time.Millisecond).String()
+	}
+	t.Logf("%d jobs: %s; %d runs of %s, %d jobs with a run that fetched its command; deletion to the next admitted job: %s, to the next running: %s; %s",
+		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, started, strings.Join(e.timings, ", "))
 	res.next = next
 	return res
 }
@@ -281,4 +319,15 @@ func states(ctx context.Context, c *controlapi.Client, ids []string) map[string]
 		out[string(j.State)]++
 	}
 	return out
+}
+
+// clip cuts each line of s to n bytes.
+func clip(s string, n int) string {
+	ls := strings.Split(s, "\n")
+	for i, l := range ls {
+		if len(l) > n {
+			ls[i] = l[:n] + " […]"
+		}
+	}
+	return strings.Join(ls, "\n")
 }

@@ -102,8 +102,16 @@ func TestInClusterJob(t *testing.T) {
 func jobPlanes(t testing.TB, overlay string, replicas int64) (*inCluster, *controlapi.Client, *runtimeapi.Client, string) {
 	t.Helper()
 	e := startInCluster(t, true)
+	control, rt, gen := e.jobPlanes(t, overlay, replicas)
+	return e, control, rt, gen
+}
+
+// jobPlanes is jobPlanes on e as it stands: e's release, its images and
+// its deploy folder.
+func (e *inCluster) jobPlanes(t testing.TB, overlay string, replicas int64) (*controlapi.Client, *runtimeapi.Client, string) {
+	t.Helper()
 	repo, gen := seedJobConfig(t, e)
-	e.installPlanes(t, overlay, replicas, map[string]string{"repo": e.git.URLAlso("config.git"), "branch": "main", "pool": "agents"})
+	e.installPlanes(t, overlay, replicas, e.jobSettings())
 	e.slipway(t, "apply", "--repo", repo, "--pool", "agents", "--kubeconfig", e.c.Kubeconfig(), "--wait", "--timeout", "3m")
 	e.mark("pool agents warm")
 	token := strings.TrimSpace(e.slipway(t, "tenant", "token", "create", "acme", "--db", e.pg.DSN("slipway")))
@@ -115,7 +123,13 @@ func jobPlanes(t testing.TB, overlay string, replicas int64) (*inCluster, *contr
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, control, rt, gen
+	return control, rt, gen
+}
+
+// jobSettings are the settings ConfigMap's data of jobPlanes' install:
+// config repository config.git's main branch, pool agents.
+func (e *inCluster) jobSettings() map[string]string {
+	return map[string]string{"repo": e.git.URLAlso("config.git"), "branch": "main", "pool": "agents"}
 }
 
 // checkServedBy holds m's served_by to the release: the control plane and

@@ -23,6 +23,8 @@ import (
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/slipway-dev/slipway/internal/secretfile"
 )
 
 // overlays are the installs deploy/ offers, with the replicas of each plane.
@@ -258,11 +260,27 @@ func TestNoSecretValues(t *testing.T) {
 						if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o007 != 0 {
 							t.Errorf("%s: Deployment %s: Secret %s's files are readable by others (mode %v)", name, dn, v.Secret.SecretName, v.Secret.DefaultMode)
 						}
+						// optional: the processes wait for their files, not
+						// the kubelet for the Secret (CreateContainerConfigError)
+						if v.Secret.Optional == nil || !*v.Secret.Optional {
+							t.Errorf("%s: Deployment %s: Secret volume %s is not optional", name, dn, v.Secret.SecretName)
+						}
 						secretVols[m.MountPath] = v.Secret.SecretName
 					}
 				}
 				for _, e := range c.Env {
-					if secretish.MatchString(e.Name) && (e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
+					switch {
+					case e.Name == "SLIPWAY_SECRET_MOUNTS":
+						// which Secret each volume is, as the processes name them
+						mounts, err := secretfile.ParseMounts(e.Value)
+						if err != nil || !maps.Equal(mounts, secretfile.Mounts(secretVols)) {
+							t.Errorf("%s: Deployment %s: SLIPWAY_SECRET_MOUNTS=%s (%v), want the Secret volumes %v", name, dn, e.Value, err, secretVols)
+						}
+					case strings.HasSuffix(e.Name, "_FILE"):
+						if dir, _ := path.Split(e.Value); secretVols[strings.TrimSuffix(dir, "/")] == "" {
+							t.Errorf("%s: Deployment %s: env %s=%s is not a file in a Secret volume (have %v)", name, dn, e.Name, e.Value, secretVols)
+						}
+					case secretish.MatchString(e.Name) && (e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil):
 						t.Errorf("%s: Deployment %s: env %s is not from a Secret", name, dn, e.Name)
 					}
 				}
@@ -287,7 +305,7 @@ func TestNoSecretValues(t *testing.T) {
 					}
 				}
 			}
-			want := map[string]string{"slipway-control": "slipway-db slipway-runtime-token", "slipway-runtime": "slipway-db slipway-runtime-token"}[dn]
+			want := map[string]string{"slipway-control": "slipway-db slipway-git slipway-runtime-token", "slipway-runtime": "slipway-db slipway-git slipway-runtime-token"}[dn]
 			got := slices.Sorted(maps.Values(secretVols))
 			if strings.Join(got, " ") != want {
 				t.Errorf("%s: Deployment %s mounts Secrets %v, want %s", name, dn, got, want)

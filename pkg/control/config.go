@@ -22,6 +22,7 @@ type RepoConfig struct {
 	Log *slog.Logger
 
 	mu      sync.Mutex
+	tell    func(err error) // logs a failed refresh instead of Log (setTell)
 	cur     *tenancy.Config
 	at      time.Time
 	lastErr error
@@ -52,7 +53,11 @@ func (r *RepoConfig) Current(ctx context.Context) (*tenancy.Config, error) {
 			if r.cur != nil {
 				rev = r.cur.Revision
 			}
-			r.Log.Error("config repository: keeping the last good configuration", "revision", rev, "err", err)
+			if r.tell != nil {
+				r.tell(err)
+			} else {
+				r.Log.Error("config repository: keeping the last good configuration", "revision", rev, "err", err)
+			}
 		}
 		r.lastErr = err
 		if r.cur != nil {
@@ -62,6 +67,14 @@ func (r *RepoConfig) Current(ctx context.Context) (*tenancy.Config, error) {
 	}
 	r.cur, r.lastErr = c, nil
 	return c, nil
+}
+
+// setTell makes tell log each failed refresh (once per error, as Log
+// would): the plane's readiness, which logs it under the id /readyz names.
+func (r *RepoConfig) setTell(tell func(err error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tell = tell
 }
 
 // Err is the last refresh's error, nil when the configuration is current.

@@ -142,7 +142,14 @@ func New(ctx context.Context, c Config) (*Plane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	return &Plane{c: c, st: c.Store.inner, jobs: e}, nil
+	p := &Plane{c: c, st: c.Store.inner, jobs: e}
+	if rc, ok := c.Config.(*RepoConfig); ok && rc.Log != nil {
+		// One line per distinct error of the repository, under the id
+		// /readyz names: the refresh that fails tells it, readiness finds
+		// it told.
+		rc.setTell(func(err error) { p.tell("config repository", configWhat, err) })
+	}
+	return p, nil
 }
 
 // withDefaults fills in what c leaves unset, as Config documents.

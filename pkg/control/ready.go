@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 )
 
@@ -35,7 +36,7 @@ func (p *Plane) Ready(ctx context.Context) controlapi.Readiness {
 	}
 	if es, ok := p.c.Config.(errSource); ok {
 		if err := es.Err(); err != nil {
-			out.Failing = append(out.Failing, controlapi.ReadyPart{Part: "config repository", Reason: p.tell("config repository", "cannot be read (serving the last good configuration)", err)})
+			out.Failing = append(out.Failing, controlapi.ReadyPart{Part: "config repository", Reason: p.tell("config repository", configWhat, err)})
 		} else {
 			p.ready.Clear("config repository")
 		}
@@ -44,11 +45,14 @@ func (p *Plane) Ready(ctx context.Context) controlapi.Readiness {
 	return out
 }
 
+// configWhat is what a failing config repository is, for readiness.
+const configWhat = "cannot be read (serving the last good configuration)"
+
 // tell logs err once per distinct error of part and returns the reason
 // an answer may carry.
 func (p *Plane) tell(part, what string, err error) string {
 	id := p.ready.Tell(part, err, func(id string) {
-		p.c.Logger.Error("not ready: "+part+" "+what, "error_id", id, "err", err)
+		p.c.Logger.Error("not ready: "+part+" "+what, "error_id", id, "err", startup.OneLine(err))
 	})
 	return part + " " + what + " (error id " + id + "; the control plane's log has the detail)"
 }

@@ -8,10 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/secretfile"
 	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
@@ -23,10 +23,19 @@ import (
 type ServeConfig struct {
 	ConfigRepo, Branch string
 	// DB is sqlite:PATH or postgres://...
-	DB     string
+	DB string
+	// DBFile, instead of DB, is a file holding the DSN (a mounted
+	// Secret): read until it exists and again on each try to reach the
+	// database, so a Secret created or fixed after the start is found
+	// without a restart.
+	DBFile string
 	Listen string
-	// Runtimes are POOL=URL,TOKEN-FILE.
-	Runtimes              []string
+	// Runtimes are POOL=URL,TOKEN-FILE; a token file that does not exist
+	// yet is waited for.
+	Runtimes []string
+	// Mounts names the Secret each file (DBFile, the runtimes' token
+	// files) is mounted from, for the log line a missing one makes.
+	Mounts                secretfile.Mounts
 	MaxActive, QueueBound int
 	// Reserve: Config.Reserve.
 	Reserve              int
@@ -49,36 +58,50 @@ type ServeConfig struct {
 // ParseRuntime reads POOL=URL,TOKEN-FILE: the pool, and the runtime with
 // the token the file holds.
 func ParseRuntime(spec string) (string, Runtime, error) {
-	pool, rest, ok := strings.Cut(spec, "=")
-	u, file, ok2 := strings.Cut(rest, ",")
-	if !ok || !ok2 || pool == "" || u == "" || file == "" {
-		return "", Runtime{}, fmt.Errorf("--runtime %q: want POOL=URL,TOKEN-FILE", spec)
-	}
-	pu, err := url.Parse(u)
-	if err != nil || pu.Host == "" || pu.User != nil {
-		return "", Runtime{}, fmt.Errorf("--runtime %s: URL %q: want http(s)://host:port without credentials", pool, u)
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", Runtime{}, fmt.Errorf("--runtime %s: token file: %w", pool, err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", Runtime{}, fmt.Errorf("--runtime %s: token file %s is empty", pool, file)
-	}
-	c, err := runtimeapi.NewClient(u, tok)
+	rs, err := splitRuntime(spec)
 	if err != nil {
 		return "", Runtime{}, err
 	}
-	return pool, Runtime{Name: pu.Host, Client: c}, nil
+	rt, err := rs.runtime(nil)
+	return rs.pool, rt, err
+}
+
+// runtimeSpec is a POOL=URL,TOKEN-FILE before its file is read.
+type runtimeSpec struct{ pool, url, host, file string }
+
+func splitRuntime(spec string) (runtimeSpec, error) {
+	pool, rest, ok := strings.Cut(spec, "=")
+	u, file, ok2 := strings.Cut(rest, ",")
+	if !ok || !ok2 || pool == "" || u == "" || file == "" {
+		return runtimeSpec{}, fmt.Errorf("--runtime %q: want POOL=URL,TOKEN-FILE", spec)
+	}
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" || pu.User != nil {
+		return runtimeSpec{}, fmt.Errorf("--runtime %s: URL %q: want http(s)://host:port without credentials", pool, u)
+	}
+	return runtimeSpec{pool: pool, url: u, host: pu.Host, file: file}, nil
+}
+
+// runtime reads the token file (ErrMissing, secretfile's, while it does
+// not exist or is empty: its Secret is not there yet) and makes the client.
+func (rs runtimeSpec) runtime(mounts secretfile.Mounts) (Runtime, error) {
+	tok, err := mounts.Read(rs.file)
+	if err != nil {
+		return Runtime{}, fmt.Errorf("--runtime %s: token: %w", rs.pool, err)
+	}
+	c, err := runtimeapi.NewClient(rs.url, tok)
+	if err != nil {
+		return Runtime{}, err
+	}
+	return Runtime{Name: rs.host, Client: c}, nil
 }
 
 // Serve runs a control plane until ctx ends: it opens the database and the
 // config repository, starts admission, dispatch and recovery, and serves
 // the API on c.Listen (ready gets the address).
 func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
-	if c.ConfigRepo == "" || c.DB == "" || c.Listen == "" {
-		return errors.New("control: a config repository, a database and a listen address are required")
+	if c.ConfigRepo == "" || (c.DB == "") == (c.DBFile == "") || c.Listen == "" {
+		return errors.New("control: a config repository, a database (a DSN or a file holding one) and a listen address are required")
 	}
 	if c.Branch == "" {
 		c.Branch = "main"
@@ -86,16 +109,18 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	rts := map[string][]Runtime{}
+	var specs []runtimeSpec
 	for _, s := range c.Runtimes {
-		pool, rt, err := ParseRuntime(s)
+		rs, err := splitRuntime(s)
 		if err != nil {
 			return err
 		}
-		rts[pool] = append(rts[pool], rt)
+		specs = append(specs, rs)
 	}
-	if err := CheckDSN(c.DB); err != nil {
-		return err
+	if c.DB != "" {
+		if err := CheckDSN(c.DB); err != nil {
+			return err
+		}
 	}
 	repo, err := gitops.Open(ctx, c.ConfigRepo) // reads the URL, reaches nothing
 	if err != nil {
@@ -123,10 +148,61 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 		return startErr(ctx, err)
 	}
 	cfg.Log = c.Logger // from now on, a failing refresh keeps the last good configuration
+	// The files of Secrets (the runtimes' tokens, the database's DSN) may
+	// come after the pod: each is waited for, its log line naming the
+	// Secret.
+	rts, err := startup.Wait(ctx, gate, "runtime token file", "is missing", startup.DefaultBackoff, func(context.Context) (map[string][]Runtime, error) {
+		rts := map[string][]Runtime{}
+		for _, rs := range specs {
+			rt, err := rs.runtime(c.Mounts)
+			if err != nil && !errors.Is(err, secretfile.ErrMissing) {
+				return nil, startup.Permanent(err)
+			}
+			if err != nil {
+				return nil, err
+			}
+			rts[rs.pool] = append(rts[rs.pool], rt)
+		}
+		return rts, nil
+	})
+	if err != nil {
+		return startErr(ctx, err)
+	}
+	dsn := func() (string, error) { return c.DB, nil }
+	if c.DBFile != "" {
+		dsn = func() (string, error) {
+			s, err := c.Mounts.Read(c.DBFile)
+			if err != nil {
+				return "", err
+			}
+			if strings.Contains(s, "\n") {
+				return "", fmt.Errorf("%w: file %s: want one line, a DSN", ErrBadDSN, c.DBFile)
+			}
+			if err := CheckDSN(s); err != nil {
+				return "", fmt.Errorf("file %s: %w", c.DBFile, err)
+			}
+			return s, nil
+		}
+		// A DSN that is not one is waited for too: its Secret can be
+		// fixed, and a process that exits on it would crash-loop.
+		if _, err := startup.Wait(ctx, gate, "database DSN file", "is missing or not a DSN", startup.DefaultBackoff, func(context.Context) (string, error) {
+			s, err := dsn()
+			if err != nil && !errors.Is(err, secretfile.ErrMissing) && !errors.Is(err, ErrBadDSN) {
+				return "", startup.Permanent(err) // a file that cannot be read
+			}
+			return s, err
+		}); err != nil {
+			return startErr(ctx, err)
+		}
+	}
 	st, err := startup.Wait(ctx, gate, "database", "does not answer", startup.DefaultBackoff, func(ctx context.Context) (*Store, error) {
-		st, err := Open(ctx, c.DB)
-		if err != nil && (errors.Is(err, ErrBadDSN) || strings.HasPrefix(c.DB, "sqlite:")) {
-			return nil, startup.Permanent(err) // a name no retry fixes, or a local file
+		db, err := dsn() // again: a DSN fixed in its Secret is taken at the next try
+		if err != nil {
+			return nil, err
+		}
+		st, err := Open(ctx, db)
+		if err != nil && ((errors.Is(err, ErrBadDSN) && c.DBFile == "") || strings.HasPrefix(db, "sqlite:")) {
+			return nil, startup.Permanent(err) // a name no retry fixes (but a fix of its file), or a local file
 		}
 		return st, err
 	})

@@ -27,6 +27,7 @@ type Server struct {
 	srv     *http.Server
 
 	mu       sync.Mutex
+	token    string          // RequireToken's, or "" for none
 	deny     map[string]bool // repo names refusing pushes (read-only)
 	hook     func() bool     // runs before each receive-pack POST; false drops it
 	after    func()          // runs after git handled a receive-pack POST, before the answer
@@ -89,6 +90,15 @@ func NewServer(tb testing.TB, opts ...Option) *Server {
 	s.url = "http://" + ln.Addr().String()
 	s.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.requests.Add(1)
+		s.mu.Lock()
+		token := s.token
+		s.mu.Unlock()
+		if _, pw, _ := r.BasicAuth(); token != "" && pw != token {
+			// as forges answer a missing or wrong token over HTTPS
+			w.Header().Set("WWW-Authenticate", `Basic realm="gittest"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
 		push := strings.HasSuffix(r.URL.Path, "/git-receive-pack") || r.URL.Query().Get("service") == "git-receive-pack"
 		if push {
 			repo := strings.TrimPrefix(r.URL.Path, "/")
@@ -176,6 +186,15 @@ func (s *Server) Requests() int64 { return s.requests.Load() }
 
 // Pushes counts the receive-pack POSTs (push attempts that sent data).
 func (s *Server) Pushes() int64 { return s.pushes.Load() }
+
+// RequireToken makes the server refuse every request (HTTP 401) whose
+// basic auth does not carry token as its password, whatever the user, as
+// forges take a token over HTTPS; "" serves everyone again.
+func (s *Server) RequireToken(token string) {
+	s.mu.Lock()
+	s.token = token
+	s.mu.Unlock()
+}
 
 // ReadOnly makes repository name refuse pushes (HTTP 403), or accept them again.
 func (s *Server) ReadOnly(name string, ro bool) {

@@ -151,18 +151,28 @@ cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
 serializeImagePulls: false
+# a pod's Secret and ConfigMap volumes are rewritten at its periodic sync:
+# every 10 s rather than every minute, so a test that creates or fixes a
+# Secret sees it in the pod within seconds, as a patient operator would
+syncFrequency: 10s
 registerNode: true
 clusterDomain: %[8]s
 %[9]sresolvConf: %[7]q
 # The test node shares the host's disk with builds and caches: evict only
 # when it is nearly full (the defaults evict at 10 to 15 percent free, and a pod
-# evicted for that fails a test for a reason that is not the code's).
+# evicted for that fails a test for a reason that is not the code's). The
+# bound is absolute: a host whose file system reserves most of a large disk
+# (ext4 resv_strict) reports a few GiB available of hundreds, under 1%%,
+# and a percentage would evict every pod while builds still fit.
 evictionHard:
   memory.available: 100Mi
-  nodefs.available: 1%%
+  nodefs.available: 512Mi
   nodefs.inodesFree: 1%%
-  imagefs.available: 1%%
+  imagefs.available: 512Mi
   imagefs.inodesFree: 1%%
+# nor collect images for the disk's sake until it is that full
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 `, port, certs.serveCert, certs.serveKey, c.pki.caCert, "unix://"+n.sock, filepath.Join(kd, "pods"), resolv, ClusterDomain, clusterDNS)
 	return os.WriteFile(filepath.Join(kd, "config.yaml"), []byte(config), 0o644)
 }

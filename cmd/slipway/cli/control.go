@@ -31,17 +31,25 @@ func NewCmdControl(g *globals) *cobra.Command {
 database (SQLite by default; PostgreSQL for several replicas on one database), admits them fairly
 within each tenant's concurrency, queue bound and budget, and dispatches them through River to the
 runtimes serving their pool (--pool-runtime, repeatable; only the control plane holds their tokens).
-Operators read the incidents its store shows at GET /v1/incidents (as slipway incidents --db does).`,
+Operators read the incidents its store shows at GET /v1/incidents (as slipway incidents --db does).
+
+The files of its secrets (--db-file, the --pool-runtime token files) may come after it starts (a
+Secret created after the pod): it serves /healthz, stays not ready on /readyz and logs one line per
+distinct error naming the file, and the Secret and key it is mounted from when $SLIPWAY_SECRET_MOUNTS
+says (DIR=SECRET,...), until they are there; the DSN file is read again on each try to reach the
+database. The config repository's token may be a file, $SLIPWAY_GIT_TOKEN_FILE, read before each fetch.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.ConfigRepo == "" || c.Listen == "" {
 				return usage(errors.New("--repo and --listen are required"))
 			}
-			dsn, err := db.resolve()
-			if err != nil {
+			var err error
+			if c.DB, c.DBFile, err = db.source(); err != nil {
 				return err
 			}
-			c.DB = dsn
+			if c.Mounts, err = secretMounts(); err != nil {
+				return err
+			}
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // crash tests only
 			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			c.Logger = slog.New(slog.NewJSONHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/slipway-dev/slipway/internal/secretfile"
 )
 
 // envDB names the environment variable that may hold a database's DSN.
@@ -36,6 +38,32 @@ func (d *dbFlags) resolveOptional() (string, error) {
 		return "", nil
 	}
 	return d.resolve()
+}
+
+// source is resolve for a server, which reads --db-file itself (again
+// until it exists: a Secret created after its pod): the DSN, or the file
+// when --db-file is given.
+func (d *dbFlags) source() (dsn, file string, err error) {
+	if d.file != "" && d.dsn == "" {
+		return "", d.file, nil
+	}
+	dsn, err = d.resolve()
+	return dsn, "", err
+}
+
+// envSecretMounts names the environment variable that says which Secret
+// is mounted at which directory (DIR=SECRET,...), as an install's
+// manifests set it: a server's log line about a file that is missing
+// names the Secret to create.
+const envSecretMounts = "SLIPWAY_SECRET_MOUNTS"
+
+// secretMounts is $SLIPWAY_SECRET_MOUNTS.
+func secretMounts() (secretfile.Mounts, error) {
+	m, err := secretfile.ParseMounts(os.Getenv(envSecretMounts))
+	if err != nil {
+		return nil, usage(fmt.Errorf("$%s: %w", envSecretMounts, err))
+	}
+	return m, nil
 }
 
 // resolve returns the DSN from the one source given. Its errors never

@@ -50,3 +50,18 @@ func TestDBPasswordNeverInArgv(t *testing.T) {
 		t.Errorf("no database: want a usage error naming $%s, got %+v", envDB, r)
 	}
 }
+
+// A server's $SLIPWAY_SECRET_MOUNTS that does not parse stops it at once
+// with a usage error naming the variable and the pair at fault.
+func TestSecretMountsRefused(t *testing.T) {
+	t.Setenv(envSecretMounts, "var/run/db=slipway-db")
+	for _, args := range [][]string{
+		{"control", "serve", "--repo", "config.git", "--listen", "127.0.0.1:0", "--db-file", "/nonexistent/dsn"},
+		{"runtime", "serve", "--repo", "config.git", "--state", t.TempDir(), "--listen", "127.0.0.1:0", "--token-file", "/nonexistent/token"},
+	} {
+		r := run(t, "", args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "$"+envSecretMounts) || !strings.Contains(r.stderr, `"var/run/db=slipway-db"`) {
+			t.Errorf("%s %s with a bad $%s: %+v", args[0], args[1], envSecretMounts, r)
+		}
+	}
+}

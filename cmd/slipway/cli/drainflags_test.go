@@ -20,6 +20,7 @@ func TestCheckDrainFlags(t *testing.T) {
 		{"defaults", serve.Config{DrainTimeout: 25 * time.Second}, ""},
 		{"negative drain", serve.Config{DrainTimeout: -time.Second}, "--drain-timeout -1s"},
 		{"advertise on a shared store", func() serve.Config { c := shared; c.Advertise = "10.0.0.7:7070"; return c }(), ""},
+		{"advertise on a store named by a file", serve.Config{DBFile: "/var/run/slipway/db/dsn", LeaderElect: true, Advertise: "10.0.0.7:7070"}, ""},
 		{"advertise without a port", func() serve.Config { c := shared; c.Advertise = "10.0.0.7"; return c }(), `--advertise "10.0.0.7": want host:port`},
 		{"advertise alone", serve.Config{Advertise: "10.0.0.7:7070"}, "--advertise is for replicas that share a run store"},
 	} {

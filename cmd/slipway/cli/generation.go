@@ -201,7 +201,7 @@ type repoFlags struct {
 func (f *repoFlags) add(cmd *cobra.Command) { f.addNamed(cmd, "branch") }
 
 func (f *repoFlags) addNamed(cmd *cobra.Command, branchFlag string) {
-	cmd.Flags().StringVar(&f.repo, "repo", "", "config repository (path, file://, http(s)://, ssh://; credentials from $SLIPWAY_GIT_TOKEN or $SLIPWAY_GIT_USERNAME/$SLIPWAY_GIT_PASSWORD, ssh from $SLIPWAY_GIT_SSH_KEY or the agent)")
+	cmd.Flags().StringVar(&f.repo, "repo", "", "config repository (path, file://, http(s)://, ssh://; credentials from $SLIPWAY_GIT_TOKEN (or the file $SLIPWAY_GIT_TOKEN_FILE) or $SLIPWAY_GIT_USERNAME/$SLIPWAY_GIT_PASSWORD, ssh from $SLIPWAY_GIT_SSH_KEY or the agent)")
 	cmd.Flags().StringVar(&f.pool, "pool", "", "the pool")
 	cmd.Flags().StringVar(&f.branch, branchFlag, "main", "the config repository's branch")
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "keep a bare clone here between runs and fetch into it (default: a shallow clone in memory)")

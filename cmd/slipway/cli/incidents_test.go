@@ -379,7 +379,7 @@ func TestIncidentPolicyLags(t *testing.T) {
 	if id == nil || strings.Contains(v.LastSyncError, w.rtRepo) || strings.Contains(v.LastSyncError, w.dir) {
 		t.Fatalf("lastSyncError %q: want a reason and an error id, no host path", v.LastSyncError)
 	}
-	if logText := w.rt.log.text(); !regexp.MustCompile(`error ` + id[1] + `: config repository sync: .*` + regexp.QuoteMeta(filepath.Base(w.rtRepo))).MatchString(logText) {
+	if logText := w.rt.log.text(); !regexp.MustCompile(`config sync failed .*error ` + id[1] + `: .*` + regexp.QuoteMeta(filepath.Base(w.rtRepo))).MatchString(logText) {
 		t.Errorf("the runtime's log lacks the sync error under %s", id[1])
 	}
 	// its readiness probe says the same: not ready, the config repository at fault

@@ -106,17 +106,26 @@ an OCI artifact in DIR/` + serve.CheckpointDir + ` with an attestation signed by
 it restores. With --checkpoint-repository each checkpoint is also pushed there by digest, signed and
 attested with the key (cosign's .sig and .att tags), and a resume whose checkpoint DIR lacks pulls it
 from there, verified before anything is written. The runtime's checkpoint sweep deletes them there
-too once their pool's restore window closes, never a run's head (slipway gc --runtime).`,
+too once their pool's restore window closes, never a run's head (slipway gc --runtime).
+
+The files of its secrets (--token-file, --db-file) may come after it starts (a Secret created after
+the pod): it serves /healthz, stays not ready on /readyz and logs one line per distinct error naming
+the file, and the Secret and key it is mounted from when $SLIPWAY_SECRET_MOUNTS says
+(DIR=SECRET,...), until they are there; the DSN file is read again on each try to reach the
+database. The config repository's token may be a file, $SLIPWAY_GIT_TOKEN_FILE, read before each fetch.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.Repo == "" || c.State == "" || c.Listen == "" {
 				return usage(errors.New("--repo, --state and --listen are required"))
 			}
-			tok, err := readToken(tokenFile)
-			if err != nil {
+			if tokenFile == "" {
+				return usage(errors.New("--token-file is required"))
+			}
+			var err error
+			c.TokenFile = tokenFile // read by serve, again until it exists (a Secret created after the pod)
+			if c.Mounts, err = secretMounts(); err != nil {
 				return err
 			}
-			c.Token = tok
 			if c.Verify.Policy, err = vf.load(); err != nil {
 				return err
 			}
@@ -127,15 +136,13 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 					return usage(errors.New("--backend kubernetes needs --kubeconfig (or $KUBECONFIG), or to run in a pod (its service account: in-cluster config)"))
 				}
 			}
-			if c.Backend != serve.BackendKubernetes && (c.Kubeconfig != "" || c.Namespace != "") {
-				return usage(errors.New("--kubeconfig and --namespace are for --backend kubernetes"))
+			if err := checkKubeFlags(cmd, c); err != nil {
+				return usage(err)
 			}
-			if c.Backend != serve.BackendKubernetes && (c.LeaderElect || cmd.Flags().Changed("leader-election-namespace") ||
-				cmd.Flags().Changed("leader-election-lease") || cmd.Flags().Changed("leader-election-lease-duration")) {
-				return usage(errors.New("--leader-elect and its --leader-election-* flags are for --backend kubernetes (the local backend is one host)"))
-			}
-			if c.DB, err = db.resolveOptional(); err != nil {
-				return err
+			if db.dsn != "" || db.file != "" || os.Getenv(envDB) != "" {
+				if c.DB, c.DBFile, err = db.source(); err != nil {
+					return err
+				}
 			}
 			if err := checkDrainFlags(c); err != nil {
 				return usage(err)
@@ -152,13 +159,7 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // fault tests only
 			// GET /v1/incidents: what slipway incidents --state reads,
 			// from the runtime's own records.
-			c.Incidents = func(ctx context.Context, st runs.Store, records *reconcile.Records) (*incidents.Report, error) {
-				var cr incidents.CleanupRecords
-				if records != nil {
-					cr = records
-				}
-				return incidents.Runtime(ctx, st, cr)
-			}
+			c.Incidents = runtimeIncidents
 			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil {
@@ -197,6 +198,32 @@ too once their pool's restore window closes, never a run's head (slipway gc --ru
 	return cmd
 }
 
+// runtimeIncidents are the incidents of the runtime's run store and
+// cleanup records (nil when it runs no reconciler).
+func runtimeIncidents(ctx context.Context, st runs.Store, records *reconcile.Records) (*incidents.Report, error) {
+	var cr incidents.CleanupRecords
+	if records != nil {
+		cr = records
+	}
+	return incidents.Runtime(ctx, st, cr)
+}
+
+// checkKubeFlags refuses the Kubernetes backend's flags with another
+// backend.
+func checkKubeFlags(cmd *cobra.Command, c serve.Config) error {
+	if c.Backend == serve.BackendKubernetes {
+		return nil
+	}
+	if c.Kubeconfig != "" || c.Namespace != "" {
+		return errors.New("--kubeconfig and --namespace are for --backend kubernetes")
+	}
+	if c.LeaderElect || cmd.Flags().Changed("leader-election-namespace") || cmd.Flags().Changed("leader-election-lease") ||
+		cmd.Flags().Changed("leader-election-lease-duration") {
+		return errors.New("--leader-elect and its --leader-election-* flags are for --backend kubernetes (the local backend is one host)")
+	}
+	return nil
+}
+
 // checkDrainFlags refuses a --drain-timeout below 0, and an --advertise
 // that is not host:port or that no shared run store needs.
 func checkDrainFlags(c serve.Config) error {
@@ -209,7 +236,7 @@ func checkDrainFlags(c serve.Config) error {
 	if _, port, err := net.SplitHostPort(c.Advertise); err != nil || port == "" {
 		return fmt.Errorf("--advertise %q: want host:port (e.g. $(POD_IP):7070)", c.Advertise)
 	}
-	if c.DB == "" || !c.LeaderElect {
+	if (c.DB == "" && c.DBFile == "") || !c.LeaderElect {
 		return errors.New("--advertise is for replicas that share a run store: it needs --db (or --db-file) and --leader-elect")
 	}
 	return nil

@@ -33,7 +33,7 @@ func (r *Repo) fetch(ctx context.Context, branch string) (plumbing.Hash, error) 
 		RemoteName: "origin",
 		RefSpecs:   []config.RefSpec{config.RefSpec("+refs/heads/" + branch + ":" + remoteRef.String())},
 		Depth:      r.o.depth,
-		Auth:       r.o.auth,
+		Auth:       r.auth(),
 		Tags:       git.NoTags,
 		Force:      true,
 	})
@@ -57,7 +57,7 @@ func (r *Repo) fetchError(branch string, err error) error {
 		err = redact(err, r.url)
 		return &noRepositoryError{msg: fmt.Sprintf("%v at %s: fetch %s: %v", ErrNoRepository, r.display, branch, err), err: err}
 	}
-	return fmt.Errorf("%w: %s: fetch %s: %w", ErrRemote, r.display, branch, redact(err, r.url))
+	return fmt.Errorf("%w: %s: fetch %s: %w%s", ErrRemote, r.display, branch, redact(err, r.url), r.authNote(err))
 }
 
 func isNoMatchingRef(err error) bool {
@@ -100,7 +100,7 @@ func (r *Repo) fetchSince(ctx context.Context, branch string, remoteRef plumbing
 	if err != nil {
 		return plumbing.ZeroHash, r.fetchError(branch, err)
 	}
-	sess, err := cl.NewUploadPackSession(ep, r.o.auth)
+	sess, err := cl.NewUploadPackSession(ep, r.auth())
 	if err != nil {
 		return plumbing.ZeroHash, r.fetchError(branch, err)
 	}

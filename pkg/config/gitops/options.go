@@ -12,6 +12,8 @@ type Option func(*options) error
 
 type options struct {
 	auth       transport.AuthMethod
+	tokenFile  string // EnvTokenFile, read before each fetch or push
+	tokenUser  string // the basic-auth user sent with its token
 	cacheDir   string
 	depth      int
 	attempts   int

@@ -34,7 +34,7 @@ func (r *Repo) push(ctx context.Context, commit plumbing.Hash, objects []plumbin
 	if err != nil {
 		return err
 	}
-	sess, err := cl.NewReceivePackSession(ep, r.o.auth)
+	sess, err := cl.NewReceivePackSession(ep, r.auth())
 	if err != nil {
 		return err
 	}

@@ -159,8 +159,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Repo, error) {
 		return nil, err
 	}
 	if o.auth == nil {
-		if o.auth, err = authFromEnv(u); err != nil {
-			return nil, err
+		if o.tokenFile, o.tokenUser = tokenFileFromEnv(u); o.tokenFile == "" {
+			if o.auth, err = authFromEnv(u); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var repo *git.Repository
@@ -430,7 +432,7 @@ func (r *Repo) check(ctx context.Context, branch string, commit, base plumbing.H
 	if err != nil {
 		return false, false
 	}
-	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: r.o.auth})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{Auth: r.auth()})
 	if err != nil {
 		return false, false
 	}

@@ -10,16 +10,12 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	"github.com/slipway-dev/slipway/testharness/kubetest"
 )
 
 // BenchmarkB13bWarmClaim is benchmark B13b's claim half: on the local
@@ -69,7 +65,7 @@ func BenchmarkB13bWarmClaim(b *testing.B) {
 	for b.Loop() {
 		slipway, bare = slipway[:0], bare[:0]
 		for round := 0; len(slipway) < total; round++ {
-			waitWarm(b, dyn, n.ns, pool, size)
+			kubetest.WaitWarmPool(b, dyn, n.ns, pool, size)
 			proved()
 			var ids []string
 			for i := 0; i < size && len(slipway) < total; i++ {
@@ -90,17 +86,17 @@ func BenchmarkB13bWarmClaim(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			waitWarm(b, dyn, n.ns, pool, size)
+			kubetest.WaitWarmPool(b, dyn, n.ns, pool, size)
 			var names []string
 			for i := 0; i < size && len(bare) < total; i++ {
 				name := fmt.Sprintf("bare-%d-%d", round, i)
 				start := time.Now()
-				bareClaim(b, dyn, n.ns, pool, name)
+				kubetest.BareClaim(b, dyn, n.ns, pool, name)
 				bare = append(bare, time.Since(start))
 				names = append(names, name)
 			}
 			for _, name := range names {
-				deleteBare(b, dyn, n.ns, name)
+				kubetest.DeleteBareClaim(b, dyn, n.ns, name)
 			}
 		}
 	}
@@ -117,91 +113,4 @@ func BenchmarkB13bWarmClaim(b *testing.B) {
 	fmt.Fprintf(os.Stderr, "B13b: %d warm claims of each kind on a warm pool of %d: through the Kubernetes backend p50 %v p99 %v (%d runners proved on the claim's path, the rest when their member was Ready); bare SandboxClaim watched to Ready p50 %v p99 %v; backend/bare p50 %.2fx\n",
 		total, size, sp50.Round(time.Millisecond), sp99.Round(time.Millisecond), kubesandbox.PathProofs(be)-pathBefore, bp50.Round(time.Millisecond), bp99.Round(time.Millisecond),
 		float64(sp50)/float64(bp50))
-}
-
-var warmPoolsGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}
-
-// waitWarm waits until warm pool name has size ready members.
-func waitWarm(tb testing.TB, dyn dynamic.Interface, ns, name string, size int) {
-	tb.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		wp, err := dyn.Resource(warmPoolsGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil {
-			if ready, _, _ := unstructured.NestedInt64(wp.Object, "status", "readyReplicas"); int(ready) >= size {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("warm pool %s/%s not %d ready after 3m: %v", ns, name, size, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// bareClaim creates a SandboxClaim on warm pool pool and watches it until
-// it is Ready, as a client of agent-sandbox would without Slipway.
-func bareClaim(tb testing.TB, dyn dynamic.Interface, ns, pool, name string) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	claims := dyn.Resource(claimsGVR).Namespace(ns)
-	c, err := claims.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": kubeobjects.ExtensionsAPIVersion, "kind": "SandboxClaim",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     map[string]any{"warmPoolRef": map[string]any{"name": pool}},
-	}}, metav1.CreateOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	w, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: c.GetResourceVersion()})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer w.Stop()
-	for ev := range w.ResultChan() {
-		if ev.Type != watch.Modified && ev.Type != watch.Added {
-			continue
-		}
-		u := ev.Object.(*unstructured.Unstructured)
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Ready" && m["status"] == "True" {
-				return
-			}
-		}
-	}
-	tb.Fatalf("bare claim %s not Ready: %v", name, ctx.Err())
-}
-
-// deleteBare deletes a bare claim and the Sandbox and pod it got (the test
-// cluster runs no garbage collector) and waits until they are gone.
-func deleteBare(tb testing.TB, dyn dynamic.Interface, ns, name string) {
-	tb.Helper()
-	ctx := context.Background()
-	c, err := dyn.Resource(claimsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sb, _, _ := unstructured.NestedString(c.Object, "status", "sandbox", "name")
-	for _, r := range []struct {
-		gvr  schema.GroupVersionResource
-		name string
-	}{{claimsGVR, name}, {sandboxesGVR, sb}, {podsGVR, sb}} {
-		if r.name == "" {
-			continue
-		}
-		if err := dyn.Resource(r.gvr).Namespace(ns).Delete(ctx, r.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			tb.Fatal(err)
-		}
-		for deadline := time.Now().Add(time.Minute); ; {
-			if _, err := dyn.Resource(r.gvr).Namespace(ns).Get(ctx, r.name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				tb.Fatalf("%s %s/%s not gone after 1m", r.gvr.Resource, ns, r.name)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 }

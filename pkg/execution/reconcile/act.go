@@ -25,15 +25,26 @@ func (r *Reconciler) entry(c *candidate, state, lastErr, outcome string, attempt
 }
 
 // act re-reads c's authoritative record, fences it, and cleans it up,
-// bounded by the action timeout; it returns the record of what happened.
-func (r *Reconciler) act(ctx context.Context, c *candidate) entry {
+// bounded by the action timeout; it returns the record of what happened,
+// or false when nothing happened because ctx ended before the re-read
+// could say (the reconciler is stopping: the record stays as it was).
+func (r *Reconciler) act(ctx context.Context, c *candidate) (entry, bool) {
 	actx, cancel := context.WithTimeout(ctx, r.c.ActionTimeout)
 	defer cancel()
 	if c.still != nil {
 		if err := c.still(actx); err != nil {
-			return r.entry(c, StateKept, "", err.Error(), false)
+			if ctx.Err() != nil {
+				return entry{}, false // a read cut short says nothing of the lease
+			}
+			return r.entry(c, StateKept, "", err.Error(), false), true
 		}
 	}
+	return r.acted(actx, c), true
+}
+
+// acted fences and cleans up c (its re-read done) within actx; it
+// returns the record of what happened.
+func (r *Reconciler) acted(actx context.Context, c *candidate) entry {
 	var err error
 	switch {
 	case c.fp != "":

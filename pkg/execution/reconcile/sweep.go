@@ -125,10 +125,19 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 	for range r.c.Workers {
 		wg.Go(func() {
 			for c := range jobs {
+				if ctx.Err() != nil {
+					// stopping (the Lease lost, the process ending): an
+					// action not begun is not attempted; its record stays
+					// as it was, for the next pass or the next leader
+					continue
+				}
 				if r.beforeAct != nil {
 					r.beforeAct(c)
 				}
-				e := r.act(ctx, c)
+				e, ok := r.act(ctx, c)
+				if !ok {
+					continue
+				}
 				repMu.Lock()
 				switch e.State {
 				case StateDone, StateResolved:
@@ -168,6 +177,9 @@ func (r *Reconciler) Pass(ctx context.Context) (*Report, error) {
 				}
 				continue
 			}
+		}
+		if ctx.Err() != nil {
+			continue // stopping: see the workers
 		}
 		jobs <- c
 	}

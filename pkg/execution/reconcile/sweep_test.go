@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -328,4 +329,81 @@ func TestHeldProofClaimKept(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	gone(t, w, s.ID)
+}
+
+// TestStoppedPassLeavesTheRestPending: a pass whose context ends mid-way
+// (its reconciler lost the Lease, or its process is stopping) records the
+// action under way as unknown (it was issued; its outcome is not known)
+// and attempts none of the rest: their records stay pending with no
+// attempt, their sandboxes untouched, and the next leader's passes clean
+// them. Before, every remaining candidate was "attempted" with the ended
+// context and recorded unknown, context canceled, though nothing was done.
+func TestStoppedPassLeavesTheRestPending(t *testing.T) {
+	w := newWorld(t)
+	var ghosts []*sandbox.Sandbox
+	for i := range 3 {
+		ghosts = append(ghosts, w.create(t, "agents", "g-1", fmt.Sprintf("r-ghost-%d", i)))
+	}
+	warm := map[string]map[string]bool{"agents": {"g-1": true}}
+	ctx, stop := context.WithCancel(context.Background())
+	var acted []string
+	log := &syncBuffer{}
+	// its deletes hang (a fault the local backend cannot cause for real):
+	// the Lease is lost while the first one waits
+	first := newReconciler(t, w, warm, nil, log, func(c *Config) {
+		c.Grace, c.Workers, c.Owner, c.Failpoint = time.Nanosecond, 1, "leader-1", FailpointDeleteHang
+	})
+	first.beforeAct = func(c *candidate) { acted = append(acted, c.resource) }
+	if _, err := first.Pass(context.Background()); err != nil { // pending: the grace
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond)
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = first.Pass(ctx) }()
+	for !strings.Contains(log.String(), "failpoint reached") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	<-done
+	if len(acted) != 1 {
+		t.Fatalf("the stopped pass began %d actions (%v); want 1", len(acted), acted)
+	}
+	pending, unknown := 0, 0
+	for _, rec := range recordsOf(t, w.records) {
+		switch {
+		case rec.Resource == acted[0]:
+			if rec.State != StateUnknown || rec.Attempts != 1 {
+				t.Errorf("the interrupted action's record: %+v; want unknown after 1 attempt", rec)
+			}
+			unknown++
+		case rec.State == StatePending && rec.Attempts == 0:
+			pending++
+		default:
+			t.Errorf("a candidate the stopped pass did not reach: %+v; want pending, no attempt", rec)
+		}
+	}
+	if pending != 2 || unknown != 1 {
+		t.Fatalf("records: %d pending, %d unknown; want 2 and 1: %+v", pending, unknown, recordsOf(t, w.records))
+	}
+	for _, g := range ghosts {
+		if g.ID != acted[0] {
+			alive(t, w, g)
+		}
+	}
+	// The next leader finishes.
+	next := newReconciler(t, w, warm, nil, nil, func(c *Config) { c.Grace, c.Owner = time.Nanosecond, "leader-2" })
+	for range 3 {
+		if _, err := next.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, g := range ghosts {
+		gone(t, w, g.ID)
+	}
+	for _, rec := range recordsOf(t, w.records) {
+		if rec.Open() || rec.Owner != "leader-2" {
+			t.Errorf("after the next leader's passes: %+v; want closed by leader-2", rec)
+		}
+	}
 }

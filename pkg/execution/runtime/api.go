@@ -73,6 +73,9 @@ func (s *Server) syncError(err error) string {
 	if err == nil {
 		return ""
 	}
+	if id := s.sync.errID(err.Error()); id != "" { // the syncer's line has it
+		return fmt.Sprintf("the config repository could not be read at the last sync (error id %s; the runtime's log has the detail)", id)
+	}
 	s.syncErrMu.Lock()
 	defer s.syncErrMu.Unlock()
 	if msg := err.Error(); msg != s.syncErr {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/apierror"
+	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
 	"github.com/slipway-dev/slipway/pkg/config/pool"
@@ -270,11 +272,13 @@ type Syncer struct {
 	at     time.Time // when cur was last confirmed current
 	err    error     // the last sync's error, if it failed
 	failed int       // syncs failed in a row
-	// the failure last logged and when: the same error is logged again
-	// only after SyncRepeatLog (a repository that stays away is one line a
-	// minute, not one per sync)
+	// the failure last logged: the same error is not logged again until a
+	// sync succeeds or fails otherwise (a repository that stays away, or
+	// refuses the credentials, is one line, not one per sync)
 	loggedErr string
-	loggedAt  time.Time
+	idMu      sync.Mutex // guards the two below, read by the API
+	loggedID  string     // the error id of the last error logged, which /readyz's answer names
+	idMsg     string     // that error's text
 	log       *lineLog
 	kick      chan struct{}
 }
@@ -330,25 +334,39 @@ func (s *Syncer) Sync(ctx context.Context) (*Desired, error) {
 		return d, err // the caller gave up (the runtime stops): not the repository's doing
 	}
 	s.failed++
-	if now := s.now(); err.Error() != s.loggedErr || now.Sub(s.loggedAt) >= SyncRepeatLog {
-		s.loggedErr, s.loggedAt = err.Error(), now
+	if err.Error() != s.loggedErr {
+		now, id := s.now(), apierror.NewID()
+		s.idMu.Lock()
+		s.loggedID, s.idMsg = id, err.Error()
+		s.idMu.Unlock()
+		s.loggedErr = err.Error()
 		again := ""
 		if s.failed > 1 {
 			again = fmt.Sprintf(" (%d syncs failed in a row)", s.failed)
 		}
 		if d == nil {
-			s.log.printf("config sync failed (branch %s)%s: %v; no revision loaded yet: claims are refused (503)", s.branch, again, err)
+			s.log.printf("config sync failed (branch %s)%s: error %s: %s; no revision loaded yet: claims are refused (503)", s.branch, again, id, startup.OneLine(err))
 		} else {
-			s.log.printf("config sync failed (branch %s)%s: %v; still serving revision %s, last confirmed current %s ago: claims are refused (503) once that is older than the maximum staleness",
-				s.branch, again, err, short(d.Revision), now.Sub(at).Round(time.Millisecond))
+			s.log.printf("config sync failed (branch %s)%s: error %s: %s; still serving revision %s, last confirmed current %s ago: claims are refused (503) once that is older than the maximum staleness",
+				s.branch, again, id, startup.OneLine(err), short(d.Revision), now.Sub(at).Round(time.Millisecond))
 		}
 	}
 	return d, err
 }
 
-// SyncRepeatLog is how often a sync failure that stays the same is logged
-// again.
-const SyncRepeatLog = time.Minute
+// errID is the error id the log line of the last sync's error carries,
+// when msg is that error's text; "" when the syncer has not logged it.
+func (s *Syncer) errID(msg string) string {
+	if s == nil {
+		return ""
+	}
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	if s.loggedID == "" || s.idMsg != msg {
+		return ""
+	}
+	return s.loggedID
+}
 
 // recovered logs a sync that succeeded after failures. Under syncMu.
 func (s *Syncer) recovered(rev string) {

@@ -76,7 +76,7 @@ func TestFailedSyncLogged(t *testing.T) {
 	if _, err := s.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// the same failure twice is one line (again after SyncRepeatLog)
+	// the same failure twice is one line
 	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("log: %q, want one line for the same failure twice, and a recovery", lines)

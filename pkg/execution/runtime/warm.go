@@ -656,7 +656,13 @@ func pinned(g *generation.Generation, k generation.Kind) (name.Digest, error) {
 	return name.NewDigest(pin.Image)
 }
 
-// Template returns the workspace template image and its digest.
+// Template returns the workspace template image and its digest. The
+// image is kept for later callers with its config read under ctx: a
+// remote image fetches what it has not read yet with the context it was
+// made with, so a config left unread would be fetched, later, with the
+// first caller's context, which has ended by then (a claim on a cluster
+// reads none of it; a rollout's template-tests proof on a generation
+// keeping the template then failed with "context canceled").
 func (a *RegistryArtifacts) Template(ctx context.Context, g *generation.Generation) (v1.Image, string, error) {
 	d, err := pinned(g, generation.WorkspaceTemplate)
 	if err != nil {
@@ -668,6 +674,9 @@ func (a *RegistryArtifacts) Template(ctx context.Context, g *generation.Generati
 	if !ok {
 		if img, err = remote.Image(d, append([]remote.Option{remote.WithContext(ctx)}, a.opts...)...); err != nil {
 			return nil, "", fmt.Errorf("runtime: template %s: %w", d, err)
+		}
+		if _, err := img.RawConfigFile(); err != nil {
+			return nil, "", fmt.Errorf("runtime: template %s: its config: %w", d, err)
 		}
 		a.mu.Lock()
 		a.templates[d.DigestStr()] = img

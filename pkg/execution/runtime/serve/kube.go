@@ -98,16 +98,16 @@ func (h *kubeHost) backend() sandbox.Backend { return h.be }
 // open opens the cost ledger, kept from the cluster's own timestamps:
 // intervals a stopped runtime left open end as unknown, and are reopened
 // when the cluster says they never ended (cost.Ledger.Observe). With
-// Config.DB it is in that PostgreSQL database, shared by the replicas:
+// Config.DB (or DBFile) it is in that PostgreSQL database, shared by the replicas:
 // the Lease's holder samples the cluster into it, each replica records
 // the claims it deletes, and a replica ends at start (and while it runs)
 // only the open intervals of replicas that stopped marking themselves
 // alive, never a live one's (cost.OpenLedgerPostgres). Without it, a file
 // in the state directory.
-func (h *kubeHost) open(ctx context.Context) error {
+func (h *kubeHost) open(ctx context.Context, db string) error {
 	var err error
-	if h.c.DB != "" {
-		h.costs, err = cost.OpenLedgerPostgres(ctx, h.c.DB)
+	if db != "" {
+		h.costs, err = cost.OpenLedgerPostgres(ctx, db)
 	} else {
 		h.costs, err = cost.OpenLedger(ctx, filepath.Join(h.c.State, cost.StateFile))
 	}

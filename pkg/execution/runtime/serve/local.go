@@ -83,10 +83,10 @@ func (h *localHost) backend() sandbox.Backend { return h.be }
 // open: the local ledger is a file of the host, opened with it (a local
 // runtime is one host: its ledger stays in its state directory with --db
 // too).
-func (h *localHost) open(context.Context) error { return nil }
-func (h *localHost) ledger() *cost.Ledger       { return h.costs }
-func (h *localHost) warmLedger() *cost.Ledger   { return h.costs }
-func (h *localHost) reconciles() bool           { return true }
+func (h *localHost) open(context.Context, string) error { return nil }
+func (h *localHost) ledger() *cost.Ledger               { return h.costs }
+func (h *localHost) warmLedger() *cost.Ledger           { return h.costs }
+func (h *localHost) reconciles() bool                   { return true }
 
 // serverOptions: none; elector: none, the local backend is one host.
 func (h *localHost) serverOptions() []runtime.ServerOption { return nil }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/sigstore/sigstore/pkg/signature"
 
+	"github.com/slipway-dev/slipway/internal/secretfile"
 	"github.com/slipway-dev/slipway/internal/startup"
 	"github.com/slipway-dev/slipway/pkg/api/incidentreport"
 	"github.com/slipway-dev/slipway/pkg/config/gitops"
@@ -53,8 +54,17 @@ type Config struct {
 	// runtimes share, with the cleanup records and, on Kubernetes, the
 	// cost ledger.
 	DB string
-	// Listen is the API's address; Token its bearer token.
-	Listen, Token string
+	// DBFile, instead of DB, is a file holding the postgres:// DSN (a
+	// mounted Secret): read until it exists, and again on each try to
+	// reach the database, so a Secret created or fixed after the start is
+	// found without a restart.
+	DBFile string
+	// Listen is the API's address; Token its bearer token, or TokenFile a
+	// file holding it, read until it exists (a mounted Secret).
+	Listen, Token, TokenFile string
+	// Mounts names the Secret each file (DBFile, TokenFile) is mounted
+	// from, for the log line a missing one makes.
+	Mounts secretfile.Mounts
 	// MaxStaleness bounds how old the view of the config repository may be
 	// for claims to be granted (default 30s); SyncInterval is the poll
 	// period (default 2s).
@@ -158,9 +168,9 @@ type host interface {
 	// backend is where sandboxes are made.
 	backend() sandbox.Backend
 	// open opens what the backend keeps in the database, once the run
-	// store's database answers (the cost ledger, with Config.DB on
-	// Kubernetes).
-	open(ctx context.Context) error
+	// store's database answers (the cost ledger, in db on Kubernetes: the
+	// DSN of Config.DB or Config.DBFile, "" for none).
+	open(ctx context.Context, db string) error
 	// recover deals with what an earlier run of the runtime left, before
 	// its open runs are finalised.
 	recover(ctx context.Context, store runs.Store)
@@ -263,10 +273,26 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	defer hs.Close() // on an early way out; serveUntil shuts it down gracefully
+	if c, err = secretFiles(ctx, c, gate); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting
+		}
+		return err
+	}
 	store, err := startup.Wait(ctx, gate, "database", "does not answer", startup.DefaultBackoff, func(ctx context.Context) (runs.Store, error) {
+		if c.DBFile != "" { // again: a DSN fixed in its Secret is taken at the next try
+			dsn, err := readDSN(c)
+			if err != nil && !errors.Is(err, secretfile.ErrMissing) && !errors.Is(err, runs.ErrInvalid) {
+				return nil, startup.Permanent(err) // a file that cannot be read
+			}
+			if err != nil {
+				return nil, err
+			}
+			c.DB = dsn
+		}
 		st, err := openRuns(ctx, c)
-		if err != nil && (c.DB == "" || errors.Is(err, runs.ErrInvalid)) {
-			return nil, startup.Permanent(err) // a local file, or a name no retry fixes
+		if err != nil && (c.DB == "" || (errors.Is(err, runs.ErrInvalid) && c.DBFile == "")) {
+			return nil, startup.Permanent(err) // a local file, or a name no retry fixes (but a fix of its file)
 		}
 		return st, err
 	})
@@ -277,7 +303,7 @@ func run(ctx context.Context, c Config, h host, rtOf *atomic.Pointer[runtime.Run
 		return err
 	}
 	defer store.Close()
-	if err := h.open(ctx); err != nil {
+	if err := h.open(ctx, c.DB); err != nil {
 		return err
 	}
 	// Replicas that share one run store (--db with --leader-elect) cannot

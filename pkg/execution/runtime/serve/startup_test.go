@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/internal/secretfile"
 	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
@@ -129,6 +130,152 @@ func TestServeWaitsForItsDatabase(t *testing.T) {
 	for line := range strings.SplitSeq(log.String(), "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "127.0.0.1") {
 			t.Errorf("the driver's error spilled over lines: %q", line)
+		}
+	}
+}
+
+// A runtime whose Secrets are not there yet (optional volumes: the files
+// are missing) stays up and not ready, and waits for each file in turn:
+// /readyz names the part (no path), the log has one line per distinct
+// error naming the file and the Secret and key it comes from, never a
+// value; a DSN naming a database that does not answer is waited for with
+// one line naming its host, and the DSN fixed in the file is taken at the
+// next try. The API then takes the token the file holds.
+func TestServeWaitsForItsSecretFiles(t *testing.T) {
+	pgtest.Need(t)
+	pgDir, err := os.MkdirTemp("", "slipway-rtsecret-") // not t.TempDir: the postgres user must reach it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(pgDir)
+	ctx := context.Background()
+	pg, err := pgtest.Start(ctx, pgDir)
+	if errors.Is(err, pgtest.ErrNotInstalled) {
+		need.Missing(t, "%v (run `make deps`)", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	repo := configRepo(ctx, t)
+	dir := t.TempDir()
+	dbDir, tokDir := filepath.Join(dir, "db"), filepath.Join(dir, "token")
+	for _, d := range []string{dbDir, tokDir} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dsnFile, tokFile := filepath.Join(dbDir, "dsn"), filepath.Join(tokDir, "token")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var log serveLog
+	sctx, cancel := context.WithCancel(ctx)
+	done, ready := make(chan error, 1), make(chan string, 1)
+	go func() {
+		done <- serve.Run(sctx, serve.Config{Repo: repo, State: filepath.Join(dir, "state"), Listen: addr, TokenFile: tokFile, DBFile: dsnFile,
+			Mounts: secretfile.Mounts{dbDir: "slipway-db", tokDir: "slipway-runtime-token"},
+			Log:    &log, Verify: runtime.Verify{Skip: true}}, func(a string) { ready <- a })
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	base := "http://" + addr
+	waitFor := func(part string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			resp, err := http.Get(base + "/readyz")
+			if err == nil {
+				var rd struct {
+					Failing []struct{ Part, Reason string }
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&rd)
+				resp.Body.Close()
+				if resp.StatusCode == 503 && len(rd.Failing) == 1 && rd.Failing[0].Part == part {
+					if r := rd.Failing[0].Reason; !strings.Contains(r, "error id e-") || strings.Contains(r, dir) || strings.Contains(r, "slipway-db") {
+						t.Fatalf("readyz while waiting for the %s: %q (want the part and an error id, no path)", part, r)
+					}
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("readyz never named the %s (%v):\n%s", part, err, log.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	const token = "rt-file-token-0123456789"
+	waitFor("API token file")
+	time.Sleep(2 * time.Second) // several tries
+	if err := os.WriteFile(tokFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("database DSN file")
+	time.Sleep(2 * time.Second)
+	// not a DSN it can use: waited for as well (its Secret can be fixed)
+	if err := os.WriteFile(dsnFile, []byte("mysql://slipway:pw-never-shown@db/runs\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(log.String(), "a postgres://"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line about the DSN that is not one:\n%s", log.String())
+		}
+	}
+	waitFor("database DSN file")
+	if err := os.WriteFile(dsnFile, []byte("postgres://slipway:pw-never-shown@127.0.0.1:1/runs?sslmode=disable\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("database")
+	time.Sleep(2 * time.Second)
+	if err := os.WriteFile(dsnFile, []byte(pg.DSN("postgres")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("run ended: %v\n%s", err, log.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("not ready 60 s after the DSN was fixed:\n%s", log.String())
+	}
+	for tok, want := range map[string]int{token: 200, apiToken: 401} {
+		req, _ := http.NewRequest("GET", base+"/v1/info", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /v1/info with token %q: %d, want %d (the file holds %q)", tok, resp.StatusCode, want, token)
+		}
+	}
+	text := log.String()
+	for _, want := range []string{
+		"file " + tokFile + " (Secret slipway-runtime-token, key token) does not exist",
+		"file " + dsnFile + " (Secret slipway-db, key dsn) does not exist",
+		"file " + dsnFile + ": want one line, a postgres:// DSN",
+		"127.0.0.1:1",
+	} {
+		n := 0
+		for line := range strings.SplitSeq(text, "\n") {
+			if strings.Contains(line, want) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("log lines naming %q: %d, want 1:\n%s", want, n, text)
+		}
+	}
+	for _, secret := range []string{token, "pw-never-shown"} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the log shows a secret value %q:\n%s", secret, text)
 		}
 	}
 }
