@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -87,7 +88,17 @@ it uses (SelfSubjectAccessReviews): a missing one is named in the log, with its 
 namespace, and GET /readyz fails naming it until the Role grants it. With --leader-elect, several
 replicas serve claims on one cluster while the reconciler and the cost ledger's sampling run on the
 one holding the Lease --leader-election-lease; a killed leader's work moves to another replica
-within --leader-election-lease-duration.
+within --leader-election-lease-duration. Replicas that share --db with --leader-elect record
+--advertise (this replica's address, e.g. its pod's $(POD_IP):7070) in the run manifests of the
+claims they grant, and pass a request about a claim another replica holds (exec, release, identity,
+checkpoint) on to it, with the same token, instead of answering 404.
+
+On SIGTERM or SIGINT the runtime drains: at once it refuses new claims (503 with Retry-After, code
+draining: nothing is recorded, so the same request key is granted by another replica) and
+GET /readyz fails, and it gives its Lease up; the requests under way are answered (a command
+running runs to its end) within --drain-timeout. Replicas that share --db with --leader-elect also
+serve the claims they hold (their next commands, releases, heartbeats) until each is released or
+--drain-timeout has passed. Set --drain-timeout to the pod's grace period less a margin.
 
 With --checkpoint-key the runtime checkpoints, suspends and resumes runs (slipway checkpoint) on the
 local backend: the sandbox is frozen (cgroup freezer) for the copy of its workspace, the checkpoint is
@@ -125,17 +136,16 @@ database. The config repository's token may be a file, $SLIPWAY_GIT_TOKEN_FILE, 
 					return usage(errors.New("--backend kubernetes needs --kubeconfig (or $KUBECONFIG), or to run in a pod (its service account: in-cluster config)"))
 				}
 			}
-			if c.Backend != serve.BackendKubernetes && (c.Kubeconfig != "" || c.Namespace != "") {
-				return usage(errors.New("--kubeconfig and --namespace are for --backend kubernetes"))
-			}
-			if c.Backend != serve.BackendKubernetes && (c.LeaderElect || cmd.Flags().Changed("leader-election-namespace") ||
-				cmd.Flags().Changed("leader-election-lease") || cmd.Flags().Changed("leader-election-lease-duration")) {
-				return usage(errors.New("--leader-elect and its --leader-election-* flags are for --backend kubernetes (the local backend is one host)"))
+			if err := checkKubeFlags(cmd, c); err != nil {
+				return usage(err)
 			}
 			if db.dsn != "" || db.file != "" || os.Getenv(envDB) != "" {
 				if c.DB, c.DBFile, err = db.source(); err != nil {
 					return err
 				}
+			}
+			if err := checkDrainFlags(c); err != nil {
+				return usage(err)
 			}
 			if c.CheckpointRepository != "" && ckptKey == "" {
 				return usage(errors.New("--checkpoint-repository needs --checkpoint-key (the key signs what is pushed)"))
@@ -149,13 +159,7 @@ database. The config repository's token may be a file, $SLIPWAY_GIT_TOKEN_FILE, 
 			c.Failpoint = os.Getenv("SLIPWAY_TEST_FAILPOINT") // fault tests only
 			// GET /v1/incidents: what slipway incidents --state reads,
 			// from the runtime's own records.
-			c.Incidents = func(ctx context.Context, st runs.Store, records *reconcile.Records) (*incidents.Report, error) {
-				var cr incidents.CleanupRecords
-				if records != nil {
-					cr = records
-				}
-				return incidents.Runtime(ctx, st, cr)
-			}
+			c.Incidents = runtimeIncidents
 			c.OTLP = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 			err = serve.Run(cmd.Context(), c, func(addr string) { fmt.Fprintf(g.stderr, "serving on %s\n", addr) })
 			if err != nil {
@@ -183,6 +187,8 @@ database. The config repository's token may be a file, $SLIPWAY_GIT_TOKEN_FILE, 
 	db.add(cmd.Flags(), "the run manifests', cleanup records' and (Kubernetes) cost ledger's database (default: SQLite in --state; postgres://… for runtimes that share one)")
 	cmd.Flags().StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster for --backend kubernetes (default $KUBECONFIG; in a pod without either: its service account)")
 	cmd.Flags().StringVar(&c.Namespace, "namespace", "", "namespace of the pool's warm pools and claims (default: the kubeconfig context's; in a pod: $POD_NAMESPACE or its own)")
+	cmd.Flags().DurationVar(&c.DrainTimeout, "drain-timeout", 25*time.Second, "on SIGTERM, how long the requests under way (and, with --db and --leader-elect, the claims this replica holds) may go on before it stops; new claims are refused at once. The pod's grace period less a margin (at least 5 s is given to the requests under way)")
+	cmd.Flags().StringVar(&c.Advertise, "advertise", "", "host:port other replicas reach this one's API at (with --db and --leader-elect; e.g. $(POD_IP):7070): recorded for the claims it grants, so a replica asked about one passes the request on to it")
 	cmd.Flags().BoolVar(&c.LeaderElect, "leader-elect", false, "with several replicas on one cluster: run the reconciler, the cost ledger's sampling and the cluster's pool counts on /metrics only on the replica holding a Lease (every replica serves claims)")
 	cmd.Flags().StringVar(&c.LeaderNamespace, "leader-election-namespace", "", "namespace of the Lease (default: in a pod, its own; else --namespace's)")
 	cmd.Flags().StringVar(&c.LeaderLease, "leader-election-lease", serve.DefaultLeaderLease, "name of the Lease")
@@ -190,6 +196,50 @@ database. The config repository's token may be a file, $SLIPWAY_GIT_TOKEN_FILE, 
 	vf.add(cmd)
 	cmd.Flags().Lookup("policy").Usage = "VerificationPolicy for when the config repository holds none"
 	return cmd
+}
+
+// runtimeIncidents are the incidents of the runtime's run store and
+// cleanup records (nil when it runs no reconciler).
+func runtimeIncidents(ctx context.Context, st runs.Store, records *reconcile.Records) (*incidents.Report, error) {
+	var cr incidents.CleanupRecords
+	if records != nil {
+		cr = records
+	}
+	return incidents.Runtime(ctx, st, cr)
+}
+
+// checkKubeFlags refuses the Kubernetes backend's flags with another
+// backend.
+func checkKubeFlags(cmd *cobra.Command, c serve.Config) error {
+	if c.Backend == serve.BackendKubernetes {
+		return nil
+	}
+	if c.Kubeconfig != "" || c.Namespace != "" {
+		return errors.New("--kubeconfig and --namespace are for --backend kubernetes")
+	}
+	if c.LeaderElect || cmd.Flags().Changed("leader-election-namespace") || cmd.Flags().Changed("leader-election-lease") ||
+		cmd.Flags().Changed("leader-election-lease-duration") {
+		return errors.New("--leader-elect and its --leader-election-* flags are for --backend kubernetes (the local backend is one host)")
+	}
+	return nil
+}
+
+// checkDrainFlags refuses a --drain-timeout below 0, and an --advertise
+// that is not host:port or that no shared run store needs.
+func checkDrainFlags(c serve.Config) error {
+	if c.DrainTimeout < 0 {
+		return fmt.Errorf("--drain-timeout %s: want 0 or more", c.DrainTimeout)
+	}
+	if c.Advertise == "" {
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(c.Advertise); err != nil || port == "" {
+		return fmt.Errorf("--advertise %q: want host:port (e.g. $(POD_IP):7070)", c.Advertise)
+	}
+	if (c.DB == "" && c.DBFile == "") || !c.LeaderElect {
+		return errors.New("--advertise is for replicas that share a run store: it needs --db (or --db-file) and --leader-elect")
+	}
+	return nil
 }
 
 // NewCmdClaim runs a command in a fresh claim.

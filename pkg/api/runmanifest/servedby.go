@@ -11,11 +11,14 @@ import (
 // Process is what a Slipway process reports of itself: its version, the
 // sha256 of the executable it runs (read from its own /proc/self/exe), and
 // the image it runs from when its install declares one (a reference by
-// digest).
+// digest). A runtime replica that shares its run store with others also
+// reports Address, where they reach its API (its pod's address): the one
+// that granted a claim, or moved it last, holds it.
 type Process struct {
 	Version      string `json:"version"`
 	BinarySHA256 string `json:"binary_sha256"`
 	Image        string `json:"image,omitempty"`
+	Address      string `json:"address,omitempty"`
 }
 
 // ServedBy are the processes that served a run: the control plane that

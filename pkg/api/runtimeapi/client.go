@@ -66,7 +66,7 @@ func apiError(resp *http.Response, limit int64) error {
 	if e.Code == "" && resp.StatusCode == http.StatusUnauthorized {
 		e.Code = CodeUnauthorized
 	}
-	return &APIError{Status: resp.StatusCode, Code: e.Code, Reason: e.Error, ID: e.ID}
+	return &APIError{Status: resp.StatusCode, Code: e.Code, Reason: e.Error, ID: e.ID, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Codes of the runtime's error answers: the "code" of the JSON error body,
@@ -38,6 +40,10 @@ const (
 	// CodeUnauthorized: the request's bearer token is not the runtime's
 	// (401; the runtime sends no body then).
 	CodeUnauthorized = "unauthorized"
+	// CodeDraining: the runtime replica is stopping and takes no new claim
+	// (503, with Retry-After): nothing was recorded for the request, so the
+	// same request key may be asked again of another replica.
+	CodeDraining = "draining"
 	// CodeInternal: anything else went wrong in the runtime (500).
 	CodeInternal = "internal"
 )
@@ -66,6 +72,8 @@ type APIError struct {
 	// ID is the error id of an internal error (ErrorBody.ID): quote it to
 	// whoever reads the runtime's log.
 	ID string
+	// RetryAfter is the answer's Retry-After in seconds (0: none sent).
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -88,3 +96,18 @@ func IsCode(err error, code string) bool {
 // ErrStreamCut: a streamed exec's answer ended before its exit frame (the
 // connection dropped): whether the command ended, and how, is not known.
 var ErrStreamCut = errors.New("runtime: the exec's answer ended before its exit")
+
+// HeaderForwarded marks a request one runtime replica passed on to the
+// replica holding its claim (its value is the address of the replica that
+// passed it on); a replica never passes such a request on again.
+const HeaderForwarded = "Slipway-Forwarded-By"
+
+// retryAfter reads a Retry-After header of whole seconds (0 when absent or
+// not seconds).
+func retryAfter(h string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(h))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -215,13 +213,17 @@ func NewServer(rt *Runtime, sync *Syncer, backend sandbox.Backend, token string,
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.forward(w, r) { // a claim another replica holds (forward.go)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // auth refuses requests without the bearer token: 401 and nothing else.
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
+		if !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="slipway"`)
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -280,6 +282,7 @@ func errorCode(status int, err error) string {
 		{ErrProofRefused, runtimeapi.CodeProofRefused}, {runs.ErrNotFound, runtimeapi.CodeNotFound},
 		{ErrSuspended, runtimeapi.CodeSuspended}, {checkpoint.ErrRefused, runtimeapi.CodeCheckpointRefused},
 		{ErrNoCheckpoints, runtimeapi.CodeNoCheckpoints}, {ErrNotSuspended, runtimeapi.CodeNotSuspended},
+		{ErrDraining, runtimeapi.CodeDraining},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code
@@ -333,6 +336,9 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	g, err := s.rt.Claim(r.Context(), req)
 	switch {
+	case errors.Is(err, ErrDraining):
+		s.refuseDraining(w, r, err)
+		return
 	case errors.Is(err, ErrStale):
 		s.writeError(w, r, http.StatusServiceUnavailable, err)
 		return
@@ -668,6 +674,8 @@ func (s *Server) prove(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.rt.Prove(r.Context(), r.PathValue("pool"), req)
 	switch {
+	case errors.Is(err, ErrDraining):
+		s.refuseDraining(w, r, err)
 	case errors.Is(err, ErrNoPool):
 		s.writeError(w, r, http.StatusNotFound, err)
 	case errors.Is(err, ErrStale):

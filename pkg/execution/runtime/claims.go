@@ -82,7 +82,9 @@ type Runtime struct {
 	proofs map[string]bool   // owners of the proof claims under way
 	closed bool
 	stop   chan struct{} // closed by Close
-	wg     sync.WaitGroup
+
+	draining atomic.Bool // Drain was called: no new claims (stopping.go)
+	wg       sync.WaitGroup
 
 	egress egressLog // attempts of sandboxes' egress proxies (egress.go)
 }
@@ -106,6 +108,7 @@ type runtimeOptions struct {
 	broker    *Broker
 	log       io.Writer
 	noRenew   bool
+	address   string // where other replicas reach this one (forward.go); "" for none
 	// checkpoints is where runs are checkpointed (checkpoint.go); nil: not.
 	checkpoints *Checkpoints
 	tracing     *telemetry.Tracing
@@ -226,6 +229,11 @@ func NewRuntime(desired func() (*Desired, time.Time), warm *Warm, store runs.Sto
 		}
 		o.self = &p
 	}
+	if o.address != "" {
+		p := *o.self
+		p.Address = o.address
+		o.self = &p
+	}
 	if o.broker == nil {
 		o.broker, _ = NewBroker(LocalIssuer, DefaultCredentialTTL) // valid arguments: no error
 	}
@@ -287,6 +295,9 @@ func newToken() string {
 // that its work must not run again. The key is recorded in the run
 // manifest (request_key).
 func (r *Runtime) Claim(ctx context.Context, req ClaimRequest) (*runtimeapi.Grant, error) {
+	if r.Draining() && req.RequestKey == "" {
+		return nil, ErrDraining
+	}
 	if req.RequestKey != "" {
 		return r.claimKeyed(ctx, req)
 	}

@@ -43,7 +43,8 @@ func (r *Runtime) untilReady(ctx context.Context, c *claim, err error, readyTime
 }
 
 // abandon ends a claim that is not granted: its credential revoked, its
-// sandbox deleted, its manifest final as released.
+// sandbox deleted, its manifest final as released, without its request key
+// (a retry with the key claims anew).
 func (r *Runtime) abandon(ctx context.Context, c *claim) {
 	c.op.Lock()
 	defer c.op.Unlock()
@@ -58,6 +59,10 @@ func (r *Runtime) abandon(ctx context.Context, c *claim) {
 	}
 	_ = r.finalUpdate(ctx, c.runID, s, func(m *runmanifest.Manifest) {
 		m.Status, m.Lifecycle.ResourcesReleased = runmanifest.StatusReleased, r.now()
+		// Never granted: its token never left the runtime, so no command
+		// ran. Its request key did not get a claim and may be asked again
+		// (the run, released, keeps its session).
+		m.RequestKey = ""
 	})
 	r.dropStaging(c.runID)
 }

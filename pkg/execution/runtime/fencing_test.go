@@ -301,6 +301,51 @@ func TestFencingIsReal(t *testing.T) {
 		if _, err := f.be.Pids(stuck); err == nil {
 			t.Error("the stuck member of the refused claim still runs")
 		}
+
+		// The same with a request key, the claimant going away while the
+		// member does not answer (a control plane stopped mid-claim): the
+		// claim was never granted (its token never left the runtime: no
+		// command could run), so the key is not used up; asked again it is
+		// granted, not refused as a key whose claim ended (before, 409
+		// request_key_used, and the control plane's job ended unknown,
+		// claim_released).
+		f.d.Pools["agents"].Pool.Spec.ReadyTimeout = pool.Duration{Duration: time.Minute}
+		if rep := f.warm.Reconcile(ctx, f.d); len(rep.Created) != 1 {
+			t.Fatalf("reconcile: %+v", rep)
+		}
+		stuck = rep1(t, f)
+		stopRunner(t, f.be, stuck)
+		runsOf := func() []string {
+			ids, err := f.store.Query(ctx, runmanifest.Query{Generation: g.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ids
+		}
+		before := len(runsOf())
+		const key = "job-7.a1"
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		gr, err = f.rt.Claim(cctx, runtime.ClaimRequest{Pool: "agents", RequestKey: key})
+		cancel()
+		if err == nil {
+			t.Fatalf("a keyed claim whose claimant went away while its member was stuck was granted: %+v", gr)
+		}
+		if n := len(runsOf()); n != before+1 { // recorded, then abandoned
+			t.Fatalf("runs of the generation: %d before the keyed claim, %d after; want its run recorded (%v)", before, n, err)
+		}
+		gr, err = f.rt.Claim(ctx, runtime.ClaimRequest{Pool: "agents", RequestKey: key, Deadline: time.Now().Add(2 * time.Minute)})
+		if err != nil {
+			t.Fatalf("the key of a claim never granted, asked again: %v", err)
+		}
+		if gr.Adopted || gr.RequestKey != key {
+			t.Errorf("grant %+v", gr)
+		}
+		if ids, err := f.store.Query(ctx, runmanifest.Query{RequestKey: key}); err != nil || len(ids) != 1 || ids[0] != gr.RunID {
+			t.Errorf("runs of key %s: %v, %v; want only the granted %s", key, ids, err, gr.RunID)
+		}
+		if err := f.rt.Release(ctx, gr.RunID, gr.Token, nil); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("credential broker", func(t *testing.T) {

@@ -40,6 +40,9 @@ const proofTimeout = 30 * time.Second
 // cannot run because an earlier one failed says so. The proof claim's
 // sandbox is deleted at the end (the cleanup check proves it is gone).
 func (r *Runtime) Prove(ctx context.Context, poolName string, req runtimeapi.ProofRequest) (*runtimeapi.ProofResult, error) {
+	if r.Draining() {
+		return nil, ErrDraining
+	}
 	d, at := r.desired()
 	if err := r.stale(d, at); err != nil {
 		return nil, err

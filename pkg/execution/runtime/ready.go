@@ -39,6 +39,10 @@ func (s *Server) Ready(ctx context.Context) runtimeapi.Readiness {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	var out runtimeapi.Readiness
+	if s.rt != nil && s.rt.Draining() {
+		out.Failing = append(out.Failing, runtimeapi.ReadyPart{Part: "drain",
+			Reason: "the runtime is stopping: it takes no new claims while the claims it holds end"})
+	}
 	if err := s.backend.Health(ctx); err != nil {
 		id := s.ready.Tell("backend", err, func(id string) { s.logf("runtime: not ready: error %s: backend: %v", id, err) })
 		out.Failing = append(out.Failing, runtimeapi.ReadyPart{Part: "backend",

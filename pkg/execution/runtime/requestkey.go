@@ -106,6 +106,12 @@ func (r *Runtime) claimKeyed(ctx context.Context, req ClaimRequest) (*runtimeapi
 // firstKeyed claims for the first request with a key this Runtime has no
 // claim of, unless the runs store holds a run with that key already.
 func (r *Runtime) firstKeyed(ctx context.Context, req ClaimRequest) (*claim, error) {
+	// A draining runtime answers only the keys of the claims it holds
+	// (adopt): a new one is refused before anything is recorded, so the
+	// key stays unused for another replica.
+	if r.Draining() {
+		return nil, ErrDraining
+	}
 	ids, err := r.store.Query(ctx, runmanifest.Query{RequestKey: req.RequestKey, Limit: 1})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: request key %q: %w", req.RequestKey, err)

@@ -111,18 +111,47 @@ func (e *Engine) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtim
 	v, _ := e.rr.LoadOrStore(j.Pool, new(atomic.Int64))
 	start := int(v.(*atomic.Int64).Add(1))
 	var errs []error
-	remaining := time.Until(*j.DeadlineAt)
 	for i := range rts {
 		rt := rts[(start+i)%len(rts)]
-		cctx, cancel := context.WithTimeout(ctx, remaining)
-		g, err := rt.Client.Claim(cctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, DeadlineSeconds: remaining.Seconds(), RequestKey: j.RequestKey, ControlPlane: e.self})
-		cancel()
+		g, err := e.claimFrom(ctx, rt, j)
 		if err == nil {
 			return rt, g, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", rt.Name, err))
 	}
 	return Runtime{}, nil, errors.Join(errs...)
+}
+
+// maxDrainingRetries bounds how often one claim is asked again of a
+// runtime whose replica answered that it is draining.
+const maxDrainingRetries = 20
+
+// claimFrom asks rt for the job's sandbox. A replica that is stopping
+// answers 503 draining before it records anything: the claim is asked
+// again, with the same request key, after its Retry-After (the runtime's
+// Service routes the new connection to a replica that is not stopping),
+// without counting as a dispatch failure.
+func (e *Engine) claimFrom(ctx context.Context, rt Runtime, j *controlapi.Job) (*runtimeapi.Grant, error) {
+	for try := 0; ; try++ {
+		remaining := time.Until(*j.DeadlineAt)
+		cctx, cancel := context.WithTimeout(ctx, remaining)
+		g, err := rt.Client.Claim(cctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, DeadlineSeconds: remaining.Seconds(), RequestKey: j.RequestKey, ControlPlane: e.self})
+		cancel()
+		var api *runtimeapi.APIError
+		if err == nil || !errors.As(err, &api) || api.Code != runtimeapi.CodeDraining || try >= maxDrainingRetries {
+			return g, err
+		}
+		wait := min(max(api.RetryAfter, 200*time.Millisecond), 5*time.Second)
+		if time.Until(*j.DeadlineAt) <= wait {
+			return nil, err
+		}
+		e.c.Logger.Info("runtime replica draining: claim asked again", append(logIDs(j), "runtime", rt.Name, "after", wait.String())...)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // dispatchFailed records a failed claim: back to admitted for River's

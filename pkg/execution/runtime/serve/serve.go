@@ -115,6 +115,25 @@ type Config struct {
 	// reads the standard OTEL_EXPORTER_OTLP_* environment); they are kept
 	// in a ring for GET /v1/traces/{id} either way.
 	OTLP bool
+	// DrainTimeout is how long a runtime told to stop (ctx ended) drains
+	// before it stops: it takes no new claims at once (503 with
+	// Retry-After; /readyz fails, so its endpoint leaves a Service), gives
+	// its Lease up, and answers the requests under way (a command running
+	// runs to its end) within DrainTimeout (at least 5 s); then what is
+	// still open ends as before. Replicas that share a run store (DB with
+	// LeaderElect) also keep serving the claims they hold (the next
+	// commands, releases, heartbeats: the others pass them on) until each
+	// is released or DrainTimeout has passed; a runtime alone on its store
+	// does not wait for its claims, whose sandboxes go with it. Set it to
+	// the pod's grace period less a margin.
+	DrainTimeout time.Duration
+	// Advertise is the address (host:port) other replicas reach this one's
+	// API at, recorded in the run manifests of the claims it grants
+	// (served_by.runtime.address) when replicas share a run store (DB with
+	// LeaderElect): a replica asked about a claim it does not hold passes
+	// the request on to the one that does, with the same authentication.
+	// "": none recorded, nothing passed on.
+	Advertise string
 	// LeaderElect (Kubernetes backend only) runs the periodic work (the
 	// reconciler's sweep, the cost ledger's sampling) on the one replica
 	// holding the Lease LeaderLease (default DefaultLeaderLease) in
@@ -400,6 +419,9 @@ func build(ctx context.Context, c Config, h host, repo *gitops.Repo, store runs.
 	if err != nil {
 		return nil, err
 	}
+	if c.DB != "" && c.LeaderElect && c.Advertise != "" { // replicas on one run store reach each other there
+		ckopts = append(ckopts, runtime.WithAddress(c.Advertise))
+	}
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { d, at, _ := syncer.Current(); return d, at }, warm, store, c.MaxStaleness,
 		append([]runtime.RuntimeOption{runtime.WithLog(c.Log), runtime.WithBroker(broker), runtime.WithCredentialRenewal(!c.NoCredentialRenewal),
 			runtime.WithTracing(tracing), runtime.WithLogger(c.logger)}, ckopts...)...)
@@ -502,12 +524,24 @@ func serveUntil(ctx context.Context, c Config, h host, p *parts, rec *reconcile.
 		ready(g.addr)
 	}
 	var err error
+	stopping := ctx
 	select {
 	case <-ctx.Done():
 	case err = <-g.served: // the listener failed
+		stopping = nil
 	}
+	// Drain: no new claims; the periodic work stops (the Lease is given up
+	// once it returned), and so do the warm loop and the syncer; the claims
+	// held go on to their release or the drain deadline.
+	deadline := time.Now().Add(c.DrainTimeout)
 	cancel()
-	sctx, c2 := context.WithTimeout(context.Background(), 5*time.Second)
+	if stopping != nil {
+		p.rt.Drain()
+		if c.DB != "" && c.LeaderElect { // the others pass this one's claims on to it
+			drainClaims(c, p.rt, deadline)
+		}
+	}
+	sctx, c2 := context.WithTimeout(context.Background(), max(5*time.Second, time.Until(deadline)))
 	defer c2()
 	_ = g.hs.Shutdown(sctx) // waits for the handlers still running
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {

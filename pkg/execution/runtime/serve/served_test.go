@@ -34,12 +34,16 @@ type served struct {
 	done   chan error
 }
 
-// startServed runs serve.Run with c (Listen, Token and Log set here) until
+// startServed runs serve.Run with c (Token and Log set here, Listen when
+// unset) until
 // it is ready; the test fails if it ends or is not ready within a minute.
 func startServed(ctx context.Context, t *testing.T, c serve.Config) *served {
 	t.Helper()
 	s := &served{log: &serveLog{}, done: make(chan error, 1)}
-	c.Listen, c.Token, c.Log = "127.0.0.1:0", apiToken, s.log
+	c.Token, c.Log = apiToken, s.log
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:0"
+	}
 	sctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	t.Cleanup(cancel)
