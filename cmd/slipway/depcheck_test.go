@@ -17,7 +17,7 @@ var layers = []struct {
 	name     string
 	prefixes []string
 }{
-	{"foundations", []string{"internal/atomicfile", "internal/version", "internal/strictyaml", "internal/groupcommit", "internal/cioutput", "internal/idprefix", "internal/progress", "internal/spelling", "internal/apierror", "internal/startup", "internal/sqlarg", "pkg/ref", "pkg/rootfs", "pkg/isolate", "pkg/telemetry", "pkg/kubeconfig", "pkg/kubeaccess"}},
+	{"foundations", []string{"internal/atomicfile", "internal/version", "internal/strictyaml", "internal/groupcommit", "internal/cioutput", "internal/idprefix", "internal/progress", "internal/spelling", "internal/apierror", "internal/startup", "internal/sqlarg", "internal/secretfile", "pkg/ref", "pkg/rootfs", "pkg/isolate", "pkg/telemetry", "pkg/kubeconfig", "pkg/kubeaccess"}},
 	{"contracts", []string{"pkg/api/"}},
 	{"config repository", []string{"pkg/config/"}},
 	{"release tooling", []string{"pkg/release"}},

@@ -151,61 +151,11 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	// The files of Secrets (the runtimes' tokens, the database's DSN) may
 	// come after the pod: each is waited for, its log line naming the
 	// Secret.
-	rts, err := startup.Wait(ctx, gate, "runtime token file", "is missing", startup.DefaultBackoff, func(context.Context) (map[string][]Runtime, error) {
-		rts := map[string][]Runtime{}
-		for _, rs := range specs {
-			rt, err := rs.runtime(c.Mounts)
-			if err != nil && !errors.Is(err, secretfile.ErrMissing) {
-				return nil, startup.Permanent(err)
-			}
-			if err != nil {
-				return nil, err
-			}
-			rts[rs.pool] = append(rts[rs.pool], rt)
-		}
-		return rts, nil
-	})
+	rts, err := waitRuntimes(ctx, gate, specs, c.Mounts)
 	if err != nil {
 		return startErr(ctx, err)
 	}
-	dsn := func() (string, error) { return c.DB, nil }
-	if c.DBFile != "" {
-		dsn = func() (string, error) {
-			s, err := c.Mounts.Read(c.DBFile)
-			if err != nil {
-				return "", err
-			}
-			if strings.Contains(s, "\n") {
-				return "", fmt.Errorf("%w: file %s: want one line, a DSN", ErrBadDSN, c.DBFile)
-			}
-			if err := CheckDSN(s); err != nil {
-				return "", fmt.Errorf("file %s: %w", c.DBFile, err)
-			}
-			return s, nil
-		}
-		// A DSN that is not one is waited for too: its Secret can be
-		// fixed, and a process that exits on it would crash-loop.
-		if _, err := startup.Wait(ctx, gate, "database DSN file", "is missing or not a DSN", startup.DefaultBackoff, func(context.Context) (string, error) {
-			s, err := dsn()
-			if err != nil && !errors.Is(err, secretfile.ErrMissing) && !errors.Is(err, ErrBadDSN) {
-				return "", startup.Permanent(err) // a file that cannot be read
-			}
-			return s, err
-		}); err != nil {
-			return startErr(ctx, err)
-		}
-	}
-	st, err := startup.Wait(ctx, gate, "database", "does not answer", startup.DefaultBackoff, func(ctx context.Context) (*Store, error) {
-		db, err := dsn() // again: a DSN fixed in its Secret is taken at the next try
-		if err != nil {
-			return nil, err
-		}
-		st, err := Open(ctx, db)
-		if err != nil && ((errors.Is(err, ErrBadDSN) && c.DBFile == "") || strings.HasPrefix(db, "sqlite:")) {
-			return nil, startup.Permanent(err) // a name no retry fixes (but a fix of its file), or a local file
-		}
-		return st, err
-	})
+	st, err := openStore(ctx, gate, c)
 	if err != nil {
 		return startErr(ctx, err)
 	}
@@ -260,6 +210,69 @@ func Serve(ctx context.Context, c ServeConfig, ready func(addr string)) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return errors.Join(err, p.Stop(sctx))
+}
+
+// waitRuntimes reads the runtimes' token files, waiting (behind gate)
+// while one is missing: a Secret may come after the pod.
+func waitRuntimes(ctx context.Context, gate *startup.Gate, specs []runtimeSpec, mounts secretfile.Mounts) (map[string][]Runtime, error) {
+	return startup.Wait(ctx, gate, "runtime token file", "is missing", startup.DefaultBackoff, func(context.Context) (map[string][]Runtime, error) {
+		rts := map[string][]Runtime{}
+		for _, rs := range specs {
+			rt, err := rs.runtime(mounts)
+			if err != nil && !errors.Is(err, secretfile.ErrMissing) {
+				return nil, startup.Permanent(err)
+			}
+			if err != nil {
+				return nil, err
+			}
+			rts[rs.pool] = append(rts[rs.pool], rt)
+		}
+		return rts, nil
+	})
+}
+
+// openStore opens the database of c.DB, or of the DSN in c.DBFile (waited
+// for while missing or not a DSN, and read again at each try), waiting
+// behind gate while it does not answer.
+func openStore(ctx context.Context, gate *startup.Gate, c ServeConfig) (*Store, error) {
+	dsn := func() (string, error) { return c.DB, nil }
+	if c.DBFile != "" {
+		dsn = func() (string, error) {
+			s, err := c.Mounts.Read(c.DBFile)
+			if err != nil {
+				return "", err
+			}
+			if strings.Contains(s, "\n") {
+				return "", fmt.Errorf("%w: file %s: want one line, a DSN", ErrBadDSN, c.DBFile)
+			}
+			if err := CheckDSN(s); err != nil {
+				return "", fmt.Errorf("file %s: %w", c.DBFile, err)
+			}
+			return s, nil
+		}
+		// A DSN that is not one is waited for too: its Secret can be
+		// fixed, and a process that exits on it would crash-loop.
+		if _, err := startup.Wait(ctx, gate, "database DSN file", "is missing or not a DSN", startup.DefaultBackoff, func(context.Context) (string, error) {
+			s, err := dsn()
+			if err != nil && !errors.Is(err, secretfile.ErrMissing) && !errors.Is(err, ErrBadDSN) {
+				return "", startup.Permanent(err) // a file that cannot be read
+			}
+			return s, err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return startup.Wait(ctx, gate, "database", "does not answer", startup.DefaultBackoff, func(ctx context.Context) (*Store, error) {
+		db, err := dsn() // again: a DSN fixed in its Secret is taken at the next try
+		if err != nil {
+			return nil, err
+		}
+		st, err := Open(ctx, db)
+		if err != nil && ((errors.Is(err, ErrBadDSN) && c.DBFile == "") || strings.HasPrefix(db, "sqlite:")) {
+			return nil, startup.Permanent(err) // a name no retry fixes (but a fix of its file), or a local file
+		}
+		return st, err
+	})
 }
 
 // startErr is what Serve returns when its start ends early: nothing when
