@@ -175,12 +175,7 @@ func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %w", ErrBadDSN, err) // pgx redacts the password
 	}
-	cfg.RuntimeParams["search_path"] = Schema
-	admin := stdlib.OpenDB(*cfg.Copy())
-	defer admin.Close()
-	if _, err := admin.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
-		return nil, fmt.Errorf("control: postgres %s: %w", redactDSN(dsn), Unavailable(err))
-	}
+	cfg.RuntimeParams["search_path"] = Schema // created, if new, by migrate
 	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
@@ -282,6 +277,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		// index) and one replica's start fails.
 		err := s.txAlone(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, s.d.lockStmt); err != nil {
+				return err
+			}
+			// the schema too: two CREATE SCHEMA IF NOT EXISTS race on
+			// pg_namespace's unique index as tables do on pg_type's
+			if _, err := tx.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
 				return err
 			}
 			for _, st := range stmts {
