@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/deploy/internal/harness"
+
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/testharness/benchtable"
@@ -34,14 +36,14 @@ func BenchmarkB13bInCluster(b *testing.B) {
 	if os.Getenv("BENCH_SMOKE") != "" {
 		size, total, smoke = 3, 6, "smoke: "
 	}
-	e := startInCluster(b, true)
-	e.warmSize = size
-	_, rt, gen := e.jobPlanes(b, "single", 1)
+	e := harness.Start(b, true)
+	e.WarmSize = size
+	_, rt, gen := e.JobPlanes(b, "single", 1)
 	ctx := context.Background()
 	const ns = "slipway-sandboxes"
 	pool := kubeobjects.ObjectName("agents", gen)
 	settle := func() {
-		kubetest.WaitWarmPool(b, e.dyn, ns, pool, size)
+		kubetest.WaitWarmPool(b, e.Dyn, ns, pool, size)
 		time.Sleep(2 * time.Second) // both sides alike: the members' runners proved meanwhile
 	}
 	var slipway, bare []time.Duration
@@ -74,12 +76,12 @@ func BenchmarkB13bInCluster(b *testing.B) {
 			for i := 0; i < size && len(bare) < total; i++ {
 				name := fmt.Sprintf("bare-%d-%d", round, i)
 				start := time.Now()
-				kubetest.BareClaim(b, e.dyn, ns, pool, name)
+				kubetest.BareClaim(b, e.Dyn, ns, pool, name)
 				bare = append(bare, time.Since(start))
 				names = append(names, name)
 			}
 			for _, name := range names {
-				kubetest.DeleteBareClaim(b, e.dyn, ns, name)
+				kubetest.DeleteBareClaim(b, e.Dyn, ns, name)
 			}
 		}
 		if cold > 0 {

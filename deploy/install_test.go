@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slipway-dev/slipway/deploy/internal/harness"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -195,10 +197,7 @@ func TestPodSecurityRestricted(t *testing.T) {
 	}
 }
 
-var (
-	byDigest     = regexp.MustCompile(`^[a-z0-9.:/_-]+@sha256:[0-9a-f]{64}$`)
-	slipwayImage = regexp.MustCompile(`^ghcr\.io/slipway-dev/slipway(:[\w.-]+)?@`)
-)
+var slipwayImage = regexp.MustCompile(`^ghcr\.io/slipway-dev/slipway(:[\w.-]+)?@`)
 
 // Every image is pinned by digest; slipway's is the images entry's, and
 // each container's $SLIPWAY_IMAGE (what it reports in served_by) is it.
@@ -207,7 +206,7 @@ func TestImagesByDigest(t *testing.T) {
 		for dn, d := range objects[appsv1.Deployment](t, build(t, name), "Deployment") {
 			spec := d.Spec.Template.Spec
 			for _, c := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
-				if !byDigest.MatchString(c.Image) {
+				if !harness.ByDigest.MatchString(c.Image) {
 					t.Errorf("%s: Deployment %s container %s: image %q is not pinned by digest", name, dn, c.Name, c.Image)
 				}
 				if !slipwayImage.MatchString(c.Image) {

@@ -188,7 +188,7 @@ func TestLayersPointDown(t *testing.T) {
 			continue
 		}
 		rel := strings.TrimPrefix(path, mod)
-		if strings.HasPrefix(rel, "examples/") || rel == "pipelines" || rel == "deploy" || strings.HasPrefix(rel, "integrations/") {
+		if strings.HasPrefix(rel, "examples/") || rel == "pipelines" || rel == "deploy" || strings.HasPrefix(rel, "deploy/") || strings.HasPrefix(rel, "integrations/") {
 			continue // runnable examples and test-only packages sit above everything
 		}
 		n++

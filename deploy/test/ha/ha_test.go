@@ -1,6 +1,6 @@
 //go:build linux
 
-package deploy_test
+package ha_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/deploy/internal/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +83,7 @@ type haResult struct {
 // both): it fails tb on a job lost or run twice, and returns what
 // happened.
 func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
-	e, control, rt, gen := jobPlanes(t, "ha", 2)
+	e, control, rt, gen := harness.JobPlanes(t, "ha", 2)
 	ctx := context.Background()
 	var ids []string
 	for i := range jobs {
@@ -102,7 +104,7 @@ func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("none of %d jobs runs after 3m\n%s", jobs, podsState(t, e.c, "slipway-runtime"))
+			t.Fatalf("none of %d jobs runs after 3m\n%s", jobs, harness.PodsState(t, e.C, "slipway-runtime"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -112,7 +114,7 @@ func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 		if kill[app] == 0 {
 			continue
 		}
-		pods, err := e.cs.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
+		pods, err := e.CS.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
 		if err != nil || len(pods.Items) != 2 {
 			t.Fatalf("pods of %s: %v (%d)", app, err, len(pods.Items))
 		}
@@ -120,7 +122,7 @@ func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 		// in flight), or else the first.
 		pick, why := pods.Items[0].Name, "the first listed"
 		for _, p := range pods.Items {
-			b, err := e.cs.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			b, err := e.CS.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 			if err != nil {
 				continue
 			}
@@ -146,7 +148,7 @@ func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 	logsDone := make(chan struct{}, len(deleted))
 	for i, p := range deleted {
 		logs[i] = &syncBuf{}
-		rc, err := e.cs.CoreV1().Pods("slipway-system").GetLogs(p, &corev1.PodLogOptions{Follow: true, SinceSeconds: ptr(int64(60))}).Stream(ctx)
+		rc, err := e.CS.CoreV1().Pods("slipway-system").GetLogs(p, &corev1.PodLogOptions{Follow: true, SinceSeconds: ptr(int64(60))}).Stream(ctx)
 		if err != nil {
 			t.Fatalf("follow the log of pod %s: %v", p, err)
 		}
@@ -158,7 +160,7 @@ func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 	}
 	at := time.Now()
 	for _, p := range deleted {
-		if err := e.cs.CoreV1().Pods("slipway-system").Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
+		if err := e.CS.CoreV1().Pods("slipway-system").Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("delete pod %s: %v", p, err)
 		}
 	}
@@ -194,7 +196,7 @@ func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 	// printed first pushes the failure out of a truncated CI excerpt.
 	defer func() {
 		for i, p := range deleted {
-			t.Logf("pod %s's log, its last minute (lines cut at 600 characters):\n%s", p, clip(tail(logs[i].String(), 40), 600))
+			t.Logf("pod %s's log, its last minute (lines cut at 600 characters):\n%s", p, harness.Clip(harness.Tail(logs[i].String(), 40), 600))
 		}
 	}()
 	byState := map[string][]string{}
@@ -209,7 +211,7 @@ func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 			continue
 		}
 		if j.State == controlapi.Unknown {
-			j = afterOwnerDeadline(t, ctx, control, j)
+			j = harness.AfterOwnerDeadline(t, ctx, control, j)
 		}
 		if j.State == controlapi.Unknown && (j.Reason == "exec_unconfirmed" || j.Reason == "claim_released") {
 			res.runtimeUnknown = append(res.runtimeUnknown, fmt.Sprintf("job %s: %s: %s", id, j.Reason, j.Detail))
@@ -259,32 +261,9 @@ func haDeletion(t testing.TB, jobs int, kill map[string]int) haResult {
 		started = res.nextRunning.Round(10 * time.Millisecond).String()
 	}
 	t.Logf("%d jobs: %s; %d runs of %s, %d jobs with a run that fetched its command; deletion to the next admitted job: %s, to the next running: %s; %s",
-		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, started, strings.Join(e.timings, ", "))
+		len(ids), strings.Join(summary, ", "), len(runIDs), gen, len(ran), b15, started, strings.Join(e.Timings, ", "))
 	res.next = next
 	return res
-}
-
-// afterOwnerDeadline follows unknown job j until it leaves unknown, or
-// until a minute past its owner's deadline when that is within 2 minutes,
-// logs what it became and returns it: still unknown is what the control plane shows
-// when nobody confirmed the outcome, owner and deadline in view.
-func afterOwnerDeadline(t testing.TB, ctx context.Context, control *controlapi.Client, j *controlapi.Job) *controlapi.Job {
-	t.Helper()
-	first := *j
-	until := j.OwnerDeadline.Add(time.Minute)
-	if until.After(time.Now().Add(3 * time.Minute)) { // an owner that has hours (an operator): shown, not awaited
-		until = time.Now()
-	}
-	for j.State == controlapi.Unknown && time.Now().Before(until) {
-		time.Sleep(time.Second)
-		if n, err := control.Get(ctx, j.ID); err == nil {
-			j = n
-		}
-	}
-	t.Logf("job %s was unknown (%s: %s), owner %s, deadline %s; now (%s) it is %s (%s), attempt %d, run %s",
-		j.ID, first.Reason, first.Detail, first.Owner, first.OwnerDeadline.Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339),
-		j.State, j.Reason, j.Attempt, j.RunID)
-	return j
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -319,15 +298,4 @@ func states(ctx context.Context, c *controlapi.Client, ids []string) map[string]
 		out[string(j.State)]++
 	}
 	return out
-}
-
-// clip cuts each line of s to n bytes.
-func clip(s string, n int) string {
-	ls := strings.Split(s, "\n")
-	for i, l := range ls {
-		if len(l) > n {
-			ls[i] = l[:n] + " […]"
-		}
-	}
-	return strings.Join(ls, "\n")
 }

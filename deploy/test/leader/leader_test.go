@@ -1,6 +1,6 @@
 //go:build linux
 
-package deploy_test
+package leader_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/deploy/internal/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,11 +45,11 @@ const holdFinalizer = "test.slipway.dev/hold"
 // (the dead one attempted none of them: a stopping reconciler begins no
 // action, TestStoppedPassLeavesTheRestPending).
 func TestInClusterLeaderDiesMidSweep(t *testing.T) {
-	e, _, _, _ := jobPlanes(t, "ha", 2)
+	e, _, _, _ := harness.JobPlanes(t, "ha", 2)
 	ctx := context.Background()
 	const ns = "slipway-sandboxes"
 	leaderOf := func() string {
-		l, err := e.cs.CoordinationV1().Leases("slipway-system").Get(ctx, "slipway-runtime", metav1.GetOptions{})
+		l, err := e.CS.CoordinationV1().Leases("slipway-system").Get(ctx, "slipway-runtime", metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
 			return ""
 		}
@@ -64,13 +66,13 @@ func TestInClusterLeaderDiesMidSweep(t *testing.T) {
 		if !t.Failed() {
 			return
 		}
-		pods, err := e.cs.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=slipway-runtime"})
+		pods, err := e.CS.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=slipway-runtime"})
 		if err != nil {
 			return
 		}
 		for _, p := range pods.Items {
-			b, _ := e.cs.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-			t.Logf("runtime pod %s's log ends (lines cut at 600 characters):\n%s", p.Name, clip(tail(string(b), 30), 600))
+			b, _ := e.CS.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			t.Logf("runtime pod %s's log ends (lines cut at 600 characters):\n%s", p.Name, harness.Clip(harness.Tail(string(b), 30), 600))
 		}
 	})
 
@@ -87,7 +89,7 @@ func TestInClusterLeaderDiesMidSweep(t *testing.T) {
 		} else {
 			free = append(free, s.Name)
 		}
-		if _, err := e.cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: "crashed-runtime"}); err != nil {
+		if _, err := e.CS.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: "crashed-runtime"}); err != nil {
 			t.Fatalf("plant Secret %s/%s: %v", ns, s.Name, err)
 		}
 	}
@@ -95,7 +97,7 @@ func TestInClusterLeaderDiesMidSweep(t *testing.T) {
 	clearHolds := func() {
 		for _, n := range held {
 			patch := []byte(`{"metadata":{"finalizers":null}}`)
-			if _, err := e.cs.CoreV1().Secrets(ns).Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if _, err := e.CS.CoreV1().Secrets(ns).Patch(ctx, n, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				t.Errorf("clear the finalizer of Secret %s/%s: %v", ns, n, err)
 			}
 		}
@@ -107,7 +109,7 @@ func TestInClusterLeaderDiesMidSweep(t *testing.T) {
 	// (the first waits out the grace): within two intervals.
 	deletionBegun := func(names []string) (n int) {
 		for _, name := range names {
-			s, err := e.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+			s, err := e.CS.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 			if err == nil && s.DeletionTimestamp != nil || apierrors.IsNotFound(err) {
 				n++
 			}
@@ -125,7 +127,7 @@ func TestInClusterLeaderDiesMidSweep(t *testing.T) {
 		t.Fatalf("the sweep is not mid-way: %d of the %d free Secrets' deletions began with the held ones' (the workers were not all held)", n, len(free))
 	}
 	grace := int64(0)
-	if err := e.cs.CoreV1().Pods("slipway-system").Delete(ctx, leaderPod, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+	if err := e.CS.CoreV1().Pods("slipway-system").Delete(ctx, leaderPod, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
 		t.Fatalf("delete the leader's pod %s: %v", leaderPod, err)
 	}
 	killed := time.Now()
@@ -148,7 +150,7 @@ func TestInClusterLeaderDiesMidSweep(t *testing.T) {
 	clearHolds() // the other controller lets go
 
 	// The new leader finishes: no Secret left, no record open.
-	records, err := reconcile.OpenRecordsPostgres(ctx, e.pg.DSN("slipway"))
+	records, err := reconcile.OpenRecordsPostgres(ctx, e.PG.DSN("slipway"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestInClusterLeaderDiesMidSweep(t *testing.T) {
 	for deadline := time.Now().Add(3*reconcile.DefaultInterval + 30*time.Second); ; time.Sleep(time.Second) {
 		left = left[:0]
 		for _, n := range planted24 {
-			if _, err := e.cs.CoreV1().Secrets(ns).Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := e.CS.CoreV1().Secrets(ns).Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				left = append(left, n)
 			}
 		}

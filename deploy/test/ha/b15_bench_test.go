@@ -1,6 +1,6 @@
 //go:build linux
 
-package deploy_test
+package ha_test
 
 import (
 	"fmt"

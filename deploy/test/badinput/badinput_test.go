@@ -1,6 +1,6 @@
 //go:build linux
 
-package deploy_test
+package badinput_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/deploy/internal/harness"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,60 +33,60 @@ import (
 // so the pod is deleted after the Role loses the verb; its successor is
 // not Ready until the Role is fixed, and then is, without a restart.
 func TestInClusterBadInput(t *testing.T) {
-	e := startInCluster(t, false)
+	e := harness.Start(t, false)
 	ctx := context.Background()
-	e.git.Seed(t, "config.git", "main", map[string]string{"policies/verification.yaml": string(e.policy)})
+	e.Git.Seed(t, "config.git", "main", map[string]string{"policies/verification.yaml": string(e.Policy)})
 	const (
 		gitToken    = "incluster-git-token-right-0123456789"
 		wrongToken  = "incluster-git-token-wrong-9876543210"
 		badPassword = "incluster-db-password-never-shown"
 	)
-	e.git.RequireToken(gitToken)
-	repoURL := e.git.URLAlso("config.git")
-	never := []string{runtimeToken, gitToken, wrongToken, badPassword}
+	e.Git.RequireToken(gitToken)
+	repoURL := e.Git.URLAlso("config.git")
+	never := []string{harness.RuntimeToken, gitToken, wrongToken, badPassword}
 	planes := []string{"slipway-control", "slipway-runtime"}
 
 	// (a) no Secret slipway-db: the pods start (the volume is optional)
 	// and wait for the file, naming the Secret and its key.
-	e.applyPlanes(t, "single", map[string]string{"repo": repoURL, "branch": "main", "pool": "default"}, map[string]map[string]string{
-		"slipway-runtime-token": {"token": runtimeToken},
+	e.ApplyPlanes(t, "single", map[string]string{"repo": repoURL, "branch": "main", "pool": "default"}, map[string]map[string]string{
+		"slipway-runtime-token": {"token": harness.RuntimeToken},
 		"slipway-git":           {"token": gitToken},
 	})
 	pods := map[string]string{}
 	for _, app := range planes {
-		pods[app] = e.notReadyFor(t, app, "", []string{"Secret slipway-db, key dsn", "does not exist"}, never)
+		pods[app] = notReadyFor(t, e, app, "", []string{"Secret slipway-db, key dsn", "does not exist"}, never)
 	}
-	e.mark("(a) Secret slipway-db missing: both not Ready, named")
+	e.Mark("(a) Secret slipway-db missing: both not Ready, named")
 
 	// (b) the Secret names a database port where nothing listens: each
 	// process takes the file the kubelet writes and names the host.
 	dead := deadAddr(t)
-	e.putSecret(t, "slipway-db", map[string]string{"dsn": "postgres://slipway:" + badPassword + "@" + dead + "/slipway?sslmode=disable"})
+	putSecret(t, e, "slipway-db", map[string]string{"dsn": "postgres://slipway:" + badPassword + "@" + dead + "/slipway?sslmode=disable"})
 	for _, app := range planes {
-		e.notReadyFor(t, app, pods[app], []string{dead, "connection refused"}, never)
+		notReadyFor(t, e, app, pods[app], []string{dead, "connection refused"}, never)
 	}
-	e.mark("(b) a database that does not answer: both not Ready, named")
-	e.putSecret(t, "slipway-db", map[string]string{"dsn": e.pg.DSNAlso("slipway")})
+	e.Mark("(b) a database that does not answer: both not Ready, named")
+	putSecret(t, e, "slipway-db", map[string]string{"dsn": e.PG.DSNAlso("slipway")})
 	for _, app := range planes {
-		e.readyAgain(t, app, pods[app])
+		readyAgain(t, e, app, pods[app])
 	}
-	e.mark("(a, b) fixed: both Ready, not restarted")
+	e.Mark("(a, b) fixed: both Ready, not restarted")
 
 	// (c) the repository refuses the token: the next fetch reads the file
 	// the kubelet rewrote.
-	e.putSecret(t, "slipway-git", map[string]string{"token": wrongToken})
+	putSecret(t, e, "slipway-git", map[string]string{"token": wrongToken})
 	for _, app := range planes {
-		e.notReadyFor(t, app, pods[app], []string{repoURL, "authentication required"}, never)
+		notReadyFor(t, e, app, pods[app], []string{repoURL, "authentication required"}, never)
 	}
-	e.mark("(c) the repository refuses the token: both not Ready, named")
-	e.putSecret(t, "slipway-git", map[string]string{"token": gitToken})
+	e.Mark("(c) the repository refuses the token: both not Ready, named")
+	putSecret(t, e, "slipway-git", map[string]string{"token": gitToken})
 	for _, app := range planes {
-		e.readyAgain(t, app, pods[app])
+		readyAgain(t, e, app, pods[app])
 	}
-	e.mark("(c) fixed: both Ready, not restarted")
+	e.Mark("(c) fixed: both Ready, not restarted")
 
 	// (d) the runtime's Role without watch on sandboxclaims.
-	roles := e.cs.RbacV1().Roles("slipway-sandboxes")
+	roles := e.CS.RbacV1().Roles("slipway-sandboxes")
 	role, err := roles.Get(ctx, "slipway-runtime", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -103,14 +105,14 @@ func TestInClusterBadInput(t *testing.T) {
 	if _, err := roles.Update(ctx, role, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.cs.CoreV1().Pods("slipway-system").Delete(ctx, pods["slipway-runtime"], metav1.DeleteOptions{}); err != nil {
+	if err := e.CS.CoreV1().Pods("slipway-system").Delete(ctx, pods["slipway-runtime"], metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rt := e.notReadyFor(t, "slipway-runtime", "", []string{"may not watch sandboxclaims.extensions.agents.x-k8s.io in namespace slipway-sandboxes"}, never)
+	rt := notReadyFor(t, e, "slipway-runtime", "", []string{"may not watch sandboxclaims.extensions.agents.x-k8s.io in namespace slipway-sandboxes"}, never)
 	if rt == pods["slipway-runtime"] {
 		t.Fatalf("the runtime's pod %s was not replaced", rt)
 	}
-	e.mark("(d) a verb removed: the new runtime pod not Ready, the verb named")
+	e.Mark("(d) a verb removed: the new runtime pod not Ready, the verb named")
 	role, err = roles.Get(ctx, "slipway-runtime", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -119,9 +121,9 @@ func TestInClusterBadInput(t *testing.T) {
 	if _, err := roles.Update(ctx, role, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.readyAgain(t, "slipway-runtime", rt)
-	e.mark("(d) fixed: Ready, not restarted")
-	t.Logf("%s", strings.Join(e.timings, ", "))
+	readyAgain(t, e, "slipway-runtime", rt)
+	e.Mark("(d) fixed: Ready, not restarted")
+	t.Logf("%s", strings.Join(e.Timings, ", "))
 }
 
 // badWindow is how long a pod must stay not Ready, unrestarted, after its
@@ -135,13 +137,13 @@ const badWindow = 20 * time.Second
 // holds it not Ready with restartCount 0 through badWindow. Its log must
 // then have exactly one line with the cause, no stack trace and none of
 // never. It returns the pod's name.
-func (e *inCluster) notReadyFor(t testing.TB, app, pod string, cause, never []string) string {
+func notReadyFor(t testing.TB, e *harness.Env, app, pod string, cause, never []string) string {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(4 * time.Minute)
 	var p *corev1.Pod
 	lines := func() []string {
-		b, err := e.cs.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		b, err := e.CS.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil {
 			return nil // the container has not started yet
 		}
@@ -154,22 +156,22 @@ func (e *inCluster) notReadyFor(t testing.TB, app, pod string, cause, never []st
 		return out
 	}
 	for {
-		p = e.podOf(t, app, pod)
+		p = podOf(t, e, app, pod)
 		if p != nil && len(lines()) > 0 && !podReady(p) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: no pod not Ready with a log line naming %q after 4m:\n%s", app, cause, podsState(t, e.c, app))
+			t.Fatalf("%s: no pod not Ready with a log line naming %q after 4m:\n%s", app, cause, harness.PodsState(t, e.C, app))
 		}
 		time.Sleep(time.Second)
 	}
 	for end := time.Now().Add(badWindow); time.Now().Before(end); time.Sleep(2 * time.Second) {
-		q := e.podOf(t, app, p.Name)
+		q := podOf(t, e, app, p.Name)
 		if q == nil || podReady(q) || restarts(q) != 0 {
-			t.Fatalf("%s: pod %s within %s of logging %q: gone, Ready or restarted:\n%s", app, p.Name, badWindow, cause, podsState(t, e.c, app))
+			t.Fatalf("%s: pod %s within %s of logging %q: gone, Ready or restarted:\n%s", app, p.Name, badWindow, cause, harness.PodsState(t, e.C, app))
 		}
 	}
-	b, err := e.cs.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	b, err := e.CS.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,22 +196,22 @@ func (e *inCluster) notReadyFor(t testing.TB, app, pod string, cause, never []st
 
 // readyAgain waits (at most 4 minutes) until app's pod is Ready, and
 // checks it is still pod, never restarted.
-func (e *inCluster) readyAgain(t testing.TB, app, pod string) {
+func readyAgain(t testing.TB, e *harness.Env, app, pod string) {
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
-		p := e.podOf(t, app, pod)
+		p := podOf(t, e, app, pod)
 		if p == nil {
-			t.Fatalf("%s: pod %s is gone:\n%s", app, pod, podsState(t, e.c, app))
+			t.Fatalf("%s: pod %s is gone:\n%s", app, pod, harness.PodsState(t, e.C, app))
 		}
 		if n := restarts(p); n != 0 {
-			t.Fatalf("%s: pod %s restarted %d times:\n%s", app, pod, n, podsState(t, e.c, app))
+			t.Fatalf("%s: pod %s restarted %d times:\n%s", app, pod, n, harness.PodsState(t, e.C, app))
 		}
 		if podReady(p) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: pod %s not Ready 4m after the fix:\n%s", app, pod, podsState(t, e.c, app))
+			t.Fatalf("%s: pod %s not Ready 4m after the fix:\n%s", app, pod, harness.PodsState(t, e.C, app))
 		}
 		time.Sleep(time.Second)
 	}
@@ -217,9 +219,9 @@ func (e *inCluster) readyAgain(t testing.TB, app, pod string) {
 
 // podOf is app's pod named name, or when name is "" its one pod not being
 // deleted; nil when there is none (yet).
-func (e *inCluster) podOf(t testing.TB, app, name string) *corev1.Pod {
+func podOf(t testing.TB, e *harness.Env, app, name string) *corev1.Pod {
 	t.Helper()
-	pods, err := e.cs.CoreV1().Pods("slipway-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
+	pods, err := e.CS.CoreV1().Pods("slipway-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,11 +245,11 @@ func (e *inCluster) podOf(t testing.TB, app, name string) *corev1.Pod {
 }
 
 // putSecret creates or replaces Secret name in slipway-system.
-func (e *inCluster) putSecret(t testing.TB, name string, data map[string]string) {
+func putSecret(t testing.TB, e *harness.Env, name string, data map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "slipway-system"}, StringData: data}
-	secrets := e.cs.CoreV1().Secrets("slipway-system")
+	secrets := e.CS.CoreV1().Secrets("slipway-system")
 	if _, err := secrets.Create(ctx, s, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
 		old, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package deploy_test
+package harness
 
 import (
 	"bufio"
@@ -34,37 +34,37 @@ import (
 	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
-// inCluster is what an in-cluster test of the install stands on: a real
+// Env is what an in-cluster test of the install stands on: a real
 // node that routes Services, a registry on the node's bridge holding a
 // snapshot release of this tree (pushed, signed, by digest), the host's
 // PostgreSQL and a git server, both reachable from pods.
-type inCluster struct {
+type Env struct {
 	begin  time.Time
-	c      *kubetest.Cluster
-	node   string
-	dyn    dynamic.Interface
-	cs     kubernetes.Interface
-	host   string            // the registry, host:port on the bridge
-	rel    string            // the release's directory
-	images map[string]string // program: reference by digest, as pushed
-	policy []byte            // the release's verification policy
-	signer signature.SignerVerifier
-	pg     *pgtest.Server
-	git    *gittest.Server
-	// deploy is the folder of the install's base and overlays: this
-	// tree's ("."), or an earlier version's (upgradeFrom).
-	deploy string
-	// warmSize, when set, is pool agents' warm size before seedJobConfig
+	C      *kubetest.Cluster
+	Node   string
+	Dyn    dynamic.Interface
+	CS     kubernetes.Interface
+	Host   string            // the registry, host:port on the bridge
+	Rel    string            // the release's directory
+	Images map[string]string // program: reference by digest, as pushed
+	Policy []byte            // the release's verification policy
+	Signer signature.SignerVerifier
+	PG     *pgtest.Server
+	Git    *gittest.Server
+	// Deploy is the folder of the install's base and overlays: this
+	// tree's (Root's deploy), or an earlier version's (the upgrade's).
+	Deploy string
+	// WarmSize, when set, is pool agents' warm size before seedJobConfig
 	// promotes its generation (the generation keeps the pool's at its
 	// promotion); else the pool's default.
-	warmSize int
-	timings  []string
+	WarmSize int
+	Timings  []string
 }
 
-// startInCluster starts the cluster (with agent-sandbox's controller when
+// Start starts the cluster (with agent-sandbox's controller when
 // sandboxes), the registry, the release, PostgreSQL (database slipway) and
 // the git server; everything stops when the test ends.
-func startInCluster(t testing.TB, sandboxes bool) *inCluster {
+func Start(t testing.TB, sandboxes bool) *Env {
 	t.Helper()
 	extra := []string{"kube-proxy", "kube-controller-manager", "iptables"}
 	if sandboxes {
@@ -74,27 +74,27 @@ func startInCluster(t testing.TB, sandboxes bool) *inCluster {
 	_, err := pgtest.BinDir()
 	need.Err(t, err)
 	ctx := context.Background()
-	e := &inCluster{begin: time.Now(), deploy: "."}
-	e.c, err = kubetest.Start(ctx, t.TempDir(), kubetest.WithServices())
+	e := &Env{begin: time.Now(), Deploy: filepath.Join(Root(t), "deploy")}
+	e.C, err = kubetest.Start(ctx, t.TempDir(), kubetest.WithServices())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.c.Close)
+	t.Cleanup(e.C.Close)
 	t.Cleanup(func() {
 		if t.Failed() {
-			nodePressure(t, e.c)
+			NodePressure(t, e.C)
 			for _, p := range []string{"kube-controller-manager", "kubelet", "agent-sandbox-controller"} {
-				t.Logf("%s log ends:\n%s", p, tail(e.c.Log(p), 60))
+				t.Logf("%s log ends:\n%s", p, Tail(e.C.Log(p), 60))
 			}
 		}
 	})
 	// The registry is on the bridge: the node pulls from it and the
 	// runtime's pod verifies the images it grants against it.
-	e.host = bridgeRegistry(t)
-	rel, how := snapshotRelease(t)
-	e.rel = rel
-	e.images, e.policy, e.signer = publish(t, rel, e.host+"/slipway-dev")
-	e.mark("release " + how + ", pushed")
+	e.Host = BridgeRegistry(t)
+	rel, how := SnapshotRelease(t)
+	e.Rel = rel
+	e.Images, e.Policy, e.Signer = Publish(t, rel, e.Host+"/slipway-dev")
+	e.Mark("release " + how + ", pushed")
 	// The server's directory must be enterable by the user postgres runs
 	// as (a test's temporary directory is not).
 	pgDir, err := os.MkdirTemp("", "incluster-pg-")
@@ -102,74 +102,74 @@ func startInCluster(t testing.TB, sandboxes bool) *inCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(pgDir) })
-	e.pg, err = pgtest.Start(ctx, pgDir, pgtest.ListenAlso(kubetest.PodGateway, kubetest.PodCIDR))
+	e.PG, err = pgtest.Start(ctx, pgDir, pgtest.ListenAlso(kubetest.PodGateway, kubetest.PodCIDR))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.pg.Close)
-	if err := e.pg.CreateDatabase(ctx, "slipway"); err != nil {
+	t.Cleanup(e.PG.Close)
+	if err := e.PG.CreateDatabase(ctx, "slipway"); err != nil {
 		t.Fatal(err)
 	}
-	e.git = gittest.NewServer(t, gittest.ListenAlso(kubetest.PodGateway))
-	n, err := e.c.StartNode(ctx, e.host)
+	e.Git = gittest.NewServer(t, gittest.ListenAlso(kubetest.PodGateway))
+	n, err := e.C.StartNode(ctx, e.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.node = n.Name()
-	if err := e.c.StartScheduler(ctx); err != nil { // a Deployment's pods name no node
+	e.Node = n.Name()
+	if err := e.C.StartScheduler(ctx); err != nil { // a Deployment's pods name no node
 		t.Fatal(err)
 	}
 	if sandboxes {
-		if err := e.c.StartSandboxController(ctx); err != nil {
+		if err := e.C.StartSandboxController(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if e.dyn, err = e.c.Dynamic(); err != nil {
+	if e.Dyn, err = e.C.Dynamic(); err != nil {
 		t.Fatal(err)
 	}
-	if e.cs, err = kubernetes.NewForConfig(e.c.Config()); err != nil {
+	if e.CS, err = kubernetes.NewForConfig(e.C.Config()); err != nil {
 		t.Fatal(err)
 	}
-	e.mark("cluster and node up")
+	e.Mark("cluster and node up")
 	return e
 }
 
-// mark notes how long the test took to get to what.
-func (e *inCluster) mark(what string) {
-	e.timings = append(e.timings, what+" at "+time.Since(e.begin).Round(100*time.Millisecond).String())
+// Mark notes how long the test took to get to what.
+func (e *Env) Mark(what string) {
+	e.Timings = append(e.Timings, what+" at "+time.Since(e.begin).Round(100*time.Millisecond).String())
 }
 
-// runtimeToken is the runtime's API token in Secret slipway-runtime-token.
-const runtimeToken = "incluster-runtime-token-0123456789"
+// RuntimeToken is the runtime's API token in Secret slipway-runtime-token.
+const RuntimeToken = "incluster-runtime-token-0123456789"
 
-// installPlanes applies overlay (applyPlanes) and waits until both
+// InstallPlanes applies overlay (applyPlanes) and waits until both
 // Deployments have replicas Ready pods.
-func (e *inCluster) installPlanes(t testing.TB, overlay string, replicas int64, settings map[string]string) {
+func (e *Env) InstallPlanes(t testing.TB, overlay string, replicas int64, settings map[string]string) {
 	t.Helper()
-	e.applyPlanes(t, overlay, settings, e.planeSecrets())
+	e.ApplyPlanes(t, overlay, settings, e.PlaneSecrets())
 	for _, d := range []string{"slipway-control", "slipway-runtime"} {
-		waitReady(t, e.c, e.dyn, e.node, d, replicas)
+		WaitReady(t, e.C, e.Dyn, e.Node, d, replicas)
 	}
-	e.mark("both planes Ready (" + overlay + ")")
+	e.Mark("both planes Ready (" + overlay + ")")
 }
 
-// planeSecrets are the Secrets the install reads (name: key: value;
+// PlaneSecrets are the Secrets the install reads (name: key: value;
 // docs/install-kubernetes.md): created by the operator, never in the
 // manifests.
-func (e *inCluster) planeSecrets() map[string]map[string]string {
+func (e *Env) PlaneSecrets() map[string]map[string]string {
 	return map[string]map[string]string{
-		"slipway-db":            {"dsn": e.pg.DSNAlso("slipway")},
-		"slipway-runtime-token": {"token": runtimeToken},
+		"slipway-db":            {"dsn": e.PG.DSNAlso("slipway")},
+		"slipway-runtime-token": {"token": RuntimeToken},
 		"slipway-git":           {"token": ""},
 	}
 }
 
-// applyPlanes applies overlay of e.deploy (the release's image pinned,
+// ApplyPlanes applies overlay of e.deploy (the release's image pinned,
 // settings in the settings ConfigMap) with secrets (name: key: value), as
 // kubectl apply orders them, and does not wait.
-func (e *inCluster) applyPlanes(t testing.TB, overlay string, settings map[string]string, secrets map[string]map[string]string) {
+func (e *Env) ApplyPlanes(t testing.TB, overlay string, settings map[string]string, secrets map[string]map[string]string) {
 	t.Helper()
-	objs := install(t, e.deploy, overlay, e.images["slipway"], settings)
+	objs := Objects(t, e.Deploy, overlay, e.Images["slipway"], settings)
 	var ordered []*unstructured.Unstructured
 	for _, o := range objs { // namespaces first, as kubectl apply orders them
 		if o.GetKind() == "Namespace" {
@@ -192,15 +192,15 @@ func (e *inCluster) applyPlanes(t testing.TB, overlay string, settings map[strin
 			ordered = append(ordered, o)
 		}
 	}
-	apply(t, e.c.Config(), e.dyn, ordered)
+	Apply(t, e.C.Config(), e.Dyn, ordered)
 }
 
-// install is overlay as kustomize builds it from the base and overlays in
+// Objects is overlay as kustomize builds it from the base and overlays in
 // folder root once the base's images entry pins image (by digest), as make
 // pin-deploy writes it, with the settings ConfigMap's data set, as an
 // overlay of the operator's own would (configMapGenerator behavior:
 // merge).
-func install(t testing.TB, root, overlay, image string, settings map[string]string) []*unstructured.Unstructured {
+func Objects(t testing.TB, root, overlay, image string, settings map[string]string) []*unstructured.Unstructured {
 	t.Helper()
 	name, digest, ok := strings.Cut(image, "@")
 	if !ok {
@@ -266,10 +266,10 @@ func install(t testing.TB, root, overlay, image string, settings map[string]stri
 	return out
 }
 
-// bridgeRegistry starts go-containerregistry's in-process registry on the
+// BridgeRegistry starts go-containerregistry's in-process registry on the
 // node's bridge (kubetest.PodGateway, an RFC 1918 address, so clients
 // speak plain HTTP to it as to 127.0.0.1) and returns its host:port.
-func bridgeRegistry(t testing.TB) string {
+func BridgeRegistry(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", kubetest.PodGateway+":0")
 	if err != nil {
@@ -283,9 +283,9 @@ func bridgeRegistry(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// releaseSums are the sha256 sums (hex) of the release's files, by name,
+// ReleaseSums are the sha256 sums (hex) of the release's files, by name,
 // from its checksums.txt.
-func releaseSums(t testing.TB, dir string) map[string]string {
+func ReleaseSums(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, "checksums.txt"))
 	if err != nil {
@@ -305,8 +305,8 @@ func releaseSums(t testing.TB, dir string) map[string]string {
 	return out
 }
 
-// tail is the last n lines of s.
-func tail(s string, n int) string {
+// Tail is the last n lines of s.
+func Tail(s string, n int) string {
 	ls := strings.Split(s, "\n")
 	if len(ls) > n {
 		ls = ls[len(ls)-n:]
@@ -314,10 +314,10 @@ func tail(s string, n int) string {
 	return strings.Join(ls, "\n")
 }
 
-// nodePressure says, first, whether the node was under pressure when a test
+// NodePressure says, first, whether the node was under pressure when a test
 // failed (DiskPressure: the kubelet evicts pods and admits none, and jobs
 // are lost for the host's reason, not the code's) and what the disk had.
-func nodePressure(t testing.TB, c *kubetest.Cluster) {
+func NodePressure(t testing.TB, c *kubetest.Cluster) {
 	cs, err := kubernetes.NewForConfig(c.Config())
 	if err != nil {
 		return
@@ -338,4 +338,15 @@ func nodePressure(t testing.TB, c *kubetest.Cluster) {
 	if syscall.Statfs(os.TempDir(), &st) == nil {
 		t.Logf("the host's %s has %d MiB available", os.TempDir(), st.Bavail*uint64(st.Bsize)>>20)
 	}
+}
+
+// Clip cuts each line of s to n bytes.
+func Clip(s string, n int) string {
+	ls := strings.Split(s, "\n")
+	for i, l := range ls {
+		if len(l) > n {
+			ls[i] = l[:n] + " […]"
+		}
+	}
+	return strings.Join(ls, "\n")
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package deploy_test
+package upgrade_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/slipway-dev/slipway/deploy/internal/harness"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,24 +47,24 @@ import (
 // succeeded ran the runner its generation pins. It logs how many jobs
 // ended which way in each phase and how long each rollout took.
 func TestInClusterUpgrade(t *testing.T) {
-	e := startInCluster(t, true)
+	e := harness.Start(t, true)
 	ctx := context.Background()
-	next := upgradeRelease{dir: e.rel, images: e.images}
-	prevDir, how, commit := previousRelease(t)
-	prev := upgradeRelease{dir: prevDir, images: publishSigned(t, prevDir, e.host+"/slipway-dev", e.signer)}
-	e.mark("previous release (" + commit[:12] + ") " + how + ", pushed")
+	next := upgradeRelease{dir: e.Rel, images: e.Images}
+	prevDir, how, commit := harness.PreviousRelease(t)
+	prev := upgradeRelease{dir: prevDir, images: harness.PublishSigned(t, prevDir, e.Host+"/slipway-dev", e.Signer)}
+	e.Mark("previous release (" + commit[:12] + ") " + how + ", pushed")
 	if prev.images["slipway"] == next.images["slipway"] {
 		t.Fatalf("the previous release's slipway image is this tree's (%s): nothing to upgrade", next.images["slipway"])
 	}
 
 	// The operator's install of the previous version.
-	e.deploy, e.rel, e.images = previousDeploy(t, commit), prev.dir, prev.images
-	control, rt, gen := e.jobPlanes(t, "ha", 2)
+	e.Deploy, e.Rel, e.Images = previousDeploy(t, commit), prev.dir, prev.images
+	control, rt, gen := e.JobPlanes(t, "ha", 2)
 	checkPlanesRun(t, e, prev.images["slipway"])
 	// The proofs this node can run, for the pool's rollout to the new
 	// generation later: all but network (its CNI bridge enforces no
 	// NetworkPolicy), as make demo-kube's.
-	e.slipway(t, "pool", "set", "--repo", e.git.Dir("config.git"), "--pool", "agents", "proofs="+strings.Join(nodeProofs, ","))
+	e.Slipway(t, "pool", "set", "--repo", e.Git.Dir("config.git"), "--pool", "agents", "proofs="+strings.Join(nodeProofs, ","))
 
 	sub := startSubmitting(ctx, control, 2*time.Second)
 	defer sub.stop()
@@ -71,29 +73,29 @@ func TestInClusterUpgrade(t *testing.T) {
 	for sub.succeeded(ctx, control) < 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("fewer than 3 jobs succeeded on the previous version after 3m (%s)\n%s", sub.summary(),
-				podsState(t, e.c, "slipway-runtime"))
+				harness.PodsState(t, e.C, "slipway-runtime"))
 		}
 		time.Sleep(time.Second)
 	}
 
 	// The upgrade: this tree's overlays/ha, this tree's images.
-	e.deploy, e.rel, e.images = ".", next.dir, next.images
+	e.Deploy, e.Rel, e.Images = filepath.Join(harness.Root(t), "deploy"), next.dir, next.images
 	applyAt := time.Now()
-	e.applyPlanes(t, "ha", e.jobSettings(), e.planeSecrets())
+	e.ApplyPlanes(t, "ha", e.JobSettings(), e.PlaneSecrets())
 	for _, d := range []string{"slipway-control", "slipway-runtime"} {
 		waitRolledOut(t, e, d, 2)
 	}
 	rolledAt := time.Now()
 	checkPlanesRun(t, e, next.images["slipway"])
-	e.mark(fmt.Sprintf("both planes rolled out in %s", rolledAt.Sub(applyAt).Round(100*time.Millisecond)))
+	e.Mark(fmt.Sprintf("both planes rolled out in %s", rolledAt.Sub(applyAt).Round(100*time.Millisecond)))
 	// This tree's planes with the previous runner (the pool's generation)
 	// for a while, then the pool rolled to a generation that pins this
 	// release's control plane and runner, and jobs for a while after.
 	time.Sleep(15 * time.Second)
 	poolAt := time.Now()
-	gen2 := e.rollPool(t, gen, next)
+	gen2 := rollPool(t, e, gen, next)
 	poolDone := time.Now()
-	e.mark(fmt.Sprintf("pool rolled to %s in %s", gen2, poolDone.Sub(poolAt).Round(100*time.Millisecond)))
+	e.Mark(fmt.Sprintf("pool rolled to %s in %s", gen2, poolDone.Sub(poolAt).Round(100*time.Millisecond)))
 	time.Sleep(20 * time.Second)
 	sub.stop()
 	accepted, refused := sub.results()
@@ -200,7 +202,7 @@ func TestInClusterUpgrade(t *testing.T) {
 	}
 	t.Logf("upgrade %s -> %s: rollout of both planes %s, pool %s -> %s %s; %d jobs accepted, %d refused, %d lost, %d run twice; by phase %v; %d runs; %s",
 		prev.version(t), next.version(t), rolledAt.Sub(applyAt).Round(100*time.Millisecond), gen, gen2, poolDone.Sub(poolAt).Round(100*time.Millisecond),
-		len(accepted), len(refused), lost, twice, phases, len(runIDs), strings.Join(e.timings, ", "))
+		len(accepted), len(refused), lost, twice, phases, len(runIDs), strings.Join(e.Timings, ", "))
 }
 
 // since is how long after at t was, or "never".
@@ -237,7 +239,7 @@ func previousDeploy(t testing.TB, commit string) string {
 	dir := t.TempDir()
 	tar := filepath.Join(dir, "deploy.tar")
 	for _, c := range []*exec.Cmd{
-		exec.Command("git", "-C", "..", "archive", "--output", tar, commit, "deploy/base", "deploy/overlays"),
+		exec.Command("git", "-C", harness.Root(t), "archive", "--output", tar, commit, "deploy/base", "deploy/overlays"),
 		exec.Command("tar", "-xf", tar, "-C", dir),
 	} {
 		if b, err := c.CombinedOutput(); err != nil {
@@ -251,12 +253,12 @@ func previousDeploy(t testing.TB, commit string) string {
 // is complete as kubectl rollout status tells it: the controller saw the
 // latest spec, and replicas pods are updated, available, and the only
 // ones.
-func waitRolledOut(t testing.TB, e *inCluster, name string, replicas int64) {
+func waitRolledOut(t testing.TB, e *harness.Env, name string, replicas int64) {
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	var last string
 	for {
-		d, err := e.dyn.Resource(deploymentsGVR).Namespace("slipway-system").Get(context.Background(), name, metav1.GetOptions{})
+		d, err := e.Dyn.Resource(harness.DeploymentsGVR).Namespace("slipway-system").Get(context.Background(), name, metav1.GetOptions{})
 		if err == nil {
 			st := func(f string) int64 { v, _, _ := unstructured.NestedInt64(d.Object, "status", f); return v }
 			last = fmt.Sprintf("generation %d observed %d, replicas %d updated %d available %d", d.GetGeneration(),
@@ -267,7 +269,7 @@ func waitRolledOut(t testing.TB, e *inCluster, name string, replicas int64) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Deployment %s has not rolled out after 4m (%s; %v):\n%s", name, last, err, podsState(t, e.c, name))
+			t.Fatalf("Deployment %s has not rolled out after 4m (%s; %v):\n%s", name, last, err, harness.PodsState(t, e.C, name))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -275,10 +277,10 @@ func waitRolledOut(t testing.TB, e *inCluster, name string, replicas int64) {
 
 // checkPlanesRun checks, from the pods the cluster runs, that both planes'
 // pods that are not going away run image and are Ready.
-func checkPlanesRun(t testing.TB, e *inCluster, image string) {
+func checkPlanesRun(t testing.TB, e *harness.Env, image string) {
 	t.Helper()
 	for _, app := range []string{"slipway-control", "slipway-runtime"} {
-		pods, err := e.cs.CoreV1().Pods("slipway-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
+		pods, err := e.CS.CoreV1().Pods("slipway-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,9 +308,9 @@ func checkPlanesRun(t testing.TB, e *inCluster, image string) {
 // install sets $SLIPWAY_IMAGE; the previous version's may not).
 func checkPlanesOf(t testing.TB, job, which string, rel upgradeRelease, m *runmanifest.Manifest, withImage bool) {
 	t.Helper()
-	sums := releaseSums(t, rel.dir)
+	sums := harness.ReleaseSums(t, rel.dir)
 	slipwayBin := "sha256:" + sums["slipway-linux-"+goruntime.GOARCH]
-	want := digestPart(rel.images["slipway"])
+	want := harness.DigestPart(rel.images["slipway"])
 	for _, p := range []struct {
 		what string
 		got  *runmanifest.Process
@@ -318,7 +320,7 @@ func checkPlanesOf(t testing.TB, job, which string, rel upgradeRelease, m *runma
 			t.Errorf("job %s, run %s: served_by.%s: none", job, m.RunID, p.what)
 		case p.got.BinarySHA256 != slipwayBin:
 			t.Errorf("job %s, run %s: served_by.%s.binary_sha256 = %q, %s release's slipway is %s", job, m.RunID, p.what, p.got.BinarySHA256, which, slipwayBin)
-		case p.got.Image == "" && withImage, p.got.Image != "" && digestPart(p.got.Image) != want:
+		case p.got.Image == "" && withImage, p.got.Image != "" && harness.DigestPart(p.got.Image) != want:
 			t.Errorf("job %s, run %s: served_by.%s.image = %q, %s release pushed slipway as %s", job, m.RunID, p.what, p.got.Image, which, rel.images["slipway"])
 		}
 	}
@@ -329,10 +331,10 @@ func checkPlanesOf(t testing.TB, job, which string, rel upgradeRelease, m *runma
 // runner binary the runtime measured in the sandbox is its.
 func checkRunner(t testing.TB, job string, runner upgradeRelease, m *runmanifest.Manifest) {
 	t.Helper()
-	if got, w := m.RunnerImageDigest, digestPart(runner.images["slipway-runner"]); got != w {
+	if got, w := m.RunnerImageDigest, harness.DigestPart(runner.images["slipway-runner"]); got != w {
 		t.Errorf("job %s, run %s on %s: runner_image_digest = %q, the generation pins %s", job, m.RunID, m.Generation, got, runner.images["slipway-runner"])
 	}
-	runnerBin := "sha256:" + releaseSums(t, runner.dir)["slipway-runner-linux-"+goruntime.GOARCH]
+	runnerBin := "sha256:" + harness.ReleaseSums(t, runner.dir)["slipway-runner-linux-"+goruntime.GOARCH]
 	if r := m.ServedBy.Runner; r == nil || r.BinarySHA256 != runnerBin {
 		t.Errorf("job %s, run %s on %s: served_by.runner = %+v, the pinned runner's binary is %s", job, m.RunID, m.Generation, r, runnerBin)
 	}
@@ -348,9 +350,9 @@ var nodeProofs = []string{"allocate", "identity", "template-tests", "workspace-w
 // rel's CLI: generation create --from, promote, rollout start --kubeconfig
 // --prover (the runtime's Service) --wait. It returns the new
 // generation's id.
-func (e *inCluster) rollPool(t testing.TB, from string, rel upgradeRelease) string {
+func rollPool(t testing.TB, e *harness.Env, from string, rel upgradeRelease) string {
 	t.Helper()
-	repo := e.git.Dir("config.git")
+	repo := e.Git.Dir("config.git")
 	work := t.TempDir()
 	files := map[string]string{
 		"g1.yaml":     "pools/agents/generations/" + from + ".yaml",
@@ -358,7 +360,7 @@ func (e *inCluster) rollPool(t testing.TB, from string, rel upgradeRelease) stri
 		"token":       "",
 	}
 	for name, path := range files {
-		body := runtimeToken
+		body := harness.RuntimeToken
 		if path != "" {
 			body = gittest.Git(t, repo, "show", "main:"+path)
 		}
@@ -367,13 +369,13 @@ func (e *inCluster) rollPool(t testing.TB, from string, rel upgradeRelease) stri
 		}
 	}
 	g2 := filepath.Join(work, "g2.yaml")
-	id := strings.TrimSpace(e.slipway(t, "generation", "create", "--pool", "agents", "--policy", filepath.Join(work, "policy.yaml"),
+	id := strings.TrimSpace(e.Slipway(t, "generation", "create", "--pool", "agents", "--policy", filepath.Join(work, "policy.yaml"),
 		"--from", filepath.Join(work, "g1.yaml"), "--out-file", g2,
 		"--pin", "controlPlane="+rel.images["slipway"], "--pin", "runner="+rel.images["slipway-runner"]))
-	e.slipway(t, "promote", "--repo", repo, "--pool", "agents", "--generation", g2)
-	e.slipway(t, "rollout", "start", "--repo", repo, "--pool", "agents", "--to", id, "--wait", "--unsigned-evidence",
-		"--kubeconfig", e.c.Kubeconfig(), "--namespace", "slipway-sandboxes",
-		"--prover", e.serviceURL(t, "slipway-runtime"), "--token-file", filepath.Join(work, "token"))
+	e.Slipway(t, "promote", "--repo", repo, "--pool", "agents", "--generation", g2)
+	e.Slipway(t, "rollout", "start", "--repo", repo, "--pool", "agents", "--to", id, "--wait", "--unsigned-evidence",
+		"--kubeconfig", e.C.Kubeconfig(), "--namespace", "slipway-sandboxes",
+		"--prover", e.ServiceURL(t, "slipway-runtime"), "--token-file", filepath.Join(work, "token"))
 	return id
 }
 
@@ -386,7 +388,7 @@ func servedBy(t testing.TB, p *runmanifest.Process, prev, next upgradeRelease) s
 		name string
 		rel  upgradeRelease
 	}{{"previous", prev}, {"this", next}} {
-		if p.BinarySHA256 == "sha256:"+releaseSums(t, r.rel.dir)["slipway-linux-"+goruntime.GOARCH] {
+		if p.BinarySHA256 == "sha256:"+harness.ReleaseSums(t, r.rel.dir)["slipway-linux-"+goruntime.GOARCH] {
 			return r.name + " release's"
 		}
 	}
@@ -512,7 +514,7 @@ func (s *submitter) summary() string {
 
 // awaitEnds follows the accepted jobs until each is terminal or unknown
 // with an owner and a deadline (an unknown one then past its owner's
-// deadline, afterOwnerDeadline), for at most wait; a job missing from the
+// deadline, harness.AfterOwnerDeadline), for at most wait; a job missing from the
 // answer never ended that way.
 func awaitEnds(t testing.TB, ctx context.Context, c *controlapi.Client, subs []submission, wait time.Duration) map[string]*controlapi.Job {
 	t.Helper()
@@ -541,7 +543,7 @@ func awaitEnds(t testing.TB, ctx context.Context, c *controlapi.Client, subs []s
 	}
 	sort.Strings(unknown)
 	for _, id := range unknown {
-		final[id] = afterOwnerDeadline(t, ctx, c, final[id])
+		final[id] = harness.AfterOwnerDeadline(t, ctx, c, final[id])
 	}
 	return final
 }
