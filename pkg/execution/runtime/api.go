@@ -342,6 +342,8 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrStale):
 		s.writeError(w, r, http.StatusServiceUnavailable, err)
 		return
+	case s.passOnClaim(w, r, b, err): // the key's claim is open on another replica
+		return
 	case errors.Is(err, ErrNoActive), errors.Is(err, ErrRequestKeyUsed):
 		s.writeError(w, r, http.StatusConflict, err)
 		return

@@ -1,8 +1,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -53,6 +57,33 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) bool {
 	if addr == "" || addr == s.rt.o.address {
 		return false
 	}
+	s.passOn(w, r, run, addr)
+	return true
+}
+
+// passOnClaim passes claim request r, whose body was b, on to the replica
+// at he.addr holding the claim of b's request key (a retry that a Service
+// routed to another replica than the first attempt's), and reports true
+// when it did; a request passed on once is not passed on again, and gets
+// the refusal instead.
+func (s *Server) passOnClaim(w http.ResponseWriter, r *http.Request, b runtimeapi.ClaimBody, err error) bool {
+	var he *heldElsewhere
+	if !errors.As(err, &he) || r.Header.Get(runtimeapi.HeaderForwarded) != "" {
+		return false
+	}
+	raw, merr := json.Marshal(b)
+	if merr != nil {
+		return false
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(raw)), int64(len(raw))
+	r.Header.Del("Content-Length")
+	s.passOn(w, r, he.run, he.addr)
+	return true
+}
+
+// passOn passes r, about run's claim, on to the replica at addr with the
+// same authentication and streams its answer back.
+func (s *Server) passOn(w http.ResponseWriter, r *http.Request, run, addr string) {
 	self := s.rt.o.address
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -68,7 +99,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) bool {
 	}
 	s.rt.logf("runtime: run %s: %s %s passed on to the replica holding it at %s", run, r.Method, r.URL.Path, addr)
 	p.ServeHTTP(w, r)
-	return true
 }
 
 // holder is the address of the replica the run store says holds run's

@@ -161,10 +161,24 @@ func (r *Runtime) keyUsed(ctx context.Context, key, runID string) error {
 		return fmt.Errorf("%w: request key %q names run %s, which this runtime does not hold (%v): it must not run again", ErrRequestKeyUsed, key, runID, err)
 	case m.Status.Final():
 		return fmt.Errorf("%w: request key %q names run %s, which was released (status %s): its claim has ended and must not run again", ErrRequestKeyUsed, key, runID, m.Status)
+	case m.ServedBy.Runtime != nil && m.ServedBy.Runtime.Address != "" && r.o.address != "" && m.ServedBy.Runtime.Address != r.o.address:
+		return &heldElsewhere{key: key, run: runID, addr: m.ServedBy.Runtime.Address}
 	default:
 		return fmt.Errorf("%w: request key %q names run %s (status %s), which this runtime does not hold: it must not run again", ErrRequestKeyUsed, key, runID, m.Status)
 	}
 }
+
+// heldElsewhere is keyUsed's answer when the key's claim is open and
+// another replica, at addr, says it holds it: the Server passes the claim
+// on to it (which answers the claim's grant again, adopted), once; where
+// nothing passes it on, it is the refusal ErrRequestKeyUsed.
+type heldElsewhere struct{ key, run, addr string }
+
+func (e *heldElsewhere) Error() string {
+	return fmt.Sprintf("%v: request key %q names run %s, open on the runtime replica at %s, not this one", ErrRequestKeyUsed, e.key, e.run, e.addr)
+}
+
+func (e *heldElsewhere) Unwrap() error { return ErrRequestKeyUsed }
 
 // forgetKey drops the request key of claim c, which has ended; r.mu must be
 // held.

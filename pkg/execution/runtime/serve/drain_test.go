@@ -26,7 +26,8 @@ import (
 
 // A runtime replica told to stop drains: two local runtimes share one
 // PostgreSQL run store (--db with --leader-elect), each recording its
-// address. Replica A holds a claim whose command (7 s, longer than the 5 s
+// address. Replica A holds a claim (its request key, claimed again on B,
+// is passed on to A, which answers the same grant) whose command (7 s, longer than the 5 s
 // a stopping server used to wait) runs when A is stopped. At once A's
 // /readyz fails and a new claim there is refused with 503 draining and
 // Retry-After, recording nothing: the same request key is granted by B.
@@ -69,6 +70,15 @@ func TestDrainingReplicaFinishesItsClaims(t *testing.T) {
 	g1, err := claim(ca, "job-1.a1")
 	if err != nil {
 		t.Fatalf("claim on A: %v\n%s", err, a.log.String())
+	}
+	// The same key on B (a retry the Service routed to the other replica)
+	// is passed on to A, which answers its grant again, adopted.
+	again, err := claim(cb, "job-1.a1")
+	if err != nil || again.RunID != g1.RunID || again.Token != g1.Token || !again.Adopted {
+		t.Fatalf("claim job-1.a1 again, on B: %+v, %v; want A's grant of run %s, adopted\nB:\n%s", again, err, g1.RunID, b.log.String())
+	}
+	if !strings.Contains(b.log.String(), g1.RunID+": POST /v1/pools/agents/claims passed on") {
+		t.Errorf("B's log does not say it passed the claim on:\n%s", b.log.String())
 	}
 	// the command, streamed; A is stopped once it has started
 	started := make(chan struct{})
