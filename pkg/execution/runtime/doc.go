@@ -55,7 +55,9 @@
 // API's requestKey): while the claim it made is open the same key adopts
 // it (the same grant, Adopted, HTTP 200), concurrent requests with one key
 // make one claim, and a key whose claim has ended is refused
-// (ErrRequestKeyUsed, HTTP 409). The key is the run manifest's
+// (ErrRequestKeyUsed, HTTP 409). Replicas sharing a run store (WithAddress)
+// pass a key whose claim another replica holds open on to that one, which
+// adopts it. The key is the run manifest's
 // request_key, queryable (GET /v1/runs?request_key=).
 //
 // Exec stops a command at its timeout, or when it is cancelled, with
