@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,9 +135,11 @@ func BuildRelease(t testing.TB, src, out string) {
 
 // keptRelease is commit's release for the host's platform in folder kind
 // of the user's cache: reused when there, else made by build (into a
-// temporary folder beside it, renamed when whole) and kept in place of the
-// folder's other commits' releases. It returns the release's directory and
-// how it came to be.
+// temporary folder beside it, renamed when whole) and kept beside the
+// folder's two newest other releases (the rest are removed). The folder is
+// locked meanwhile (a lock file), so test packages running at once build a
+// commit's release once and never remove one another uses. It returns the
+// release's directory and how it came to be.
 func keptRelease(t testing.TB, kind, commit string, build func(out string)) (string, string) {
 	t.Helper()
 	cache, err := os.UserCacheDir()
@@ -143,12 +147,20 @@ func keptRelease(t testing.TB, kind, commit string, build func(out string)) (str
 		t.Fatal(err)
 	}
 	cache = filepath.Join(cache, "slipway", kind)
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close() // and unlocked
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatalf("lock %s: %v", lock.Name(), err)
+	}
 	dir := filepath.Join(cache, commit+"-linux-"+runtime.GOARCH)
 	if _, err := os.Stat(filepath.Join(dir, "checksums.txt")); err == nil {
 		return dir, "reused from " + dir
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		t.Fatal(err)
 	}
 	tmp, err := os.MkdirTemp(cache, ".build-")
 	if err != nil {
@@ -157,13 +169,25 @@ func keptRelease(t testing.TB, kind, commit string, build func(out string)) (str
 	defer os.RemoveAll(tmp)
 	build(filepath.Join(tmp, "out"))
 	old, _ := filepath.Glob(filepath.Join(cache, "*-linux-*"))
-	for _, o := range old { // one commit's release is kept
-		os.RemoveAll(o)
+	sort.Slice(old, func(i, j int) bool { return modTime(old[i]).After(modTime(old[j])) })
+	for i, o := range old { // the two newest other releases are kept
+		if i >= 2 {
+			os.RemoveAll(o)
+		}
 	}
 	if err := os.Rename(filepath.Join(tmp, "out"), dir); err != nil {
 		t.Fatal(err)
 	}
 	return dir, "built and kept in " + dir
+}
+
+// modTime is file's modification time (zero when it cannot be read).
+func modTime(file string) time.Time {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 // Publish pushes the release in dir to repository (signed with a key made
