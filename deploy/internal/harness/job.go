@@ -89,39 +89,52 @@ func (e *Env) JobSettings() map[string]string {
 // the sandbox is the release's.
 func CheckServedBy(t testing.TB, e *Env, m *runmanifest.Manifest) {
 	t.Helper()
-	sums := ReleaseSums(t, e.Rel)
-	slipwayBin := "sha256:" + sums["slipway-linux-"+goruntime.GOARCH]
-	runnerBin := "sha256:" + sums["slipway-runner-linux-"+goruntime.GOARCH]
-	want := DigestPart(e.Images["slipway"])
+	CheckPlanes(t, "", e.Rel, e.Images, m, true)
+	CheckRunner(t, "", e.Rel, e.Images, m)
+	if mm := m.Mismatches(); len(mm) > 0 {
+		t.Errorf("served_by differs from the generation's pins: %v", mm)
+	}
+}
+
+// CheckPlanes holds run manifest m's served_by to the release in rel,
+// whose images are images: the control plane and the runtime measured its
+// slipway binary and, when named, name its slipway image by digest
+// (withImage: they must). what starts each error (a job's name, or "").
+func CheckPlanes(t testing.TB, what, rel string, images map[string]string, m *runmanifest.Manifest, withImage bool) {
+	t.Helper()
+	slipwayBin := "sha256:" + ReleaseSums(t, rel)["slipway-linux-"+goruntime.GOARCH]
+	want := DigestPart(images["slipway"])
 	for _, p := range []struct {
 		what string
 		got  *runmanifest.Process
 	}{{"control_plane", m.ServedBy.ControlPlane}, {"runtime", m.ServedBy.Runtime}} {
 		switch {
 		case p.got == nil:
-			t.Errorf("served_by.%s: none", p.what)
-		case DigestPart(p.got.Image) != want:
-			t.Errorf("served_by.%s.image = %q, the release pushed slipway as %s", p.what, p.got.Image, e.Images["slipway"])
+			t.Errorf("%srun %s: served_by.%s: none", what, m.RunID, p.what)
 		case p.got.BinarySHA256 != slipwayBin:
-			t.Errorf("served_by.%s.binary_sha256 = %q, the release's slipway is %s", p.what, p.got.BinarySHA256, slipwayBin)
+			t.Errorf("%srun %s: served_by.%s.binary_sha256 = %q, the release's slipway (%s) is %s", what, m.RunID, p.what, p.got.BinarySHA256, rel, slipwayBin)
+		case p.got.Image == "" && withImage, p.got.Image != "" && DigestPart(p.got.Image) != want:
+			t.Errorf("%srun %s: served_by.%s.image = %q, the release pushed slipway as %s", what, m.RunID, p.what, p.got.Image, images["slipway"])
 		}
-	}
-	if got, w := m.RunnerImageDigest, DigestPart(e.Images["slipway-runner"]); got != w {
-		t.Errorf("runner_image_digest = %q, the release pushed slipway-runner as %s", got, e.Images["slipway-runner"])
-	}
-	switch r := m.ServedBy.Runner; {
-	case r == nil:
-		t.Errorf("served_by.runner: none")
-	case r.BinarySHA256 != runnerBin:
-		t.Errorf("served_by.runner.binary_sha256 = %q, the release's slipway-runner is %s", r.BinarySHA256, runnerBin)
-	}
-	if mm := m.Mismatches(); len(mm) > 0 {
-		t.Errorf("served_by differs from the generation's pins: %v", mm)
 	}
 }
 
-// helloFrom is the job's line: the pod's name and the user it ran as.
+// CheckRunner holds run manifest m's runner to the release in rel, whose
+// images are images: the runner's image is its slipway-runner (the
+// generation's pin) and the runner binary the runtime measured in the
+// sandbox is its. what starts each error.
+func CheckRunner(t testing.TB, what, rel string, images map[string]string, m *runmanifest.Manifest) {
+	t.Helper()
+	if got, w := m.RunnerImageDigest, DigestPart(images["slipway-runner"]); got != w {
+		t.Errorf("%srun %s on %s: runner_image_digest = %q, the release pushed slipway-runner as %s", what, m.RunID, m.Generation, got, images["slipway-runner"])
+	}
+	runnerBin := "sha256:" + ReleaseSums(t, rel)["slipway-runner-linux-"+goruntime.GOARCH]
+	if r := m.ServedBy.Runner; r == nil || r.BinarySHA256 != runnerBin {
+		t.Errorf("%srun %s on %s: served_by.runner = %+v, the release's slipway-runner binary is %s", what, m.RunID, m.Generation, r, runnerBin)
+	}
+}
 
+// DigestPart is the digest of reference ref (after its @).
 func DigestPart(ref string) string {
 	_, d, _ := strings.Cut(ref, "@")
 	return d

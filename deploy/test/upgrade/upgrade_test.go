@@ -179,14 +179,14 @@ func TestInClusterUpgrade(t *testing.T) {
 			t.Errorf("job %s ran on generation %q, neither %s nor %s", j.ID, m.Generation, gen, gen2)
 			continue
 		}
-		checkRunner(t, j.ID, runner, m)
+		harness.CheckRunner(t, "job "+j.ID+", ", runner.dir, runner.images, m)
 		switch phase {
 		case "before":
-			checkPlanesOf(t, j.ID+" (before)", "the previous", prev, m, false)
+			harness.CheckPlanes(t, "job "+j.ID+" (before, the previous release), ", prev.dir, prev.images, m, false)
 		case "planes":
-			checkPlanesOf(t, j.ID+" (planes)", "this", next, m, true)
+			harness.CheckPlanes(t, "job "+j.ID+" (planes, this release), ", next.dir, next.images, m, true)
 		case "after":
-			checkPlanesOf(t, j.ID+" (after)", "this", next, m, true)
+			harness.CheckPlanes(t, "job "+j.ID+" (after, this release), ", next.dir, next.images, m, true)
 			if m.Generation != gen2 {
 				t.Errorf("job %s, submitted after the pool's rollout to %s succeeded, ran on %s", j.ID, gen2, m.Generation)
 			}
@@ -299,44 +299,6 @@ func checkPlanesRun(t testing.TB, e *harness.Env, image string) {
 		if n != 2 {
 			t.Errorf("%s has %d pods not going away, want 2", app, n)
 		}
-	}
-}
-
-// checkPlanesOf holds run manifest m's served_by to release rel: the
-// control plane and the runtime measured rel's slipway binary and, when
-// named, name its image by digest (withImage: they must: this tree's
-// install sets $SLIPWAY_IMAGE; the previous version's may not).
-func checkPlanesOf(t testing.TB, job, which string, rel upgradeRelease, m *runmanifest.Manifest, withImage bool) {
-	t.Helper()
-	sums := harness.ReleaseSums(t, rel.dir)
-	slipwayBin := "sha256:" + sums["slipway-linux-"+goruntime.GOARCH]
-	want := harness.DigestPart(rel.images["slipway"])
-	for _, p := range []struct {
-		what string
-		got  *runmanifest.Process
-	}{{"control_plane", m.ServedBy.ControlPlane}, {"runtime", m.ServedBy.Runtime}} {
-		switch {
-		case p.got == nil:
-			t.Errorf("job %s, run %s: served_by.%s: none", job, m.RunID, p.what)
-		case p.got.BinarySHA256 != slipwayBin:
-			t.Errorf("job %s, run %s: served_by.%s.binary_sha256 = %q, %s release's slipway is %s", job, m.RunID, p.what, p.got.BinarySHA256, which, slipwayBin)
-		case p.got.Image == "" && withImage, p.got.Image != "" && harness.DigestPart(p.got.Image) != want:
-			t.Errorf("job %s, run %s: served_by.%s.image = %q, %s release pushed slipway as %s", job, m.RunID, p.what, p.got.Image, which, rel.images["slipway"])
-		}
-	}
-}
-
-// checkRunner holds run manifest m's runner to release runner's: the
-// runner's image is its slipway-runner (the generation's pin) and the
-// runner binary the runtime measured in the sandbox is its.
-func checkRunner(t testing.TB, job string, runner upgradeRelease, m *runmanifest.Manifest) {
-	t.Helper()
-	if got, w := m.RunnerImageDigest, harness.DigestPart(runner.images["slipway-runner"]); got != w {
-		t.Errorf("job %s, run %s on %s: runner_image_digest = %q, the generation pins %s", job, m.RunID, m.Generation, got, runner.images["slipway-runner"])
-	}
-	runnerBin := "sha256:" + harness.ReleaseSums(t, runner.dir)["slipway-runner-linux-"+goruntime.GOARCH]
-	if r := m.ServedBy.Runner; r == nil || r.BinarySHA256 != runnerBin {
-		t.Errorf("job %s, run %s on %s: served_by.runner = %+v, the pinned runner's binary is %s", job, m.RunID, m.Generation, r, runnerBin)
 	}
 }
 
