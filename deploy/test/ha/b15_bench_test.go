@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/deploy/internal/harness"
 	"github.com/slipway-dev/slipway/pkg/execution/leader"
 	"github.com/slipway-dev/slipway/testharness/benchtable"
 )
@@ -31,25 +32,25 @@ func BenchmarkB15(b *testing.B) {
 	}
 	for b.Loop() {
 		sampler := benchtable.Start()
-		r := haDeletion(b, jobs, onePodOfEach)
+		r := harness.HADeletion(b, jobs, harness.OnePodOfEach)
 		within := leader.DefaultLeaseDuration + 5*time.Second
 		next := "no job admitted after the deletion"
-		if r.next >= 0 {
-			next = fmt.Sprintf("next job admitted %s after the deletion", r.next.Round(10*time.Millisecond))
+		if r.Next >= 0 {
+			next = fmt.Sprintf("next job admitted %s after the deletion", r.Next.Round(10*time.Millisecond))
 		}
 		var states []string
-		for s, n := range r.byState {
+		for s, n := range r.ByState {
 			states = append(states, fmt.Sprintf("%s %d", s, n))
 		}
 		sort.Strings(states)
-		b.ReportMetric(r.next.Seconds(), "next-admitted-s")
-		b.ReportMetric(float64(r.lost), "lost")
-		b.ReportMetric(float64(r.twice), "twice")
+		b.ReportMetric(r.Next.Seconds(), "next-admitted-s")
+		b.ReportMetric(float64(r.Lost), "lost")
+		b.ReportMetric(float64(r.Twice), "twice")
 		benchtable.Emit(b, sampler.Finish(benchtable.Row{Bench: "B15",
-			What:    fmt.Sprintf("%s%d jobs in flight on 2 control-plane and 2 runtime replicas; one pod of each deleted", smoke, r.jobs),
-			Slipway: fmt.Sprintf("%s; %d lost, %d run twice (%s)", next, r.lost, r.twice, strings.Join(states, ", ")),
+			What:    fmt.Sprintf("%s%d jobs in flight on 2 control-plane and 2 runtime replicas; one pod of each deleted", smoke, r.Jobs),
+			Slipway: fmt.Sprintf("%s; %d lost, %d run twice (%s)", next, r.Lost, r.Twice, strings.Join(states, ", ")),
 			Peer:    "-", NoPeer: true,
 			Target: fmt.Sprintf("0 lost, 0 twice, next admitted within %s", within),
-			Met:    r.lost == 0 && r.twice == 0 && r.next >= 0 && r.next <= within}))
+			Met:    r.Lost == 0 && r.Twice == 0 && r.Next >= 0 && r.Next <= within}))
 	}
 }
