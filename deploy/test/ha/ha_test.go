@@ -34,5 +34,3 @@ func TestInClusterHAJobs(t *testing.T) {
 		t.Errorf("a job ended unknown for the runtime pod's deletion, which drains: %s", u)
 	}
 }
-
-
