@@ -39,7 +39,7 @@ var kubeProofs = []string{"allocate", "identity", "template-tests", "workspace-w
 // in-cluster runtime's Service, a rollout to g2 with its proofs run
 // through it, and a claim that gets g2; then the control plane's Service
 // answers (a job, its trace), the cleanup list and cost.
-func runKube(ctx context.Context, keep bool) error {
+func runKube(ctx context.Context, keep bool) (err error) {
 	began := time.Now()
 	if skip := kubeSkip(); skip != nil {
 		printKubeSkip(skip)
@@ -85,6 +85,11 @@ func runKube(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil { // what the planes said, for the failure
+			fmt.Print(planesLogs(ctx, c))
+		}
+	}()
 	installed := time.Since(t0)
 	dyn, err := c.Dynamic()
 	if err != nil {
@@ -120,10 +125,6 @@ func runKube(ctx context.Context, keep bool) error {
 		return err
 	}
 
-	section("promote", "g2 becomes the target (the rollout makes it active)")
-	if err := sh.run(0, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g2.yaml"); err != nil {
-		return err
-	}
 	t0 = time.Now()
 	longRun, err := kubeRollout(ctx, sh, rt, kc, g1, g2)
 	if err != nil {

@@ -226,3 +226,21 @@ func showPlanes(ctx context.Context, cs kubernetes.Interface) error {
 	fmt.Println(strings.Join(rows, "\n"))
 	return nil
 }
+
+// planesLogs is the state of both planes' pods and the last lines of
+// their logs, for a failure after the install.
+func planesLogs(ctx context.Context, c *kubetest.Cluster) string {
+	cs, err := kubernetes.NewForConfig(c.Config())
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, dep := range incluster.Deployments {
+		st := strings.Split(incluster.PodsState(ctx, cs, dep), "\n")
+		if len(st) > 400 {
+			st = st[len(st)-400:]
+		}
+		fmt.Fprintf(&b, "\n== %s: its pods and the end of their logs\n%s\n", dep, strings.Join(st, "\n"))
+	}
+	return b.String()
+}

@@ -14,8 +14,8 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 )
 
-// kubeRollout rolls the pool out to g2 on the cluster while a task holds a
-// claim on a pod of g1: routing moves to g2, the drain waits for the
+// kubeRollout promotes g2 and rolls the pool out to it on the cluster
+// while a task holds a claim on a pod of g1, taken before the promotion: routing moves to g2, the drain waits for the
 // task's claim, which the task releases only once the drain has been
 // shown (no race with the rollout's pace), then g1's warm pool goes. It
 // returns the long task's claim result.
@@ -41,6 +41,10 @@ func kubeRollout(ctx context.Context, sh shell, rt *runtimeProc, kc, g1, g2 stri
 		}
 	}()
 	if err := longExec(ctx, api, g, res, "echo long task started on $SLIPWAY_GENERATION in pod $(hostname)"); err != nil {
+		return nil, err
+	}
+	section("promote", "g2 becomes the target (the rollout makes it active)")
+	if err := sh.run(0, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g2.yaml"); err != nil {
 		return nil, err
 	}
 
