@@ -138,6 +138,9 @@ func runKube(ctx context.Context, keep bool) (err error) {
 	if err := showPool(ctx, dyn); err != nil {
 		return err
 	}
+	if err := runtimeSync(ctx, d, rt); err != nil {
+		return err
+	}
 	section("claim", "a new claim gets g2, the minimal template (the in-cluster runtime reads config.git every 2 s)")
 	second, err := waitClaim(rt, sh, g2, "sh", "-c", "/opt/tools/greet.sh; echo generation $SLIPWAY_GENERATION")
 	if err != nil {

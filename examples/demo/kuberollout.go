@@ -155,3 +155,30 @@ func contains(l []string, s string) bool {
 	}
 	return false
 }
+
+// runtimeSync asks the in-cluster runtime to read config.git now (POST
+// /v1/sync, at most 60 s) and says from which revision it serves, beside
+// config.git's head: a sync that does not answer is named as such.
+func runtimeSync(ctx context.Context, d *demo, rt *runtimeProc) error {
+	section("runtime sync", "the in-cluster runtime reads config.git now (POST /v1/sync) and says which revision it serves")
+	tok, err := os.ReadFile(rt.token)
+	if err != nil {
+		return err
+	}
+	api, err := runtimeapi.NewClient(rt.server, strings.TrimSpace(string(tok)))
+	if err != nil {
+		return err
+	}
+	head, err := exec.Command("git", "-C", filepath.Join(d.work, "config.git"), "rev-parse", "main").Output()
+	if err != nil {
+		return fmt.Errorf("config.git's head: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	rev, err := api.Sync(sctx)
+	if err != nil {
+		return fmt.Errorf("the in-cluster runtime's sync of config.git (head %s): %w", strings.TrimSpace(string(head)), err)
+	}
+	fmt.Printf("  serving from %s; config.git's head is %s\n", rev, strings.TrimSpace(string(head)))
+	return nil
+}
