@@ -57,3 +57,43 @@ func ExampleRun() {
 	// "kind: Pool"
 	// git show main:absent.yaml: exit status 128
 }
+
+// Serve serves a program's own folder of bare repositories over smart
+// HTTP, without a test: make demo-kube serves its config repository to a
+// cluster's pods this way while its CLI writes the repository on disk.
+func ExampleServe() {
+	root, err := os.MkdirTemp("", "gittest-serve")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	work := filepath.Join(root, "work")
+	for _, args := range [][]string{
+		{"init", "--quiet", "--bare", "--initial-branch=main", filepath.Join(root, "config.git")},
+		{"init", "--quiet", "--initial-branch=main", work},
+	} {
+		if _, err := gittest.Run("", args...); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{
+		{"commit", "--quiet", "--allow-empty", "-m", "first"},
+		{"push", "--quiet", filepath.Join(root, "config.git"), "main"},
+	} {
+		if _, err := gittest.Run(work, args...); err != nil {
+			log.Fatal(err)
+		}
+	}
+	s, err := gittest.Serve(root)
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := gittest.Run("", "ls-remote", "--heads", s.URL("config.git"))
+	fmt.Println(strings.Fields(out)[1], err)
+	s.Close()
+	_, err = gittest.Run("", "ls-remote", "--heads", s.URL("config.git"))
+	fmt.Println("after Close:", err != nil)
+	// Output:
+	// refs/heads/main <nil>
+	// after Close: true
+}

@@ -61,17 +61,33 @@ func ListenAlso(ip string) Option {
 // temporary root. It is stopped when the test ends.
 func NewServer(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
+	if _, err := backendPath(); err != nil {
+		need.Missing(tb, "git http-backend not available: %v (apt-get install git)", err)
+	}
+	s, err := Serve(tb.TempDir(), opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Serve starts git http-backend for the bare repositories under root (a
+// folder of the caller's, whose repositories it may write with the git
+// CLI meanwhile: a program, say make demo-kube, serves its own) until
+// Close; every repository is served, none needs git-daemon-export-ok.
+func Serve(root string, opts ...Option) (*Server, error) {
 	var o options
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
-			tb.Fatal(err)
+			return nil, err
 		}
 	}
 	backend, err := backendPath()
 	if err != nil {
-		need.Missing(tb, "git http-backend not available: %v (apt-get install git)", err)
+		return nil, fmt.Errorf("gittest: git http-backend not available: %w (apt-get install git)", err)
 	}
-	s := &Server{Root: tb.TempDir(), deny: map[string]bool{}}
+	s := &Server{Root: root, deny: map[string]bool{}}
 	h := &cgi.Handler{
 		Path:   backend,
 		Root:   "/",
@@ -85,7 +101,7 @@ func NewServer(tb testing.TB, opts ...Option) *Server {
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatal(err)
+		return nil, fmt.Errorf("gittest: listen on 127.0.0.1: %w", err)
 	}
 	s.url = "http://" + ln.Addr().String()
 	s.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -142,17 +158,20 @@ func NewServer(tb testing.TB, opts ...Option) *Server {
 		h.ServeHTTP(w, r)
 	})}
 	go s.srv.Serve(ln)
-	tb.Cleanup(func() { s.srv.Close() })
 	if o.also != "" {
 		ln, err := net.Listen("tcp", net.JoinHostPort(o.also, "0"))
 		if err != nil {
-			tb.Fatalf("gittest: listen on %s: %v", o.also, err)
+			s.srv.Close()
+			return nil, fmt.Errorf("gittest: listen on %s: %w", o.also, err)
 		}
 		s.urlAlso = "http://" + ln.Addr().String()
 		go s.srv.Serve(ln)
 	}
-	return s
+	return s, nil
 }
+
+// Close stops serving (every address); the repositories stay.
+func (s *Server) Close() { s.srv.Close() }
 
 func backendPath() (string, error) {
 	out, err := exec.Command("git", "--exec-path").Output()
