@@ -10,7 +10,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
@@ -76,19 +79,30 @@ func BuildRelease(ctx context.Context, src, scratch, out string) error {
 // KeptRelease is commit's release for the host's platform in folder kind
 // of the user's cache (slipway/<kind>/<commit>-linux-<arch>): reused when
 // there, else made by build (into a temporary folder beside it, renamed
-// when whole) and kept in place of the folder's other commits' releases.
+// when whole) and kept beside the folder's two newest other releases (the
+// rest are removed). The folder is locked meanwhile (a lock file), so
+// tests and demos running at once build a commit's release once and never
+// remove one another is using.
 func KeptRelease(kind, commit string, build func(out string) error) (Release, error) {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return Release{}, fmt.Errorf("the user's cache folder: %w", err)
 	}
 	cache = filepath.Join(cache, "slipway", kind)
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return Release{}, err
+	}
+	lock, err := os.OpenFile(filepath.Join(cache, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return Release{}, err
+	}
+	defer lock.Close() // and unlocked
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return Release{}, fmt.Errorf("lock %s: %w", lock.Name(), err)
+	}
 	dir := filepath.Join(cache, commit+"-linux-"+runtime.GOARCH)
 	if _, err := os.Stat(filepath.Join(dir, "checksums.txt")); err == nil {
 		return Release{Dir: dir, How: "reused from " + dir}, nil
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return Release{}, err
 	}
 	tmp, err := os.MkdirTemp(cache, ".build-")
 	if err != nil {
@@ -99,13 +113,25 @@ func KeptRelease(kind, commit string, build func(out string) error) (Release, er
 		return Release{}, err
 	}
 	old, _ := filepath.Glob(filepath.Join(cache, "*-linux-*"))
-	for _, o := range old { // one commit's release is kept
-		os.RemoveAll(o)
+	sort.Slice(old, func(i, j int) bool { return modTime(old[i]).After(modTime(old[j])) })
+	for i, o := range old { // the two newest other releases are kept
+		if i >= 2 {
+			os.RemoveAll(o)
+		}
 	}
 	if err := os.Rename(filepath.Join(tmp, "out"), dir); err != nil {
 		return Release{}, fmt.Errorf("keep the release of %s: %w", commit, err)
 	}
 	return Release{Dir: dir, How: "built and kept in " + dir}, nil
+}
+
+// modTime is file's modification time (zero when it cannot be read).
+func modTime(file string) time.Time {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 // byDigest is a reference by digest.

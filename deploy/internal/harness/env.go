@@ -3,12 +3,7 @@
 package harness
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"log"
-	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,19 +11,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/registry"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/slipway-dev/slipway/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/incluster"
 	"github.com/slipway-dev/slipway/testharness/kubetest"
 	"github.com/slipway-dev/slipway/testharness/need"
 	"github.com/slipway-dev/slipway/testharness/pgtest"
@@ -148,7 +140,7 @@ func (e *Env) InstallPlanes(t testing.TB, overlay string, replicas int64, settin
 	t.Helper()
 	e.ApplyPlanes(t, overlay, settings, e.PlaneSecrets())
 	for _, d := range []string{"slipway-control", "slipway-runtime"} {
-		WaitReady(t, e.C, e.Dyn, e.Node, d, replicas)
+		WaitReady(t, e.C, d, replicas)
 	}
 	e.Mark("both planes Ready (" + overlay + ")")
 }
@@ -164,145 +156,48 @@ func (e *Env) PlaneSecrets() map[string]map[string]string {
 	}
 }
 
-// ApplyPlanes applies overlay of e.deploy (the release's image pinned,
+// ApplyPlanes applies overlay of e.Deploy (the release's image pinned,
 // settings in the settings ConfigMap) with secrets (name: key: value), as
-// kubectl apply orders them, and does not wait.
+// kubectl apply orders them (incluster.Ordered), and does not wait.
 func (e *Env) ApplyPlanes(t testing.TB, overlay string, settings map[string]string, secrets map[string]map[string]string) {
 	t.Helper()
-	objs := Objects(t, e.Deploy, overlay, e.Images["slipway"], settings)
-	var ordered []*unstructured.Unstructured
-	for _, o := range objs { // namespaces first, as kubectl apply orders them
-		if o.GetKind() == "Namespace" {
-			ordered = append(ordered, o)
-		}
+	if err := incluster.Apply(context.Background(), e.C.Config(), incluster.Ordered(Objects(t, e.Deploy, overlay, e.Images["slipway"], settings), secrets)); err != nil {
+		t.Fatal(err)
 	}
-	for name, data := range secrets {
-		sd := map[string]any{}
-		for k, v := range data {
-			sd[k] = v
-		}
-		ordered = append(ordered, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "Secret",
-			"metadata":   map[string]any{"name": name, "namespace": "slipway-system"},
-			"stringData": sd,
-		}})
-	}
-	for _, o := range objs {
-		if o.GetKind() != "Namespace" {
-			ordered = append(ordered, o)
-		}
-	}
-	Apply(t, e.C.Config(), e.Dyn, ordered)
 }
 
-// Objects is overlay as kustomize builds it from the base and overlays in
-// folder root once the base's images entry pins image (by digest), as make
-// pin-deploy writes it, with the settings ConfigMap's data set, as an
-// overlay of the operator's own would (configMapGenerator behavior:
-// merge).
+// Objects is overlay of the install in folder root pinned to image (by
+// digest), with the settings ConfigMap's data set (incluster.Objects).
 func Objects(t testing.TB, root, overlay, image string, settings map[string]string) []*unstructured.Unstructured {
 	t.Helper()
-	name, digest, ok := strings.Cut(image, "@")
-	if !ok {
-		t.Fatalf("image %q is not by digest", image)
-	}
-	mem := filesys.MakeFsInMemory()
-	for _, top := range []string{"base", "overlays"} {
-		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			p, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			if p == filepath.Join("base", "kustomization.yaml") {
-				s := string(b)
-				for _, r := range [][2]string{
-					{"newName: ghcr.io/slipway-dev/slipway\n", "newName: " + name + "\n"},
-					{"    newTag: v0.0.0-unreleased\n", ""},
-					{"digest: sha256:0000000000000000000000000000000000000000000000000000000000000000", "digest: " + digest},
-				} {
-					if !strings.Contains(s, r[0]) {
-						t.Fatalf("%s has no %q to pin", path, r[0])
-					}
-					s = strings.Replace(s, r[0], r[1], 1)
-				}
-				b = []byte(s)
-			}
-			return mem.WriteFile(filepath.Join("/deploy", p), b)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, "/deploy/overlays/"+overlay)
+	objs, err := incluster.Objects(root, overlay, image, settings)
 	if err != nil {
-		t.Fatalf("kustomize build overlays/%s with the release's image: %v", overlay, err)
+		t.Fatal(err)
 	}
-	var out []*unstructured.Unstructured
-	for _, r := range rm.Resources() {
-		b, err := r.AsYAML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(b, &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if u.GetKind() == "ConfigMap" && strings.HasPrefix(u.GetName(), "slipway-settings-") {
-			data := map[string]any{}
-			for k, v := range settings {
-				data[k] = v
-			}
-			u.Object["data"] = data
-		}
-		out = append(out, u)
-	}
-	return out
+	return objs
 }
 
-// BridgeRegistry starts go-containerregistry's in-process registry on the
-// node's bridge (kubetest.PodGateway, an RFC 1918 address, so clients
-// speak plain HTTP to it as to 127.0.0.1) and returns its host:port.
+// BridgeRegistry is a registry on the node's bridge (incluster.BridgeRegistry
+// on kubetest.PodGateway), stopped when the test ends: its host:port.
 func BridgeRegistry(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", kubetest.PodGateway+":0")
+	host, stop, err := incluster.BridgeRegistry(kubetest.PodGateway)
 	if err != nil {
-		t.Fatalf("a registry on the bridge: %v", err)
+		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	srv.Listener.Close()
-	srv.Listener = l
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return l.Addr().String()
+	t.Cleanup(stop)
+	return host
 }
 
 // ReleaseSums are the sha256 sums (hex) of the release's files, by name,
-// from its checksums.txt.
+// from its checksums.txt (incluster.Sums).
 func ReleaseSums(t testing.TB, dir string) map[string]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, "checksums.txt"))
+	sums, err := incluster.Sums(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 2 {
-			out[strings.TrimPrefix(f[1], "*")] = f[0]
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return sums
 }
 
 // Tail is the last n lines of s.

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
@@ -27,6 +25,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/release/sign"
 	"github.com/slipway-dev/slipway/pkg/release/template"
 	"github.com/slipway-dev/slipway/testharness/gittest"
+	"github.com/slipway-dev/slipway/testharness/incluster"
 	"github.com/slipway-dev/slipway/testharness/registrytest"
 )
 
@@ -276,27 +275,16 @@ func (e *Env) Slipway(t testing.TB, args ...string) string {
 	return string(out)
 }
 
-// ServiceURL is http://<cluster IP>:<port> of Service name in
-// slipway-system, its port named http.
+// ServiceURL is http://<cluster IP>:<port> of Service svc in
+// slipway-system, its port named http, once the host reaches it
+// (incluster.ServiceURL).
 func (e *Env) ServiceURL(t testing.TB, svc string) string {
 	t.Helper()
-	s, err := e.CS.CoreV1().Services("slipway-system").Get(context.Background(), svc, metav1.GetOptions{})
+	u, err := incluster.ServiceURL(context.Background(), e.CS, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range s.Spec.Ports {
-		if p.Name == "http" && s.Spec.ClusterIP != "" {
-			u := fmt.Sprintf("http://%s:%d", s.Spec.ClusterIP, p.Port)
-			resp, err := http.Get(u + "/healthz")
-			if err != nil {
-				t.Fatalf("Service %s at %s from the host: %v", svc, u, err)
-			}
-			resp.Body.Close()
-			return u
-		}
-	}
-	t.Fatalf("Service %s has no cluster IP with a port named http: %+v", svc, s.Spec)
-	return ""
+	return u
 }
 
 // AfterOwnerDeadline follows unknown job j until it leaves unknown, or
