@@ -29,6 +29,7 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	wctx, cancel := context.WithTimeout(ctx, b.o.readyTimeout)
 	defer cancel()
 	c, err := b.watchReady(wctx, c)
+	tmpT("watch-ready", created)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, c.GetName(), ctx.Err())
@@ -108,6 +109,7 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if err == nil {
 		pl, err = b.placement(ctx, sb, pod, created)
 	}
+	tmpT("reads+placement", created)
 	var a answer
 	switch {
 	case identity != nil:
@@ -122,6 +124,7 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 			a = <-ch
 		}
 	}
+	tmpT("identity", created)
 	// a claimed member is no longer warm: its proof is not taken again
 	b.warm.drop(podName)
 	if err != nil {

@@ -253,8 +253,10 @@ func (r *Runtime) heartbeat(c *claim) {
 		r.maybeRenew(ctx, c)
 		if s != nil {
 			pctx, pcancel := context.WithTimeout(ctx, r.o.every)
+			pt := time.Now()
 			_, err := s.Ping(pctx)
 			pcancel()
+			tmpT("heartbeat "+c.runID, pt)
 			if err == nil {
 				missed = 0
 				continue
