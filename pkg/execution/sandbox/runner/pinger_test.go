@@ -86,7 +86,7 @@ func TestPingerKeepsItsConnection(t *testing.T) {
 
 // TestPingerContextEnded: a ping whose context has ended fails with the
 // context's error and drops the connection; the next ping dials anew. A
-// closed pinger dials again too.
+// closed pinger pings no more.
 func TestPingerContextEnded(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "r.sock")
 	startRunner(t, sock)
@@ -108,16 +108,76 @@ func TestPingerContextEnded(t *testing.T) {
 	if _, err := p.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := dials.Load(); n != 2 {
-		t.Fatalf("dialled %d times, want 2: the ended ping's connection is not reused", n)
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("dialled %d times, want 1: a ping whose context ended before it began leaves the connection", n)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := p.Ping(context.Background()); !errors.Is(err, runner.ErrUnavailable) {
+		t.Fatalf("ping of a closed pinger: %v, want ErrUnavailable", err)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("dialled %d times, want 1: a closed pinger does not dial", n)
+	}
+}
+
+// TestPingerSlowDial: a dial slower than a ping's deadline goes on after
+// that ping failed, and the next ping takes its connection (one dial in
+// all), instead of each ping beginning a dial that its deadline ends.
+func TestPingerSlowDial(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "r.sock")
+	startRunner(t, sock)
+	var dials atomic.Int32
+	dial := runner.DialUnix(sock)
+	open := make(chan struct{}) // the dial waits until it is closed
+	p := runner.NewClient(func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		select {
+		case <-open:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return dial(ctx)
+	}).Pinger()
+	defer p.Close()
+	for range 2 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := p.Ping(ctx)
+		cancel()
+		if !errors.Is(err, runner.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("ping while the dial is under way: %v, want ErrUnavailable and the deadline", err)
+		}
+	}
+	close(open)
 	if _, err := p.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := dials.Load(); n != 3 {
-		t.Fatalf("dialled %d times, want 3: a closed pinger dials again", n)
+	if n := dials.Load(); n != 1 {
+		t.Fatalf("dialled %d times, want 1", n)
+	}
+}
+
+// TestPingerCloseDuringDial: Close ends a dial under way and returns once
+// it has ended.
+func TestPingerCloseDuringDial(t *testing.T) {
+	ended := make(chan struct{})
+	p := runner.NewClient(func(ctx context.Context) (net.Conn, error) {
+		<-ctx.Done() // a dial that never answers but for its context
+		close(ended)
+		return nil, ctx.Err()
+	}).Pinger()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := p.Ping(ctx); err == nil {
+		t.Fatal("a ping answered without a connection")
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Close returned before the dial under way ended")
 	}
 }
