@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -201,7 +200,6 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	name := ClaimName(spec.Owner)
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
 	c, err := claims.Create(ctx, b.claimObject(name, spec), metav1.CreateOptions{FieldManager: "slipway"})
-	tmpT("claim-create", created)
 	if apierrors.IsAlreadyExists(err) {
 		c, err = claims.Get(ctx, name, metav1.GetOptions{})
 		if err == nil && c.GetAnnotations()[AnnotationOwner] != spec.Owner {
@@ -215,7 +213,6 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 		return nil, fmt.Errorf("kube: create SandboxClaim %s/%s: %w", b.namespace, name, err)
 	}
 	s, err := b.await(ctx, c, spec, created)
-	tmpT("create-total", created)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
@@ -381,9 +378,4 @@ type schemaGVR = schema.GroupVersionResource
 func (b *Backend) Confinement() (limits, network string) {
 	return "the pod's: the generation's template (runtime class; Pod Security restricted: non-root, RuntimeDefault seccomp, no capabilities); a deadline per command",
 		"the template's NetworkPolicy (agent-sandbox), enforced by the cluster's network plugin; an allow-list pool's egress proxy in the pod (container slipway-egress), logging every attempt; no port opened: the runner is reached through pod exec"
-}
-
-// TEMP timing (b13b investigation; reverted)
-func tmpT(what string, since time.Time) {
-	fmt.Fprintf(os.Stderr, "B13BT %s kube %s %.1fms\n", time.Now().UTC().Format("15:04:05.000"), what, float64(time.Since(since).Microseconds())/1000)
 }

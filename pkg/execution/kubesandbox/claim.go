@@ -40,7 +40,6 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	defer cancel()
 	pods := readPods{ctx: ctx, res: b.dyn.Resource(podsGVR).Namespace(b.namespace), reads: map[string]chan podRead{}}
 	c, err := b.watchReady(wctx, c, pods.start)
-	tmpT("watch-ready", created)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, c.GetName(), ctx.Err())
@@ -112,7 +111,6 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if err == nil {
 		pl, err = b.placement(ctx, sb, pod, created)
 	}
-	tmpT("reads+placement", created)
 	var a answer
 	switch {
 	case identity != nil:
@@ -127,7 +125,6 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 			a = <-ch
 		}
 	}
-	tmpT("identity", created)
 	// a claimed member is no longer warm: its proof is not taken again
 	b.warm.drop(podName)
 	if err != nil {

@@ -241,10 +241,8 @@ func (b *Backend) proveMember(ctx context.Context, podName string) {
 			sleep(ctx, time.Duration(try)*500*time.Millisecond)
 		}
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		pt := time.Now()
 		id, err := runner.NewClient(DialRunner(b.cfg, b.namespace, podName)).Identity(pctx)
 		cancel()
-		tmpT("warm-proof "+podName, pt)
 		if err == nil && id != nil {
 			b.warm.put(podName, warmProof{podUID: string(pod.GetUID()), containerID: cid, id: *id})
 			return

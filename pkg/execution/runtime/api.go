@@ -315,7 +315,6 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
-	defer tmpT("handler", time.Now())
 	var b runtimeapi.ClaimBody
 	if !s.decode(w, r, &b) {
 		return
@@ -336,7 +335,6 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	g, err := s.rt.Claim(r.Context(), req)
-	defer tmpT("handler-after-claim", start)
 	switch {
 	case errors.Is(err, ErrDraining):
 		s.refuseDraining(w, r, err)

@@ -327,7 +327,6 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	c.mu.Unlock()
 	endSpan(span, nil, append(c.ids(), attribute.Bool("warm", warm))...)
 	r.runLog(ctx, slog.LevelInfo, c, "claim granted", nil, "warm", warm, "seconds", c.granted.Sub(received).Seconds())
-	tmpT("granted+log", received)
 	return c, nil
 }
 
@@ -362,9 +361,7 @@ func (r *Runtime) allocate(ctx context.Context, req ClaimRequest, received time.
 	}
 	_, readySpan := r.tracer().Start(ctx, "sandbox ready", trace.WithAttributes(attribute.String("run_id", runID), attribute.String("pool", req.Pool),
 		attribute.String("session_id", req.SessionID)))
-	tmpT("pre-backend", received)
 	s, warm, granted, err := r.warm.claim(ctx, d, req.Pool, runID)
-	tmpT("backend", received)
 	defer granted() // cold starts yield to a warm hit until it returns
 	if err != nil {
 		endSpan(readySpan, err)
@@ -416,11 +413,7 @@ func (r *Runtime) allocate(ctx context.Context, req ClaimRequest, received time.
 		m.CredentialIssuances = []runmanifest.Receipt{rc}
 		m.Lifecycle.CredentialReady = r.now() // issued and placed in the sandbox's credential tmpfs
 	}
-	tmpT("pre-store", received)
-	st0 := time.Now()
-	err = r.store.Create(ctx, m)
-	tmpT("store-create-only", st0)
-	if err != nil {
+	if err := r.store.Create(ctx, m); err != nil {
 		endSpan(readySpan, err)
 		r.revoke(bg, s, c.credential)
 		_ = r.warm.Release(bg, s.ID)
@@ -728,9 +721,4 @@ func (r *Runtime) finalUpdate(ctx context.Context, runID string, s *sandbox.Sand
 		r.countDenials(rev, denied)
 	}
 	return err
-}
-
-// TEMP timing (b13b investigation; reverted)
-func tmpT(what string, since time.Time) {
-	fmt.Fprintf(os.Stderr, "B13BT %s rt %s %.1fms\n", time.Now().UTC().Format("15:04:05.000"), what, float64(time.Since(since).Microseconds())/1000)
 }

@@ -281,10 +281,8 @@ func (r *Runtime) heartbeat(c *claim) {
 		r.maybeRenew(ctx, c)
 		if s != nil {
 			pctx, pcancel := context.WithTimeout(ctx, r.o.every)
-			pt := time.Now()
 			err := beat(pctx, s)
 			pcancel()
-			tmpT("heartbeat "+c.runID, pt)
 			if err == nil {
 				missed = 0
 				continue
