@@ -247,6 +247,15 @@ func (r *Runtime) heartbeat(c *claim) {
 		pinger, pinged = nil, nil
 	}
 	defer drop()
+	// the connection is dialled from the grant on, not from the first
+	// tick: on a busy node a pod exec may take seconds, all of them
+	// counted as missed heartbeats
+	c.mu.Lock()
+	if s := c.sandbox; s != nil && s.Runner != nil {
+		pinger, pinged = s.Runner.Pinger(), s
+		pinger.Dial()
+	}
+	c.mu.Unlock()
 	beat := func(ctx context.Context, s *sandbox.Sandbox) error {
 		if s.Runner == nil {
 			_, err := s.Ping(ctx) // says it is not running

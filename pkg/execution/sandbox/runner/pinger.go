@@ -96,6 +96,17 @@ func (p *Pinger) Ping(ctx context.Context) (*Pong, error) {
 	return f.Pong, nil
 }
 
+// Dial begins dialling in the background, when the pinger has neither a
+// connection nor a dial under way, so that the first ping finds the
+// connection made or under way for longer.
+func (p *Pinger) Dial() {
+	p.ping.Lock()
+	defer p.ping.Unlock()
+	if p.conn == nil && p.dial == nil {
+		p.startDial()
+	}
+}
+
 // startDial begins a dial in the background (p.ping held); false when the
 // pinger is closed.
 func (p *Pinger) startDial() bool {

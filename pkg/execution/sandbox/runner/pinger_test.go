@@ -122,9 +122,10 @@ func TestPingerContextEnded(t *testing.T) {
 	}
 }
 
-// TestPingerSlowDial: a dial slower than a ping's deadline goes on after
-// that ping failed, and the next ping takes its connection (one dial in
-// all), instead of each ping beginning a dial that its deadline ends.
+// TestPingerSlowDial: a dial begun by Dial, slower than a ping's
+// deadline, goes on after that ping failed, and the next ping takes its
+// connection (one dial in all), instead of each ping beginning a dial that
+// its deadline ends.
 func TestPingerSlowDial(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "r.sock")
 	startRunner(t, sock)
@@ -141,6 +142,8 @@ func TestPingerSlowDial(t *testing.T) {
 		return dial(ctx)
 	}).Pinger()
 	defer p.Close()
+	p.Dial() // begun before the first ping
+	p.Dial() // and not again
 	for range 2 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		_, err := p.Ping(ctx)
