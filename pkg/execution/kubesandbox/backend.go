@@ -86,6 +86,7 @@ type Backend struct {
 	nodes     map[string]nodeInfo
 	followers map[string]*follower // sandbox id -> its egress log follower
 	warm      provenWarm           // warm members' runners proved (ProveWarm)
+	seen      seenSandboxes        // the Sandboxes as ProveWarm's watch saw them
 	// pathProofs counts the runners proved on a claim's path (tests)
 	pathProofs atomic.Int64
 }
@@ -155,7 +156,7 @@ func New(cfg *rest.Config, namespace string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
 	return &Backend{cfg: cfg, dyn: dyn, namespace: namespace, o: o, claims: map[string]string{}, nodes: map[string]nodeInfo{},
-		followers: map[string]*follower{}, warm: provenWarm{byName: map[string]warmProof{}}}, nil
+		followers: map[string]*follower{}, warm: provenWarm{byName: map[string]warmProof{}}, seen: seenSandboxes{byName: map[string]*unstructured.Unstructured{}}}, nil
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)

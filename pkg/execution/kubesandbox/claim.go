@@ -25,10 +25,21 @@ var ErrNotReady = errors.New("kube: claim not ready")
 
 // await waits until claim c is bound to a ready Sandbox, then checks its
 // pod and its runner and returns the sandbox.
+//
+// What a claim reads besides its own watch is read as early as it can be,
+// so that the grant does not wait for it once the claim is Ready:
+// agent-sandbox names the Sandbox it adopts in the claim's annotations
+// before it marks the claim Ready, and the pod named after it is read from
+// then on (readPods); the Sandbox, adopted (controlled by this claim) and
+// Ready, is taken from the backend's watch of Sandboxes (ProveWarm) when it
+// has it. A pod read before the claim was Ready is checked exactly as a
+// later one: should it fail a check, or name other pod IPs than the Ready
+// claim, it is read again and that read decides.
 func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec sandbox.Spec, created time.Time) (*sandbox.Sandbox, error) {
 	wctx, cancel := context.WithTimeout(ctx, b.o.readyTimeout)
 	defer cancel()
-	c, err := b.watchReady(wctx, c)
+	pods := readPods{ctx: ctx, res: b.dyn.Resource(podsGVR).Namespace(b.namespace), reads: map[string]chan podRead{}}
+	c, err := b.watchReady(wctx, c, pods.start)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, c.GetName(), ctx.Err())
@@ -37,10 +48,10 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	}
 	name := boundName(c)
 	// The runner's identity (a pod exec: the slowest step) is asked beside
-	// the reads of the Sandbox and its pod, of the pod agent-sandbox names
-	// after its Sandbox; asked again should the Sandbox name another. A
-	// warm member proved when it became Ready (ProveWarm) is not asked
-	// again while its pod and container are the ones proved.
+	// the reads of the Sandbox and its pod; asked again should the Sandbox
+	// name another pod. A warm member proved when it became Ready
+	// (ProveWarm) is not asked again while its pod and container are the
+	// ones proved.
 	type answer struct {
 		id  *runner.Identity
 		err error
@@ -67,22 +78,12 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 			<-identity
 		}
 	}
-	// the pod agent-sandbox names after its Sandbox is read beside the
-	// Sandbox, and again should the Sandbox name another
-	type podRead struct {
-		pod *unstructured.Unstructured
-		err error
-	}
-	pods := b.dyn.Resource(podsGVR).Namespace(b.namespace)
-	early := make(chan podRead, 1)
-	go func() {
-		p, err := pods.Get(ctx, name, metav1.GetOptions{})
-		early <- podRead{p, err}
-	}()
-	sb, err := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace).Get(ctx, name, metav1.GetOptions{})
+	// the pod agent-sandbox names after its Sandbox, read from the moment
+	// the claim named it
+	pods.start(name)
+	sb, err := b.adopted(ctx, c, name)
 	if err != nil {
 		wait()
-		<-early
 		return nil, fmt.Errorf("kube: Sandbox %s/%s of claim %s: %w", b.namespace, name, c.GetName(), err)
 	}
 	podName := sb.GetAnnotations()[annotationPodName]
@@ -93,16 +94,18 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 		wait()
 		rc, identity = ask(podName)
 	}
-	pr := <-early
-	pod, err := pr.pod, pr.err
-	if podName != name {
-		pod, err = pods.Get(ctx, podName, metav1.GetOptions{})
+	check := func(pod *unstructured.Unstructured) error {
+		if err := checkImages(pod, spec.TemplateID); err != nil {
+			return err
+		}
+		return checkNetwork(pod, spec)
+	}
+	pod, err := pods.get(podName)
+	if err != nil || check(pod) != nil || !samePodIPs(c, pod) {
+		pod, err = pods.fresh(podName)
 	}
 	if err == nil {
-		err = checkImages(pod, spec.TemplateID)
-	}
-	if err == nil {
-		err = checkNetwork(pod, spec)
+		err = check(pod)
 	}
 	var pl *sandbox.Placement
 	if err == nil {
@@ -148,17 +151,21 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 }
 
 // watchReady watches claim c until it is bound and Ready, and returns it
-// as it was then.
-func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// as it was then. bound is called with the name of the Sandbox the claim
+// is bound to whenever the claim, as seen, names one (Ready or not yet).
+func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured, bound func(sandbox string)) (*unstructured.Unstructured, error) {
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
 	name := c.GetName()
 	for {
+		if n := boundName(c); n != "" {
+			bound(n)
+		}
 		if ready, _, _ := readyCondition(c); ready && boundName(c) != "" {
 			return c, nil
 		}
 		w, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: c.GetResourceVersion()})
 		if err == nil {
-			c, err = b.untilReady(ctx, w, c)
+			c, err = b.untilReady(ctx, w, c, bound)
 			w.Stop()
 		}
 		if ctx.Err() != nil {
@@ -186,8 +193,9 @@ func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured) 
 }
 
 // untilReady reads w until the claim is bound and Ready (nil error), the
-// watch ends (nil error, the claim as last seen) or fails.
-func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// watch ends (nil error, the claim as last seen) or fails; bound as in
+// watchReady.
+func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstructured.Unstructured, bound func(string)) (*unstructured.Unstructured, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -200,6 +208,9 @@ func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstruct
 			case watch.Added, watch.Modified:
 				if u, ok := ev.Object.(*unstructured.Unstructured); ok {
 					c = u
+					if n := boundName(c); n != "" {
+						bound(n)
+					}
 					if ready, _, _ := readyCondition(c); ready && boundName(c) != "" {
 						return c, nil
 					}

@@ -5,6 +5,7 @@ package kubesandbox_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,11 +42,17 @@ func TestRuntimeOnKube(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(t.TempDir()))
+	artifacts := t.TempDir()
+	warm := runtime.NewWarm(be, runtime.NewRegistryArtifacts(artifacts))
 	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return d, time.Now() }, warm, store, time.Minute)
 	defer rt.Close()
 	if rep := warm.Reconcile(ctx, d); len(rep.Created)+len(rep.Deleted)+len(rep.Errors) != 0 {
 		t.Fatalf("Reconcile on a cluster that keeps the warm pools: %+v", rep)
+	}
+	// it fetched the warm generations' artifacts instead: the runner is
+	// unpacked before any claim, off the claims' path
+	if runners, err := os.ReadDir(filepath.Join(artifacts, "runners")); err != nil || len(runners) == 0 {
+		t.Fatalf("no runner unpacked by Reconcile: %v %v", runners, err)
 	}
 
 	// The network check is left out: the test node's CNI bridge enforces

@@ -57,6 +57,45 @@ func (p *provenWarm) drop(pod string) {
 	delete(p.byName, pod)
 }
 
+// seenSandboxes holds the namespace's Sandboxes as ProveWarm's watch last
+// saw them, by name, while it runs (claims take the Sandbox they are bound
+// to from it: adopted).
+type seenSandboxes struct {
+	mu     sync.Mutex
+	byName map[string]*unstructured.Unstructured
+}
+
+func (s *seenSandboxes) get(name string) (*unstructured.Unstructured, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.byName[name]
+	return u, ok
+}
+
+func (s *seenSandboxes) put(u *unstructured.Unstructured) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byName[u.GetName()] = u
+}
+
+func (s *seenSandboxes) drop(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byName, name)
+}
+
+// replace holds items instead of what was seen before (a list), or
+// nothing (nil: the watch stopped).
+func (s *seenSandboxes) replace(items []unstructured.Unstructured) {
+	m := make(map[string]*unstructured.Unstructured, len(items))
+	for i := range items {
+		m[items[i].GetName()] = &items[i]
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byName = m
+}
+
 // workspaceContainerID is the container ID pod's status gives its
 // workspace container while it runs ("" when it does not).
 func workspaceContainerID(pod *unstructured.Unstructured) string {
@@ -98,7 +137,8 @@ func (b *Backend) provenFor(pod *unstructured.Unstructured) (*runner.Identity, b
 // is Ready (a pool's SandboxWarmPool controls it), until ctx ends, so that
 // a claim bound to it need not (see provenFor). It watches the Sandboxes;
 // a watch that ends is started again, after a list of them all (at least
-// every minute). At most four proofs run at once.
+// every minute). At most four proofs run at once. Meanwhile the backend
+// keeps the Sandboxes as the watch sees them, for claims (adopted).
 func (b *Backend) ProveWarm(ctx context.Context) {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -136,12 +176,15 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 		})
 	}
 	sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
+	defer b.seen.replace(nil)
 	for ctx.Err() == nil {
 		list, err := sandboxes.List(ctx, metav1.ListOptions{})
 		if err != nil {
+			b.seen.replace(nil) // not known any more
 			sleep(ctx, time.Second)
 			continue
 		}
+		b.seen.replace(list.Items)
 		for i := range list.Items {
 			consider(&list.Items[i])
 		}
@@ -150,6 +193,7 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 		timeout := int64(60)
 		w, err := sandboxes.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), TimeoutSeconds: &timeout})
 		if err != nil {
+			b.seen.replace(nil)
 			sleep(ctx, time.Second)
 			continue
 		}
@@ -160,8 +204,10 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
+				b.seen.put(sb)
 				consider(sb)
 			case watch.Deleted:
+				b.seen.drop(sb.GetName())
 				name := sb.GetAnnotations()[annotationPodName]
 				if name == "" {
 					name = sb.GetName()

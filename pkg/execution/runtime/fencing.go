@@ -9,6 +9,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	"github.com/slipway-dev/slipway/pkg/execution/sandbox/runner"
 )
 
 // ping asks s's runner for a heartbeat, waiting at most timeout.
@@ -232,6 +233,41 @@ func (r *Runtime) heartbeat(c *claim) {
 	t := time.NewTicker(r.o.every)
 	defer t.Stop()
 	missed := 0
+	// the pings of one sandbox share a connection (runner.Pinger): on a
+	// cluster each connection is a pod exec, a process started in the
+	// sandbox's container, which a ping a second would start a second
+	var (
+		pinger *runner.Pinger
+		pinged *sandbox.Sandbox
+	)
+	drop := func() {
+		if pinger != nil {
+			_ = pinger.Close()
+		}
+		pinger, pinged = nil, nil
+	}
+	defer drop()
+	// the connection is dialled from the grant on, not from the first
+	// tick: on a busy node a pod exec may take seconds, all of them
+	// counted as missed heartbeats
+	c.mu.Lock()
+	if s := c.sandbox; s != nil && s.Runner != nil {
+		pinger, pinged = s.Runner.Pinger(), s
+		pinger.Dial()
+	}
+	c.mu.Unlock()
+	beat := func(ctx context.Context, s *sandbox.Sandbox) error {
+		if s.Runner == nil {
+			_, err := s.Ping(ctx) // says it is not running
+			return err
+		}
+		if s != pinged {
+			drop()
+			pinger, pinged = s.Runner.Pinger(), s
+		}
+		_, err := pinger.Ping(ctx)
+		return err
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -248,17 +284,20 @@ func (r *Runtime) heartbeat(c *claim) {
 		}
 		if suspended {
 			missed = 0 // no sandbox by design until Resume
+			drop()
 			continue
 		}
 		r.maybeRenew(ctx, c)
 		if s != nil {
 			pctx, pcancel := context.WithTimeout(ctx, r.o.every)
-			_, err := s.Ping(pctx)
+			err := beat(pctx, s)
 			pcancel()
 			if err == nil {
 				missed = 0
 				continue
 			}
+		} else {
+			drop() // moved away from, and no new one yet
 		}
 		if missed++; missed < r.o.misses {
 			continue

@@ -121,6 +121,32 @@ func NewWarm(backend sandbox.Backend, art Artifacts, opts ...WarmOption) *Warm {
 	return w
 }
 
+// prefetch fetches the template image and the runner binary of every
+// generation d keeps warm (Artifacts keeps them by digest), so that the
+// first claim of a generation on a cluster finds them, instead of
+// fetching the template's manifest and config and unpacking the runner on
+// its path (72-78 ms of B13b's first claim in cluster). A failure is
+// logged (once per backoff); a claim that needs what is missing fetches it
+// again and fails with its own error.
+func (w *Warm) prefetch(ctx context.Context, d *Desired) {
+	for name, p := range d.Pools {
+		for _, g := range p.Warm() {
+			key := "artifacts " + name + " " + g.ID // not a create's key: ok forgets a key's failures
+			_, _, err := w.art.Template(ctx, g)
+			if err == nil {
+				_, err = w.art.Runner(ctx, g)
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.failure(key, fmt.Sprintf("artifacts of pool %s, generation %s: %v", name, g.ID, err))
+				}
+				continue
+			}
+			w.log.ok(key, "artifacts of pool "+name+", generation "+g.ID)
+		}
+	}
+}
+
 // Report says what one Reconcile did.
 type Report struct {
 	Created []string `json:"created,omitempty"`
@@ -136,10 +162,13 @@ type Report struct {
 // refill rate. Creates run concurrently and are counted while in flight;
 // Reconcile waits for the ones it started.
 //
-// With a backend whose cluster keeps the warm pools it does nothing.
+// With a backend whose cluster keeps the warm pools it creates and deletes
+// nothing: it fetches the artifacts of the generations d keeps warm
+// (prefetch), so that a claim does not.
 func (w *Warm) Reconcile(ctx context.Context, d *Desired) Report {
 	var rep Report
 	if w.cluster != nil {
+		w.prefetch(ctx, d)
 		return rep
 	}
 	var mu sync.Mutex

@@ -143,13 +143,10 @@ func (c *Client) call(ctx context.Context, req *Request, want string) (*Frame, e
 	if err != nil {
 		return nil, ctxErr(ctx, err)
 	}
-	switch f.Type {
-	case want:
-		return f, nil
-	case FrameError:
-		return nil, remoteError(f)
+	if err := expect(f, want); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: want a %q frame, got %q", ErrProtocol, want, f.Type)
+	return f, nil
 }
 
 func (c *Client) connect(ctx context.Context) (net.Conn, error) {

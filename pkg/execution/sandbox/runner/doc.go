@@ -29,7 +29,9 @@
 // the exec ends at most outputGrace after the command did.
 //
 // A client opens a connection per call, so a heartbeat runs beside a long
-// exec, and a request that fails leaves nothing half-read behind.
+// exec, and a request that fails leaves nothing half-read behind. A
+// heartbeat keeps one connection for its pings instead (Pinger): on
+// Kubernetes each connection is a pod exec.
 //
 // # The workload's events
 //
