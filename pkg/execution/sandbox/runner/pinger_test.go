@@ -84,9 +84,9 @@ func TestPingerKeepsItsConnection(t *testing.T) {
 	}
 }
 
-// TestPingerContextEnded: a ping whose context has ended fails with the
-// context's error and drops the connection; the next ping dials anew. A
-// closed pinger pings no more.
+// TestPingerContextEnded: a ping whose context has ended before it began
+// fails with the context's error and leaves the connection, which the next
+// ping uses (one dial in all). A closed pinger pings, and dials, no more.
 func TestPingerContextEnded(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "r.sock")
 	startRunner(t, sock)
