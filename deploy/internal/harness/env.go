@@ -139,7 +139,7 @@ const RuntimeToken = "incluster-runtime-token-0123456789"
 func (e *Env) InstallPlanes(t testing.TB, overlay string, replicas int64, settings map[string]string) {
 	t.Helper()
 	e.ApplyPlanes(t, overlay, settings, e.PlaneSecrets())
-	for _, d := range []string{"slipway-control", "slipway-runtime"} {
+	for _, d := range incluster.Deployments {
 		WaitReady(t, e.C, d, replicas)
 	}
 	e.Mark("both planes Ready (" + overlay + ")")
@@ -150,9 +150,9 @@ func (e *Env) InstallPlanes(t testing.TB, overlay string, replicas int64, settin
 // manifests.
 func (e *Env) PlaneSecrets() map[string]map[string]string {
 	return map[string]map[string]string{
-		"slipway-db":            {"dsn": e.PG.DSNAlso("slipway")},
-		"slipway-runtime-token": {"token": RuntimeToken},
-		"slipway-git":           {"token": ""},
+		incluster.SecretDB:           {"dsn": e.PG.DSNAlso("slipway")},
+		incluster.SecretRuntimeToken: {"token": RuntimeToken},
+		incluster.SecretGit:          {"token": ""},
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
+	"github.com/slipway-dev/slipway/testharness/incluster"
 )
 
 // OnePodOfEach deletes one pod of each plane (B15).
@@ -68,11 +69,11 @@ func HADeletion(t testing.TB, jobs int, kill map[string]int) HAResult {
 	}
 	before := states(ctx, control, ids)
 	var deleted []string
-	for _, app := range []string{"slipway-control", "slipway-runtime"} {
+	for _, app := range incluster.Deployments {
 		if kill[app] == 0 {
 			continue
 		}
-		pods, err := e.CS.CoreV1().Pods("slipway-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
+		pods, err := e.CS.CoreV1().Pods(incluster.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + app})
 		if err != nil || len(pods.Items) != 2 {
 			t.Fatalf("pods of %s: %v (%d)", app, err, len(pods.Items))
 		}
@@ -80,7 +81,7 @@ func HADeletion(t testing.TB, jobs int, kill map[string]int) HAResult {
 		// in flight), or else the first.
 		pick, why := pods.Items[0].Name, "the first listed"
 		for _, p := range pods.Items {
-			b, err := e.CS.CoreV1().Pods("slipway-system").GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			b, err := e.CS.CoreV1().Pods(incluster.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 			if err != nil {
 				continue
 			}
@@ -106,7 +107,7 @@ func HADeletion(t testing.TB, jobs int, kill map[string]int) HAResult {
 	logsDone := make(chan struct{}, len(deleted))
 	for i, p := range deleted {
 		logs[i] = &syncBuf{}
-		rc, err := e.CS.CoreV1().Pods("slipway-system").GetLogs(p, &corev1.PodLogOptions{Follow: true, SinceSeconds: ptr(int64(60))}).Stream(ctx)
+		rc, err := e.CS.CoreV1().Pods(incluster.Namespace).GetLogs(p, &corev1.PodLogOptions{Follow: true, SinceSeconds: ptr(int64(60))}).Stream(ctx)
 		if err != nil {
 			t.Fatalf("follow the log of pod %s: %v", p, err)
 		}
@@ -118,7 +119,7 @@ func HADeletion(t testing.TB, jobs int, kill map[string]int) HAResult {
 	}
 	at := time.Now()
 	for _, p := range deleted {
-		if err := e.CS.CoreV1().Pods("slipway-system").Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
+		if err := e.CS.CoreV1().Pods(incluster.Namespace).Delete(ctx, p, metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("delete pod %s: %v", p, err)
 		}
 	}
