@@ -128,32 +128,6 @@ func generations(ctx context.Context, sh shell, work, here, host string, tmpl *b
 	return nil
 }
 
-// platform publishes the runner artifact (bin/slipway-runner) in its own
-// image and signs it and the sample control plane: it returns their
-// references by digest, keyed by repository:tag.
-func platform(sh shell, host, runnerBin string) (map[string]string, error) {
-	section("image runner", "the runner artifact: bin/slipway-runner in its own image, its sha256 in a label")
-	b, err := sh.capture("image", "runner", runnerBin, "--push", host+"/platform/runner:v1.0.0")
-	if err != nil {
-		return nil, err
-	}
-	fmt.Printf("  %s", b)
-	section("sign", "the control plane and the runner (a generation pins only verified images)")
-	pinned := map[string]string{}
-	for _, rt := range []string{"platform/control-plane:v1.4.0", "platform/runner:v1.0.0"} {
-		b, err := sh.capture("resolve", host+"/"+rt)
-		if err != nil {
-			return nil, err
-		}
-		ref := strings.TrimSpace(string(b))
-		pinned[rt] = ref
-		if err := sh.run(0, "sign", ref, "--key", filepath.Join("policies", "release.key"), "--offline-no-tlog"); err != nil {
-			return nil, err
-		}
-	}
-	return pinned, nil
-}
-
 // short is the digest of a reference, cut to 12 hex digits.
 func short(ref string) string {
 	_, d, _ := strings.Cut(ref, "@sha256:")

@@ -16,50 +16,51 @@ import (
 	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/cluster/kubefleet"
 	"github.com/slipway-dev/slipway/testharness/kubetest"
+	"github.com/slipway-dev/slipway/testharness/pgtest"
 )
 
-// kubeNamespace is the Kubernetes part's namespace (the kubeconfig
-// context's).
-const kubeNamespace = "default"
+// kubeNamespace is the sandboxes' namespace: the in-cluster runtime's
+// (--namespace, where its Role grants it SandboxClaims), made by the
+// install, named by the pool's kustomization.yaml.
+const kubeNamespace = "slipway-sandboxes"
 
 // kubeProofs are the proofs the demo's pool runs: all but network, since
 // the single node's CNI bridge enforces no NetworkPolicy (the render's
 // policy is validated by the API server, not enforced here).
 var kubeProofs = []string{"allocate", "identity", "template-tests", "workspace-writable", "cleanup"}
 
-// runKube is the Kubernetes part of the demo (make demo-kube): the two
-// sample templates built and signed, generations g1 (agent-tools) and g2
-// (minimal) promoted into a config repository, then a real
-// single-node cluster with agent-sandbox's controller; the pool rendered,
-// applied and waited for, a claim through `slipway runtime serve --backend
-// kubernetes`, a rollout to g2 on the cluster with its proofs run through
-// that runtime, and a claim that gets g2.
-func runKube(ctx context.Context, keep bool) error {
+// runKube is the Kubernetes part of the demo (make demo-kube): a real
+// single-node cluster that routes Services, with agent-sandbox's
+// controller; the two sample templates built and signed; Slipway's
+// snapshot release pushed and installed into the node (overlays/single:
+// the control plane and the runtime, on the host's PostgreSQL, config.git
+// served over HTTP); generations g1 (agent-tools) and g2 (minimal)
+// promoted; the pool rendered, applied and waited for; a claim through the
+// in-cluster runtime's Service, a rollout to g2 with its proofs run
+// through it, and a claim that gets g2; then the control plane's Service
+// answers (a job, its trace), the cleanup list and cost.
+func runKube(ctx context.Context, keep bool) (err error) {
 	began := time.Now()
-	if err := kubetest.CheckNodeCluster("kubelet", "kube-scheduler", "agent-sandbox-controller"); err != nil {
-		cache, _ := kubetest.CacheDir()
-		fmt.Printf(`demo-kube: skipped: %v
-
-The Kubernetes part of the demo runs a real single-node cluster on this machine. It needs:
-  - the cluster's binaries, built once from the Go module proxy into %s
-    by `+"`make kube-bins`"+` (kube-apiserver, kubelet, kube-scheduler %s, agent-sandbox's
-    controller %s, the pause binary; about 30 minutes cold on 2 cores);
-  - Debian's etcd-server, containerd, runc and containernetworking-plugins (`+"`make deps`"+`);
-  - root on Linux (a node runs containerd, kubelet and a network bridge).
-examples/kubernetes/README.md walks through the same steps on a cluster of your own.
-`, err, cache, kubetest.KubeVersion, kubetest.AgentSandboxVersion)
+	if skip := kubeSkip(); skip != nil {
+		printKubeSkip(skip)
 		return nil
 	}
-	d, err := setup(keep)
+	d, err := newDemo(keep)
 	if err != nil {
 		return err
 	}
 	defer d.close()
-	sh, work, host := d.sh, d.work, d.host
-	if _, err := pushSample(host, "platform/control-plane:v1.4.0", nil); err != nil {
+	sh, work := d.sh, d.work
+	repoRoot := filepath.Dir(filepath.Dir(d.here))
+	t0 := time.Now()
+	c, nodeName, err := startCluster(ctx, d)
+	if err != nil {
 		return err
 	}
-	if _, err := prepare(ctx, sh, work, host, filepath.Dir(filepath.Dir(d.here))); err != nil {
+	clusterUp := time.Since(t0)
+	fmt.Printf("  API server %s, node %s Ready, controller ready in %s; kubeconfig: cluster/kubeconfig\n", c.Host(), nodeName, clusterUp.Round(100*time.Millisecond))
+	host := d.host
+	if _, err := prepare(ctx, sh, work, host, repoRoot); err != nil {
 		return err
 	}
 	minimal, _, err := buildTemplate(sh, host, "minimal")
@@ -70,38 +71,26 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 	if err != nil {
 		return err
 	}
-	pinned, err := platform(sh, host, filepath.Join(filepath.Dir(d.bin), "slipway-runner"))
+	rel, images, err := publishRelease(ctx, d, repoRoot)
 	if err != nil {
 		return err
 	}
-	g1, g2, err := kubeGenerations(sh, pinned, agentTools, minimal)
+	g1, g2, err := kubeGenerations(sh, work, images, agentTools, minimal)
 	if err != nil {
 		return err
 	}
 	built := time.Since(began)
-
-	section("cluster", "a real single-node cluster on this machine (package kubetest)")
-	fmt.Printf("  etcd (Debian), kube-apiserver %s, kubelet %s with containerd and runc (Debian), a CNI bridge,\n", kubetest.KubeVersion, kubetest.KubeVersion)
-	fmt.Printf("  kube-scheduler, agent-sandbox's controller %s with its CRDs; images pulled from http://%s\n", kubetest.AgentSandboxVersion, host)
-	fmt.Printf("  (one node runs on a machine at a time: this waits while a test's node holds the lock)\n")
-	t0 := time.Now()
-	c, err := kubetest.Start(ctx, filepath.Join(work, "cluster"))
+	t0 = time.Now()
+	pl, err := install(ctx, d, c, rel, images)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	node, err := c.StartNode(ctx, host)
-	if err != nil {
-		return err
-	}
-	if err := c.StartScheduler(ctx); err != nil {
-		return err
-	}
-	if err := c.StartSandboxController(ctx); err != nil {
-		return err
-	}
-	clusterUp := time.Since(t0)
-	fmt.Printf("  API server %s, node %s Ready, controller ready in %s; kubeconfig: cluster/kubeconfig\n", c.Host(), node.Name(), clusterUp.Round(100*time.Millisecond))
+	defer func() {
+		if err != nil { // what the planes said, for the failure
+			fmt.Print(planesLogs(ctx, c))
+		}
+	}()
+	installed := time.Since(t0)
 	dyn, err := c.Dynamic()
 	if err != nil {
 		return err
@@ -115,7 +104,7 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 	if err := sh.run(0, "render", "--repo", "config.git", "--pool", "agents"); err != nil {
 		return err
 	}
-	section("apply", "server-side apply (field manager slipway), an inventory, then wait for the warm pool's readyReplicas")
+	section("apply", "server-side apply (field manager slipway) into %s, an inventory, then wait for the warm pool's readyReplicas", kubeNamespace)
 	t0 = time.Now()
 	if err := sh.run(0, "apply", "--repo", "config.git", "--pool", "agents", "--kubeconfig", kc, "--wait", "--timeout", "3m"); err != nil {
 		return err
@@ -125,28 +114,19 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 		return err
 	}
 
-	section("runtime serve", "--backend kubernetes: claims are SandboxClaims on the active generation's warm pool, exec through pod exec; reconciler every 3s, cost ledger every 2s")
-	rt, err := serveRuntime(sh, work, "synced ", "--backend", "kubernetes", "--kubeconfig", kc, "--reconcile-interval", "3s", "--storage-sample-interval", "2s")
+	rt := &runtimeProc{server: pl.runtime, token: pl.tokenFile, stop: func() {}}
+	section("claim", "through the in-cluster runtime's Service: a warm member of g1, a command in its pod (the agent's tools on PATH), released")
+	first, err := waitClaim(rt, sh, g1, "sh", "-c", "echo hello from pod $(hostname) as uid $(id -u) in $(pwd); agent-lint --version && agent-run echo tools from $AGENT_CACHE")
 	if err != nil {
 		return err
 	}
-	defer rt.stop()
-	section("claim", "a warm member of g1: run a command in its pod (the agent's tools on PATH), release it (the claim is deleted)")
-	first, err := rt.claim(sh, false, "sh", "-c", "echo hello from pod $(hostname) as uid $(id -u) in $(pwd); agent-lint --version && agent-run echo tools from $AGENT_CACHE")
-	if err != nil {
-		return err
-	}
-	section("runs show", "the run manifest: cluster, namespace, node, node image, runtime class, launch type")
+	section("runs show", "the run manifest, read from the runtime's Service: cluster, namespace, node, launch type, and served_by: the release's images")
 	if err := sh.run(0, "runs", "show", first.RunID, "--runtime", rt.server, "--token-file", rt.token); err != nil {
 		return err
 	}
 
-	section("promote", "g2 becomes the target (the rollout makes it active)")
-	if err := sh.run(0, "promote", "--repo", "config.git", "--pool", "agents", "--generation", "g2.yaml"); err != nil {
-		return err
-	}
 	t0 = time.Now()
-	longRun, err := kubeRollout(sh, rt, kc, g2)
+	longRun, err := kubeRollout(ctx, sh, rt, kc, g1, g2)
 	if err != nil {
 		return err
 	}
@@ -158,36 +138,72 @@ examples/kubernetes/README.md walks through the same steps on a cluster of your 
 	if err := showPool(ctx, dyn); err != nil {
 		return err
 	}
-	section("claim", "a new claim gets g2, the minimal template")
+	if err := runtimeSync(ctx, d, rt); err != nil {
+		return err
+	}
+	section("claim", "a new claim gets g2, the minimal template (the in-cluster runtime reads config.git every 2 s)")
 	second, err := waitClaim(rt, sh, g2, "sh", "-c", "/opt/tools/greet.sh; echo generation $SLIPWAY_GENERATION")
 	if err != nil {
 		return err
 	}
 
-	if err := kubeAnswers(ctx, sh, work, d.here, dyn, rt, g2); err != nil {
+	if err := kubeAnswers(ctx, sh, work, d.here, dyn, pl, g2); err != nil {
 		return err
 	}
 
-	section("summary", "Slipway on Kubernetes, on this machine")
-	fmt.Printf("  templates  minimal %s, agent-tools %s: built, signed, attested (%s)\n", short(minimal), short(agentTools), built.Round(time.Second))
-	fmt.Printf("  cluster    etcd, kube-apiserver, kubelet, containerd, agent-sandbox's controller up in %s\n", clusterUp.Round(100*time.Millisecond))
+	section("summary", "Slipway on Kubernetes, installed into this machine's node")
+	fmt.Printf("  templates  minimal %s, agent-tools %s: built, signed, attested; release pushed (%s)\n", short(minimal), short(agentTools), built.Round(time.Second))
+	fmt.Printf("  cluster    etcd, kube-apiserver, kube-controller-manager, kubelet, kube-proxy, containerd, agent-sandbox's controller up in %s\n", clusterUp.Round(100*time.Millisecond))
+	fmt.Printf("  install    overlays/single from the release (slipway@%s): control plane and runtime Ready in %s\n", short(images["slipway"]), installed.Round(100*time.Millisecond))
 	fmt.Printf("  g1         %s: rendered, applied, 2 warm members ready in %s\n", g1, warmUp.Round(100*time.Millisecond))
-	fmt.Printf("  claim      run %s on a warm member of g1 through the runtime's Kubernetes backend\n", first.RunID)
-	fmt.Printf("  g2         %s: rolled out on the cluster in %s (the drain waited for the long task), %d proofs passed on a proof claim\n", g2, rolled.Round(100*time.Millisecond), len(kubeProofs))
+	fmt.Printf("  claim      run %s on a warm member of g1 through the in-cluster runtime\n", first.RunID)
+	fmt.Printf("  g2         %s: rolled out on the cluster in %s (the drain waited for the long task), %d proofs passed through the in-cluster runtime\n", g2, rolled.Round(100*time.Millisecond), len(kubeProofs))
 	fmt.Printf("  drain      long task %s stayed on g1 until it ended; claim %s got g2\n", longRun.RunID, second.RunID)
-	fmt.Printf("  answers    job trace (control plane, runtime and runner spans), cleanup list (a leaked claim cleaned), cost from the cluster's timestamps\n")
+	fmt.Printf("  answers    job through the in-cluster control plane and its trace, cleanup list (a leaked claim cleaned), cost from the cluster's timestamps\n")
 	fmt.Printf("  wall time  %s\n", time.Since(began).Round(time.Second))
 	fmt.Println("\ndemo-kube: ok")
 	return nil
 }
 
+// kubeSkip says why the Kubernetes part cannot run here (nil when it can).
+func kubeSkip() error {
+	if err := kubetest.CheckNodeCluster(kubeParts...); err != nil {
+		return err
+	}
+	_, err := pgtest.BinDir()
+	return err
+}
+
+// printKubeSkip says what the Kubernetes part needs and why it is skipped.
+func printKubeSkip(err error) {
+	cache, _ := kubetest.CacheDir()
+	fmt.Printf(`demo-kube: skipped: %v
+
+The Kubernetes part of the demo runs a real single-node cluster on this machine and installs
+Slipway into it. It needs:
+  - the cluster's binaries, built once from the Go module proxy into %s
+    by `+"`make kube-bins`"+` (kube-apiserver, kube-controller-manager, kubelet, kube-proxy,
+    kube-scheduler %s, agent-sandbox's controller %s, the pause binary; about 30 minutes cold on 2 cores);
+  - Debian's etcd-server, containerd, runc, iptables, containernetworking-plugins and
+    postgresql (`+"`make deps`"+`);
+  - root on Linux (a node runs containerd, kubelet and a network bridge).
+examples/kubernetes/README.md walks through the same install on a cluster of your own.
+`, err, cache, kubetest.KubeVersion, kubetest.AgentSandboxVersion)
+}
+
 // kubeGenerations seeds the config repository, sets the pool's proofs,
 // and creates g1 (the agent-tools template, runtime class runc; promoted
 // active) and g2 (the minimal template, the rest copied from g1).
-func kubeGenerations(sh shell, pinned map[string]string, agentTools, minimal string) (g1, g2 string, err error) {
+func kubeGenerations(sh shell, work string, images map[string]string, agentTools, minimal string) (g1, g2 string, err error) {
 	policy := filepath.Join("policies", "verification.yaml")
 	section("config init", "a bare config repository for pool agents, with the verification policy and its key")
 	if err := sh.run(0, "config", "init", "config.git", "--pool", "agents", "--policy", policy); err != nil {
+		return "", "", err
+	}
+	section("pool namespace", "the pool's objects in %s, the in-cluster runtime's namespace (git push, as a reviewed change lands)", kubeNamespace)
+	if err := commitConfig(work, "", "pool agents in "+kubeNamespace, map[string]string{
+		"pools/agents/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: " + kubeNamespace + "\nimages: []\n",
+	}); err != nil {
 		return "", "", err
 	}
 	section("pool set", "the proofs this node can run: all but network (its CNI bridge enforces no NetworkPolicy)")
@@ -195,10 +211,10 @@ func kubeGenerations(sh shell, pinned map[string]string, agentTools, minimal str
 		return "", "", err
 	}
 	base := []string{"generation", "create", "--pool", "agents", "--policy", policy}
-	section("generation create", "g1: control plane, runner, agent-tools template, runtime class runc; every image verified")
+	section("generation create", "g1: the release's control plane and runner (the planes installed), agent-tools template, runtime class runc; every image verified")
 	b, err := sh.capture(append(base, "--out-file", "g1.yaml",
-		"--pin", "controlPlane="+pinned["platform/control-plane:v1.4.0"],
-		"--pin", "runner="+pinned["platform/runner:v1.0.0"],
+		"--pin", "controlPlane="+images["slipway"],
+		"--pin", "runner="+images["slipway-runner"],
 		"--pin", "workspaceTemplate="+agentTools,
 		"--pin", "runtimeClass=runc",
 		"--control-plane-protocol", "1-2", "--runner-protocol", "1")...)

@@ -30,49 +30,38 @@ import (
 var traceMust = []string{"  claim", "    runtime claim", "      sandbox ready", "      runner awake", "    runtime command", "      runner exec", "    runtime release"}
 
 // kubeAnswers answers three of the operator's questions on the Kubernetes
-// backend, as the local demo does: a job through a control plane in front
-// of the runtime and its trace (the control plane's, the runtime's and the
-// runner's spans), a leaked SandboxClaim cleaned by the runtime's
-// reconciler and `cleanup list`, and `cost` from the ledger the runtime
-// keeps from the cluster's timestamps. Each answer missing or empty fails
-// the demo.
-func kubeAnswers(ctx context.Context, sh shell, work, here string, dyn dynamic.Interface, rt *runtimeProc, g2 string) error {
-	section("tenants", "tenants/, profiles/ and pricing.yaml reviewed into config.git like code (git push)")
+// backend, as the local demo does, through the in-cluster planes: a job
+// through the control plane's Service, dispatched to the runtime's, and
+// its trace (the control plane's, the runtime's and the runner's spans), a
+// leaked SandboxClaim cleaned by the runtime's reconciler and `cleanup
+// list`, and `cost` from the ledger the runtime keeps from the cluster's
+// timestamps; both read from the planes' PostgreSQL (--db), where the
+// in-cluster runtime keeps them. Each answer missing or empty fails the
+// demo.
+func kubeAnswers(ctx context.Context, sh shell, work, here string, dyn dynamic.Interface, pl *planes, g2 string) error {
+	section("tenants", "tenants/, profiles/ and pricing.yaml reviewed into config.git like code (git push); the control plane reads it over HTTP")
 	if err := commitConfig(work, filepath.Join(here, "control"), "tenants acme and globex, profiles, prices", nil); err != nil {
 		return err
 	}
-	db := "sqlite:control.db"
-	section("tenant token create", "acme's API token: printed once (kept in acme.token here), stored as a hash")
-	tok, err := sh.capture("tenant", "token", "create", "acme", "--db", db)
+	section("tenant token create", "acme's API token, in the control plane's database (the host's PostgreSQL): printed once (kept in acme.token here), stored as a hash")
+	tok, err := sh.capture("tenant", "token", "create", "acme", "--db", pl.dsn())
 	if err != nil {
 		return fmt.Errorf("tenant token create acme: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(work, "acme.token"), tok, 0o600); err != nil {
 		return err
 	}
-	section("control serve", "the control plane in front of the runtime's Kubernetes backend: only it holds the runtime's token")
-	server, stop, err := serveControl(sh, db, rt, "--config-refresh", "300ms")
-	if err != nil {
-		return err
-	}
-	defer stop()
+	server := pl.control
+	fmt.Printf("  the control plane: Service slipway-control at %s (it alone holds the runtime's token, from Secret slipway-runtime-token)\n", server)
 	as := func(args ...string) []string {
 		return append(append([]string{}, args[0], args[1]), append([]string{"--control", server, "--token-file", "acme.token"}, args[2:]...)...)
 	}
 
-	section("job submit --wait", "acme's job: admitted, a claim on a warm pod of g2, its command in the pod, released")
-	code, out, err := sh.outcome(as("job", "submit", "--pool", "agents", "--profile", "standard", "--wait", "-o", "json", "--",
-		"sh", "-c", "echo hello from acme in pod $(hostname) on $SLIPWAY_GENERATION; echo TRACEPARENT=$TRACEPARENT")...)
+	section("job submit --wait", "acme's job: admitted, a claim on a warm pod of g2 through the runtime's Service, its command in the pod, released")
+	job, err := submitAcme(sh, as("job", "submit", "--pool", "agents", "--profile", "standard", "--wait", "-o", "json", "--",
+		"sh", "-c", "echo hello from acme in pod $(hostname) on $SLIPWAY_GENERATION; echo TRACEPARENT=$TRACEPARENT"))
 	if err != nil {
 		return err
-	}
-	var job controlapi.Job
-	var derr error
-	if i := strings.Index(out, "{"); i >= 0 {
-		derr = json.NewDecoder(strings.NewReader(out[i:])).Decode(&job) // then the CLI's last word on stderr
-	}
-	if derr != nil || code != 0 || job.State != controlapi.Succeeded {
-		return fmt.Errorf("acme's job on Kubernetes: exit %d, %v:\n%s", code, derr, out)
 	}
 	fmt.Printf("  job %s: %s, run %s\n", job.ID, job.State, job.RunID)
 	section("job show", "the job's story: its run on the cluster, its events")
@@ -84,20 +73,20 @@ func kubeAnswers(ctx context.Context, sh shell, work, here string, dyn dynamic.I
 		return err
 	}
 
-	if err := leakAndClean(ctx, sh, dyn, g2); err != nil {
+	if err := leakAndClean(ctx, sh, dyn, pl.dsn(), g2); err != nil {
 		return err
 	}
 
-	section("question 9", "what cleanup remains? (the reconciler's records in the runtime's state; the cluster is the authority)")
-	if err := sh.answer([]string{"cleanup", "list", "--state", "state"}, 12, []string{"REMAINING:", "SandboxClaim/" + kubesandbox.ClaimName(leakRun)}); err != nil {
+	section("question 9", "what cleanup remains? (the in-cluster runtime's reconciler records in PostgreSQL; the cluster is the authority)")
+	if err := sh.answer([]string{"cleanup", "list", "--db", pl.dsn()}, 12, []string{"REMAINING:", "SandboxClaim/" + kubesandbox.ClaimName(leakRun)}); err != nil {
 		return err
 	}
 
 	section("cost", "time by state on the cluster (warm idle, active, proof), from its own timestamps, at config.git's prices")
-	if err := awaitCost(sh); err != nil {
+	if err := awaitCost(sh, pl.dsn()); err != nil {
 		return err
 	}
-	return sh.answer([]string{"cost", "--state", "state", "--pool", "agents", "--since", "1h", "--repo", "config.git"}, 0,
+	return sh.answer([]string{"cost", "--db", pl.dsn(), "--pool", "agents", "--since", "1h", "--repo", "config.git"}, 0,
 		[]string{string(cost.WarmIdle), string(cost.Active), string(cost.Proof), "credits"})
 }
 
@@ -107,8 +96,8 @@ const leakRun = "r-demo-leaked"
 // leakAndClean leaves a SandboxClaim on g2's warm pool the way a runtime
 // that died between its claim and its run's record would (Slipway's labels
 // and owner, no run), and waits (at most 90 s) until the runtime's
-// reconciler has deleted it and recorded that it did.
-func leakAndClean(ctx context.Context, sh shell, dyn dynamic.Interface, g2 string) error {
+// reconciler has deleted it and recorded that it did (in db).
+func leakAndClean(ctx context.Context, sh shell, dyn dynamic.Interface, db, g2 string) error {
 	name := kubesandbox.ClaimName(leakRun)
 	section("leak", "a SandboxClaim %s on g2's warm pool with no run: a runtime that died between its claim and its record", name)
 	claim := &unstructured.Unstructured{Object: map[string]any{
@@ -127,8 +116,8 @@ func leakAndClean(ctx context.Context, sh shell, dyn dynamic.Interface, g2 strin
 	for {
 		_, err := claims.Get(ctx, name, metav1.GetOptions{})
 		gone := apierrors.IsNotFound(err)
-		if gone && cleaned(sh, leakRun) {
-			fmt.Printf("  gone from the cluster, and recorded done by the runtime's reconciler, %.1fs after it was created (its grace is 5s, a pass every 3s)\n", time.Since(start).Seconds())
+		if gone && cleaned(sh, db, leakRun) {
+			fmt.Printf("  gone from the cluster, and recorded done by the in-cluster runtime's reconciler, %.1fs after it was created (its grace is 5s, a pass every 30s)\n", time.Since(start).Seconds())
 			return nil
 		}
 		if time.Since(start) > 90*time.Second {
@@ -138,9 +127,10 @@ func leakAndClean(ctx context.Context, sh shell, dyn dynamic.Interface, g2 strin
 	}
 }
 
-// cleaned says the reconciler's records hold a done action on run's claim.
-func cleaned(sh shell, run string) bool {
-	cmd := exec.Command(sh.bin, "cleanup", "list", "--state", "state", "-o", "json")
+// cleaned says the reconciler's records in db hold a done action on run's
+// claim.
+func cleaned(sh shell, db, run string) bool {
+	cmd := exec.Command(sh.bin, "cleanup", "list", "--db", db, "-o", "json")
 	cmd.Dir = sh.dir
 	b, err := cmd.Output()
 	if err != nil {
@@ -158,13 +148,14 @@ func cleaned(sh shell, run string) bool {
 	return false
 }
 
-// awaitCost waits (at most 30 s) until the ledger holds known time warm
-// idle and active for pool agents, and a price for it.
-func awaitCost(sh shell) error {
-	deadline := time.Now().Add(30 * time.Second)
+// awaitCost waits (at most 2 minutes: the in-cluster runtime reads the
+// cluster's objects every 30 s) until the ledger in db holds known time
+// warm idle and active for pool agents, and a price for it.
+func awaitCost(sh shell, db string) error {
+	deadline := time.Now().Add(2 * time.Minute)
 	var last string
 	for {
-		cmd := exec.Command(sh.bin, "cost", "--state", "state", "--pool", "agents", "--since", "1h", "--repo", "config.git", "-o", "json")
+		cmd := exec.Command(sh.bin, "cost", "--db", db, "--pool", "agents", "--since", "1h", "--repo", "config.git", "-o", "json")
 		cmd.Dir = sh.dir
 		b, err := cmd.Output()
 		var rep cost.PoolReport
@@ -179,8 +170,35 @@ func awaitCost(sh shell) error {
 		}
 		last = fmt.Sprintf("%v: %s", err, b)
 		if time.Now().After(deadline) {
-			return fmt.Errorf("cost --pool agents: no known warm idle and active time within 30s: %s", last)
+			return fmt.Errorf("cost --pool agents: no known warm idle and active time within 2m: %s", last)
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// submitAcme submits acme's job (args, with -o json and --wait) and
+// returns it once it succeeded. The control plane reads config.git every
+// 5 s: while it has not read tenant acme yet, the job is refused and
+// asked again (at most 60 s).
+func submitAcme(sh shell, args []string) (*controlapi.Job, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, out, err := sh.outcome(args...)
+		if err != nil {
+			return nil, err
+		}
+		var job controlapi.Job
+		var derr error
+		if i := strings.Index(out, "{"); i >= 0 {
+			derr = json.NewDecoder(strings.NewReader(out[i:])).Decode(&job) // then the CLI's last word on stderr
+		}
+		if derr == nil && code == 0 && job.State == controlapi.Succeeded {
+			return &job, nil
+		}
+		if job.ID != "" || !strings.Contains(out, "tenant acme is not declared in the config repository") || time.Now().After(deadline) {
+			return nil, fmt.Errorf("acme's job through the in-cluster control plane: exit %d, %v:\n%s", code, derr, out)
+		}
+		fmt.Printf("  refused before the control plane read tenant acme: %s", indentText(strings.TrimSpace(out)))
+		time.Sleep(2 * time.Second)
 	}
 }

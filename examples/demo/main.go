@@ -10,10 +10,14 @@
 // $SLIPWAY_DEMO_RELEASE another build's release (its runner).
 //
 // With -kubernetes (make demo-kube) it runs the Kubernetes part instead: a
-// real single-node cluster (package kubetest: etcd, kube-apiserver,
-// kubelet, containerd, agent-sandbox's controller) on this machine, the
-// pool rendered, applied, claimed from through the runtime's Kubernetes
-// backend and rolled out on the cluster. It says how to get what is
+// real single-node cluster that routes Services (package kubetest: etcd,
+// kube-apiserver, kube-controller-manager, kubelet, kube-proxy,
+// containerd, agent-sandbox's controller) on this machine, Slipway's
+// planes installed into it from a snapshot release (package incluster:
+// deploy/overlays/single on the host's PostgreSQL), the pool rendered,
+// applied, claimed from through the in-cluster runtime's Service, rolled
+// out on the cluster with its proofs through that runtime, and a job
+// through the in-cluster control plane. It says how to get what is
 // missing and exits 0 when the cluster's binaries are not built or a node
 // cannot run here.
 //
@@ -146,12 +150,28 @@ type demo struct {
 	bin, here, work, host string // slipway, this directory, the work directory, the registry
 	sh                    shell
 	close                 func()
+	closers               []func() // run by close, last first
 }
 
 // setup finds the slipway binary, makes the work directory (removed by
 // close unless keep), sets the demo's key password and starts the
-// in-process registry (stopped by close).
+// in-process registry on 127.0.0.1 (stopped by close).
 func setup(keep bool) (*demo, error) {
+	d, err := newDemo(keep)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.startRegistry("127.0.0.1"); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// newDemo finds the slipway binary, makes the work directory (removed by
+// close unless keep) and sets the demo's key password; it starts no
+// registry (startRegistry does).
+func newDemo(keep bool) (*demo, error) {
 	bin := os.Getenv("SLIPWAY_BIN")
 	if bin == "" {
 		bin = "bin/slipway"
@@ -175,26 +195,35 @@ func setup(keep bool) (*demo, error) {
 	if _, ok := os.LookupEnv("COSIGN_PASSWORD"); !ok {
 		os.Setenv("COSIGN_PASSWORD", "demo-only-password")
 	}
-
-	// 1. The registry.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(work)
-		return nil, err
-	}
-	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
-	host := ln.Addr().String()
-	section("registry", "go-containerregistry in-process registry at http://%s", host)
-	skew(bin)
-	return &demo{bin: bin, here: here, work: work, host: host, sh: shell{bin: bin, dir: work}, close: func() {
-		srv.Close()
+	d := &demo{bin: bin, here: here, work: work, sh: shell{bin: bin, dir: work}}
+	d.close = func() {
+		for i := len(d.closers) - 1; i >= 0; i-- {
+			d.closers[i]()
+		}
 		if keep {
 			fmt.Printf("work directory kept: %s\n", work)
 		} else {
 			os.RemoveAll(work)
 		}
-	}}, nil
+	}
+	return d, nil
+}
+
+// startRegistry starts go-containerregistry's in-process registry on ip
+// (127.0.0.1, or the node's bridge for the in-cluster planes), stopped by
+// close.
+func (d *demo) startRegistry(ip string) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return fmt.Errorf("the demo's registry on %s: %w", ip, err)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	d.host = ln.Addr().String()
+	d.closers = append(d.closers, func() { srv.Close() })
+	section("registry", "go-containerregistry in-process registry at http://%s", d.host)
+	skew(d.bin)
+	return nil
 }
 
 // skew says which build serves which plane when a version-skew run gave

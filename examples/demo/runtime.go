@@ -260,24 +260,6 @@ func busyboxPackage() string {
 	return "busybox@unknown"
 }
 
-// background claims a sandbox and runs script in it in the background; it
-// returns once settle has passed (the claim is held by then), with where
-// the result or the error will come.
-func (p *runtimeProc) background(sh shell, script string, settle time.Duration) (<-chan *claimResult, <-chan error) {
-	long := make(chan *claimResult, 1)
-	longErr := make(chan error, 1)
-	go func() {
-		res, err := p.claim(sh, true, "sh", "-c", script)
-		if err != nil {
-			longErr <- err
-			return
-		}
-		long <- res
-	}()
-	time.Sleep(settle)
-	return long, longErr
-}
-
 // start runs slipway args in the background, its output indented, and
 // returns where its end will come.
 func (sh shell) start(args []string) (<-chan error, error) {
@@ -296,55 +278,6 @@ func (sh shell) start(args []string) (<-chan error, error) {
 		driven <- err
 	}()
 	return driven, nil
-}
-
-// showDrain waits (at most 90 s) until the rollout driven in the
-// background drains with runs open, and shows its status then, with note.
-// The rollout or the long task ending first is an error.
-func (sh shell) showDrain(driven <-chan error, long <-chan *claimResult, longErr <-chan error, note string) error {
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		b, err := exec.Command(sh.bin, "rollout", "status", "--repo", filepath.Join(sh.dir, "config.git"), "--pool", "agents", "--output", "json").Output()
-		if err == nil {
-			var st struct {
-				Phase        string
-				DrainingRuns []string
-			}
-			if json.Unmarshal(b, &st) == nil && st.Phase == "drain" && len(st.DrainingRuns) > 0 {
-				section("rollout status", "%s", note)
-				return sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents")
-			}
-		}
-		select {
-		case err := <-driven:
-			return fmt.Errorf("the rollout ended before the drain was shown: %v", err)
-		case err := <-longErr:
-			return err
-		case res := <-long:
-			return fmt.Errorf("the long task ended (%s) before the rollout reached its drain: the machine is too slow for the demo", res.RunID)
-		case <-time.After(300 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no drain within 90s")
-		}
-	}
-}
-
-// awaitLong waits (at most 60 s) for the long task and prints how it ended.
-func awaitLong(long <-chan *claimResult, longErr <-chan error) (*claimResult, error) {
-	var res *claimResult
-	select {
-	case res = <-long:
-	case err := <-longErr:
-		return nil, err
-	case <-time.After(60 * time.Second):
-		return nil, fmt.Errorf("the long task did not end")
-	}
-	fmt.Printf("\n  the long task ended: run %s on %s, exit %d\n", res.RunID, res.Generation, res.ExitCode)
-	for _, l := range strings.Split(strings.TrimSpace(res.Output), "\n") {
-		fmt.Printf("  > %s\n", l)
-	}
-	return res, nil
 }
 
 // logMsg is the message of a runtime log line: its msg when the line is a

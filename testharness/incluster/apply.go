@@ -90,9 +90,9 @@ func PodsState(ctx context.Context, cs kubernetes.Interface, name string) string
 }
 
 // ServiceURL is http://<cluster IP>:<port> of Service svc in Namespace,
-// its port named http, once the host reaches its /healthz there (through
-// the node's kube-proxy rules; at most 30 s, as the rules may lag the
-// endpoints).
+// its port named http, once its /healthz there answers 200 to the host
+// (through the node's kube-proxy rules; at most 30 s, as the rules may lag
+// the endpoints).
 func ServiceURL(ctx context.Context, cs kubernetes.Interface, svc string) (string, error) {
 	s, err := cs.CoreV1().Services(Namespace).Get(ctx, svc, metav1.GetOptions{})
 	if err != nil {
@@ -103,13 +103,20 @@ func ServiceURL(ctx context.Context, cs kubernetes.Interface, svc string) (strin
 			continue
 		}
 		u := fmt.Sprintf("http://%s:%d", s.Spec.ClusterIP, p.Port)
-		hc := &http.Client{Timeout: 5 * time.Second}
+		// Its own connections, closed after each probe: a connection made
+		// before kube-proxy programmed the Service would stay with
+		// whatever answered it (shared keep-alives would hand it to the
+		// caller's next client of http.DefaultTransport).
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			resp, err := hc.Get(u + "/healthz")
 			if err == nil {
 				resp.Body.Close()
-				return u, nil
+				if resp.StatusCode == http.StatusOK {
+					return u, nil
+				}
+				err = fmt.Errorf("GET /healthz answered %s", resp.Status)
 			}
 			if time.Now().After(deadline) {
 				return "", fmt.Errorf("service %s/%s at %s from the host: %w", Namespace, svc, u, err)

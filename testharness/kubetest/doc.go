@@ -49,8 +49,9 @@
 // kube-controller-manager (ServiceControllers) in place of what
 // PrepareNamespace writes by hand, and StartNode adds kube-proxy in
 // iptables mode, kept local (no localhost NodePorts, conntrack sysctls
-// untouched, health and metrics on 127.0.0.1, --cleanup at Close); pods
-// get a route to ServiceCIDR through the bridge, a resolv.conf with no
+// untouched, health and metrics on 127.0.0.1, --cleanup at Close); the
+// host and the pods get a route to ServiceCIDR through the bridge (a
+// Service IP not programmed yet never leaves the machine), a resolv.conf with no
 // nameserver, and ClusterDNS (the kubelet's clusterDNS), which answers
 // the cluster's Service names from the API server, in place of CoreDNS.
 //

@@ -49,6 +49,14 @@ func (c *Cluster) prepareNetwork(ctx context.Context) error {
 		{"link", "add", "name", BridgeName, "type", "bridge"},
 		{"addr", "add", PodGateway + "/24", "dev", BridgeName},
 		{"link", "set", BridgeName, "up"},
+		// The host's route to ServiceCIDR: through the bridge, so that a
+		// Service IP kube-proxy has not programmed (yet) stays on this
+		// machine and goes unanswered. By the default route it would leave
+		// the machine, and whatever answers that address outside (a 404
+		// from a proxy of the machine's network, seen in CI) would pass for
+		// the Service. A programmed one is rewritten by kube-proxy's rules
+		// and routed to its pod as before. Deleted with the bridge.
+		{"route", "add", ServiceCIDR, "dev", BridgeName},
 	} {
 		if out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("kubetest: bridge %s: ip %s: %w: %s", BridgeName, strings.Join(args, " "), err, strings.TrimSpace(string(out)))

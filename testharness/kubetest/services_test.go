@@ -5,8 +5,11 @@ package kubetest_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,6 +177,13 @@ func TestServicesRoute(t *testing.T) {
 		t.Fatalf("service echo (cluster IP %s) answered from %v, the Deployment's pods are %v", clusterIP, answered, replicas)
 	}
 
+	// From the host too, through kube-proxy's rules; and a Service IP
+	// nothing programmed stays on the machine, unanswered: by the default
+	// route it would reach whatever answers that address outside (this
+	// machine's network answers any HTTP request with a 404).
+	hostSeesService(t, "http://"+clusterIP+"/", replicas)
+	hostDoesNotReach(t, ctx, dyn)
+
 	// The in-cluster kubernetes Service reaches the API server, which
 	// knows the pod's token.
 	runPod(t, c, n.Name(), "whoami", probe, "whoami")
@@ -194,6 +204,52 @@ func TestServicesRoute(t *testing.T) {
 	}
 	if _, err := os.Stat("/sys/class/net/" + kubetest.BridgeName); err == nil {
 		t.Fatalf("bridge %s is still there after Close", kubetest.BridgeName)
+	}
+}
+
+// hostSeesService GETs url from the host (a fresh connection) and wants
+// one of names as the answer.
+func hostSeesService(t *testing.T, url string, names []string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatalf("the host's GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !slices.Contains(names, strings.TrimSpace(string(b))) {
+		t.Fatalf("the host's GET %s answered %s %q, want 200 from one of %v", url, resp.Status, b, names)
+	}
+}
+
+// hostDoesNotReach wants a Service IP no Service holds to go through the
+// node's bridge from the host and get no answer.
+func hostDoesNotReach(t *testing.T, ctx context.Context, dyn dynamic.Interface) {
+	t.Helper()
+	list, err := dyn.Resource(serviceGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for _, s := range list.Items {
+		ip, _, _ := unstructured.NestedString(s.Object, "spec", "clusterIP")
+		held[ip] = true
+	}
+	free := ""
+	for i := 254; i > 1 && free == ""; i-- {
+		if ip := fmt.Sprintf("10.0.0.%d", i); !held[ip] {
+			free = ip
+		}
+	}
+	out, err := exec.Command("ip", "route", "get", free).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "dev "+kubetest.BridgeName) {
+		t.Fatalf("ip route get %s: %v: %s (want it through %s)", free, err, out, kubetest.BridgeName)
+	}
+	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	if resp, err := hc.Get("http://" + free + ":7070/healthz"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("GET http://%s:7070/healthz, a Service IP no Service holds, answered %s (server %q) from off the node", free, resp.Status, resp.Header.Get("Server"))
 	}
 }
 

@@ -66,6 +66,16 @@ func apiError(resp *http.Response, limit int64) error {
 	if e.Code == "" && resp.StatusCode == http.StatusUnauthorized {
 		e.Code = CodeUnauthorized
 	}
+	if e.Error == "" && resp.StatusCode != http.StatusUnauthorized {
+		// Every other error a runtime's handlers send has a JSON body with
+		// its reason: this one came from its router (a path an older
+		// runtime does not serve) or from something else at the address
+		// (a proxy, another server, a Service IP routed off the cluster).
+		e.Error = "no JSON error body: a path this runtime does not serve, or not a Slipway runtime at this address"
+		if s := resp.Header.Get("Server"); s != "" {
+			e.Error += fmt.Sprintf(" (server %q)", s)
+		}
+	}
 	return &APIError{Status: resp.StatusCode, Code: e.Code, Reason: e.Error, ID: e.ID, RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
 }
 

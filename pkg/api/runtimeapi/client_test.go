@@ -72,6 +72,26 @@ func TestClientErrors(t *testing.T) {
 	}
 }
 
+// TestClientForeignAnswer: an error answer without the runtime's JSON body
+// (what a server that is not the runtime, or a router's 404, sends) says
+// so and names the answering server, instead of a bare "404 Not Found".
+func TestClientForeignAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Server", "elsewhere")
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	defer srv.Close()
+	c, _ := NewClient(srv.URL, "tok")
+	_, err := c.Claim(context.Background(), "agents", ClaimBody{Tenant: "t"})
+	var e *APIError
+	if !errors.As(err, &e) || e.Status != http.StatusNotFound || e.Code != "" {
+		t.Fatalf("err = %#v", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "no JSON error body") || !strings.Contains(msg, `server "elsewhere"`) {
+		t.Fatalf("err = %q: want it to say the answer has no JSON error body and name the server", msg)
+	}
+}
+
 // TestExecStream: output frames reach onOutput in order, the exit ends the
 // stream; an error frame is an APIError; a cut answer is ErrStreamCut.
 func TestExecStream(t *testing.T) {
