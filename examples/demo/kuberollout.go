@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
-	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 )
 
 // kubeRollout promotes g2 and rolls the pool out to it on the cluster
@@ -130,8 +129,8 @@ func (sh shell) showKubeDrain(driven <-chan error, run string) error {
 				Phase        string
 				DrainingRuns []string
 			}
-			// The Kubernetes fleet names a run by its SandboxClaim.
-			if json.Unmarshal(b, &st) == nil && st.Phase == "drain" && (contains(st.DrainingRuns, run) || contains(st.DrainingRuns, kubesandbox.ClaimName(run))) {
+			// The fleet names a run by its run id (its SandboxClaim's owner).
+			if json.Unmarshal(b, &st) == nil && st.Phase == "drain" && contains(st.DrainingRuns, run) {
 				section("rollout status", "claims go to g2 now; g1 drains while the long task's claim %s is open", run)
 				return sh.run(0, "rollout", "status", "--repo", "config.git", "--pool", "agents")
 			}

@@ -18,6 +18,10 @@ const (
 	LabelGeneration = "slipway.dev/generation"
 	// AnnotationGenerationID is the generation's full id.
 	AnnotationGenerationID = "slipway.dev/generation-id"
+	// AnnotationOwner is a SandboxClaim's owner, on the claims Slipway
+	// makes: the runtime's run id, or a rollout proof's id. The claim's
+	// name is made from it; status and drain name a run by it.
+	AnnotationOwner = "slipway.dev/owner"
 	// AnnotationConfigRevision is the config repository commit rendered,
 	// on every rendered object.
 	AnnotationConfigRevision = "slipway.dev/config-revision"

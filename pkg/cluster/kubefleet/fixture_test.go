@@ -235,9 +235,10 @@ func (w *world) syncReady(i, want int, timeout time.Duration) *runtimeapi.PoolSt
 	}
 }
 
-// claim makes a SandboxClaim on generation i's warm pool (labels added)
+// claim makes a SandboxClaim on generation i's warm pool (labels added;
+// owner, when given, in the owner annotation as the runtime sets it)
 // and waits until it is bound.
-func (w *world) claim(name string, i int, labels map[string]string) string {
+func (w *world) claim(name, owner string, i int, labels map[string]string) string {
 	w.t.Helper()
 	ctx := context.Background()
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -247,6 +248,9 @@ func (w *world) claim(name string, i int, labels map[string]string) string {
 	}}
 	if len(labels) > 0 {
 		u.SetLabels(labels)
+	}
+	if owner != "" {
+		u.SetAnnotations(map[string]string{kubeobjects.AnnotationOwner: owner})
 	}
 	if _, err := w.dyn.Resource(kubefleet.SandboxClaims).Namespace(w.ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		w.t.Fatal(err)

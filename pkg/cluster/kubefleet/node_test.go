@@ -103,8 +103,10 @@ func TestRolloutOnNode(t *testing.T) {
 		}
 	})
 
-	// A run open on g1: the drain must end it.
-	w.claim("run-1", 0, nil)
+	// A run open on g1, claimed as the runtime claims (the claim named
+	// after its owner, the run id): the drain must end it, and the pool's
+	// status names it by its run id.
+	w.claim("sw-run-1", "run-1", 0, nil)
 	st, err := w.fleet.PoolStatus(ctx, w.poolName)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +149,7 @@ func TestRolloutOnNode(t *testing.T) {
 		if r.Status != pool.RolloutSucceeded || !slices.Equal(r.Draining, []string(nil)) {
 			t.Fatalf("resumed rollout: %+v", r)
 		}
-		if _, err := w.dyn.Resource(kubefleet.SandboxClaims).Namespace(w.ns).Get(ctx, "run-1", metav1.GetOptions{}); err == nil {
+		if _, err := w.dyn.Resource(kubefleet.SandboxClaims).Namespace(w.ns).Get(ctx, "sw-run-1", metav1.GetOptions{}); err == nil {
 			t.Fatal("run-1's claim is still there after the drain")
 		}
 		// g1's capacity is gone. Step 6 saw none left; but agent-sandbox's

@@ -49,6 +49,15 @@ type claim struct {
 	proof   bool
 }
 
+// run names the claim's run: its owner (the runtime's run id) on a claim
+// Slipway made, else the claim's name (a claim made by someone else).
+func (c claim) run() string {
+	if o := c.u.GetAnnotations()[kubeobjects.AnnotationOwner]; o != "" {
+		return o
+	}
+	return c.u.GetName()
+}
+
 // read lists the pool's templates, warm pools, sandboxes and claims.
 func (f *Fleet) read(ctx context.Context) (*view, error) {
 	v := &view{gens: map[string]*runtimeapi.GenerationStatus{}, byName: map[string]string{}, byLabel: map[string]string{}, warmPools: map[string]bool{}}
@@ -182,7 +191,7 @@ func (f *Fleet) PoolStatus(ctx context.Context, pool string) (*runtimeapi.PoolSt
 		}
 		g := gen(c.gen)
 		g.Claimed++
-		g.Runs = append(g.Runs, c.u.GetName())
+		g.Runs = append(g.Runs, c.run())
 	}
 	out := &runtimeapi.PoolStatus{Pool: f.pool, Generations: []runtimeapi.GenerationStatus{}}
 	if rev, err := f.observed(ctx); err == nil {

@@ -47,7 +47,7 @@ func (f *Fleet) Stop(ctx context.Context, pool, gen string) (*runtimeapi.StopRes
 			return out, err
 		}
 		gone = append(gone, ref{SandboxClaims, c.u.GetName()})
-		out.Stopped = append(out.Stopped, c.u.GetName())
+		out.Stopped = append(out.Stopped, c.run())
 		if m, ok := sbs[c.sandbox]; ok {
 			g, err := f.removeSandbox(ctx, m.u)
 			if err != nil {

@@ -35,7 +35,7 @@ const (
 	LabelProof = "slipway.dev/proof"
 	// AnnotationOwner is the claim's owner (the runtime's run id, or a
 	// proof claim's id); the claim's name is made from it (ClaimName).
-	AnnotationOwner = "slipway.dev/owner"
+	AnnotationOwner = kubeobjects.AnnotationOwner
 	// AnnotationRunnerSHA256 is the runner binary's digest the claim's
 	// runner must prove.
 	AnnotationRunnerSHA256 = "slipway.dev/runner-sha256"
