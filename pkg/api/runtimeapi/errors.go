@@ -14,7 +14,9 @@ import (
 // people). A client branches on APIError.Code, never on the reason's text.
 const (
 	// CodeStale: the runtime's view of the config repository is older than
-	// its maximum staleness; claims wait for a fresh one (503).
+	// its maximum staleness, or older than the cluster's (it routed the
+	// claim to a generation a rollout has drained since, and reads the
+	// repository again); claims wait for a fresh one (503, Retry-After).
 	CodeStale = "stale"
 	// CodeNoActiveGeneration: the pool has no active generation to claim
 	// from (409).

@@ -17,8 +17,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/config/generation"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
@@ -29,6 +31,7 @@ import (
 var (
 	claimsGVR    = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxclaims"}
 	sandboxesGVR = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
+	warmPoolsGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}
 	podsGVR      = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
@@ -58,9 +61,10 @@ func gone(t testing.TB, n *node, gvr schema.GroupVersionResource, name string) {
 // A claim on a warm pool gets a ready warm member (launch type warm,
 // placed on the node with the pinned runtime class), runs commands
 // through its runner (stdout, exit code), and Delete releases it: the
-// claim, its Sandbox and its pod are gone. A claim on a warm pool that
-// never binds (none was rendered for the generation) fails at its
-// deadline and is deleted with its claim object; a claim of an owner whose
+// claim, its Sandbox and its pod are gone. A claim on a generation with no
+// warm pool fails at once (sandbox.ErrGenerationGone), one on a warm pool
+// that never binds (its template missing) at its deadline; both are
+// deleted with their claim objects; a claim of an owner whose
 // claim name another owner's claim holds is refused.
 func TestClaimExecRelease(t *testing.T) {
 	n := startNode(t, "claims")
@@ -117,9 +121,37 @@ func TestClaimExecRelease(t *testing.T) {
 		t.Errorf("listed after release: %+v", listed)
 	}
 
-	// A generation with no warm pool: its claim never binds.
+	// A generation with no warm pool (as one a rollout drained): its claim
+	// fails at once, long before its deadline, and is deleted.
 	other := n.generation(t, g)
-	short, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithReadyTimeout(3*time.Second))
+	long, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithReadyTimeout(2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	_, err = long.Create(ctx, specOf(t, n, other, "r-no-pool"))
+	took := time.Since(start)
+	if !errors.Is(err, sandbox.ErrGenerationGone) || !strings.Contains(err.Error(), kubeobjects.ObjectName(n.pool, other.ID)) || took > time.Minute {
+		t.Fatalf("a claim on a generation with no warm pool: %v after %s; want ErrGenerationGone naming its warm pool, well before the 2m deadline", err, took.Round(time.Millisecond))
+	}
+	t.Logf("a claim on a generation with no warm pool failed after %s", took.Round(time.Millisecond))
+	gone(t, n, claimsGVR, kubesandbox.ClaimName("r-no-pool"))
+
+	// A warm pool whose SandboxTemplate is missing: its claim never binds,
+	// and fails at its deadline with what its Ready condition said.
+	orphan := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": kubeobjects.ExtensionsAPIVersion, "kind": "SandboxWarmPool",
+		"metadata": map[string]any{"name": kubeobjects.ObjectName(n.pool, other.ID), "namespace": n.ns},
+		"spec":     map[string]any{"replicas": int64(1), "sandboxTemplateRef": map[string]any{"name": "no-such-template"}},
+	}}
+	dyn, err := n.c.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(warmPoolsGVR).Namespace(n.ns).Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	short, err := kubesandbox.New(n.c.Config(), n.ns, kubesandbox.WithReadyTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +160,9 @@ func TestClaimExecRelease(t *testing.T) {
 		t.Fatalf("a claim that never binds: %v", err)
 	}
 	gone(t, n, claimsGVR, kubesandbox.ClaimName("r-unbound"))
+	if err := dyn.Resource(warmPoolsGVR).Namespace(n.ns).Delete(ctx, orphan.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// Owners whose claim names collide: the second is refused.
 	s1, err := b.Create(ctx, specOf(t, n, g, "r-Same"))

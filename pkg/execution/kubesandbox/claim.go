@@ -163,6 +163,9 @@ func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured, 
 		if ready, _, _ := readyCondition(c); ready && boundName(c) != "" {
 			return c, nil
 		}
+		if err := b.warmPoolGone(ctx, c); err != nil {
+			return c, err
+		}
 		w, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: c.GetResourceVersion()})
 		if err == nil {
 			c, err = b.untilReady(ctx, w, c, bound)
@@ -214,6 +217,9 @@ func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstruct
 					if ready, _, _ := readyCondition(c); ready && boundName(c) != "" {
 						return c, nil
 					}
+					if err := b.warmPoolGone(ctx, c); err != nil {
+						return c, err
+					}
 				}
 			case watch.Deleted:
 				return c, fmt.Errorf("kube: SandboxClaim %s/%s was deleted while it was awaited", b.namespace, c.GetName())
@@ -222,6 +228,29 @@ func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstruct
 			}
 		}
 	}
+}
+
+// reasonNoWarmPool is the reason of a claim's Ready condition while
+// agent-sandbox's controller finds no SandboxWarmPool of its warmPoolRef
+// (it keeps trying: the pool may be on its way).
+const reasonNoWarmPool = "WarmPoolNotFound"
+
+// warmPoolGone is sandbox.ErrGenerationGone when claim c's controller says
+// its warm pool is not there and the API server says so too (the
+// controller's cache may lag a pool just made): its generation was drained
+// (or never applied), so waiting out the claim's deadline would gain
+// nothing. Nil otherwise.
+func (b *Backend) warmPoolGone(ctx context.Context, c *unstructured.Unstructured) error {
+	if _, reason, _ := readyCondition(c); reason != reasonNoWarmPool || boundName(c) != "" {
+		return nil
+	}
+	wp := warmPoolOf(c)
+	_, err := b.dyn.Resource(warmPoolsGVR).Namespace(b.namespace).Get(ctx, wp, metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		return nil
+	}
+	return fmt.Errorf("%w: SandboxClaim %s/%s: its SandboxWarmPool %s is not in the namespace (its generation was drained, or never applied); deleted",
+		sandbox.ErrGenerationGone, b.namespace, c.GetName(), wp)
 }
 
 func warmPoolOf(c *unstructured.Unstructured) string {

@@ -5,10 +5,13 @@ package kubesandbox_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/slipway-dev/slipway/pkg/api/kubeobjects"
 	"github.com/slipway-dev/slipway/pkg/api/runmanifest"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
 	"github.com/slipway-dev/slipway/pkg/execution/kubesandbox"
@@ -16,6 +19,7 @@ import (
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime/serve"
 	"github.com/slipway-dev/slipway/pkg/execution/sandbox"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const apiToken = "test-token-0123456789abcdef"
@@ -111,6 +115,28 @@ func TestServeOnKube(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// The active generation's warm pool gone from the cluster (as after a
+	// rollout drained it) while the runtime's view still routes to it: a
+	// claim is answered 503 stale at once, with Retry-After, naming the
+	// warm pool, not after its 2-minute deadline.
+	dyn, err := n.c.Dynamic()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp := kubeobjects.ObjectName(n.pool, g.ID)
+	if err := dyn.Resource(warmPoolsGVR).Namespace(n.ns).Delete(ctx, wp, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = c.Claim(ctx, n.pool, runtimeapi.ClaimBody{Tenant: "t"})
+	var apiErr *runtimeapi.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || apiErr.Code != runtimeapi.CodeStale ||
+		apiErr.RetryAfter != time.Second || !strings.Contains(apiErr.Reason, wp) || time.Since(start) > time.Minute {
+		t.Fatalf("a claim routed to a generation whose warm pool is gone: %v after %s; want 503 stale, Retry-After 1, naming %s",
+			err, time.Since(start).Round(time.Millisecond), wp)
+	}
+	t.Logf("a claim routed to a gone warm pool: %v after %s", err, time.Since(start).Round(time.Millisecond))
 	stop()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("serve: %v", err)

@@ -276,7 +276,7 @@ func errorCode(status int, err error) string {
 		err  error
 		code string
 	}{
-		{ErrStale, runtimeapi.CodeStale}, {ErrNoActive, runtimeapi.CodeNoActiveGeneration},
+		{ErrStale, runtimeapi.CodeStale}, {sandbox.ErrGenerationGone, runtimeapi.CodeStale}, {ErrNoActive, runtimeapi.CodeNoActiveGeneration},
 		{ErrRequestKeyUsed, runtimeapi.CodeRequestKeyUsed}, {ErrNoPool, runtimeapi.CodeNoPool},
 		{ErrNoClaim, runtimeapi.CodeNoClaim}, {ErrFenced, runtimeapi.CodeFenced},
 		{ErrProofRefused, runtimeapi.CodeProofRefused}, {runs.ErrNotFound, runtimeapi.CodeNotFound},
@@ -340,6 +340,16 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		s.refuseDraining(w, r, err)
 		return
 	case errors.Is(err, ErrStale):
+		s.writeError(w, r, http.StatusServiceUnavailable, err)
+		return
+	case errors.Is(err, sandbox.ErrGenerationGone):
+		// Routed by a view older than the cluster (a rollout drained the
+		// generation since): read the config repository now, and the
+		// claimant asks again (503 stale, Retry-After).
+		if s.sync != nil {
+			s.sync.Kick()
+		}
+		w.Header().Set("Retry-After", "1")
 		s.writeError(w, r, http.StatusServiceUnavailable, err)
 		return
 	case s.passOnClaim(w, r, b, err): // the key's claim is open on another replica

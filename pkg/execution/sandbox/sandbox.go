@@ -300,6 +300,10 @@ var (
 	ErrIdentity = errors.New("sandbox: runner identity mismatch")
 	// ErrUnavailable: the backend cannot create sandboxes here.
 	ErrUnavailable = errors.New("sandbox: backend unavailable")
+	// ErrGenerationGone: the generation asked for has no capacity here
+	// any more (on a cluster: its warm pool is gone, as after a rollout
+	// drained it): whoever routed the claim to it has an old view.
+	ErrGenerationGone = errors.New("sandbox: the generation's capacity is gone")
 )
 
 // Reap deletes every dead sandbox b knows (after a crash or restart of the

@@ -123,14 +123,18 @@ func (e *Engine) claim(ctx context.Context, j *controlapi.Job) (Runtime, *runtim
 }
 
 // maxDrainingRetries bounds how often one claim is asked again of a
-// runtime whose replica answered that it is draining.
+// runtime whose replica answered that it is draining or stale.
 const maxDrainingRetries = 20
 
 // claimFrom asks rt for the job's sandbox. A replica that is stopping
 // answers 503 draining before it records anything: the claim is asked
 // again, with the same request key, after its Retry-After (the runtime's
 // Service routes the new connection to a replica that is not stopping),
-// without counting as a dispatch failure.
+// without counting as a dispatch failure. So is a claim answered 503
+// stale, equally before anything is recorded: the replica's view of the
+// config repository is too old, or older than the cluster's (it routed
+// the claim to a generation a rollout drained since), and it reads the
+// repository again.
 func (e *Engine) claimFrom(ctx context.Context, rt Runtime, j *controlapi.Job) (*runtimeapi.Grant, error) {
 	for try := 0; ; try++ {
 		remaining := time.Until(*j.DeadlineAt)
@@ -138,14 +142,14 @@ func (e *Engine) claimFrom(ctx context.Context, rt Runtime, j *controlapi.Job) (
 		g, err := rt.Client.Claim(cctx, j.Pool, runtimeapi.ClaimBody{Tenant: j.Tenant, SessionID: j.ID, DeadlineSeconds: remaining.Seconds(), RequestKey: j.RequestKey, ControlPlane: e.self})
 		cancel()
 		var api *runtimeapi.APIError
-		if err == nil || !errors.As(err, &api) || api.Code != runtimeapi.CodeDraining || try >= maxDrainingRetries {
+		if err == nil || !errors.As(err, &api) || (api.Code != runtimeapi.CodeDraining && api.Code != runtimeapi.CodeStale) || try >= maxDrainingRetries {
 			return g, err
 		}
 		wait := min(max(api.RetryAfter, 200*time.Millisecond), 5*time.Second)
 		if time.Until(*j.DeadlineAt) <= wait {
 			return nil, err
 		}
-		e.c.Logger.Info("runtime replica draining: claim asked again", append(logIDs(j), "runtime", rt.Name, "after", wait.String())...)
+		e.c.Logger.Info("runtime replica "+api.Code+": claim asked again", append(logIDs(j), "runtime", rt.Name, "after", wait.String())...)
 		select {
 		case <-ctx.Done():
 			return nil, err

@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/slipway-dev/slipway/pkg/api/controlapi"
 	"github.com/slipway-dev/slipway/pkg/api/runtimeapi"
+	"github.com/slipway-dev/slipway/pkg/execution/runs"
 	"github.com/slipway-dev/slipway/pkg/execution/runtime"
 )
 
@@ -77,5 +79,49 @@ func TestClaimAsksAgainWhileReplicaDrains(t *testing.T) {
 		if k != "j-1.a1" {
 			t.Errorf("a claim asked again with request key %q; want the job's j-1.a1", k)
 		}
+	}
+}
+
+// A runtime whose view of the config repository is stale (here: none
+// loaded yet) answers a claim 503 stale, having recorded nothing; the
+// control plane asks again with the same request key until the job's
+// deadline, as for a draining replica. The answers come from a real
+// runtime's API.
+func TestClaimAsksAgainWhileRuntimeStale(t *testing.T) {
+	store, err := runs.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rt := runtime.NewRuntime(func() (*runtime.Desired, time.Time) { return nil, time.Time{} }, nil, store, time.Minute)
+	defer rt.Close()
+	srv, err := runtime.NewServer(rt, nil, nil, "test-token-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	asked := 0
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		srv.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	c, err := runtimeapi.NewClient(hs.URL, "test-token-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{c: Config{Logger: slog.New(slog.DiscardHandler)}}
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	j := &controlapi.Job{ID: "j-2", Pool: "agents", Tenant: "acme", RequestKey: "j-2.a1", DeadlineAt: &deadline}
+	g, err := e.claimFrom(context.Background(), Runtime{Name: "rt", Client: c}, j)
+	if g != nil || !runtimeapi.IsCode(err, runtimeapi.CodeStale) {
+		t.Fatalf("claim of a stale runtime until the deadline: %+v, %v; want its stale answer", g, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked < 3 {
+		t.Fatalf("the claim was asked %d times in 1.5 s of a runtime answering stale; want it asked again", asked)
 	}
 }
