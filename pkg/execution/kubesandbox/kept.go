@@ -34,13 +34,16 @@ const keepAliveEvery = time.Minute
 const keepAliveTimeout = 10 * time.Second
 
 // keptConn is a proof's open connection: its pinger, and the pod exec
-// under it.
+// under it. Once handed over, the pinger is its claim's: close no longer
+// closes it.
 type keptConn struct {
 	p    *runner.Pinger
 	exec *execConn
 
-	once sync.Once
-	gone chan struct{} // closed when handed over or closed
+	mu     sync.Mutex
+	handed bool          // handed over (the claim's now)
+	done   bool          // handed over or closed
+	gone   chan struct{} // closed with done
 }
 
 // dialKept is a pinger of pod's runner that remembers the pod exec it
@@ -87,18 +90,33 @@ func (k *keptConn) alive() bool {
 	}
 }
 
-// close closes k's connection.
+// close closes k's connection, unless it was handed over.
 func (k *keptConn) close() {
-	k.once.Do(func() { close(k.gone) })
-	_ = k.p.Close()
+	k.mu.Lock()
+	handed := k.handed
+	if !k.done {
+		k.done = true
+		close(k.gone)
+	}
+	k.mu.Unlock()
+	if !handed {
+		_ = k.p.Close()
+	}
 }
 
 // handOver gives k's pinger to rc, for its claim's heartbeat, when its
-// exec has not ended; it says whether it did. k is no longer kept either
-// way.
+// exec has not ended and k was not closed; it says whether it did. k is
+// no longer kept either way.
 func (k *keptConn) handOver(rc *runner.Client) bool {
-	k.once.Do(func() { close(k.gone) })
-	if !k.alive() {
+	k.mu.Lock()
+	ok := !k.done && k.alive()
+	if !k.done {
+		k.done = true
+		close(k.gone)
+	}
+	k.handed = ok
+	k.mu.Unlock()
+	if !ok {
 		_ = k.p.Close()
 		return false
 	}

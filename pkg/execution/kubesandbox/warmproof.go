@@ -194,7 +194,10 @@ func (b *Backend) provenFor(pod *unstructured.Unstructured) (*runner.Identity, b
 func (b *Backend) ProveWarm(ctx context.Context) {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		b.warm.closeKept() // none is put after the proofs under way ended
+	}()
 	proving := map[string]bool{} // by Sandbox name; this goroutine's own
 	var mu sync.Mutex
 	consider := func(sb *unstructured.Unstructured) {
@@ -229,7 +232,6 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 	}
 	sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
 	defer b.seen.replace(nil)
-	defer b.warm.closeKept() // after the proofs under way ended (wg.Wait)
 	wg.Go(func() { b.keepAlive(ctx) })
 	for ctx.Err() == nil {
 		list, err := sandboxes.List(ctx, metav1.ListOptions{})
