@@ -231,7 +231,6 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	defer b.awaiting1(name)()
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
 	c, err := claims.Create(ctx, b.claimObject(name, spec), metav1.CreateOptions{FieldManager: "slipway"})
-	tmpB13B("created", created)
 	if apierrors.IsAlreadyExists(err) {
 		c, err = claims.Get(ctx, name, metav1.GetOptions{})
 		if err == nil && c.GetAnnotations()[AnnotationOwner] != spec.Owner {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -41,7 +40,6 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	defer cancel()
 	pods := readPods{ctx: ctx, res: b.dyn.Resource(podsGVR).Namespace(b.namespace), reads: map[string]chan podRead{}}
 	c, err := b.watchReady(wctx, c, pods.start)
-	tmpB13B("ready", created)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, c.GetName(), ctx.Err())
@@ -96,7 +94,6 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	// the claim named it
 	pods.start(name)
 	sb, err := b.adopted(ctx, c, name)
-	tmpB13B("adopted", created)
 	if err != nil {
 		wait()
 		return nil, fmt.Errorf("kube: Sandbox %s/%s of claim %s: %w", b.namespace, name, c.GetName(), err)
@@ -122,7 +119,6 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if err == nil {
 		err = check(pod)
 	}
-	tmpB13B("pod", created)
 	var pl *sandbox.Placement
 	if err == nil {
 		pl, err = b.placement(ctx, sb, pod, created)
@@ -144,7 +140,6 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	}
 	// a claimed member is no longer warm: its proof is not taken again
 	b.warm.drop(podName)
-	tmpB13B("identity", created)
 	if err != nil {
 		if kept != nil {
 			kept.close()
@@ -177,7 +172,6 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if err := b.followEgress(pod); err != nil {
 		return nil, err
 	}
-	tmpB13B("egress", created)
 	s.RunnerBinarySHA256, s.Ready = id.RunnerBinarySHA256, time.Now()
 	s.Network, s.Allow = sandbox.NetworkDeny, nil
 	if spec.Network == sandbox.NetworkAllowList {
@@ -568,9 +562,4 @@ func (b *Backend) untilGone(ctx context.Context, kind string, gvr schemaGVR, nam
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// tmpB13B: TEMP timing of a claim's phases (B13b), to be removed.
-func tmpB13B(what string, since time.Time) {
-	fmt.Fprintf(os.Stderr, "B13BT %s %.1fms\n", what, float64(time.Since(since).Microseconds())/1000)
 }

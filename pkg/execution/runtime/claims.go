@@ -327,7 +327,6 @@ func (r *Runtime) newClaim(ctx context.Context, req ClaimRequest) (*claim, error
 	c.mu.Unlock()
 	endSpan(span, nil, append(c.ids(), attribute.Bool("warm", warm))...)
 	r.runLog(ctx, slog.LevelInfo, c, "claim granted", nil, "warm", warm, "seconds", c.granted.Sub(received).Seconds())
-	tmpB13BR("granted+logged", received)
 	return c, nil
 }
 
@@ -363,7 +362,6 @@ func (r *Runtime) allocate(ctx context.Context, req ClaimRequest, received time.
 	_, readySpan := r.tracer().Start(ctx, "sandbox ready", trace.WithAttributes(attribute.String("run_id", runID), attribute.String("pool", req.Pool),
 		attribute.String("session_id", req.SessionID)))
 	s, warm, granted, err := r.warm.claim(ctx, d, req.Pool, runID)
-	tmpB13BR("warm.claim", received)
 	defer granted() // cold starts yield to a warm hit until it returns
 	if err != nil {
 		endSpan(readySpan, err)
@@ -400,7 +398,6 @@ func (r *Runtime) allocate(ctx context.Context, req ClaimRequest, received time.
 		m.ServedBy.Runner = &runmanifest.Process{BinarySHA256: s.RunnerBinarySHA256}
 	}
 	m.Limits = r.manifestLimits(ctx, d, req.Pool, s)
-	tmpB13BR("limits", received)
 	m.Status = runmanifest.StatusGranted
 	m.Lifecycle = runmanifest.Lifecycle{RequestReceived: received, AdmissionAccepted: accepted, ClaimCreated: assigned, SandboxAssigned: assigned, Ready: s.Ready}
 	if c.secretVersion != "" {
@@ -423,7 +420,6 @@ func (r *Runtime) allocate(ctx context.Context, req ClaimRequest, received time.
 		return nil, err
 	}
 	err = r.untilReady(ctx, c, <-ready, readyTimeout)
-	tmpB13BR("stored+ready", received)
 	endSpan(readySpan, err, append(c.ids(), attribute.Bool("warm", warm))...)
 	if err != nil {
 		r.abandon(bg, c)
@@ -725,9 +721,4 @@ func (r *Runtime) finalUpdate(ctx context.Context, runID string, s *sandbox.Sand
 		r.countDenials(rev, denied)
 	}
 	return err
-}
-
-// tmpB13BR: TEMP timing of a claim's phases (B13b), to be removed.
-func tmpB13BR(what string, since time.Time) {
-	fmt.Fprintf(os.Stderr, "B13BT rt %s %.1fms\n", what, float64(time.Since(since).Microseconds())/1000)
 }
