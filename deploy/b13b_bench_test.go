@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,6 +93,20 @@ func BenchmarkB13bInCluster(b *testing.B) {
 			slices.Sort(s)
 			return s[min(len(s)-1, int(q*float64(len(s))))]
 		}
+		// where in a round the time goes: claim i of each round waits for
+		// the replacements of claims 0..i-1 being started on the node
+		var pos []string
+		for i := 0; i < size; i++ {
+			var sw, bw []time.Duration
+			for j := i; j < len(slipway); j += size {
+				sw = append(sw, slipway[j])
+			}
+			for j := i; j < len(bare); j += size {
+				bw = append(bw, bare[j])
+			}
+			pos = append(pos, fmt.Sprintf("%d: %v/%v", i, p(sw, .5).Round(time.Millisecond), p(bw, .5).Round(time.Millisecond)))
+		}
+		b.Logf("p50 by place in the round, through the runtime/bare: %s", strings.Join(pos, ", "))
 		sp50, sp99, bp50, bp99 := p(slipway, .5), p(slipway, .99), p(bare, .5), p(bare, .99)
 		ratio := float64(sp50) / float64(bp50)
 		b.ReportMetric(float64(sp50.Microseconds())/1000, "slipway-p50-ms")

@@ -84,9 +84,11 @@ type Backend struct {
 	mu        sync.Mutex
 	claims    map[string]string // sandbox id -> claim name, as Create and List saw them
 	nodes     map[string]nodeInfo
-	followers map[string]*follower // sandbox id -> its egress log follower
-	warm      provenWarm           // warm members' runners proved (ProveWarm)
-	seen      seenSandboxes        // the Sandboxes as ProveWarm's watch saw them
+	followers map[string]*follower      // sandbox id -> its egress log follower
+	warm      provenWarm                // warm members' runners proved (ProveWarm)
+	seen      seenSandboxes             // the Sandboxes as ProveWarm's watch saw them
+	awaiting  map[string]int            // claim name -> Creates awaiting it
+	handed    map[string]*runner.Pinger // pod -> the kept pinger handed to its claim (kept.go)
 	// pathProofs counts the runners proved on a claim's path (tests)
 	pathProofs atomic.Int64
 }
@@ -105,6 +107,8 @@ type options struct {
 	deleteTimeout time.Duration
 	egressRecord  func(sandboxID string, a egress.Attempt)
 	released      func(Release)
+	// dial reaches a pod's runner (DialRunner; tests count the dials)
+	dial func(cfg *rest.Config, namespace, pod string) runner.DialFunc
 }
 
 // WithClusterName names the cluster in run manifests (default: the API
@@ -138,7 +142,7 @@ func New(cfg *rest.Config, namespace string, opts ...Option) (*Backend, error) {
 	if namespace == "" {
 		return nil, errors.New("kube: no namespace")
 	}
-	o := options{readyTimeout: DefaultReadyTimeout, deleteTimeout: DefaultDeleteTimeout}
+	o := options{readyTimeout: DefaultReadyTimeout, deleteTimeout: DefaultDeleteTimeout, dial: DialRunner}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -156,7 +160,33 @@ func New(cfg *rest.Config, namespace string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
 	return &Backend{cfg: cfg, dyn: dyn, namespace: namespace, o: o, claims: map[string]string{}, nodes: map[string]nodeInfo{},
-		followers: map[string]*follower{}, warm: provenWarm{byName: map[string]warmProof{}}, seen: seenSandboxes{byName: map[string]*unstructured.Unstructured{}}}, nil
+		followers: map[string]*follower{}, warm: provenWarm{byName: map[string]warmProof{}}, seen: seenSandboxes{byName: map[string]*unstructured.Unstructured{}},
+		awaiting: map[string]int{}, handed: map[string]*runner.Pinger{}}, nil
+}
+
+// dialer reaches the runner of pod.
+func (b *Backend) dialer(pod string) runner.DialFunc { return b.o.dial(b.cfg, b.namespace, pod) }
+
+// awaiting1 marks claim name awaited by a Create until the returned func is
+// called.
+func (b *Backend) awaiting1(name string) (done func()) {
+	b.mu.Lock()
+	b.awaiting[name]++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.awaiting[name]--; b.awaiting[name] <= 0 {
+			delete(b.awaiting, name)
+		}
+	}
+}
+
+// awaited says whether a Create awaits claim name.
+func (b *Backend) awaited(name string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.awaiting[name] > 0
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -198,6 +228,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	}
 	created := time.Now()
 	name := ClaimName(spec.Owner)
+	defer b.awaiting1(name)()
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
 	c, err := claims.Create(ctx, b.claimObject(name, spec), metav1.CreateOptions{FieldManager: "slipway"})
 	if apierrors.IsAlreadyExists(err) {
@@ -331,7 +362,7 @@ func (b *Backend) sandboxOf(c *unstructured.Unstructured) *sandbox.Sandbox {
 		s.ID, s.State = bound, sandbox.StateStarting
 	}
 	if s.State != sandbox.StateDead {
-		s.Runner = runner.NewClient(DialRunner(b.cfg, b.namespace, s.ID))
+		s.Runner = runner.NewClient(b.dialer(s.ID))
 	}
 	b.mu.Lock()
 	b.claims[s.ID] = c.GetName()

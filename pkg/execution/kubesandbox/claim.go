@@ -51,31 +51,43 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	// the reads of the Sandbox and its pod; asked again should the Sandbox
 	// name another pod. A warm member proved when it became Ready
 	// (ProveWarm) is not asked again while its pod and container are the
-	// ones proved.
+	// ones proved. Either way, the connection the identity was asked over
+	// is the claim's heartbeat's (runner.Client.Keep): no pod exec is
+	// opened for it at or after the grant.
 	type answer struct {
 		id  *runner.Identity
 		err error
+		p   *runner.Pinger // the connection it was asked over
 	}
 	ask := func(pod string) (*runner.Client, chan answer) {
 		b.pathProofs.Add(1)
-		rc := runner.NewClient(DialRunner(b.cfg, b.namespace, pod))
+		rc := runner.NewClient(b.dialer(pod))
+		p := rc.Pinger()
 		ch := make(chan answer, 1)
 		go func() {
-			id, err := rc.Identity(ctx)
-			ch <- answer{id, err}
+			id, err := p.Identity(ctx)
+			ch <- answer{id, err, p}
 		}()
 		return rc, ch
 	}
 	var (
 		rc       *runner.Client
 		identity chan answer
+		a        answer
 	)
+	defer func() { // a connection not handed over
+		if a.p != nil {
+			_ = a.p.Close()
+		}
+	}()
 	if _, proved := b.warm.get(name); !proved {
 		rc, identity = ask(name)
 	}
 	wait := func() {
 		if identity != nil {
-			<-identity
+			if a := <-identity; a.p != nil {
+				_ = a.p.Close()
+			}
 		}
 	}
 	// the pod agent-sandbox names after its Sandbox, read from the moment
@@ -111,14 +123,15 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	if err == nil {
 		pl, err = b.placement(ctx, sb, pod, created)
 	}
-	var a answer
+	var kept *keptConn // the proof's connection, when the member's proof is taken
 	switch {
 	case identity != nil:
 		a = <-identity
 	case err != nil:
 	default:
 		if id, ok := b.provenFor(pod); ok {
-			rc, a = runner.NewClient(DialRunner(b.cfg, b.namespace, podName)), answer{id: id}
+			rc, a = runner.NewClient(b.dialer(podName)), answer{id: id}
+			kept = b.warm.claimed(podName)
 		} else { // re-created or restarted since it was proved
 			var ch chan answer
 			rc, ch = ask(podName)
@@ -128,6 +141,9 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 	// a claimed member is no longer warm: its proof is not taken again
 	b.warm.drop(podName)
 	if err != nil {
+		if kept != nil {
+			kept.close()
+		}
 		return nil, fmt.Errorf("kube: pod %s/%s of claim %s: %w", b.namespace, podName, c.GetName(), err)
 	}
 	s := b.sandboxOf(c)
@@ -137,7 +153,21 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 		return nil, fmt.Errorf("kube: runner of pod %s/%s (claim %s): %w", b.namespace, podName, c.GetName(), err)
 	}
 	if err := identityCheck(id, spec.Generation, podName, spec.Runner.Digest); err != nil {
+		if kept != nil {
+			kept.close()
+		}
 		return nil, fmt.Errorf("%w: pod %s/%s (claim %s): %v", sandbox.ErrIdentity, b.namespace, podName, c.GetName(), err)
+	}
+	// the connection the identity came over is the heartbeat's; a kept
+	// one whose exec ended is not (the heartbeat dials, as it would
+	// without one)
+	switch {
+	case a.p != nil:
+		rc.Keep(a.p)
+		b.handedOver(podName, a.p)
+		a.p = nil
+	case kept != nil && kept.handOver(rc):
+		b.handedOver(podName, kept.p)
 	}
 	if err := b.followEgress(pod); err != nil {
 		return nil, err
@@ -508,6 +538,7 @@ func (b *Backend) deleteClaimAt(ctx context.Context, name string, uid types.UID,
 				}
 			}
 			gone = append(gone, ref{"Sandbox", sandboxesGVR, sbName, sbUID}, ref{"pod", podsGVR, podName, podUID})
+			b.closeHanded(podName)
 			b.mu.Lock()
 			delete(b.claims, podName)
 			delete(b.claims, sbName)

@@ -39,7 +39,11 @@
 // Kubernetes authentication, RBAC (pods/exec) and audit; and the pod opens
 // no port on a network shared with untrusted neighbours. The runner learns
 // its sandbox id (the pod's name) from the downward API and its generation
-// from the template.
+// from the template. The connection a warm member's identity was proved
+// over (ProveWarm) stays open while the member is warm, pinged once a
+// minute, and is handed to its claim's heartbeat (runner.Client.Keep), so
+// a warm claim opens no pod exec at or after its grant; one whose exec
+// ended is not handed over, and the heartbeat dials its own (kept.go).
 //
 // Backend implements sandbox.Credentials too: PutCredential is a pod exec
 // of `slipway-runner credential put NAME` whose standard input carries

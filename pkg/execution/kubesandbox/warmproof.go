@@ -30,6 +30,7 @@ import (
 type warmProof struct {
 	podUID, containerID string
 	id                  runner.Identity
+	kept                *keptConn // the proof's connection, open; nil when none
 }
 
 // provenWarm holds the proofs of warm members by pod name.
@@ -47,14 +48,65 @@ func (p *provenWarm) get(pod string) (warmProof, bool) {
 
 func (p *provenWarm) put(pod string, w warmProof) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	old := p.byName[pod].kept
 	p.byName[pod] = w
+	p.mu.Unlock()
+	if old != nil && old != w.kept {
+		old.close()
+	}
 }
 
+// drop forgets pod's proof and closes its kept connection.
 func (p *provenWarm) drop(pod string) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	k := p.byName[pod].kept
 	delete(p.byName, pod)
+	p.mu.Unlock()
+	if k != nil {
+		k.close()
+	}
+}
+
+// claimed forgets pod's proof (its member is claimed) and returns its
+// kept connection, if any, not closed: for the claim.
+func (p *provenWarm) claimed(pod string) *keptConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := p.byName[pod].kept
+	delete(p.byName, pod)
+	return k
+}
+
+// dropKept closes k and forgets it as pod's kept connection, if it still
+// is; the proof stays.
+func (p *provenWarm) dropKept(pod string, k *keptConn) {
+	p.mu.Lock()
+	if w, ok := p.byName[pod]; ok && w.kept == k {
+		w.kept = nil
+		p.byName[pod] = w
+	}
+	p.mu.Unlock()
+	k.close()
+}
+
+// keptAll is the kept connections by pod.
+func (p *provenWarm) keptAll() map[string]*keptConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := map[string]*keptConn{}
+	for pod, w := range p.byName {
+		if w.kept != nil {
+			m[pod] = w.kept
+		}
+	}
+	return m
+}
+
+// closeKept closes every kept connection; the proofs stay.
+func (p *provenWarm) closeKept() {
+	for pod, k := range p.keptAll() {
+		p.dropKept(pod, k)
+	}
 }
 
 // seenSandboxes holds the namespace's Sandboxes as ProveWarm's watch last
@@ -142,7 +194,10 @@ func (b *Backend) provenFor(pod *unstructured.Unstructured) (*runner.Identity, b
 func (b *Backend) ProveWarm(ctx context.Context) {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		b.warm.closeKept() // none is put after the proofs under way ended
+	}()
 	proving := map[string]bool{} // by Sandbox name; this goroutine's own
 	var mu sync.Mutex
 	consider := func(sb *unstructured.Unstructured) {
@@ -177,6 +232,7 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 	}
 	sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
 	defer b.seen.replace(nil)
+	wg.Go(func() { b.keepAlive(ctx) })
 	for ctx.Err() == nil {
 		list, err := sandboxes.List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -186,6 +242,7 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 		}
 		b.seen.replace(list.Items)
 		for i := range list.Items {
+			b.forgetForeign(&list.Items[i])
 			consider(&list.Items[i])
 		}
 		// the watch ends every minute: the list that follows considers
@@ -205,6 +262,7 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 			switch ev.Type {
 			case watch.Added, watch.Modified:
 				b.seen.put(sb)
+				b.forgetForeign(sb)
 				consider(sb)
 			case watch.Deleted:
 				b.seen.drop(sb.GetName())
@@ -219,8 +277,25 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 	}
 }
 
+// forgetForeign drops the proof, and closes the kept connection, of
+// Sandbox sb's pod once a claim this backend does not await controls it
+// (another replica's, a bare one): it is no warm member any more, and no
+// claim of this backend will take it.
+func (b *Backend) forgetForeign(sb *unstructured.Unstructured) {
+	ref := metav1.GetControllerOf(sb)
+	if ref == nil || ref.Kind != "SandboxClaim" || b.awaited(ref.Name) {
+		return
+	}
+	pod := sb.GetAnnotations()[annotationPodName]
+	if pod == "" {
+		pod = sb.GetName()
+	}
+	b.warm.drop(pod)
+}
+
 // proveMember asks the runner of warm member pod podName for its identity
-// unless it was proved for this very pod and container, and keeps it.
+// unless it was proved for this very pod and container, and keeps it with
+// the connection it was asked over, open (kept.go).
 func (b *Backend) proveMember(ctx context.Context, podName string) {
 	pod, err := b.dyn.Resource(podsGVR).Namespace(b.namespace).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
@@ -241,12 +316,22 @@ func (b *Backend) proveMember(ctx context.Context, podName string) {
 			sleep(ctx, time.Duration(try)*500*time.Millisecond)
 		}
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		id, err := runner.NewClient(DialRunner(b.cfg, b.namespace, podName)).Identity(pctx)
+		p, exec := dialKept(b.dialer(podName))
+		id, err := p.Identity(pctx)
 		cancel()
-		if err == nil && id != nil {
-			b.warm.put(podName, warmProof{podUID: string(pod.GetUID()), containerID: cid, id: *id})
-			return
+		if err != nil || id == nil {
+			_ = p.Close()
+			continue
 		}
+		w := warmProof{podUID: string(pod.GetUID()), containerID: cid, id: *id}
+		if e := exec.Load(); e != nil && ctx.Err() == nil {
+			w.kept = newKept(p, e)
+			go b.watchKept(podName, w.kept)
+		} else {
+			_ = p.Close()
+		}
+		b.warm.put(podName, w)
+		return
 	}
 }
 

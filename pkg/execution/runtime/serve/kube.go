@@ -155,7 +155,8 @@ func (h *kubeHost) background(ctx context.Context, bg *sync.WaitGroup) {
 }
 
 // everyReplica proves the warm members' runners when they are Ready: each
-// replica claims from its own proofs (with --leader-elect too).
+// replica claims from its own proofs (with --leader-elect too), and keeps
+// the connections they were asked over for its claims' heartbeats.
 func (h *kubeHost) everyReplica(ctx context.Context, bg *sync.WaitGroup) {
 	bg.Go(func() { h.be.ProveWarm(ctx) })
 }

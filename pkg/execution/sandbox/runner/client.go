@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 )
 
 // DialFunc opens a new connection to a runner.
@@ -26,10 +27,32 @@ func DialUnix(path string) DialFunc {
 // fails leaves nothing behind. Its methods are safe for concurrent use.
 type Client struct {
 	dial DialFunc
+
+	mu   sync.Mutex
+	kept *Pinger // handed over by Keep, for the next Pinger call
 }
 
 // NewClient returns a client that reaches its runner through dial.
 func NewClient(dial DialFunc) *Client { return &Client{dial: dial} }
+
+// Keep hands p, a pinger of the same runner whose connection is open (an
+// identity asked over it, say), to c: c's next Pinger call returns it
+// instead of a new pinger, so that the heartbeat it is for dials nothing
+// while that connection lives; later dials, p's included, are c's. A
+// pinger kept before and not taken is closed.
+func (c *Client) Keep(p *Pinger) {
+	p.ping.Lock()
+	p.c = c
+	p.handed = p.conn != nil
+	p.ping.Unlock()
+	c.mu.Lock()
+	old := c.kept
+	c.kept = p
+	c.mu.Unlock()
+	if old != nil && old != p {
+		_ = old.Close()
+	}
+}
 
 // Identity asks the runner who it is. It does not check the answer: the
 // caller compares RunnerBinarySHA256 and Generation with what it expects.

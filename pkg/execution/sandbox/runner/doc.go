@@ -31,7 +31,11 @@
 // A client opens a connection per call, so a heartbeat runs beside a long
 // exec, and a request that fails leaves nothing half-read behind. A
 // heartbeat keeps one connection for its pings instead (Pinger): on
-// Kubernetes each connection is a pod exec.
+// Kubernetes each connection is a pod exec. A pinger may ask the runner's
+// identity over its connection too, and be handed, connection open, to
+// another client of that runner (Client.Keep), whose next Pinger it is: a
+// warm member's identity proof's connection becomes its claim's
+// heartbeat's.
 //
 // # The workload's events
 //

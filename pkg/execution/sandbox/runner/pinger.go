@@ -27,6 +27,10 @@ const pingerDialTimeout = 30 * time.Second
 // fails on the connection, or whose context ends during it, closes it;
 // the next dials anew, so a runner restarted or a bridge broken is reached
 // again. Its methods are safe for concurrent use: pings queue.
+//
+// A pinger may also ask its runner's identity over its connection
+// (Identity), and be kept, connection open, for the heartbeat of a later
+// claim (Client.Keep): a proof's connection, handed over.
 type Pinger struct {
 	c *Client
 
@@ -34,6 +38,9 @@ type Pinger struct {
 	conn net.Conn
 	r    *bufio.Reader
 	dial chan dialed // the dial under way, nil when none
+	// handed: the connection came from elsewhere (Client.Keep) and was
+	// not answered on since: should it fail, the next is dialled at once
+	handed bool
 
 	mu     sync.Mutex // guards closed and cancel
 	closed bool
@@ -45,12 +52,53 @@ type dialed struct {
 	err  error
 }
 
-// Pinger returns a heartbeat of c's runner. Close it when done.
-func (c *Client) Pinger() *Pinger { return &Pinger{c: c} }
+// Pinger returns a heartbeat of c's runner: the pinger handed to c by
+// Keep, once, or else a new one. Close it when done.
+func (c *Client) Pinger() *Pinger {
+	c.mu.Lock()
+	p := c.kept
+	c.kept = nil
+	c.mu.Unlock()
+	if p != nil {
+		return p
+	}
+	return &Pinger{c: c}
+}
 
 // Ping is Client.Ping on the pinger's connection, dialled first when it
 // has none.
 func (p *Pinger) Ping(ctx context.Context) (*Pong, error) {
+	f, err := p.call(ctx, OpPing, FramePong)
+	if err != nil {
+		return nil, err
+	}
+	if f.Pong == nil {
+		return nil, fmt.Errorf("%w: pong frame without pong", ErrProtocol)
+	}
+	return f.Pong, nil
+}
+
+// Identity is Client.Identity on the pinger's connection, dialled first
+// when it has none; the connection stays open for the pings that follow.
+func (p *Pinger) Identity(ctx context.Context) (*Identity, error) {
+	f, err := p.call(ctx, OpIdentity, FrameIdentity)
+	if err != nil {
+		return nil, err
+	}
+	if f.Identity == nil {
+		return nil, fmt.Errorf("%w: identity frame without identity", ErrProtocol)
+	}
+	if f.Identity.RunnerBinarySHA256 == "" {
+		f.Identity.RunnerBinarySHA256 = f.Identity.LegacyRunnerDigest
+	}
+	return f.Identity, nil
+}
+
+// call sends a request of op on the pinger's connection (dialled first
+// when it has none) and reads its answer, a frame of type want. A failure
+// closes the connection; a handed one's failure begins the next dial at
+// once.
+func (p *Pinger) call(ctx context.Context, op, want string) (*Frame, error) {
 	p.ping.Lock()
 	defer p.ping.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -74,7 +122,7 @@ func (p *Pinger) Ping(ctx context.Context) (*Pong, error) {
 	conn := p.conn
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	f, err := func() (*Frame, error) {
-		if err := writeRequest(conn, &Request{Version: ProtocolVersion, Op: OpPing}); err != nil {
+		if err := writeRequest(conn, &Request{Version: ProtocolVersion, Op: op}); err != nil {
 			return nil, err
 		}
 		return readFrame(p.r)
@@ -83,17 +131,21 @@ func (p *Pinger) Ping(ctx context.Context) (*Pong, error) {
 		err = ctx.Err()
 	}
 	if err == nil {
-		err = expect(f, FramePong)
-	}
-	if err == nil && f.Pong == nil {
-		err = fmt.Errorf("%w: pong frame without pong", ErrProtocol)
+		err = expect(f, want)
 	}
 	if err != nil {
 		_ = conn.Close()
 		p.conn, p.r = nil, nil
+		if p.handed && ctx.Err() == nil {
+			// a kept connection that died unseen: the next ping finds
+			// a new one made or under way rather than begins it
+			p.startDial()
+		}
+		p.handed = false
 		return nil, ctxErr(ctx, err)
 	}
-	return f.Pong, nil
+	p.handed = false
+	return f, nil
 }
 
 // Dial begins dialling in the background, when the pinger has neither a
@@ -119,8 +171,9 @@ func (p *Pinger) startDial() bool {
 	p.cancel = cancel
 	ch := make(chan dialed, 1)
 	p.dial = ch
+	c := p.c
 	go func() {
-		conn, err := p.c.connect(ctx)
+		conn, err := c.connect(ctx)
 		cancel()
 		p.mu.Lock()
 		closed := p.closed

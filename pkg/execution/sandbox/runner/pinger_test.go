@@ -184,3 +184,80 @@ func TestPingerCloseDuringDial(t *testing.T) {
 		t.Fatal("Close returned before the dial under way ended")
 	}
 }
+
+// TestPingerKept: a pinger that asked its runner's identity keeps that
+// connection; handed to another client (Keep), that client's first
+// Pinger is it, and its pings go over the proof's connection (the second
+// client dials nothing). A second Pinger call makes a new pinger. When
+// the kept connection dies (the runner stops: its connections close), the
+// ping that finds it dead fails and the next connection is dialled at
+// once, by the client it was handed to, without waiting for a ping.
+func TestPingerKept(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "r.sock")
+	stop := startRunner(t, sock)
+	dial := runner.DialUnix(sock)
+	counting := func(n *atomic.Int32) runner.DialFunc {
+		return func(ctx context.Context) (net.Conn, error) {
+			n.Add(1)
+			return dial(ctx)
+		}
+	}
+	var proofDials, claimDials atomic.Int32
+	ctx := context.Background()
+	proof := runner.NewClient(counting(&proofDials)).Pinger()
+	id, err := proof.Identity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.SandboxID != "sb-1" || id.Generation != "g-1" || id.RunnerBinarySHA256 != "sha256:"+strings.Repeat("cd", 32) {
+		t.Fatalf("identity %+v", id)
+	}
+	claim := runner.NewClient(counting(&claimDials))
+	claim.Keep(proof)
+	p := claim.Pinger()
+	if p != proof {
+		t.Fatal("the client's first pinger is not the one kept")
+	}
+	defer p.Close()
+	if other := claim.Pinger(); other == proof {
+		t.Fatal("the kept pinger was handed out twice")
+	} else {
+		other.Close()
+	}
+	for i := range 3 {
+		if _, err := p.Ping(ctx); err != nil {
+			t.Fatalf("ping %d on the kept connection: %v", i, err)
+		}
+	}
+	if a, b := proofDials.Load(), claimDials.Load(); a != 1 || b != 0 {
+		t.Fatalf("dials: %d by the proof's client, %d by the claim's; want 1 and 0", a, b)
+	}
+
+	// the kept connection dies for real; a new pinger handed the same way
+	// finds it dead at its first ping
+	proof2 := runner.NewClient(counting(&proofDials)).Pinger()
+	if _, err := proof2.Identity(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var fallbackDials atomic.Int32
+	fallback := runner.NewClient(counting(&fallbackDials))
+	fallback.Keep(proof2)
+	p2 := fallback.Pinger()
+	defer p2.Close()
+	stop()
+	startRunner(t, sock)
+	if _, err := p2.Ping(ctx); err == nil {
+		t.Fatal("a ping over a connection the stopped runner closed answered")
+	}
+	for deadline := time.Now().Add(10 * time.Second); fallbackDials.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no dial begun after the kept connection failed")
+		}
+	}
+	if _, err := p2.Ping(ctx); err != nil {
+		t.Fatalf("ping after the kept connection died: %v", err)
+	}
+	if n := fallbackDials.Load(); n != 1 {
+		t.Fatalf("dialled %d times after the kept connection died, want 1", n)
+	}
+}
