@@ -155,9 +155,15 @@ func TestRolloutOnNode(t *testing.T) {
 		// g1's capacity is gone. Step 6 saw none left; but agent-sandbox's
 		// controller, its cache stale from the API server's restart, may
 		// still make members of g1's deleted warm pool a moment later (CI of
-		// 9d21948: 2 such). A cluster's garbage collector deletes them; this
-		// one runs none, and the fleet's sync collects them instead.
-		var g1Left runtimeapi.GenerationStatus
+		// 9d21948: 2 such), and the Sandbox controller a pod of such a
+		// member after the member was deleted (CI of e5d0daf: 2 such). A
+		// cluster's garbage collector deletes them; this one runs none, and
+		// the fleet's sync collects them instead: the Sandboxes, then, at
+		// the next sync, the pods whose Sandbox is gone.
+		var (
+			g1Left  runtimeapi.GenerationStatus
+			running []string
+		)
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
 			if _, err := w.fleet.Sync(ctx); err != nil {
 				t.Fatal(err)
@@ -167,20 +173,21 @@ func TestRolloutOnNode(t *testing.T) {
 				t.Fatal(err)
 			}
 			g1Left = st.Generation(g1)
-			if g1Left.Ready+g1Left.Warming+g1Left.Claimed == 0 && len(g1Left.Sandboxes) == 0 {
+			l, err := w.dyn.Resource(pods).Namespace(w.ns).List(ctx, metav1.ListOptions{LabelSelector: kubeobjects.LabelGeneration + "=" + kubeobjects.GenerationLabel(g1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			running = running[:0]
+			for _, p := range l.Items {
+				if p.GetDeletionTimestamp() == nil {
+					running = append(running, p.GetName())
+				}
+			}
+			if g1Left.Ready+g1Left.Warming+g1Left.Claimed == 0 && len(g1Left.Sandboxes) == 0 && len(running) == 0 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("g1 30s after the rollout: %+v", g1Left)
-			}
-		}
-		l, err := w.dyn.Resource(pods).Namespace(w.ns).List(ctx, metav1.ListOptions{LabelSelector: kubeobjects.LabelGeneration + "=" + kubeobjects.GenerationLabel(g1)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range l.Items {
-			if p.GetDeletionTimestamp() == nil {
-				t.Errorf("pod %s of g1 still runs", p.GetName())
+				t.Fatalf("g1 30s after the rollout: %+v, its pods still running: %v", g1Left, running)
 			}
 		}
 		// g2's warm pool refills what the proofs took; on a busy node that
