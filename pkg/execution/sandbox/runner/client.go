@@ -61,6 +61,12 @@ func (c *Client) Identity(ctx context.Context) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
+	return identityOf(f)
+}
+
+// identityOf is the identity an identity frame carries, its binary's
+// digest taken from the older field when a runner sent only that.
+func identityOf(f *Frame) (*Identity, error) {
 	if f.Identity == nil {
 		return nil, fmt.Errorf("%w: identity frame without identity", ErrProtocol)
 	}

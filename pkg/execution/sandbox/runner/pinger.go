@@ -85,13 +85,7 @@ func (p *Pinger) Identity(ctx context.Context) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.Identity == nil {
-		return nil, fmt.Errorf("%w: identity frame without identity", ErrProtocol)
-	}
-	if f.Identity.RunnerBinarySHA256 == "" {
-		f.Identity.RunnerBinarySHA256 = f.Identity.LegacyRunnerDigest
-	}
-	return f.Identity, nil
+	return identityOf(f)
 }
 
 // call sends a request of op on the pinger's connection (dialled first
