@@ -88,6 +88,7 @@ type Backend struct {
 	warm      provenWarm                // warm members' runners proved (ProveWarm)
 	seen      seenSandboxes             // the Sandboxes as ProveWarm's watch saw them
 	awaiting  map[string]int            // claim name -> Creates awaiting it
+	lastClaim time.Time                 // when the last Create stopped awaiting its claim
 	handed    map[string]*runner.Pinger // pod -> the kept pinger handed to its claim (kept.go)
 	// pathProofs counts the runners proved on a claim's path (tests)
 	pathProofs atomic.Int64
@@ -179,7 +180,16 @@ func (b *Backend) awaiting1(name string) (done func()) {
 		if b.awaiting[name]--; b.awaiting[name] <= 0 {
 			delete(b.awaiting, name)
 		}
+		b.lastClaim = time.Now()
 	}
+}
+
+// claimsQuiet says whether no Create awaits a claim now and none has for
+// the last d.
+func (b *Backend) claimsQuiet(d time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.awaiting) == 0 && time.Since(b.lastClaim) >= d
 }
 
 // awaited says whether a Create awaits claim name.

@@ -185,12 +185,38 @@ func (b *Backend) provenFor(pod *unstructured.Unstructured) (*runner.Identity, b
 	return &id, true
 }
 
+// A warm member's proof is a pod exec: a process started in its
+// container through the API server, the kubelet and the container
+// runtime, the same node's parts that bind and start claims. A burst of
+// claims makes as many replacement members, which become Ready while the
+// burst goes on; proving them at once would put their execs beside the
+// burst's claims on the node. So a proof waits until this backend has
+// awaited no claim for proofQuiet, or for proofMaxDefer at most (under
+// claims that never pause). Claims take the oldest warm member first
+// (agent-sandbox's queue), so a member made during a burst is seldom
+// claimed before its proof; one that is is proved on its claim's path.
+const (
+	proofQuiet    = 250 * time.Millisecond
+	proofMaxDefer = 5 * time.Second
+	proofPoll     = 50 * time.Millisecond
+)
+
+// yieldToClaims returns once claims have been quiet for proofQuiet, after
+// proofMaxDefer, or when ctx ends.
+func (b *Backend) yieldToClaims(ctx context.Context) {
+	deadline := time.Now().Add(proofMaxDefer)
+	for ctx.Err() == nil && !b.claimsQuiet(proofQuiet) && time.Now().Before(deadline) {
+		sleep(ctx, proofPoll)
+	}
+}
+
 // ProveWarm proves the runner of each warm member of the namespace once it
 // is Ready (a pool's SandboxWarmPool controls it), until ctx ends, so that
 // a claim bound to it need not (see provenFor). It watches the Sandboxes;
 // a watch that ends is started again, after a list of them all (at least
-// every minute). At most four proofs run at once. Meanwhile the backend
-// keeps the Sandboxes as the watch sees them, for claims (adopted).
+// every minute). At most four proofs run at once, each once claims pause
+// (yieldToClaims). Meanwhile the backend keeps the Sandboxes as the watch
+// sees them, for claims (adopted).
 func (b *Backend) ProveWarm(ctx context.Context) {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -221,6 +247,7 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 		mu.Unlock()
 		wg.Go(func() {
 			defer func() { mu.Lock(); delete(proving, podName); mu.Unlock() }()
+			b.yieldToClaims(ctx)
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
