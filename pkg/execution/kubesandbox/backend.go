@@ -240,8 +240,11 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	name := ClaimName(spec.Owner)
 	defer b.awaiting1(name)()
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
+	early := b.watchBeside(ctx, name)
+	defer early.stop()
 	c, err := claims.Create(ctx, b.claimObject(name, spec), metav1.CreateOptions{FieldManager: "slipway"})
 	if apierrors.IsAlreadyExists(err) {
+		early.stop() // it may see the claim taken up, or one of that name going: await opens its own
 		c, err = claims.Get(ctx, name, metav1.GetOptions{})
 		if err == nil && c.GetAnnotations()[AnnotationOwner] != spec.Owner {
 			return nil, fmt.Errorf("%w: SandboxClaim %s/%s belongs to %q, not %q", sandbox.ErrOwnerConflict, b.namespace, name, c.GetAnnotations()[AnnotationOwner], spec.Owner)
@@ -253,7 +256,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandb
 	if err != nil {
 		return nil, fmt.Errorf("kube: create SandboxClaim %s/%s: %w", b.namespace, name, err)
 	}
-	s, err := b.await(ctx, c, spec, created)
+	s, err := b.await(ctx, c, early.take(), spec, created)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()

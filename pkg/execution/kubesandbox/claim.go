@@ -35,11 +35,11 @@ var ErrNotReady = errors.New("kube: claim not ready")
 // has it. A pod read before the claim was Ready is checked exactly as a
 // later one: should it fail a check, or name other pod IPs than the Ready
 // claim, it is read again and that read decides.
-func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec sandbox.Spec, created time.Time) (*sandbox.Sandbox, error) {
+func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, early watch.Interface, spec sandbox.Spec, created time.Time) (*sandbox.Sandbox, error) {
 	wctx, cancel := context.WithTimeout(ctx, b.o.readyTimeout)
 	defer cancel()
 	pods := readPods{ctx: ctx, res: b.dyn.Resource(podsGVR).Namespace(b.namespace), reads: map[string]chan podRead{}}
-	c, err := b.watchReady(wctx, c, pods.start)
+	c, err := b.watchReady(wctx, c, early, pods.start)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kube: SandboxClaim %s/%s: %w", b.namespace, c.GetName(), ctx.Err())
@@ -183,9 +183,12 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, spec 
 // watchReady watches claim c until it is bound and Ready, and returns it
 // as it was then. bound is called with the name of the Sandbox the claim
 // is bound to whenever the claim, as seen, names one (Ready or not yet).
-func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured, bound func(sandbox string)) (*unstructured.Unstructured, error) {
+func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured, early watch.Interface, bound func(sandbox string)) (*unstructured.Unstructured, error) {
 	claims := b.dyn.Resource(claimsGVR).Namespace(b.namespace)
 	name := c.GetName()
+	if early != nil {
+		defer early.Stop()
+	}
 	for {
 		if n := boundName(c); n != "" {
 			bound(n)
@@ -196,7 +199,11 @@ func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured, 
 		if err := b.warmPoolGone(ctx, c); err != nil {
 			return c, err
 		}
-		w, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: c.GetResourceVersion()})
+		w, err := early, error(nil)
+		if early == nil {
+			w, err = claims.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: c.GetResourceVersion()})
+		}
+		early = nil
 		if err == nil {
 			c, err = b.untilReady(ctx, w, c, bound)
 			w.Stop()
@@ -239,7 +246,7 @@ func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstruct
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetUID() == c.GetUID() {
 					c = u
 					if n := boundName(c); n != "" {
 						bound(n)
@@ -252,6 +259,9 @@ func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstruct
 					}
 				}
 			case watch.Deleted:
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok && u.GetUID() != c.GetUID() {
+					continue // another claim of that name: one deleted before this one was made
+				}
 				return c, fmt.Errorf("kube: SandboxClaim %s/%s was deleted while it was awaited", b.namespace, c.GetName())
 			case watch.Error:
 				return c, apierrors.FromObject(ev.Object)
@@ -591,4 +601,51 @@ func (b *Backend) untilGone(ctx context.Context, kind string, gvr schemaGVR, nam
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// earlyWatch is a watch of one claim, opened beside its Create instead
+// of after it: the claim's Create and the watch that follows it to Ready
+// are two round trips to the API server, and this way the grant waits
+// for one. Opened before the claim exists, with no resource version, it
+// sees the claim's ADDED and every change after; opened after, it starts
+// with the claim as it is then. Either way nothing is missed.
+type earlyWatch struct {
+	ch    chan watch.Interface
+	taken bool
+}
+
+// watchBeside opens a watch of claim name in the background.
+func (b *Backend) watchBeside(ctx context.Context, name string) *earlyWatch {
+	e := &earlyWatch{ch: make(chan watch.Interface, 1)}
+	go func() {
+		w, err := b.dyn.Resource(claimsGVR).Namespace(b.namespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+		if err != nil {
+			w = nil // await opens its own
+		}
+		e.ch <- w
+	}()
+	return e
+}
+
+// take is the watch, once opened (nil when it failed); the caller stops
+// it. After stop, nil.
+func (e *earlyWatch) take() watch.Interface {
+	if e.taken {
+		return nil
+	}
+	e.taken = true
+	return <-e.ch
+}
+
+// stop stops the watch unless it was taken.
+func (e *earlyWatch) stop() {
+	if e.taken {
+		return
+	}
+	e.taken = true
+	go func() {
+		if w := <-e.ch; w != nil {
+			w.Stop()
+		}
+	}()
 }
