@@ -86,7 +86,8 @@ type Backend struct {
 	nodes     map[string]nodeInfo
 	followers map[string]*follower      // sandbox id -> its egress log follower
 	warm      provenWarm                // warm members' runners proved (ProveWarm)
-	seen      seenSandboxes             // the Sandboxes as ProveWarm's watch saw them
+	seen      seenObjects               // the Sandboxes as ProveWarm's watch saw them
+	pods      seenObjects               // the pods as ProveWarm's watch saw them
 	awaiting  map[string]int            // claim name -> Creates awaiting it
 	lastClaim time.Time                 // when the last Create stopped awaiting its claim
 	handed    map[string]*runner.Pinger // pod -> the kept pinger handed to its claim (kept.go)
@@ -161,7 +162,7 @@ func New(cfg *rest.Config, namespace string, opts ...Option) (*Backend, error) {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
 	return &Backend{cfg: cfg, dyn: dyn, namespace: namespace, o: o, claims: map[string]string{}, nodes: map[string]nodeInfo{},
-		followers: map[string]*follower{}, warm: provenWarm{byName: map[string]warmProof{}}, seen: seenSandboxes{byName: map[string]*unstructured.Unstructured{}},
+		followers: map[string]*follower{}, warm: provenWarm{byName: map[string]warmProof{}},
 		awaiting: map[string]int{}, handed: map[string]*runner.Pinger{}}, nil
 }
 

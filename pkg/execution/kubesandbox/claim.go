@@ -38,7 +38,7 @@ var ErrNotReady = errors.New("kube: claim not ready")
 func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, early watch.Interface, spec sandbox.Spec, created time.Time) (*sandbox.Sandbox, error) {
 	wctx, cancel := context.WithTimeout(ctx, b.o.readyTimeout)
 	defer cancel()
-	pods := readPods{ctx: ctx, res: b.dyn.Resource(podsGVR).Namespace(b.namespace), reads: map[string]chan podRead{}}
+	pods := readPods{ctx: ctx, res: b.dyn.Resource(podsGVR).Namespace(b.namespace), reads: map[string]chan podRead{}, seen: &b.pods}
 	c, err := b.watchReady(wctx, c, early, pods.start)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -8,8 +8,12 @@
 // warmPoolRef is kubeobjects.ObjectName(pool, generation), labelled LabelClaim,
 // kubeobjects.LabelPool and kubeobjects.LabelGeneration (and LabelProof for a
 // rollout's proof claim, which never counts as traffic). Create watches it
-// until it is bound and Ready (agent-sandbox hands it a ready warm member,
-// or cold-starts one where none is ready), checks the pod's images against
+// (the watch opened beside the claim's create) until it is bound and Ready
+// (agent-sandbox hands it a ready warm member, or cold-starts one where
+// none is ready), reads the Sandbox and pod it is bound to from
+// ProveWarm's watches of the namespace when they run (from the API server
+// when they do not, or when what they hold fails a check), checks the
+// pod's images against
 // the pinned digests (status imageID) and the runner's identity (proved
 // once per warm member when it became Ready, by ProveWarm, while its pod
 // and workspace container are the same; else on the claim's path), and

@@ -13,8 +13,9 @@ import "github.com/slipway-dev/slipway/pkg/kubeaccess"
 //   - SandboxWarmPools: list (Health, WarmCounts, Objects), get and delete
 //     (the reconciler removes the warm pools of generations not kept warm);
 //   - Sandboxes and pods: get (placement, image and identity checks,
-//     credentials' running pod), list (Objects), delete (release without a
-//     garbage collector; the reconciler); Sandboxes: watch too (ProveWarm);
+//     credentials' running pod), list (Objects; ProveWarm), watch
+//     (ProveWarm: claims read what they are bound to from its watches),
+//     delete (release without a garbage collector; the reconciler);
 //   - pods/exec: create (DialRunner, PutCredential, RemoveCredential; a
 //     WebSocket exec is authorised as create too);
 //   - pods/log: get (the egress proxy's log, WithEgressRecorder);
@@ -31,7 +32,7 @@ func Permissions(namespace string) []kubeaccess.Permission {
 	add(claimsGVR.Group, claimsGVR.Resource, "", "create", "delete", "get", "list", "watch")
 	add(warmPoolsGVR.Group, warmPoolsGVR.Resource, "", "delete", "get", "list")
 	add(sandboxesGVR.Group, sandboxesGVR.Resource, "", "delete", "get", "list", "watch")
-	add("", podsGVR.Resource, "", "delete", "get", "list")
+	add("", podsGVR.Resource, "", "delete", "get", "list", "watch")
 	add("", podsGVR.Resource, "exec", "create")
 	add("", podsGVR.Resource, "log", "get")
 	add("", secretsGVR.Resource, "", "delete", "get", "list")

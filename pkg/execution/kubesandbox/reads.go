@@ -26,6 +26,11 @@ type readPods struct {
 	ctx   context.Context
 	res   dynamic.ResourceInterface
 	reads map[string]chan podRead
+	// seen is the pods as the backend's watch of them saw them (nil: none
+	// is kept): a pod there is read from it, with no request on the
+	// claim's path; await checks it as any other read before the claim
+	// was Ready, and reads it again should it fail.
+	seen *seenObjects
 }
 
 // start begins reading pod name unless a read of it was begun.
@@ -35,6 +40,12 @@ func (r *readPods) start(name string) {
 	}
 	ch := make(chan podRead, 1)
 	r.reads[name] = ch
+	if r.seen != nil {
+		if p, ok := r.seen.get(name); ok {
+			ch <- podRead{pod: p}
+			return
+		}
+	}
 	go func() {
 		p, err := r.res.Get(r.ctx, name, metav1.GetOptions{})
 		ch <- podRead{p, err}

@@ -109,45 +109,6 @@ func (p *provenWarm) closeKept() {
 	}
 }
 
-// seenSandboxes holds the namespace's Sandboxes as ProveWarm's watch last
-// saw them, by name, while it runs (claims take the Sandbox they are bound
-// to from it: adopted).
-type seenSandboxes struct {
-	mu     sync.Mutex
-	byName map[string]*unstructured.Unstructured
-}
-
-func (s *seenSandboxes) get(name string) (*unstructured.Unstructured, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.byName[name]
-	return u, ok
-}
-
-func (s *seenSandboxes) put(u *unstructured.Unstructured) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byName[u.GetName()] = u
-}
-
-func (s *seenSandboxes) drop(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byName, name)
-}
-
-// replace holds items instead of what was seen before (a list), or
-// nothing (nil: the watch stopped).
-func (s *seenSandboxes) replace(items []unstructured.Unstructured) {
-	m := make(map[string]*unstructured.Unstructured, len(items))
-	for i := range items {
-		m[items[i].GetName()] = &items[i]
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byName = m
-}
-
 // workspaceContainerID is the container ID pod's status gives its
 // workspace container while it runs ("" when it does not).
 func workspaceContainerID(pod *unstructured.Unstructured) string {
@@ -215,8 +176,8 @@ func (b *Backend) yieldToClaims(ctx context.Context) {
 // a claim bound to it need not (see provenFor). It watches the Sandboxes;
 // a watch that ends is started again, after a list of them all (at least
 // every minute). At most four proofs run at once, each once claims pause
-// (yieldToClaims). Meanwhile the backend keeps the Sandboxes as the watch
-// sees them, for claims (adopted).
+// (yieldToClaims). Meanwhile the backend keeps the namespace's Sandboxes
+// and pods as its watches see them, for claims (adopted, readPods).
 func (b *Backend) ProveWarm(ctx context.Context) {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -257,51 +218,22 @@ func (b *Backend) ProveWarm(ctx context.Context) {
 			b.proveMember(ctx, podName)
 		})
 	}
-	sandboxes := b.dyn.Resource(sandboxesGVR).Namespace(b.namespace)
-	defer b.seen.replace(nil)
 	wg.Go(func() { b.keepAlive(ctx) })
-	for ctx.Err() == nil {
-		list, err := sandboxes.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			b.seen.replace(nil) // not known any more
-			sleep(ctx, time.Second)
-			continue
-		}
-		b.seen.replace(list.Items)
-		for i := range list.Items {
-			b.forgetForeign(&list.Items[i])
-			consider(&list.Items[i])
-		}
-		// the watch ends every minute: the list that follows considers
-		// again the members a proof missed
-		timeout := int64(60)
-		w, err := sandboxes.Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), TimeoutSeconds: &timeout})
-		if err != nil {
-			b.seen.replace(nil)
-			sleep(ctx, time.Second)
-			continue
-		}
-		for ev := range w.ResultChan() {
-			sb, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
+	wg.Go(func() { b.pods.follow(ctx, b.dyn.Resource(podsGVR).Namespace(b.namespace), nil) })
+	// the watch ends every minute: the list that follows considers again
+	// the members a proof missed
+	b.seen.follow(ctx, b.dyn.Resource(sandboxesGVR).Namespace(b.namespace), func(t watch.EventType, sb *unstructured.Unstructured) {
+		if t == watch.Deleted {
+			name := sb.GetAnnotations()[annotationPodName]
+			if name == "" {
+				name = sb.GetName()
 			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				b.seen.put(sb)
-				b.forgetForeign(sb)
-				consider(sb)
-			case watch.Deleted:
-				b.seen.drop(sb.GetName())
-				name := sb.GetAnnotations()[annotationPodName]
-				if name == "" {
-					name = sb.GetName()
-				}
-				b.warm.drop(name)
-			}
+			b.warm.drop(name)
+			return
 		}
-		w.Stop()
-	}
+		b.forgetForeign(sb)
+		consider(sb)
+	})
 }
 
 // forgetForeign drops the proof, and closes the kept connection, of
