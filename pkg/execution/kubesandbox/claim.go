@@ -113,7 +113,7 @@ func (b *Backend) await(ctx context.Context, c *unstructured.Unstructured, early
 		return checkNetwork(pod, spec)
 	}
 	pod, err := pods.get(podName)
-	if err != nil || check(pod) != nil || !samePodIPs(c, pod) {
+	if err != nil || check(pod) != nil || !samePodIPs(c, sb, pod) {
 		pod, err = pods.fresh(podName)
 	}
 	if err == nil {
@@ -193,7 +193,7 @@ func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured, 
 		if n := boundName(c); n != "" {
 			bound(n)
 		}
-		if ready, _, _ := readyCondition(c); ready && boundName(c) != "" {
+		if b.readyClaim(c) {
 			return c, nil
 		}
 		if err := b.warmPoolGone(ctx, c); err != nil {
@@ -237,9 +237,14 @@ func (b *Backend) watchReady(ctx context.Context, c *unstructured.Unstructured, 
 // watchReady.
 func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstructured.Unstructured, bound func(string)) (*unstructured.Unstructured, error) {
 	for {
+		sandboxes := b.seen.changes()
+		if b.readyClaim(c) {
+			return c, nil
+		}
 		select {
 		case <-ctx.Done():
 			return c, ctx.Err()
+		case <-sandboxes:
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return c, nil
@@ -251,7 +256,7 @@ func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstruct
 					if n := boundName(c); n != "" {
 						bound(n)
 					}
-					if ready, _, _ := readyCondition(c); ready && boundName(c) != "" {
+					if b.readyClaim(c) {
 						return c, nil
 					}
 					if err := b.warmPoolGone(ctx, c); err != nil {
@@ -268,6 +273,33 @@ func (b *Backend) untilReady(ctx context.Context, w watch.Interface, c *unstruct
 			}
 		}
 	}
+}
+
+// readyClaim says whether claim c, as last seen, is bound to a Ready
+// sandbox: it says so itself (Ready, naming its Sandbox), or the Sandbox
+// it names is, as the backend's watch of Sandboxes saw it (ProveWarm),
+// controlled by c and Ready. agent-sandbox adopts a warm member for a
+// claim in three writes: the claim's annotation naming it, the Sandbox
+// handed to the claim (owner reference and labels), then the claim's
+// status, whose Ready condition is the Sandbox's own forwarded (unless
+// the claim expired, which a Slipway claim does not, or the pass failed,
+// which a claim bound to a Ready Sandbox it controls is not kept back
+// by). Taking it from the Sandbox saves the claim's path the third write
+// and its event; the pod and identity checks that follow are the same.
+func (b *Backend) readyClaim(c *unstructured.Unstructured) bool {
+	n := boundName(c)
+	if n == "" {
+		return false
+	}
+	if ready, _, _ := readyCondition(c); ready {
+		return true
+	}
+	sb, ok := b.seen.get(n)
+	if !ok || !controlledByUID(sb, c.GetUID()) {
+		return false
+	}
+	ready, _, _ := readyCondition(sb)
+	return ready
 }
 
 // reasonNoWarmPool is the reason of a claim's Ready condition while

@@ -66,11 +66,16 @@ func (r *readPods) fresh(name string) (*unstructured.Unstructured, error) {
 }
 
 // samePodIPs says whether pod has the IPs the Ready claim c mirrors from
-// its Sandbox (agent-sandbox's status.sandbox.podIPs), when c names any:
-// a pod read before the claim was Ready that another pod of the same name
-// replaced since has, but for a coincidence, other IPs.
-func samePodIPs(c, pod *unstructured.Unstructured) bool {
+// its Sandbox (agent-sandbox's status.sandbox.podIPs), or, when c names
+// none (taken as Ready from its Sandbox, readyClaim), the IPs Sandbox sb
+// records (status.podIPs); true when neither names any: a pod read before
+// the claim was Ready that another pod of the same name replaced since
+// has, but for a coincidence, other IPs.
+func samePodIPs(c, sb, pod *unstructured.Unstructured) bool {
 	want, _, _ := unstructured.NestedStringSlice(c.Object, "status", "sandbox", "podIPs")
+	if len(want) == 0 && sb != nil {
+		want, _, _ = unstructured.NestedStringSlice(sb.Object, "status", "podIPs")
+	}
 	if len(want) == 0 {
 		return true
 	}

@@ -17,8 +17,27 @@ import (
 // server once more on their path (adopted, readPods). It knows nothing
 // while no watch runs.
 type seenObjects struct {
-	mu     sync.Mutex
-	byName map[string]*unstructured.Unstructured
+	mu      sync.Mutex
+	byName  map[string]*unstructured.Unstructured
+	changed chan struct{} // closed at the next change (changes)
+}
+
+// changes is a channel closed at the next change of what is held.
+func (s *seenObjects) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+// notify tells changes' channel; s.mu must be held.
+func (s *seenObjects) notify() {
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 }
 
 func (s *seenObjects) get(name string) (*unstructured.Unstructured, bool) {
@@ -35,12 +54,14 @@ func (s *seenObjects) put(u *unstructured.Unstructured) {
 		s.byName = map[string]*unstructured.Unstructured{}
 	}
 	s.byName[u.GetName()] = u
+	s.notify()
 }
 
 func (s *seenObjects) drop(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byName, name)
+	s.notify()
 }
 
 // replace holds items instead of what was seen before (a list), or
@@ -53,6 +74,7 @@ func (s *seenObjects) replace(items []unstructured.Unstructured) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.byName = m
+	s.notify()
 }
 
 // follow lists res and watches it from the list on, holding what it sees,
