@@ -5,33 +5,33 @@
 // Backend implements sandbox.ClusterPools: the cluster keeps the warm
 // pools, so Create makes claims only. A claim is a SandboxClaim
 // (extensions.agents.x-k8s.io/v1beta1) named ClaimName(owner), whose
-// warmPoolRef is kubeobjects.ObjectName(pool, generation), labelled LabelClaim,
-// kubeobjects.LabelPool and kubeobjects.LabelGeneration (and LabelProof for a
-// rollout's proof claim, which never counts as traffic). Create watches it
-// (the watch opened beside the claim's create) until it is bound and Ready
-// (agent-sandbox hands it a ready warm member, or cold-starts one where
-// none is ready), reads the Sandbox and pod it is bound to from
-// ProveWarm's watches of the namespace when they run (from the API server
-// when they do not, or when what they hold fails a check), checks the
-// pod's images against
-// the pinned digests (status imageID) and the runner's identity (proved
-// once per warm member when it became Ready, by ProveWarm, while its pod
-// and workspace container are the same; else on the claim's path), and
-// records the placement for the run manifest: cluster, namespace, node,
-// node image, runtime class and launch type (warm or cold from
-// agent-sandbox's launch-type label; a cold start on a node that joined
-// after the claim is a new node). A claim that is not ready by its
-// deadline (WithReadyTimeout) is deleted with its claim object. A claim
-// of that name already there, of the same owner (a runtime that was
-// killed mid-claim), is taken up. List reads Slipway's claims, Delete
-// deletes a claim, its Sandbox and pod (without waiting for a garbage
-// collector) and returns once they are gone, WarmCounts reads the warm
-// pools' status. With WithReleaseObserver, every claim the backend deletes
-// while bound to its Sandbox (Delete, a failed Create's cleanup,
-// DeleteObject), and every Sandbox DeleteObject removes by itself, is
-// reported once it is gone, with the claim and Sandbox as read for the
-// deletion: the cost ledger's record of what lived too short for its
-// sampler to see.
+// warmPoolRef is kubeobjects.ObjectName(pool, generation), labelled
+// LabelClaim, kubeobjects.LabelPool and kubeobjects.LabelGeneration (and
+// LabelProof for a rollout's proof claim, which never counts as traffic).
+// Create watches it (the watch opened beside the claim's create) until it
+// is bound and Ready (agent-sandbox hands it a ready warm member, or
+// cold-starts one where none is ready; Ready as the claim says, or as the
+// Sandbox it names says once that is controlled by it: readyClaim), reads
+// the Sandbox and pod it is bound to from ProveWarm's watches of the
+// namespace when they run (from the API server when they do not, or when
+// what they hold fails a check), checks the pod's images against the
+// pinned digests (status imageID) and the runner's identity (proved once
+// per warm member when it became Ready, by ProveWarm, while its pod and
+// workspace container are the same; else on the claim's path), and records
+// the placement for the run manifest: cluster, namespace, node, node
+// image, runtime class and launch type (warm or cold from agent-sandbox's
+// launch-type label; a cold start on a node that joined after the claim is
+// a new node). A claim that is not ready by its deadline
+// (WithReadyTimeout) is deleted with its claim object. A claim of that
+// name already there, of the same owner (a runtime that was killed
+// mid-claim), is taken up. List reads Slipway's claims, Delete deletes a
+// claim, its Sandbox and pod (without waiting for a garbage collector) and
+// returns once they are gone, WarmCounts reads the warm pools' status.
+// With WithReleaseObserver, every claim the backend deletes while bound to
+// its Sandbox (Delete, a failed Create's cleanup, DeleteObject), and every
+// Sandbox DeleteObject removes by itself, is reported once it is gone,
+// with the claim and Sandbox as read for the deletion: the cost ledger's
+// record of what lived too short for its sampler to see.
 //
 // DialRunner reaches a pod's runner through the API server's pod exec,
 // not the pod network: the workspace container's command (set by render)
