@@ -23,15 +23,16 @@ import (
 // in-cluster runtime: overlays/single installed on the test node (the
 // runtime a pod of the release's image, in-cluster config), pool agents
 // set to a warm pool of 10 (slipway pool set warmSize=10 before its
-// generation is promoted), and, in rounds, the pool ready again and 2 s
-// to settle, then warm claims one after the other (in one of two designs,
-// below), each either through the runtime's Service (POST /v1/pools/agents/claims from the
-// host: the claim's HTTP hop, the runtime's SandboxClaim watched to Ready,
-// its images checked, its runner's identity proved when the member became
-// Ready), or a bare SandboxClaim created and watched to Ready with
-// client-go from the host; then all are released. 50 claims of each kind;
-// p50 and p99 of each and their ratio. Target: p50 within 1.2x of the
-// bare claim's. BENCH_SMOKE=1: 6 claims of each on a pool of 3.
+// generation is promoted), and, in rounds, the pool ready again and 2 s to
+// settle, then warm claims one after the other (in one of two designs,
+// below), each either through the runtime's Service (POST
+// /v1/pools/agents/claims from the host: the claim's HTTP hop, the
+// runtime's SandboxClaim watched to Ready, its images checked, its
+// runner's identity proved when the member became Ready), or a bare
+// SandboxClaim created and watched to Ready with client-go from the host;
+// then all are released. 50 claims of each kind; p50 and p99 of each and
+// their ratio. Target: p50 within 1.2x of the bare claim's. BENCH_SMOKE=1:
+// 6 claims of each on a pool of 3.
 //
 // It measures twice, in two designs, and reports both. Turns: within
 // each round the two kinds take turns, so both meet the node at the same
