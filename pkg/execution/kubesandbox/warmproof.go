@@ -256,9 +256,14 @@ func (b *Backend) forgetForeign(sb *unstructured.Unstructured) {
 // unless it was proved for this very pod and container, and keeps it with
 // the connection it was asked over, open (kept.go).
 func (b *Backend) proveMember(ctx context.Context, podName string) {
-	pod, err := b.dyn.Resource(podsGVR).Namespace(b.namespace).Get(ctx, podName, metav1.GetOptions{})
-	if err != nil {
-		return
+	// the pod as the pod watch holds it when its workspace container runs
+	// there; else as the API server has it (the watch may lag)
+	pod, ok := b.pods.get(podName)
+	if !ok || workspaceContainerID(pod) == "" {
+		var err error
+		if pod, err = b.dyn.Resource(podsGVR).Namespace(b.namespace).Get(ctx, podName, metav1.GetOptions{}); err != nil {
+			return
+		}
 	}
 	cid := workspaceContainerID(pod)
 	if cid == "" {
